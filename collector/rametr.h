@@ -1,0 +1,104 @@
+/*
+ * rametr.h - the contract between the kernel side (rametr.bpf.c, or the
+ * user-space segmenter fed by the replay backend) and the collector.
+ *
+ * Only __u32/__u64 types: this header is included by BPF code (with
+ * vmlinux.h) and by user space (with <linux/types.h>).
+ *
+ * The kernel side emits one struct rm_part per (thread, segment, window) into
+ * a ring buffer, and keeps per-CPU window totals (struct rm_wintot) in a ring
+ * of RM_WIN_SLOTS slots indexed by window % RM_WIN_SLOTS that user space polls.
+ */
+#ifndef RM_RAMETR_H
+#define RM_RAMETR_H
+
+#define RM_WIN_SLOTS 16       /* per-CPU window totals kept in the kernel */
+#define RM_MAX_SPLIT 4        /* windows one CPU slice is split across; older time is 'lost' */
+#define RM_COMM_LEN 16
+
+/* Thread modes. */
+#define RM_MODE_NONE 0   /* not in a segment: CPU and I/O are unsegmented */
+#define RM_MODE_SEG 1    /* between a recv and the next send: CPU and I/O charged */
+#define RM_MODE_ASSOC 2  /* after the send: I/O still charged to the segment's CE, CPU not */
+
+/* Part flags (also SegmentPart.flags on the wire). */
+#define RM_PF_START 0x1     /* first part of this segment on this thread */
+#define RM_PF_END 0x2       /* the segment was closed by a send (out tuple valid) */
+#define RM_PF_ASSOC 0x4     /* I/O done after the send, still associated */
+#define RM_PF_EXIT 0x8      /* the thread exited */
+#define RM_PF_INHERIT 0x10  /* thread inherited the segment at fork/clone */
+#define RM_PF_RECV 0x20     /* closed by a recv on another socket */
+#define RM_PF_OUT_SEQ 0x40  /* out_seq_* valid (TCP) */
+#define RM_PF_IN_SEQ 0x80   /* in_seq_* valid (TCP) */
+#define RM_PF_SEQ_SUSPECT 0x100 /* a byte range overlapped or left a gap: not trusted */
+#define RM_PF_DOMAIN 0x200  /* Xen backend: part describes a domain's vCPU */
+#define RM_PF_DRIVER 0x400  /* Xen backend: driver-domain CPU charged for I/O */
+
+/* Address families as on Linux. */
+#define RM_AF_UNIX 1
+#define RM_AF_INET 2
+#define RM_AF_INET6 10
+
+struct rm_tuple {
+	__u64 cookie;     /* socket cookie */
+	__u32 family;     /* RM_AF_* or 0 */
+	__u32 lport;      /* host order */
+	__u32 rport;      /* host order */
+	__u32 pad;
+	__u32 laddr[4];   /* network order; IPv4 in laddr[0] */
+	__u32 raddr[4];
+};
+
+struct rm_part {
+	__u64 seg_id;     /* (cpu + 1) << 48 | per-CPU counter; never 0 */
+	__u64 win;        /* window index of this part */
+	__u32 pid;        /* tgid */
+	__u32 tid;
+	__u64 start_ns;   /* segment start, CLOCK_MONOTONIC */
+	__u64 end_ns;     /* end of this part */
+	__u64 cpu_ns;
+	__u64 runq_ns;
+	__u64 rx_bytes;
+	__u64 tx_bytes;
+	__u64 disk_read;
+	__u64 disk_write;
+	__u32 flags;      /* RM_PF_* */
+	__u32 pad;
+	struct rm_tuple in;
+	struct rm_tuple out;
+	__u64 in_seq_start, in_seq_end;
+	__u64 out_seq_start, out_seq_end;
+	__u64 parent_seg;
+	__u64 comm[RM_COMM_LEN / 8];
+	__u32 domid;      /* Xen backend (RM_PF_DOMAIN): domain id */
+	__u32 vcpu;       /* Xen backend: vcpu id */
+};
+
+/* Per-thread state (task storage in the kernel). */
+struct rm_task {
+	__u32 mode;       /* RM_MODE_* */
+	__u32 dirty;      /* cur holds something not yet emitted */
+	__u64 wake_ns;    /* when the thread became runnable, 0 if not waiting */
+	struct rm_part cur;
+};
+
+/* Per-CPU, per-window totals. win identifies the window held by the slot. */
+struct rm_wintot {
+	__u64 win;
+	__u64 busy_ns;
+	__u64 unseg_cpu_ns;
+	__u64 rx_bytes, tx_bytes, disk_read, disk_write;
+	__u64 unseg_rx, unseg_tx, unseg_disk_read, unseg_disk_write;
+	__u64 lost_ns;
+	__u64 dropped_parts;
+};
+
+/* Per-CPU state: where the last accounting cut was made on this CPU. */
+struct rm_cpu {
+	__u64 last_ns;    /* 0 until the first event on this CPU */
+	__u64 next_seg;   /* per-CPU segment counter */
+	__u32 cur_tid;    /* thread on this CPU since last_ns (0 = idle or unknown) */
+	__u32 pad;
+};
+
+#endif

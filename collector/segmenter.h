@@ -1,0 +1,394 @@
+/*
+ * segmenter.h - cutting a thread's life into segments, one code for kernel
+ * and user space.
+ *
+ * This header is the segmenter of Rametr (seed 000 §5.2): a segment of a
+ * thread starts at a recv on a socket and ends at the next send by that
+ * thread. Its CPU is on-CPU time only; it carries the inbound and outbound
+ * socket tuples, bytes in/out, disk bytes and run-queue wait. Threads created
+ * inside a segment inherit it. After the send the thread stays *associated*
+ * with the segment's CE: its further I/O (not its CPU) is still charged to it,
+ * until the next recv (seed 000 §5.2.2).
+ *
+ * It is pure logic with no I/O, compiled twice: into the BPF program
+ * (rametr.bpf.c, per-thread state in task storage) and into user space for the
+ * replay backend (col_replay.c), so that what the kernel does is unit-tested
+ * on recorded event streams.
+ *
+ * CPU time is cut into slices at every context switch and at every segment
+ * transition (recv/send/exit), and each slice is split at window boundaries.
+ * Every slice of a non-idle thread lands in exactly one of: a part's cpu_ns,
+ * the window's unseg_cpu_ns, or the window's lost_ns, and always in busy_ns.
+ * So per window and per CPU: busy = sum(part cpu) + unseg + lost, exactly;
+ * likewise for bytes. col_* and the tests check that identity.
+ *
+ * The includer defines, before including this header:
+ *   RM_INLINE                    inline qualifier
+ *   struct rm_env                with members window_ns, offset_ns, cpu (__u64/__u32)
+ *   rm_env_cpu(e)                -> struct rm_cpu *  (per-CPU state of e->cpu; may be NULL)
+ *   rm_env_wintot(e, win)        -> struct rm_wintot * (slot of e->cpu for win,
+ *                                   zeroed and claimed if it held an older window;
+ *                                   NULL if it already holds a newer one)
+ *   rm_env_emit(e, part)         emit a copy of *part; returns 0 or negative if dropped
+ * and includes rametr.h.
+ */
+#ifndef RM_SEGMENTER_H
+#define RM_SEGMENTER_H
+
+RM_INLINE __u64 rm_win(const struct rm_env *e, __u64 ts)
+{
+	return (ts + e->offset_ns) / e->window_ns;
+}
+
+RM_INLINE __u64 rm_win_start(const struct rm_env *e, __u64 w)
+{
+	return w * e->window_ns - e->offset_ns;
+}
+
+/* Emit t->cur if it holds anything, then clear its counters and one-shot flags. */
+RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
+{
+	struct rm_part *p = &t->cur;
+
+	if (t->dirty) {
+		if (rm_env_emit(e, p) < 0) {
+			/* The ring is full: the part's CPU becomes 'lost' in its
+			 * window, its bytes unsegmented, so the identity holds. */
+			struct rm_wintot *w = rm_env_wintot(e, p->win);
+
+			if (w) {
+				w->dropped_parts++;
+				w->lost_ns += p->cpu_ns;
+				w->unseg_rx += p->rx_bytes;
+				w->unseg_tx += p->tx_bytes;
+				w->unseg_disk_read += p->disk_read;
+				w->unseg_disk_write += p->disk_write;
+			}
+		}
+	}
+	t->dirty = 0;
+	p->cpu_ns = 0;
+	p->runq_ns = 0;
+	p->rx_bytes = 0;
+	p->tx_bytes = 0;
+	p->disk_read = 0;
+	p->disk_write = 0;
+	p->flags &= (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_ASSOC | RM_PF_SEQ_SUSPECT);
+}
+
+/* Make t->cur a part of window w, flushing what it held for another window. */
+RM_INLINE void rm_task_win(struct rm_env *e, struct rm_task *t, __u64 w)
+{
+	if (t->cur.win != w) {
+		rm_flush(e, t);
+		t->cur.win = w;
+	}
+}
+
+/*
+ * Account CPU time [from, to) of thread t (NULL: a thread without state) that
+ * ran on e->cpu. Splits at window boundaries; time more than RM_MAX_SPLIT
+ * windows old is counted as lost in the oldest window kept.
+ */
+RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, __u64 to)
+{
+	__u64 wa, wb, i;
+
+	if (to <= from)
+		return;
+	wa = rm_win(e, from);
+	wb = rm_win(e, to - 1);
+	if (wb - wa >= RM_MAX_SPLIT) {
+		__u64 keep = rm_win_start(e, wb - RM_MAX_SPLIT + 1);
+		struct rm_wintot *lw = rm_env_wintot(e, wb - RM_MAX_SPLIT + 1);
+
+		if (lw) {
+			lw->busy_ns += keep - from;
+			lw->lost_ns += keep - from;
+		}
+		from = keep;
+		wa = wb - RM_MAX_SPLIT + 1;
+	}
+	for (i = 0; i < RM_MAX_SPLIT; i++) {
+		__u64 w = wa + i, s, end, d;
+		struct rm_wintot *wt;
+
+		if (w > wb)
+			break;
+		s = rm_win_start(e, w);
+		if (s < from)
+			s = from;
+		end = rm_win_start(e, w + 1);
+		if (end > to)
+			end = to;
+		if (end <= s)
+			continue;
+		d = end - s;
+		wt = rm_env_wintot(e, w);
+		if (!wt)
+			continue;
+		wt->busy_ns += d;
+		if (t && t->mode == RM_MODE_SEG) {
+			rm_task_win(e, t, w);
+			t->cur.cpu_ns += d;
+			t->cur.end_ns = end;
+			t->dirty = 1;
+		} else {
+			wt->unseg_cpu_ns += d;
+		}
+	}
+}
+
+/* Close the CPU slice of the thread running on e->cpu at time now. */
+RM_INLINE void rm_cut(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	struct rm_cpu *c = rm_env_cpu(e);
+
+	if (!c)
+		return;
+	if (c->last_ns)
+		rm_account_cpu(e, t, c->last_ns, now);
+	c->last_ns = now;
+}
+
+RM_INLINE __u64 rm_next_seg_id(struct rm_env *e)
+{
+	struct rm_cpu *c = rm_env_cpu(e);
+
+	if (!c)
+		return 0;
+	c->next_seg++;
+	return (((__u64)e->cpu + 1) << 48) | (c->next_seg & 0xffffffffffffULL);
+}
+
+/* Start a fresh segment in t->cur (after the previous one was flushed). */
+RM_INLINE void rm_seg_begin(struct rm_env *e, struct rm_task *t, __u64 now, __u64 seg_id)
+{
+	struct rm_part *p = &t->cur;
+
+	p->seg_id = seg_id;
+	p->win = rm_win(e, now);
+	p->start_ns = now;
+	p->end_ns = now;
+	p->flags = RM_PF_START;
+	p->parent_seg = 0;
+	p->in_seq_start = 0;
+	p->in_seq_end = 0;
+	p->out_seq_start = 0;
+	p->out_seq_end = 0;
+	__builtin_memset(&p->out, 0, sizeof(p->out));
+	t->mode = RM_MODE_SEG;
+	t->dirty = 1;
+}
+
+/*
+ * A recv of `bytes` (> 0) on socket `tp` by thread t (state created if needed)
+ * at time now. has_seq: [seq_start, seq_start + bytes) is the TCP byte range.
+ */
+RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 pid, __u32 tid,
+			  const struct rm_tuple *tp, __u64 bytes, int has_seq, __u64 seq_start)
+{
+	__u64 w = rm_win(e, now), id;
+	struct rm_wintot *wt;
+
+	rm_cut(e, t, now);
+	wt = rm_env_wintot(e, w);
+	if (wt)
+		wt->rx_bytes += bytes;
+	if (t->mode == RM_MODE_SEG && t->cur.in.cookie == tp->cookie) {
+		/* more bytes of the same request (partial reads) */
+		rm_task_win(e, t, w);
+		t->cur.rx_bytes += bytes;
+		t->cur.end_ns = now;
+		if (has_seq && (t->cur.flags & RM_PF_IN_SEQ) && seq_start == t->cur.in_seq_end)
+			t->cur.in_seq_end = seq_start + bytes;
+		else if (has_seq)
+			t->cur.flags |= RM_PF_SEQ_SUSPECT;
+		t->dirty = 1;
+		return;
+	}
+	if (t->mode == RM_MODE_SEG) {
+		t->cur.flags |= RM_PF_RECV;
+		t->dirty = 1;
+	}
+	rm_flush(e, t);
+	id = rm_next_seg_id(e);
+	rm_seg_begin(e, t, now, id);
+	t->cur.pid = pid;
+	t->cur.tid = tid;
+	__builtin_memcpy(&t->cur.in, tp, sizeof(*tp));
+	t->cur.rx_bytes = bytes;
+	if (has_seq) {
+		t->cur.flags |= RM_PF_IN_SEQ;
+		t->cur.in_seq_start = seq_start;
+		t->cur.in_seq_end = seq_start + bytes;
+	}
+}
+
+/* A send of `bytes` (> 0) on socket `tp` by thread t (NULL: no state) at time now. */
+RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const struct rm_tuple *tp,
+			  __u64 bytes, int has_seq, __u64 seq_start)
+{
+	__u64 w = rm_win(e, now);
+	struct rm_wintot *wt;
+	struct rm_part *p;
+
+	rm_cut(e, t, now);
+	wt = rm_env_wintot(e, w);
+	if (wt)
+		wt->tx_bytes += bytes;
+	if (!t || t->mode == RM_MODE_NONE) {
+		if (wt)
+			wt->unseg_tx += bytes;
+		return;
+	}
+	p = &t->cur;
+	if (t->mode == RM_MODE_ASSOC &&
+	    (p->out.cookie != tp->cookie || !has_seq != !(p->flags & RM_PF_OUT_SEQ) ||
+	     (has_seq && seq_start != p->out_seq_end))) {
+		/* another socket, or a byte range that does not follow: new part */
+		rm_flush(e, t);
+		p->out_seq_start = seq_start;
+		p->out_seq_end = seq_start;
+		p->flags &= ~RM_PF_OUT_SEQ;
+		p->start_ns = now;
+	}
+	rm_task_win(e, t, w);
+	if (t->mode == RM_MODE_SEG) {
+		p->out_seq_start = seq_start;
+		p->out_seq_end = seq_start;
+		p->flags |= RM_PF_END;
+	} else {
+		p->flags |= RM_PF_ASSOC;
+	}
+	__builtin_memcpy(&p->out, tp, sizeof(*tp));
+	p->tx_bytes += bytes;
+	p->end_ns = now;
+	if (has_seq) {
+		p->flags |= RM_PF_OUT_SEQ;
+		p->out_seq_end = seq_start + bytes;
+	}
+	t->dirty = 1;
+	if (t->mode == RM_MODE_SEG) {
+		rm_flush(e, t);
+		t->mode = RM_MODE_ASSOC;
+		p->flags |= RM_PF_ASSOC;
+		p->start_ns = now;
+		p->out_seq_start = p->out_seq_end;
+	}
+}
+
+/* Disk bytes issued in the context of thread t (NULL: no state). */
+RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 bytes, int is_write)
+{
+	__u64 w = rm_win(e, now);
+	struct rm_wintot *wt = rm_env_wintot(e, w);
+	int charged = t && t->mode != RM_MODE_NONE;
+
+	if (charged) {
+		rm_task_win(e, t, w);
+		if (is_write)
+			t->cur.disk_write += bytes;
+		else
+			t->cur.disk_read += bytes;
+		t->dirty = 1;
+	}
+	if (!wt)
+		return;
+	if (is_write) {
+		wt->disk_write += bytes;
+		if (!charged)
+			wt->unseg_disk_write += bytes;
+	} else {
+		wt->disk_read += bytes;
+		if (!charged)
+			wt->unseg_disk_read += bytes;
+	}
+}
+
+RM_INLINE void rm_on_wakeup(struct rm_task *t, __u64 now)
+{
+	if (t && !t->wake_ns)
+		t->wake_ns = now;
+}
+
+/*
+ * Context switch on e->cpu at time now. prev_t/next_t may be NULL (no state);
+ * prev_idle: prev is the idle task; prev_runnable: prev stays runnable
+ * (preempted), so its run-queue wait starts now.
+ */
+RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_idle, int prev_runnable,
+			    struct rm_task *next_t, __u64 now)
+{
+	struct rm_cpu *c = rm_env_cpu(e);
+
+	if (!c)
+		return;
+	if (c->last_ns && !prev_idle)
+		rm_account_cpu(e, prev_t, c->last_ns, now);
+	c->last_ns = now;
+	if (prev_t)
+		prev_t->wake_ns = prev_runnable ? now : 0;
+	if (next_t && next_t->wake_ns) {
+		__u64 d = now > next_t->wake_ns ? now - next_t->wake_ns : 0;
+
+		if (next_t->mode == RM_MODE_SEG) {
+			rm_task_win(e, next_t, rm_win(e, now));
+			next_t->cur.runq_ns += d;
+			next_t->dirty = 1;
+		}
+		next_t->wake_ns = 0;
+	}
+}
+
+/*
+ * Thread `child_t` (fresh state) was created by `parent_t` while the parent
+ * was in a segment: the child inherits it as a segment of its own.
+ * Returns 1 if the child got a segment, 0 if the parent had none.
+ */
+RM_INLINE int rm_on_fork(struct rm_env *e, const struct rm_task *parent_t, struct rm_task *child_t,
+			 __u64 now, __u32 child_pid, __u32 child_tid)
+{
+	struct rm_part *p = &child_t->cur;
+
+	if (!parent_t || parent_t->mode != RM_MODE_SEG)
+		return 0;
+	__builtin_memcpy(p, &parent_t->cur, sizeof(*p));
+	rm_seg_begin(e, child_t, now, rm_next_seg_id(e));
+	p->start_ns = parent_t->cur.start_ns;
+	p->flags |= RM_PF_INHERIT | (parent_t->cur.flags & (RM_PF_IN_SEQ | RM_PF_SEQ_SUSPECT));
+	p->in_seq_start = parent_t->cur.in_seq_start;
+	p->in_seq_end = parent_t->cur.in_seq_end;
+	p->parent_seg = parent_t->cur.seg_id;
+	p->pid = child_pid;
+	p->tid = child_tid;
+	p->cpu_ns = 0;
+	p->runq_ns = 0;
+	p->rx_bytes = 0;
+	p->tx_bytes = 0;
+	p->disk_read = 0;
+	p->disk_write = 0;
+	child_t->wake_ns = 0;
+	return 1;
+}
+
+/* Thread t (on e->cpu) exits at time now: close its slice and its part. */
+RM_INLINE void rm_on_exit(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	rm_cut(e, t, now);
+	if (t->mode != RM_MODE_NONE) {
+		t->cur.flags |= RM_PF_EXIT;
+		t->cur.end_ns = now;
+		t->dirty = 1;
+	}
+	rm_flush(e, t);
+	t->mode = RM_MODE_NONE;
+}
+
+/* Emit whatever t holds (collector shutdown, or a thread idle for long). */
+RM_INLINE void rm_sweep(struct rm_env *e, struct rm_task *t)
+{
+	rm_flush(e, t);
+}
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * rm_test.h - the one test harness of Rametr (CUnit basic runner).
+ *
+ * A foo_test.c ends with a table of named cases and RM_TEST_MAIN:
+ *
+ *   static CU_TestInfo cases[] = {
+ *       { "decodes a batch", test_decode_batch },
+ *       CU_TEST_INFO_NULL,
+ *   };
+ *   RM_TEST_MAIN("wire", cases)
+ *
+ * The program exits 0 only if every case ran and passed. A case that needs
+ * something the host does not have (no BPF, not root) calls RM_TEST_SKIP with
+ * a reason; ctest then reports the test as skipped (exit code 77), never as
+ * passed; with RM_NO_SKIP set in the environment (CI as root) a skip fails
+ * the test instead. Helpers below create temporary directories that are removed at exit.
+ */
+#ifndef RM_TEST_H
+#define RM_TEST_H
+
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RM_TEST_SKIP_CODE 77
+
+static int rm_test_skipped;
+
+#define RM_TEST_SKIP(...)                                  \
+	do {                                               \
+		fprintf(stderr, "SKIP: " __VA_ARGS__);     \
+		fprintf(stderr, "\n");                     \
+		rm_test_skipped = 1;                       \
+		return;                                    \
+	} while (0)
+
+/* Path of a fresh temporary directory (static buffer, one per program). */
+static inline const char *rm_test_tmpdir(void)
+{
+	static char dir[256];
+
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "/tmp/rametr-test-XXXXXX");
+		if (!mkdtemp(dir)) {
+			perror("mkdtemp");
+			exit(1);
+		}
+	}
+	return dir;
+}
+
+static inline void rm_test_cleanup(void)
+{
+	const char *d = rm_test_tmpdir();
+	char cmd[300];
+
+	if (getenv("RM_TEST_KEEP"))
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: failed to remove '%s'\n", d);
+}
+
+#define RM_TEST_MAIN(suite_name, case_table)                                              \
+	int main(int argc, char **argv)                                                      \
+	{                                                                                    \
+		CU_SuiteInfo suites[] = {                                                    \
+			{ suite_name, NULL, NULL, NULL, NULL, case_table },                  \
+			CU_SUITE_INFO_NULL,                                                  \
+		};                                                                           \
+		unsigned failed, run;                                                        \
+		(void)argc;                                                                  \
+		(void)argv;                                                                  \
+		if (CU_initialize_registry() != CUE_SUCCESS)                                 \
+			return 1;                                                            \
+		if (CU_register_suites(suites) != CUE_SUCCESS)                               \
+			return 1;                                                            \
+		CU_basic_set_mode(CU_BRM_VERBOSE);                                           \
+		if (argc > 1) {                                                              \
+			CU_pSuite s = CU_get_suite(suite_name);                               \
+			CU_pTest t = s ? CU_get_test(s, argv[1]) : NULL;                       \
+			if (!t) {                                                            \
+				fprintf(stderr, "no case '%s'\n", argv[1]);                  \
+				return 2;                                                    \
+			}                                                                    \
+			CU_basic_run_test(s, t);                                              \
+		} else {                                                                     \
+			CU_basic_run_tests();                                                \
+		}                                                                            \
+		failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();      \
+		run = CU_get_number_of_tests_run();                                          \
+		CU_cleanup_registry();                                                       \
+		rm_test_cleanup();                                                           \
+		if (failed)                                                                  \
+			return 1;                                                            \
+		if (run == 0)                                                                \
+			return 1;                                                            \
+		if (rm_test_skipped && getenv("RM_NO_SKIP")) {                               \
+			fprintf(stderr, "a case was skipped and RM_NO_SKIP is set\n");     \
+			return 1;                                                            \
+		}                                                                            \
+		return rm_test_skipped ? RM_TEST_SKIP_CODE : 0;                              \
+	}
+
+#endif
