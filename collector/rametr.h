@@ -72,6 +72,7 @@ struct rm_part {
 	__u64 comm[RM_COMM_LEN / 8];
 	__u32 domid;      /* Xen backend (RM_PF_DOMAIN): domain id */
 	__u32 vcpu;       /* Xen backend: vcpu id */
+	__u64 blocked_ns; /* Xen backend: time blocked (not runnable) */
 };
 
 /* Per-thread state (task storage in the kernel). */
