@@ -184,6 +184,8 @@ RM_INLINE void rm_seg_begin(struct rm_env *e, struct rm_task *t, __u64 now, __u6
 /*
  * A recv of `bytes` (> 0) on socket `tp` by thread t (state created if needed)
  * at time now. has_seq: [seq_start, seq_start + bytes) is the TCP byte range.
+ * TCP sequence numbers are 32 bits: ranges are kept as 64-bit start + length
+ * (end may exceed 2^32) and compared modulo 2^32.
  */
 RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 pid, __u32 tid,
 			  const struct rm_tuple *tp, __u64 bytes, int has_seq, __u64 seq_start)
@@ -200,7 +202,7 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		rm_task_win(e, t, w);
 		t->cur.rx_bytes += bytes;
 		t->cur.end_ns = now;
-		if (has_seq && (t->cur.flags & RM_PF_IN_SEQ) && seq_start == t->cur.in_seq_end)
+		if (has_seq && (t->cur.flags & RM_PF_IN_SEQ) && (__u32)seq_start == (__u32)t->cur.in_seq_end)
 			t->cur.in_seq_end = seq_start + bytes;
 		else if (has_seq)
 			t->cur.flags |= RM_PF_SEQ_SUSPECT;
@@ -245,7 +247,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const 
 	p = &t->cur;
 	if (t->mode == RM_MODE_ASSOC &&
 	    (p->out.cookie != tp->cookie || !has_seq != !(p->flags & RM_PF_OUT_SEQ) ||
-	     (has_seq && seq_start != p->out_seq_end))) {
+	     (has_seq && (__u32)seq_start != (__u32)p->out_seq_end))) {
 		/* another socket, or a byte range that does not follow: new part */
 		rm_flush(e, t);
 		p->out_seq_start = seq_start;

@@ -1,0 +1,303 @@
+/*
+ * col_bpf.c - the eBPF backend's loader: configures and attaches
+ * rametr.bpf.c through its generated skeleton, drains the ring of segment
+ * parts, and turns the kernel's per-CPU window slots into per-window deltas.
+ *
+ * Window totals: the kernel keeps, per CPU, RM_WIN_SLOTS slots indexed by
+ * window % RM_WIN_SLOTS; a slot is reset when a newer window claims it. We
+ * remember, per (cpu, slot), the window and values last reported and hand
+ * the sink only what grew since, so late slices (a thread that ran across a
+ * window edge and switched out later) still reach the right window. Capacity
+ * (online CPUs x elapsed time) is reported the same way as time passes.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "col_bpf.h"
+#include "col_probe.h"
+#include "rm_err.h"
+#include "rametr.skel.h"
+#include "banned.h"
+
+#define COL_BPF_MAX_WINS (2 * RM_WIN_SLOTS + 8)
+
+struct col_bpf {
+	struct rametr_bpf *skel;
+	struct ring_buffer *rb;
+	uint64_t window_ns;
+	uint64_t offset_ns;
+	int ncpu_possible;
+	int ncpu_online;
+	struct rm_wintot *last;      /* [ncpu_possible][RM_WIN_SLOTS] last values reported */
+	struct rm_wintot *vals;      /* lookup buffer: one slot for every possible CPU */
+	uint64_t cap_ts;             /* capacity reported up to this monotonic time */
+	const struct col_sink *sink; /* during a poll */
+	int sink_err;
+	int detached;
+	struct col_bpf_stats stats;
+};
+
+static int col_bpf_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static uint64_t col_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int col_bpf_on_part(void *ctx, void *data, size_t len)
+{
+	struct col_bpf *b = ctx;
+	int rv;
+
+	if (len < sizeof(struct rm_part)) {
+		rm_log_warn("ignoring short ring record (%zu bytes)", len);
+		return 0;
+	}
+	b->stats.parts++;
+	/* Never fail the callback: libbpf has already consumed the record. */
+	if (b->sink && !b->sink_err && (rv = b->sink->part(b->sink->arg, data)) != 0)
+		b->sink_err = rv;
+	return 0;
+}
+
+int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
+{
+	struct col_bpf *b;
+	char why[256];
+	int rv, err;
+
+	*out = NULL;
+	if ((rv = col_probe_ebpf(why, sizeof(why))) != 0) {
+		rm_log_error("ebpf backend unavailable: %s", why);
+		return rv;
+	}
+	if (!col_probe_tp_btf("sock_send_length") || !col_probe_tp_btf("sock_recv_length")) {
+		rm_log_error("ebpf backend unavailable: kernel lacks tracepoints 'sock_send_length' / 'sock_recv_length'");
+		return RM_ENOTSUP;
+	}
+	libbpf_set_print(col_bpf_libbpf_print);
+	if (!(b = calloc(1, sizeof(*b))))
+		return RM_ENOMEM;
+	b->window_ns = cfg->window_ns ? cfg->window_ns : 1000000000ULL;
+	b->offset_ns = (uint64_t)cfg->offset_ns;
+	b->ncpu_possible = libbpf_num_possible_cpus();
+	b->ncpu_online = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (b->ncpu_possible <= 0 || b->ncpu_online <= 0) {
+		rm_log_error("failed to count cpus");
+		free(b);
+		return RM_EIO;
+	}
+	b->last = calloc((size_t)b->ncpu_possible * RM_WIN_SLOTS, sizeof(*b->last));
+	b->vals = calloc((size_t)b->ncpu_possible, sizeof(*b->vals));
+	if (!b->last || !b->vals) {
+		col_bpf_close(b);
+		return RM_ENOMEM;
+	}
+	if (!(b->skel = rametr_bpf__open())) {
+		rm_log_error("failed to open bpf object 'rametr': %s", strerror(errno));
+		col_bpf_close(b);
+		return RM_EBPF;
+	}
+	b->skel->rodata->window_ns = b->window_ns;
+	b->skel->rodata->offset_ns = b->offset_ns;
+	b->skel->rodata->self_tgid = cfg->self_tgid;
+	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
+	if (!col_probe_tp_btf("block_rq_issue")) {
+		rm_log_warn("kernel lacks tracepoint 'block_rq_issue': disk bytes are not measured");
+		bpf_program__set_autoload(b->skel->progs.rm_block_rq_issue, false);
+	}
+	if ((err = rametr_bpf__load(b->skel)) != 0) {
+		rm_log_error("failed to load bpf object 'rametr': %s", strerror(-err));
+		col_bpf_close(b);
+		return err == -EPERM ? RM_EPERM : RM_EBPF;
+	}
+	if ((err = rametr_bpf__attach(b->skel)) != 0) {
+		rm_log_error("failed to attach bpf programs: %s", strerror(-err));
+		col_bpf_close(b);
+		return RM_EBPF;
+	}
+	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.parts), col_bpf_on_part, b, NULL);
+	if (!b->rb) {
+		rm_log_error("failed to create ring buffer consumer: %s", strerror(errno));
+		col_bpf_close(b);
+		return RM_EBPF;
+	}
+	b->cap_ts = col_mono_ns();
+	*out = b;
+	return RM_OK;
+}
+
+struct col_win_acc {
+	size_t n;
+	struct col_window w[COL_BPF_MAX_WINS];
+};
+
+static struct col_window *col_acc_get(struct col_win_acc *acc, uint64_t win)
+{
+	size_t i;
+
+	for (i = 0; i < acc->n; i++)
+		if (acc->w[i].t.win == win)
+			return &acc->w[i];
+	if (acc->n == COL_BPF_MAX_WINS)
+		return NULL;
+	memset(&acc->w[acc->n], 0, sizeof(acc->w[0]));
+	acc->w[acc->n].t.win = win;
+	return &acc->w[acc->n++];
+}
+
+#define COL_WT_FIELDS(X)                                                                     \
+	X(busy_ns) X(unseg_cpu_ns) X(rx_bytes) X(tx_bytes) X(disk_read) X(disk_write)       \
+	X(unseg_rx) X(unseg_tx) X(unseg_disk_read) X(unseg_disk_write) X(lost_ns) X(dropped_parts)
+
+static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
+{
+	uint64_t now = col_mono_ns(), t;
+	uint32_t k;
+	int cpu;
+
+	for (k = 0; k < RM_WIN_SLOTS; k++) {
+		if (bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.wintot), &k, b->vals) != 0)
+			continue;
+		for (cpu = 0; cpu < b->ncpu_possible; cpu++) {
+			struct rm_wintot *v = &b->vals[cpu];
+			struct rm_wintot *l = &b->last[(size_t)cpu * RM_WIN_SLOTS + k];
+			struct col_window *w;
+
+			if (v->win == 0)
+				continue;
+			if (l->win != v->win) {
+				memset(l, 0, sizeof(*l));
+				l->win = v->win;
+			}
+			if (!(w = col_acc_get(acc, v->win)))
+				continue;
+#define X(f)                                                   \
+	if (v->f >= l->f) {                                    \
+		w->t.f += v->f - l->f;                         \
+		l->f = v->f;                                   \
+	}
+			COL_WT_FIELDS(X)
+#undef X
+		}
+	}
+	/* capacity: online CPUs x time elapsed, split at window edges */
+	t = b->cap_ts;
+	while (t < now) {
+		uint64_t win = (t + b->offset_ns) / b->window_ns;
+		uint64_t end = (win + 1) * b->window_ns - b->offset_ns;
+		struct col_window *w;
+
+		if (end > now)
+			end = now;
+		if ((w = col_acc_get(acc, win)) != NULL)
+			w->capacity_ns += (uint64_t)b->ncpu_online * (end - t);
+		t = end;
+	}
+	b->cap_ts = now;
+}
+
+static int col_bpf_report(struct col_bpf *b, const struct col_sink *sink)
+{
+	struct col_win_acc *acc;
+	size_t i;
+	int rv = RM_OK;
+
+	if (!(acc = calloc(1, sizeof(*acc))))
+		return RM_ENOMEM;
+	col_bpf_windows(b, acc);
+	for (i = 0; i < acc->n && rv == RM_OK; i++) {
+		b->stats.dropped_parts += acc->w[i].t.dropped_parts;
+		b->stats.windows++;
+		rv = sink->window(sink->arg, &acc->w[i]);
+	}
+	free(acc);
+	return rv;
+}
+
+int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
+{
+	int err;
+
+	b->sink = sink;
+	b->sink_err = 0;
+	err = ring_buffer__poll(b->rb, timeout_ms);
+	if (err < 0 && err != -EINTR) {
+		rm_log_error("failed to read the part ring: %s", strerror(-err));
+		return RM_EIO;
+	}
+	/* poll wakes only above the wakeup threshold: consume what is there */
+	ring_buffer__consume(b->rb);
+	b->sink = NULL;
+	if (b->sink_err)
+		return b->sink_err;
+	return col_bpf_report(b, sink);
+}
+
+int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink)
+{
+	struct bpf_link *link;
+	char buf[64];
+	int fd, rv;
+
+	if (!b->detached) {
+		rametr_bpf__detach(b->skel);
+		b->detached = 1;
+	}
+	link = bpf_program__attach_iter(b->skel->progs.rm_sweep_tasks, NULL);
+	if (!link) {
+		rm_log_warn("failed to attach the task sweep: %s; parts still held by threads are lost",
+			    strerror(errno));
+	} else {
+		fd = bpf_iter_create(bpf_link__fd(link));
+		if (fd < 0) {
+			rm_log_warn("failed to run the task sweep: %s", strerror(errno));
+		} else {
+			while (read(fd, buf, sizeof(buf)) > 0)
+				;
+			close(fd);
+		}
+		bpf_link__destroy(link);
+	}
+	b->sink = sink;
+	b->sink_err = 0;
+	ring_buffer__consume(b->rb);
+	b->sink = NULL;
+	if (b->sink_err)
+		return b->sink_err;
+	if ((rv = col_bpf_report(b, sink)) != 0)
+		return rv;
+	return RM_OK;
+}
+
+void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out)
+{
+	*out = b->stats;
+}
+
+void col_bpf_close(struct col_bpf *b)
+{
+	if (!b)
+		return;
+	ring_buffer__free(b->rb);
+	rametr_bpf__destroy(b->skel);
+	free(b->last);
+	free(b->vals);
+	free(b);
+}

@@ -1,0 +1,56 @@
+/*
+ * col_bpf.h - the eBPF backend's loader (user side of rametr.bpf.c).
+ *
+ * Opens, configures, loads and attaches the BPF programs; drains the part
+ * ring buffer and polls the per-CPU window totals, handing both to a
+ * struct col_sink (col_backend.h). Not thread-safe: one thread owns a
+ * struct col_bpf.
+ */
+#ifndef COL_BPF_H
+#define COL_BPF_H
+
+#include <stdint.h>
+
+#include "col_backend.h"
+
+struct col_bpf;
+
+struct col_bpf_cfg {
+	uint64_t window_ns;   /* accounting window (default 1 s if 0) */
+	int64_t offset_ns;    /* CLOCK_REALTIME - CLOCK_MONOTONIC; windows are wall-clock aligned */
+	uint32_t self_tgid;   /* process never segmented (the collector itself); 0 = none */
+};
+
+struct col_bpf_stats {
+	uint64_t parts;          /* parts read from the ring */
+	uint64_t windows;        /* window reports handed to the sink */
+	uint64_t dropped_parts;  /* parts the kernel could not emit (ring full) */
+};
+
+/*
+ * Probes the kernel (col_probe.h), loads and attaches. Returns RM_OK,
+ * RM_EPERM / RM_ENOTSUP / RM_EBPF with the reason logged. *out owned by the
+ * caller, released with col_bpf_close().
+ */
+int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg);
+
+/*
+ * Waits up to timeout_ms for parts, hands every part in the ring to
+ * sink->part, then every window-total delta to sink->window. Returns RM_OK or
+ * the first sink error (the remaining data stays for the next call).
+ */
+int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms);
+
+/*
+ * Ends collection: detaches every hook, emits what threads still hold (a
+ * task iterator sweep), then drains ring and windows into the sink. After
+ * this only col_bpf_close() is valid.
+ */
+int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink);
+
+void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out);
+
+/* Detaches and frees; NULL-tolerant. */
+void col_bpf_close(struct col_bpf *b);
+
+#endif

@@ -1,0 +1,329 @@
+/*
+ * col_bpf_test.c - the real BPF programs attached to the running kernel, a
+ * real client/server exchange over loopback TCP, and checks of what the
+ * segments say: tuples, bytes, TCP ranges, on-CPU time (descheduled time
+ * excluded), thread inheritance, disk bytes, and the per-window identity
+ * busy = sum(part cpu) + unsegmented + lost.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rm_test.h"
+#include "col_bpf.h"
+#include "rm_err.h"
+
+#define MAX_PARTS 200000
+#define MAX_WINS 256
+
+static struct rm_part *parts;
+static size_t nparts;
+static struct col_window wins[MAX_WINS];
+static size_t nwins;
+
+static int t_part(void *arg, const struct rm_part *p)
+{
+	(void)arg;
+	if (nparts < MAX_PARTS)
+		parts[nparts++] = *p;
+	return RM_OK;
+}
+
+static int t_window(void *arg, const struct col_window *w)
+{
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < nwins; i++)
+		if (wins[i].t.win == w->t.win)
+			break;
+	if (i == nwins) {
+		if (nwins == MAX_WINS)
+			return RM_OK;
+		memset(&wins[nwins], 0, sizeof(wins[0]));
+		wins[nwins++].t.win = w->t.win;
+	}
+#define ADD(f) wins[i].t.f += w->t.f;
+	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
+	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
+	ADD(dropped_parts)
+#undef ADD
+	wins[i].capacity_ns += w->capacity_ns;
+	return RM_OK;
+}
+
+static const struct col_sink sink = { NULL, t_part, t_window };
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static volatile uint64_t sink_hole;
+
+static void burn_ms(unsigned ms)
+{
+	uint64_t end = thread_cpu_ns() + (uint64_t)ms * 1000000ULL, x = 1;
+
+	while (thread_cpu_ns() < end) {
+		int i;
+
+		for (i = 0; i < 1000; i++)
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+	}
+	sink_hole = x;
+}
+
+struct server {
+	int lfd;
+	uint16_t port;
+	pid_t tid;
+	pid_t child_tid;
+	uint16_t client_port;
+	int disk_ok;
+	char dir[200];
+};
+
+static void *child_main(void *arg)
+{
+	struct server *s = arg;
+
+	s->child_tid = (pid_t)syscall(SYS_gettid);
+	burn_ms(15);
+	return NULL;
+}
+
+static void *server_main(void *arg)
+{
+	struct server *s = arg;
+	struct sockaddr_in peer;
+	socklen_t plen = sizeof(peer);
+	char req[100], resp[1000];
+	size_t got = 0;
+	pthread_t child;
+	int fd;
+
+	s->tid = (pid_t)syscall(SYS_gettid);
+	fd = accept(s->lfd, (struct sockaddr *)&peer, &plen);
+	if (fd < 0)
+		return NULL;
+	s->client_port = ntohs(peer.sin_port);
+	/* the request arrives in two reads: one segment, contiguous range */
+	while (got < sizeof(req)) {
+		ssize_t n = recv(fd, req + got, got == 0 ? 40 : sizeof(req) - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	burn_ms(30);
+	usleep(60000); /* descheduled: must not count */
+	pthread_create(&child, NULL, child_main, s);
+	pthread_join(child, NULL);
+	{
+		/* O_DIRECT write: block_rq_issue in this thread's context */
+		char path[256];
+		void *buf;
+		int dfd;
+
+		snprintf(path, sizeof(path), "%s/direct.bin", s->dir);
+		dfd = open(path, O_CREAT | O_WRONLY | O_DIRECT | O_TRUNC, 0600);
+		if (dfd >= 0 && posix_memalign(&buf, 4096, 65536) == 0) {
+			memset(buf, 7, 65536);
+			s->disk_ok = write(dfd, buf, 65536) == 65536 && fsync(dfd) == 0;
+			free(buf);
+		}
+		if (dfd >= 0)
+			close(dfd);
+	}
+	memset(resp, 'r', sizeof(resp));
+	if (send(fd, resp, sizeof(resp), 0) != (ssize_t)sizeof(resp))
+		s->port = 0;
+	close(fd);
+	return NULL;
+}
+
+static int open_or_skip(struct col_bpf **b)
+{
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .offset_ns = 0, .self_tgid = 0 };
+	struct timespec rt, mono;
+	int rv;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	cfg.offset_ns = ((int64_t)rt.tv_sec - mono.tv_sec) * 1000000000LL + (rt.tv_nsec - mono.tv_nsec);
+	rv = col_bpf_open(b, &cfg);
+	return rv;
+}
+
+static const struct rm_part *find_part(pid_t tid, uint32_t flag)
+{
+	size_t i;
+
+	for (i = 0; i < nparts; i++)
+		if (parts[i].tid == (uint32_t)tid && (parts[i].flags & flag))
+			return &parts[i];
+	return NULL;
+}
+
+static uint64_t seg_sum(uint64_t seg_id, pid_t tid, int field)
+{
+	uint64_t s = 0;
+	size_t i;
+
+	for (i = 0; i < nparts; i++) {
+		if (parts[i].seg_id != seg_id || parts[i].tid != (uint32_t)tid)
+			continue;
+		switch (field) {
+		case 0: s += parts[i].cpu_ns; break;
+		case 1: s += parts[i].rx_bytes; break;
+		case 2: s += parts[i].tx_bytes; break;
+		case 3: s += parts[i].disk_write; break;
+		}
+	}
+	return s;
+}
+
+static void test_exchange(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	struct server s = { 0 };
+	const struct rm_part *start, *end, *child;
+	struct col_bpf *b = NULL;
+	char req[100], resp[1000];
+	size_t got = 0, i;
+	pthread_t th;
+	uint64_t cpu;
+	int cfd, rv;
+
+	if ((rv = open_or_skip(&b)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	snprintf(s.dir, sizeof(s.dir), "%s", rm_test_tmpdir());
+	s.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(bind(s.lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CU_ASSERT_FATAL(listen(s.lfd, 4) == 0);
+	CU_ASSERT_FATAL(getsockname(s.lfd, (struct sockaddr *)&a, &alen) == 0);
+	s.port = ntohs(a.sin_port);
+	pthread_create(&th, NULL, server_main, &s);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	memset(req, 'q', sizeof(req));
+	CU_ASSERT_FATAL(send(cfd, req, 40, 0) == 40);
+	usleep(20000);
+	CU_ASSERT_FATAL(send(cfd, req + 40, 60, 0) == 60);
+	while (got < sizeof(resp)) {
+		ssize_t n = recv(cfd, resp + got, sizeof(resp) - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	pthread_join(th, NULL);
+	close(cfd);
+	close(s.lfd);
+	CU_ASSERT_EQUAL(got, sizeof(resp));
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+
+	start = find_part(s.tid, RM_PF_START);
+	end = find_part(s.tid, RM_PF_END);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(start);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+	CU_ASSERT_EQUAL(start->seg_id, end->seg_id);
+	/* inbound tuple: the server's side of the connection */
+	CU_ASSERT_EQUAL(start->in.family, RM_AF_INET);
+	CU_ASSERT_EQUAL(start->in.lport, s.port);
+	CU_ASSERT_EQUAL(start->in.rport, s.client_port);
+	CU_ASSERT_EQUAL(start->in.laddr[0], htonl(INADDR_LOOPBACK));
+	CU_ASSERT_EQUAL(start->in.raddr[0], htonl(INADDR_LOOPBACK));
+	CU_ASSERT_EQUAL(end->out.cookie, start->in.cookie);
+	/* bytes: both reads in one segment, one contiguous TCP range */
+	CU_ASSERT_EQUAL(seg_sum(start->seg_id, s.tid, 1), 100);
+	CU_ASSERT_EQUAL(seg_sum(start->seg_id, s.tid, 2), 1000);
+	CU_ASSERT(end->flags & RM_PF_IN_SEQ);
+	CU_ASSERT_EQUAL(end->in_seq_end - end->in_seq_start, 100);
+	CU_ASSERT_FALSE(end->flags & RM_PF_SEQ_SUSPECT);
+	CU_ASSERT(end->flags & RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(end->out_seq_end - end->out_seq_start, 1000);
+	/* CPU: 30 ms burned, 60 ms asleep (excluded), child's 15 ms is the child's */
+	cpu = seg_sum(start->seg_id, s.tid, 0);
+	fprintf(stderr, "server segment cpu %.3f ms\n", cpu / 1e6);
+	CU_ASSERT(cpu >= 29000000ULL && cpu <= 45000000ULL);
+	child = find_part(s.child_tid, RM_PF_INHERIT);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(child);
+	CU_ASSERT_EQUAL(child->parent_seg, start->seg_id);
+	CU_ASSERT_EQUAL(child->in.cookie, start->in.cookie);
+	cpu = seg_sum(child->seg_id, s.child_tid, 0);
+	fprintf(stderr, "inherited child cpu %.3f ms\n", cpu / 1e6);
+	CU_ASSERT(cpu >= 14000000ULL && cpu <= 25000000ULL);
+	if (s.disk_ok) {
+		uint64_t dw = seg_sum(start->seg_id, s.tid, 3);
+
+		fprintf(stderr, "disk write in segment %llu bytes\n", (unsigned long long)dw);
+		CU_ASSERT(dw >= 65536);
+	}
+}
+
+static void test_identity(void)
+{
+	uint64_t sum_cpu[MAX_WINS] = { 0 }, sum_rx[MAX_WINS] = { 0 }, sum_tx[MAX_WINS] = { 0 };
+	size_t i, j, checked = 0;
+
+	if (nwins == 0)
+		RM_TEST_SKIP("no windows recorded (ebpf unavailable)");
+	for (i = 0; i < nparts; i++) {
+		for (j = 0; j < nwins; j++)
+			if (wins[j].t.win == parts[i].win)
+				break;
+		CU_ASSERT_FATAL(j < nwins); /* every part's window was reported */
+		sum_cpu[j] += parts[i].cpu_ns;
+		sum_rx[j] += parts[i].rx_bytes;
+		sum_tx[j] += parts[i].tx_bytes;
+	}
+	for (j = 0; j < nwins; j++) {
+		const struct rm_wintot *t = &wins[j].t;
+
+		CU_ASSERT_EQUAL(t->busy_ns, sum_cpu[j] + t->unseg_cpu_ns + t->lost_ns);
+		CU_ASSERT_EQUAL(t->rx_bytes, sum_rx[j] + t->unseg_rx);
+		CU_ASSERT_EQUAL(t->tx_bytes, sum_tx[j] + t->unseg_tx);
+		CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2);
+		if (t->busy_ns != sum_cpu[j] + t->unseg_cpu_ns + t->lost_ns)
+			fprintf(stderr, "window %llu: busy %llu parts %llu unseg %llu lost %llu\n",
+				(unsigned long long)t->win, (unsigned long long)t->busy_ns,
+				(unsigned long long)sum_cpu[j], (unsigned long long)t->unseg_cpu_ns,
+				(unsigned long long)t->lost_ns);
+		checked++;
+	}
+	CU_ASSERT(checked >= 1);
+}
+
+static CU_TestInfo cases[] = {
+	{ "client/server exchange gives the expected segment", test_exchange },
+	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
+	CU_TEST_INFO_NULL,
+};
+
+static int init_parts(void) __attribute__((constructor));
+static int init_parts(void)
+{
+	parts = calloc(MAX_PARTS, sizeof(*parts));
+	return parts ? 0 : -1;
+}
+
+RM_TEST_MAIN("col_bpf", cases)

@@ -1,0 +1,61 @@
+/*
+ * col_probe.c - kernel feature probes for the eBPF backend (see col_probe.h).
+ * Owns no state; every probe is cheap and can be called again.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "col_probe.h"
+#include "rm_err.h"
+#include "banned.h"
+
+#define TRACEFS_MAGIC_NR 0x74726163
+
+int col_probe_ebpf(char *why, size_t whylen)
+{
+	struct statfs sfs;
+
+	if (geteuid() != 0) {
+		snprintf(why, whylen, "the eBPF backend needs root (CAP_BPF and CAP_PERFMON)");
+		return RM_EPERM;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+		snprintf(why, whylen, "kernel BTF missing at '/sys/kernel/btf/vmlinux': %s", strerror(errno));
+		return RM_ENOTSUP;
+	}
+	if (statfs("/sys/kernel/tracing", &sfs) != 0 || sfs.f_type != TRACEFS_MAGIC_NR) {
+		snprintf(why, whylen,
+			 "tracefs is not mounted at '/sys/kernel/tracing': run 'mount -t tracefs nodev /sys/kernel/tracing'");
+		return RM_ENOTSUP;
+	}
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1) {
+		snprintf(why, whylen, "kernel has no BPF ring buffer");
+		return RM_ENOTSUP;
+	}
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1) {
+		snprintf(why, whylen, "kernel has no BPF task storage");
+		return RM_ENOTSUP;
+	}
+	return RM_OK;
+}
+
+int col_probe_tp_btf(const char *name)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	char tname[128];
+	int found;
+
+	if (!btf)
+		return 0;
+	snprintf(tname, sizeof(tname), "btf_trace_%s", name);
+	found = btf__find_by_name_kind(btf, tname, BTF_KIND_TYPEDEF) > 0;
+	btf__free(btf);
+	return found;
+}

@@ -1,0 +1,23 @@
+/*
+ * col_probe.h - kernel feature probes for the eBPF backend, in one place.
+ *
+ * Each probe answers whether this host can run a part of the backend and, if
+ * not, why, in words a user can act on ("tracefs is not mounted at
+ * /sys/kernel/tracing: mount -t tracefs nodev /sys/kernel/tracing").
+ */
+#ifndef COL_PROBE_H
+#define COL_PROBE_H
+
+#include <stddef.h>
+
+/*
+ * Checks what the eBPF backend needs: root/CAP_BPF, BTF at
+ * /sys/kernel/btf/vmlinux, tracefs, ring buffer and task storage maps.
+ * Returns RM_OK, or RM_ENOTSUP / RM_EPERM with the reason in why.
+ */
+int col_probe_ebpf(char *why, size_t whylen);
+
+/* 1 if the kernel has a tp_btf tracepoint of that name (BTF type btf_trace_<name>). */
+int col_probe_tp_btf(const char *name);
+
+#endif
