@@ -12,6 +12,10 @@
 #ifndef RM_RAMETR_H
 #define RM_RAMETR_H
 
+#ifndef __bpf__
+#include <linux/types.h> /* the BPF side gets the same types from vmlinux.h */
+#endif
+
 #define RM_WIN_SLOTS 16       /* per-CPU window totals kept in the kernel */
 #define RM_MAX_SPLIT 4        /* windows one CPU slice is split across; older time is 'lost' */
 #define RM_COMM_LEN 16

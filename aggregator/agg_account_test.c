@@ -1,0 +1,300 @@
+/*
+ * agg_account_test.c - stitcher + accountant on a real SQLite file: CE
+ * attribution by rules, V reasons, the identity per window, exactly-once
+ * application of batches (duplicates, new instances, gaps), Xen domains.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rm_test.h"
+#include "agg_account.h"
+#include "agg_config.h"
+#include "agg_stitch.h"
+#include "rametr.h"
+#include "rm_err.h"
+
+static const char conf[] =
+	"[ce c1]\nclient = 127.0.0.2\n"
+	"[ce c2]\nclient = 127.0.0.3\n"
+	"[ce guests]\nxen_domain = 3\n";
+
+#define WIN_NS 1000000000ULL
+#define WIN 1700000000ULL /* a window in 2023 */
+
+struct fixture {
+	struct agg_config *cfg;
+	st_db *db;
+	struct agg_account *acct;
+	struct agg_stitch *st;
+};
+
+static void fx_open(struct fixture *f, const char *name)
+{
+	char path[300];
+
+	snprintf(path, sizeof(path), "%s/%s.db", rm_test_tmpdir(), name);
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf, strlen(conf), "t.ini", &f->cfg), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, f->db), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct), RM_OK);
+}
+
+static void fx_close(struct fixture *f)
+{
+	agg_stitch_close(f->st);
+	agg_account_close(f->acct);
+	st_close(f->db);
+	agg_config_free(f->cfg);
+}
+
+struct mk {
+	Rametr__Batch b;
+	Rametr__SegmentPart p[8], *pp[8];
+	Rametr__Tuple t[8];
+	uint8_t addr[8][4], laddr[4];
+	Rametr__WindowTotals w[2], *wp[2];
+};
+
+static void mk_init(struct mk *m, uint64_t instance, uint64_t seq)
+{
+	memset(m, 0, sizeof(*m));
+	rametr__batch__init(&m->b);
+	m->b.node = "n1";
+	m->b.backend = "test";
+	m->b.instance = instance;
+	m->b.seq = seq;
+	m->b.window_ns = WIN_NS;
+	m->b.parts = m->pp;
+	m->b.windows = m->wp;
+	inet_pton(AF_INET, "127.0.0.1", m->laddr);
+}
+
+static void mk_part(struct mk *m, const char *client, uint64_t cpu, uint64_t rx, uint64_t tx)
+{
+	size_t i = m->b.n_parts++;
+
+	rametr__segment_part__init(&m->p[i]);
+	rametr__tuple__init(&m->t[i]);
+	inet_pton(AF_INET, client, m->addr[i]);
+	m->t[i].family = RM_AF_INET;
+	m->t[i].raddr.data = m->addr[i];
+	m->t[i].raddr.len = 4;
+	m->t[i].laddr.data = m->laddr;
+	m->t[i].laddr.len = 4;
+	m->t[i].lport = 7000;
+	m->t[i].rport = 40000 + i;
+	m->p[i].in = &m->t[i];
+	m->p[i].seg_id = i + 1;
+	m->p[i].win = WIN;
+	m->p[i].cpu_ns = cpu;
+	m->p[i].rx_bytes = rx;
+	m->p[i].tx_bytes = tx;
+	m->p[i].flags = RM_PF_START | RM_PF_END;
+	m->pp[i] = &m->p[i];
+}
+
+static void mk_window(struct mk *m, uint64_t busy, uint64_t unseg, uint64_t rx, uint64_t tx)
+{
+	size_t i = m->b.n_windows++;
+
+	rametr__window_totals__init(&m->w[i]);
+	m->w[i].win = WIN;
+	m->w[i].busy_ns = busy;
+	m->w[i].unseg_cpu_ns = unseg;
+	m->w[i].rx_bytes = rx;
+	m->w[i].tx_bytes = tx;
+	m->w[i].capacity_ns = 2 * WIN_NS;
+	m->wp[i] = &m->w[i];
+}
+
+static uint64_t usage_of(st_db *db, const char *ce, int resource, int64_t *residual)
+{
+	struct st_query q = { 0, 0, "n1", NULL, resource, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0, i;
+	uint64_t v = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_usage(db, &q, &rows, &n), RM_OK);
+	for (i = 0; i < n; i++)
+		if (!strcmp(rows[i].ce, ce)) {
+			v = rows[i].value;
+			if (residual)
+				*residual = rows[i].residual;
+		}
+	st_rows_free(rows);
+	return v;
+}
+
+static uint64_t reason_of(st_db *db, const char *reason, int resource)
+{
+	struct st_query q = { 0, 0, "n1", NULL, resource, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0, i;
+	uint64_t v = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_unacct(db, &q, &rows, &n), RM_OK);
+	for (i = 0; i < n; i++)
+		if (!strcmp(rows[i].reason, reason))
+			v = rows[i].value;
+	st_rows_free(rows);
+	return v;
+}
+
+static size_t unbalanced(st_db *db)
+{
+	struct st_query q = { 0, 0, NULL, NULL, -1, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_identity(db, &q, &rows, &n), RM_OK);
+	st_rows_free(rows);
+	return n;
+}
+
+static void test_attribution(void)
+{
+	struct fixture f;
+	struct mk m;
+	char err[256] = "";
+	int dup = -1;
+	int64_t v = 0;
+
+	fx_open(&f, "attr");
+	mk_init(&m, 0xabc, 1);
+	mk_part(&m, "127.0.0.2", 3000000, 100, 1000); /* c1 */
+	mk_part(&m, "127.0.0.2", 2000000, 50, 500);   /* c1 */
+	mk_part(&m, "127.0.0.3", 4000000, 70, 700);   /* c2 */
+	mk_part(&m, "127.0.0.99", 1000000, 10, 10);   /* no rule */
+	/* busy = 10 ms of parts + 5 ms unsegmented */
+	mk_window(&m, 15000000, 5000000, 230, 2210);
+	m.w[0].unseg_tx = 0;
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(dup, 0);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 5000000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c2", ST_R_CPU, NULL), 4000000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_NET_TX, NULL), 1500);
+	CU_ASSERT_EQUAL(usage_of(f.db, ST_CE_UNACCOUNTABLE, ST_R_CPU, &v), 6000000);
+	CU_ASSERT_EQUAL(v, 6000000);
+	CU_ASSERT_EQUAL(reason_of(f.db, "no_ce", ST_R_CPU), 1000000);
+	CU_ASSERT_EQUAL(reason_of(f.db, "unsegmented", ST_R_CPU), 5000000);
+	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
+	fx_close(&f);
+}
+
+static void test_exactly_once(void)
+{
+	struct agg_account_stats st;
+	struct fixture f;
+	struct mk m;
+	char err[256];
+	int dup;
+
+	fx_open(&f, "once");
+	mk_init(&m, 1, 1);
+	mk_part(&m, "127.0.0.2", 1000, 1, 1);
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(dup, 0);
+	/* the same batch again (lost ack): recognised, not applied */
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(dup, 1);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1000);
+	/* a restarted collector (new instance) starts again at seq 1 */
+	mk_init(&m, 2, 1);
+	mk_part(&m, "127.0.0.2", 500, 1, 1);
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(dup, 0);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1500);
+	/* a gap is applied and counted */
+	mk_init(&m, 2, 3);
+	mk_part(&m, "127.0.0.2", 10, 1, 1);
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	agg_account_get_stats(f.acct, &st);
+	CU_ASSERT_EQUAL(st.gaps, 1);
+	CU_ASSERT_EQUAL(st.duplicates, 1);
+	CU_ASSERT_EQUAL(st.batches, 3);
+	/* ... and an old one that arrives after it is a duplicate */
+	mk_init(&m, 2, 2);
+	mk_part(&m, "127.0.0.2", 7, 1, 1);
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(dup, 1);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1510);
+	fx_close(&f);
+}
+
+static void test_late_totals_and_residual(void)
+{
+	struct fixture f;
+	struct mk m;
+	char err[256];
+	int dup;
+
+	fx_open(&f, "late");
+	/* parts arrive first: no total yet, so the window does not balance */
+	mk_init(&m, 9, 1);
+	mk_part(&m, "127.0.0.2", 4000, 0, 0);
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT(unbalanced(f.db) >= 1);
+	/* the window's totals arrive in a later batch: now it balances */
+	mk_init(&m, 9, 2);
+	mk_window(&m, 4500, 500, 0, 0);
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
+	fx_close(&f);
+}
+
+static void test_xen_domains(void)
+{
+	struct fixture f;
+	struct mk m;
+	char err[256];
+	int dup;
+
+	fx_open(&f, "xen");
+	mk_init(&m, 5, 1);
+	m.b.backend = "xen";
+	mk_part(&m, "127.0.0.2", 300, 0, 0);
+	mk_part(&m, "127.0.0.2", 200, 0, 0);
+	mk_part(&m, "127.0.0.2", 100, 0, 0);
+	m.p[0].in = m.p[1].in = m.p[2].in = NULL;
+	m.p[0].flags = RM_PF_DOMAIN;                 /* guest 3 itself */
+	m.p[0].domid = 3;
+	m.p[1].flags = RM_PF_DOMAIN | RM_PF_DRIVER;  /* dom0 work charged to guest 3 */
+	m.p[1].domid = 3;
+	m.p[2].flags = RM_PF_DOMAIN;                 /* dom0's remainder */
+	m.p[2].domid = 0;
+	mk_window(&m, 600, 0, 0, 0);
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(usage_of(f.db, "guests", ST_R_CPU, NULL), 500);
+	CU_ASSERT_EQUAL(reason_of(f.db, "dom0", ST_R_CPU), 100);
+	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
+	fx_close(&f);
+}
+
+static void test_bad_window(void)
+{
+	struct fixture f;
+	struct mk m;
+	char err[256] = "";
+	int dup;
+
+	fx_open(&f, "bad");
+	mk_init(&m, 1, 1);
+	mk_part(&m, "127.0.0.2", 1, 0, 0);
+	m.p[0].win = UINT64_MAX / 2;
+	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT(strstr(err, "beyond the representable time range") != NULL);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 0);
+	fx_close(&f);
+}
+
+static CU_TestInfo cases[] = {
+	{ "parts are charged to CEs by rules, the rest to V with reasons", test_attribution },
+	{ "batches apply exactly once per node instance", test_exactly_once },
+	{ "a window balances once its totals arrive", test_late_totals_and_residual },
+	{ "xen domains and dom0 remainder", test_xen_domains },
+	{ "a window out of range is refused and nothing is written", test_bad_window },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("agg_account", cases)

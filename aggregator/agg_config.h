@@ -1,0 +1,74 @@
+/*
+ * agg_config.h - the aggregator's INI configuration: where to listen, where
+ * to store, and the rules that map clients to chargeable entities (CEs).
+ *
+ *   [aggregator]
+ *   listen = tcp://0.0.0.0:7600        ; repeatable
+ *   db = /var/lib/rametr/rametr.db
+ *
+ *   [ce c1]                            ; or [ce "c1"]
+ *   client = 127.0.0.2                 ; address or CIDR, IPv4 or IPv6; repeatable
+ *   client_port = 40000-40999          ; optional port or range of the client
+ *   server_port = 7000                 ; optional port or range on the server side
+ *   xen_domain = 3, 4                  ; Xen domains charged to this CE
+ *
+ * A segment's inbound socket matches a rule when its remote end is in one of
+ * the rule's clients (or the rule lists none) and the ports are in range.
+ * Rules are tried in file order; the first match wins. CE names are
+ * [A-Za-z0-9_.-]{1,63} and may not start with "__" (reserved).
+ */
+#ifndef AGG_CONFIG_H
+#define AGG_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct agg_cidr {
+	int family;         /* 2 = AF_INET, 10 = AF_INET6 */
+	uint8_t addr[16];   /* network order, masked */
+	int prefix;
+};
+
+struct agg_rule {
+	char ce[64];
+	struct agg_cidr *clients;
+	size_t nclients;
+	uint32_t cport_lo, cport_hi;   /* 0..65535 when not given */
+	uint32_t sport_lo, sport_hi;
+	uint32_t *domains;
+	size_t ndomains;
+	int line;                      /* where the [ce] section starts */
+};
+
+struct agg_config {
+	char **listen;
+	size_t nlisten;
+	char *db;                      /* NULL if not given */
+	struct agg_rule *rules;
+	size_t nrules;
+};
+
+/*
+ * Parse configuration text; name is used in messages ("agg.ini:12: ...").
+ * Returns RM_OK with *out owned by the caller (agg_config_free), or
+ * RM_ECONFIG after logging every problem found, or RM_ENOMEM.
+ */
+int agg_config_parse(const char *text, size_t len, const char *name, struct agg_config **out);
+
+/* Read and parse a file: RM_EIO "failed to read '%s'" or as agg_config_parse. */
+int agg_config_load(const char *path, struct agg_config **out);
+
+void agg_config_free(struct agg_config *c);
+
+/*
+ * Index of the first rule matching an inbound socket whose remote end is
+ * raddr:rport (alen 4 or 16 bytes, network order) and local port lport;
+ * -1 if none. Pure, thread-safe.
+ */
+int agg_config_match_tuple(const struct agg_config *c, uint32_t family, const uint8_t *raddr, size_t alen,
+			   uint32_t rport, uint32_t lport);
+
+/* Index of the first rule listing Xen domain domid; -1 if none. */
+int agg_config_match_domain(const struct agg_config *c, uint32_t domid);
+
+#endif
