@@ -1,0 +1,369 @@
+/*
+ * col_main.c - the rametr-collector program: runs one backend (ebpf,
+ * replay, xen, xen-live), batches what it produces, and hands the batches to
+ * the sender, which delivers them to the aggregator or spools them. Owns
+ * the batching policy (flush every --flush-ms or every COL_BATCH_PARTS parts)
+ * and the shutdown order: stop the backend, emit what it still holds, flush,
+ * spool what the aggregator did not acknowledge.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "col_backend.h"
+#include "col_bpf.h"
+#include "col_replay.h"
+#include "col_sender.h"
+#include "rm_err.h"
+#ifdef RM_HAVE_XEN_BACKEND
+#include "col_xen_acct.h"
+#endif
+#include "banned.h"
+
+#define COL_BATCH_PARTS 4096
+#define COL_MAX_WINS 64
+
+static volatile sig_atomic_t col_stop;
+
+static void col_on_signal(int sig)
+{
+	(void)sig;
+	col_stop = 1;
+}
+
+/* The batching sink between a backend and the sender. */
+struct col_batcher {
+	struct col_sender *sender;
+	struct rm_part *parts;
+	size_t nparts, cap;
+	struct col_window wins[COL_MAX_WINS];
+	size_t nwins;
+	uint64_t total_parts, total_batches;
+	int err;
+};
+
+static int col_batch_flush(struct col_batcher *bt)
+{
+	int rv;
+
+	if (bt->nparts == 0 && bt->nwins == 0)
+		return RM_OK;
+	rv = col_sender_submit(bt->sender, bt->parts, bt->nparts, bt->wins, bt->nwins);
+	if (rv != RM_OK) {
+		rm_log_error("failed to queue a batch of %zu parts: %s", bt->nparts, rm_strerror(rv));
+		bt->err = rv;
+	}
+	bt->total_batches++;
+	bt->nparts = 0;
+	bt->nwins = 0;
+	return rv;
+}
+
+static int col_batch_part(void *arg, const struct rm_part *p)
+{
+	struct col_batcher *bt = arg;
+
+	if (bt->nparts == bt->cap) {
+		size_t ncap = bt->cap ? bt->cap * 2 : 1024;
+		struct rm_part *np = realloc(bt->parts, ncap * sizeof(*np));
+
+		if (!np)
+			return RM_ENOMEM;
+		bt->parts = np;
+		bt->cap = ncap;
+	}
+	bt->parts[bt->nparts++] = *p;
+	bt->total_parts++;
+	if (bt->nparts >= COL_BATCH_PARTS)
+		col_batch_flush(bt);
+	return RM_OK;
+}
+
+static int col_batch_window(void *arg, const struct col_window *w)
+{
+	struct col_batcher *bt = arg;
+	struct col_window *d;
+	size_t i;
+
+	for (i = 0; i < bt->nwins; i++)
+		if (bt->wins[i].t.win == w->t.win)
+			break;
+	if (i == bt->nwins) {
+		if (bt->nwins == COL_MAX_WINS)
+			col_batch_flush(bt);
+		i = bt->nwins++;
+		memset(&bt->wins[i], 0, sizeof(bt->wins[i]));
+		bt->wins[i].t.win = w->t.win;
+	}
+	d = &bt->wins[i];
+#define ADD(f) d->t.f += w->t.f;
+	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
+	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
+	ADD(dropped_parts)
+#undef ADD
+	d->capacity_ns += w->capacity_ns;
+	d->idle_ns += w->idle_ns;
+	return RM_OK;
+}
+
+static uint64_t col_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "250ms", "1s", "2m", "1h", or plain seconds. Returns 0 on error. */
+static uint64_t col_parse_dur_ns(const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v <= 0)
+		return 0;
+	if (!strcmp(end, "ms"))
+		v *= 1e6;
+	else if (!strcmp(end, "s") || !*end)
+		v *= 1e9;
+	else if (!strcmp(end, "m"))
+		v *= 60e9;
+	else if (!strcmp(end, "h"))
+		v *= 3600e9;
+	else if (!strcmp(end, "us"))
+		v *= 1e3;
+	else
+		return 0;
+	if (v < 1 || v > 1e18)
+		return 0;
+	return (uint64_t)v;
+}
+
+static int64_t col_clock_offset_ns(void)
+{
+	struct timespec rt, mono;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	return ((int64_t)rt.tv_sec - mono.tv_sec) * 1000000000LL + (rt.tv_nsec - mono.tv_nsec);
+}
+
+static void col_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rametr-collector --aggregator URL --node NAME [options]\n"
+		"\n"
+		"Cuts threads' lives into segments (recv .. next send) and streams them to\n"
+		"the aggregator.\n"
+		"  --aggregator URL   tcp://HOST:PORT or ipc:///PATH of rametr-aggregator\n"
+		"  --node NAME        this node's id (unique in the cluster)\n"
+		"  --backend B        ebpf (default), replay, xen (trace file), xen-live\n"
+		"  --events FILE      replay: recorded event stream (format: collector/col_events.h)\n"
+		"  --xen-trace FILE   xen: xentrace binary file\n"
+		"  --xen-cpu-khz N    xen: TSC frequency of the traced host\n"
+		"  --window D         accounting window, e.g. 1s (ebpf), 100ms (xen default)\n"
+		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
+		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
+		"  --flush-ms N       send a batch at least every N ms (default 250)\n"
+		"  --duration D       stop after D (default: run until SIGINT/SIGTERM)\n"
+		"  -v, --verbose\n");
+}
+
+struct col_opts {
+	const char *url, *node, *backend, *events, *xen_trace, *spool;
+	uint64_t window_ns, duration_ns, xen_khz;
+	size_t mem_limit;
+	int flush_ms;
+};
+
+static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const struct col_sink *sink,
+			int64_t offset)
+{
+	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid() };
+	struct col_bpf_stats st;
+	struct col_bpf *b = NULL;
+	uint64_t start = col_mono_ms(), last_flush = start;
+	int rv;
+
+	if ((rv = col_bpf_open(&b, &cfg)) != 0)
+		return rv;
+	rm_log_info("ebpf backend attached; node '%s', window %llu ms", o->node,
+		    (unsigned long long)(o->window_ns / 1000000));
+	while (!col_stop) {
+		uint64_t now;
+
+		if ((rv = col_bpf_poll(b, sink, o->flush_ms < 100 ? o->flush_ms : 100)) != 0)
+			rm_log_error("backend poll failed: %s", rm_strerror(rv));
+		now = col_mono_ms();
+		if (now - last_flush >= (uint64_t)o->flush_ms) {
+			col_batch_flush(bt);
+			last_flush = now;
+		}
+		if (o->duration_ns && (now - start) * 1000000ULL >= o->duration_ns)
+			break;
+	}
+	rv = col_bpf_finish(b, sink);
+	col_batch_flush(bt);
+	col_bpf_get_stats(b, &st);
+	rm_log_info("ebpf backend stopped: %llu parts, %llu window reports, %llu parts dropped in the kernel",
+		    (unsigned long long)st.parts, (unsigned long long)st.windows,
+		    (unsigned long long)st.dropped_parts);
+	col_bpf_close(b);
+	return rv;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "aggregator", required_argument, NULL, 'a' },
+		{ "node", required_argument, NULL, 'n' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "events", required_argument, NULL, 'e' },
+		{ "xen-trace", required_argument, NULL, 'x' },
+		{ "xen-cpu-khz", required_argument, NULL, 'k' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "spool", required_argument, NULL, 's' },
+		{ "mem-limit", required_argument, NULL, 'm' },
+		{ "flush-ms", required_argument, NULL, 'f' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
+	struct col_batcher bt = { 0 };
+	struct col_sink sink = { &bt, col_batch_part, col_batch_window };
+	struct col_sender_cfg scfg;
+	struct col_sender_stats ss;
+	struct sigaction sa;
+	char host[256] = "", spool[512];
+	int64_t offset = col_clock_offset_ns();
+	int c, rv, frv;
+
+	rm_log_init("rametr-collector");
+	while ((c = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'a': o.url = optarg; break;
+		case 'n': o.node = optarg; break;
+		case 'b': o.backend = optarg; break;
+		case 'e': o.events = optarg; break;
+		case 'x': o.xen_trace = optarg; break;
+		case 'k': o.xen_khz = strtoull(optarg, NULL, 10); break;
+		case 's': o.spool = optarg; break;
+		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
+		case 'f': o.flush_ms = atoi(optarg); break;
+		case 'w':
+			if (!(o.window_ns = col_parse_dur_ns(optarg))) {
+				rm_log_error("invalid --window '%s'", optarg);
+				return 2;
+			}
+			break;
+		case 'd':
+			if (!(o.duration_ns = col_parse_dur_ns(optarg))) {
+				rm_log_error("invalid --duration '%s'", optarg);
+				return 2;
+			}
+			break;
+		case 'v': rm_log_set_verbose(1); break;
+		case 'h': col_usage(stdout); return 0;
+		default: col_usage(stderr); return 2;
+		}
+	}
+	if (!o.url || !o.node || optind != argc || o.flush_ms <= 0) {
+		col_usage(stderr);
+		return 2;
+	}
+	if (!strcmp(o.backend, "replay") && !o.events) {
+		rm_log_error("--backend replay needs --events FILE");
+		return 2;
+	}
+	if (!strcmp(o.backend, "xen") && !o.xen_trace) {
+		rm_log_error("--backend xen needs --xen-trace FILE");
+		return 2;
+	}
+	if (strcmp(o.backend, "ebpf") && strcmp(o.backend, "replay") && strcmp(o.backend, "xen") &&
+	    strcmp(o.backend, "xen-live")) {
+		rm_log_error("unknown backend '%s' (ebpf, replay, xen, xen-live)", o.backend);
+		return 2;
+	}
+	if (!o.window_ns)
+		o.window_ns = !strncmp(o.backend, "xen", 3) ? 100000000ULL : 1000000000ULL;
+	if (!o.spool) {
+		snprintf(spool, sizeof(spool), "/var/lib/rametr/spool-%s", o.node);
+		o.spool = spool;
+	}
+	gethostname(host, sizeof(host) - 1);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = col_on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (!strcmp(o.backend, "replay")) {
+		/* windows of a recording come from its header, not from this clock */
+		if ((rv = col_replay_window(o.events, &o.window_ns, &offset)) != 0)
+			return 1;
+	}
+	memset(&scfg, 0, sizeof(scfg));
+	scfg.url = o.url;
+	scfg.node = o.node;
+	scfg.backend = o.backend;
+	scfg.hostname = host;
+	scfg.window_ns = o.window_ns;
+	scfg.clock_offset_ns = offset;
+	scfg.ncpu = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	scfg.spool_path = o.spool;
+	scfg.mem_limit = o.mem_limit;
+	if ((rv = col_sender_open(&bt.sender, &scfg)) != 0) {
+		rm_log_error("failed to start the sender: %s", rm_strerror(rv));
+		return 1;
+	}
+
+	if (!strcmp(o.backend, "ebpf")) {
+		rv = col_run_ebpf(&o, &bt, &sink, offset);
+	} else if (!strcmp(o.backend, "replay")) {
+		rv = col_replay_file(o.events, &sink, NULL);
+		col_batch_flush(&bt);
+#ifdef RM_HAVE_XEN_BACKEND
+	} else {
+		struct col_xen_opts xo = { .window_ns = o.window_ns, .cpu_khz = o.xen_khz,
+					   .epoch_offset_ns = offset, .dom0_charging = 1 };
+
+		if (!strcmp(o.backend, "xen"))
+			rv = col_xen_replay_file(o.xen_trace, &xo, &sink);
+		else
+			rv = col_xen_live_run(&xo, &sink, &col_stop);
+		col_batch_flush(&bt);
+#else
+	} else {
+		rm_log_error("this build has no Xen backend");
+		rv = RM_ENOTSUP;
+#endif
+	}
+
+	frv = col_sender_flush(bt.sender, 5000);
+	col_sender_stats(bt.sender, &ss);
+	if (frv != RM_OK)
+		rm_log_warn("aggregator did not acknowledge everything in time: %zu batches kept in '%s'",
+			    ss.queued, o.spool);
+	rm_log_info("sent %llu parts in %llu batches; %llu acked, %llu duplicates, %llu retries, %llu spooled, %llu lost",
+		    (unsigned long long)bt.total_parts, (unsigned long long)bt.total_batches,
+		    (unsigned long long)ss.batches_acked, (unsigned long long)ss.duplicates,
+		    (unsigned long long)ss.retries, (unsigned long long)ss.spooled,
+		    (unsigned long long)ss.lost_batches);
+	col_sender_close(bt.sender);
+	free(bt.parts);
+	if (rv != RM_OK) {
+		rm_log_error("backend '%s' failed: %s", o.backend, rm_strerror(rv));
+		return 1;
+	}
+	return bt.err ? 1 : 0;
+}
