@@ -70,7 +70,7 @@ static void rm_vlog(const char *level, const char *fmt, va_list ap)
 		va_end(ap);                         \
 	}
 
-RM_LOG_FN(rm_log_error, "error: ", 1)
-RM_LOG_FN(rm_log_warn, "warning: ", 1)
-RM_LOG_FN(rm_log_info, "", 1)
-RM_LOG_FN(rm_log_debug, "debug: ", rm_verbose)
+RM_LOG_FN(rm_log_error, "error: ", rm_verbose >= 0)
+RM_LOG_FN(rm_log_warn, "warning: ", rm_verbose >= 0)
+RM_LOG_FN(rm_log_info, "", rm_verbose >= 0)
+RM_LOG_FN(rm_log_debug, "debug: ", rm_verbose > 0)

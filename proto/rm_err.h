@@ -42,6 +42,7 @@ const char *rm_strerror(int rv);
  * Thread-safe (one fprintf per line).
  */
 void rm_log_init(const char *progname);
+/* verbose: 1 adds debug messages, 0 is the default, -1 silences everything (fuzzers). */
 void rm_log_set_verbose(int verbose);
 void rm_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void rm_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
