@@ -4,6 +4,7 @@
  * application of batches (duplicates, new instances, gaps), Xen domains.
  */
 #include <arpa/inet.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -110,7 +111,7 @@ static void mk_window(struct mk *m, uint64_t busy, uint64_t unseg, uint64_t rx, 
 
 static uint64_t usage_of(st_db *db, const char *ce, int resource, int64_t *residual)
 {
-	struct st_query q = { 0, 0, "n1", NULL, resource, 0 };
+	struct st_query q = { INT64_MIN, INT64_MAX, "n1", NULL, resource, 0 };
 	struct st_row *rows = NULL;
 	size_t n = 0, i;
 	uint64_t v = 0;
@@ -128,7 +129,7 @@ static uint64_t usage_of(st_db *db, const char *ce, int resource, int64_t *resid
 
 static uint64_t reason_of(st_db *db, const char *reason, int resource)
 {
-	struct st_query q = { 0, 0, "n1", NULL, resource, 0 };
+	struct st_query q = { INT64_MIN, INT64_MAX, "n1", NULL, resource, 0 };
 	struct st_row *rows = NULL;
 	size_t n = 0, i;
 	uint64_t v = 0;
@@ -143,7 +144,7 @@ static uint64_t reason_of(st_db *db, const char *reason, int resource)
 
 static size_t unbalanced(st_db *db)
 {
-	struct st_query q = { 0, 0, NULL, NULL, -1, 0 };
+	struct st_query q = { INT64_MIN, INT64_MAX, NULL, NULL, -1, 0 };
 	struct st_row *rows = NULL;
 	size_t n = 0;
 

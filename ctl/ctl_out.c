@@ -1,0 +1,388 @@
+/*
+ * ctl_out.c - rametrctl's output: the aligned table (with amounts in
+ * seconds or bytes and shares in percent), JSON and CSV writers (raw
+ * integers, escaped strings), for the usage, unaccountable and check
+ * commands. Owns the small table buffer used to align columns.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_out.h"
+#include "ctl_time.h"
+#include "rm_err.h"
+#include "banned.h"
+
+#define CTL_MAXCOL 8
+#define CTL_CELL 96
+
+int ctl_fmt_parse(const char *s, enum ctl_fmt *out)
+{
+	if (!s || !out)
+		return RM_EINVAL;
+	if (strcmp(s, "table") == 0)
+		*out = CTL_FMT_TABLE;
+	else if (strcmp(s, "json") == 0)
+		*out = CTL_FMT_JSON;
+	else if (strcmp(s, "csv") == 0)
+		*out = CTL_FMT_CSV;
+	else
+		return RM_EINVAL;
+	return RM_OK;
+}
+
+static uint64_t ctl_abs(int64_t v)
+{
+	return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+char *ctl_fmt_amount(enum st_resource r, int64_t v, char *buf, size_t len)
+{
+	uint64_t a = ctl_abs(v);
+
+	if (r == ST_R_CPU) {
+		/* ms rounded half away from zero; u128 so that a near 2^64 cannot wrap */
+		uint64_t ms = (uint64_t)(((unsigned __int128)a + 500000) / 1000000);
+
+		snprintf(buf, len, "%s%llu.%03llu s", v < 0 ? "-" : "",
+			 (unsigned long long)(ms / 1000), (unsigned long long)(ms % 1000));
+	} else {
+		snprintf(buf, len, "%lld B", (long long)v);
+	}
+	return buf;
+}
+
+char *ctl_fmt_share(int64_t v, uint64_t total, char *buf, size_t len)
+{
+	unsigned __int128 h;
+
+	if (total == 0) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	/* hundredths of a percent: round(|v| * 10000 / total) */
+	h = ((unsigned __int128)ctl_abs(v) * 20000 + total) / ((unsigned __int128)total * 2);
+	snprintf(buf, len, "%s%llu.%02llu%%", v < 0 && h ? "-" : "",
+		 (unsigned long long)(h / 100), (unsigned long long)(h % 100));
+	return buf;
+}
+
+int64_t ctl_row_amount(const struct st_row *row)
+{
+	if (strcmp(row->ce, ST_CE_UNACCOUNTABLE) == 0 ||
+	    strcmp(row->reason, ST_REASON_UNEXPLAINED) == 0)
+		return row->residual;
+	return row->value > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)row->value;
+}
+
+/* ---- aligned tables ---- */
+
+struct ctl_table {
+	size_t ncol;
+	const char *head[CTL_MAXCOL];
+	int right[CTL_MAXCOL];
+	char (*cells)[CTL_MAXCOL][CTL_CELL];
+	size_t n, cap;
+};
+
+/* Appends a row; returns its cells (zeroed) or NULL when out of memory. */
+static char (*ctl_table_row(struct ctl_table *t))[CTL_CELL]
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		void *c = realloc(t->cells, cap * sizeof(*t->cells));
+
+		if (!c)
+			return NULL;
+		t->cells = c;
+		t->cap = cap;
+	}
+	memset(t->cells[t->n], 0, sizeof(t->cells[0]));
+	return t->cells[t->n++];
+}
+
+static void ctl_table_line(FILE *f, const struct ctl_table *t, const size_t *w,
+			   const char *const *cells)
+{
+	size_t c;
+
+	for (c = 0; c < t->ncol; c++) {
+		const char *sep = c ? "  " : "";
+
+		if (t->right[c])
+			fprintf(f, "%s%*s", sep, (int)w[c], cells[c]);
+		else if (c + 1 == t->ncol)
+			fprintf(f, "%s%s", sep, cells[c]);
+		else
+			fprintf(f, "%s%-*s", sep, (int)w[c], cells[c]);
+	}
+	fputc('\n', f);
+}
+
+static void ctl_table_print(FILE *f, const struct ctl_table *t)
+{
+	size_t w[CTL_MAXCOL] = { 0 }, r, c;
+	const char *cells[CTL_MAXCOL];
+
+	for (c = 0; c < t->ncol; c++)
+		w[c] = strlen(t->head[c]);
+	for (r = 0; r < t->n; r++)
+		for (c = 0; c < t->ncol; c++)
+			if (strlen(t->cells[r][c]) > w[c])
+				w[c] = strlen(t->cells[r][c]);
+	ctl_table_line(f, t, w, t->head);
+	for (r = 0; r < t->n; r++) {
+		for (c = 0; c < t->ncol; c++)
+			cells[c] = t->cells[r][c];
+		ctl_table_line(f, t, w, cells);
+	}
+}
+
+/* ---- JSON and CSV records ---- */
+
+struct ctl_field {
+	const char *name;
+	const char *s; /* string value, or NULL for an integer */
+	int64_t i;
+};
+
+static void ctl_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void ctl_csv_str(FILE *f, const char *s)
+{
+	if (!strpbrk(s, ",\"\r\n")) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void ctl_record(FILE *f, enum ctl_fmt fmt, const struct ctl_field *fl, size_t nf,
+		       int first)
+{
+	size_t i;
+
+	if (fmt == CTL_FMT_JSON)
+		fputs(first ? "\n  {" : ",\n  {", f);
+	for (i = 0; i < nf; i++) {
+		if (fmt == CTL_FMT_JSON) {
+			fprintf(f, "%s\"%s\": ", i ? ", " : "", fl[i].name);
+			if (fl[i].s)
+				ctl_json_str(f, fl[i].s);
+			else
+				fprintf(f, "%lld", (long long)fl[i].i);
+		} else {
+			if (i)
+				fputc(',', f);
+			if (fl[i].s)
+				ctl_csv_str(f, fl[i].s);
+			else
+				fprintf(f, "%lld", (long long)fl[i].i);
+		}
+	}
+	fputs(fmt == CTL_FMT_JSON ? "}" : "\n", f);
+}
+
+/* Fields of one row: kind 'u' (usage) or 'v' (unaccountable breakdown). */
+static size_t ctl_fields(const struct st_row *r, int kind, int per_window, struct ctl_field *fl)
+{
+	size_t n = 0;
+
+	fl[n++] = (struct ctl_field){ "server", r->server, 0 };
+	if (kind == 'u')
+		fl[n++] = (struct ctl_field){ "ce", r->ce, 0 };
+	fl[n++] = (struct ctl_field){ "resource", st_resource_name(r->resource), 0 };
+	if (kind == 'v')
+		fl[n++] = (struct ctl_field){ "reason", r->reason, 0 };
+	fl[n++] = (struct ctl_field){ "value", NULL, ctl_row_amount(r) };
+	fl[n++] = (struct ctl_field){ "total", NULL,
+				      r->total > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->total };
+	fl[n++] = (struct ctl_field){ "unit", st_resource_unit(r->resource), 0 };
+	if (per_window) {
+		fl[n++] = (struct ctl_field){ "window_start", NULL, r->win_start_ns };
+		fl[n++] = (struct ctl_field){ "window_len", NULL, r->win_len_ns };
+	}
+	return n;
+}
+
+static int ctl_records(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n, int kind,
+		       int per_window, int show_v)
+{
+	struct ctl_field fl[CTL_MAXCOL + 2];
+	struct st_row dummy = { .resource = ST_R_CPU };
+	size_t nf, i, k;
+	int first = 1;
+
+	if (fmt == CTL_FMT_CSV) {
+		nf = ctl_fields(&dummy, kind, per_window, fl);
+		for (k = 0; k < nf; k++)
+			fprintf(f, "%s%s", k ? "," : "", fl[k].name);
+		fputc('\n', f);
+	} else {
+		fputc('[', f);
+	}
+	for (i = 0; i < n; i++) {
+		if (!show_v && strcmp(rows[i].ce, ST_CE_UNACCOUNTABLE) == 0)
+			continue;
+		nf = ctl_fields(&rows[i], kind, per_window, fl);
+		ctl_record(f, fmt, fl, nf, first);
+		first = 0;
+	}
+	if (fmt == CTL_FMT_JSON)
+		fputs(first ? "]\n" : "\n]\n", f);
+	return RM_OK;
+}
+
+static int ctl_flush(FILE *f)
+{
+	if (fflush(f) != 0 || ferror(f))
+		return RM_EIO;
+	return RM_OK;
+}
+
+int ctl_print_usage(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
+		    int per_window, int show_v)
+{
+	struct ctl_table t = { .ncol = 0 };
+	char(*c)[CTL_CELL];
+	size_t i, k;
+
+	if (fmt != CTL_FMT_TABLE) {
+		ctl_records(f, fmt, rows, n, 'u', per_window, show_v);
+		return ctl_flush(f);
+	}
+	t.head[t.ncol++] = "SERVER";
+	t.head[t.ncol++] = "CE";
+	t.head[t.ncol++] = "RESOURCE";
+	if (per_window)
+		t.head[t.ncol++] = "WINDOW";
+	t.right[t.ncol] = 1;
+	t.head[t.ncol++] = "VALUE";
+	t.right[t.ncol] = 1;
+	t.head[t.ncol++] = "SHARE";
+	for (i = 0; i < n; i++) {
+		const struct st_row *r = &rows[i];
+		int64_t v = ctl_row_amount(r);
+
+		if (!show_v && strcmp(r->ce, ST_CE_UNACCOUNTABLE) == 0)
+			continue;
+		if (!(c = ctl_table_row(&t))) {
+			free(t.cells);
+			return RM_ENOMEM;
+		}
+		k = 0;
+		snprintf(c[k++], CTL_CELL, "%s", r->server);
+		snprintf(c[k++], CTL_CELL, "%s", r->ce);
+		snprintf(c[k++], CTL_CELL, "%s", st_resource_name(r->resource));
+		if (per_window)
+			ctl_time_format(r->win_start_ns, c[k++], CTL_CELL);
+		ctl_fmt_amount(r->resource, v, c[k++], CTL_CELL);
+		ctl_fmt_share(v, r->total, c[k++], CTL_CELL);
+	}
+	if (t.n)
+		ctl_table_print(f, &t);
+	else
+		fprintf(f, "no usage recorded in the selected range\n");
+	free(t.cells);
+	return ctl_flush(f);
+}
+
+int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
+		     int per_window)
+{
+	struct ctl_table t = { .ncol = 0 };
+	char(*c)[CTL_CELL];
+	size_t i, k;
+
+	if (fmt != CTL_FMT_TABLE) {
+		ctl_records(f, fmt, rows, n, 'v', per_window, 1);
+		return ctl_flush(f);
+	}
+	t.head[t.ncol++] = "SERVER";
+	t.head[t.ncol++] = "RESOURCE";
+	if (per_window)
+		t.head[t.ncol++] = "WINDOW";
+	t.head[t.ncol++] = "REASON";
+	t.right[t.ncol] = 1;
+	t.head[t.ncol++] = "VALUE";
+	t.right[t.ncol] = 1;
+	t.head[t.ncol++] = "SHARE";
+	for (i = 0; i < n; i++) {
+		const struct st_row *r = &rows[i];
+		int64_t v = ctl_row_amount(r);
+
+		if (!(c = ctl_table_row(&t))) {
+			free(t.cells);
+			return RM_ENOMEM;
+		}
+		k = 0;
+		snprintf(c[k++], CTL_CELL, "%s", r->server);
+		snprintf(c[k++], CTL_CELL, "%s", st_resource_name(r->resource));
+		if (per_window)
+			ctl_time_format(r->win_start_ns, c[k++], CTL_CELL);
+		snprintf(c[k++], CTL_CELL, "%s", r->reason);
+		ctl_fmt_amount(r->resource, v, c[k++], CTL_CELL);
+		ctl_fmt_share(v, r->total, c[k++], CTL_CELL);
+	}
+	if (t.n)
+		ctl_table_print(f, &t);
+	else
+		fprintf(f, "no unaccountable usage in the selected range\n");
+	free(t.cells);
+	return ctl_flush(f);
+}
+
+int ctl_print_identity(FILE *f, const struct st_row *rows, size_t n)
+{
+	static const char *const head[] = { "SERVER", "RESOURCE", "WINDOW", "TOTAL",
+					    "ATTRIBUTED", "EXPLAINED", "RESIDUAL", "UNIT" };
+	struct ctl_table t = { .ncol = 8 };
+	char(*c)[CTL_CELL];
+	size_t i;
+
+	for (i = 0; i < t.ncol; i++) {
+		t.head[i] = head[i];
+		t.right[i] = i >= 3 && i <= 6;
+	}
+	for (i = 0; i < n; i++) {
+		const struct st_row *r = &rows[i];
+		/* residual = U - sum U_c - sum reasons, so reasons = U - sum U_c - residual;
+		 * computed in 128 bits since the parts may be near the int64 limits */
+		__int128 explained = (__int128)r->total - (__int128)r->value - r->residual;
+
+		if (!(c = ctl_table_row(&t))) {
+			free(t.cells);
+			return RM_ENOMEM;
+		}
+		snprintf(c[0], CTL_CELL, "%s", r->server);
+		snprintf(c[1], CTL_CELL, "%s", st_resource_name(r->resource));
+		ctl_time_format(r->win_start_ns, c[2], CTL_CELL);
+		snprintf(c[3], CTL_CELL, "%llu", (unsigned long long)r->total);
+		snprintf(c[4], CTL_CELL, "%llu", (unsigned long long)r->value);
+		snprintf(c[5], CTL_CELL, "%lld", (long long)explained);
+		snprintf(c[6], CTL_CELL, "%lld", (long long)r->residual);
+		snprintf(c[7], CTL_CELL, "%s", st_resource_unit(r->resource));
+	}
+	ctl_table_print(f, &t);
+	free(t.cells);
+	return ctl_flush(f);
+}

@@ -1,0 +1,54 @@
+/*
+ * ctl_out.h - how rametrctl prints query results: aligned tables for
+ * people, JSON and CSV with raw integers for programs. Functions write to
+ * the given stream only; thread-safe as far as the stream is.
+ */
+#ifndef RM_CTL_OUT_H
+#define RM_CTL_OUT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "st.h"
+
+enum ctl_fmt { CTL_FMT_TABLE, CTL_FMT_JSON, CTL_FMT_CSV };
+
+/* "table", "json", "csv" -> *out: RM_OK or RM_EINVAL (logs nothing). */
+int ctl_fmt_parse(const char *s, enum ctl_fmt *out);
+
+/* A resource amount for people: cpu ns as seconds with 3 decimals ("1.235 s",
+ * rounded half away from zero), bytes as an integer ("4096 B"). Returns buf. */
+char *ctl_fmt_amount(enum st_resource r, int64_t v, char *buf, size_t len);
+
+/* v / total as a percentage with 2 decimals ("12.34%", rounded half away
+ * from zero; negative v gives a negative share), or "-" when total is 0.
+ * Returns buf. */
+char *ctl_fmt_share(int64_t v, uint64_t total, char *buf, size_t len);
+
+/* The signed amount a row stands for: residual for the computed rows
+ * (ST_CE_UNACCOUNTABLE in usage, ST_REASON_UNEXPLAINED in the breakdown),
+ * value otherwise. */
+int64_t ctl_row_amount(const struct st_row *row);
+
+/*
+ * Prints st_query_usage() rows. Table columns SERVER CE RESOURCE [WINDOW]
+ * VALUE SHARE; JSON objects server, ce, resource, value, total, unit
+ * [, window_start, window_len]; CSV the same fields with a header line.
+ * show_v = 0 leaves out the ST_CE_UNACCOUNTABLE rows. Returns RM_OK or
+ * RM_EIO (write error) / RM_ENOMEM.
+ */
+int ctl_print_usage(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
+		    int per_window, int show_v);
+
+/* Prints st_query_unacct() rows: SERVER RESOURCE [WINDOW] REASON VALUE SHARE
+ * (share of the total U); JSON/CSV fields server, resource, reason, value,
+ * total, unit [, window_start, window_len]. Returns as ctl_print_usage. */
+int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
+		     int per_window);
+
+/* Prints st_query_identity() rows as a table of raw integers: SERVER
+ * RESOURCE WINDOW TOTAL ATTRIBUTED EXPLAINED RESIDUAL UNIT, where
+ * ATTRIBUTED = sum U_c and EXPLAINED = sum of the stored reasons. */
+int ctl_print_identity(FILE *f, const struct st_row *rows, size_t n);
+
+#endif

@@ -1,0 +1,471 @@
+/*
+ * ctl_test.c - tests of rametrctl: the value/share formatting against an
+ * independent floating-point rendering, then the real rametrctl binary run
+ * on databases built through st_*: table, JSON and CSV content, filters,
+ * per-window rows, the unaccountable breakdown, check, and exit codes 0/1/2.
+ */
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ctl_out.h"
+#include "ctl_time.h"
+#include "rm_err.h"
+#include "rm_test.h"
+#include "st.h"
+#include "banned.h"
+
+#define SEC 1000000000LL
+#define W (10 * SEC)
+#define T0 (1700000000LL * SEC)
+
+/* The fixture: s1 cpu over two windows, s1 net_rx, s2 cpu. */
+#define S1_WEB_0 1234567891ULL
+#define S1_WEB_1 500000000ULL
+#define S1_DB_0 300000001ULL
+#define S1_TOT_0 2000000000ULL
+#define S1_TOT_1 600000000ULL
+#define S1_UNSEG_0 400000000ULL
+#define S1_RX_WEB 4096ULL
+#define S1_RX_TOT 5000ULL
+#define S2_CACHE 10ULL
+
+static char out[1 << 16], err[1 << 14];
+
+static const char *binary(void)
+{
+	const char *e = getenv("RAMETRCTL");
+
+	return e && e[0] ? e : RAMETRCTL_PATH;
+}
+
+static void slurp(FILE *f, char *buf, size_t len)
+{
+	size_t n = fread(buf, 1, len - 1, f);
+
+	buf[n] = '\0';
+}
+
+/* Runs "[env] rametrctl args" through sh; stdout into out, stderr into
+ * err. Returns the exit status (or -1 if it did not exit normally). */
+static int run(const char *env, const char *args)
+{
+	char cmd[2048], errpath[512];
+	FILE *p, *e;
+	int st;
+
+	snprintf(errpath, sizeof(errpath), "%s/stderr.txt", rm_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s '%s' %s 2>'%s'", env ? env : "", binary(), args, errpath);
+	p = popen(cmd, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	slurp(p, out, sizeof(out));
+	st = pclose(p);
+	e = fopen(errpath, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+	slurp(e, err, sizeof(err));
+	fclose(e);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *fixture(void)
+{
+	static char path[512];
+	st_db *db;
+
+	if (path[0])
+		return path;
+	snprintf(path, sizeof(path), "%s/ctl.db", rm_test_tmpdir());
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_begin(db), RM_OK);
+	CU_ASSERT_EQUAL(st_add_usage(db, "s1", T0, W, ST_R_CPU, "web", S1_WEB_0), RM_OK);
+	CU_ASSERT_EQUAL(st_add_usage(db, "s1", T0, W, ST_R_CPU, "db", S1_DB_0), RM_OK);
+	CU_ASSERT_EQUAL(st_add_total(db, "s1", T0, W, ST_R_CPU, S1_TOT_0, 4 * W), RM_OK);
+	CU_ASSERT_EQUAL(st_add_unacct(db, "s1", T0, W, ST_R_CPU, "unsegmented", S1_UNSEG_0), RM_OK);
+	CU_ASSERT_EQUAL(st_add_usage(db, "s1", T0 + W, W, ST_R_CPU, "web", S1_WEB_1), RM_OK);
+	CU_ASSERT_EQUAL(st_add_total(db, "s1", T0 + W, W, ST_R_CPU, S1_TOT_1, 4 * W), RM_OK);
+	CU_ASSERT_EQUAL(st_add_usage(db, "s1", T0, W, ST_R_NET_RX, "web", S1_RX_WEB), RM_OK);
+	CU_ASSERT_EQUAL(st_add_total(db, "s1", T0, W, ST_R_NET_RX, S1_RX_TOT, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_add_usage(db, "s2", T0, W, ST_R_CPU, "cache", S2_CACHE), RM_OK);
+	CU_ASSERT_EQUAL(st_add_total(db, "s2", T0, W, ST_R_CPU, S2_CACHE, 2 * W), RM_OK);
+	CU_ASSERT_EQUAL(st_commit(db), RM_OK);
+	st_close(db);
+	return path;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* The line of out whose whitespace-separated fields start with f1 f2 f3;
+ * copied into line. Returns 1 if found. */
+static int find_line(const char *f1, const char *f2, const char *f3, char *line, size_t len)
+{
+	const char *p = out;
+
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t l = nl ? (size_t)(nl - p) : strlen(p);
+		char buf[512], a[128], b[128], c[128];
+
+		snprintf(buf, sizeof(buf), "%.*s", (int)l, p);
+		if (sscanf(buf, "%127s %127s %127s", a, b, c) == 3 && !strcmp(a, f1) &&
+		    !strcmp(b, f2) && !strcmp(c, f3)) {
+			snprintf(line, len, "%s", buf);
+			return 1;
+		}
+		p += l + (nl ? 1 : 0);
+	}
+	return 0;
+}
+
+/* Independent renderings for people (floating point; the fixture avoids ties). */
+static void expect_secs(char *buf, size_t len, double ns)
+{
+	snprintf(buf, len, "%.3f s", ns / 1e9);
+}
+
+static void expect_share(char *buf, size_t len, double v, double total)
+{
+	snprintf(buf, len, "%.2f%%", 100.0 * v / total);
+}
+
+static void test_formatting(void)
+{
+	int64_t cpu[] = { 0, 1, 499999, 500000, 1234567891, 999999999, -1500000, 86400 * SEC + 7 };
+	char a[64], b[64];
+	size_t i;
+
+	for (i = 0; i < sizeof(cpu) / sizeof(cpu[0]); i++) {
+		/* round half away from zero, as %.3f does not guarantee on ties */
+		double s = (double)cpu[i] / 1e9;
+
+		ctl_fmt_amount(ST_R_CPU, cpu[i], a, sizeof(a));
+		snprintf(b, sizeof(b), "%.3f s", s + (s >= 0 ? 1e-12 : -1e-12));
+		CU_ASSERT_STRING_EQUAL(a, b);
+	}
+	CU_ASSERT_STRING_EQUAL(ctl_fmt_amount(ST_R_NET_TX, 4096, a, sizeof(a)), "4096 B");
+	CU_ASSERT_STRING_EQUAL(ctl_fmt_amount(ST_R_DISK_READ, -7, a, sizeof(a)), "-7 B");
+	CU_ASSERT_STRING_EQUAL(ctl_fmt_amount(ST_R_CPU, INT64_MIN, a, sizeof(a)),
+			       "-9223372036.855 s");
+
+	CU_ASSERT_STRING_EQUAL(ctl_fmt_share(5, 0, a, sizeof(a)), "-");
+	CU_ASSERT_STRING_EQUAL(ctl_fmt_share(0, 7, a, sizeof(a)), "0.00%");
+	CU_ASSERT_STRING_EQUAL(ctl_fmt_share(INT64_MAX, (uint64_t)INT64_MAX, a, sizeof(a)), "100.00%");
+	for (i = 1; i < 50; i++) {
+		int64_t v = (int64_t)(i * 7919 % 1000);
+		uint64_t t = 1000 + i * 13;
+
+		ctl_fmt_share(v, t, a, sizeof(a));
+		expect_share(b, sizeof(b), (double)v, (double)t);
+		CU_ASSERT_STRING_EQUAL(a, b);
+	}
+	ctl_fmt_share(-250, 1000, a, sizeof(a));
+	CU_ASSERT_STRING_EQUAL(a, "-25.00%");
+}
+
+static void test_usage_table(void)
+{
+	char db[600], line[512], v[64], s[64];
+	uint64_t s1_cpu_tot = S1_TOT_0 + S1_TOT_1, web = S1_WEB_0 + S1_WEB_1;
+	int64_t vrow = (int64_t)(s1_cpu_tot - web - S1_DB_0);
+	const char *pweb, *pdb, *pv, *prx;
+
+	snprintf(db, sizeof(db), "usage --db '%s'", fixture());
+	CU_ASSERT_EQUAL_FATAL(run(NULL, db), 0);
+	CU_ASSERT_STRING_EQUAL(err, "");
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "SERVER"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "SHARE"));
+	/* 7 rows + header */
+	CU_ASSERT_EQUAL(count_lines(out), 8);
+
+	CU_ASSERT_FATAL(find_line("s1", "web", "cpu", line, sizeof(line)));
+	expect_secs(v, sizeof(v), (double)web);
+	expect_share(s, sizeof(s), (double)web, (double)s1_cpu_tot);
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, s));
+
+	CU_ASSERT_FATAL(find_line("s1", ST_CE_UNACCOUNTABLE, "cpu", line, sizeof(line)));
+	expect_secs(v, sizeof(v), (double)vrow);
+	expect_share(s, sizeof(s), (double)vrow, (double)s1_cpu_tot);
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, s));
+
+	CU_ASSERT_FATAL(find_line("s1", "web", "net_rx", line, sizeof(line)));
+	snprintf(v, sizeof(v), "%llu B", S1_RX_WEB);
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
+	CU_ASSERT_FATAL(find_line("s1", ST_CE_UNACCOUNTABLE, "net_rx", line, sizeof(line)));
+	snprintf(v, sizeof(v), " %llu B", S1_RX_TOT - S1_RX_WEB);
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
+	CU_ASSERT(find_line("s2", "cache", "cpu", line, sizeof(line)));
+	CU_ASSERT(find_line("s2", ST_CE_UNACCOUNTABLE, "cpu", line, sizeof(line)));
+
+	/* Order: within s1/cpu, larger value first, V last; then net_rx. */
+	pweb = strstr(out, "s1      web");
+	pdb = strstr(out, "s1      db");
+	pv = strstr(out, "s1      " ST_CE_UNACCOUNTABLE "  cpu");
+	prx = strstr(out, "net_rx");
+	CU_ASSERT(pweb && pdb && pv && prx && pweb < pdb && pdb < pv && pv < prx);
+
+	/* Aligned: the last column (SHARE) is right-aligned, so every line of
+	 * the table has the same length. */
+	{
+		const char *p = out, *nl;
+		long len = -1;
+		int same = 1;
+
+		for (; (nl = strchr(p, '\n')); p = nl + 1) {
+			if (len < 0)
+				len = nl - p;
+			else if (nl - p != len)
+				same = 0;
+		}
+		CU_ASSERT(same);
+		CU_ASSERT(len > 0);
+	}
+
+	snprintf(db, sizeof(db), "usage --db '%s' --no-unaccountable", fixture());
+	CU_ASSERT_EQUAL(run(NULL, db), 0);
+	CU_ASSERT_PTR_NULL(strstr(out, ST_CE_UNACCOUNTABLE));
+	CU_ASSERT_EQUAL(count_lines(out), 5);
+}
+
+static void test_usage_json_csv(void)
+{
+	char args[700], expect[512];
+	uint64_t s1_cpu_tot = S1_TOT_0 + S1_TOT_1, web = S1_WEB_0 + S1_WEB_1;
+	const char *p;
+	int objs = 0;
+
+	snprintf(args, sizeof(args), "usage --db '%s' -o json", fixture());
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(out[0], '[');
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n]\n"));
+	for (p = out; (p = strchr(p, '{')); p++)
+		objs++;
+	CU_ASSERT_EQUAL(objs, 7);
+	snprintf(expect, sizeof(expect),
+		 "{\"server\": \"s1\", \"ce\": \"web\", \"resource\": \"cpu\", \"value\": %llu, "
+		 "\"total\": %llu, \"unit\": \"ns\"}",
+		 (unsigned long long)web, (unsigned long long)s1_cpu_tot);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
+	snprintf(expect, sizeof(expect),
+		 "{\"server\": \"s1\", \"ce\": \"%s\", \"resource\": \"net_rx\", \"value\": %llu, "
+		 "\"total\": %llu, \"unit\": \"bytes\"}",
+		 ST_CE_UNACCOUNTABLE, S1_RX_TOT - S1_RX_WEB, S1_RX_TOT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
+	CU_ASSERT_PTR_NULL(strstr(out, "window_start"));
+
+	snprintf(args, sizeof(args), "usage --db '%s' -o csv", fixture());
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(strncmp(out, "server,ce,resource,value,total,unit\n", 36), 0);
+	CU_ASSERT_EQUAL(count_lines(out), 8);
+	snprintf(expect, sizeof(expect), "\ns1,%s,cpu,%llu,%llu,ns\n", ST_CE_UNACCOUNTABLE,
+		 (unsigned long long)(s1_cpu_tot - web - S1_DB_0), (unsigned long long)s1_cpu_tot);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
+
+	/* Empty result: valid JSON and a CSV header. */
+	snprintf(args, sizeof(args), "usage --db '%s' -o json --server nobody", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_STRING_EQUAL(out, "[]\n");
+	snprintf(args, sizeof(args), "usage --db '%s' -o csv --ce nobody", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(count_lines(out), 1);
+}
+
+static void test_filters_and_windows(void)
+{
+	char args[700], expect[512], t[64], v[64];
+
+	/* --since at the second window's start (RFC 3339) leaves only it. */
+	ctl_time_format(T0 + W, t, sizeof(t));
+	snprintf(args, sizeof(args), "usage --db '%s' --since %s --server s1 --resource cpu",
+		 fixture(), t);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT(find_line("s1", "web", "cpu", expect, sizeof(expect)));
+	expect_secs(v, sizeof(v), (double)S1_WEB_1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(expect, v));
+	CU_ASSERT_PTR_NULL(strstr(out, " db "));
+	CU_ASSERT_PTR_NULL(strstr(out, "net_rx"));
+	CU_ASSERT_PTR_NULL(strstr(out, "s2"));
+
+	/* --until as Unix seconds before everything: nothing. */
+	snprintf(args, sizeof(args), "usage --db '%s' --until %lld", fixture(), T0 / SEC);
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "no usage recorded"));
+	/* A relative --since (1d ago) excludes the 2023 fixture. */
+	snprintf(args, sizeof(args), "usage --db '%s' --since 1d -o csv", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(count_lines(out), 1);
+
+	/* --ce: only that CE. */
+	snprintf(args, sizeof(args), "usage --db '%s' --ce web -o csv", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(count_lines(out), 3);
+	CU_ASSERT_PTR_NULL(strstr(out, ST_CE_UNACCOUNTABLE));
+
+	/* --per-window: window_start per row. */
+	snprintf(args, sizeof(args), "usage --db '%s' --per-window -o json --server s1 --resource cpu",
+		 fixture());
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	snprintf(expect, sizeof(expect),
+		 "\"ce\": \"web\", \"resource\": \"cpu\", \"value\": %llu, \"total\": %llu, "
+		 "\"unit\": \"ns\", \"window_start\": %lld, \"window_len\": %lld}",
+		 S1_WEB_1, S1_TOT_1, T0 + W, W);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
+	snprintf(args, sizeof(args), "usage --db '%s' --per-window --server s1 --resource cpu",
+		 fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "WINDOW"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, ctl_time_format(T0, t, sizeof(t))));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, ctl_time_format(T0 + W, t, sizeof(t))));
+	CU_ASSERT_EQUAL(count_lines(out), 1 + 3 + 2);
+
+	/* RAMETR_DB when there is no --db. */
+	snprintf(args, sizeof(args), "RAMETR_DB='%s'", fixture());
+	CU_ASSERT_EQUAL(run(args, "usage -o csv --server s2"), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "s2,cache,cpu,"));
+}
+
+static void test_unaccountable(void)
+{
+	char args[700], line[512], v[64];
+	uint64_t tot = S1_TOT_0 + S1_TOT_1, V = tot - S1_WEB_0 - S1_WEB_1 - S1_DB_0;
+
+	snprintf(args, sizeof(args), "unaccountable --db '%s'", fixture());
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "REASON"));
+	CU_ASSERT_FATAL(find_line("s1", "cpu", "unsegmented", line, sizeof(line)));
+	expect_secs(v, sizeof(v), (double)S1_UNSEG_0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
+	CU_ASSERT_FATAL(find_line("s1", "cpu", ST_REASON_UNEXPLAINED, line, sizeof(line)));
+	expect_secs(v, sizeof(v), (double)(V - S1_UNSEG_0));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
+	CU_ASSERT(find_line("s1", "net_rx", ST_REASON_UNEXPLAINED, line, sizeof(line)));
+	CU_ASSERT_PTR_NULL(strstr(out, "s2")); /* s2 is fully attributed */
+
+	snprintf(args, sizeof(args), "unaccountable --db '%s' -o csv --resource cpu", fixture());
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(strncmp(out, "server,resource,reason,value,total,unit\n", 40), 0);
+	snprintf(line, sizeof(line), "s1,cpu,%s,%llu,%llu,ns\n", ST_REASON_UNEXPLAINED,
+		 (unsigned long long)(V - S1_UNSEG_0), (unsigned long long)tot);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, line));
+	CU_ASSERT_EQUAL(count_lines(out), 3);
+}
+
+static void test_check(void)
+{
+	char path[512], args[700], line[512];
+	st_db *db;
+	int w;
+
+	snprintf(path, sizeof(path), "%s/check.db", rm_test_tmpdir());
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	for (w = 0; w < 3; w++) {
+		CU_ASSERT_EQUAL(st_add_usage(db, "s", T0 + w * W, W, ST_R_CPU, "a", 100 + w), RM_OK);
+		CU_ASSERT_EQUAL(st_add_unacct(db, "s", T0 + w * W, W, ST_R_CPU, "lost", 5), RM_OK);
+		CU_ASSERT_EQUAL(st_add_total(db, "s", T0 + w * W, W, ST_R_CPU, 105 + w, 0), RM_OK);
+		CU_ASSERT_EQUAL(st_add_usage(db, "s", T0 + w * W, W, ST_R_DISK_WRITE, "a", 4096), RM_OK);
+		CU_ASSERT_EQUAL(st_add_total(db, "s", T0 + w * W, W, ST_R_DISK_WRITE, 4096, 0), RM_OK);
+	}
+	snprintf(args, sizeof(args), "check --db '%s'", path);
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_STRING_EQUAL(out, "6 windows checked, all balanced\n");
+
+	/* A late total for window 1 that nothing explains. */
+	CU_ASSERT_EQUAL(st_add_total(db, "s", T0 + W, W, ST_R_CPU, 3, 0), RM_OK);
+	st_close(db);
+	CU_ASSERT_EQUAL(run(NULL, args), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "RESIDUAL"));
+	CU_ASSERT_FATAL(find_line("s", "cpu", ctl_time_format(T0 + W, path, sizeof(path)), line,
+				  sizeof(line)));
+	/* TOTAL ATTRIBUTED EXPLAINED RESIDUAL UNIT */
+	{
+		char a[64], b[64], c[64];
+		unsigned long long tot, att;
+		long long expl, res;
+
+		CU_ASSERT_EQUAL(sscanf(line, "%63s %63s %63s %llu %llu %lld %lld", a, b, c, &tot, &att,
+				       &expl, &res), 7);
+		CU_ASSERT_EQUAL(tot, 105 + 1 + 3);
+		CU_ASSERT_EQUAL(att, 100 + 1);
+		CU_ASSERT_EQUAL(expl, 5);
+		CU_ASSERT_EQUAL(res, 3);
+	}
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "6 windows checked, 1 unbalanced"));
+	/* Restricted to a balanced resource, it passes. */
+	snprintf(args + strlen(args), sizeof(args) - strlen(args), " --resource disk_write");
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_STRING_EQUAL(out, "3 windows checked, all balanced\n");
+}
+
+static void expect_usage_error(const char *args, const char *msg)
+{
+	CU_ASSERT_EQUAL(run(NULL, args), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, msg));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "hint: see 'rametrctl"));
+	CU_ASSERT_STRING_EQUAL(out, "");
+}
+
+static void test_exit_codes(void)
+{
+	char args[700];
+
+	CU_ASSERT_EQUAL(run(NULL, "--help"), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: rametrctl <command>"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "unaccountable"));
+	CU_ASSERT_EQUAL(run(NULL, "usage --help"), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "--per-window"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "RAMETR_DB"));
+	CU_ASSERT_EQUAL(run(NULL, "check -h"), 0);
+	CU_ASSERT_PTR_NULL(strstr(out, "--per-window"));
+
+	expect_usage_error("usage --bogus", "unknown option '--bogus'");
+	expect_usage_error("usage -x", "unknown option '-x'");
+	expect_usage_error("usage --since yesterday", "invalid time 'yesterday'");
+	expect_usage_error("usage --until 2023-02-30T00:00:00Z", "day out of range");
+	expect_usage_error("usage --since now --until 1h", "is after --until");
+	expect_usage_error("usage --resource gpu", "unknown resource 'gpu'");
+	expect_usage_error("usage -o xml", "unknown output format 'xml'");
+	expect_usage_error("usage --server", "requires a value");
+	expect_usage_error("usage --server ''", "invalid --server");
+	expect_usage_error("usage extra", "unexpected argument 'extra'");
+	expect_usage_error("unaccountable --ce web", "'--ce' does not apply to 'unaccountable'");
+	expect_usage_error("check -o json", "'--output' does not apply to 'check'");
+	expect_usage_error("frobnicate", "unknown command 'frobnicate'");
+	expect_usage_error("--db x usage", "options go after the command");
+	CU_ASSERT_EQUAL(run(NULL, ""), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "usage: rametrctl"));
+
+	/* Cannot open the database: exit 1 with a clear message. */
+	snprintf(args, sizeof(args), "usage --db '%s/nonexistent.db'", rm_test_tmpdir());
+	CU_ASSERT_EQUAL(run(NULL, args), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rametrctl: error: failed to open '"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "nonexistent.db': No such file or directory"));
+	snprintf(args, sizeof(args), "check --db '%s'", rm_test_tmpdir());
+	CU_ASSERT_EQUAL(run(NULL, args), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "failed to open"));
+	/* The default path is used without --db or $RAMETR_DB (it does not
+	 * exist on a test host, so this fails, naming it). */
+	if (access("/var/lib/rametr/rametr.db", F_OK) != 0) {
+		CU_ASSERT_EQUAL(run("env -u RAMETR_DB", "usage"), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "'/var/lib/rametr/rametr.db'"));
+	}
+}
+
+static CU_TestInfo cases[] = {
+	{ "amount and share formatting", test_formatting },
+	{ "usage as a table", test_usage_table },
+	{ "usage as json and csv", test_usage_json_csv },
+	{ "filters, per-window rows, RAMETR_DB", test_filters_and_windows },
+	{ "unaccountable breakdown", test_unaccountable },
+	{ "check finds an unbalanced window", test_check },
+	{ "help and exit codes", test_exit_codes },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("ctl", cases)

@@ -1,0 +1,209 @@
+/*
+ * ctl_time.c - parsing of rametrctl's time arguments (RFC 3339, 'now',
+ * relative durations, Unix seconds) into Unix nanoseconds, and RFC 3339
+ * formatting for display. Owns the proleptic Gregorian calendar arithmetic
+ * (no timegm/gmtime: no dependence on TZ or libc ranges).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl_time.h"
+#include "rm_err.h"
+#include "banned.h"
+
+#define NS 1000000000LL
+
+/* Days since 1970-01-01 of y-m-d (proleptic Gregorian). */
+static int64_t ctl_days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	int64_t era;
+	unsigned yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned)(y - era * 400);
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static void ctl_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
+{
+	int64_t era;
+	unsigned doe, yoe, doy, mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = (unsigned)(z - era * 146097);
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+static int ctl_is_leap(int64_t y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static unsigned ctl_days_in_month(int64_t y, unsigned m)
+{
+	static const unsigned dim[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+
+	return m == 2 && ctl_is_leap(y) ? 29 : dim[m - 1];
+}
+
+/* Reads exactly n digits at *p into *v and advances; 0 if not n digits. */
+static int ctl_digits(const char **p, int n, unsigned *v)
+{
+	int i;
+
+	*v = 0;
+	for (i = 0; i < n; i++) {
+		if ((*p)[i] < '0' || (*p)[i] > '9')
+			return 0;
+		*v = *v * 10 + (unsigned)((*p)[i] - '0');
+	}
+	*p += n;
+	return 1;
+}
+
+static int ctl_fail(const char **why, const char *reason)
+{
+	if (why)
+		*why = reason;
+	return RM_EINVAL;
+}
+
+/* Parses a run of digits (at least one) into *v; 0 on overflow or none. */
+static int ctl_uint(const char **p, uint64_t *v)
+{
+	const char *s = *p;
+
+	*v = 0;
+	if (*s < '0' || *s > '9')
+		return 0;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (*v > (UINT64_MAX - 9) / 10)
+			return 0;
+		*v = *v * 10 + (uint64_t)(*s - '0');
+	}
+	*p = s;
+	return 1;
+}
+
+static int ctl_parse_rfc3339(const char *s, int64_t *out, const char **why)
+{
+	const char *p = s;
+	unsigned y, mo, d, h, mi, sec, oh = 0, om = 0;
+	int64_t secs, frac = 0, ns;
+	int fd = 0, sign = 0;
+
+	if (!ctl_digits(&p, 4, &y) || *p++ != '-' || !ctl_digits(&p, 2, &mo) || *p++ != '-' ||
+	    !ctl_digits(&p, 2, &d))
+		return ctl_fail(why, "expected YYYY-MM-DDThh:mm:ssZ");
+	if (*p != 'T' && *p != 't' && *p != ' ')
+		return ctl_fail(why, "expected 'T' between date and time");
+	p++;
+	if (!ctl_digits(&p, 2, &h) || *p++ != ':' || !ctl_digits(&p, 2, &mi) || *p++ != ':' ||
+	    !ctl_digits(&p, 2, &sec))
+		return ctl_fail(why, "expected YYYY-MM-DDThh:mm:ssZ");
+	if (*p == '.') {
+		p++;
+		if (*p < '0' || *p > '9')
+			return ctl_fail(why, "expected digits after '.'");
+		for (; *p >= '0' && *p <= '9'; p++, fd++)
+			if (fd < 9)
+				frac = frac * 10 + (*p - '0');
+		for (; fd < 9; fd++)
+			frac *= 10;
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		sign = *p++ == '-' ? -1 : 1;
+		if (!ctl_digits(&p, 2, &oh) || *p++ != ':' || !ctl_digits(&p, 2, &om))
+			return ctl_fail(why, "expected a +hh:mm or -hh:mm offset");
+		if (oh > 23 || om > 59)
+			return ctl_fail(why, "offset out of range");
+	} else {
+		return ctl_fail(why, "expected 'Z' or a +hh:mm / -hh:mm offset");
+	}
+	if (*p)
+		return ctl_fail(why, "trailing characters");
+	if (mo < 1 || mo > 12)
+		return ctl_fail(why, "month out of range");
+	if (d < 1 || d > ctl_days_in_month(y, mo))
+		return ctl_fail(why, "day out of range");
+	if (h > 23 || mi > 59 || sec > 59)
+		return ctl_fail(why, "time of day out of range");
+
+	secs = ctl_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
+	secs -= sign * (int64_t)(oh * 3600 + om * 60);
+	if (__builtin_mul_overflow(secs, NS, &ns) || __builtin_add_overflow(ns, frac, &ns))
+		return ctl_fail(why, "out of range (years 1678 to 2262)");
+	*out = ns;
+	return RM_OK;
+}
+
+int ctl_time_parse(const char *s, int64_t now_ns, int64_t *out_ns, const char **why)
+{
+	const char *p;
+	uint64_t n;
+	int64_t unit, d;
+
+	if (why)
+		*why = NULL;
+	if (!s || !out_ns)
+		return ctl_fail(why, "missing");
+	if (!*s)
+		return ctl_fail(why, "empty");
+	if (strcmp(s, "now") == 0) {
+		*out_ns = now_ns;
+		return RM_OK;
+	}
+	p = s;
+	if (ctl_uint(&p, &n) && (*p == '\0' || (p[1] == '\0' && strchr("smhd", *p)))) {
+		if (*p == '\0') {
+			if (n > (uint64_t)(INT64_MAX / NS))
+				return ctl_fail(why, "out of range");
+			*out_ns = (int64_t)n * NS;
+			return RM_OK;
+		}
+		unit = *p == 's' ? NS : *p == 'm' ? 60 * NS : *p == 'h' ? 3600 * NS : 86400 * NS;
+		if (n > (uint64_t)INT64_MAX || __builtin_mul_overflow((int64_t)n, unit, &d) ||
+		    __builtin_sub_overflow(now_ns, d, out_ns))
+			return ctl_fail(why, "out of range");
+		return RM_OK;
+	}
+	if (s[0] >= '0' && s[0] <= '9' && strchr(s, '-'))
+		return ctl_parse_rfc3339(s, out_ns, why);
+	return ctl_fail(why, "expected RFC 3339, 'now', a duration like 10m, or Unix seconds");
+}
+
+char *ctl_time_format(int64_t ns, char *buf, size_t len)
+{
+	int64_t secs = ns / NS, rem = ns % NS, days, sod, y;
+	unsigned m, d;
+
+	if (rem < 0) {
+		rem += NS;
+		secs--;
+	}
+	days = secs / 86400;
+	sod = secs % 86400;
+	if (sod < 0) {
+		sod += 86400;
+		days--;
+	}
+	ctl_civil_from_days(days, &y, &m, &d);
+	if (rem)
+		snprintf(buf, len, "%04lld-%02u-%02uT%02d:%02d:%02d.%09lldZ", (long long)y, m, d,
+			 (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), (long long)rem);
+	else
+		snprintf(buf, len, "%04lld-%02u-%02uT%02d:%02d:%02dZ", (long long)y, m, d,
+			 (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60));
+	return buf;
+}

@@ -1,0 +1,522 @@
+/*
+ * st.c - the storage handle: opening (pragmas, migration via st_schema.c),
+ * closing, explicit transactions, the additive writes (usage, reasons of
+ * unaccountable usage, totals), the collectors' delivery state and node
+ * metadata, resource names, and the argument checks and SQLite error mapping
+ * shared with st_query.c. Owns the sqlite3 connection and its prepared write
+ * statements.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rm_err.h"
+#include "st_int.h"
+#include "banned.h"
+
+static const char *const st_resource_names[ST_R_COUNT] = {
+	[ST_R_CPU] = "cpu",
+	[ST_R_NET_RX] = "net_rx",
+	[ST_R_NET_TX] = "net_tx",
+	[ST_R_DISK_READ] = "disk_read",
+	[ST_R_DISK_WRITE] = "disk_write",
+};
+
+const char *st_resource_name(enum st_resource r)
+{
+	if ((int)r < 0 || r >= ST_R_COUNT)
+		return "?";
+	return st_resource_names[r];
+}
+
+int st_resource_parse(const char *name, enum st_resource *out)
+{
+	int i;
+
+	if (!name || !out)
+		return RM_EINVAL;
+	for (i = 0; i < ST_R_COUNT; i++) {
+		if (strcmp(name, st_resource_names[i]) == 0) {
+			*out = (enum st_resource)i;
+			return RM_OK;
+		}
+	}
+	return RM_EINVAL;
+}
+
+const char *st_resource_unit(enum st_resource r)
+{
+	return r == ST_R_CPU ? "ns" : "bytes";
+}
+
+int st_check_name(const char *what, const char *name, size_t max)
+{
+	size_t len;
+
+	if (!name) {
+		rm_log_error("invalid %s: null", what);
+		return RM_EINVAL;
+	}
+	len = strlen(name);
+	if (len == 0 || len > max) {
+		rm_log_error("invalid %s '%.*s': must be 1 to %zu bytes", what,
+			     len > 80 ? 80 : (int)len, name, max);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+int st_sql_err(const st_db *db, int rc, const char *what)
+{
+	const char *path = db ? db->path : "?";
+	const char *msg = db && db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc);
+
+	switch (rc & 0xff) {
+	case SQLITE_CONSTRAINT:
+		rm_log_error("%s '%s': value out of range (sum exceeds the int64 limit): %s",
+			     what, path, msg);
+		return RM_EINVAL;
+	case SQLITE_NOMEM:
+		rm_log_error("%s '%s': %s", what, path, msg);
+		return RM_ENOMEM;
+	case SQLITE_IOERR:
+	case SQLITE_FULL:
+	case SQLITE_CANTOPEN:
+		rm_log_error("%s '%s': %s", what, path, msg);
+		return RM_EIO;
+	default:
+		rm_log_error("%s '%s': %s", what, path, msg);
+		return RM_ESQL;
+	}
+}
+
+static const char *const st_stmt_sql[ST_S_COUNT] = {
+	[ST_S_USAGE] =
+		"INSERT INTO usage (server, resource, win_start, win_len, ce, value) "
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET value = value + excluded.value",
+	[ST_S_UNACCT] =
+		"INSERT INTO unacct (server, resource, win_start, win_len, reason, value) "
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET value = value + excluded.value",
+	[ST_S_TOTAL] =
+		"INSERT INTO total (server, resource, win_start, win_len, value, capacity) "
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET "
+		"value = value + excluded.value, capacity = capacity + excluded.capacity",
+	[ST_S_PEER_GET] = "SELECT last_seq FROM peer WHERE node = ?1 AND instance = ?2",
+	[ST_S_PEER_SET] =
+		"INSERT INTO peer (node, instance, last_seq) VALUES (?1, ?2, ?3) "
+		"ON CONFLICT DO UPDATE SET last_seq = excluded.last_seq",
+	[ST_S_NODE_SEEN] =
+		"INSERT INTO node (node, backend, hostname, window_ns, clock_offset_ns, ncpu, "
+		"first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) "
+		"ON CONFLICT DO UPDATE SET backend = excluded.backend, hostname = excluded.hostname, "
+		"window_ns = excluded.window_ns, clock_offset_ns = excluded.clock_offset_ns, "
+		"ncpu = excluded.ncpu, first_seen = min(first_seen, excluded.first_seen), "
+		"last_seen = max(last_seen, excluded.last_seen)",
+	[ST_S_NODE_GET] =
+		"SELECT backend, hostname, window_ns, clock_offset_ns, ncpu, first_seen, last_seen "
+		"FROM node WHERE node = ?1",
+};
+
+void st_close(st_db *db)
+{
+	int i;
+
+	if (!db)
+		return;
+	for (i = 0; i < ST_S_COUNT; i++)
+		sqlite3_finalize(db->stmt[i]);
+	if (db->h && !sqlite3_get_autocommit(db->h))
+		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(db->h);
+	free(db->path);
+	free(db);
+}
+
+/* Runs a pragma and checks its one-value answer when expect != NULL. */
+static int st_pragma(st_db *db, const char *sql, const char *expect)
+{
+	sqlite3_stmt *s;
+	const unsigned char *v;
+	int rc;
+
+	rc = sqlite3_prepare_v2(db->h, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to open");
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		sqlite3_finalize(s);
+		return st_sql_err(db, rc, "failed to open");
+	}
+	if (expect) {
+		v = rc == SQLITE_ROW ? sqlite3_column_text(s, 0) : NULL;
+		if (!v || strcmp((const char *)v, expect) != 0) {
+			rm_log_error("failed to open '%s': '%s' answered '%s', expected '%s'",
+				     db->path, sql, v ? (const char *)v : "", expect);
+			sqlite3_finalize(s);
+			return RM_ESQL;
+		}
+	}
+	sqlite3_finalize(s);
+	return RM_OK;
+}
+
+int st_open(st_db **out, const char *path, unsigned flags)
+{
+	st_db *db;
+	struct stat sb;
+	int readonly = (flags & ST_OPEN_READONLY) != 0;
+	int oflags, rc, rv, i;
+
+	if (!out)
+		return RM_EINVAL;
+	*out = NULL;
+	if (!path || !path[0]) {
+		rm_log_error("failed to open database: empty path");
+		return RM_EINVAL;
+	}
+	if (flags & ~(unsigned)ST_OPEN_READONLY) {
+		rm_log_error("failed to open '%s': unknown flags 0x%x", path, flags);
+		return RM_EINVAL;
+	}
+	/* SQLite's own message for these is a vague "unable to open database
+	 * file": say what is wrong. */
+	if (stat(path, &sb) != 0) {
+		if (readonly || errno != ENOENT) {
+			rm_log_error("failed to open '%s': %s", path, strerror(errno));
+			return RM_EIO;
+		}
+	} else if (S_ISDIR(sb.st_mode)) {
+		rm_log_error("failed to open '%s': %s", path, strerror(EISDIR));
+		return RM_EIO;
+	}
+
+	db = calloc(1, sizeof(*db));
+	if (!db || !(db->path = strdup(path))) {
+		free(db);
+		rm_log_error("failed to open '%s': %s", path, rm_strerror(RM_ENOMEM));
+		return RM_ENOMEM;
+	}
+	db->flags = flags;
+	oflags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+	rc = sqlite3_open_v2(path, &db->h, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		rm_log_error("failed to open '%s': %s", path,
+			     db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+		st_close(db);
+		return rc == SQLITE_CANTOPEN || rc == SQLITE_PERM || rc == SQLITE_READONLY ? RM_EIO
+											     : RM_ESQL;
+	}
+	sqlite3_extended_result_codes(db->h, 1);
+	sqlite3_busy_timeout(db->h, ST_BUSY_TIMEOUT_MS);
+
+	/* The first read catches "file is not a database" before any pragma
+	 * that would write. */
+	if ((rv = st_pragma(db, "PRAGMA schema_version", NULL)) != 0)
+		goto fail;
+	if (!readonly) {
+		if ((rv = st_pragma(db, "PRAGMA journal_mode = WAL", "wal")) != 0)
+			goto fail;
+	}
+	if ((rv = st_pragma(db, "PRAGMA synchronous = NORMAL", NULL)) != 0)
+		goto fail;
+	if ((rv = st_schema_migrate(db->h, path, ST_SCHEMA_VERSION, readonly, &db->version)) != 0)
+		goto fail;
+	db->version = ST_SCHEMA_VERSION;
+
+	for (i = 0; i < ST_S_COUNT; i++) {
+		if (readonly && i != ST_S_PEER_GET && i != ST_S_NODE_GET)
+			continue;
+		rc = sqlite3_prepare_v3(db->h, st_stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&db->stmt[i], NULL);
+		if (rc != SQLITE_OK) {
+			rv = st_sql_err(db, rc, "failed to open");
+			goto fail;
+		}
+	}
+	*out = db;
+	return RM_OK;
+fail:
+	st_close(db);
+	return rv;
+}
+
+int st_schema_version(st_db *db)
+{
+	return db ? db->version : 0;
+}
+
+int st_begin(st_db *db)
+{
+	int rc;
+
+	if (!db)
+		return RM_EINVAL;
+	if (!sqlite3_get_autocommit(db->h)) {
+		rm_log_error("failed to begin a transaction on '%s': one is already open", db->path);
+		return RM_ESTATE;
+	}
+	rc = sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to begin a transaction on");
+	return RM_OK;
+}
+
+int st_commit(st_db *db)
+{
+	int rc;
+
+	if (!db)
+		return RM_EINVAL;
+	if (sqlite3_get_autocommit(db->h)) {
+		rm_log_error("failed to commit on '%s': no transaction is open", db->path);
+		return RM_ESTATE;
+	}
+	rc = sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		int rv = st_sql_err(db, rc, "failed to commit on");
+
+		if (!sqlite3_get_autocommit(db->h))
+			sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+		return rv;
+	}
+	return RM_OK;
+}
+
+void st_rollback(st_db *db)
+{
+	if (!db || sqlite3_get_autocommit(db->h))
+		return;
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Steps a prepared write (or a one-row read when row != NULL) and resets it.
+ * Returns RM_OK, RM_ENOENT (read: no row), or an error. */
+static int st_run(st_db *db, sqlite3_stmt *s, const char *what, int *row)
+{
+	int rc = sqlite3_step(s);
+	int rv = RM_OK;
+
+	if (row)
+		*row = rc == SQLITE_ROW;
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		rv = st_sql_err(db, rc, what);
+	if (!row) {
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+	}
+	return rv;
+}
+
+static int st_check_writable(const st_db *db, const char *what)
+{
+	if (!db)
+		return RM_EINVAL;
+	if (db->flags & ST_OPEN_READONLY) {
+		rm_log_error("%s '%s': opened read-only", what, db->path);
+		return RM_EPERM;
+	}
+	return RM_OK;
+}
+
+static int st_check_window(int64_t start, int64_t len, enum st_resource r)
+{
+	if (len <= 0 || start > INT64_MAX - len) {
+		rm_log_error("invalid window [%lld, +%lld): length must be positive and the end "
+			     "within int64", (long long)start, (long long)len);
+		return RM_EINVAL;
+	}
+	if ((int)r < 0 || r >= ST_R_COUNT) {
+		rm_log_error("invalid resource %d", (int)r);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+static int st_check_value(const char *what, uint64_t v)
+{
+	if (v > (uint64_t)INT64_MAX) {
+		rm_log_error("invalid %s %llu: above the int64 limit", what, (unsigned long long)v);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+/* The shared body of st_add_usage and st_add_unacct. */
+static int st_add_keyed(st_db *db, enum st_stmt which, const char *server, int64_t start,
+			int64_t len, enum st_resource r, const char *key, uint64_t value)
+{
+	const char *what = which == ST_S_USAGE ? "ce" : "reason";
+	sqlite3_stmt *s;
+	int rv;
+
+	if ((rv = st_check_writable(db, "failed to write to")) != 0)
+		return rv;
+	if ((rv = st_check_name("server", server, ST_NAME_MAX)) != 0 ||
+	    (rv = st_check_name(what, key, which == ST_S_USAGE ? ST_NAME_MAX : ST_REASON_MAX)) != 0 ||
+	    (rv = st_check_window(start, len, r)) != 0 || (rv = st_check_value("value", value)) != 0)
+		return rv;
+	if (strcmp(key, which == ST_S_USAGE ? ST_CE_UNACCOUNTABLE : ST_REASON_UNEXPLAINED) == 0) {
+		rm_log_error("invalid %s '%s': reserved name", what, key);
+		return RM_EINVAL;
+	}
+	s = db->stmt[which];
+	sqlite3_bind_text(s, 1, server, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 2, (int)r);
+	sqlite3_bind_int64(s, 3, start);
+	sqlite3_bind_int64(s, 4, len);
+	sqlite3_bind_text(s, 5, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 6, (sqlite3_int64)value);
+	return st_run(db, s, "failed to write to", NULL);
+}
+
+int st_add_usage(st_db *db, const char *server, int64_t win_start_ns, int64_t win_len_ns,
+		 enum st_resource r, const char *ce, uint64_t value)
+{
+	return st_add_keyed(db, ST_S_USAGE, server, win_start_ns, win_len_ns, r, ce, value);
+}
+
+int st_add_unacct(st_db *db, const char *server, int64_t win_start_ns, int64_t win_len_ns,
+		  enum st_resource r, const char *reason, uint64_t value)
+{
+	return st_add_keyed(db, ST_S_UNACCT, server, win_start_ns, win_len_ns, r, reason, value);
+}
+
+int st_add_total(st_db *db, const char *server, int64_t win_start_ns, int64_t win_len_ns,
+		 enum st_resource r, uint64_t value, uint64_t capacity)
+{
+	sqlite3_stmt *s;
+	int rv;
+
+	if ((rv = st_check_writable(db, "failed to write to")) != 0)
+		return rv;
+	if ((rv = st_check_name("server", server, ST_NAME_MAX)) != 0 ||
+	    (rv = st_check_window(win_start_ns, win_len_ns, r)) != 0 ||
+	    (rv = st_check_value("value", value)) != 0 ||
+	    (rv = st_check_value("capacity", capacity)) != 0)
+		return rv;
+	s = db->stmt[ST_S_TOTAL];
+	sqlite3_bind_text(s, 1, server, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 2, (int)r);
+	sqlite3_bind_int64(s, 3, win_start_ns);
+	sqlite3_bind_int64(s, 4, win_len_ns);
+	sqlite3_bind_int64(s, 5, (sqlite3_int64)value);
+	sqlite3_bind_int64(s, 6, (sqlite3_int64)capacity);
+	return st_run(db, s, "failed to write to", NULL);
+}
+
+/* uint64 <-> int64 by bit pattern (SQLite integers are signed). */
+static sqlite3_int64 st_u2i(uint64_t v)
+{
+	sqlite3_int64 i;
+
+	memcpy(&i, &v, sizeof(i));
+	return i;
+}
+
+static uint64_t st_i2u(sqlite3_int64 i)
+{
+	uint64_t v;
+
+	memcpy(&v, &i, sizeof(v));
+	return v;
+}
+
+int st_peer_get(st_db *db, const char *node, uint64_t instance, uint64_t *last_seq)
+{
+	sqlite3_stmt *s;
+	int rv, row;
+
+	if (!db || !last_seq)
+		return RM_EINVAL;
+	*last_seq = 0;
+	if ((rv = st_check_name("node", node, ST_NAME_MAX)) != 0)
+		return rv;
+	s = db->stmt[ST_S_PEER_GET];
+	sqlite3_bind_text(s, 1, node, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, st_u2i(instance));
+	rv = st_run(db, s, "failed to read from", &row);
+	if (rv == RM_OK && row)
+		*last_seq = st_i2u(sqlite3_column_int64(s, 0));
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rv;
+}
+
+int st_peer_set(st_db *db, const char *node, uint64_t instance, uint64_t seq)
+{
+	sqlite3_stmt *s;
+	int rv;
+
+	if ((rv = st_check_writable(db, "failed to write to")) != 0)
+		return rv;
+	if ((rv = st_check_name("node", node, ST_NAME_MAX)) != 0)
+		return rv;
+	s = db->stmt[ST_S_PEER_SET];
+	sqlite3_bind_text(s, 1, node, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, st_u2i(instance));
+	sqlite3_bind_int64(s, 3, st_u2i(seq));
+	return st_run(db, s, "failed to write to", NULL);
+}
+
+int st_node_seen(st_db *db, const struct st_node *n)
+{
+	sqlite3_stmt *s;
+	int rv;
+
+	if ((rv = st_check_writable(db, "failed to write to")) != 0)
+		return rv;
+	if (!n)
+		return RM_EINVAL;
+	if ((rv = st_check_name("node", n->node, ST_NAME_MAX)) != 0)
+		return rv;
+	if ((n->backend && strlen(n->backend) > ST_NAME_MAX) ||
+	    (n->hostname && strlen(n->hostname) > 255)) {
+		rm_log_error("invalid metadata of node '%s': backend or hostname too long", n->node);
+		return RM_EINVAL;
+	}
+	if ((rv = st_check_value("window length", n->window_ns)) != 0)
+		return rv;
+	s = db->stmt[ST_S_NODE_SEEN];
+	sqlite3_bind_text(s, 1, n->node, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, n->backend ? n->backend : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, n->hostname ? n->hostname : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)n->window_ns);
+	sqlite3_bind_int64(s, 5, n->clock_offset_ns);
+	sqlite3_bind_int64(s, 6, n->ncpu);
+	sqlite3_bind_int64(s, 7, n->seen_unix_ns);
+	return st_run(db, s, "failed to write to", NULL);
+}
+
+int st_node_get(st_db *db, const char *node, struct st_node_rec *out)
+{
+	sqlite3_stmt *s;
+	int rv, row;
+
+	if (!db || !out)
+		return RM_EINVAL;
+	if ((rv = st_check_name("node", node, ST_NAME_MAX)) != 0)
+		return rv;
+	memset(out, 0, sizeof(*out));
+	s = db->stmt[ST_S_NODE_GET];
+	sqlite3_bind_text(s, 1, node, -1, SQLITE_STATIC);
+	rv = st_run(db, s, "failed to read from", &row);
+	if (rv == RM_OK && !row)
+		rv = RM_ENOENT;
+	if (rv == RM_OK) {
+		snprintf(out->node, sizeof(out->node), "%s", node);
+		snprintf(out->backend, sizeof(out->backend), "%s", st_col_text(s, 0));
+		snprintf(out->hostname, sizeof(out->hostname), "%s", st_col_text(s, 1));
+		out->window_ns = (uint64_t)sqlite3_column_int64(s, 2);
+		out->clock_offset_ns = sqlite3_column_int64(s, 3);
+		out->ncpu = (uint32_t)sqlite3_column_int64(s, 4);
+		out->first_seen_unix_ns = sqlite3_column_int64(s, 5);
+		out->last_seen_unix_ns = sqlite3_column_int64(s, 6);
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rv;
+}

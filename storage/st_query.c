@@ -1,0 +1,348 @@
+/*
+ * st_query.c - the read side of storage: usage per CE with the computed
+ * unaccountable share V = U - sum_c U_c, the breakdown of V by reason, the
+ * identity check U = sum_c U_c + sum(reasons) per window, and the count of
+ * windows. Owns the SQL text of those queries (built per call from a fixed
+ * set of clauses so that SQLite can use the indexes for the filters given)
+ * and the row arrays handed to callers. The signed arithmetic on the
+ * per-group sums (V, residuals) is done here in C with overflow checks.
+ */
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rm_err.h"
+#include "st_int.h"
+#include "banned.h"
+
+/* A growable array of result rows. */
+struct st_rowbuf {
+	struct st_row *v;
+	size_t n, cap;
+};
+
+static struct st_row *st_rowbuf_add(struct st_rowbuf *b)
+{
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 32;
+		struct st_row *v = realloc(b->v, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		b->v = v;
+		b->cap = cap;
+	}
+	memset(&b->v[b->n], 0, sizeof(b->v[0]));
+	return &b->v[b->n++];
+}
+
+void st_rows_free(struct st_row *rows)
+{
+	free(rows);
+}
+
+int st_check_query(const st_db *db, const struct st_query *q, void *rows, size_t *n)
+{
+	if (!db || !q || !rows || !n) {
+		rm_log_error("invalid query: null argument");
+		return RM_EINVAL;
+	}
+	if (q->server && st_check_name("server", q->server, ST_NAME_MAX) != 0)
+		return RM_EINVAL;
+	if (q->ce && st_check_name("ce", q->ce, ST_NAME_MAX) != 0)
+		return RM_EINVAL;
+	if (q->resource < -1 || q->resource >= ST_R_COUNT) {
+		rm_log_error("invalid query: resource %d", q->resource);
+		return RM_EINVAL;
+	}
+	if (q->until_ns < q->since_ns) {
+		rm_log_error("invalid query: until %lld is before since %lld",
+			     (long long)q->until_ns, (long long)q->since_ns);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+/* WHERE clause of the query's filters on one table (no CE filter: V needs
+ * every CE's usage). */
+static void st_where(const struct st_query *q, char *buf, size_t len)
+{
+	snprintf(buf, len, "win_start >= :since AND win_start < :until%s%s",
+		 q->server ? " AND server = :server" : "",
+		 q->resource >= 0 ? " AND resource = :res" : "");
+}
+
+/* The common table expressions every query uses, per (server, resource,
+ * ws, wl) group, ws/wl being the window or 0, 0 when summing the range:
+ *   cu  usage per CE          ku  reasons per reason
+ *   su  sum of usage          sk  sum of reasons
+ *   tt  total and capacity    gt  every group with t, c, s, k (0 if absent)
+ *                                 and hut = the group has any U_c or U
+ */
+static int st_ctes(const struct st_query *q, int per_window, char *buf, size_t len)
+{
+	char w[160];
+	const char *ws = per_window ? "win_start" : "0";
+	const char *wl = per_window ? "win_len" : "0";
+	int r;
+
+	st_where(q, w, sizeof(w));
+	r = snprintf(buf, len,
+		     "WITH cu AS (SELECT server, resource, %s AS ws, %s AS wl, ce, SUM(value) AS v "
+		     "FROM usage WHERE %s GROUP BY 1, 2, 3, 4, 5), "
+		     "su AS (SELECT server, resource, ws, wl, SUM(v) AS s FROM cu GROUP BY 1, 2, 3, 4), "
+		     "ku AS (SELECT server, resource, %s AS ws, %s AS wl, reason, SUM(value) AS v "
+		     "FROM unacct WHERE %s GROUP BY 1, 2, 3, 4, 5), "
+		     "sk AS (SELECT server, resource, ws, wl, SUM(v) AS k FROM ku GROUP BY 1, 2, 3, 4), "
+		     "tt AS (SELECT server, resource, %s AS ws, %s AS wl, SUM(value) AS t, "
+		     "SUM(capacity) AS c FROM total WHERE %s GROUP BY 1, 2, 3, 4), "
+		     "g AS (SELECT server, resource, ws, wl FROM su UNION "
+		     "SELECT server, resource, ws, wl FROM sk UNION "
+		     "SELECT server, resource, ws, wl FROM tt), "
+		     "gt AS (SELECT g.server, g.resource, g.ws, g.wl, COALESCE(tt.t, 0) AS t, "
+		     "COALESCE(tt.c, 0) AS c, COALESCE(su.s, 0) AS s, COALESCE(sk.k, 0) AS k, "
+		     "(su.s IS NOT NULL OR tt.t IS NOT NULL) AS hut FROM g "
+		     "LEFT JOIN tt USING (server, resource, ws, wl) "
+		     "LEFT JOIN su USING (server, resource, ws, wl) "
+		     "LEFT JOIN sk USING (server, resource, ws, wl)) ",
+		     ws, wl, w, ws, wl, w, ws, wl, w);
+	return r > 0 && (size_t)r < len ? RM_OK : RM_ENOMEM;
+}
+
+static int st_prepare(st_db *db, const struct st_query *q, const char *sql, sqlite3_stmt **out)
+{
+	sqlite3_stmt *s;
+	int rc, i;
+
+	rc = sqlite3_prepare_v2(db->h, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to query");
+	if ((i = sqlite3_bind_parameter_index(s, ":since")) > 0)
+		sqlite3_bind_int64(s, i, q->since_ns);
+	if ((i = sqlite3_bind_parameter_index(s, ":until")) > 0)
+		sqlite3_bind_int64(s, i, q->until_ns);
+	if ((i = sqlite3_bind_parameter_index(s, ":server")) > 0)
+		sqlite3_bind_text(s, i, q->server, -1, SQLITE_STATIC);
+	if ((i = sqlite3_bind_parameter_index(s, ":res")) > 0)
+		sqlite3_bind_int(s, i, q->resource);
+	if ((i = sqlite3_bind_parameter_index(s, ":ce")) > 0)
+		sqlite3_bind_text(s, i, q->ce, -1, SQLITE_STATIC);
+	*out = s;
+	return RM_OK;
+}
+
+/* Result columns shared by the row-producing queries. */
+enum {
+	C_SERVER, C_RESOURCE, C_WS, C_WL, C_KEY, C_ISV, C_VALUE, C_T, C_C, C_S, C_K, C_NCOLS
+};
+
+static uint64_t st_nonneg(sqlite3_int64 v)
+{
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+/* Fills the common part of a row from the current result. */
+static void st_row_fill(struct st_row *row, sqlite3_stmt *s)
+{
+	int r = sqlite3_column_int(s, C_RESOURCE);
+
+	snprintf(row->server, sizeof(row->server), "%s", st_col_text(s, C_SERVER));
+	row->resource = r >= 0 && r < ST_R_COUNT ? (enum st_resource)r : ST_R_CPU;
+	row->win_start_ns = sqlite3_column_int64(s, C_WS);
+	row->win_len_ns = sqlite3_column_int64(s, C_WL);
+	row->total = st_nonneg(sqlite3_column_int64(s, C_T));
+	row->capacity = st_nonneg(sqlite3_column_int64(s, C_C));
+}
+
+/* residual = t - s (- k when with_k), or RM_ESQL on int64 overflow. */
+static int st_residual(st_db *db, sqlite3_stmt *s, int with_k, int64_t *out)
+{
+	int64_t t = sqlite3_column_int64(s, C_T), su = sqlite3_column_int64(s, C_S);
+	int64_t k = with_k ? sqlite3_column_int64(s, C_K) : 0;
+
+	if (__builtin_sub_overflow(t, su, out) || __builtin_sub_overflow(*out, k, out)) {
+		rm_log_error("failed to query '%s': residual overflows int64", db->path);
+		return RM_ESQL;
+	}
+	return RM_OK;
+}
+
+/* How st_collect fills group rows (C_ISV = 1). */
+struct st_collect_mode {
+	int with_k;            /* residual = t - s - k (else t - s) */
+	int keep_zero;         /* keep group rows whose residual is 0 */
+	int key_is_ce;         /* C_KEY goes to row->ce (else row->reason) */
+	int value_is_sum;      /* group value = s (else max(residual, 0)) */
+	const char *group_key; /* ce or reason of group rows */
+};
+
+/*
+ * Runs a query whose rows are either keyed rows (C_ISV = 0: value in
+ * C_VALUE, key = CE or reason in C_KEY) or group rows (C_ISV = 1) for which
+ * the residual is computed as m says. On success *rows and *n hold the rows
+ * (NULL when none); on failure nothing is allocated.
+ */
+static int st_collect(st_db *db, const struct st_query *q, const char *sql,
+		      const struct st_collect_mode *m, struct st_row **rows, size_t *n)
+{
+	struct st_rowbuf b = { 0 };
+	sqlite3_stmt *s;
+	struct st_row *row;
+	int64_t res;
+	int rc, rv;
+
+	if ((rv = st_prepare(db, q, sql, &s)) != 0)
+		return rv;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int isv = sqlite3_column_int(s, C_ISV);
+		const char *key = isv ? m->group_key : st_col_text(s, C_KEY);
+
+		res = 0;
+		if (isv) {
+			if ((rv = st_residual(db, s, m->with_k, &res)) != 0)
+				goto fail;
+			if (res == 0 && !m->keep_zero)
+				continue;
+		}
+		if (!(row = st_rowbuf_add(&b))) {
+			rv = RM_ENOMEM;
+			rm_log_error("failed to query '%s': %s", db->path, rm_strerror(rv));
+			goto fail;
+		}
+		st_row_fill(row, s);
+		if (m->key_is_ce)
+			snprintf(row->ce, sizeof(row->ce), "%s", key);
+		else
+			snprintf(row->reason, sizeof(row->reason), "%s", key);
+		row->residual = res;
+		if (!isv)
+			row->value = st_nonneg(sqlite3_column_int64(s, C_VALUE));
+		else if (m->value_is_sum)
+			row->value = st_nonneg(sqlite3_column_int64(s, C_S));
+		else
+			row->value = st_nonneg(res);
+	}
+	if (rc != SQLITE_DONE) {
+		rv = st_sql_err(db, rc, "failed to query");
+		goto fail;
+	}
+	sqlite3_finalize(s);
+	*rows = b.n ? b.v : NULL;
+	*n = b.n;
+	if (!b.n)
+		free(b.v);
+	return RM_OK;
+fail:
+	sqlite3_finalize(s);
+	free(b.v);
+	return rv;
+}
+
+/* Order of every row query: group, keyed rows before the group row, value
+ * descending, then key. */
+#define ST_ORDER " ORDER BY 1, 2, 3, 4, 6, 7 DESC, 5"
+
+int st_query_usage(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	static const struct st_collect_mode mode = {
+		.keep_zero = 1, .key_is_ce = 1, .group_key = ST_CE_UNACCOUNTABLE,
+	};
+	char sql[4096], ctes[3072];
+	int want_ce = 1, want_v = 1, rv;
+
+	if ((rv = st_check_query(db, q, rows, n)) != 0)
+		return rv;
+	*rows = NULL;
+	*n = 0;
+	if (q->ce) {
+		if (strcmp(q->ce, ST_CE_UNACCOUNTABLE) == 0)
+			want_ce = 0;
+		else
+			want_v = 0;
+	}
+	if ((rv = st_ctes(q, q->per_window, ctes, sizeof(ctes))) != 0)
+		return rv;
+	/* The V row is the group row, for groups with any U_c or U. */
+	snprintf(sql, sizeof(sql),
+		 "%s"
+		 "SELECT cu.server, cu.resource, cu.ws, cu.wl, cu.ce, 0, cu.v, gt.t, gt.c, gt.s, gt.k "
+		 "FROM cu JOIN gt USING (server, resource, ws, wl) WHERE %s "
+		 "UNION ALL "
+		 "SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt WHERE %s AND hut"
+		 ST_ORDER,
+		 ctes, !want_ce ? "0" : q->ce ? "cu.ce = :ce" : "1", want_v ? "1" : "0");
+	return st_collect(db, q, sql, &mode, rows, n);
+}
+
+int st_query_unacct(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	static const struct st_collect_mode mode = {
+		.with_k = 1, .group_key = ST_REASON_UNEXPLAINED,
+	};
+	char sql[4096], ctes[3072];
+	int rv;
+
+	if ((rv = st_check_query(db, q, rows, n)) != 0)
+		return rv;
+	*rows = NULL;
+	*n = 0;
+	if ((rv = st_ctes(q, q->per_window, ctes, sizeof(ctes))) != 0)
+		return rv;
+	snprintf(sql, sizeof(sql),
+		 "%s"
+		 "SELECT ku.server, ku.resource, ku.ws, ku.wl, ku.reason, 0, ku.v, gt.t, gt.c, gt.s, gt.k "
+		 "FROM ku JOIN gt USING (server, resource, ws, wl) WHERE ku.v != 0 "
+		 "UNION ALL "
+		 "SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt" ST_ORDER,
+		 ctes);
+	return st_collect(db, q, sql, &mode, rows, n);
+}
+
+int st_query_identity(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	static const struct st_collect_mode mode = {
+		.with_k = 1, .key_is_ce = 1, .value_is_sum = 1, .group_key = "",
+	};
+	char sql[4096], ctes[3072];
+	int rv;
+
+	if ((rv = st_check_query(db, q, rows, n)) != 0)
+		return rv;
+	*rows = NULL;
+	*n = 0;
+	if ((rv = st_ctes(q, 1, ctes, sizeof(ctes))) != 0)
+		return rv;
+	snprintf(sql, sizeof(sql),
+		 "%s SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt ORDER BY 1, 2, 3, 4",
+		 ctes);
+	return st_collect(db, q, sql, &mode, rows, n);
+}
+
+int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n)
+{
+	char sql[1024], w[160];
+	sqlite3_stmt *s;
+	size_t dummy;
+	int rc, rv;
+
+	if ((rv = st_check_query(db, q, n, &dummy)) != 0)
+		return rv;
+	*n = 0;
+	st_where(q, w, sizeof(w));
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM (SELECT server, resource, win_start, win_len FROM usage "
+		 "WHERE %s UNION SELECT server, resource, win_start, win_len FROM unacct WHERE %s "
+		 "UNION SELECT server, resource, win_start, win_len FROM total WHERE %s)",
+		 w, w, w);
+	if ((rv = st_prepare(db, q, sql, &s)) != 0)
+		return rv;
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*n = (uint64_t)sqlite3_column_int64(s, 0);
+	else
+		rv = st_sql_err(db, rc, "failed to query");
+	sqlite3_finalize(s);
+	return rv;
+}

@@ -1,0 +1,174 @@
+/*
+ * st_schema.c - the database schema and its ordered migrations. Owns the
+ * st_schema_steps array (step i brings a file from version i to i+1) and
+ * the logic that decides, on open, whether a file is migrated, accepted or
+ * refused. The version lives in the one-row table schema_version.
+ *
+ * Adding a schema change = appending a step here and bumping
+ * ST_SCHEMA_VERSION in st.h; never edit a step that has shipped.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rm_err.h"
+#include "st_int.h"
+#include "banned.h"
+
+static const char *const st_schema_steps[] = {
+	/* v1: the accounting tables and the delivery state. Values are
+	 * integers (ns, bytes) and must stay so: the CHECKs turn an int64
+	 * overflow in an additive upsert (which SQLite would silently make a
+	 * REAL) into a constraint failure. */
+	"CREATE TABLE schema_version (version INTEGER NOT NULL);"
+	"INSERT INTO schema_version (version) VALUES (0);"
+	"CREATE TABLE usage ("
+	"  server TEXT NOT NULL, resource INTEGER NOT NULL,"
+	"  win_start INTEGER NOT NULL, win_len INTEGER NOT NULL,"
+	"  ce TEXT NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  PRIMARY KEY (server, resource, win_start, win_len, ce)) WITHOUT ROWID;"
+	"CREATE TABLE unacct ("
+	"  server TEXT NOT NULL, resource INTEGER NOT NULL,"
+	"  win_start INTEGER NOT NULL, win_len INTEGER NOT NULL,"
+	"  reason TEXT NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  PRIMARY KEY (server, resource, win_start, win_len, reason)) WITHOUT ROWID;"
+	"CREATE TABLE total ("
+	"  server TEXT NOT NULL, resource INTEGER NOT NULL,"
+	"  win_start INTEGER NOT NULL, win_len INTEGER NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  capacity INTEGER NOT NULL CHECK (typeof(capacity) = 'integer' AND capacity >= 0),"
+	"  PRIMARY KEY (server, resource, win_start, win_len)) WITHOUT ROWID;"
+	"CREATE TABLE peer ("
+	"  node TEXT NOT NULL, instance INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
+	"  PRIMARY KEY (node, instance)) WITHOUT ROWID;",
+
+	/* v2: lookups by CE and by time, and node metadata. (The primary keys
+	 * already serve lookups by server and server+resource+time.) */
+	"CREATE INDEX usage_by_ce ON usage (ce, win_start);"
+	"CREATE INDEX usage_by_time ON usage (win_start);"
+	"CREATE INDEX unacct_by_time ON unacct (win_start);"
+	"CREATE INDEX total_by_time ON total (win_start);"
+	"CREATE TABLE node ("
+	"  node TEXT PRIMARY KEY NOT NULL, backend TEXT NOT NULL, hostname TEXT NOT NULL,"
+	"  window_ns INTEGER NOT NULL, clock_offset_ns INTEGER NOT NULL,"
+	"  ncpu INTEGER NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL"
+	") WITHOUT ROWID;",
+};
+
+const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));
+
+_Static_assert(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]) == ST_SCHEMA_VERSION,
+	       "ST_SCHEMA_VERSION must equal the number of migration steps");
+
+/* Runs one statement that yields a single integer; *out = 0 if no row. */
+static int st_int_query(sqlite3 *h, const char *sql, long long *out)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	*out = 0;
+	rc = sqlite3_prepare_v2(h, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(s, 0);
+		rc = SQLITE_OK;
+	} else if (rc == SQLITE_DONE) {
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* Reads the file's version: 0 for an empty database; -1 for a database
+ * holding tables but no schema_version (not ours). */
+static int st_read_version(sqlite3 *h, long long *version)
+{
+	long long n;
+	int rc;
+
+	rc = st_int_query(h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+			     "AND name = 'schema_version'", &n);
+	if (rc != SQLITE_OK)
+		return rc;
+	if (n == 0) {
+		rc = st_int_query(h, "SELECT count(*) FROM sqlite_master", &n);
+		*version = n ? -1 : 0;
+		return rc;
+	}
+	return st_int_query(h, "SELECT max(version) FROM schema_version", version);
+}
+
+static int st_schema_fail(sqlite3 *h, const char *path, int in_tx)
+{
+	rm_log_error("failed to open '%s': %s", path, sqlite3_errmsg(h));
+	if (in_tx)
+		sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+	return RM_ESQL;
+}
+
+int st_schema_migrate(sqlite3 *h, const char *path, int target, int readonly, int *version)
+{
+	long long v;
+	char sql[96];
+	int rc, i;
+
+	assert(h && path && version);
+	assert(target >= 1 && target <= st_schema_nsteps);
+	*version = 0;
+
+	if (!readonly) {
+		/* IMMEDIATE: two processes opening a fresh file at once must not
+		 * both migrate it; the second waits, then sees it done. */
+		rc = sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+		if (rc != SQLITE_OK)
+			return st_schema_fail(h, path, 0);
+	}
+	rc = st_read_version(h, &v);
+	if (rc != SQLITE_OK)
+		return st_schema_fail(h, path, !readonly);
+
+	if (v < 0 || v > target || (readonly && v != target)) {
+		if (v < 0)
+			rm_log_error("failed to open '%s': not a rametr database "
+				     "(it has tables but no schema_version)", path);
+		else if (v > target)
+			rm_log_error("failed to open '%s': schema version %lld is newer than "
+				     "this program supports (%d); upgrade rametr", path, v, target);
+		else if (v == 0)
+			rm_log_error("failed to open '%s': not a rametr database (empty)", path);
+		else
+			rm_log_error("failed to open '%s': schema version %lld is older than %d; "
+				     "open it read-write once (e.g. start the aggregator) to migrate it",
+				     path, v, target);
+		if (!readonly)
+			sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+		return RM_EVERSION;
+	}
+	*version = (int)v;
+	if (readonly)
+		return RM_OK;
+
+	for (i = (int)v; i < target; i++) {
+		rc = sqlite3_exec(h, st_schema_steps[i], NULL, NULL, NULL);
+		if (rc != SQLITE_OK) {
+			rm_log_error("failed to open '%s': migration to schema version %d failed: %s",
+				     path, i + 1, sqlite3_errmsg(h));
+			sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+			return RM_ESQL;
+		}
+	}
+	if (v < target) {
+		snprintf(sql, sizeof(sql), "UPDATE schema_version SET version = %d", target);
+		rc = sqlite3_exec(h, sql, NULL, NULL, NULL);
+		if (rc != SQLITE_OK)
+			return st_schema_fail(h, path, 1);
+	}
+	rc = sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return st_schema_fail(h, path, 1);
+	return RM_OK;
+}
