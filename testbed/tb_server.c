@@ -1,0 +1,446 @@
+/*
+ * tb_server.c - tb-server, the synthetic shared service of the testbed
+ * (seed 000 §7.2.1): a TCP server with one thread per connection that burns
+ * a requested, known amount of CPU per request and answers with a requested
+ * number of bytes, and that keeps the ground truth of what each CE consumed
+ * (tb_truth.h), written to --truth every second and on SIGTERM/SIGINT.
+ *
+ * The main thread owns the listening socket, the connection slots and the
+ * truth file; it accepts, reaps finished connection threads, and on a
+ * signal shuts every connection down, joins the threads, writes the final
+ * truth and exits 0. A connection thread owns nothing but its stack; its
+ * socket is closed by the main thread after the join, so a descriptor number
+ * is never reused while the main thread may still shut it down.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rm_err.h"
+#include "tb_proto.h"
+#include "tb_truth.h"
+#include "banned.h"
+
+#define TB_WORKERS_DEFAULT 256
+#define TB_WORKERS_MAX 4096
+#define TB_MAX_CES 1024
+
+struct tb_srv;
+
+struct tb_conn {
+	struct tb_srv *srv;
+	pthread_t th;
+	int fd;
+	int in_use;  /* slot taken (main thread only) */
+	int done;    /* thread finished (guarded by srv->lock) */
+};
+
+struct tb_srv {
+	struct tb_truth truth;
+	const char *truth_path;
+	pthread_mutex_t lock;
+	struct tb_conn *conns;
+	size_t nconns;      /* slots == --workers */
+	size_t active;      /* slots in use (main thread only) */
+	int done_efd;       /* eventfd: a connection thread finished */
+	uint64_t malformed; /* requests answered with ERR (guarded by lock) */
+};
+
+static void tb_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tb-server --listen ADDR:PORT --truth FILE [--workers N]\n"
+		"\n"
+		"  --listen ADDR:PORT  IPv4 address and TCP port to serve on (port 0: any;\n"
+		"                      the bound address is printed as 'listening ADDR:PORT')\n"
+		"  --truth FILE        ground-truth CSV (ce,requests,cpu_ns,rx_bytes,tx_bytes),\n"
+		"                      rewritten atomically every second and on SIGTERM/SIGINT\n"
+		"  --workers N         at most N connections served at once, one thread each\n"
+		"                      (default %d, max %d); more wait in the listen backlog\n"
+		"  -h, --help          this help\n"
+		"\n"
+		"protocol: 'REQ <ce> <cpu_us> <resp_bytes>\\n' -> burns cpu_us (<= %u) of thread\n"
+		"CPU time, replies resp_bytes (%u..%u) bytes starting 'OK <resp_bytes>\\n';\n"
+		"a malformed request gets 'ERR <reason>\\n'\n",
+		TB_WORKERS_DEFAULT, TB_WORKERS_MAX, TB_CPU_US_MAX, TB_RESP_MIN, TB_RESP_MAX);
+}
+
+/* Sends a whole short message; returns 0 or -1 if the peer is gone. */
+static int tb_send_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int tb_send_err(struct tb_srv *s, int fd, const char *reason)
+{
+	char msg[128];
+	int n = snprintf(msg, sizeof(msg), "ERR %s\n", reason);
+
+	pthread_mutex_lock(&s->lock);
+	s->malformed++;
+	pthread_mutex_unlock(&s->lock);
+	if (n < 0 || (size_t)n >= sizeof(msg))
+		return -1;
+	return tb_send_all(fd, msg, (size_t)n);
+}
+
+/*
+ * Serves one complete request line (without '\n') whose measurement started
+ * at thread CPU time t0. Returns 0 to keep the connection, -1 to drop it.
+ */
+static int tb_serve_line(struct tb_srv *s, int fd, const char *line, size_t len, uint64_t t0)
+{
+	volatile uint64_t sink;
+	struct tb_req req;
+	const char *reason;
+	uint64_t t1, tx = 0;
+	int rv;
+
+	if (tb_parse_req(line, len, &req, &reason) != RM_OK)
+		return tb_send_err(s, fd, reason);
+	rv = tb_truth_add(&s->truth, req.ce, 0, 0, 0, 0);
+	if (rv == RM_EFULL)
+		return tb_send_err(s, fd, "too many ces");
+	if (rv != RM_OK)
+		return tb_send_err(s, fd, "internal error");
+	sink = tb_burn_cpu(req.cpu_us);
+	(void)sink;
+	t1 = tb_thread_cpu_ns();
+	rv = tb_send_reply(fd, req.resp_bytes, &tx);
+	/* Served either way: the CPU was spent on behalf of req.ce. */
+	if (tb_truth_add(&s->truth, req.ce, 1, t1 - t0, len + 1, tx) != RM_OK)
+		rm_log_warn("failed to record a request of '%s'", req.ce);
+	return rv == RM_OK ? 0 : -1;
+}
+
+static void *tb_conn_main(void *arg)
+{
+	struct tb_conn *c = arg;
+	struct tb_srv *s = c->srv;
+	char buf[TB_LINE_MAX];
+	size_t have = 0;
+	int discarding = 0, t0_valid = 0;
+	uint64_t t0 = 0, one = 1;
+
+	for (;;) {
+		char *nl = memchr(buf, '\n', have);
+		size_t len;
+
+		if (!nl) {
+			ssize_t n;
+
+			if (have == sizeof(buf)) {
+				/* No newline within TB_LINE_MAX bytes: answer once,
+				 * then drop bytes up to the next newline. */
+				if (!discarding && tb_send_err(s, c->fd, "line too long") != 0)
+					break;
+				discarding = 1;
+				have = 0;
+			}
+			n = recv(c->fd, buf + have, sizeof(buf) - have, 0);
+			if (n == 0)
+				break; /* peer closed, possibly mid-request */
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				break;
+			}
+			/* Right after the recv; the last one before a complete line counts. */
+			t0 = tb_thread_cpu_ns();
+			t0_valid = 1;
+			have += (size_t)n;
+			continue;
+		}
+		len = (size_t)(nl - buf);
+		if (!t0_valid) /* a pipelined line already in the buffer */
+			t0 = tb_thread_cpu_ns();
+		if (discarding) {
+			discarding = 0;
+		} else if (tb_serve_line(s, c->fd, buf, len, t0) != 0) {
+			break;
+		}
+		t0_valid = 0;
+		have -= len + 1;
+		memmove(buf, nl + 1, have);
+	}
+	pthread_mutex_lock(&s->lock);
+	c->done = 1;
+	pthread_mutex_unlock(&s->lock);
+	if (write(s->done_efd, &one, sizeof(one)) != sizeof(one))
+		rm_log_warn("failed to signal a finished connection: %s", strerror(errno));
+	return NULL;
+}
+
+/* Joins finished connection threads and frees their slots (main thread). */
+static void tb_reap(struct tb_srv *s, int all)
+{
+	size_t i;
+
+	for (i = 0; i < s->nconns; i++) {
+		struct tb_conn *c = &s->conns[i];
+		int done;
+
+		if (!c->in_use)
+			continue;
+		pthread_mutex_lock(&s->lock);
+		done = c->done;
+		pthread_mutex_unlock(&s->lock);
+		if (!done && !all)
+			continue;
+		pthread_join(c->th, NULL);
+		close(c->fd);
+		c->fd = -1;
+		c->in_use = 0;
+		c->done = 0;
+		s->active--;
+	}
+}
+
+static void tb_accept_one(struct tb_srv *s, int lfd)
+{
+	struct tb_conn *c = NULL;
+	int fd, one = 1, rv;
+	size_t i;
+
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			rm_log_warn("failed to accept: %s", strerror(errno));
+			usleep(100000);
+		}
+		return; /* EAGAIN, ECONNABORTED, EINTR: nothing to do */
+	}
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+		rm_log_debug("failed to set TCP_NODELAY: %s", strerror(errno));
+	for (i = 0; i < s->nconns; i++) {
+		if (!s->conns[i].in_use) {
+			c = &s->conns[i];
+			break;
+		}
+	}
+	if (!c) { /* cannot happen: the caller checks active < nconns */
+		close(fd);
+		return;
+	}
+	c->srv = s;
+	c->fd = fd;
+	c->done = 0;
+	rv = pthread_create(&c->th, NULL, tb_conn_main, c);
+	if (rv != 0) {
+		rm_log_warn("failed to start a connection thread: %s", strerror(rv));
+		close(fd);
+		c->fd = -1;
+		return;
+	}
+	c->in_use = 1;
+	s->active++;
+}
+
+static int tb_listen(const struct sockaddr_in *addr)
+{
+	struct sockaddr_in bound;
+	socklen_t blen = sizeof(bound);
+	char abuf[64];
+	int fd, one = 1;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rm_log_error("failed to create a socket: %s", strerror(errno));
+		return -1;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0 || listen(fd, 1024) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
+		rm_log_error("failed to listen on '%s': %s", tb_addr_str(addr, abuf, sizeof(abuf)),
+			     strerror(errno));
+		close(fd);
+		return -1;
+	}
+	printf("listening %s\n", tb_addr_str(&bound, abuf, sizeof(abuf)));
+	fflush(stdout);
+	return fd;
+}
+
+static int tb_run(struct tb_srv *s, int lfd, int sfd)
+{
+	uint64_t next_write = tb_mono_ns() + 1000000000ull;
+
+	for (;;) {
+		struct pollfd pfd[3];
+		uint64_t now = tb_mono_ns();
+		int timeout, n, nfds;
+
+		if (now >= next_write) {
+			if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
+				rm_log_warn("failed to write the truth file '%s'", s->truth_path);
+			next_write = now + 1000000000ull;
+		}
+		timeout = (int)((next_write - now) / 1000000ull) + 1;
+		pfd[0].fd = sfd;
+		pfd[0].events = POLLIN;
+		pfd[1].fd = s->done_efd;
+		pfd[1].events = POLLIN;
+		pfd[2].fd = lfd;
+		pfd[2].events = POLLIN;
+		/* With every worker busy, leave new connections in the backlog. */
+		nfds = s->active < s->nconns ? 3 : 2;
+		n = poll(pfd, (nfds_t)nfds, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rm_log_error("failed to poll: %s", strerror(errno));
+			return RM_EIO;
+		}
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si))
+				rm_log_info("got signal %u, stopping", si.ssi_signo);
+			return RM_OK;
+		}
+		if (pfd[1].revents & POLLIN) {
+			uint64_t cnt;
+
+			if (read(s->done_efd, &cnt, sizeof(cnt)) != sizeof(cnt))
+				rm_log_debug("short eventfd read");
+			tb_reap(s, 0);
+		}
+		if (nfds == 3 && (pfd[2].revents & POLLIN))
+			tb_accept_one(s, lfd);
+	}
+}
+
+static void tb_shutdown_conns(struct tb_srv *s)
+{
+	size_t i;
+
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->nconns; i++)
+		if (s->conns[i].in_use && !s->conns[i].done)
+			shutdown(s->conns[i].fd, SHUT_RDWR);
+	pthread_mutex_unlock(&s->lock);
+	tb_reap(s, 1);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "truth", required_argument, NULL, 't' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tb_srv srv;
+	struct sockaddr_in addr;
+	const char *listen_s = NULL, *truth_path = NULL;
+	uint64_t workers = TB_WORKERS_DEFAULT;
+	sigset_t mask;
+	int c, lfd, sfd, rv, ret = 0;
+
+	rm_log_init("tb-server");
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			listen_s = optarg;
+			break;
+		case 't':
+			truth_path = optarg;
+			break;
+		case 'w':
+			if (tb_parse_u64(optarg, 1, TB_WORKERS_MAX, &workers) != RM_OK) {
+				rm_log_error("bad --workers '%s': expected 1..%d", optarg, TB_WORKERS_MAX);
+				return 2;
+			}
+			break;
+		case 'h':
+			tb_usage(stdout);
+			return 0;
+		default:
+			if (optopt)
+				rm_log_error("bad or incomplete option '-%c'", optopt);
+			else
+				rm_log_error("unknown option '%s'", argv[optind - 1]);
+			tb_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		rm_log_error("unexpected argument '%s'", argv[optind]);
+		tb_usage(stderr);
+		return 2;
+	}
+	if (!listen_s || !truth_path) {
+		rm_log_error("--listen and --truth are required");
+		tb_usage(stderr);
+		return 2;
+	}
+	if (tb_parse_addr(listen_s, 0, &addr) != RM_OK) {
+		rm_log_error("bad --listen '%s': expected IPV4:PORT", listen_s);
+		return 2;
+	}
+
+	/* Signals go to the signalfd only; SIGPIPE never kills us. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0 ||
+	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
+		rm_log_error("failed to set up signal handling: %s", strerror(errno));
+		return 1;
+	}
+	memset(&srv, 0, sizeof(srv));
+	srv.truth_path = truth_path;
+	srv.nconns = (size_t)workers;
+	srv.conns = calloc(srv.nconns, sizeof(*srv.conns));
+	srv.done_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!srv.conns || srv.done_efd < 0 || pthread_mutex_init(&srv.lock, NULL) != 0 ||
+	    tb_truth_init(&srv.truth, TB_MAX_CES) != RM_OK) {
+		rm_log_error("failed to initialise the server");
+		return 1;
+	}
+	/* The file exists (empty) from the start, so readers can poll for it. */
+	if (tb_truth_write(&srv.truth, srv.truth_path) != RM_OK)
+		return 1;
+	lfd = tb_listen(&addr);
+	if (lfd < 0)
+		return 1;
+
+	rv = tb_run(&srv, lfd, sfd);
+	close(lfd);
+	tb_shutdown_conns(&srv);
+	if (tb_truth_write(&srv.truth, srv.truth_path) != RM_OK || rv != RM_OK)
+		ret = 1;
+	if (srv.malformed)
+		rm_log_info("answered %llu malformed requests", (unsigned long long)srv.malformed);
+	tb_truth_release(&srv.truth);
+	pthread_mutex_destroy(&srv.lock);
+	free(srv.conns);
+	close(srv.done_efd);
+	close(sfd);
+	return ret;
+}

@@ -1,0 +1,68 @@
+/*
+ * tb_truth.h - the testbed server's ground truth per CE.
+ *
+ * For each CE the server counts requests, the serving thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID, from right after the recv that completed the
+ * request line to right before the first send of the reply) and the request
+ * and reply bytes. The table is written as CSV
+ *
+ *   ce,requests,cpu_ns,rx_bytes,tx_bytes
+ *
+ * one row per CE sorted by name, through a temporary file and rename(2), so a
+ * reader never sees half a file. tb_truth_load() reads such a file back.
+ */
+#ifndef TB_TRUTH_H
+#define TB_TRUTH_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tb_proto.h"
+
+#define TB_TRUTH_HEADER "ce,requests,cpu_ns,rx_bytes,tx_bytes"
+
+struct tb_truth_row {
+	char ce[TB_CE_MAX];
+	uint64_t requests;
+	uint64_t cpu_ns;
+	uint64_t rx_bytes;
+	uint64_t tx_bytes;
+};
+
+struct tb_truth {
+	pthread_mutex_t lock;
+	struct tb_truth_row *rows; /* unsorted, owned */
+	size_t n, cap, max_ces;
+};
+
+/* Initialises an empty table holding at most max_ces (> 0) CEs. RM_OK or RM_EINVAL. */
+int tb_truth_init(struct tb_truth *t, size_t max_ces);
+
+/* Frees the rows. NULL-tolerant. Not concurrent with any other call on t. */
+void tb_truth_release(struct tb_truth *t);
+
+/*
+ * Adds the counters to ce's row, creating it (all zero) if needed; calling it
+ * with zeros just reserves the row. Returns RM_OK, RM_EINVAL (bad name),
+ * RM_EFULL (new CE but max_ces reached) or RM_ENOMEM. Thread-safe.
+ */
+int tb_truth_add(struct tb_truth *t, const char *ce, uint64_t requests, uint64_t cpu_ns,
+		 uint64_t rx_bytes, uint64_t tx_bytes);
+
+/*
+ * Writes a consistent snapshot of t to path (via "<path>.tmp.<pid>" and
+ * rename). Returns RM_OK, RM_ENOMEM or RM_EIO (logged). Thread-safe; calls
+ * that write the same path must not run concurrently.
+ */
+int tb_truth_write(struct tb_truth *t, const char *path);
+
+/*
+ * Reads a truth CSV. On RM_OK, *rows (caller frees with free(); NULL if
+ * *n == 0) holds *n rows in file order. Returns RM_EIO (cannot open/read),
+ * RM_EPROTO (bad header, malformed line or duplicate CE; logged with the line
+ * number) or RM_ENOMEM.
+ */
+int tb_truth_load(const char *path, struct tb_truth_row **rows, size_t *n);
+
+#endif
