@@ -21,7 +21,7 @@
 #include "col_sender.h"
 #include "rm_err.h"
 #ifdef RM_HAVE_XEN_BACKEND
-#include "col_xen_acct.h"
+#include "col_xen.h"
 #endif
 #include "banned.h"
 
