@@ -19,8 +19,10 @@
  * transition (recv/send/exit), and each slice is split at window boundaries.
  * Every slice of a non-idle thread lands in exactly one of: a part's cpu_ns,
  * the window's unseg_cpu_ns, or the window's lost_ns, and always in busy_ns.
- * So per window and per CPU: busy = sum(part cpu) + unseg + lost, exactly;
- * likewise for bytes. col_* and the tests check that identity.
+ * So per window, summed over CPUs (a part may be flushed, or dropped, on
+ * another CPU than the one its thread ran on): busy = sum(part cpu) + unseg
+ * + lost, exactly; likewise for bytes. col_* and the tests check that
+ * identity.
  *
  * The includer defines, before including this header:
  *   RM_INLINE                    inline qualifier
@@ -115,9 +117,9 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 
 		if (w > wb)
 			break;
-		s = rm_win_start(e, w);
-		if (s < from)
-			s = from;
+		/* the first window starts at `from`: its rm_win_start may lie
+		 * before time 0 and wrap (offset_ns > w * window_ns) */
+		s = w == wa ? from : rm_win_start(e, w);
 		end = rm_win_start(e, w + 1);
 		if (end > to)
 			end = to;
@@ -203,7 +205,7 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		t->cur.rx_bytes += bytes;
 		t->cur.end_ns = now;
 		if (has_seq && (t->cur.flags & RM_PF_IN_SEQ) && (__u32)seq_start == (__u32)t->cur.in_seq_end)
-			t->cur.in_seq_end = seq_start + bytes;
+			t->cur.in_seq_end += bytes;
 		else if (has_seq)
 			t->cur.flags |= RM_PF_SEQ_SUSPECT;
 		t->dirty = 1;
@@ -267,8 +269,9 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const 
 	p->tx_bytes += bytes;
 	p->end_ns = now;
 	if (has_seq) {
+		/* out_seq_end == seq_start modulo 2^32 here: extend, do not wrap */
 		p->flags |= RM_PF_OUT_SEQ;
-		p->out_seq_end = seq_start + bytes;
+		p->out_seq_end += bytes;
 	}
 	t->dirty = 1;
 	if (t->mode == RM_MODE_SEG) {
@@ -280,13 +283,22 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const 
 	}
 }
 
-/* Disk bytes issued in the context of thread t (NULL: no state). */
+/*
+ * Disk bytes issued in the context of thread t (NULL: no state), which must
+ * be the thread running on e->cpu when t has state. A charged I/O first
+ * closes the CPU slice, as recv and send do: otherwise the part would move
+ * on to now's window ahead of CPU time not yet accounted, and the next cut
+ * would emit several parts of one segment for the same window.
+ */
 RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 bytes, int is_write)
 {
 	__u64 w = rm_win(e, now);
-	struct rm_wintot *wt = rm_env_wintot(e, w);
+	struct rm_wintot *wt;
 	int charged = t && t->mode != RM_MODE_NONE;
 
+	if (charged)
+		rm_cut(e, t, now);
+	wt = rm_env_wintot(e, w);
 	if (charged) {
 		rm_task_win(e, t, w);
 		if (is_write)

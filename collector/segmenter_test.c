@@ -1,0 +1,852 @@
+/*
+ * segmenter_test.c - unit tests of the segmenter (segmenter.h) on recorded
+ * event streams, run through the replay backend (col_replay.h), which is the
+ * same code the BPF program runs, in a user-space environment.
+ *
+ * Every case replays a small stream (inline, or a file in testdata/ whose
+ * comments carry the same hand computation), asserts the exact numbers
+ * computed by hand in the comment beside it, and asserts the identity of
+ * every window: sum(part cpu_ns) + unseg_cpu_ns + lost_ns == busy_ns, and
+ * part bytes + unsegmented bytes == total bytes for rx, tx, disk read and
+ * disk write (col_replay_capture_check).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "col_replay.h"
+#include "rm_err.h"
+#include "rm_test.h"
+#include "banned.h"
+
+#ifndef COL_TESTDATA
+#error "COL_TESTDATA must name the testdata directory"
+#endif
+
+#define SEG(cpu, n) ((((uint64_t)(cpu) + 1) << 48) | (uint64_t)(n))
+
+static struct col_replay_capture cap;
+static struct col_replay_stats st;
+
+/* Checks the identity of every window of the last replay. */
+static void assert_identity(void)
+{
+	char err[512];
+	int rv = col_replay_capture_check(&cap, NULL, err, sizeof(err));
+
+	if (rv != RM_OK)
+		fprintf(stderr, "\nidentity: %s\n", err);
+	CU_ASSERT_EQUAL(rv, RM_OK);
+}
+
+/* Replays stream (inline when path is NULL) into cap; RM_OK asserted, identity asserted. */
+static void replay_opt(const char *stream, const char *file, unsigned fail_every, int identity)
+{
+	struct col_replay_opts o;
+	struct col_sink sink;
+	char err[512], path[512];
+	int rv;
+
+	col_replay_capture_release(&cap);
+	sink = col_replay_capture_sink(&cap);
+	memset(&o, 0, sizeof(o));
+	memset(&st, 0, sizeof(st));
+	o.fail_every = fail_every;
+	o.err = err;
+	o.errlen = sizeof(err);
+	o.stats = &st;
+	if (file) {
+		snprintf(path, sizeof(path), "%s/%s", COL_TESTDATA, file);
+		rv = col_replay_file(path, &sink, &o);
+	} else {
+		rv = col_replay_buf(stream, strlen(stream), "inline", &sink, &o);
+	}
+	if (rv != RM_OK)
+		fprintf(stderr, "\nreplay: %s\n", err);
+	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
+	CU_ASSERT_EQUAL(st.parts, cap.nparts);
+	CU_ASSERT_EQUAL(st.windows, cap.nwins);
+	if (identity) {
+		assert_identity();
+		CU_ASSERT_EQUAL(st.late.dropped_parts, 0);
+	}
+}
+
+static void replay(const char *stream)
+{
+	replay_opt(stream, NULL, 0, 1);
+}
+
+static void replay_file(const char *file)
+{
+	replay_opt(NULL, file, 0, 1);
+}
+
+static const struct rm_part *part(size_t i)
+{
+	CU_ASSERT_FATAL(i < cap.nparts);
+	return &cap.parts[i];
+}
+
+static const struct col_window *window(uint64_t w)
+{
+	const struct col_window *cw = col_replay_capture_window(&cap, w);
+
+	CU_ASSERT_FATAL(cw != NULL);
+	return cw;
+}
+
+static const struct rm_wintot *win(uint64_t w)
+{
+	return &window(w)->t;
+}
+
+static int ipv4_is(const __u32 *addr, unsigned a, unsigned b, unsigned c, unsigned d)
+{
+	const unsigned char *p = (const unsigned char *)addr;
+
+	return p[0] == a && p[1] == b && p[2] == c && p[3] == d && !addr[1] && !addr[2] && !addr[3];
+}
+
+/* ---- cases ---- */
+
+/* testdata/simple.events: see the computation there. */
+static void test_simple(void)
+{
+	const struct rm_part *p;
+	const struct rm_wintot *w;
+
+	replay_file("simple.events");
+	CU_ASSERT_EQUAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL(cap.nwins, 1);
+	p = part(0);
+	CU_ASSERT_EQUAL(p->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(p->win, 0);
+	CU_ASSERT_EQUAL(p->pid, 100);
+	CU_ASSERT_EQUAL(p->tid, 101);
+	CU_ASSERT_STRING_EQUAL((const char *)p->comm, "srv");
+	CU_ASSERT_EQUAL(p->start_ns, 2000);
+	CU_ASSERT_EQUAL(p->end_ns, 5000);
+	CU_ASSERT_EQUAL(p->cpu_ns, 3000);
+	CU_ASSERT_EQUAL(p->runq_ns, 0);
+	CU_ASSERT_EQUAL(p->rx_bytes, 64);
+	CU_ASSERT_EQUAL(p->tx_bytes, 512);
+	CU_ASSERT_EQUAL(p->disk_read + p->disk_write, 0);
+	CU_ASSERT_EQUAL(p->flags, RM_PF_START | RM_PF_END | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(p->in.cookie, 7);
+	CU_ASSERT_EQUAL(p->in.family, RM_AF_INET);
+	CU_ASSERT_EQUAL(p->in.lport, 7000);
+	CU_ASSERT_EQUAL(p->in.rport, 40001);
+	CU_ASSERT(ipv4_is(p->in.laddr, 127, 0, 0, 1));
+	CU_ASSERT(ipv4_is(p->in.raddr, 127, 0, 0, 2));
+	CU_ASSERT_EQUAL(memcmp(&p->in, &p->out, sizeof(p->in)), 0);
+	CU_ASSERT_EQUAL(p->in_seq_start, 1000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 1064);
+	CU_ASSERT_EQUAL(p->out_seq_start, 5000);
+	CU_ASSERT_EQUAL(p->out_seq_end, 5512);
+	CU_ASSERT_EQUAL(p->parent_seg, 0);
+	w = win(0);
+	CU_ASSERT_EQUAL(w->busy_ns, 5000);
+	CU_ASSERT_EQUAL(w->unseg_cpu_ns, 2000);
+	CU_ASSERT_EQUAL(w->lost_ns, 0);
+	CU_ASSERT_EQUAL(w->rx_bytes, 64);
+	CU_ASSERT_EQUAL(w->unseg_rx, 0);
+	CU_ASSERT_EQUAL(w->tx_bytes, 512);
+	CU_ASSERT_EQUAL(w->unseg_tx, 0);
+	CU_ASSERT_EQUAL(w->dropped_parts, 0);
+	CU_ASSERT_EQUAL(window(0)->capacity_ns, 5000);
+	CU_ASSERT_EQUAL(st.threads, 1);
+	CU_ASSERT_EQUAL(st.events, 4);
+}
+
+/* testdata/preempt.events: descheduled time excluded, runq = runnable but waiting. */
+static void test_preempt(void)
+{
+	const struct rm_part *p;
+	const struct rm_wintot *w;
+
+	replay_file("preempt.events");
+	CU_ASSERT_EQUAL(cap.nparts, 1);
+	p = part(0);
+	CU_ASSERT_EQUAL(p->cpu_ns, 500);
+	CU_ASSERT_EQUAL(p->runq_ns, 500);
+	CU_ASSERT_EQUAL(p->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(p->rx_bytes, 10);
+	CU_ASSERT_EQUAL(p->tx_bytes, 20);
+	CU_ASSERT_EQUAL(p->start_ns, 200);
+	CU_ASSERT_EQUAL(p->end_ns, 1500);
+	w = win(0);
+	CU_ASSERT_EQUAL(w->busy_ns, 1100);
+	CU_ASSERT_EQUAL(w->unseg_cpu_ns, 600);
+	CU_ASSERT_EQUAL(w->lost_ns, 0);
+	/* idle [1000,1400) is in capacity, not in busy */
+	CU_ASSERT_EQUAL(window(0)->capacity_ns, 1500);
+	CU_ASSERT_EQUAL(window(0)->capacity_ns - w->busy_ns, 400);
+}
+
+/*
+ * window_ns = 1000:
+ *   [500,600)   no state                 -> w0 unsegmented 100
+ *   [600,1000)  segment                  -> w0 part cpu 400 (START, rx 10)
+ *   [1000,1700) segment                  -> w1 part cpu 700 (END, tx 20)
+ *   [1700,1800) associated               -> w1 unsegmented 100
+ *   w0 busy 500, capacity 500 ([500,1000)); w1 busy 800, capacity 800
+ */
+static void test_window_boundary(void)
+{
+	replay("rametr-events 1 window_ns=1000 offset_ns=0 ncpu=1\n"
+	       "500 0 switch prev=0 prev_state=S next=101\n"
+	       "600 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "1700 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "1800 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(cap.nwins, 2);
+	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(0)->win, 0);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 400);
+	CU_ASSERT_EQUAL(part(0)->rx_bytes, 10);
+	CU_ASSERT_EQUAL(part(0)->tx_bytes, 0);
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START);
+	CU_ASSERT_EQUAL(part(0)->end_ns, 1000);
+	CU_ASSERT_EQUAL(part(1)->win, 1);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 700);
+	CU_ASSERT_EQUAL(part(1)->rx_bytes, 0);
+	CU_ASSERT_EQUAL(part(1)->tx_bytes, 20);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_END);
+	CU_ASSERT_EQUAL(part(1)->start_ns, 600);
+	CU_ASSERT_EQUAL(part(1)->end_ns, 1700);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns + part(1)->cpu_ns, 1700 - 600);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 500);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
+	CU_ASSERT_EQUAL(win(0)->rx_bytes, 10);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 800);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 100);
+	CU_ASSERT_EQUAL(win(1)->tx_bytes, 20);
+	CU_ASSERT_EQUAL(window(0)->capacity_ns, 500);
+	CU_ASSERT_EQUAL(window(1)->capacity_ns, 800);
+}
+
+/*
+ * A slice of 5900 ns (windows 0..6 of 1000 ns) with no event inside: only
+ * RM_MAX_SPLIT = 4 windows (3..6) are split exactly, the older time
+ * [600,3000) is lost, booked in window 3:
+ *   w0: [500,600) unsegmented 100; part START rx 10, cpu 0
+ *   w1, w2: nothing (reported, capacity 1000 each)
+ *   w3: busy 2400 + 1000, lost 2400, part cpu 1000
+ *   w4, w5: part cpu 1000 each
+ *   w6: part cpu 500 END tx 20; [6500,6600) unsegmented 100
+ */
+static const char *const split_stream = "rametr-events 1 window_ns=1000 offset_ns=0 ncpu=1\n"
+					"500 0 switch prev=0 prev_state=S next=101\n"
+					"600 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+					"6500 0 send tid=101 pid=100 sock=7 bytes=20\n"
+					"6600 0 switch prev=101 prev_state=S next=0\n";
+
+static void test_split_lost(void)
+{
+	static const uint64_t pwin[] = { 0, 3, 4, 5, 6 }, pcpu[] = { 0, 1000, 1000, 1000, 500 };
+	size_t i;
+
+	replay(split_stream);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 5);
+	for (i = 0; i < 5; i++) {
+		CU_ASSERT_EQUAL(part(i)->win, pwin[i]);
+		CU_ASSERT_EQUAL(part(i)->cpu_ns, pcpu[i]);
+		CU_ASSERT_EQUAL(part(i)->seg_id, SEG(0, 1));
+	}
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START);
+	CU_ASSERT_EQUAL(part(0)->rx_bytes, 10);
+	CU_ASSERT_EQUAL(part(4)->flags, RM_PF_END);
+	CU_ASSERT_EQUAL(part(4)->tx_bytes, 20);
+	CU_ASSERT_EQUAL(cap.nwins, 7);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 100);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 0);
+	CU_ASSERT_EQUAL(win(2)->busy_ns, 0);
+	CU_ASSERT_EQUAL(window(1)->capacity_ns, 1000);
+	CU_ASSERT_EQUAL(win(3)->busy_ns, 3400);
+	CU_ASSERT_EQUAL(win(3)->lost_ns, 2400);
+	CU_ASSERT_EQUAL(win(4)->busy_ns, 1000);
+	CU_ASSERT_EQUAL(win(5)->busy_ns, 1000);
+	CU_ASSERT_EQUAL(win(6)->busy_ns, 600);
+	CU_ASSERT_EQUAL(win(6)->unseg_cpu_ns, 100);
+	CU_ASSERT_EQUAL(win(3)->lost_ns + 1000 * 3 + 500, 6500 - 600);
+}
+
+/*
+ * Partial reads, then a gap:
+ *   seg 1: recv [1000,1100) + recv [1100,1150) contiguous -> in_seq [1000,1150), rx 150,
+ *          cpu [200,400) = 200, out_seq [9000,9010)
+ *   seg 2: recv [1200,1300), recv at 1400 leaves a gap -> SEQ_SUSPECT, in_seq stays
+ *          [1200,1300), rx 200, cpu [500,700) = 200
+ *   unsegmented: [100,200) + [400,500) + [700,800) = 300; busy 700
+ */
+static void test_partial_reads(void)
+{
+	const char *io = " tid=101 pid=100 sock=7 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.2:999";
+	char s[2048];
+
+	snprintf(s, sizeof(s),
+		 "rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+		 "100 0 switch prev=0 prev_state=S next=101\n"
+		 "200 0 recv%s bytes=100 seq=1000\n"
+		 "300 0 recv%s bytes=50 seq=1100\n"
+		 "400 0 send%s bytes=10 seq=9000\n"
+		 "500 0 recv%s bytes=100 seq=1200\n"
+		 "600 0 recv%s bytes=100 seq=1400\n"
+		 "700 0 send%s bytes=10 seq=9010\n"
+		 "800 0 switch prev=101 prev_state=S next=0\n",
+		 io, io, io, io, io, io);
+	replay(s);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_END | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(part(0)->rx_bytes, 150);
+	CU_ASSERT_EQUAL(part(0)->in_seq_start, 1000);
+	CU_ASSERT_EQUAL(part(0)->in_seq_end, 1150);
+	CU_ASSERT_EQUAL(part(0)->out_seq_start, 9000);
+	CU_ASSERT_EQUAL(part(0)->out_seq_end, 9010);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(1)->flags,
+			RM_PF_START | RM_PF_END | RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_SEQ_SUSPECT);
+	CU_ASSERT_EQUAL(part(1)->rx_bytes, 200);
+	CU_ASSERT_EQUAL(part(1)->in_seq_start, 1200);
+	CU_ASSERT_EQUAL(part(1)->in_seq_end, 1300);
+	CU_ASSERT_EQUAL(part(1)->out_seq_start, 9010);
+	CU_ASSERT_EQUAL(part(1)->out_seq_end, 9020);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 700);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->rx_bytes, 350);
+	CU_ASSERT_EQUAL(win(0)->tx_bytes, 20);
+}
+
+/*
+ * TCP sequence numbers are 32-bit (rametr.bpf.c passes (__u32) values):
+ * byte ranges that continue across 2^32 are contiguous.
+ *   recv [2^32-256, 2^32) then recv at seq 0: one range [2^32-256, 2^32+100), not suspect
+ *   send [2^32-100, 2^32+100) ends the segment; sends at seq 100 and 200
+ *   continue it: one ASSOC part, out_seq [2^32+100, 2^32+250), tx 150
+ */
+static void test_seq_wrap(void)
+{
+	const uint64_t T = 1ULL << 32;
+
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "200 0 recv tid=101 pid=100 sock=7 bytes=256 seq=4294967040\n"
+	       "300 0 recv tid=101 pid=100 sock=7 bytes=100 seq=0\n"
+	       "400 0 send tid=101 pid=100 sock=7 bytes=200 seq=4294967196\n"
+	       "500 0 send tid=101 pid=100 sock=7 bytes=100 seq=100\n"
+	       "600 0 send tid=101 pid=100 sock=7 bytes=50 seq=200\n"
+	       "700 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_END | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(part(0)->in_seq_start, T - 256);
+	CU_ASSERT_EQUAL(part(0)->in_seq_end, T + 100);
+	CU_ASSERT_EQUAL(part(0)->in_seq_end - part(0)->in_seq_start, part(0)->rx_bytes);
+	CU_ASSERT_EQUAL(part(0)->out_seq_start, T - 100);
+	CU_ASSERT_EQUAL(part(0)->out_seq_end, T + 100);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(part(1)->tx_bytes, 150);
+	CU_ASSERT_EQUAL(part(1)->out_seq_start, T + 100);
+	CU_ASSERT_EQUAL(part(1)->out_seq_end, T + 250);
+	CU_ASSERT_EQUAL(part(1)->seg_id, part(0)->seg_id);
+}
+
+/*
+ * A request on another socket before the send closes the first segment:
+ *   seg 1: recv sock 7 at 200, cpu [200,500) = 300, rx 10, START|RECV, no out tuple
+ *   seg 2: recv sock 8 at 500, cpu [500,900) = 400, rx 20, tx 30, START|END, out sock 8
+ *   unsegmented [100,200) + [900,1000) = 200; busy 900
+ */
+static void test_recv_other_socket(void)
+{
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "500 0 recv tid=101 pid=100 sock=8 bytes=20\n"
+	       "900 0 send tid=101 pid=100 sock=8 bytes=30\n"
+	       "1000 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_RECV);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 300);
+	CU_ASSERT_EQUAL(part(0)->rx_bytes, 10);
+	CU_ASSERT_EQUAL(part(0)->tx_bytes, 0);
+	CU_ASSERT_EQUAL(part(0)->in.cookie, 7);
+	CU_ASSERT_EQUAL(part(0)->out.cookie, 0);
+	CU_ASSERT_EQUAL(part(0)->end_ns, 500);
+	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 400);
+	CU_ASSERT_EQUAL(part(1)->rx_bytes, 20);
+	CU_ASSERT_EQUAL(part(1)->tx_bytes, 30);
+	CU_ASSERT_EQUAL(part(1)->in.cookie, 8);
+	CU_ASSERT_EQUAL(part(1)->out.cookie, 8);
+	CU_ASSERT_EQUAL(part(1)->start_ns, 500);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
+}
+
+/*
+ * Send after send on the same socket, byte ranges following each other:
+ *   END part: cpu [200,500) = 300, tx 30, out_seq [1000,1030)
+ *   ASSOC part (emitted by the final sweep): tx 40 + 50, no CPU, out_seq
+ *   [1030,1120), start_ns 500 (the send), end_ns 900
+ *   unsegmented [100,200) + [500,1000) = 600; busy 900; tx 120
+ */
+static void test_send_after_send(void)
+{
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "200 0 recv tid=101 pid=100 sock=7 bytes=10 seq=100\n"
+	       "500 0 send tid=101 pid=100 sock=7 bytes=30 seq=1000\n"
+	       "800 0 send tid=101 pid=100 sock=7 bytes=40 seq=1030\n"
+	       "900 0 send tid=101 pid=100 sock=7 bytes=50 seq=1070\n"
+	       "1000 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_END | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 300);
+	CU_ASSERT_EQUAL(part(0)->tx_bytes, 30);
+	CU_ASSERT_EQUAL(part(1)->seg_id, part(0)->seg_id);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 0);
+	CU_ASSERT_EQUAL(part(1)->rx_bytes, 0);
+	CU_ASSERT_EQUAL(part(1)->tx_bytes, 90);
+	CU_ASSERT_EQUAL(part(1)->out_seq_start, 1030);
+	CU_ASSERT_EQUAL(part(1)->out_seq_end, 1120);
+	CU_ASSERT_EQUAL(part(1)->out.cookie, 7);
+	CU_ASSERT_EQUAL(part(1)->in.cookie, 7);
+	CU_ASSERT_EQUAL(part(1)->start_ns, 500);
+	CU_ASSERT_EQUAL(part(1)->end_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 600);
+	CU_ASSERT_EQUAL(win(0)->tx_bytes, 120);
+	CU_ASSERT_EQUAL(win(0)->unseg_tx, 0);
+}
+
+/*
+ * While associated, a send to another socket starts a new ASSOC part:
+ *   END part (out 7): cpu 300, tx 30
+ *   ASSOC part (out 9, unix, no seq): tx 40, start_ns 800
+ *   ASSOC part (out 7 again: another socket than 9): tx 50, start_ns 900
+ *   all three carry seg 1 and in = socket 7
+ */
+static void test_assoc_other_socket(void)
+{
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "200 0 recv tid=101 pid=100 sock=7 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.2:999 bytes=10\n"
+	       "500 0 send tid=101 pid=100 sock=7 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.2:999 bytes=30\n"
+	       "800 0 send tid=101 pid=100 sock=9 fam=unix bytes=40\n"
+	       "900 0 send tid=101 pid=100 sock=7 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.2:999 bytes=50\n"
+	       "1000 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(part(0)->tx_bytes, 30);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 300);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(1)->out.cookie, 9);
+	CU_ASSERT_EQUAL(part(1)->out.family, RM_AF_UNIX);
+	CU_ASSERT_EQUAL(part(1)->tx_bytes, 40);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 0);
+	CU_ASSERT_EQUAL(part(1)->start_ns, 800);
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(2)->out.cookie, 7);
+	CU_ASSERT_EQUAL(part(2)->out.family, RM_AF_INET);
+	CU_ASSERT_EQUAL(part(2)->tx_bytes, 50);
+	CU_ASSERT_EQUAL(part(2)->start_ns, 900);
+	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(2)->in.cookie, 7);
+	CU_ASSERT_EQUAL(win(0)->tx_bytes, 120);
+	CU_ASSERT_EQUAL(win(0)->unseg_tx, 0);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 600);
+}
+
+/* testdata/fork.events: the child inherits the segment as its own. */
+static void test_fork_inside(void)
+{
+	const struct rm_part *parent, *child;
+
+	replay_file("fork.events");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	parent = part(0);
+	child = part(1);
+	CU_ASSERT_EQUAL(parent->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(parent->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(parent->cpu_ns, 400);
+	CU_ASSERT_EQUAL(parent->rx_bytes, 10);
+	CU_ASSERT_EQUAL(parent->tx_bytes, 20);
+	CU_ASSERT_EQUAL(child->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(child->parent_seg, parent->seg_id);
+	CU_ASSERT_EQUAL(child->flags, RM_PF_START | RM_PF_INHERIT | RM_PF_EXIT);
+	CU_ASSERT_EQUAL(child->pid, 100);
+	CU_ASSERT_EQUAL(child->tid, 102);
+	CU_ASSERT_STRING_EQUAL((const char *)child->comm, "master");
+	CU_ASSERT_EQUAL(child->in.cookie, 7);
+	CU_ASSERT_EQUAL(child->start_ns, 200);
+	CU_ASSERT_EQUAL(child->end_ns, 900);
+	CU_ASSERT_EQUAL(child->cpu_ns, 500);
+	CU_ASSERT_EQUAL(child->runq_ns, 50);
+	CU_ASSERT_EQUAL(child->rx_bytes + child->tx_bytes, 0);
+	CU_ASSERT_EQUAL(child->disk_write, 4096);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 1450);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 550);
+	CU_ASSERT_EQUAL(win(0)->disk_write, 4096);
+	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 0);
+	CU_ASSERT_EQUAL(window(0)->capacity_ns, 2 * 900);
+	CU_ASSERT_EQUAL(st.threads, 2);
+}
+
+/*
+ * Fork outside a segment: 102 (parent 101 without state) and 103 (parent
+ * associated, not in a segment) get no state; all they do is unsegmented.
+ *   [100,300) 101 no state 200; [300,400) seg 100; [400,600) associated 200;
+ *   [600,900) 102 300 (its disk read 512 and send 5 unsegmented);
+ *   [900,1100) 103 200 -> busy 1000, unsegmented 900
+ */
+static void test_fork_outside(void)
+{
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "200 0 fork ptid=101 ppid=100 ctid=102 cpid=102\n"
+	       "300 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "400 0 send tid=101 pid=100 sock=7 bytes=10\n"
+	       "500 0 fork ptid=101 ppid=100 ctid=103 cpid=103\n"
+	       "600 0 switch prev=101 prev_state=S next=102\n"
+	       "700 0 disk tid=102 op=R bytes=512\n"
+	       "800 0 send tid=102 pid=102 sock=9 bytes=5\n"
+	       "900 0 switch prev=102 prev_state=S next=103\n"
+	       "1000 0 exit tid=103 pid=103\n"
+	       "1100 0 switch prev=103 prev_state=X next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL(part(0)->tid, 101);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(st.threads, 1);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 1000);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->disk_read, 512);
+	CU_ASSERT_EQUAL(win(0)->unseg_disk_read, 512);
+	CU_ASSERT_EQUAL(win(0)->tx_bytes, 15);
+	CU_ASSERT_EQUAL(win(0)->unseg_tx, 5);
+}
+
+/*
+ * Exit mid-segment: the part ends at the exit with EXIT (no END); the
+ * thread's state is freed, so its last 100 ns are unsegmented.
+ *   [100,200) 100 unseg; [200,700) part 500; [700,800) 100 unseg; busy 700
+ * Then exit while associated: an ASSOC|EXIT part with no counters.
+ */
+static void test_exit_mid_segment(void)
+{
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "700 0 exit tid=101 pid=100\n"
+	       "800 0 switch prev=101 prev_state=X next=102\n"
+	       "900 0 recv tid=102 pid=100 sock=8 bytes=10\n"
+	       "950 0 send tid=102 pid=100 sock=8 bytes=10\n"
+	       "990 0 exit tid=102 pid=100\n"
+	       "1000 0 switch prev=102 prev_state=X next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
+	CU_ASSERT_EQUAL(part(0)->tid, 101);
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_EXIT);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 500);
+	CU_ASSERT_EQUAL(part(0)->end_ns, 700);
+	CU_ASSERT_EQUAL(part(0)->tx_bytes, 0);
+	CU_ASSERT_EQUAL(part(1)->tid, 102);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 50);
+	CU_ASSERT_EQUAL(part(2)->tid, 102);
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC | RM_PF_EXIT);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns + part(2)->tx_bytes + part(2)->rx_bytes, 0);
+	CU_ASSERT_EQUAL(part(2)->end_ns, 990);
+	/* 100 + 500 + 100 + 100 (102 before its recv) + 50 + 40 + 10 */
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 350);
+}
+
+/* testdata/disk.events: one part per (segment, window), whatever the disk I/O. */
+static void test_disk(void)
+{
+	replay_file("disk.events");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
+	CU_ASSERT_EQUAL(part(0)->win, 0);
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 800);
+	CU_ASSERT_EQUAL(part(0)->rx_bytes, 10);
+	CU_ASSERT_EQUAL(part(0)->disk_read, 4096);
+	CU_ASSERT_EQUAL(part(0)->disk_write, 0);
+	CU_ASSERT_EQUAL(part(1)->win, 1);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_END);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 500);
+	CU_ASSERT_EQUAL(part(1)->tx_bytes, 20);
+	CU_ASSERT_EQUAL(part(1)->disk_write, 8192);
+	CU_ASSERT_EQUAL(part(1)->disk_read, 0);
+	CU_ASSERT_EQUAL(part(2)->win, 1);
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 0);
+	CU_ASSERT_EQUAL(part(2)->disk_write, 1000);
+	CU_ASSERT_EQUAL(part(2)->seg_id, part(0)->seg_id);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
+	CU_ASSERT_EQUAL(win(0)->disk_read, 4196);
+	CU_ASSERT_EQUAL(win(0)->unseg_disk_read, 100);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 700);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(1)->disk_write, 9192);
+	CU_ASSERT_EQUAL(win(1)->unseg_disk_write, 0);
+}
+
+/*
+ * Idle time is never busy. window_ns = 1000, two CPUs:
+ *   cpu 0: 101 (no state) [100,300) and [900,1200); idle [300,900)
+ *   cpu 1: idle from 50 to 1500
+ *   w0: busy 200 + 100 = 300, capacity 2 * (1000 - 50) = 1900
+ *   w1: busy 200, capacity 2 * (1500 - 1000) = 1000
+ */
+static void test_idle(void)
+{
+	replay("rametr-events 1 window_ns=1000 offset_ns=0 ncpu=2\n"
+	       "50 1 switch prev=102 prev_state=S next=0\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "300 0 switch prev=101 prev_state=S next=0\n"
+	       "900 0 switch prev=0 prev_state=S next=101\n"
+	       "1200 0 switch prev=101 prev_state=S next=0\n"
+	       "1500 1 switch prev=0 prev_state=S next=102\n");
+	CU_ASSERT_EQUAL(cap.nparts, 0);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 300);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 200);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(window(0)->capacity_ns, 1900);
+	CU_ASSERT_EQUAL(window(1)->capacity_ns, 1000);
+}
+
+/*
+ * A thread that never did socket I/O has no state: its CPU, its send and
+ * its disk write are unsegmented, and no part is emitted.
+ *   101 [100,400) preempted, 102 [400,600), 101 [600,1000): busy 900, all unsegmented
+ */
+static void test_no_state(void)
+{
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "400 0 switch prev=101 prev_state=R next=102\n"
+	       "600 0 switch prev=102 prev_state=S next=101\n"
+	       "700 0 send tid=101 pid=100 sock=5 bytes=77\n"
+	       "800 0 disk tid=101 op=W bytes=4096\n"
+	       "1000 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL(cap.nparts, 0);
+	CU_ASSERT_EQUAL(st.threads, 0);
+	CU_ASSERT_EQUAL(st.emits, 0);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->tx_bytes, 77);
+	CU_ASSERT_EQUAL(win(0)->unseg_tx, 77);
+	CU_ASSERT_EQUAL(win(0)->disk_write, 4096);
+	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 4096);
+}
+
+/*
+ * Every 2nd emit fails (a full ring). window_ns = 1000:
+ *   emit 1: END seg 1 (w0: cpu 200, rx 10, tx 20)               ok
+ *   emit 2: END seg 2 (w0: cpu 300, rx 30, tx 40)               dropped
+ *   emit 3: ASSOC seg 2 (w0: disk_write 50), flushed by the recv  ok
+ *   emit 4: END seg 3 (w1: cpu 200, rx 60, tx 70)               dropped
+ *   w0: busy 900 = parts 200 + unseg 400 + lost 300; rx 40 = 10 + 30 unseg;
+ *       tx 60 = 20 + 40 unseg; dropped 1
+ *   w1: busy 400 = unseg 200 + lost 200; rx 60 unseg, tx 70 unseg; dropped 1
+ */
+static void test_emit_failure(void)
+{
+	replay_opt("rametr-events 1 window_ns=1000 offset_ns=0 ncpu=1\n"
+		   "100 0 switch prev=0 prev_state=S next=101\n"
+		   "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+		   "400 0 send tid=101 pid=100 sock=7 bytes=20\n"
+		   "500 0 recv tid=101 pid=100 sock=8 bytes=30\n"
+		   "800 0 send tid=101 pid=100 sock=8 bytes=40\n"
+		   "900 0 disk tid=101 op=W bytes=50\n"
+		   "1100 0 recv tid=101 pid=100 sock=9 bytes=60\n"
+		   "1300 0 send tid=101 pid=100 sock=9 bytes=70\n"
+		   "1400 0 switch prev=101 prev_state=S next=0\n",
+		   NULL, 2, 1);
+	CU_ASSERT_EQUAL(st.emits, 4);
+	CU_ASSERT_EQUAL(st.failed_emits, 2);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(1)->disk_write, 50);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 400);
+	CU_ASSERT_EQUAL(win(0)->lost_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->dropped_parts, 1);
+	CU_ASSERT_EQUAL(win(0)->rx_bytes, 40);
+	CU_ASSERT_EQUAL(win(0)->unseg_rx, 30);
+	CU_ASSERT_EQUAL(win(0)->tx_bytes, 60);
+	CU_ASSERT_EQUAL(win(0)->unseg_tx, 40);
+	CU_ASSERT_EQUAL(win(0)->disk_write, 50);
+	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 0);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 400);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(1)->lost_ns, 200);
+	CU_ASSERT_EQUAL(win(1)->dropped_parts, 1);
+	CU_ASSERT_EQUAL(win(1)->unseg_rx, 60);
+	CU_ASSERT_EQUAL(win(1)->unseg_tx, 70);
+}
+
+/*
+ * The multi-window segment of test_split_lost with every 2nd emit failing:
+ * the parts of w3 and w5 are dropped, their CPU (1000 each) becomes lost.
+ */
+static void test_emit_failure_split(void)
+{
+	replay_opt(split_stream, NULL, 2, 1);
+	CU_ASSERT_EQUAL(st.emits, 5);
+	CU_ASSERT_EQUAL(st.failed_emits, 2);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
+	CU_ASSERT_EQUAL(part(0)->win, 0);
+	CU_ASSERT_EQUAL(part(1)->win, 4);
+	CU_ASSERT_EQUAL(part(2)->win, 6);
+	CU_ASSERT_EQUAL(win(3)->lost_ns, 2400 + 1000);
+	CU_ASSERT_EQUAL(win(3)->dropped_parts, 1);
+	CU_ASSERT_EQUAL(win(5)->lost_ns, 1000);
+	CU_ASSERT_EQUAL(win(5)->dropped_parts, 1);
+	CU_ASSERT_EQUAL(win(4)->dropped_parts, 0);
+}
+
+/* testdata/eventloop.events: work charged to the most recent recv. */
+static void test_event_loop(void)
+{
+	replay_file("eventloop.events");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
+	/* A: closed by B's request */
+	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_RECV);
+	CU_ASSERT_EQUAL(part(0)->in.cookie, 11);
+	CU_ASSERT_EQUAL(part(0)->in.rport, 5001);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(part(0)->rx_bytes, 100);
+	CU_ASSERT_EQUAL(part(0)->tx_bytes, 0);
+	/* B: its work includes the reply to A */
+	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(part(1)->in.cookie, 12);
+	CU_ASSERT_EQUAL(part(1)->out.cookie, 11);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 150);
+	CU_ASSERT_EQUAL(part(1)->tx_bytes, 1000);
+	/* C (IPv6): closed by the reply to B, then the reply to C is associated */
+	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 3));
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(part(2)->in.cookie, 13);
+	CU_ASSERT_EQUAL(part(2)->in.family, RM_AF_INET6);
+	CU_ASSERT_EQUAL(part(2)->in.rport, 5003);
+	CU_ASSERT_EQUAL(part(2)->out.cookie, 12);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(2)->tx_bytes, 2000);
+	CU_ASSERT_EQUAL(part(3)->seg_id, SEG(0, 3));
+	CU_ASSERT_EQUAL(part(3)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(3)->out.cookie, 13);
+	CU_ASSERT_EQUAL(part(3)->cpu_ns, 0);
+	CU_ASSERT_EQUAL(part(3)->tx_bytes, 3000);
+	CU_ASSERT_STRING_EQUAL((const char *)part(3)->comm, "loop");
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 700);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 250);
+	CU_ASSERT_EQUAL(win(0)->rx_bytes, 300);
+	CU_ASSERT_EQUAL(win(0)->tx_bytes, 6000);
+}
+
+/*
+ * offset_ns shifts windows: w = (ts + 300) / 1000. Window 0 holds ts
+ * [1, 700), window 1 ts [700, 1700):
+ *   [100,200) no state 100; [200,500) part 300; [500,700) associated 200 -> w0 busy 600
+ *   [700,900) associated 200 -> w1 busy 200
+ *   capacity: w0 [100,700) 600, w1 [700,900) 200
+ */
+static void test_offset(void)
+{
+	replay("rametr-events 1 window_ns=1000 offset_ns=300 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "500 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "900 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL(part(0)->win, 0);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 600);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 300);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 200);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(window(0)->capacity_ns, 600);
+	CU_ASSERT_EQUAL(window(1)->capacity_ns, 200);
+}
+
+/*
+ * A part that waits more than RM_WIN_SLOTS windows and is then dropped can
+ * not be accounted: its window's slot holds a newer window. (The kernel
+ * loses it the same way; the replay reports it in stats.late.)
+ *   w0: [100,200) unseg 100, [200,300) part cpu 100 rx 10 -> held by 101
+ *   [300,16500) 102 (no state): lost 12700 in w13, then w13..w16 unsegmented;
+ *   w16 claims slot 0 (w0 was kept)
+ *   16700: 101's send flushes the w0 part -> dropped, late (cpu 100, rx 10);
+ *   its END part (w16, cpu 100, tx 20) is dropped too, in w16
+ */
+static void test_late_drop(void)
+{
+	char err[256];
+
+	replay_opt("rametr-events 1 window_ns=1000 offset_ns=0 ncpu=1\n"
+		   "100 0 switch prev=0 prev_state=S next=101\n"
+		   "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+		   "300 0 switch prev=101 prev_state=S next=102\n"
+		   "16500 0 switch prev=102 prev_state=S next=103\n"
+		   "16600 0 switch prev=103 prev_state=S next=101\n"
+		   "16700 0 send tid=101 pid=100 sock=7 bytes=20\n"
+		   "16800 0 switch prev=101 prev_state=S next=0\n",
+		   NULL, 1, 0);
+	CU_ASSERT_EQUAL(cap.nparts, 0);
+	CU_ASSERT_EQUAL(st.failed_emits, 2);
+	CU_ASSERT_EQUAL(st.late.dropped_parts, 1);
+	CU_ASSERT_EQUAL(st.late.lost_ns, 100);
+	CU_ASSERT_EQUAL(st.late.unseg_rx, 10);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 200);
+	CU_ASSERT_EQUAL(win(0)->dropped_parts, 0);
+	CU_ASSERT_EQUAL(win(13)->lost_ns, 12700);
+	CU_ASSERT_EQUAL(win(16)->dropped_parts, 1);
+	CU_ASSERT_EQUAL(win(16)->lost_ns, 100);
+	CU_ASSERT_EQUAL(win(16)->unseg_tx, 20);
+	/* the identity of w0 falls short by exactly the late drop */
+	CU_ASSERT_NOT_EQUAL(col_replay_capture_check(&cap, NULL, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(col_replay_capture_check(&cap, &st.late, err, sizeof(err)), RM_OK);
+}
+
+static CU_TestInfo cases[] = {
+	{ "simple recv, compute, send", test_simple },
+	{ "preemption mid-segment", test_preempt },
+	{ "segment spanning a window boundary", test_window_boundary },
+	{ "slice spanning more than RM_MAX_SPLIT windows", test_split_lost },
+	{ "partial reads and a sequence gap", test_partial_reads },
+	{ "sequence numbers wrap at 2^32", test_seq_wrap },
+	{ "second request on another socket", test_recv_other_socket },
+	{ "send after send on the same socket", test_send_after_send },
+	{ "send to another socket while associated", test_assoc_other_socket },
+	{ "fork inside a segment", test_fork_inside },
+	{ "fork outside a segment", test_fork_outside },
+	{ "exit mid-segment", test_exit_mid_segment },
+	{ "disk I/O inside, associated, outside", test_disk },
+	{ "idle time is never busy", test_idle },
+	{ "thread without state", test_no_state },
+	{ "emit failure every 2nd part", test_emit_failure },
+	{ "emit failure across split windows", test_emit_failure_split },
+	{ "event loop", test_event_loop },
+	{ "window offset", test_offset },
+	{ "late drop of a part older than the slot ring", test_late_drop },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("segmenter", cases)
