@@ -175,7 +175,7 @@ size_t tb_format_ok(char *buf, size_t cap, uint32_t resp_bytes)
 	return (size_t)n;
 }
 
-int tb_send_reply(int fd, uint32_t resp_bytes, uint64_t *sent)
+int tb_send_reply(int fd, uint32_t resp_bytes, uint64_t *sent, uint64_t *first_cpu_ns)
 {
 	char hdr[32];
 	size_t hlen, off = 0, pad_len;
@@ -219,6 +219,8 @@ int tb_send_reply(int fd, uint32_t resp_bytes, uint64_t *sent)
 		mh.msg_iov = iov;
 		mh.msg_iovlen = (size_t)niov;
 		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (first_cpu_ns && off == 0 && n >= 0)
+			*first_cpu_ns = tb_thread_cpu_ns();
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

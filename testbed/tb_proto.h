@@ -54,10 +54,12 @@ size_t tb_format_ok(char *buf, size_t cap, uint32_t resp_bytes);
 /*
  * Sends the whole reply of resp_bytes bytes (header, padding, final '\n') on
  * the blocking socket fd with MSG_NOSIGNAL. Adds the bytes actually sent to
- * *sent. Returns RM_OK, RM_EINVAL for an out-of-range size, or RM_ECLOSED if
- * the peer went away (errno kept).
+ * *sent. If first_cpu_ns is not NULL, sets it to the thread's CPU time right
+ * after the first send call returns (the end of the request's ground-truth
+ * span: a segment ends at the reply's first send). Returns RM_OK, RM_EINVAL
+ * for an out-of-range size, or RM_ECLOSED if the peer went away (errno kept).
  */
-int tb_send_reply(int fd, uint32_t resp_bytes, uint64_t *sent);
+int tb_send_reply(int fd, uint32_t resp_bytes, uint64_t *sent, uint64_t *first_cpu_ns);
 
 /*
  * Parses "a.b.c.d:port" (IPv4; port 0..65535) or, if allow_no_port,

@@ -4,6 +4,9 @@
  * a requested, known amount of CPU per request and answers with a requested
  * number of bytes, and that keeps the ground truth of what each CE consumed
  * (tb_truth.h), written to --truth every second and on SIGTERM/SIGINT.
+ * Ground truth per request: the serving thread's CLOCK_THREAD_CPUTIME_ID
+ * from right after the recv that completed the request line to right after
+ * the reply's first send returned.
  *
  * The main thread owns the listening socket, the connection slots and the
  * truth file; it accepts, reaps finished connection threads, and on a
@@ -127,8 +130,11 @@ static int tb_serve_line(struct tb_srv *s, int fd, const char *line, size_t len,
 		return tb_send_err(s, fd, "internal error");
 	sink = tb_burn_cpu(req.cpu_us);
 	(void)sink;
+	/* The span ends when the reply's first send returns: sending the reply
+	 * is part of serving the request (on loopback it includes the kernel's
+	 * delivery to the client), and later sends are I/O only. */
 	t1 = tb_thread_cpu_ns();
-	rv = tb_send_reply(fd, req.resp_bytes, &tx);
+	rv = tb_send_reply(fd, req.resp_bytes, &tx, &t1);
 	/* Served either way: the CPU was spent on behalf of req.ce. */
 	if (tb_truth_add(&s->truth, req.ce, 1, t1 - t0, len + 1, tx) != RM_OK)
 		rm_log_warn("failed to record a request of '%s'", req.ce);

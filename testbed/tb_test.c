@@ -285,7 +285,7 @@ static void tb_check_reply(uint32_t n)
 		uint64_t s = 0;
 
 		close(sv[0]);
-		_exit(tb_send_reply(sv[1], n, &s) == RM_OK && s == n ? 0 : 1);
+		_exit(tb_send_reply(sv[1], n, &s, NULL) == RM_OK && s == n ? 0 : 1);
 	}
 	close(sv[1]);
 	for (;;) {
@@ -324,10 +324,10 @@ static void test_send_reply(void)
 	tb_check_reply(200003);
 	tb_check_reply(TB_RESP_MAX);
 	CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	CU_ASSERT_EQUAL(tb_send_reply(sv[0], 15, &sent), RM_EINVAL);
+	CU_ASSERT_EQUAL(tb_send_reply(sv[0], 15, &sent, NULL), RM_EINVAL);
 	close(sv[1]);
 	/* Peer gone: an error, no SIGPIPE. */
-	CU_ASSERT_EQUAL(tb_send_reply(sv[0], 1000, &sent), RM_ECLOSED);
+	CU_ASSERT_EQUAL(tb_send_reply(sv[0], 1000, &sent, NULL), RM_ECLOSED);
 	close(sv[0]);
 }
 
