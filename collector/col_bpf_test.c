@@ -94,7 +94,7 @@ struct server {
 	pid_t child_tid;
 	uint16_t client_port;
 	int disk_ok;
-	char dir[200];
+	char dir[256];
 };
 
 static void *child_main(void *arg)
@@ -135,7 +135,7 @@ static void *server_main(void *arg)
 	pthread_join(child, NULL);
 	{
 		/* O_DIRECT write: block_rq_issue in this thread's context */
-		char path[256];
+		char path[300];
 		void *buf;
 		int dfd;
 

@@ -43,6 +43,7 @@ struct col_batcher {
 	size_t nparts, cap;
 	struct col_window wins[COL_MAX_WINS];
 	size_t nwins;
+	size_t batch_parts;   /* flush when this many parts are queued */
 	uint64_t total_parts, total_batches;
 	int err;
 };
@@ -79,7 +80,7 @@ static int col_batch_part(void *arg, const struct rm_part *p)
 	}
 	bt->parts[bt->nparts++] = *p;
 	bt->total_parts++;
-	if (bt->nparts >= COL_BATCH_PARTS)
+	if (bt->nparts >= bt->batch_parts)
 		col_batch_flush(bt);
 	return RM_OK;
 }
@@ -172,6 +173,7 @@ static void col_usage(FILE *f)
 		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
 		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
 		"  --flush-ms N       send a batch at least every N ms (default 250)\n"
+		"  --batch-parts N    send a batch at most N parts long (default 4096)\n"
 		"  --duration D       stop after D (default: run until SIGINT/SIGTERM)\n"
 		"  -v, --verbose\n");
 }
@@ -232,13 +234,14 @@ int main(int argc, char **argv)
 		{ "spool", required_argument, NULL, 's' },
 		{ "mem-limit", required_argument, NULL, 'm' },
 		{ "flush-ms", required_argument, NULL, 'f' },
+		{ "batch-parts", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
-	struct col_batcher bt = { 0 };
+	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
 	struct col_sink sink = { &bt, col_batch_part, col_batch_window };
 	struct col_sender_cfg scfg;
 	struct col_sender_stats ss;
@@ -259,6 +262,13 @@ int main(int argc, char **argv)
 		case 's': o.spool = optarg; break;
 		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
 		case 'f': o.flush_ms = atoi(optarg); break;
+		case 'p':
+			bt.batch_parts = strtoul(optarg, NULL, 10);
+			if (bt.batch_parts == 0 || bt.batch_parts > 1000000) {
+				rm_log_error("invalid --batch-parts '%s' (1 .. 1000000)", optarg);
+				return 2;
+			}
+			break;
 		case 'w':
 			if (!(o.window_ns = col_parse_dur_ns(optarg))) {
 				rm_log_error("invalid --window '%s'", optarg);

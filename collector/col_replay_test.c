@@ -848,7 +848,7 @@ static void test_check_detects(void)
 	struct col_replay_stats st;
 	struct rm_wintot late;
 	char err[256], path[512], *buf = NULL;
-	size_t len;
+	size_t len = 0;
 
 	snprintf(path, sizeof(path), "%s/fork.events", COL_TESTDATA);
 	CU_ASSERT_EQUAL_FATAL(slurp(path, &buf, &len), 0);

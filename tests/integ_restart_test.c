@@ -1,0 +1,257 @@
+/*
+ * integ_restart_test.c - the real programs end to end: rametr-collector
+ * (replay backend) streams over real nng to rametr-aggregator, which stores
+ * into a real SQLite file. The aggregator is killed (SIGKILL) mid-stream and
+ * restarted, twice; a collector is stopped while the aggregator is down and
+ * a new collector delivers its spool. Every CE's CPU and bytes must arrive
+ * exactly once: the stored totals equal the recorded stream's, to the
+ * nanosecond and byte, and every window balances.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rm_test.h"
+#include "rm_err.h"
+#include "st.h"
+
+#define NCE 3
+#define NREQ 3000
+
+struct expect {
+	uint64_t cpu[NCE], rx[NCE], tx[NCE];
+	uint64_t unseg_cpu;
+};
+
+static char dir[256], conf[300], db[300], url[300];
+
+/*
+ * Writes a recorded stream: NREQ requests, round-robin over 3 CEs (one
+ * server thread and one client address each), every 20 ms over 60 s; each
+ * request is a recv, d ns of CPU, a send. Fills the exact expectation.
+ */
+static void write_stream(const char *path, uint32_t base_tid, struct expect *ex)
+{
+	FILE *f = fopen(path, "w");
+	uint64_t t = 1000000;
+	int k;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	memset(ex, 0, sizeof(*ex));
+	fprintf(f, "rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n");
+	for (k = 0; k < NREQ; k++) {
+		int c = k % NCE;
+		uint32_t tid = base_tid + (uint32_t)c;
+		uint64_t d = 1000000 + (uint64_t)(k * 7919 % 1000) * 1000;
+
+		fprintf(f, "%llu 0 switch prev=0 prev_state=R next=%u next_pid=%u\n", (unsigned long long)t, tid,
+			base_tid);
+		fprintf(f, "%llu 0 recv tid=%u pid=%u comm=srv sock=%d fam=4 laddr=127.0.0.1:7000 raddr=127.0.0.%d:4000%d bytes=64\n",
+			(unsigned long long)(t + 1), tid, base_tid, 10 + c, 2 + c, c);
+		fprintf(f, "%llu 0 send tid=%u pid=%u sock=%d fam=4 laddr=127.0.0.1:7000 raddr=127.0.0.%d:4000%d bytes=512\n",
+			(unsigned long long)(t + 1 + d), tid, base_tid, 10 + c, 2 + c, c);
+		fprintf(f, "%llu 0 switch prev=%u prev_state=S next=0\n", (unsigned long long)(t + 2 + d), tid);
+		ex->cpu[c] += d;
+		ex->rx[c] += 64;
+		ex->tx[c] += 512;
+		ex->unseg_cpu += 2;
+		t += 20000000;
+	}
+	CU_ASSERT_EQUAL(fclose(f), 0);
+}
+
+static pid_t spawn(const char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits up to ms for pid; returns its exit status, or -1 on timeout. */
+static int wait_for(pid_t pid, int ms)
+{
+	int st, i;
+
+	for (i = 0; i < ms / 10; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(10000);
+	}
+	return -1;
+}
+
+static pid_t start_aggregator(void)
+{
+	char log[300];
+	const char *argv[] = { AGG_BIN, "--config", conf, "--db", db, "--listen", url, NULL };
+
+	snprintf(log, sizeof(log), "%s/aggregator.log", dir);
+	return spawn(argv, log);
+}
+
+static pid_t start_collector(const char *node, const char *events, const char *spool, const char *batch)
+{
+	char log[300];
+	const char *argv[] = { COL_BIN, "--aggregator", url, "--node", node, "--backend", "replay",
+			       "--events", events, "--spool", spool, "--batch-parts", batch, NULL };
+
+	snprintf(log, sizeof(log), "%s/collector-%s.log", dir, node);
+	return spawn(argv, log);
+}
+
+/* Sum of U_c (or V with ce = ST_CE_UNACCOUNTABLE) for node and resource; 0 if none. */
+static uint64_t stored(const char *node, const char *ce, int resource)
+{
+	struct st_query q = { INT64_MIN, INT64_MAX, node, NULL, resource, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0, i;
+	uint64_t v = 0;
+	st_db *d = NULL;
+
+	if (access(db, F_OK) != 0 || st_open(&d, db, ST_OPEN_READONLY) != RM_OK)
+		return 0;
+	if (st_query_usage(d, &q, &rows, &n) == RM_OK)
+		for (i = 0; i < n; i++)
+			if (!strcmp(rows[i].ce, ce))
+				v = rows[i].value;
+	st_rows_free(rows);
+	st_close(d);
+	return v;
+}
+
+static void check_exact(const char *node, const struct expect *ex)
+{
+	static const char *ces[NCE] = { "c1", "c2", "c3" };
+	struct st_query q = { INT64_MIN, INT64_MAX, node, NULL, -1, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0;
+	uint64_t windows = 0;
+	st_db *d = NULL;
+	int c;
+
+	for (c = 0; c < NCE; c++) {
+		CU_ASSERT_EQUAL(stored(node, ces[c], ST_R_CPU), ex->cpu[c]);
+		CU_ASSERT_EQUAL(stored(node, ces[c], ST_R_NET_RX), ex->rx[c]);
+		CU_ASSERT_EQUAL(stored(node, ces[c], ST_R_NET_TX), ex->tx[c]);
+		if (stored(node, ces[c], ST_R_CPU) != ex->cpu[c])
+			fprintf(stderr, "%s %s cpu: stored %llu, recorded %llu\n", node, ces[c],
+				(unsigned long long)stored(node, ces[c], ST_R_CPU), (unsigned long long)ex->cpu[c]);
+	}
+	CU_ASSERT_EQUAL(stored(node, ST_CE_UNACCOUNTABLE, ST_R_CPU), ex->unseg_cpu);
+	CU_ASSERT_EQUAL_FATAL(st_open(&d, db, ST_OPEN_READONLY), RM_OK);
+	CU_ASSERT_EQUAL(st_query_identity(d, &q, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 0);
+	CU_ASSERT_EQUAL(st_count_windows(d, &q, &windows), RM_OK);
+	CU_ASSERT(windows >= 60);
+	st_rows_free(rows);
+	st_close(d);
+}
+
+static void setup(void)
+{
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s", rm_test_tmpdir());
+	snprintf(conf, sizeof(conf), "%s/agg.ini", dir);
+	snprintf(db, sizeof(db), "%s/rametr.db", dir);
+	snprintf(url, sizeof(url), "ipc://%s/agg.ipc", dir);
+	f = fopen(conf, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fprintf(f, "[ce c1]\nclient = 127.0.0.2\n[ce c2]\nclient = 127.0.0.3\n[ce c3]\nclient = 127.0.0.4\n");
+	fclose(f);
+}
+
+static void test_aggregator_killed_mid_stream(void)
+{
+	char events[300], spool[300];
+	struct expect ex;
+	uint64_t seen, before;
+	pid_t agg, col;
+	int kills, i, rv;
+
+	setup();
+	snprintf(events, sizeof(events), "%s/n1.events", dir);
+	snprintf(spool, sizeof(spool), "%s/spool-n1", dir);
+	write_stream(events, 100, &ex);
+	agg = start_aggregator();
+	/* 3000 requests in batches of 7 parts: a few hundred batches in flight */
+	col = start_collector("n1", events, spool, "7");
+	for (kills = 0; kills < 2; kills++) {
+		before = stored("n1", "c1", ST_R_CPU);
+		for (i = 0; i < 3000; i++) {
+			seen = stored("n1", "c1", ST_R_CPU);
+			if (seen > before)
+				break;
+			usleep(1000);
+		}
+		CU_ASSERT_FATAL(seen > before);
+		CU_ASSERT_FATAL(seen < ex.cpu[0]); /* still mid-stream */
+		kill(agg, SIGKILL);
+		CU_ASSERT_EQUAL(wait_for(agg, 5000), 128 + SIGKILL);
+		fprintf(stderr, "killed the aggregator with c1 at %.1f%% of its cpu\n", 100.0 * seen / ex.cpu[0]);
+		usleep(300000);
+		agg = start_aggregator();
+	}
+	rv = wait_for(col, 60000);
+	CU_ASSERT_EQUAL(rv, 0);
+	kill(agg, SIGTERM);
+	CU_ASSERT_EQUAL(wait_for(agg, 10000), 0);
+	check_exact("n1", &ex);
+}
+
+static void test_spool_survives_collector_restart(void)
+{
+	char events[300], empty[300], spool[300];
+	struct expect ex;
+	pid_t agg, col;
+	FILE *f;
+
+	setup();
+	snprintf(events, sizeof(events), "%s/n2.events", dir);
+	snprintf(empty, sizeof(empty), "%s/empty.events", dir);
+	snprintf(spool, sizeof(spool), "%s/spool-n2", dir);
+	write_stream(events, 200, &ex);
+	f = fopen(empty, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fprintf(f, "rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n");
+	fclose(f);
+	/* no aggregator: the collector gives up after its flush timeout and spools */
+	col = start_collector("n2", events, spool, "50");
+	CU_ASSERT_EQUAL(wait_for(col, 30000), 0);
+	CU_ASSERT(access(spool, F_OK) == 0);
+	CU_ASSERT_EQUAL(stored("n2", "c1", ST_R_CPU), 0);
+	/* a new collector (new instance) on the same spool delivers it once */
+	agg = start_aggregator();
+	col = start_collector("n2", empty, spool, "50");
+	CU_ASSERT_EQUAL(wait_for(col, 30000), 0);
+	kill(agg, SIGTERM);
+	CU_ASSERT_EQUAL(wait_for(agg, 10000), 0);
+	check_exact("n2", &ex);
+}
+
+static CU_TestInfo cases[] = {
+	{ "aggregator killed twice mid-stream: nothing lost, nothing twice", test_aggregator_killed_mid_stream },
+	{ "spool of a stopped collector is delivered by the next one", test_spool_survives_collector_restart },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("integ_restart", cases)
