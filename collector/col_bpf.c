@@ -117,6 +117,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->window_ns = b->window_ns;
 	b->skel->rodata->offset_ns = b->offset_ns;
 	b->skel->rodata->self_tgid = cfg->self_tgid;
+	b->skel->rodata->netns_ino = cfg->netns_ino;
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
 	if (!col_probe_tp_btf("block_rq_issue")) {
 		rm_log_warn("kernel lacks tracepoint 'block_rq_issue': disk bytes are not measured");

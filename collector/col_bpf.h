@@ -19,6 +19,7 @@ struct col_bpf_cfg {
 	uint64_t window_ns;   /* accounting window (default 1 s if 0) */
 	int64_t offset_ns;    /* CLOCK_REALTIME - CLOCK_MONOTONIC; windows are wall-clock aligned */
 	uint32_t self_tgid;   /* process never segmented (the collector itself); 0 = none */
+	uint32_t netns_ino;   /* nonzero: only threads of this network namespace (inode) count */
 };
 
 struct col_bpf_stats {

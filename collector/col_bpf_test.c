@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -15,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -280,13 +283,12 @@ static void test_exchange(void)
 	}
 }
 
-static void test_identity(void)
+/* busy = parts + unsegmented + lost (and bytes likewise) in every window recorded */
+static void check_identity(void)
 {
 	uint64_t sum_cpu[MAX_WINS] = { 0 }, sum_rx[MAX_WINS] = { 0 }, sum_tx[MAX_WINS] = { 0 };
 	size_t i, j, checked = 0;
 
-	if (nwins == 0)
-		RM_TEST_SKIP("no windows recorded (ebpf unavailable)");
 	for (i = 0; i < nparts; i++) {
 		for (j = 0; j < nwins; j++)
 			if (wins[j].t.win == parts[i].win)
@@ -313,9 +315,149 @@ static void test_identity(void)
 	CU_ASSERT(checked >= 1);
 }
 
+static void test_identity(void)
+{
+	if (nwins == 0)
+		RM_TEST_SKIP("no windows recorded (ebpf unavailable)");
+	check_identity();
+}
+
+struct simple {
+	int lfd;
+	size_t req, resp;
+	unsigned burn;
+};
+
+static void *simple_server(void *arg)
+{
+	struct simple *x = arg;
+	char buf[4096];
+	size_t got = 0;
+	int fd = accept(x->lfd, NULL, NULL);
+
+	if (fd < 0)
+		return NULL;
+	while (got < x->req) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	burn_ms(x->burn);
+	memset(buf, 's', sizeof(buf));
+	if (send(fd, buf, x->resp, 0) < 0)
+		perror("send");
+	close(fd);
+	return NULL;
+}
+
+/* One request/response over loopback in the calling process's namespace. */
+static int simple_exchange(size_t req, size_t resp, unsigned burn)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	struct simple x = { .req = req, .resp = resp, .burn = burn };
+	char buf[4096];
+	size_t got = 0;
+	pthread_t th;
+	int cfd;
+
+	memset(buf, 'q', sizeof(buf));
+	x.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (x.lfd < 0 || bind(x.lfd, (struct sockaddr *)&a, sizeof(a)) || listen(x.lfd, 1) ||
+	    getsockname(x.lfd, (struct sockaddr *)&a, &alen))
+		return -1;
+	pthread_create(&th, NULL, simple_server, &x);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(cfd, (struct sockaddr *)&a, sizeof(a)) || send(cfd, buf, req, 0) != (ssize_t)req)
+		return -1;
+	while (got < resp) {
+		ssize_t n = recv(cfd, buf, sizeof(buf), 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	pthread_join(th, NULL);
+	close(cfd);
+	close(x.lfd);
+	return got == resp ? 0 : -1;
+}
+
+static char test_ns[64];
+
+static void drop_test_ns(void)
+{
+	char cmd[128];
+
+	if (!test_ns[0])
+		return;
+	snprintf(cmd, sizeof(cmd), "ip netns del %s 2>/dev/null", test_ns);
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: failed to remove namespace '%s'\n", test_ns);
+	test_ns[0] = '\0';
+}
+
+static void test_netns_filter(void)
+{
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL };
+	struct col_bpf *b = NULL;
+	char cmd[256], path[128];
+	struct stat st;
+	pid_t child;
+	size_t i, ns_parts = 0, root_parts = 0;
+	int fd, status, rv;
+
+	snprintf(test_ns, sizeof(test_ns), "rm-coltest-%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "ip netns add %s && ip -n %s link set lo up", test_ns, test_ns);
+	if (system(cmd) != 0)
+		RM_TEST_SKIP("cannot create network namespaces ('ip netns add' failed)");
+	atexit(drop_test_ns);
+	snprintf(path, sizeof(path), "/var/run/netns/%s", test_ns);
+	fd = open(path, O_RDONLY);
+	CU_ASSERT_FATAL(fd >= 0 && fstat(fd, &st) == 0);
+	cfg.netns_ino = (uint32_t)st.st_ino;
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK) {
+		close(fd);
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	}
+	child = fork();
+	if (child == 0) {
+		/* the "other host": an exchange inside the namespace */
+		if (setns(fd, CLONE_NEWNET) != 0)
+			_exit(2);
+		_exit(simple_exchange(50, 300, 10) == 0 ? 0 : 1);
+	}
+	/* meanwhile, an exchange in the root namespace that must stay invisible */
+	CU_ASSERT_EQUAL(simple_exchange(70, 700, 10), 0);
+	CU_ASSERT_EQUAL(waitpid(child, &status, 0), child);
+	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(fd);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+	drop_test_ns();
+	for (i = 0; i < nparts; i++) {
+		if (parts[i].pid == (uint32_t)child && (parts[i].flags & RM_PF_START) && parts[i].rx_bytes == 50)
+			ns_parts++;
+		if (parts[i].pid == (uint32_t)getpid())
+			root_parts++;
+	}
+	CU_ASSERT_EQUAL(ns_parts, 1);   /* the namespace's server segment */
+	CU_ASSERT_EQUAL(root_parts, 0); /* nothing of the root namespace */
+	for (i = 0; i < nwins; i++)     /* only the namespace's threads count as busy */
+		CU_ASSERT(wins[i].t.busy_ns < 500000000ULL);
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
+	{ "a namespace filter sees only that namespace's threads", test_netns_filter },
 	CU_TEST_INFO_NULL,
 };
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -169,6 +170,8 @@ static void col_usage(FILE *f)
 		"  --events FILE      replay: recorded event stream (format: collector/col_events.h)\n"
 		"  --xen-trace FILE   xen: xentrace binary file\n"
 		"  --xen-cpu-khz N    xen: TSC frequency of the traced host\n"
+		"  --netns NAME       ebpf: account only the threads of network namespace NAME\n"
+		"                     (/var/run/netns/NAME, or a path): one collector per namespace \"host\"\n"
 		"  --window D         accounting window, e.g. 1s (ebpf), 100ms (xen default)\n"
 		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
 		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
@@ -179,7 +182,7 @@ static void col_usage(FILE *f)
 }
 
 struct col_opts {
-	const char *url, *node, *backend, *events, *xen_trace, *spool;
+	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns;
 	uint64_t window_ns, duration_ns, xen_khz;
 	size_t mem_limit;
 	int flush_ms;
@@ -190,10 +193,22 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 {
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid() };
 	struct col_bpf_stats st;
+	struct stat nst;
 	struct col_bpf *b = NULL;
 	uint64_t start = col_mono_ms(), last_flush = start;
 	int rv;
 
+	if (o->netns) {
+		char path[512];
+
+		snprintf(path, sizeof(path), strchr(o->netns, '/') ? "%s" : "/var/run/netns/%s", o->netns);
+		if (stat(path, &nst) != 0) {
+			rm_log_error("failed to open network namespace '%s': %s", path, strerror(errno));
+			return RM_ENOENT;
+		}
+		cfg.netns_ino = (uint32_t)nst.st_ino;
+		rm_log_info("accounting only network namespace '%s' (inode %u)", path, cfg.netns_ino);
+	}
 	if ((rv = col_bpf_open(&b, &cfg)) != 0)
 		return rv;
 	rm_log_info("ebpf backend attached; node '%s', window %llu ms", o->node,
@@ -231,6 +246,7 @@ int main(int argc, char **argv)
 		{ "xen-trace", required_argument, NULL, 'x' },
 		{ "xen-cpu-khz", required_argument, NULL, 'k' },
 		{ "window", required_argument, NULL, 'w' },
+		{ "netns", required_argument, NULL, 'N' },
 		{ "spool", required_argument, NULL, 's' },
 		{ "mem-limit", required_argument, NULL, 'm' },
 		{ "flush-ms", required_argument, NULL, 'f' },
@@ -260,6 +276,7 @@ int main(int argc, char **argv)
 		case 'x': o.xen_trace = optarg; break;
 		case 'k': o.xen_khz = strtoull(optarg, NULL, 10); break;
 		case 's': o.spool = optarg; break;
+		case 'N': o.netns = optarg; break;
 		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
 		case 'f': o.flush_ms = atoi(optarg); break;
 		case 'p':

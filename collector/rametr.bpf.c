@@ -35,6 +35,7 @@ const volatile __u64 window_ns = 1000000000ULL;
 const volatile __u64 offset_ns = 0;          /* CLOCK_REALTIME - CLOCK_MONOTONIC */
 const volatile __u32 self_tgid = 0;          /* the collector itself: never segmented */
 const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer above this much data */
+const volatile __u32 netns_ino = 0;          /* nonzero: account only threads of this network namespace */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -167,6 +168,22 @@ RM_INLINE int rm_is_self(void)
 	return self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid;
 }
 
+/*
+ * With a namespace filter, this collector is the "host" made of the threads
+ * of one network namespace: others are as invisible as another machine's.
+ */
+RM_INLINE int rm_ours(struct task_struct *t)
+{
+	if (!netns_ino)
+		return 1;
+	return BPF_CORE_READ(t, nsproxy, net_ns, ns.inum) == netns_ino;
+}
+
+RM_INLINE int rm_current_ours(void)
+{
+	return rm_ours(bpf_get_current_task_btf());
+}
+
 /* I/O by a thread we do not segment: totals and unsegmented only. */
 RM_INLINE void rm_unseg_io(struct rm_env *e, __u64 now, __u64 rx, __u64 tx)
 {
@@ -191,7 +208,7 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	__u64 now, pid_tgid, start = 0;
 	int has_seq = 0;
 
-	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)))
+	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)) || !rm_current_ours())
 		return 0;
 	rm_env_init(&e);
 	now = bpf_ktime_get_ns();
@@ -239,7 +256,7 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	__u64 now, start = 0;
 	int has_seq = 0;
 
-	if (ret <= 0)
+	if (ret <= 0 || !rm_current_ours())
 		return 0;
 	rm_env_init(&e);
 	now = bpf_ktime_get_ns();
@@ -266,12 +283,13 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	struct rm_task *pt = NULL, *nt = NULL;
 	struct rm_env e;
-	int prev_idle = prev->pid == 0;
+	/* a thread of another namespace is, for this host, an idle CPU */
+	int prev_idle = prev->pid == 0 || !rm_ours(prev);
 
 	rm_env_init(&e);
 	if (!prev_idle && !(self_tgid && prev->tgid == self_tgid))
 		pt = bpf_task_storage_get(&tasks, prev, 0, 0);
-	if (next->pid)
+	if (next->pid && rm_ours(next))
 		nt = bpf_task_storage_get(&tasks, next, 0, 0);
 	pt = rm_or_nostate(pt);
 	nt = rm_or_nostate(nt);
@@ -340,6 +358,8 @@ int BPF_PROG(rm_block_rq_issue, struct request *rq)
 	__u32 op = rq->cmd_flags & 0xff;
 
 	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
+		return 0;
+	if (!rm_ours(task))
 		return 0;
 	rm_env_init(&e);
 	if (task->pid && !rm_is_self())
