@@ -118,6 +118,12 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->offset_ns = b->offset_ns;
 	b->skel->rodata->self_tgid = cfg->self_tgid;
 	b->skel->rodata->netns_ino = cfg->netns_ino;
+	b->skel->rodata->follow_wakeups = cfg->follow_wakeups ? 1 : 0;
+	if (!cfg->follow_wakeups) {
+		/* off: not even the futex tracepoints are attached */
+		bpf_program__set_autoload(b->skel->progs.rm_futex_enter, false);
+		bpf_program__set_autoload(b->skel->progs.rm_futex_exit, false);
+	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
 	if (!col_probe_tp_btf("block_rq_issue")) {
 		rm_log_warn("kernel lacks tracepoint 'block_rq_issue': disk bytes are not measured");
@@ -128,6 +134,10 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		col_bpf_close(b);
 		return err == -EPERM ? RM_EPERM : RM_EBPF;
 	}
+	/* capacity starts before the first hook is attached: attaching the
+	 * others can take tens of ms (RCU grace periods under load), while the
+	 * first already counts busy time */
+	b->cap_ts = col_mono_ns();
 	if ((err = rametr_bpf__attach(b->skel)) != 0) {
 		rm_log_error("failed to attach bpf programs: %s", strerror(-err));
 		col_bpf_close(b);
@@ -139,7 +149,6 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		col_bpf_close(b);
 		return RM_EBPF;
 	}
-	b->cap_ts = col_mono_ns();
 	*out = b;
 	return RM_OK;
 }

@@ -20,6 +20,7 @@ struct col_bpf_cfg {
 	int64_t offset_ns;    /* CLOCK_REALTIME - CLOCK_MONOTONIC; windows are wall-clock aligned */
 	uint32_t self_tgid;   /* process never segmented (the collector itself); 0 = none */
 	uint32_t netns_ino;   /* nonzero: only threads of this network namespace (inode) count */
+	int follow_wakeups;   /* wake-up chains: a thread woken by a futex wake inherits the waker's segment */
 };
 
 struct col_bpf_stats {

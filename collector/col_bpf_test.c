@@ -305,6 +305,11 @@ static void check_identity(void)
 		CU_ASSERT_EQUAL(t->rx_bytes, sum_rx[j] + t->unseg_rx);
 		CU_ASSERT_EQUAL(t->tx_bytes, sum_tx[j] + t->unseg_tx);
 		CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2);
+		if (t->busy_ns > wins[j].capacity_ns + 2000000ULL * 2)
+			fprintf(stderr, "window %llu: busy %llu > capacity %llu (lost %llu, unseg %llu, parts %llu)\n",
+				(unsigned long long)t->win, (unsigned long long)t->busy_ns,
+				(unsigned long long)wins[j].capacity_ns, (unsigned long long)t->lost_ns,
+				(unsigned long long)t->unseg_cpu_ns, (unsigned long long)sum_cpu[j]);
 		if (t->busy_ns != sum_cpu[j] + t->unseg_cpu_ns + t->lost_ns)
 			fprintf(stderr, "window %llu: busy %llu parts %llu unseg %llu lost %llu\n",
 				(unsigned long long)t->win, (unsigned long long)t->busy_ns,
@@ -454,10 +459,124 @@ static void test_netns_filter(void)
 	check_identity();
 }
 
+struct handoff {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int fd;          /* connection handed to the worker, -1 = none */
+	pid_t acceptor, worker;
+	int lfd;
+};
+
+static void *handoff_worker(void *arg)
+{
+	struct handoff *h = arg;
+	char buf[400];
+	int fd;
+
+	h->worker = (pid_t)syscall(SYS_gettid);
+	pthread_mutex_lock(&h->mu);
+	while (h->fd < 0)
+		pthread_cond_wait(&h->cv, &h->mu);
+	fd = h->fd;
+	pthread_mutex_unlock(&h->mu);
+	burn_ms(20);
+	memset(buf, 'w', sizeof(buf));
+	if (send(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+		perror("send");
+	return NULL;
+}
+
+static void *handoff_acceptor(void *arg)
+{
+	struct handoff *h = arg;
+	char buf[60];
+	size_t got = 0;
+	int fd;
+
+	h->acceptor = (pid_t)syscall(SYS_gettid);
+	fd = accept(h->lfd, NULL, NULL);
+	while (fd >= 0 && got < sizeof(buf)) {
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	pthread_mutex_lock(&h->mu);
+	h->fd = fd;
+	pthread_cond_signal(&h->cv); /* FUTEX_WAKE: the worker inherits this request */
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+static void test_wakeup_chain(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_wakeups = 1 };
+	struct handoff h = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, -1, 0, 0, -1 };
+	const struct rm_part *acc, *inh;
+	socklen_t alen = sizeof(a);
+	struct col_bpf *b = NULL;
+	pthread_t tw, ta;
+	char buf[400];
+	size_t got = 0, i;
+	uint64_t cpu = 0, tx = 0;
+	int cfd, rv;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	h.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(bind(h.lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(h.lfd, 1) == 0 &&
+			getsockname(h.lfd, (struct sockaddr *)&a, &alen) == 0);
+	pthread_create(&tw, NULL, handoff_worker, &h);
+	usleep(50000); /* the worker sleeps in pthread_cond_wait */
+	pthread_create(&ta, NULL, handoff_acceptor, &h);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	memset(buf, 'q', 60);
+	CU_ASSERT_FATAL(send(cfd, buf, 60, 0) == 60);
+	while (got < sizeof(buf)) {
+		ssize_t n = recv(cfd, buf + got, sizeof(buf) - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	pthread_join(ta, NULL);
+	pthread_join(tw, NULL);
+	close(cfd);
+	close(h.fd);
+	close(h.lfd);
+	CU_ASSERT_EQUAL(got, sizeof(buf));
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+
+	acc = find_part(h.acceptor, RM_PF_START);
+	inh = find_part(h.worker, RM_PF_INHERIT);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(acc);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(inh);
+	CU_ASSERT_EQUAL(inh->parent_seg, acc->seg_id);
+	CU_ASSERT_EQUAL(inh->in.cookie, acc->in.cookie); /* the worker serves the acceptor's request */
+	for (i = 0; i < nparts; i++)
+		if (parts[i].tid == (uint32_t)h.worker && parts[i].seg_id == inh->seg_id) {
+			cpu += parts[i].cpu_ns;
+			tx += parts[i].tx_bytes;
+		}
+	fprintf(stderr, "worker cpu inherited from the hand-off %.3f ms\n", cpu / 1e6);
+	CU_ASSERT(cpu >= 19000000ULL && cpu <= 30000000ULL);
+	CU_ASSERT_EQUAL(tx, 400);
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
 	{ "a namespace filter sees only that namespace's threads", test_netns_filter },
+	{ "a worker woken through a futex inherits the request (wake-up chains)", test_wakeup_chain },
 	CU_TEST_INFO_NULL,
 };
 

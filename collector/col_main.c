@@ -172,6 +172,8 @@ static void col_usage(FILE *f)
 		"  --xen-cpu-khz N    xen: TSC frequency of the traced host\n"
 		"  --netns NAME       ebpf: account only the threads of network namespace NAME\n"
 		"                     (/var/run/netns/NAME, or a path): one collector per namespace \"host\"\n"
+		"  --follow-wakeups   ebpf: a thread woken through a futex by a thread in a segment\n"
+		"                     inherits that segment until its next recv (thread-pool hand-offs)\n"
 		"  --window D         accounting window, e.g. 1s (ebpf), 100ms (xen default)\n"
 		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
 		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
@@ -184,6 +186,7 @@ static void col_usage(FILE *f)
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns;
 	uint64_t window_ns, duration_ns, xen_khz;
+	int follow_wakeups;
 	size_t mem_limit;
 	int flush_ms;
 };
@@ -191,7 +194,8 @@ struct col_opts {
 static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const struct col_sink *sink,
 			int64_t offset)
 {
-	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid() };
+	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
+				   .follow_wakeups = o->follow_wakeups };
 	struct col_bpf_stats st;
 	struct stat nst;
 	struct col_bpf *b = NULL;
@@ -247,6 +251,7 @@ int main(int argc, char **argv)
 		{ "xen-cpu-khz", required_argument, NULL, 'k' },
 		{ "window", required_argument, NULL, 'w' },
 		{ "netns", required_argument, NULL, 'N' },
+		{ "follow-wakeups", no_argument, NULL, 'W' },
 		{ "spool", required_argument, NULL, 's' },
 		{ "mem-limit", required_argument, NULL, 'm' },
 		{ "flush-ms", required_argument, NULL, 'f' },
@@ -277,6 +282,7 @@ int main(int argc, char **argv)
 		case 'k': o.xen_khz = strtoull(optarg, NULL, 10); break;
 		case 's': o.spool = optarg; break;
 		case 'N': o.netns = optarg; break;
+		case 'W': o.follow_wakeups = 1; break;
 		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
 		case 'f': o.flush_ms = atoi(optarg); break;
 		case 'p':

@@ -30,12 +30,12 @@ struct rm_env {
 
 static struct rm_cpu *col_replay_env_cpu(struct rm_env *e);
 static struct rm_wintot *col_replay_env_wintot(struct rm_env *e, __u64 win);
-static int col_replay_env_emit(struct rm_env *e, struct rm_part *p);
+static int col_replay_env_emit(struct rm_env *e, const struct rm_part *part, const struct rm_counts *c);
 
 #define RM_INLINE static inline
 #define rm_env_cpu(e) col_replay_env_cpu(e)
 #define rm_env_wintot(e, win) col_replay_env_wintot((e), (win))
-#define rm_env_emit(e, p) col_replay_env_emit((e), (p))
+#define rm_env_emit(e, p, c) col_replay_env_emit((e), (p), (c))
 
 #include "segmenter.h"
 
@@ -134,10 +134,18 @@ static struct rm_wintot *col_replay_env_wintot(struct rm_env *e, __u64 win)
 	return s;
 }
 
-static int col_replay_env_emit(struct rm_env *e, struct rm_part *p)
+static int col_replay_env_emit(struct rm_env *e, const struct rm_part *part, const struct rm_counts *c)
 {
 	struct col_replay_run *run = e->run;
+	struct rm_part copy = *part, *p = &copy;
 	int rv;
+
+	p->cpu_ns = c->cpu_ns;
+	p->runq_ns = c->runq_ns;
+	p->rx_bytes = c->rx_bytes;
+	p->tx_bytes = c->tx_bytes;
+	p->disk_read = c->disk_read;
+	p->disk_write = c->disk_write;
 
 	run->st.emits++;
 	if (run->sink_rv)

@@ -35,7 +35,8 @@ const volatile __u64 window_ns = 1000000000ULL;
 const volatile __u64 offset_ns = 0;          /* CLOCK_REALTIME - CLOCK_MONOTONIC */
 const volatile __u32 self_tgid = 0;          /* the collector itself: never segmented */
 const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer above this much data */
-const volatile __u32 netns_ino = 0;          /* nonzero: account only threads of this network namespace */
+const volatile __u32 netns_ino = 0;
+const volatile __u32 follow_wakeups = 0;     /* wake-up chains through futex wakes */          /* nonzero: account only threads of this network namespace */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -106,13 +107,25 @@ RM_INLINE struct rm_wintot *rm_env_wintot(struct rm_env *e, __u64 win)
 	return w;
 }
 
-RM_INLINE int rm_env_emit(struct rm_env *e, struct rm_part *p)
+RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struct rm_counts *c)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
+	struct rm_part *out;
 
+	out = bpf_ringbuf_reserve(&parts, sizeof(*out), 0);
+	if (!out)
+		return -1;
+	__builtin_memcpy(out, p, sizeof(*out));
+	out->cpu_ns = c->cpu_ns;
+	out->runq_ns = c->runq_ns;
+	out->rx_bytes = c->rx_bytes;
+	out->tx_bytes = c->tx_bytes;
+	out->disk_read = c->disk_read;
+	out->disk_write = c->disk_write;
 	if (bpf_ringbuf_query(&parts, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
-	return bpf_ringbuf_output(&parts, p, sizeof(*p), flags);
+	bpf_ringbuf_submit(out, flags);
+	return 0;
 }
 
 #include "segmenter.h"
@@ -191,10 +204,10 @@ RM_INLINE void rm_unseg_io(struct rm_env *e, __u64 now, __u64 rx, __u64 tx)
 
 	if (!w)
 		return;
-	w->rx_bytes += rx;
-	w->unseg_rx += rx;
-	w->tx_bytes += tx;
-	w->unseg_tx += tx;
+	RM_ADD(&w->rx_bytes, rx);
+	RM_ADD(&w->unseg_rx, rx);
+	RM_ADD(&w->tx_bytes, tx);
+	RM_ADD(&w->unseg_tx, tx);
 }
 
 SEC("tp_btf/sock_recv_length")
@@ -302,10 +315,51 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
 {
-	struct rm_task *t = bpf_task_storage_get(&tasks, p, 0, 0);
+	struct rm_task *t, *w;
+	struct task_struct *cur;
+	struct rm_env e;
 
+	if (follow_wakeups) {
+		cur = bpf_get_current_task_btf();
+		w = bpf_task_storage_get(&tasks, cur, 0, 0);
+		if (w && w->waking && w->mode == RM_MODE_SEG && cur->pid != p->pid && rm_ours(p)) {
+			t = bpf_task_storage_get(&tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+			if (t) {
+				rm_env_init(&e);
+				if (rm_on_wake_inherit(&e, w, t, bpf_ktime_get_ns(), p->tgid, p->pid))
+					bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), p->comm);
+				return 0;
+			}
+		}
+	}
+	t = bpf_task_storage_get(&tasks, p, 0, 0);
 	if (t)
 		rm_on_wakeup(t, bpf_ktime_get_ns());
+	return 0;
+}
+
+/* Wake-up chains: mark a segmented thread while it is inside a futex wake. */
+SEC("tracepoint/syscalls/sys_enter_futex")
+int rm_futex_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	int cmd = (int)ctx->args[1] & 0x7f; /* without FUTEX_PRIVATE_FLAG / FUTEX_CLOCK_REALTIME */
+	struct rm_task *t;
+
+	if (cmd != 1 && cmd != 5 && cmd != 10) /* FUTEX_WAKE, FUTEX_WAKE_OP, FUTEX_WAKE_BITSET */
+		return 0;
+	t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0);
+	if (t && t->mode == RM_MODE_SEG)
+		t->waking = 1;
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex")
+int rm_futex_exit(void *ctx)
+{
+	struct rm_task *t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0);
+
+	if (t)
+		t->waking = 0;
 	return 0;
 }
 

@@ -79,11 +79,18 @@ struct rm_part {
 	__u64 blocked_ns; /* Xen backend: time blocked (not runnable) */
 };
 
+/* The counters of a part, taken out of it atomically when it is emitted. */
+struct rm_counts {
+	__u64 cpu_ns, runq_ns, rx_bytes, tx_bytes, disk_read, disk_write;
+};
+
 /* Per-thread state (task storage in the kernel). */
 struct rm_task {
 	__u32 mode;       /* RM_MODE_* */
 	__u32 dirty;      /* cur holds something not yet emitted */
 	__u64 wake_ns;    /* when the thread became runnable, 0 if not waiting */
+	__u32 waking;     /* inside a futex wake (wake-up chains option) */
+	__u32 pad;
 	struct rm_part cur;
 };
 

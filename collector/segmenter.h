@@ -31,11 +31,27 @@
  *   rm_env_wintot(e, win)        -> struct rm_wintot * (slot of e->cpu for win,
  *                                   zeroed and claimed if it held an older window;
  *                                   NULL if it already holds a newer one)
- *   rm_env_emit(e, part)         emit a copy of *part; returns 0 or negative if dropped
+ *   rm_env_emit(e, part, counts) emit a copy of *part whose six counters are
+ *                                   *counts; returns 0, or negative if dropped
  * and includes rametr.h.
+ *
+ * Concurrency. In the kernel hooks can nest: an interrupt may run another
+ * hook (block_rq_issue, which cuts the interrupted thread's slice, or a
+ * wake-up) in the middle of one, on the same CPU and for the same thread.
+ * Therefore the per-CPU cut time is claimed with a
+ * compare-and-swap (a slice is accounted by whoever moves last_ns forward,
+ * never twice), every counter of a part or a window is only ever added to
+ * atomically, and a part's counters are taken out with an atomic exchange
+ * when it is emitted: whatever the interleaving, each nanosecond and byte
+ * is counted once, in busy and in exactly one of part / unsegmented / lost.
+ * (Flags and tuples of a part emitted during such an interleaving may be
+ * those of a neighbouring transition; totals are exact.)
  */
 #ifndef RM_SEGMENTER_H
 #define RM_SEGMENTER_H
+
+#define RM_ADD(p, v) __sync_fetch_and_add((p), (v))
+#define RM_TAKE(p) __sync_lock_test_and_set((p), 0)
 
 RM_INLINE __u64 rm_win(const struct rm_env *e, __u64 ts)
 {
@@ -47,34 +63,35 @@ RM_INLINE __u64 rm_win_start(const struct rm_env *e, __u64 w)
 	return w * e->window_ns - e->offset_ns;
 }
 
-/* Emit t->cur if it holds anything, then clear its counters and one-shot flags. */
+/* Emit t->cur if it holds anything (taking its counters), then clear its one-shot flags. */
 RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 {
 	struct rm_part *p = &t->cur;
+	struct rm_counts c;
 
 	if (t->dirty) {
-		if (rm_env_emit(e, p) < 0) {
+		t->dirty = 0;
+		c.cpu_ns = RM_TAKE(&p->cpu_ns);
+		c.runq_ns = RM_TAKE(&p->runq_ns);
+		c.rx_bytes = RM_TAKE(&p->rx_bytes);
+		c.tx_bytes = RM_TAKE(&p->tx_bytes);
+		c.disk_read = RM_TAKE(&p->disk_read);
+		c.disk_write = RM_TAKE(&p->disk_write);
+		if (rm_env_emit(e, p, &c) < 0) {
 			/* The ring is full: the part's CPU becomes 'lost' in its
 			 * window, its bytes unsegmented, so the identity holds. */
 			struct rm_wintot *w = rm_env_wintot(e, p->win);
 
 			if (w) {
-				w->dropped_parts++;
-				w->lost_ns += p->cpu_ns;
-				w->unseg_rx += p->rx_bytes;
-				w->unseg_tx += p->tx_bytes;
-				w->unseg_disk_read += p->disk_read;
-				w->unseg_disk_write += p->disk_write;
+				RM_ADD(&w->dropped_parts, 1);
+				RM_ADD(&w->lost_ns, c.cpu_ns);
+				RM_ADD(&w->unseg_rx, c.rx_bytes);
+				RM_ADD(&w->unseg_tx, c.tx_bytes);
+				RM_ADD(&w->unseg_disk_read, c.disk_read);
+				RM_ADD(&w->unseg_disk_write, c.disk_write);
 			}
 		}
 	}
-	t->dirty = 0;
-	p->cpu_ns = 0;
-	p->runq_ns = 0;
-	p->rx_bytes = 0;
-	p->tx_bytes = 0;
-	p->disk_read = 0;
-	p->disk_write = 0;
 	p->flags &= (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_ASSOC | RM_PF_SEQ_SUSPECT);
 }
 
@@ -105,8 +122,8 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 		struct rm_wintot *lw = rm_env_wintot(e, wb - RM_MAX_SPLIT + 1);
 
 		if (lw) {
-			lw->busy_ns += keep - from;
-			lw->lost_ns += keep - from;
+			RM_ADD(&lw->busy_ns, keep - from);
+			RM_ADD(&lw->lost_ns, keep - from);
 		}
 		from = keep;
 		wa = wb - RM_MAX_SPLIT + 1;
@@ -129,28 +146,49 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 		wt = rm_env_wintot(e, w);
 		if (!wt)
 			continue;
-		wt->busy_ns += d;
+		RM_ADD(&wt->busy_ns, d);
 		if (t && t->mode == RM_MODE_SEG) {
 			rm_task_win(e, t, w);
-			t->cur.cpu_ns += d;
+			RM_ADD(&t->cur.cpu_ns, d);
 			t->cur.end_ns = end;
 			t->dirty = 1;
 		} else {
-			wt->unseg_cpu_ns += d;
+			RM_ADD(&wt->unseg_cpu_ns, d);
 		}
 	}
 }
 
 /* Close the CPU slice of the thread running on e->cpu at time now. */
+/*
+ * Move the CPU's cut time forward to now and return where the slice to
+ * account starts; 0 if there is nothing to account (first event on the CPU,
+ * or someone else already accounted up to now or beyond).
+ */
+RM_INLINE __u64 rm_claim(struct rm_cpu *c, __u64 now)
+{
+	__u64 old;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		old = c->last_ns;
+		if (old >= now)
+			return 0;
+		if (__sync_val_compare_and_swap(&c->last_ns, old, now) == old)
+			return old;
+	}
+	return 0;
+}
+
 RM_INLINE void rm_cut(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	struct rm_cpu *c = rm_env_cpu(e);
+	__u64 from;
 
 	if (!c)
 		return;
-	if (c->last_ns)
-		rm_account_cpu(e, t, c->last_ns, now);
-	c->last_ns = now;
+	from = rm_claim(c, now);
+	if (from)
+		rm_account_cpu(e, t, from, now);
 }
 
 RM_INLINE __u64 rm_next_seg_id(struct rm_env *e)
@@ -198,11 +236,11 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	rm_cut(e, t, now);
 	wt = rm_env_wintot(e, w);
 	if (wt)
-		wt->rx_bytes += bytes;
+		RM_ADD(&wt->rx_bytes, bytes);
 	if (t->mode == RM_MODE_SEG && t->cur.in.cookie == tp->cookie) {
 		/* more bytes of the same request (partial reads) */
 		rm_task_win(e, t, w);
-		t->cur.rx_bytes += bytes;
+		RM_ADD(&t->cur.rx_bytes, bytes);
 		t->cur.end_ns = now;
 		if (has_seq && (t->cur.flags & RM_PF_IN_SEQ) && (__u32)seq_start == (__u32)t->cur.in_seq_end)
 			t->cur.in_seq_end += bytes;
@@ -221,7 +259,7 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	t->cur.pid = pid;
 	t->cur.tid = tid;
 	__builtin_memcpy(&t->cur.in, tp, sizeof(*tp));
-	t->cur.rx_bytes = bytes;
+	RM_ADD(&t->cur.rx_bytes, bytes);
 	if (has_seq) {
 		t->cur.flags |= RM_PF_IN_SEQ;
 		t->cur.in_seq_start = seq_start;
@@ -240,10 +278,10 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const 
 	rm_cut(e, t, now);
 	wt = rm_env_wintot(e, w);
 	if (wt)
-		wt->tx_bytes += bytes;
+		RM_ADD(&wt->tx_bytes, bytes);
 	if (!t || t->mode == RM_MODE_NONE) {
 		if (wt)
-			wt->unseg_tx += bytes;
+			RM_ADD(&wt->unseg_tx, bytes);
 		return;
 	}
 	p = &t->cur;
@@ -266,7 +304,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const 
 		p->flags |= RM_PF_ASSOC;
 	}
 	__builtin_memcpy(&p->out, tp, sizeof(*tp));
-	p->tx_bytes += bytes;
+	RM_ADD(&p->tx_bytes, bytes);
 	p->end_ns = now;
 	if (has_seq) {
 		/* out_seq_end == seq_start modulo 2^32 here: extend, do not wrap */
@@ -302,21 +340,21 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
 	if (charged) {
 		rm_task_win(e, t, w);
 		if (is_write)
-			t->cur.disk_write += bytes;
+			RM_ADD(&t->cur.disk_write, bytes);
 		else
-			t->cur.disk_read += bytes;
+			RM_ADD(&t->cur.disk_read, bytes);
 		t->dirty = 1;
 	}
 	if (!wt)
 		return;
 	if (is_write) {
-		wt->disk_write += bytes;
+		RM_ADD(&wt->disk_write, bytes);
 		if (!charged)
-			wt->unseg_disk_write += bytes;
+			RM_ADD(&wt->unseg_disk_write, bytes);
 	} else {
-		wt->disk_read += bytes;
+		RM_ADD(&wt->disk_read, bytes);
 		if (!charged)
-			wt->unseg_disk_read += bytes;
+			RM_ADD(&wt->unseg_disk_read, bytes);
 	}
 }
 
@@ -335,12 +373,13 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 			    struct rm_task *next_t, __u64 now)
 {
 	struct rm_cpu *c = rm_env_cpu(e);
+	__u64 from;
 
 	if (!c)
 		return;
-	if (c->last_ns && !prev_idle)
-		rm_account_cpu(e, prev_t, c->last_ns, now);
-	c->last_ns = now;
+	from = rm_claim(c, now);
+	if (from && !prev_idle)
+		rm_account_cpu(e, prev_t, from, now);
 	if (prev_t)
 		prev_t->wake_ns = prev_runnable ? now : 0;
 	if (next_t && next_t->wake_ns) {
@@ -348,7 +387,7 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 
 		if (next_t->mode == RM_MODE_SEG) {
 			rm_task_win(e, next_t, rm_win(e, now));
-			next_t->cur.runq_ns += d;
+			RM_ADD(&next_t->cur.runq_ns, d);
 			next_t->dirty = 1;
 		}
 		next_t->wake_ns = 0;
@@ -383,6 +422,26 @@ RM_INLINE int rm_on_fork(struct rm_env *e, const struct rm_task *parent_t, struc
 	p->disk_read = 0;
 	p->disk_write = 0;
 	child_t->wake_ns = 0;
+	return 1;
+}
+
+/*
+ * Wake-up chains (an option): thread waker_t, in a segment and inside a
+ * futex wake, makes wakee_t runnable (a hand-off to a worker thread through
+ * a queue). A wakee that is not in a segment of its own inherits the
+ * waker's, as a thread created there would, until its next recv. Whatever
+ * the wakee still held (an associated part) is emitted first.
+ * Returns 1 if the wakee inherited.
+ */
+RM_INLINE int rm_on_wake_inherit(struct rm_env *e, const struct rm_task *waker_t, struct rm_task *wakee_t,
+				 __u64 now, __u32 wakee_pid, __u32 wakee_tid)
+{
+	if (!waker_t || waker_t->mode != RM_MODE_SEG || !waker_t->waking || wakee_t->mode == RM_MODE_SEG)
+		return 0;
+	rm_flush(e, wakee_t);
+	if (!rm_on_fork(e, waker_t, wakee_t, now, wakee_pid, wakee_tid))
+		return 0;
+	wakee_t->wake_ns = now;
 	return 1;
 }
 
