@@ -36,7 +36,7 @@ struct tinst {
 };
 
 struct tsrv {
-	char url[256];
+	char url[320];
 	nng_socket sock;
 	pthread_t thread;
 	atomic_int stop, running, crashed;
