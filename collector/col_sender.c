@@ -5,6 +5,11 @@
  * aggregator over an nng req0 socket, stop-and-wait. Owns the spool file and
  * the dead-letter file; see col_sender.h for the protocol and file format.
  *
+ * Socket operations are nng_aio's without nng timeouts, waited for on our own
+ * condition variable and cancelled when late or when col_sender_close()
+ * asks: nng 1.5.2's timer queue is not relied upon, and the socket is never
+ * closed under a thread blocked in it (a known source of nng deadlocks).
+ *
  * Locking: `mu` guards the queue, the counters, the pending command ids and
  * `stop`; `submit_mu` serialises col_sender_submit() so seqs are queued in
  * order. File I/O on the spool happens under `mu`, except that the thread
@@ -22,7 +27,6 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +66,11 @@ struct col_sender {
 
 	nng_socket sock;
 	int sock_open;
+	nng_aio *aio;              /* the thread's one socket operation */
+	pthread_mutex_t amu;
+	pthread_cond_t acv;
+	int adone;                 /* aio completed (under amu) */
+	atomic_int halt;           /* close: abandon the operation in flight */
 	pthread_t thread;
 	int thread_started;
 	atomic_int need_hello;     /* set by nng on every new connection */
@@ -631,6 +640,43 @@ static void col_set_down(struct col_sender *s, const char *why)
 	s->down = 1;
 }
 
+/* Readies s->aio's completion flag before an operation is started on it. */
+static void col_aio_arm(struct col_sender *s)
+{
+	pthread_mutex_lock(&s->amu);
+	s->adone = 0;
+	pthread_mutex_unlock(&s->amu);
+}
+
+static void col_aio_done(void *arg)
+{
+	struct col_sender *s = arg;
+
+	pthread_mutex_lock(&s->amu);
+	s->adone = 1;
+	pthread_cond_signal(&s->acv);
+	pthread_mutex_unlock(&s->amu);
+}
+
+/*
+ * Waits for the operation just started on s->aio, at most ms or until close;
+ * cancels it if late. Returns its nng result (NNG_ECANCELED if late).
+ */
+static int col_aio_wait(struct col_sender *s, int ms)
+{
+	struct timespec ts;
+
+	col_ms_from_now(&ts, ms);
+	pthread_mutex_lock(&s->amu);
+	while (!s->adone && !atomic_load(&s->halt) &&
+	       pthread_cond_timedwait(&s->acv, &s->amu, &ts) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&s->amu);
+	nng_aio_cancel(s->aio); /* no effect if it completed */
+	nng_aio_wait(s->aio);   /* the callback has run */
+	return nng_aio_result(s->aio);
+}
+
 /*
  * One request: sends buf, awaits an Ack for seq. Called by the thread without
  * mu. On COL_DEAD, err receives the aggregator's status and error.
@@ -640,23 +686,41 @@ static enum col_outcome col_request(struct col_sender *s, const uint8_t *buf, si
 {
 	Rametr__Envelope *env = NULL;
 	enum col_outcome out;
+	nng_msg *msg = NULL;
 	char derr[256];
-	void *rep = NULL;
-	size_t replen = 0;
 	int rv;
 
-	if ((rv = nng_send(s->sock, (void *)buf, len, 0)) != 0) {
-		if (rv != NNG_ECLOSED) /* closed: col_sender_close() is running */
-			col_set_down(s, nng_strerror(rv));
+	if (nng_msg_alloc(&msg, 0) != 0) {
+		rm_log_error("out of memory for a request of %zu bytes", len);
 		return COL_RETRY;
 	}
-	if ((rv = nng_recv(s->sock, &rep, &replen, NNG_FLAG_ALLOC)) != 0) {
-		if (rv != NNG_ECLOSED)
-			col_set_down(s, nng_strerror(rv));
+	if (nng_msg_append(msg, buf, len) != 0) {
+		nng_msg_free(msg);
+		rm_log_error("out of memory for a request of %zu bytes", len);
 		return COL_RETRY;
 	}
-	rv = rm_wire_decode(rep, replen, &env, derr, sizeof(derr));
-	nng_free(rep, replen);
+	col_aio_arm(s);
+	nng_aio_set_msg(s->aio, msg);
+	nng_send_aio(s->sock, s->aio);
+	if ((rv = col_aio_wait(s, s->timeout_ms)) != 0) {
+		nng_msg_free(nng_aio_get_msg(s->aio)); /* not sent: still ours */
+		nng_aio_set_msg(s->aio, NULL);
+		if (!atomic_load(&s->halt))
+			col_set_down(s, rv == NNG_ECANCELED ? "timed out" : nng_strerror(rv));
+		return COL_RETRY;
+	}
+	nng_aio_set_msg(s->aio, NULL);
+	col_aio_arm(s);
+	nng_recv_aio(s->sock, s->aio);
+	if ((rv = col_aio_wait(s, s->timeout_ms)) != 0) {
+		if (!atomic_load(&s->halt))
+			col_set_down(s, rv == NNG_ECANCELED ? "timed out" : nng_strerror(rv));
+		return COL_RETRY;
+	}
+	msg = nng_aio_get_msg(s->aio);
+	nng_aio_set_msg(s->aio, NULL);
+	rv = rm_wire_decode(nng_msg_body(msg), nng_msg_len(msg), &env, derr, sizeof(derr));
+	nng_msg_free(msg);
 	if (rv != RM_OK || env->body_case != RAMETR__ENVELOPE__BODY_ACK) {
 		rm_log_warn("undecodable reply from aggregator at '%s': %s", s->url,
 			    rv ? derr : "not an ack");
@@ -1176,6 +1240,10 @@ static void col_sender_free(struct col_sender *s)
 	free(s->cur_buf);
 	if (s->spool_fd >= 0)
 		close(s->spool_fd);
+	if (s->aio)
+		nng_aio_free(s->aio);
+	pthread_cond_destroy(&s->acv);
+	pthread_mutex_destroy(&s->amu);
 	pthread_cond_destroy(&s->work);
 	pthread_cond_destroy(&s->done);
 	pthread_mutex_destroy(&s->mu);
@@ -1204,12 +1272,17 @@ void col_sender_close(struct col_sender *s)
 	pthread_cond_broadcast(&s->done);
 	pthread_mutex_unlock(&s->mu);
 	pthread_mutex_unlock(&s->submit_mu);
-	if (s->sock_open) {
-		nng_close(s->sock); /* interrupts a request in flight */
-		s->sock_open = 0;
-	}
+	/* abandon a request in flight (it stays unacked), then let the thread end */
+	pthread_mutex_lock(&s->amu);
+	atomic_store(&s->halt, 1);
+	pthread_cond_broadcast(&s->acv);
+	pthread_mutex_unlock(&s->amu);
 	if (s->thread_started)
 		pthread_join(s->thread, NULL);
+	if (s->sock_open) {
+		nng_close(s->sock);
+		s->sock_open = 0;
+	}
 
 	/* the thread is gone: keep every unacked batch, oldest first */
 	if (col_spool_cur(s) != RM_OK)
@@ -1307,6 +1380,7 @@ int col_sender_open(struct col_sender **out, const struct col_sender_cfg *cfg)
 	s->spool_fd = -1;
 	pthread_mutex_init(&s->submit_mu, NULL);
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->amu, NULL);
 	{
 		pthread_condattr_t ca;
 
@@ -1314,6 +1388,7 @@ int col_sender_open(struct col_sender **out, const struct col_sender_cfg *cfg)
 		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 		pthread_cond_init(&s->work, &ca);
 		pthread_cond_init(&s->done, &ca);
+		pthread_cond_init(&s->acv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
 	if (!cfg->hostname) {
@@ -1371,8 +1446,7 @@ int col_sender_open(struct col_sender **out, const struct col_sender_cfg *cfg)
 	}
 	s->sock_open = 1;
 	if ((rv = nng_socket_set_ms(s->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
-	    (rv = nng_socket_set_ms(s->sock, NNG_OPT_RECVTIMEO, s->timeout_ms)) != 0 ||
-	    (rv = nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, s->timeout_ms)) != 0 ||
+	    (rv = nng_aio_alloc(&s->aio, col_aio_done, s)) != 0 ||
 	    (rv = nng_socket_set_ms(s->sock, NNG_OPT_RECONNMINT, 50)) != 0 ||
 	    (rv = nng_socket_set_ms(s->sock, NNG_OPT_RECONNMAXT, 1000)) != 0 ||
 	    (rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, RM_WIRE_MAX_MSG)) != 0 ||
@@ -1381,6 +1455,7 @@ int col_sender_open(struct col_sender **out, const struct col_sender_cfg *cfg)
 		rv = RM_EIO;
 		goto fail;
 	}
+	nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE);
 	if ((rv = nng_dial(s->sock, s->url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
 		rm_log_error("failed to dial '%s': %s", s->url, nng_strerror(rv));
 		rv = RM_EIO;
