@@ -118,11 +118,11 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->offset_ns = b->offset_ns;
 	b->skel->rodata->self_tgid = cfg->self_tgid;
 	b->skel->rodata->netns_ino = cfg->netns_ino;
-	b->skel->rodata->follow_wakeups = cfg->follow_wakeups ? 1 : 0;
 	if (!cfg->follow_wakeups) {
-		/* off: not even the futex tracepoints are attached */
+		/* off: not even the futex and waking tracepoints are attached */
 		bpf_program__set_autoload(b->skel->progs.rm_futex_enter, false);
 		bpf_program__set_autoload(b->skel->progs.rm_futex_exit, false);
+		bpf_program__set_autoload(b->skel->progs.rm_sched_waking, false);
 	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
 	if (!col_probe_tp_btf("block_rq_issue")) {

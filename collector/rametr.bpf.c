@@ -315,26 +315,33 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
 {
-	struct rm_task *t, *w;
-	struct task_struct *cur;
-	struct rm_env e;
+	struct rm_task *t = bpf_task_storage_get(&tasks, p, 0, 0);
 
-	if (follow_wakeups) {
-		cur = bpf_get_current_task_btf();
-		w = bpf_task_storage_get(&tasks, cur, 0, 0);
-		if (w && w->waking && w->mode == RM_MODE_SEG && cur->pid != p->pid && rm_ours(p)) {
-			t = bpf_task_storage_get(&tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-			if (t) {
-				rm_env_init(&e);
-				if (rm_on_wake_inherit(&e, w, t, bpf_ktime_get_ns(), p->tgid, p->pid))
-					bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), p->comm);
-				return 0;
-			}
-		}
-	}
-	t = bpf_task_storage_get(&tasks, p, 0, 0);
 	if (t)
 		rm_on_wakeup(t, bpf_ktime_get_ns());
+	return 0;
+}
+
+/*
+ * Wake-up chains. sched_waking fires in the waker's context (sched_wakeup
+ * may fire later from the wakee's CPU, where current is someone else).
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(rm_sched_waking, struct task_struct *p)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct rm_task *t, *w;
+	struct rm_env e;
+
+	w = bpf_task_storage_get(&tasks, cur, 0, 0);
+	if (!w || !w->waking || w->mode != RM_MODE_SEG || cur->pid == p->pid || !rm_ours(p))
+		return 0;
+	t = bpf_task_storage_get(&tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t)
+		return 0;
+	rm_env_init(&e);
+	if (rm_on_wake_inherit(&e, w, t, bpf_ktime_get_ns(), p->tgid, p->pid))
+		bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), p->comm);
 	return 0;
 }
 
