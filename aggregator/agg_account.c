@@ -1,6 +1,8 @@
 /*
- * agg_account.c - applies attributed charges and window totals to storage,
- * one transaction per collector batch (see agg_account.h).
+ * agg_account.c - applies attributed charges, split counts, held-part
+ * changes and window totals to storage, one transaction per collector batch
+ * or expiry pass (see agg_account.h). Owns the in-memory sums of the open
+ * transaction.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -10,18 +12,24 @@
 #include "rm_err.h"
 #include "banned.h"
 
+enum agg_kind { AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT };
+
 struct agg_sum {
-	uint64_t win;
-	const char *ce;
-	const char *reason;
-	uint64_t v[ST_R_COUNT];
-	int used;
+	int kind;             /* 0 = free slot */
+	const char *node;
+	uint64_t window_ns, win;
+	const char *key;      /* CE or reason; NULL for splits */
+	uint64_t v[ST_R_COUNT]; /* splits: the count in v[0] */
 };
 
 struct agg_account {
 	st_db *db;
 	struct agg_sum *tab;   /* open addressing, cap a power of two */
 	size_t cap, n;
+	int open;              /* a transaction is open */
+	int is_batch;
+	struct agg_batch_meta m;
+	uint64_t nch, nsplit;  /* of the open transaction */
 	struct agg_account_stats stats;
 };
 
@@ -43,18 +51,29 @@ void agg_account_close(struct agg_account *a)
 {
 	if (!a)
 		return;
+	agg_account_abort(a);
 	free(a->tab);
 	free(a);
 }
 
-static uint64_t agg_hash(uint64_t win, const char *ce, const char *reason)
+static uint64_t agg_str_hash(uint64_t h, const char *s)
 {
-	const char *s = ce ? ce : reason;
-	uint64_t h = win * 0x9e3779b97f4a7c15ULL ^ (ce ? 1 : 2);
-
-	while (*s)
+	while (s && *s)
 		h = (h ^ (unsigned char)*s++) * 0x100000001b3ULL;
 	return h;
+}
+
+static uint64_t agg_hash(const struct agg_sum *k)
+{
+	uint64_t h = (k->win * 0x9e3779b97f4a7c15ULL) ^ (k->window_ns * 31) ^ (uint64_t)k->kind;
+
+	return agg_str_hash(agg_str_hash(h, k->node) * 0x9e3779b97f4a7c15ULL, k->key);
+}
+
+static int agg_sum_eq(const struct agg_sum *a, const struct agg_sum *b)
+{
+	return a->kind == b->kind && a->win == b->win && a->window_ns == b->window_ns &&
+	       strcmp(a->node, b->node) == 0 && (!a->key || strcmp(a->key, b->key) == 0);
 }
 
 static int agg_sum_grow(struct agg_account *a)
@@ -68,10 +87,10 @@ static int agg_sum_grow(struct agg_account *a)
 		struct agg_sum *e = &a->tab[i];
 		size_t j;
 
-		if (!e->used)
+		if (!e->kind)
 			continue;
-		j = agg_hash(e->win, e->ce, e->reason) & (ncap - 1);
-		while (nt[j].used)
+		j = agg_hash(e) & (ncap - 1);
+		while (nt[j].kind)
 			j = (j + 1) & (ncap - 1);
 		nt[j] = *e;
 	}
@@ -81,70 +100,119 @@ static int agg_sum_grow(struct agg_account *a)
 	return RM_OK;
 }
 
-static int agg_sum_add(struct agg_account *a, const struct agg_charge *c)
+/* The sum of key k, created (zero) if missing. */
+static int agg_sum_get(struct agg_account *a, const struct agg_sum *k, struct agg_sum **out)
 {
-	const char *reason = c->ce ? NULL : c->reason;
 	size_t j;
-	int r, rv;
+	int rv;
 
-	if (!c->ce && !c->reason)
-		return RM_EINVAL;
 	if ((a->n + 1) * 2 > a->cap && (rv = agg_sum_grow(a)) != 0)
 		return rv;
-	j = agg_hash(c->win, c->ce, reason) & (a->cap - 1);
-	while (a->tab[j].used) {
-		struct agg_sum *e = &a->tab[j];
-
-		if (e->win == c->win && ((c->ce && e->ce && !strcmp(e->ce, c->ce)) ||
-					 (!c->ce && !e->ce && !strcmp(e->reason, reason))))
-			break;
+	j = agg_hash(k) & (a->cap - 1);
+	while (a->tab[j].kind && !agg_sum_eq(&a->tab[j], k))
 		j = (j + 1) & (a->cap - 1);
-	}
-	if (!a->tab[j].used) {
-		a->tab[j].used = 1;
-		a->tab[j].win = c->win;
-		a->tab[j].ce = c->ce;
-		a->tab[j].reason = reason;
+	if (!a->tab[j].kind) {
+		a->tab[j] = *k;
+		memset(a->tab[j].v, 0, sizeof(a->tab[j].v));
 		a->n++;
 	}
-	for (r = 0; r < ST_R_COUNT; r++)
-		a->tab[j].v[r] += c->v[r];
+	*out = &a->tab[j];
 	return RM_OK;
 }
 
-static int agg_win_start(const struct agg_batch_meta *m, uint64_t win, int64_t *start)
+/* Node and window length of a charge: its own, else the batch's. */
+static int agg_origin(const struct agg_account *a, const char *node, uint64_t window_ns, struct agg_sum *k)
 {
-	if (m->window_ns == 0 || win > (uint64_t)INT64_MAX / m->window_ns)
+	k->node = node ? node : (a->is_batch ? a->m.node : NULL);
+	k->window_ns = window_ns ? window_ns : (a->is_batch ? a->m.window_ns : 0);
+	return k->node && k->window_ns ? RM_OK : RM_EINVAL;
+}
+
+int agg_account_add(struct agg_account *a, const struct agg_charge *c)
+{
+	struct agg_sum k = { 0 }, *e;
+	int r, rv;
+
+	if (!a->open)
+		return RM_ESTATE;
+	if (!c->ce && !c->reason)
 		return RM_EINVAL;
-	*start = (int64_t)(win * m->window_ns);
+	if ((rv = agg_origin(a, c->node, c->window_ns, &k)) != 0)
+		return rv;
+	k.kind = c->ce ? AGG_K_CE : AGG_K_REASON;
+	k.key = c->ce ? c->ce : c->reason;
+	k.win = c->win;
+	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+		return rv;
+	for (r = 0; r < ST_R_COUNT; r++)
+		e->v[r] += c->v[r];
+	a->nch++;
 	return RM_OK;
 }
 
-static int agg_write(struct agg_account *a, const struct agg_batch_meta *m, const struct agg_window *w, size_t nw)
+int agg_account_add_split(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win)
 {
-	int64_t start, len = (int64_t)m->window_ns;
+	struct agg_sum k = { 0 }, *e;
+	int rv;
+
+	if (!a->open)
+		return RM_ESTATE;
+	if ((rv = agg_origin(a, node, window_ns, &k)) != 0)
+		return rv;
+	k.kind = AGG_K_SPLIT;
+	k.win = win;
+	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+		return rv;
+	e->v[0]++;
+	a->nsplit++;
+	return RM_OK;
+}
+
+static int agg_win_start(uint64_t window_ns, uint64_t win, int64_t *start)
+{
+	if (window_ns == 0 || window_ns > (uint64_t)INT64_MAX || win > (uint64_t)INT64_MAX / window_ns ||
+	    win * window_ns > (uint64_t)INT64_MAX - window_ns)
+		return RM_EINVAL;
+	*start = (int64_t)(win * window_ns);
+	return RM_OK;
+}
+
+static int agg_write(struct agg_account *a, const struct agg_window *w, size_t nw)
+{
+	const struct agg_batch_meta *m = &a->m;
+	int64_t start, len;
 	size_t i;
 	int r, rv;
 
 	for (i = 0; i < a->cap; i++) {
 		struct agg_sum *e = &a->tab[i];
 
-		if (!e->used)
+		if (!e->kind)
 			continue;
-		if ((rv = agg_win_start(m, e->win, &start)) != 0)
+		if ((rv = agg_win_start(e->window_ns, e->win, &start)) != 0)
 			return rv;
+		len = (int64_t)e->window_ns;
+		if (e->kind == AGG_K_SPLIT) {
+			if ((rv = st_add_split(a->db, e->node, start, len, e->v[0])) != 0)
+				return rv;
+			a->stats.rows_written++;
+			continue;
+		}
 		for (r = 0; r < ST_R_COUNT; r++) {
 			if (!e->v[r])
 				continue;
-			rv = e->ce ? st_add_usage(a->db, m->node, start, len, r, e->ce, e->v[r])
-				   : st_add_unacct(a->db, m->node, start, len, r, e->reason, e->v[r]);
+			rv = e->kind == AGG_K_CE ? st_add_usage(a->db, e->node, start, len, r, e->key, e->v[r])
+						 : st_add_unacct(a->db, e->node, start, len, r, e->key, e->v[r]);
 			if (rv)
 				return rv;
 			a->stats.rows_written++;
 		}
 	}
+	if (nw && !a->is_batch)
+		return RM_EINVAL;
+	len = (int64_t)m->window_ns;
 	for (i = 0; i < nw; i++) {
-		if ((rv = agg_win_start(m, w[i].win, &start)) != 0)
+		if ((rv = agg_win_start(m->window_ns, w[i].win, &start)) != 0)
 			return rv;
 		for (r = 0; r < ST_R_COUNT; r++) {
 			uint64_t cap = r == ST_R_CPU ? w[i].capacity_ns : 0;
@@ -168,49 +236,117 @@ static int agg_write(struct agg_account *a, const struct agg_batch_meta *m, cons
 	return RM_OK;
 }
 
-int agg_account_apply(struct agg_account *a, const struct agg_batch_meta *m, const struct agg_charge *ch,
-		      size_t nch, const struct agg_window *w, size_t nw, int *duplicate)
+int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int *duplicate)
 {
 	uint64_t last = 0;
-	size_t i;
 	int rv;
 
-	*duplicate = 0;
-	if (!m->node || !m->seq || !m->window_ns)
+	if (duplicate)
+		*duplicate = 0;
+	if (a->open)
+		return RM_ESTATE;
+	if (m && (!m->node || !m->seq || !m->window_ns || !duplicate))
 		return RM_EINVAL;
 	if (a->tab)
 		memset(a->tab, 0, a->cap * sizeof(*a->tab));
 	a->n = 0;
-	for (i = 0; i < nch; i++)
-		if ((rv = agg_sum_add(a, &ch[i])) != 0)
-			return rv;
+	a->nch = a->nsplit = 0;
+	a->is_batch = m != NULL;
+	memset(&a->m, 0, sizeof(a->m));
+	if (m)
+		a->m = *m;
 	if ((rv = st_begin(a->db)) != 0)
 		return rv;
-	if ((rv = st_peer_get(a->db, m->node, m->instance, &last)) != 0)
-		goto fail;
-	if (m->seq <= last) {
-		st_rollback(a->db);
-		*duplicate = 1;
-		a->stats.duplicates++;
-		return RM_OK;
+	if (m) {
+		if ((rv = st_peer_get(a->db, m->node, m->instance, &last)) != 0) {
+			st_rollback(a->db);
+			return rv;
+		}
+		if (m->seq <= last) {
+			st_rollback(a->db);
+			*duplicate = 1;
+			a->stats.duplicates++;
+			return RM_OK;
+		}
+		if (last && m->seq != last + 1) {
+			a->stats.gaps++;
+			rm_log_warn("node '%s' instance %016" PRIx64 ": batch %" PRIu64 " follows %" PRIu64
+				    " (batches in between never arrived)", m->node, m->instance, m->seq, last);
+		}
 	}
-	if (last && m->seq != last + 1) {
-		a->stats.gaps++;
-		rm_log_warn("node '%s' instance %016" PRIx64 ": batch %" PRIu64 " follows %" PRIu64
-			    " (batches in between never arrived)", m->node, m->instance, m->seq, last);
-	}
-	if ((rv = agg_write(a, m, w, nw)) != 0)
+	a->open = 1;
+	return RM_OK;
+}
+
+int agg_account_commit(struct agg_account *a, const struct agg_window *w, size_t nw)
+{
+	int rv;
+
+	if (!a->open)
+		return RM_ESTATE;
+	if ((rv = agg_write(a, w, nw)) != 0)
 		goto fail;
-	if ((rv = st_peer_set(a->db, m->node, m->instance, m->seq)) != 0)
+	if (a->is_batch && (rv = st_peer_set(a->db, a->m.node, a->m.instance, a->m.seq)) != 0)
 		goto fail;
 	if ((rv = st_commit(a->db)) != 0)
 		goto fail;
-	a->stats.batches++;
-	a->stats.charges += nch;
+	a->open = 0;
+	if (a->is_batch)
+		a->stats.batches++;
+	else
+		a->stats.passes++;
+	a->stats.charges += a->nch;
+	a->stats.splits += a->nsplit;
 	return RM_OK;
 fail:
-	st_rollback(a->db);
+	agg_account_abort(a);
 	return rv;
+}
+
+void agg_account_abort(struct agg_account *a)
+{
+	if (!a || !a->open)
+		return;
+	st_rollback(a->db);
+	a->open = 0;
+}
+
+int agg_account_held_put(struct agg_account *a, const struct st_held *h)
+{
+	return a->open ? st_held_put(a->db, h) : RM_ESTATE;
+}
+
+int agg_account_held_resolve(struct agg_account *a, uint64_t id, const char *dist)
+{
+	return a->open ? st_held_resolve(a->db, id, dist) : RM_ESTATE;
+}
+
+int agg_account_held_forget(struct agg_account *a, uint64_t id)
+{
+	return a->open ? st_held_delete(a->db, id) : RM_ESTATE;
+}
+
+int agg_account_held_load(struct agg_account *a, int (*cb)(void *arg, const struct st_held *h), void *arg)
+{
+	return a->open ? RM_ESTATE : st_held_load(a->db, cb, arg);
+}
+
+int agg_account_apply(struct agg_account *a, const struct agg_batch_meta *m, const struct agg_charge *ch,
+		      size_t nch, const struct agg_window *w, size_t nw, int *duplicate)
+{
+	size_t i;
+	int rv;
+
+	if (!m || !duplicate)
+		return RM_EINVAL;
+	if ((rv = agg_account_begin(a, m, duplicate)) != 0 || *duplicate)
+		return rv;
+	for (i = 0; i < nch; i++)
+		if ((rv = agg_account_add(a, &ch[i])) != 0) {
+			agg_account_abort(a);
+			return rv;
+		}
+	return agg_account_commit(a, w, nw);
 }
 
 int agg_account_node(struct agg_account *a, const struct st_node *n)

@@ -4,13 +4,24 @@
  *
  * One batch is applied in one storage transaction together with the
  * collector's sequence number, so a batch sent twice (lost ack, aggregator
- * restart) is recognised and applied once. Charges are summed per (window,
- * CE or reason, resource) in memory before they are written.
+ * restart) is recognised and applied once. In the same transaction go the
+ * charges of parts of other nodes that the batch resolved (pairing, see
+ * agg_pair.h), the split counts, and the changes to the parts the stitcher
+ * holds (st_held_*), so that after a crash the held parts and the charges
+ * agree. An expiry pass (no batch) uses the same transaction without a
+ * sequence number. Charges are summed per (node, window, CE or reason,
+ * resource) in memory before they are written.
  *
  * V reasons written here: "unsegmented" (work done outside any segment),
- * "no_ce" (segments whose client matched no CE rule), "lost" (CPU of parts
- * the kernel could not emit, slices older than the kernel keeps, Xen
- * lost-record spans), "dom0" (Xen driver-domain CPU not charged to a guest).
+ * "no_ce" (segments whose client matched no CE rule and that received no
+ * TCP byte range), "lost" (CPU of parts the kernel could not emit, slices
+ * older than the kernel keeps, Xen lost-record spans), "dom0" (Xen
+ * driver-domain CPU not charged to a guest), "untrusted_range" (bytes whose
+ * TCP range cannot be trusted: overlapping sends of two threads on one
+ * socket, a receive range with a gap or overlap), "unpaired" (received bytes
+ * that no send covered within the horizon), "past_horizon" (received bytes
+ * whose sender was still unresolved at the horizon, or parts dropped because
+ * the aggregator held too many).
  * U is the collector's own measurement of the node (busy CPU, all socket and
  * disk bytes), so sum_c U_c + V = U is checked, not assumed: any difference
  * shows as the "unexplained" residual in storage queries.
@@ -29,6 +40,9 @@
 #define AGG_REASON_NO_CE "no_ce"
 #define AGG_REASON_LOST "lost"
 #define AGG_REASON_DOM0 "dom0"
+#define AGG_REASON_UNTRUSTED_RANGE "untrusted_range"
+#define AGG_REASON_UNPAIRED "unpaired"
+#define AGG_REASON_PAST_HORIZON "past_horizon"
 
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */
 struct agg_charge {
@@ -36,6 +50,8 @@ struct agg_charge {
 	const char *ce;       /* borrowed; NULL = unaccountable */
 	const char *reason;   /* borrowed; used when ce == NULL */
 	uint64_t v[ST_R_COUNT];
+	const char *node;     /* borrowed; NULL = the batch's node */
+	uint64_t window_ns;   /* 0 = the batch's window length */
 };
 
 /* Per-window node totals (deltas), as measured by the collector. */
@@ -60,10 +76,51 @@ int agg_account_open(struct agg_account **out, st_db *db);
 void agg_account_close(struct agg_account *a);
 
 /*
- * Applies one batch. *duplicate = 1 (and nothing written) if this
- * (node, instance, seq) was applied before. Returns RM_OK, RM_EINVAL for a
- * window whose start does not fit in int64, RM_ESQL / RM_ENOMEM (nothing
- * written; the collector should retry).
+ * Starts applying a batch (m) or an expiry pass (m == NULL, then duplicate
+ * may be NULL): opens the storage transaction, and for a batch checks its
+ * (node, instance, seq): if applied before, sets *duplicate = 1, closes the
+ * transaction and returns RM_OK (nothing else to do). m and the strings it
+ * points to are borrowed until commit/abort. Returns RM_OK, RM_EINVAL (bad
+ * meta), RM_ESTATE (already started), RM_ESQL.
+ */
+int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int *duplicate);
+
+/* Adds a charge (in memory until commit). RM_OK, RM_EINVAL (no CE nor
+ * reason, no node or window length for an expiry pass), RM_ESTATE, RM_ENOMEM. */
+int agg_account_add(struct agg_account *a, const struct agg_charge *c);
+
+/* Counts one split part of node (NULL = the batch's) in window win. As agg_account_add. */
+int agg_account_add_split(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win);
+
+/*
+ * Changes to the stitcher's held parts, written at once in the open
+ * transaction (st_held_put / st_held_resolve / st_held_delete). RM_OK,
+ * RM_ESTATE (no transaction), or storage's errors; a resolve of an
+ * unknown part is RM_ENOENT.
+ */
+int agg_account_held_put(struct agg_account *a, const struct st_held *h);
+int agg_account_held_resolve(struct agg_account *a, uint64_t id, const char *dist);
+int agg_account_held_forget(struct agg_account *a, uint64_t id);
+
+/* Reads every held part (st_held_load), outside any transaction. */
+int agg_account_held_load(struct agg_account *a, int (*cb)(void *arg, const struct st_held *h), void *arg);
+
+/*
+ * Writes the summed charges and split counts, the batch's window totals
+ * w[0..nw) (none for an expiry pass) and its sequence number, and commits.
+ * Returns RM_OK; RM_EINVAL for a window whose start does not fit in int64;
+ * RM_ESTATE; RM_ESQL / RM_ENOMEM. On error nothing is written (rolled back).
+ */
+int agg_account_commit(struct agg_account *a, const struct agg_window *w, size_t nw);
+
+/* Rolls back what was started; no-op if nothing was. */
+void agg_account_abort(struct agg_account *a);
+
+/*
+ * Applies one batch: begin, add every charge, commit. *duplicate = 1 (and
+ * nothing written) if this (node, instance, seq) was applied before.
+ * Returns RM_OK, RM_EINVAL for a window whose start does not fit in int64,
+ * RM_ESQL / RM_ENOMEM (nothing written; the collector should retry).
  */
 int agg_account_apply(struct agg_account *a, const struct agg_batch_meta *m, const struct agg_charge *ch,
 		      size_t nch, const struct agg_window *w, size_t nw, int *duplicate);
@@ -73,6 +130,8 @@ int agg_account_node(struct agg_account *a, const struct st_node *n);
 
 struct agg_account_stats {
 	uint64_t batches, duplicates, charges, rows_written, gaps;
+	uint64_t passes;  /* committed expiry passes */
+	uint64_t splits;  /* split parts counted */
 };
 void agg_account_get_stats(const struct agg_account *a, struct agg_account_stats *out);
 

@@ -38,7 +38,7 @@ static void fx_open(struct fixture *f, const char *name)
 	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf, strlen(conf), "t.ini", &f->cfg), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, path, 0), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, f->db), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct, NULL), RM_OK);
 }
 
 static void fx_close(struct fixture *f)

@@ -72,6 +72,38 @@ static int agg_parse_u32(const char *s, uint32_t max, uint32_t *out)
 	return 0;
 }
 
+/* "<n><unit>" with unit ns, us, ms, s, m or h (required) into ns. */
+static int agg_parse_duration(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ns;
+	} units[] = {
+		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 },
+		{ "m", 60000000000ULL }, { "h", 3600000000000ULL },
+	};
+	unsigned long long v;
+	char *end;
+	size_t i;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	while (isspace((unsigned char)*end))
+		end++;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(end, units[i].unit) == 0) {
+			if (v > UINT64_MAX / units[i].ns)
+				return -1;
+			*out = v * units[i].ns;
+			return 0;
+		}
+	return -1;
+}
+
 static int agg_parse_range(const char *s, uint32_t *lo, uint32_t *hi)
 {
 	char buf[64], *dash;
@@ -208,6 +240,21 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 			free(p->c->db);
 			if (!(p->c->db = strdup(val)))
 				return RM_ENOMEM;
+		} else if (strcmp(key, "horizon") == 0) {
+			uint64_t ns;
+
+			if (agg_parse_duration(val, &ns) || ns < AGG_CONFIG_HORIZON_MIN_NS ||
+			    ns > AGG_CONFIG_HORIZON_MAX_NS)
+				agg_perr(p, "invalid horizon '%s' (a duration from 1ms to 1h, e.g. 10s)%s", val, NULL);
+			else
+				p->c->horizon_ns = ns;
+		} else if (strcmp(key, "max_held") == 0) {
+			uint32_t n;
+
+			if (agg_parse_u32(val, AGG_CONFIG_MAX_HELD_MAX, &n) || n == 0)
+				agg_perr(p, "invalid max_held '%s' (1 to 67108864)%s", val, NULL);
+			else
+				p->c->max_held = n;
 		} else {
 			agg_perr(p, "unknown key '%s' in [aggregator]%s", key, NULL);
 		}
@@ -262,6 +309,8 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 		return RM_EINVAL;
 	if (!(p.c = calloc(1, sizeof(*p.c))))
 		return RM_ENOMEM;
+	p.c->horizon_ns = AGG_CONFIG_HORIZON_DEFAULT_NS;
+	p.c->max_held = AGG_CONFIG_MAX_HELD_DEFAULT;
 	while (pos < len && rv == RM_OK) {
 		size_t e = pos, n;
 		char *s, *eq;

@@ -5,6 +5,11 @@
  *   [aggregator]
  *   listen = tcp://0.0.0.0:7600        ; repeatable
  *   db = /var/lib/rametr/rametr.db
+ *   horizon = 10s                      ; how long a part may wait for the send
+ *                                      ; that produced its bytes (default 10s):
+ *                                      ; <n>ns|us|ms|s|m|h, 1ms .. 1h
+ *   max_held = 262144                  ; parts held at most while pairing
+ *                                      ; (default 262144, 1 .. 2^26)
  *
  *   [ce c1]                            ; or [ce "c1"]
  *   client = 127.0.0.2                 ; address or CIDR, IPv4 or IPv6; repeatable
@@ -40,10 +45,18 @@ struct agg_rule {
 	int line;                      /* where the [ce] section starts */
 };
 
+#define AGG_CONFIG_HORIZON_DEFAULT_NS 10000000000ULL /* 10 s */
+#define AGG_CONFIG_HORIZON_MIN_NS 1000000ULL         /* 1 ms */
+#define AGG_CONFIG_HORIZON_MAX_NS 3600000000000ULL   /* 1 h */
+#define AGG_CONFIG_MAX_HELD_DEFAULT 262144
+#define AGG_CONFIG_MAX_HELD_MAX (1u << 26)
+
 struct agg_config {
 	char **listen;
 	size_t nlisten;
 	char *db;                      /* NULL if not given */
+	uint64_t horizon_ns;           /* pairing horizon (default AGG_CONFIG_HORIZON_DEFAULT_NS) */
+	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;
 };

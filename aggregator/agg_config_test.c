@@ -110,6 +110,14 @@ static void test_malformed(void)
 		{ "[ce c1]\nclient\n", "bad.ini:2: expected 'key = value'" },
 		{ "[ce c1]\n[ce c1]\n", "bad.ini:2: duplicate section [ce c1]" },
 		{ "[ce c1]\nclient =\n", "bad.ini:2: empty value for 'client'" },
+		{ "[aggregator]\nhorizon = 10\n", "bad.ini:2: invalid horizon '10'" },
+		{ "[aggregator]\nhorizon = 10 days\n", "invalid horizon '10 days'" },
+		{ "[aggregator]\nhorizon = 999us\n", "invalid horizon '999us'" },
+		{ "[aggregator]\nhorizon = 61m\n", "invalid horizon '61m'" },
+		{ "[aggregator]\nhorizon = -1s\n", "invalid horizon '-1s'" },
+		{ "[aggregator]\nhorizon = 99999999999999999999s\n", "invalid horizon" },
+		{ "[aggregator]\nmax_held = 0\n", "bad.ini:2: invalid max_held '0'" },
+		{ "[aggregator]\nmax_held = 67108865\n", "invalid max_held '67108865'" },
 	};
 	char buf[2048];
 	size_t i;
@@ -122,6 +130,36 @@ static void test_malformed(void)
 			fprintf(stdout, "\ncase %zu: expected '%s' in '%s'\n", i, bad[i].msg, buf);
 			CU_FAIL("message");
 		}
+	}
+}
+
+static void test_horizon(void)
+{
+	static const struct {
+		const char *v;
+		uint64_t ns;
+	} good[] = {
+		{ "10s", 10000000000ULL }, { "1ms", 1000000ULL }, { "1h", 3600000000000ULL },
+		{ "2m", 120000000000ULL }, { "2500 ms", 2500000000ULL }, { "1000000ns", 1000000ULL },
+		{ "750000us", 750000000ULL },
+	};
+	struct agg_config *c = NULL;
+	char text[128];
+	size_t i;
+
+	/* the defaults */
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse("", 0, "e.ini", &c), RM_OK);
+	CU_ASSERT_EQUAL(c->horizon_ns, AGG_CONFIG_HORIZON_DEFAULT_NS);
+	CU_ASSERT_EQUAL(c->horizon_ns, 10000000000ULL);
+	CU_ASSERT_EQUAL(c->max_held, AGG_CONFIG_MAX_HELD_DEFAULT);
+	agg_config_free(c);
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "[aggregator]\nhorizon = %s\nmax_held = %zu\n", good[i].v, i + 1);
+		c = NULL;
+		CU_ASSERT_EQUAL_FATAL(agg_config_parse(text, strlen(text), "h.ini", &c), RM_OK);
+		CU_ASSERT_EQUAL(c->horizon_ns, good[i].ns);
+		CU_ASSERT_EQUAL(c->max_held, i + 1);
+		agg_config_free(c);
 	}
 }
 
@@ -158,6 +196,7 @@ static void test_load_missing(void)
 static CU_TestInfo cases[] = {
 	{ "parses a good file and matches rules in order", test_good },
 	{ "refuses malformed files with file:line messages", test_malformed },
+	{ "horizon and max_held: defaults, units, limits", test_horizon },
 	{ "survives binary garbage", test_binary_garbage },
 	{ "missing file is an i/o error", test_load_missing },
 	CU_TEST_INFO_NULL,

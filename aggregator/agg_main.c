@@ -1,7 +1,9 @@
 /*
  * agg_main.c - the rametr-aggregator program: reads the configuration,
  * opens storage, and serves collectors until SIGINT/SIGTERM. Wires
- * transport (agg_server) -> stitcher -> accountant -> storage.
+ * transport (agg_server) -> stitcher (with the pairing engine) ->
+ * accountant -> storage, and the server's tick to the stitcher's expiry of
+ * held parts past the horizon.
  */
 #include <getopt.h>
 #include <signal.h>
@@ -35,16 +37,27 @@ static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char 
 	return agg_stitch_batch(arg, b, duplicate, err, errlen);
 }
 
+static void agg_on_tick(void *arg)
+{
+	/* a failure is logged by storage; the next tick tries again */
+	agg_stitch_tick(arg);
+}
+
 static void agg_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rametr-aggregator --config FILE [--db PATH] [--listen URL]... [-v]\n"
+		"usage: rametr-aggregator --config FILE [--db PATH] [--listen URL]... [--keep-pending] [-v]\n"
 		"\n"
 		"Receives segment batches from collectors, attributes them to chargeable\n"
-		"entities by the rules in FILE, and stores U_c, V and U per window in SQLite.\n"
-		"  --config FILE   INI configuration ([aggregator] listen/db, [ce NAME] rules)\n"
+		"entities by the rules in FILE and by pairing sends with receives of the same\n"
+		"TCP bytes across nodes, and stores U_c, V and U per window in SQLite.\n"
+		"  --config FILE   INI configuration ([aggregator] listen/db/horizon/max_held,\n"
+		"                  [ce NAME] rules)\n"
 		"  --db PATH       SQLite file (overrides the config's db)\n"
 		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; overrides the config)\n"
+		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
+		"                  sender for the next start (default: charge them as at the\n"
+		"                  horizon, so every window balances once stopped)\n"
 		"  -v, --verbose   debug messages\n");
 }
 
@@ -54,6 +67,7 @@ int main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "db", required_argument, NULL, 'd' },
 		{ "listen", required_argument, NULL, 'l' },
+		{ "keep-pending", no_argument, NULL, 'k' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -64,10 +78,11 @@ int main(int argc, char **argv)
 	struct agg_stitch *stitch = NULL;
 	struct agg_server *srv = NULL;
 	struct agg_account_stats st;
+	struct agg_pair_stats ps;
 	struct sigaction sa;
 	st_db *db = NULL;
 	size_t nlisten = 0, i;
-	int c, rv;
+	int c, rv, keep_pending = 0;
 
 	rm_log_init("rametr-aggregator");
 	while ((c = getopt_long(argc, argv, "c:d:l:vh", opts, NULL)) != -1) {
@@ -81,6 +96,7 @@ int main(int argc, char **argv)
 			}
 			listen[nlisten++] = optarg;
 			break;
+		case 'k': keep_pending = 1; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': agg_usage(stdout); return 0;
 		default: agg_usage(stderr); return 2;
@@ -112,12 +128,13 @@ int main(int argc, char **argv)
 	if (rv == RM_OK)
 		rv = agg_account_open(&acct, db);
 	if (rv == RM_OK)
-		rv = agg_stitch_open(&stitch, cfg, acct);
+		rv = agg_stitch_open(&stitch, cfg, acct, NULL);
 	if (rv == RM_OK) {
 		struct agg_handler h = {
 			.arg = stitch,
 			.on_hello = agg_on_hello,
 			.on_batch = agg_on_batch,
+			.on_tick = agg_on_tick,
 		};
 
 		rv = agg_server_open(&srv, listen, nlisten, &h, 1000);
@@ -127,11 +144,24 @@ int main(int argc, char **argv)
 			rm_log_info("listening on %s, storing to '%s', %zu CE rules", listen[i], db_path, cfg->nrules);
 		rv = agg_server_run(srv, &agg_stop);
 	}
+	/* a crash keeps pending parts (they are stored with every batch); a
+	 * stop decides them unless they are to wait for the next start */
+	if (stitch && !keep_pending && agg_stitch_give_up(stitch) != RM_OK)
+		rm_log_warn("failed to charge the parts still pending; they stay held for the next start");
 	if (acct) {
 		agg_account_get_stats(acct, &st);
 		rm_log_info("applied %llu batches (%llu duplicates ignored, %llu gaps), %llu parts",
 			    (unsigned long long)st.batches, (unsigned long long)st.duplicates,
 			    (unsigned long long)st.gaps, (unsigned long long)st.charges);
+	}
+	if (stitch) {
+		agg_stitch_get_stats(stitch, &ps);
+		rm_log_info("pairing: %llu parts by rule, %llu by bytes (%llu split), %llu at the horizon, "
+			    "%llu evicted, %llu without CE; %llu held (%llu pending) kept for the next start",
+			    (unsigned long long)ps.by_rule, (unsigned long long)ps.by_bytes,
+			    (unsigned long long)ps.split, (unsigned long long)ps.by_horizon,
+			    (unsigned long long)ps.evicted, (unsigned long long)ps.by_none,
+			    (unsigned long long)ps.held, (unsigned long long)ps.pending);
 	}
 	agg_server_close(srv);
 	agg_stitch_close(stitch);

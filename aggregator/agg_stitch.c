@@ -1,6 +1,11 @@
 /*
- * agg_stitch.c - attributes segment parts to CEs (see agg_stitch.h) and
- * converts a wire batch into the accountant's charges and window totals.
+ * agg_stitch.c - attributes segment parts to CEs through the pairing engine
+ * (see agg_stitch.h): converts wire parts into the engine's struct rm_part,
+ * turns the engine's results into the accountant's charges and split
+ * counts, keeps the held parts in storage through the accountant (a part
+ * is stored as a canonical rametr.SegmentPart encoding), rebuilds the engine
+ * from storage at open and after a failed transaction, and runs the
+ * aggregator's horizon clock. Owns the engine and the per-batch scratch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,37 +17,45 @@
 #include "rm_err.h"
 #include "banned.h"
 
+/* A part of the batch being applied, as the engine left it. */
+struct agg_newpart {
+	char *dist;   /* resolved and held: its distribution */
+	int gone;     /* forgotten: nothing to store */
+};
+
+/* A held part read from storage. */
+struct agg_loaded {
+	uint64_t id;
+	char node[ST_NAME_MAX + 1];
+	uint64_t instance, window_ns;
+	int64_t arrival;
+	struct rm_part p;
+	char *dist;
+};
+
 struct agg_stitch {
 	const struct agg_config *cfg;
 	struct agg_account *acct;
-	struct agg_charge *ch;
-	size_t chcap;
+	struct agg_pair *pair;
+	struct agg_stitch_opts o;
+	int64_t clock0, base, last; /* horizon clock: base + (clock - clock0), never backwards */
+	int broken;                 /* the engine must be rebuilt from storage */
+	uint64_t first_new;         /* first engine id of the batch being applied */
+	struct agg_newpart *np;
+	size_t npcap;
 	struct agg_window *win;
 	size_t wincap;
+	struct agg_loaded *ld;      /* agg_stitch_load scratch */
+	size_t nld, ldcap;
 };
 
-int agg_stitch_open(struct agg_stitch **out, const struct agg_config *cfg, struct agg_account *acct)
+static int64_t agg_mono_ns(void *arg)
 {
-	struct agg_stitch *s;
+	struct timespec ts;
 
-	*out = NULL;
-	if (!cfg || !acct)
-		return RM_EINVAL;
-	if (!(s = calloc(1, sizeof(*s))))
-		return RM_ENOMEM;
-	s->cfg = cfg;
-	s->acct = acct;
-	*out = s;
-	return RM_OK;
-}
-
-void agg_stitch_close(struct agg_stitch *s)
-{
-	if (!s)
-		return;
-	free(s->ch);
-	free(s->win);
-	free(s);
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static int64_t agg_now_unix_ns(void)
@@ -51,6 +64,335 @@ static int64_t agg_now_unix_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The horizon clock: runs with the aggregator, continues after a restart. */
+static int64_t agg_stitch_now(struct agg_stitch *s)
+{
+	int64_t c = s->o.clock(s->o.clock_arg), now;
+
+	if (__builtin_sub_overflow(c, s->clock0, &now) || __builtin_add_overflow(now, s->base, &now))
+		now = s->last;
+	if (now < s->last)
+		now = s->last;
+	s->last = now;
+	return now;
+}
+
+static int agg_reserve(void **arr, size_t *cap, size_t need, size_t size)
+{
+	void *na;
+
+	if (need <= *cap)
+		return RM_OK;
+	if (!(na = realloc(*arr, need * size)))
+		return RM_ENOMEM;
+	*arr = na;
+	*cap = need;
+	return RM_OK;
+}
+
+/* ---- wire <-> struct rm_part ---- */
+
+static void agg_tuple_in(struct rm_tuple *d, const Rametr__Tuple *t)
+{
+	size_t alen;
+
+	memset(d, 0, sizeof(*d));
+	if (!t)
+		return;
+	d->cookie = t->cookie;
+	d->lport = t->lport;
+	d->rport = t->rport;
+	alen = t->family == RM_AF_INET ? 4 : t->family == RM_AF_INET6 ? 16 : 0;
+	/* an IP tuple counts only with both addresses */
+	if (alen && t->laddr.len == alen && t->raddr.len == alen) {
+		d->family = t->family;
+		memcpy(d->laddr, t->laddr.data, alen);
+		memcpy(d->raddr, t->raddr.data, alen);
+	} else if (!alen) {
+		d->family = t->family;
+	}
+}
+
+static void agg_part_in(struct rm_part *d, const Rametr__SegmentPart *p)
+{
+	memset(d, 0, sizeof(*d));
+	d->seg_id = p->seg_id;
+	d->win = p->win;
+	d->pid = p->pid;
+	d->tid = p->tid;
+	d->start_ns = p->start_ns;
+	d->end_ns = p->end_ns;
+	d->cpu_ns = p->cpu_ns;
+	d->runq_ns = p->runq_ns;
+	d->rx_bytes = p->rx_bytes;
+	d->tx_bytes = p->tx_bytes;
+	d->disk_read = p->disk_read;
+	d->disk_write = p->disk_write;
+	d->flags = p->flags;
+	agg_tuple_in(&d->in, p->in);
+	agg_tuple_in(&d->out, p->out);
+	d->in_seq_start = p->in_seq_start;
+	d->in_seq_end = p->in_seq_end;
+	d->out_seq_start = p->out_seq_start;
+	d->out_seq_end = p->out_seq_end;
+	d->parent_seg = p->parent_seg;
+	d->domid = p->domid;
+	d->vcpu = p->vcpu;
+	d->blocked_ns = p->blocked_ns;
+}
+
+static Rametr__Tuple *agg_tuple_out(Rametr__Tuple *t, const struct rm_tuple *k)
+{
+	size_t alen = k->family == RM_AF_INET ? 4 : k->family == RM_AF_INET6 ? 16 : 0;
+
+	rametr__tuple__init(t);
+	if (!k->cookie && !k->family && !k->lport && !k->rport)
+		return NULL;
+	t->cookie = k->cookie;
+	t->family = k->family;
+	t->lport = k->lport;
+	t->rport = k->rport;
+	if (alen) {
+		t->laddr = (ProtobufCBinaryData){ alen, (uint8_t *)k->laddr };
+		t->raddr = (ProtobufCBinaryData){ alen, (uint8_t *)k->raddr };
+	}
+	return t;
+}
+
+/* The canonical encoding of part k (known fields only) into buf. 0 if it does not fit. */
+static size_t agg_part_pack(const struct rm_part *k, uint8_t *buf, size_t len)
+{
+	Rametr__SegmentPart p;
+	Rametr__Tuple in, out;
+
+	rametr__segment_part__init(&p);
+	p.seg_id = k->seg_id;
+	p.win = k->win;
+	p.pid = k->pid;
+	p.tid = k->tid;
+	p.start_ns = k->start_ns;
+	p.end_ns = k->end_ns;
+	p.cpu_ns = k->cpu_ns;
+	p.runq_ns = k->runq_ns;
+	p.rx_bytes = k->rx_bytes;
+	p.tx_bytes = k->tx_bytes;
+	p.disk_read = k->disk_read;
+	p.disk_write = k->disk_write;
+	p.flags = k->flags;
+	p.in = agg_tuple_out(&in, &k->in);
+	p.out = agg_tuple_out(&out, &k->out);
+	p.in_seq_start = k->in_seq_start;
+	p.in_seq_end = k->in_seq_end;
+	p.out_seq_start = k->out_seq_start;
+	p.out_seq_end = k->out_seq_end;
+	p.parent_seg = k->parent_seg;
+	p.domid = k->domid;
+	p.vcpu = k->vcpu;
+	p.blocked_ns = k->blocked_ns;
+	if (rametr__segment_part__get_packed_size(&p) > len)
+		return 0;
+	return rametr__segment_part__pack(&p, buf);
+}
+
+/* ---- the engine's results ---- */
+
+static int agg_on_resolved(void *arg, const struct agg_pair_result *r)
+{
+	struct agg_stitch *s = arg;
+	size_t i;
+	int rv;
+
+	for (i = 0; i < r->ndist; i++) {
+		struct agg_charge c;
+
+		memset(&c, 0, sizeof(c));
+		c.win = r->win;
+		c.ce = r->pieces[i].ce;
+		c.reason = r->pieces[i].reason;
+		memcpy(c.v, r->pieces[i].v, sizeof(c.v));
+		c.node = r->node;
+		c.window_ns = r->window_ns;
+		if ((rv = agg_account_add(s->acct, &c)) != 0)
+			return rv;
+	}
+	if (r->split && (rv = agg_account_add_split(s->acct, r->node, r->window_ns, r->win)) != 0)
+		return rv;
+	if (r->held) {
+		char *dist;
+
+		if ((rv = agg_pair_dist_format(r->dist, r->ndist, &dist)) != 0)
+			return rv;
+		if (r->id >= s->first_new) {
+			struct agg_newpart *np = &s->np[r->id - s->first_new];
+
+			free(np->dist);
+			np->dist = dist;
+			return RM_OK;
+		}
+		rv = agg_account_held_resolve(s->acct, r->id, dist);
+		free(dist);
+		if (rv == RM_ENOENT)
+			rm_log_error("held part %llu resolved but not in storage", (unsigned long long)r->id);
+		return rv;
+	}
+	return RM_OK;
+}
+
+static int agg_on_forget(void *arg, uint64_t id)
+{
+	struct agg_stitch *s = arg;
+
+	if (id >= s->first_new) {
+		s->np[id - s->first_new].gone = 1;
+		return RM_OK;
+	}
+	return agg_account_held_forget(s->acct, id);
+}
+
+/* ---- rebuilding from storage ---- */
+
+static void agg_loaded_clear(struct agg_stitch *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nld; i++)
+		free(s->ld[i].dist);
+	s->nld = 0;
+}
+
+static int agg_load_one(void *arg, const struct st_held *h)
+{
+	struct agg_stitch *s = arg;
+	Rametr__SegmentPart *p;
+	struct agg_loaded *l;
+	int rv;
+
+	if (s->nld == s->ldcap &&
+	    (rv = agg_reserve((void **)&s->ld, &s->ldcap, 2 * s->ldcap + 64, sizeof(*s->ld))) != 0)
+		return rv;
+	p = rametr__segment_part__unpack(NULL, h->part_len, h->part);
+	if (!p || strlen(h->node) > ST_NAME_MAX) {
+		rm_log_error("failed to restore held part %llu of node '%s': it does not decode",
+			     (unsigned long long)h->id, h->node);
+		rametr__segment_part__free_unpacked(p, NULL);
+		return RM_EPROTO;
+	}
+	l = &s->ld[s->nld];
+	memset(l, 0, sizeof(*l));
+	agg_part_in(&l->p, p);
+	rametr__segment_part__free_unpacked(p, NULL);
+	l->id = h->id;
+	snprintf(l->node, sizeof(l->node), "%s", h->node);
+	l->instance = h->instance;
+	l->window_ns = h->window_ns;
+	l->arrival = h->arrival_ns;
+	if (h->dist && !(l->dist = strdup(h->dist)))
+		return RM_ENOMEM;
+	s->nld++;
+	return RM_OK;
+}
+
+/*
+ * Empties the engine and puts back every held part from storage, in one
+ * transaction for whatever that resolves. Sets the horizon clock's base
+ * (at open) so that it continues from the latest arrival.
+ */
+static int agg_stitch_load(struct agg_stitch *s, int at_open)
+{
+	size_t i;
+	int rv;
+
+	agg_pair_reset(s->pair);
+	agg_loaded_clear(s);
+	s->broken = 1;
+	if ((rv = agg_account_held_load(s->acct, agg_load_one, s)) != 0)
+		goto out;
+	if (at_open && s->nld) {
+		int64_t mx = s->ld[0].arrival;
+
+		for (i = 1; i < s->nld; i++)
+			if (s->ld[i].arrival > mx)
+				mx = s->ld[i].arrival;
+		s->base = s->last = mx;
+		s->clock0 = s->o.clock(s->o.clock_arg);
+	}
+	if ((rv = agg_account_begin(s->acct, NULL, NULL)) != 0)
+		goto out;
+	s->first_new = UINT64_MAX;
+	for (i = 0; i < s->nld; i++) {
+		struct agg_loaded *l = &s->ld[i];
+		struct agg_pair_src src = { l->node, l->instance, l->window_ns };
+
+		if ((rv = agg_pair_restore(s->pair, l->id, &src, &l->p, l->arrival, l->dist)) != 0) {
+			if (rv == RM_EINVAL)
+				rm_log_error("failed to restore held part %llu of node '%s': invalid",
+					     (unsigned long long)l->id, l->node);
+			agg_account_abort(s->acct);
+			goto out;
+		}
+	}
+	if ((rv = agg_account_commit(s->acct, NULL, 0)) != 0)
+		goto out;
+	s->broken = 0;
+	if (s->nld)
+		rm_log_info("restored %zu held parts", s->nld);
+out:
+	agg_loaded_clear(s);
+	if (rv)
+		agg_pair_reset(s->pair);
+	return rv;
+}
+
+/* ---- lifecycle ---- */
+
+int agg_stitch_open(struct agg_stitch **out, const struct agg_config *cfg, struct agg_account *acct,
+		    const struct agg_stitch_opts *opts)
+{
+	struct agg_pair_opts po;
+	struct agg_pair_sink sink;
+	struct agg_stitch *s;
+	int rv;
+
+	if (!out)
+		return RM_EINVAL;
+	*out = NULL;
+	if (!cfg || !acct || !cfg->horizon_ns || !cfg->max_held)
+		return RM_EINVAL;
+	if (!(s = calloc(1, sizeof(*s))))
+		return RM_ENOMEM;
+	s->cfg = cfg;
+	s->acct = acct;
+	s->first_new = UINT64_MAX;
+	if (opts)
+		s->o = *opts;
+	if (!s->o.clock)
+		s->o.clock = agg_mono_ns;
+	s->clock0 = s->o.clock(s->o.clock_arg);
+	po.horizon_ns = cfg->horizon_ns;
+	po.max_held = cfg->max_held;
+	sink.arg = s;
+	sink.resolved = agg_on_resolved;
+	sink.forget = agg_on_forget;
+	if ((rv = agg_pair_open(&s->pair, cfg, &po, &sink)) != 0 || (rv = agg_stitch_load(s, 1)) != 0) {
+		agg_stitch_close(s);
+		return rv;
+	}
+	*out = s;
+	return RM_OK;
+}
+
+void agg_stitch_close(struct agg_stitch *s)
+{
+	if (!s)
+		return;
+	agg_pair_close(s->pair);
+	agg_loaded_clear(s);
+	free(s->ld);
+	free(s->np);
+	free(s->win);
+	free(s);
 }
 
 int agg_stitch_hello(struct agg_stitch *s, const Rametr__Hello *h, char *err, size_t errlen)
@@ -71,41 +413,29 @@ int agg_stitch_hello(struct agg_stitch *s, const Rametr__Hello *h, char *err, si
 	return rv;
 }
 
-/* Who a part is charged to: a CE name, or NULL with *reason set. */
-static const char *agg_resolve(const struct agg_stitch *s, const Rametr__SegmentPart *p, const char **reason)
+/* Window w of length window_ns starts and ends within int64. */
+static int agg_win_ok(uint64_t window_ns, uint64_t w)
 {
-	int i = -1;
-
-	if (p->flags & RM_PF_DOMAIN) {
-		i = agg_config_match_domain(s->cfg, p->domid);
-		if (i < 0) {
-			/* dom0's own remainder (not charged for guests' I/O) */
-			*reason = (p->domid == 0 && !(p->flags & RM_PF_DRIVER)) ? AGG_REASON_DOM0 : AGG_REASON_NO_CE;
-			return NULL;
-		}
-		return s->cfg->rules[i].ce;
-	}
-	if (p->in && p->in->raddr.len)
-		i = agg_config_match_tuple(s->cfg, p->in->family, p->in->raddr.data, p->in->raddr.len,
-					   p->in->rport, p->in->lport);
-	if (i < 0) {
-		*reason = AGG_REASON_NO_CE;
-		return NULL;
-	}
-	return s->cfg->rules[i].ce;
+	return window_ns <= (uint64_t)INT64_MAX && w <= (uint64_t)INT64_MAX / window_ns &&
+	       w * window_ns <= (uint64_t)INT64_MAX - window_ns;
 }
 
-static int agg_reserve(void **arr, size_t *cap, size_t need, size_t size)
+/* After a failed transaction: the engine may hold what was rolled back. */
+static void agg_stitch_failed(struct agg_stitch *s)
 {
-	void *na;
+	s->broken = 1;
+	if (agg_stitch_load(s, 0) != 0)
+		rm_log_warn("failed to rebuild the pairing state from storage; trying again with the next batch");
+}
 
-	if (need <= *cap)
-		return RM_OK;
-	if (!(na = realloc(*arr, need * size)))
-		return RM_ENOMEM;
-	*arr = na;
-	*cap = need;
-	return RM_OK;
+static void agg_newparts_clear(struct agg_stitch *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(s->np[i].dist);
+		s->np[i].dist = NULL;
+	}
 }
 
 int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
@@ -117,25 +447,57 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicat
 		.seq = b->seq,
 		.window_ns = b->window_ns,
 	};
+	struct agg_pair_src src = { b->node, b->instance, b->window_ns };
+	uint8_t blob[ST_HELD_PART_MAX];
+	int64_t now;
 	size_t i;
 	int rv;
 
 	*duplicate = 0;
-	if ((rv = agg_reserve((void **)&s->ch, &s->chcap, b->n_parts, sizeof(*s->ch))) != 0 ||
+	for (i = 0; i < b->n_parts; i++)
+		if (!agg_win_ok(b->window_ns, b->parts[i]->win))
+			goto bad_window;
+	for (i = 0; i < b->n_windows; i++)
+		if (!agg_win_ok(b->window_ns, b->windows[i]->win))
+			goto bad_window;
+	if ((rv = agg_reserve((void **)&s->np, &s->npcap, b->n_parts, sizeof(*s->np))) != 0 ||
 	    (rv = agg_reserve((void **)&s->win, &s->wincap, b->n_windows, sizeof(*s->win))) != 0)
 		return rv;
+	if (s->broken && (rv = agg_stitch_load(s, 0)) != 0)
+		return rv;
+	if ((rv = agg_account_begin(s->acct, &m, duplicate)) != 0 || *duplicate)
+		return rv;
+	if (b->n_parts) /* np is NULL until a batch had parts */
+		memset(s->np, 0, b->n_parts * sizeof(*s->np));
+	now = agg_stitch_now(s);
+	s->first_new = agg_pair_next_id(s->pair);
 	for (i = 0; i < b->n_parts; i++) {
-		const Rametr__SegmentPart *p = b->parts[i];
-		struct agg_charge *c = &s->ch[i];
+		struct rm_part p;
+		uint64_t id;
 
-		memset(c, 0, sizeof(*c));
-		c->win = p->win;
-		c->ce = agg_resolve(s, p, &c->reason);
-		c->v[ST_R_CPU] = p->cpu_ns;
-		c->v[ST_R_NET_RX] = p->rx_bytes;
-		c->v[ST_R_NET_TX] = p->tx_bytes;
-		c->v[ST_R_DISK_READ] = p->disk_read;
-		c->v[ST_R_DISK_WRITE] = p->disk_write;
+		agg_part_in(&p, b->parts[i]);
+		if ((rv = agg_pair_add(s->pair, &src, &p, now, &id)) != 0)
+			goto fail;
+	}
+	/* the parts of this batch the engine still holds */
+	for (i = 0; i < b->n_parts; i++) {
+		struct st_held h;
+		struct rm_part p;
+
+		if (s->np[i].gone)
+			continue;
+		agg_part_in(&p, b->parts[i]);
+		memset(&h, 0, sizeof(h));
+		h.id = s->first_new + i;
+		h.node = b->node;
+		h.instance = b->instance;
+		h.window_ns = b->window_ns;
+		h.arrival_ns = now;
+		h.part = blob;
+		h.part_len = agg_part_pack(&p, blob, sizeof(blob));
+		h.dist = s->np[i].dist;
+		if ((rv = agg_account_held_put(s->acct, &h)) != 0)
+			goto fail;
 	}
 	for (i = 0; i < b->n_windows; i++) {
 		const Rametr__WindowTotals *t = b->windows[i];
@@ -157,9 +519,67 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicat
 		w->capacity_ns = t->capacity_ns;
 		w->dropped_parts = t->dropped_parts;
 	}
-	rv = agg_account_apply(s->acct, &m, s->ch, b->n_parts, s->win, b->n_windows, duplicate);
+	s->first_new = UINT64_MAX;
+	rv = agg_account_commit(s->acct, s->win, b->n_windows);
+	agg_newparts_clear(s, b->n_parts);
+	if (rv) {
+		agg_stitch_failed(s);
+		if (rv == RM_EINVAL) /* the windows were checked: storage refused a value */
+			snprintf(err, errlen, "batch %llu from node '%s' has a value storage refuses",
+				 (unsigned long long)b->seq, b->node);
+	}
+	return rv;
+fail:
+	s->first_new = UINT64_MAX;
+	agg_account_abort(s->acct);
+	agg_newparts_clear(s, b->n_parts);
+	agg_stitch_failed(s);
 	if (rv == RM_EINVAL)
-		snprintf(err, errlen, "batch %llu from node '%s' has a window beyond the representable time range",
+		snprintf(err, errlen, "batch %llu from node '%s' has a part the pairing engine refuses",
 			 (unsigned long long)b->seq, b->node);
 	return rv;
+bad_window:
+	snprintf(err, errlen, "batch %llu from node '%s' has a window beyond the representable time range",
+		 (unsigned long long)b->seq, b->node);
+	return RM_EINVAL;
+}
+
+/* One expiry pass (give_up: every pending part) in one transaction. */
+static int agg_stitch_pass(struct agg_stitch *s, int give_up)
+{
+	struct agg_pair_stats st;
+	int rv;
+
+	if (s->broken && (rv = agg_stitch_load(s, 0)) != 0)
+		return rv;
+	agg_pair_get_stats(s->pair, &st);
+	if (st.held == 0 || (give_up && st.pending == 0))
+		return RM_OK;
+	if ((rv = agg_account_begin(s->acct, NULL, NULL)) != 0)
+		return rv;
+	s->first_new = UINT64_MAX;
+	rv = give_up ? agg_pair_give_up(s->pair) : agg_pair_expire(s->pair, agg_stitch_now(s));
+	if (rv != 0) {
+		agg_account_abort(s->acct);
+		agg_stitch_failed(s);
+		return rv;
+	}
+	if ((rv = agg_account_commit(s->acct, NULL, 0)) != 0)
+		agg_stitch_failed(s);
+	return rv;
+}
+
+int agg_stitch_tick(struct agg_stitch *s)
+{
+	return agg_stitch_pass(s, 0);
+}
+
+int agg_stitch_give_up(struct agg_stitch *s)
+{
+	return agg_stitch_pass(s, 1);
+}
+
+void agg_stitch_get_stats(const struct agg_stitch *s, struct agg_pair_stats *out)
+{
+	agg_pair_get_stats(s->pair, out);
 }

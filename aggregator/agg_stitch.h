@@ -2,12 +2,26 @@
  * agg_stitch.h - the stitcher: decides on whose behalf each segment part
  * was done, then hands the charges to the accountant.
  *
- * Today a part's CE comes from the configuration rules applied to the
- * remote end of the socket whose recv opened the segment (client address,
- * client port, server port), or, for Xen parts, from the domain id. Parts
- * that match no rule are unaccountable with reason "no_ce"; Xen driver-domain
- * CPU left after charging guests is "dom0". Cross-host pairing of sends and
- * receives by TCP byte range extends this module (issue 3).
+ * Every part of a batch goes through the pairing engine (agg_pair.h): its
+ * CE comes from the configuration rules applied to its inbound socket (or,
+ * for Xen parts, from the domain id), else from the upstream segment whose
+ * send produced the TCP bytes it received, on any node; a part that received
+ * bytes caused by several CEs has its cost split by bytes. Parts whose
+ * upstream has not arrived yet are held, up to the configured horizon
+ * (agg_config.h `horizon`), measured on the aggregator's clock from their
+ * arrival; what is still unresolved then goes to V with a reason. V
+ * reasons: see agg_account.h.
+ *
+ * Exactly once, across restarts: a batch's charges, the charges of held
+ * parts it resolved, the held parts it adds or drops, and its sequence
+ * number are committed in one storage transaction. Held parts (the pending
+ * ones and those whose sends later receivers may still need) are kept in
+ * storage (st_held_*) and put back into the engine when the stitcher opens.
+ * The horizon clock does not run while the aggregator is down: held parts
+ * get the rest of their horizon after a restart, which is when collectors
+ * resend what they could not deliver. If a transaction fails, the engine is
+ * rebuilt from storage, so a batch the collector sends again is applied to
+ * the state it was first applied to.
  *
  * Not thread-safe: one thread calls it (the aggregator's server loop).
  */
@@ -15,15 +29,31 @@
 #define AGG_STITCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rametr.pb-c.h"
 #include "agg_account.h"
 #include "agg_config.h"
+#include "agg_pair.h"
 
 struct agg_stitch;
 
-/* cfg and acct are borrowed and must outlive the stitcher. */
-int agg_stitch_open(struct agg_stitch **out, const struct agg_config *cfg, struct agg_account *acct);
+struct agg_stitch_opts {
+	/* The aggregator's clock, ns, non-decreasing; NULL: CLOCK_MONOTONIC.
+	   Only differences matter (tests pass a clock they move by hand). */
+	int64_t (*clock)(void *arg);
+	void *clock_arg;
+};
+
+/*
+ * Opens a stitcher and puts back the parts held in storage (committing
+ * whatever that resolves). cfg and acct are borrowed and must outlive the
+ * stitcher; opts may be NULL. Returns RM_OK; RM_EINVAL; RM_ENOMEM; RM_ESQL
+ * or RM_EPROTO (a held part in storage that does not decode) with the
+ * problem logged.
+ */
+int agg_stitch_open(struct agg_stitch **out, const struct agg_config *cfg, struct agg_account *acct,
+		    const struct agg_stitch_opts *opts);
 void agg_stitch_close(struct agg_stitch *s);
 
 /* A collector said hello: record the node. RM_OK, RM_EINVAL (err set), RM_ESQL. */
@@ -36,5 +66,23 @@ int agg_stitch_hello(struct agg_stitch *s, const Rametr__Hello *h, char *err, si
  * resend it); RM_ESQL / RM_ENOMEM if it could not be stored now (retry).
  */
 int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen);
+
+/*
+ * Gives up held parts past the horizon (charging them) and drops expired
+ * send ranges, in one transaction; call it about every second. Returns
+ * RM_OK, or RM_ESQL / RM_ENOMEM (logged; the next call tries again).
+ */
+int agg_stitch_tick(struct agg_stitch *s);
+
+/*
+ * For a stop that should leave every window balanced: gives up all pending
+ * parts now, charging them as at the horizon, in one transaction. Resolved
+ * parts whose sends later receives may need stay held for the next start.
+ * Returns as agg_stitch_tick.
+ */
+int agg_stitch_give_up(struct agg_stitch *s);
+
+/* The pairing engine's counters. */
+void agg_stitch_get_stats(const struct agg_stitch *s, struct agg_pair_stats *out);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * ctl_main.c - the rametrctl program: command line parsing (commands
- * usage, unaccountable, check; their options and help), choice of the
+ * usage, unaccountable, splits, check; their options and help), choice of the
  * database (--db, $RAMETR_DB, the default path), and running the storage
  * queries. Owns the exit codes: 0 ok, 1 failure (database, unbalanced
  * windows in check), 2 bad arguments.
@@ -132,6 +132,25 @@ static int ctl_run_unacct(st_db *db, const struct ctl_opts *o)
 	return CTL_EXIT_OK;
 }
 
+static int ctl_run_splits(st_db *db, const struct ctl_opts *o)
+{
+	struct st_query q;
+	struct st_row *rows;
+	size_t n;
+	int rv;
+
+	ctl_query(o, &q);
+	if ((rv = st_query_splits(db, &q, &rows, &n)) != 0)
+		return CTL_EXIT_FAIL;
+	rv = ctl_print_splits(stdout, o->fmt, rows, n, o->per_window);
+	st_rows_free(rows);
+	if (rv) {
+		ctl_print_rows_err("the split parts", rv);
+		return CTL_EXIT_FAIL;
+	}
+	return CTL_EXIT_OK;
+}
+
 static int ctl_run_check(st_db *db, const struct ctl_opts *o)
 {
 	struct st_query q;
@@ -173,6 +192,11 @@ static const struct ctl_cmd ctl_cmds[] = {
 	  "[--db PATH] [--since T] [--until T] [--server S] [--resource R]\n"
 	  "       [-o table|json|csv] [--per-window]",
 	  ctl_run_unacct },
+	{ "splits", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_OUTPUT | O_PER_WINDOW | O_HELP,
+	  "segment parts whose cost was split over several CEs by bytes",
+	  "[--db PATH] [--since T] [--until T] [--server S] [-o table|json|csv]\n"
+	  "       [--per-window]",
+	  ctl_run_splits },
 	{ "check", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_RESOURCE | O_HELP,
 	  "verify sum_c U_c + V = U in every window (exit 1 if not)",
 	  "[--db PATH] [--since T] [--until T] [--server S] [--resource R]",
@@ -202,7 +226,8 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 	if (c->opts & O_CE)
 		printf("  --ce C              only chargeable entity C (%s: only the\n"
 		       "                      unaccountable share)\n", ST_CE_UNACCOUNTABLE);
-	printf("  --resource R        only R: cpu, net_rx, net_tx, disk_read, disk_write\n");
+	if (c->opts & O_RESOURCE)
+		printf("  --resource R        only R: cpu, net_rx, net_tx, disk_read, disk_write\n");
 	if (c->opts & O_OUTPUT)
 		printf("  -o, --output FMT    table (default), json or csv\n"
 		       "  --per-window        one row per window instead of per range\n");
@@ -215,6 +240,10 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		       "%s = U - sum of all CEs (negative: more charged than measured).\n"
 		       "JSON and CSV carry raw integers (ns or bytes, see unit).\n\n",
 		       ST_CE_UNACCOUNTABLE);
+	else if (c->run == ctl_run_splits)
+		printf("A part (what one thread did for one segment in one window) is split\n"
+		       "when it received bytes that segments of several CEs had sent (or bytes\n"
+		       "the aggregator could not attribute): its cost was divided by bytes.\n\n");
 	else if (c->run == ctl_run_unacct)
 		printf("Reasons are as the aggregator stored them; '%s' is the\n"
 		       "part of the unaccountable share no stored reason covers (negative:\n"

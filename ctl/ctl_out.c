@@ -1,8 +1,8 @@
 /*
  * ctl_out.c - rametrctl's output: the aligned table (with amounts in
  * seconds or bytes and shares in percent), JSON and CSV writers (raw
- * integers, escaped strings), for the usage, unaccountable and check
- * commands. Owns the small table buffer used to align columns.
+ * integers, escaped strings), for the usage, unaccountable, splits and
+ * check commands. Owns the small table buffer used to align columns.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +347,58 @@ int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_
 		ctl_table_print(f, &t);
 	else
 		fprintf(f, "no unaccountable usage in the selected range\n");
+	free(t.cells);
+	return ctl_flush(f);
+}
+
+int ctl_print_splits(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n, int per_window)
+{
+	struct ctl_table t = { .ncol = 0 };
+	struct ctl_field fl[4];
+	char(*c)[CTL_CELL];
+	size_t i, k, nf;
+
+	if (fmt != CTL_FMT_TABLE) {
+		if (fmt == CTL_FMT_CSV)
+			fprintf(f, "server,split_parts%s\n", per_window ? ",window_start,window_len" : "");
+		else
+			fputc('[', f);
+		for (i = 0; i < n; i++) {
+			nf = 0;
+			fl[nf++] = (struct ctl_field){ "server", rows[i].server, 0 };
+			fl[nf++] = (struct ctl_field){ "split_parts", NULL,
+						       rows[i].value > (uint64_t)INT64_MAX ? INT64_MAX
+											 : (int64_t)rows[i].value };
+			if (per_window) {
+				fl[nf++] = (struct ctl_field){ "window_start", NULL, rows[i].win_start_ns };
+				fl[nf++] = (struct ctl_field){ "window_len", NULL, rows[i].win_len_ns };
+			}
+			ctl_record(f, fmt, fl, nf, i == 0);
+		}
+		if (fmt == CTL_FMT_JSON)
+			fputs(n ? "\n]\n" : "]\n", f);
+		return ctl_flush(f);
+	}
+	t.head[t.ncol++] = "SERVER";
+	if (per_window)
+		t.head[t.ncol++] = "WINDOW";
+	t.right[t.ncol] = 1;
+	t.head[t.ncol++] = "SPLIT_PARTS";
+	for (i = 0; i < n; i++) {
+		if (!(c = ctl_table_row(&t))) {
+			free(t.cells);
+			return RM_ENOMEM;
+		}
+		k = 0;
+		snprintf(c[k++], CTL_CELL, "%s", rows[i].server);
+		if (per_window)
+			ctl_time_format(rows[i].win_start_ns, c[k++], CTL_CELL);
+		snprintf(c[k++], CTL_CELL, "%llu", (unsigned long long)rows[i].value);
+	}
+	if (t.n)
+		ctl_table_print(f, &t);
+	else
+		fprintf(f, "no split parts in the selected range\n");
 	free(t.cells);
 	return ctl_flush(f);
 }

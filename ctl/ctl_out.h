@@ -46,6 +46,11 @@ int ctl_print_usage(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t
 int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
 		     int per_window);
 
+/* Prints st_query_splits() rows: SERVER [WINDOW] SPLIT_PARTS; JSON/CSV
+ * fields server, split_parts [, window_start, window_len]. Returns as
+ * ctl_print_usage. */
+int ctl_print_splits(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n, int per_window);
+
 /* Prints st_query_identity() rows as a table of raw integers: SERVER
  * RESOURCE WINDOW TOTAL ATTRIBUTED EXPLAINED RESIDUAL UNIT, where
  * ATTRIBUTED = sum U_c and EXPLAINED = sum of the stored reasons. */

@@ -2,7 +2,8 @@
  * ctl_test.c - tests of rametrctl: the value/share formatting against an
  * independent floating-point rendering, then the real rametrctl binary run
  * on databases built through st_*: table, JSON and CSV content, filters,
- * per-window rows, the unaccountable breakdown, check, and exit codes 0/1/2.
+ * per-window rows, the unaccountable breakdown, split counts, check, and
+ * exit codes 0/1/2.
  */
 #include <stdint.h>
 #include <sys/wait.h>
@@ -29,6 +30,8 @@
 #define S1_RX_WEB 4096ULL
 #define S1_RX_TOT 5000ULL
 #define S2_CACHE 10ULL
+#define S1_SPLIT_0 3ULL
+#define S1_SPLIT_1 4ULL
 
 static char out[1 << 16], err[1 << 14];
 
@@ -87,6 +90,8 @@ static const char *fixture(void)
 	CU_ASSERT_EQUAL(st_add_total(db, "s1", T0, W, ST_R_NET_RX, S1_RX_TOT, 0), RM_OK);
 	CU_ASSERT_EQUAL(st_add_usage(db, "s2", T0, W, ST_R_CPU, "cache", S2_CACHE), RM_OK);
 	CU_ASSERT_EQUAL(st_add_total(db, "s2", T0, W, ST_R_CPU, S2_CACHE, 2 * W), RM_OK);
+	CU_ASSERT_EQUAL(st_add_split(db, "s1", T0, W, S1_SPLIT_0), RM_OK);
+	CU_ASSERT_EQUAL(st_add_split(db, "s1", T0 + W, W, S1_SPLIT_1), RM_OK);
 	CU_ASSERT_EQUAL(st_commit(db), RM_OK);
 	st_close(db);
 	return path;
@@ -457,6 +462,41 @@ static void test_exit_codes(void)
 	}
 }
 
+static void test_splits(void)
+{
+	char args[700], line[512], want[64];
+
+	snprintf(args, sizeof(args), "splits --db '%s' --since 0", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(count_lines(out), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "SPLIT_PARTS"));
+	snprintf(want, sizeof(want), "s1 %llu", S1_SPLIT_0 + S1_SPLIT_1);
+	{
+		char a[64], b[64];
+
+		CU_ASSERT_EQUAL(sscanf(strchr(out, '\n') + 1, "%63s %63s", a, b), 2);
+		snprintf(line, sizeof(line), "%s %s", a, b);
+		CU_ASSERT_STRING_EQUAL(line, want);
+	}
+	snprintf(args, sizeof(args), "splits --db '%s' -o csv --per-window", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	snprintf(want, sizeof(want), "s1,%llu,%lld,%lld\n", S1_SPLIT_1, T0 + W, W);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "server,split_parts,window_start,window_len\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+	snprintf(args, sizeof(args), "splits --db '%s' -o json --server s2", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	CU_ASSERT_STRING_EQUAL(out, "[]\n");
+	snprintf(args, sizeof(args), "splits --db '%s' -o json", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 0);
+	snprintf(want, sizeof(want), "\"split_parts\": %llu", S1_SPLIT_0 + S1_SPLIT_1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+	snprintf(args, sizeof(args), "splits --db '%s' --resource cpu", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'--resource' does not apply to 'splits'"));
+	CU_ASSERT_EQUAL(run(NULL, "splits --help"), 0);
+	CU_ASSERT_PTR_NULL(strstr(out, "--resource"));
+}
+
 static CU_TestInfo cases[] = {
 	{ "amount and share formatting", test_formatting },
 	{ "usage as a table", test_usage_table },
@@ -464,6 +504,7 @@ static CU_TestInfo cases[] = {
 	{ "filters, per-window rows, RAMETR_DB", test_filters_and_windows },
 	{ "unaccountable breakdown", test_unaccountable },
 	{ "check finds an unbalanced window", test_check },
+	{ "split parts per server and window", test_splits },
 	{ "help and exit codes", test_exit_codes },
 	CU_TEST_INFO_NULL,
 };

@@ -1,8 +1,8 @@
 /*
  * st.c - the storage handle: opening (pragmas, migration via st_schema.c),
  * closing, explicit transactions, the additive writes (usage, reasons of
- * unaccountable usage, totals), the collectors' delivery state and node
- * metadata, resource names, and the argument checks and SQLite error mapping
+ * unaccountable usage, totals, split counts), the collectors' delivery state,
+ * node metadata, the aggregator's held parts, resource names, and the argument checks and SQLite error mapping
  * shared with st_query.c. Owns the sqlite3 connection and its prepared write
  * statements.
  */
@@ -119,6 +119,14 @@ static const char *const st_stmt_sql[ST_S_COUNT] = {
 	[ST_S_NODE_GET] =
 		"SELECT backend, hostname, window_ns, clock_offset_ns, ncpu, first_seen, last_seen "
 		"FROM node WHERE node = ?1",
+	[ST_S_SPLIT] =
+		"INSERT INTO split (server, win_start, win_len, parts) VALUES (?1, ?2, ?3, ?4) "
+		"ON CONFLICT DO UPDATE SET parts = parts + excluded.parts",
+	[ST_S_HELD_PUT] =
+		"INSERT OR REPLACE INTO held (id, node, instance, window_ns, arrival, part, dist) "
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_S_HELD_RESOLVE] = "UPDATE held SET dist = ?2 WHERE id = ?1",
+	[ST_S_HELD_DELETE] = "DELETE FROM held WHERE id = ?1",
 };
 
 void st_close(st_db *db)
@@ -518,5 +526,168 @@ int st_node_get(st_db *db, const char *node, struct st_node_rec *out)
 	}
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
+	return rv;
+}
+
+int st_add_split(st_db *db, const char *server, int64_t win_start_ns, int64_t win_len_ns, uint64_t parts)
+{
+	sqlite3_stmt *s;
+	int rv;
+
+	if ((rv = st_check_writable(db, "failed to write to")) != 0)
+		return rv;
+	if ((rv = st_check_name("server", server, ST_NAME_MAX)) != 0 ||
+	    (rv = st_check_window(win_start_ns, win_len_ns, ST_R_CPU)) != 0 ||
+	    (rv = st_check_value("split count", parts)) != 0)
+		return rv;
+	s = db->stmt[ST_S_SPLIT];
+	sqlite3_bind_text(s, 1, server, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, win_start_ns);
+	sqlite3_bind_int64(s, 3, win_len_ns);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)parts);
+	return st_run(db, s, "failed to write to", NULL);
+}
+
+static int st_check_held_id(uint64_t id)
+{
+	if (id == 0 || id > (uint64_t)INT64_MAX) {
+		rm_log_error("invalid held part id %llu: must be 1 to 2^63-1", (unsigned long long)id);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+static int st_check_dist(const char *dist)
+{
+	size_t len = dist ? strlen(dist) : 0;
+
+	if (len == 0 || len > ST_HELD_DIST_MAX) {
+		rm_log_error("invalid distribution of a held part: must be 1 to %d bytes", ST_HELD_DIST_MAX);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+int st_held_put(st_db *db, const struct st_held *h)
+{
+	sqlite3_stmt *s;
+	int rv;
+
+	if ((rv = st_check_writable(db, "failed to write to")) != 0)
+		return rv;
+	if (!h) {
+		rm_log_error("invalid held part: null");
+		return RM_EINVAL;
+	}
+	if ((rv = st_check_held_id(h->id)) != 0 || (rv = st_check_name("node", h->node, ST_NAME_MAX)) != 0 ||
+	    (rv = st_check_value("window length", h->window_ns)) != 0 ||
+	    (h->dist && (rv = st_check_dist(h->dist)) != 0))
+		return rv;
+	if (!h->window_ns || !h->part || h->part_len == 0 || h->part_len > ST_HELD_PART_MAX) {
+		rm_log_error("invalid held part %llu: window 0 or part of %zu bytes (1 to %d)",
+			     (unsigned long long)h->id, h->part ? h->part_len : 0, ST_HELD_PART_MAX);
+		return RM_EINVAL;
+	}
+	s = db->stmt[ST_S_HELD_PUT];
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)h->id);
+	sqlite3_bind_text(s, 2, h->node, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, st_u2i(h->instance));
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)h->window_ns);
+	sqlite3_bind_int64(s, 5, h->arrival_ns);
+	sqlite3_bind_blob(s, 6, h->part, (int)h->part_len, SQLITE_STATIC);
+	if (h->dist)
+		sqlite3_bind_text(s, 7, h->dist, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 7);
+	return st_run(db, s, "failed to write to", NULL);
+}
+
+int st_held_resolve(st_db *db, uint64_t id, const char *dist)
+{
+	sqlite3_stmt *s;
+	int rv;
+
+	if ((rv = st_check_writable(db, "failed to write to")) != 0)
+		return rv;
+	if ((rv = st_check_held_id(id)) != 0 || (rv = st_check_dist(dist)) != 0)
+		return rv;
+	s = db->stmt[ST_S_HELD_RESOLVE];
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
+	sqlite3_bind_text(s, 2, dist, -1, SQLITE_STATIC);
+	if ((rv = st_run(db, s, "failed to write to", NULL)) != 0)
+		return rv;
+	return sqlite3_changes(db->h) ? RM_OK : RM_ENOENT;
+}
+
+int st_held_delete(st_db *db, uint64_t id)
+{
+	sqlite3_stmt *s;
+	int rv;
+
+	if ((rv = st_check_writable(db, "failed to write to")) != 0)
+		return rv;
+	if ((rv = st_check_held_id(id)) != 0)
+		return rv;
+	s = db->stmt[ST_S_HELD_DELETE];
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
+	return st_run(db, s, "failed to write to", NULL);
+}
+
+int st_held_load(st_db *db, int (*cb)(void *arg, const struct st_held *h), void *arg)
+{
+	static const char sql[] =
+		"SELECT id, node, instance, window_ns, arrival, part, dist FROM held ORDER BY id";
+	sqlite3_stmt *s;
+	int rc, rv = RM_OK;
+
+	if (!db || !cb)
+		return RM_EINVAL;
+	rc = sqlite3_prepare_v2(db->h, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to read from");
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct st_held h;
+
+		memset(&h, 0, sizeof(h));
+		h.id = (uint64_t)sqlite3_column_int64(s, 0);
+		h.node = st_col_text(s, 1);
+		h.instance = st_i2u(sqlite3_column_int64(s, 2));
+		h.window_ns = (uint64_t)sqlite3_column_int64(s, 3);
+		h.arrival_ns = sqlite3_column_int64(s, 4);
+		h.part = sqlite3_column_blob(s, 5);
+		h.part_len = (size_t)sqlite3_column_bytes(s, 5);
+		h.dist = sqlite3_column_type(s, 6) == SQLITE_NULL ? NULL : st_col_text(s, 6);
+		if (!h.part && h.part_len) {
+			rv = st_sql_err(db, SQLITE_NOMEM, "failed to read from");
+			break;
+		}
+		if ((rv = cb(arg, &h)) != 0)
+			break;
+	}
+	if (rv == RM_OK && rc != SQLITE_DONE)
+		rv = st_sql_err(db, rc, "failed to read from");
+	sqlite3_finalize(s);
+	return rv;
+}
+
+int st_held_count(st_db *db, uint64_t *held, uint64_t *unresolved)
+{
+	static const char sql[] = "SELECT count(*), count(*) - count(dist) FROM held";
+	sqlite3_stmt *s;
+	int rc, rv = RM_OK;
+
+	if (!db || !held || !unresolved)
+		return RM_EINVAL;
+	rc = sqlite3_prepare_v2(db->h, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to read from");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*held = (uint64_t)sqlite3_column_int64(s, 0);
+		*unresolved = (uint64_t)sqlite3_column_int64(s, 1);
+	} else {
+		rv = st_sql_err(db, rc, "failed to read from");
+	}
+	sqlite3_finalize(s);
 	return rv;
 }

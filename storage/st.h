@@ -6,8 +6,10 @@
  *   U_c  usage charged to chargeable entity (CE) c      (st_add_usage)
  *   V_k  unaccountable usage with an explicit reason k  (st_add_unacct)
  *   U    the server's total usage and its capacity      (st_add_total)
- * plus the collectors' delivery state (st_peer_*) and node metadata
- * (st_node_*). The unaccountable share V is not stored: queries compute it as
+ * plus the collectors' delivery state (st_peer_*), node metadata
+ * (st_node_*), the parts the aggregator holds while it pairs sends with
+ * receives (st_held_*) and the count of parts whose cost was split over
+ * several CEs by bytes (st_add_split, st_query_splits). The unaccountable share V is not stored: queries compute it as
  * V = U - sum_c U_c, so sum_c U_c + V = U holds exactly by construction, and
  * st_query_identity() checks that the explicit reasons explain all of V.
  *
@@ -64,7 +66,7 @@ const char *st_resource_unit(enum st_resource r);
 #define ST_NAME_MAX 63    /* server, CE and node names */
 #define ST_REASON_MAX 31  /* reasons of unaccountable usage */
 #define ST_BUSY_TIMEOUT_MS 5000
-#define ST_SCHEMA_VERSION 2 /* schema version this code creates and reads */
+#define ST_SCHEMA_VERSION 3 /* schema version this code creates and reads */
 
 #define ST_OPEN_READONLY 0x1
 
@@ -233,5 +235,69 @@ int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n);
 
 /* Frees rows returned by the queries. NULL-tolerant. */
 void st_rows_free(struct st_row *rows);
+
+/*
+ * Split parts: the number of segment parts of server s in window t whose
+ * cost the aggregator divided by bytes over several CEs (or CEs and V
+ * reasons), because they received bytes caused by several. Additive like
+ * the other writes: st_add_split() adds `parts` (<= INT64_MAX) to the
+ * window's count; same window rules as st_add_usage. RM_OK, RM_EINVAL,
+ * RM_ESQL, RM_EPERM.
+ */
+int st_add_split(st_db *db, const char *server, int64_t win_start_ns, int64_t win_len_ns, uint64_t parts);
+
+/*
+ * Split counts per server (per window with q->per_window) in the range of
+ * q: one row per group with a nonzero count, value = the count, server and
+ * (per window) win_start_ns/win_len_ns set; ce, reason, total, capacity and
+ * residual are empty/0. q->ce and q->resource are ignored. Sorted by server
+ * then window. Returns as st_query_usage.
+ */
+int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n);
+
+/*
+ * Held parts: what the aggregator's pairing engine must get back after a
+ * restart (parts still waiting for the send that produced their bytes, and
+ * parts whose sends later receives may still need). Written in the
+ * transaction of the batch (or expiry) that changed them, so that they and
+ * the charges stay consistent. The part itself is opaque bytes for storage.
+ */
+#define ST_HELD_PART_MAX 4096 /* bytes of one held part */
+#define ST_HELD_DIST_MAX 65536 /* bytes of one distribution text */
+
+struct st_held {
+	uint64_t id;          /* 1..INT64_MAX, unique; st_held_load's order */
+	const char *node;     /* 1..ST_NAME_MAX bytes */
+	uint64_t instance;    /* collector instance (full uint64 range) */
+	uint64_t window_ns;   /* 1..INT64_MAX */
+	int64_t arrival_ns;   /* on the aggregator's clock */
+	const void *part;     /* part_len bytes, 1..ST_HELD_PART_MAX */
+	size_t part_len;
+	const char *dist;     /* NULL while unresolved; else 1..ST_HELD_DIST_MAX bytes */
+};
+
+/* Inserts (or replaces) the held part h->id. RM_OK, RM_EINVAL, RM_ESQL, RM_EPERM. */
+int st_held_put(st_db *db, const struct st_held *h);
+
+/*
+ * Sets the distribution of held part id (dist as in struct st_held, not
+ * NULL). RM_OK; RM_ENOENT (not logged) if there is no such part; RM_EINVAL,
+ * RM_ESQL, RM_EPERM.
+ */
+int st_held_resolve(st_db *db, uint64_t id, const char *dist);
+
+/* Deletes held part id; RM_OK also if there was none. RM_EINVAL, RM_ESQL, RM_EPERM. */
+int st_held_delete(st_db *db, uint64_t id);
+
+/*
+ * Calls cb for every held part in increasing id order; the pointers in *h
+ * are valid during the call only. Stops at cb's first non-zero return and
+ * returns it. RM_OK, RM_EINVAL (NULL db or cb), RM_ESQL, RM_ENOMEM. Also on
+ * a read-only handle.
+ */
+int st_held_load(st_db *db, int (*cb)(void *arg, const struct st_held *h), void *arg);
+
+/* Number of held parts, and of those unresolved. RM_OK, RM_EINVAL, RM_ESQL. */
+int st_held_count(st_db *db, uint64_t *held, uint64_t *unresolved);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * st_query.c - the read side of storage: usage per CE with the computed
  * unaccountable share V = U - sum_c U_c, the breakdown of V by reason, the
- * identity check U = sum_c U_c + sum(reasons) per window, and the count of
- * windows. Owns the SQL text of those queries (built per call from a fixed
+ * identity check U = sum_c U_c + sum(reasons) per window, the count of
+ * windows, and the split-part counts. Owns the SQL text of those queries (built per call from a fixed
  * set of clauses so that SQLite can use the indexes for the filters given)
  * and the row arrays handed to callers. The signed arithmetic on the
  * per-group sums (V, residuals) is done here in C with overflow checks.
@@ -344,5 +344,55 @@ int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n)
 	else
 		rv = st_sql_err(db, rc, "failed to query");
 	sqlite3_finalize(s);
+	return rv;
+}
+
+int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	struct st_rowbuf b = { 0 };
+	struct st_query qq;
+	sqlite3_stmt *s;
+	struct st_row *row;
+	char sql[512];
+	int rc, rv;
+
+	if ((rv = st_check_query(db, q, rows, n)) != 0)
+		return rv;
+	*rows = NULL;
+	*n = 0;
+	/* the resource filter does not apply: splits are per part, not per resource */
+	qq = *q;
+	qq.resource = -1;
+	snprintf(sql, sizeof(sql),
+		 "SELECT server, %s, %s, SUM(parts) FROM split WHERE win_start >= :since AND "
+		 "win_start < :until%s GROUP BY 1, 2, 3 HAVING SUM(parts) != 0 ORDER BY 1, 2, 3",
+		 q->per_window ? "win_start" : "0", q->per_window ? "win_len" : "0",
+		 q->server ? " AND server = :server" : "");
+	if ((rv = st_prepare(db, &qq, sql, &s)) != 0)
+		return rv;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (!(row = st_rowbuf_add(&b))) {
+			rv = RM_ENOMEM;
+			rm_log_error("failed to query '%s': %s", db->path, rm_strerror(rv));
+			goto fail;
+		}
+		snprintf(row->server, sizeof(row->server), "%s", st_col_text(s, 0));
+		row->win_start_ns = sqlite3_column_int64(s, 1);
+		row->win_len_ns = sqlite3_column_int64(s, 2);
+		row->value = st_nonneg(sqlite3_column_int64(s, 3));
+	}
+	if (rc != SQLITE_DONE) {
+		rv = st_sql_err(db, rc, "failed to query");
+		goto fail;
+	}
+	sqlite3_finalize(s);
+	*rows = b.n ? b.v : NULL;
+	*n = b.n;
+	if (!b.n)
+		free(b.v);
+	return RM_OK;
+fail:
+	sqlite3_finalize(s);
+	free(b.v);
 	return rv;
 }

@@ -55,6 +55,21 @@ static const char *const st_schema_steps[] = {
 	"  window_ns INTEGER NOT NULL, clock_offset_ns INTEGER NOT NULL,"
 	"  ncpu INTEGER NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL"
 	") WITHOUT ROWID;",
+
+	/* v3: pairing of sends with receives by TCP byte range. held: the
+	 * parts the aggregator keeps between batches (opaque part bytes, the
+	 * distribution once resolved); split: per server and window, how many
+	 * parts had their cost divided over several CEs by bytes. */
+	"CREATE TABLE held ("
+	"  id INTEGER PRIMARY KEY CHECK (id > 0),"
+	"  node TEXT NOT NULL, instance INTEGER NOT NULL,"
+	"  window_ns INTEGER NOT NULL CHECK (window_ns > 0),"
+	"  arrival INTEGER NOT NULL, part BLOB NOT NULL, dist TEXT);"
+	"CREATE TABLE split ("
+	"  server TEXT NOT NULL, win_start INTEGER NOT NULL, win_len INTEGER NOT NULL,"
+	"  parts INTEGER NOT NULL CHECK (typeof(parts) = 'integer' AND parts >= 0),"
+	"  PRIMARY KEY (server, win_start, win_len)) WITHOUT ROWID;"
+	"CREATE INDEX split_by_time ON split (win_start);",
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));

@@ -3,7 +3,7 @@
  * schema creation and migration, refusal of newer/foreign/missing files,
  * additive upserts, V = U - sum U_c, the reason breakdown, the identity
  * check, delivery state across reopen, transactions, filters and argument
- * validation.
+ * validation, the aggregator's held parts and the split counts (v3).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -190,6 +190,198 @@ static void test_migrate_from_v1(void)
 	st_close(db);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT version FROM schema_version"), ST_SCHEMA_VERSION);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT last_seq FROM peer WHERE node = 'n1'"), 41);
+}
+
+static void test_migrate_from_v2(void)
+{
+	char path[512];
+	sqlite3 *h;
+	st_db *db = NULL;
+	uint64_t seq = 0, held = 9, unresolved = 9;
+	int before;
+
+	FRESH(path, "v2");
+	CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &h), SQLITE_OK);
+	CU_ASSERT_EQUAL_FATAL(st_schema_migrate(h, path, 2, 0, &before), RM_OK);
+	CU_ASSERT_EQUAL(sqlite3_exec(h, "INSERT INTO peer VALUES ('n1', 9, 41);", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'held'"), 0);
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_schema_version(db), 3);
+	CU_ASSERT_EQUAL(st_peer_get(db, "n1", 9, &seq), RM_OK);
+	CU_ASSERT_EQUAL(seq, 41);
+	CU_ASSERT_EQUAL(st_held_count(db, &held, &unresolved), RM_OK);
+	CU_ASSERT_EQUAL(held, 0);
+	CU_ASSERT_EQUAL(unresolved, 0);
+	CU_ASSERT_EQUAL(st_add_split(db, "s", T0, W, 2), RM_OK);
+	st_close(db);
+	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'held'"), 1);
+	CU_ASSERT_EQUAL(raw_int(path, "SELECT parts FROM split"), 2);
+}
+
+/* Collects st_held_load's rows. */
+struct held_seen {
+	size_t n;
+	uint64_t id[8];
+	char node[8][64];
+	uint64_t instance[8], window_ns[8];
+	int64_t arrival[8];
+	unsigned char part[8][16];
+	size_t part_len[8];
+	char dist[8][64];
+	int has_dist[8];
+	size_t stop_after;
+};
+
+static int held_cb(void *arg, const struct st_held *h)
+{
+	struct held_seen *s = arg;
+	size_t i = s->n;
+
+	if (i == 8)
+		return RM_EFULL;
+	s->id[i] = h->id;
+	snprintf(s->node[i], sizeof(s->node[i]), "%s", h->node);
+	s->instance[i] = h->instance;
+	s->window_ns[i] = h->window_ns;
+	s->arrival[i] = h->arrival_ns;
+	s->part_len[i] = h->part_len < 16 ? h->part_len : 16;
+	memcpy(s->part[i], h->part, s->part_len[i]);
+	s->has_dist[i] = h->dist != NULL;
+	snprintf(s->dist[i], sizeof(s->dist[i]), "%s", h->dist ? h->dist : "");
+	s->n++;
+	return s->stop_after && s->n == s->stop_after ? RM_ECLOSED : RM_OK;
+}
+
+static void test_held_parts(void)
+{
+	char path[512], big[ST_HELD_PART_MAX + 1];
+	st_db *db = NULL;
+	struct held_seen seen;
+	struct st_held h = { .id = 7, .node = "front", .instance = UINT64_MAX - 1, .window_ns = W,
+			     .arrival_ns = -5, .part = "\x01\x02\x00\x03", .part_len = 4, .dist = NULL };
+	uint64_t held, unresolved;
+
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, FRESH(path, "held"), 0), RM_OK);
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_OK);
+	h.id = 3;
+	h.node = "db";
+	h.arrival_ns = 1000;
+	h.dist = "c1=3;!unpaired=4";
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_OK);
+	h.id = 9;
+	h.dist = NULL;
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_OK);
+	CU_ASSERT_EQUAL(st_held_count(db, &held, &unresolved), RM_OK);
+	CU_ASSERT_EQUAL(held, 3);
+	CU_ASSERT_EQUAL(unresolved, 2);
+	/* resolve, delete (also of a missing part), in a transaction that is rolled back */
+	CU_ASSERT_EQUAL_FATAL(st_begin(db), RM_OK);
+	CU_ASSERT_EQUAL(st_held_resolve(db, 7, "c2=1"), RM_OK);
+	CU_ASSERT_EQUAL(st_held_delete(db, 9), RM_OK);
+	st_rollback(db);
+	CU_ASSERT_EQUAL(st_held_count(db, &held, &unresolved), RM_OK);
+	CU_ASSERT_EQUAL(held, 3);
+	CU_ASSERT_EQUAL(unresolved, 2);
+	CU_ASSERT_EQUAL(st_held_resolve(db, 7, "c2=1"), RM_OK);
+	CU_ASSERT_EQUAL(st_held_resolve(db, 8, "c2=1"), RM_ENOENT);
+	CU_ASSERT_EQUAL(st_held_delete(db, 9), RM_OK);
+	CU_ASSERT_EQUAL(st_held_delete(db, 9), RM_OK);
+	st_close(db);
+	/* what is left survives reopening, in id order, byte for byte */
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, ST_OPEN_READONLY), RM_OK);
+	memset(&seen, 0, sizeof(seen));
+	CU_ASSERT_EQUAL(st_held_load(db, held_cb, &seen), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(seen.n, 2);
+	CU_ASSERT_EQUAL(seen.id[0], 3);
+	CU_ASSERT_STRING_EQUAL(seen.node[0], "db");
+	CU_ASSERT_STRING_EQUAL(seen.dist[0], "c1=3;!unpaired=4");
+	CU_ASSERT_EQUAL(seen.arrival[0], 1000);
+	CU_ASSERT_EQUAL(seen.id[1], 7);
+	CU_ASSERT_EQUAL(seen.instance[1], UINT64_MAX - 1);
+	CU_ASSERT_EQUAL(seen.window_ns[1], W);
+	CU_ASSERT_EQUAL(seen.arrival[1], -5);
+	CU_ASSERT_EQUAL(seen.part_len[1], 4);
+	CU_ASSERT_EQUAL(memcmp(seen.part[1], "\x01\x02\x00\x03", 4), 0);
+	CU_ASSERT_STRING_EQUAL(seen.dist[1], "c2=1");
+	/* a callback's error stops the load and is returned */
+	memset(&seen, 0, sizeof(seen));
+	seen.stop_after = 1;
+	CU_ASSERT_EQUAL(st_held_load(db, held_cb, &seen), RM_ECLOSED);
+	CU_ASSERT_EQUAL(seen.n, 1);
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_EPERM);
+	st_close(db);
+	/* argument validation */
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	h.id = 0;
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_EINVAL);
+	h.id = (uint64_t)INT64_MAX + 1;
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_EINVAL);
+	h.id = 11;
+	h.part_len = 0;
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_EINVAL);
+	memset(big, 'x', sizeof(big));
+	h.part = big;
+	h.part_len = sizeof(big);
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_EINVAL);
+	h.part_len = ST_HELD_PART_MAX;
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_OK);
+	h.window_ns = 0;
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_EINVAL);
+	h.window_ns = W;
+	h.node = "";
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_EINVAL);
+	h.node = "n";
+	h.dist = "";
+	CU_ASSERT_EQUAL(st_held_put(db, &h), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_held_put(NULL, &h), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_held_put(db, NULL), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_held_resolve(db, 7, NULL), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_held_load(db, NULL, NULL), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_held_count(db, NULL, &unresolved), RM_EINVAL);
+	st_close(db);
+}
+
+static void test_splits(void)
+{
+	st_db *db = open_new("splits");
+	struct st_query q = all();
+	struct st_row *rows;
+	size_t n;
+
+	CU_ASSERT_EQUAL(st_add_split(db, "b", T0, W, 3), RM_OK);
+	CU_ASSERT_EQUAL(st_add_split(db, "b", T0, W, 4), RM_OK);
+	CU_ASSERT_EQUAL(st_add_split(db, "b", T0 + W, W, 1), RM_OK);
+	CU_ASSERT_EQUAL(st_add_split(db, "a", T0 + W, W, 5), RM_OK);
+	CU_ASSERT_EQUAL(st_add_split(db, "c", T0, W, 0), RM_OK); /* recorded, but counts nothing */
+	CU_ASSERT_EQUAL_FATAL(st_query_splits(db, &q, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_STRING_EQUAL(rows[0].server, "a");
+	CU_ASSERT_EQUAL(rows[0].value, 5);
+	CU_ASSERT_STRING_EQUAL(rows[1].server, "b");
+	CU_ASSERT_EQUAL(rows[1].value, 8);
+	CU_ASSERT_EQUAL(rows[1].win_start_ns, 0);
+	st_rows_free(rows);
+	q.per_window = 1;
+	q.server = "b";
+	q.resource = ST_R_NET_RX; /* ignored */
+	CU_ASSERT_EQUAL_FATAL(st_query_splits(db, &q, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(rows[0].win_start_ns, T0);
+	CU_ASSERT_EQUAL(rows[0].win_len_ns, W);
+	CU_ASSERT_EQUAL(rows[0].value, 7);
+	CU_ASSERT_EQUAL(rows[1].win_start_ns, T0 + W);
+	CU_ASSERT_EQUAL(rows[1].value, 1);
+	st_rows_free(rows);
+	q.since_ns = T0 + W;
+	CU_ASSERT_EQUAL_FATAL(st_query_splits(db, &q, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 1);
+	st_rows_free(rows);
+	CU_ASSERT_EQUAL(st_add_split(db, "b", T0, W, (uint64_t)INT64_MAX), RM_EINVAL); /* overflow */
+	CU_ASSERT_EQUAL(st_add_split(db, "", T0, W, 1), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_add_split(db, "b", T0, 0, 1), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_query_splits(db, NULL, &rows, &n), RM_EINVAL);
+	st_close(db);
 }
 
 static void test_refuse_newer(void)
@@ -764,6 +956,9 @@ static CU_TestInfo cases[] = {
 	{ "resource names round trip", test_resource_names },
 	{ "creates the schema in an empty file", test_create_from_empty },
 	{ "migrates a v1 file keeping its data", test_migrate_from_v1 },
+	{ "migrates a v2 file to v3 (held parts, splits)", test_migrate_from_v2 },
+	{ "held parts: put, resolve, delete, load in order, reopen", test_held_parts },
+	{ "split counts: additive, per server and per window", test_splits },
 	{ "refuses a newer schema version", test_refuse_newer },
 	{ "refuses foreign and garbage files", test_refuse_foreign_and_garbage },
 	{ "read-only open", test_readonly },

@@ -5,7 +5,10 @@
  * restarted, twice; a collector is stopped while the aggregator is down and
  * a new collector delivers its spool. Every CE's CPU and bytes must arrive
  * exactly once: the stored totals equal the recorded stream's, to the
- * nanosecond and byte, and every window balances.
+ * nanosecond and byte, and every window balances. Last, parts held for
+ * pairing (a node whose requests came over a pooled connection from a node
+ * not heard from yet) survive the aggregator being killed, and are charged
+ * to the right CEs when the upstream node's batches arrive after the restart.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -176,7 +179,8 @@ static void setup(void)
 	snprintf(url, sizeof(url), "ipc://%s/agg.ipc", dir);
 	f = fopen(conf, "w");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	fprintf(f, "[ce c1]\nclient = 127.0.0.2\n[ce c2]\nclient = 127.0.0.3\n[ce c3]\nclient = 127.0.0.4\n");
+	fprintf(f, "[aggregator]\nhorizon = 60s\n"
+		   "[ce c1]\nclient = 127.0.0.2\n[ce c2]\nclient = 127.0.0.3\n[ce c3]\nclient = 127.0.0.4\n");
 	fclose(f);
 }
 
@@ -248,9 +252,134 @@ static void test_spool_survives_collector_restart(void)
 	check_exact("n2", &ex);
 }
 
+#define NPOOL 600
+
+/*
+ * Two recorded streams of one pooled connection 10.0.0.1:50000 ->
+ * 10.0.0.2:5432: node "up" receives the CEs' requests (one thread per CE,
+ * clients 127.0.0.2..4, so rules name the CE) and forwards each on the pool
+ * with its TCP byte range; node "down" reads them one by one, works a
+ * request-dependent time and answers. No rule matches on "down": its CEs
+ * come only from pairing its received bytes with up's sends.
+ */
+static void write_pool_streams(const char *up, const char *down, struct expect *exu, struct expect *exd)
+{
+	FILE *fu = fopen(up, "w"), *fd = fopen(down, "w");
+	uint64_t t = 1000000, seq = 1000, rseq = 70000;
+	int k;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fu);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fd);
+	memset(exu, 0, sizeof(*exu));
+	memset(exd, 0, sizeof(*exd));
+	fprintf(fu, "rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n");
+	fprintf(fd, "rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n");
+	for (k = 0; k < NPOOL; k++) {
+		int c = k % NCE;
+		uint32_t tid = 700 + (uint32_t)c;
+		uint64_t len = 50 + (uint64_t)(k * 37 % 200), e = 20000 + (uint64_t)(k * 13 % 50) * 1000;
+		uint64_t d = 500000 + (uint64_t)(k * 7919 % 1000) * 1000;
+
+		fprintf(fu, "%llu 0 switch prev=0 prev_state=S next=%u next_pid=700\n", (unsigned long long)t, tid);
+		fprintf(fu, "%llu 0 recv tid=%u pid=700 comm=up sock=%d fam=4 laddr=10.0.0.1:80 raddr=127.0.0.%d:4100%d bytes=64 seq=%llu\n",
+			(unsigned long long)(t + 1), tid, 20 + c, 2 + c, c, (unsigned long long)(5000 + 64 * (uint64_t)k));
+		fprintf(fu, "%llu 0 send tid=%u pid=700 sock=50 fam=4 laddr=10.0.0.1:50000 raddr=10.0.0.2:5432 bytes=%llu seq=%llu\n",
+			(unsigned long long)(t + 1 + e), tid, (unsigned long long)len, (unsigned long long)seq);
+		fprintf(fu, "%llu 0 switch prev=%u prev_state=S next=0\n", (unsigned long long)(t + 2 + e), tid);
+		exu->cpu[c] += e;
+		exu->rx[c] += 64;
+		exu->tx[c] += len;
+		exu->unseg_cpu += 2;
+
+		fprintf(fd, "%llu 0 switch prev=0 prev_state=S next=800 next_pid=800\n", (unsigned long long)(t + 5000000));
+		fprintf(fd, "%llu 0 recv tid=800 pid=800 comm=down sock=60 fam=4 laddr=10.0.0.2:5432 raddr=10.0.0.1:50000 bytes=%llu seq=%llu\n",
+			(unsigned long long)(t + 5000001), (unsigned long long)len, (unsigned long long)seq);
+		fprintf(fd, "%llu 0 send tid=800 pid=800 sock=60 fam=4 laddr=10.0.0.2:5432 raddr=10.0.0.1:50000 bytes=100 seq=%llu\n",
+			(unsigned long long)(t + 5000001 + d), (unsigned long long)rseq);
+		fprintf(fd, "%llu 0 switch prev=800 prev_state=S next=0\n", (unsigned long long)(t + 5000002 + d));
+		exd->cpu[c] += d;
+		exd->rx[c] += len;
+		exd->tx[c] += 100;
+		exd->unseg_cpu += 2;
+		seq += len;
+		rseq += 100;
+		t += 10000000;
+	}
+	CU_ASSERT_EQUAL(fclose(fu), 0);
+	CU_ASSERT_EQUAL(fclose(fd), 0);
+}
+
+static void held_parts(uint64_t *held, uint64_t *unresolved)
+{
+	st_db *d = NULL;
+
+	*held = *unresolved = 0;
+	CU_ASSERT_EQUAL_FATAL(st_open(&d, db, ST_OPEN_READONLY), RM_OK);
+	CU_ASSERT_EQUAL(st_held_count(d, held, unresolved), RM_OK);
+	st_close(d);
+}
+
+static void check_node(const char *node, const struct expect *ex)
+{
+	static const char *ces[NCE] = { "c1", "c2", "c3" };
+	struct st_query q = { INT64_MIN, INT64_MAX, node, NULL, -1, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0;
+	st_db *d = NULL;
+	int c;
+
+	for (c = 0; c < NCE; c++) {
+		CU_ASSERT_EQUAL(stored(node, ces[c], ST_R_CPU), ex->cpu[c]);
+		CU_ASSERT_EQUAL(stored(node, ces[c], ST_R_NET_RX), ex->rx[c]);
+		CU_ASSERT_EQUAL(stored(node, ces[c], ST_R_NET_TX), ex->tx[c]);
+	}
+	CU_ASSERT_EQUAL(stored(node, ST_CE_UNACCOUNTABLE, ST_R_CPU), ex->unseg_cpu);
+	CU_ASSERT_EQUAL_FATAL(st_open(&d, db, ST_OPEN_READONLY), RM_OK);
+	CU_ASSERT_EQUAL(st_query_identity(d, &q, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 0);
+	st_rows_free(rows);
+	st_close(d);
+}
+
+static void test_pending_parts_survive_restart(void)
+{
+	char up[300], down[300], spu[300], spd[300];
+	struct expect exu, exd;
+	uint64_t held, unresolved;
+	pid_t agg, col;
+
+	setup();
+	snprintf(up, sizeof(up), "%s/up.events", dir);
+	snprintf(down, sizeof(down), "%s/down.events", dir);
+	snprintf(spu, sizeof(spu), "%s/spool-up", dir);
+	snprintf(spd, sizeof(spd), "%s/spool-down", dir);
+	write_pool_streams(up, down, &exu, &exd);
+	agg = start_aggregator();
+	/* the downstream node first: all its parts wait for the upstream's bytes */
+	col = start_collector("down", down, spd, "50");
+	CU_ASSERT_EQUAL(wait_for(col, 60000), 0);
+	held_parts(&held, &unresolved);
+	CU_ASSERT_EQUAL(unresolved, NPOOL);
+	CU_ASSERT_EQUAL(stored("down", "c1", ST_R_CPU), 0);
+	/* the aggregator dies holding them */
+	kill(agg, SIGKILL);
+	CU_ASSERT_EQUAL(wait_for(agg, 5000), 128 + SIGKILL);
+	agg = start_aggregator();
+	/* the upstream node's batches arrive after the restart */
+	col = start_collector("up", up, spu, "50");
+	CU_ASSERT_EQUAL(wait_for(col, 60000), 0);
+	kill(agg, SIGTERM);
+	CU_ASSERT_EQUAL(wait_for(agg, 10000), 0);
+	check_node("up", &exu);
+	check_node("down", &exd);
+	held_parts(&held, &unresolved);
+	CU_ASSERT_EQUAL(unresolved, 0);
+}
+
 static CU_TestInfo cases[] = {
 	{ "aggregator killed twice mid-stream: nothing lost, nothing twice", test_aggregator_killed_mid_stream },
 	{ "spool of a stopped collector is delivered by the next one", test_spool_survives_collector_restart },
+	{ "parts held for pairing survive the aggregator being killed", test_pending_parts_survive_restart },
 	CU_TEST_INFO_NULL,
 };
 

@@ -1,0 +1,559 @@
+/*
+ * agg_stitch_test.c - stitcher + pairing engine + accountant on a real
+ * SQLite file, fed with wire batches built from recorded streams of several
+ * nodes (testdata/, replayed by col_replay): U_c per hop and the identity
+ * per window, batches arriving out of order, the horizon (driven by the
+ * stitcher's clock, ticked by hand), split counts, pending parts surviving
+ * a restart (and downtime not counting against the horizon), exactly once
+ * across the restart, and the rebuild of the pairing state after a failed
+ * transaction.
+ */
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rm_test.h"
+#include "agg_account.h"
+#include "agg_config.h"
+#include "agg_stitch.h"
+#include "col_replay.h"
+#include "rametr.h"
+#include "rm_err.h"
+#include "banned.h"
+
+#define SEC 1000000000LL
+#define MAXP 32
+#define MAXW 8
+
+static const char conf[] =
+	"[aggregator]\nhorizon = 10s\n"
+	"[ce c1]\nclient = 10.1.0.1\n"
+	"[ce c2]\nclient = 10.1.0.2\n"
+	"[ce c3]\nclient = 10.1.0.3\n";
+
+static int64_t fake_now;
+
+static int64_t fake_clock(void *arg)
+{
+	(void)arg;
+	return fake_now;
+}
+
+struct fixture {
+	char path[300];
+	struct agg_config *cfg;
+	st_db *db;
+	struct agg_account *acct;
+	struct agg_stitch *st;
+};
+
+static void fx_start(struct fixture *f)
+{
+	struct agg_stitch_opts o = { fake_clock, NULL };
+
+	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, f->path, 0), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, f->db), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct, &o), RM_OK);
+}
+
+static void fx_stop(struct fixture *f)
+{
+	agg_stitch_close(f->st);
+	agg_account_close(f->acct);
+	st_close(f->db);
+	f->st = NULL;
+	f->acct = NULL;
+	f->db = NULL;
+}
+
+static void fx_open(struct fixture *f, const char *name)
+{
+	memset(f, 0, sizeof(*f));
+	snprintf(f->path, sizeof(f->path), "%s/%s.db", rm_test_tmpdir(), name);
+	unlink(f->path);
+	fake_now = 1000 * SEC;
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf, strlen(conf), "t.ini", &f->cfg), RM_OK);
+	fx_start(f);
+}
+
+static void fx_close(struct fixture *f)
+{
+	fx_stop(f);
+	agg_config_free(f->cfg);
+}
+
+/* ---- recorded streams and the batches built from them ---- */
+
+struct stream {
+	const char *node;
+	struct col_replay_capture cap;
+};
+
+static void replay(struct stream *s, const char *node, const char *file)
+{
+	struct col_sink sink;
+	char path[512];
+
+	s->node = node;
+	col_replay_capture_init(&s->cap);
+	sink = col_replay_capture_sink(&s->cap);
+	snprintf(path, sizeof(path), "%s/%s", AGG_TESTDATA, file);
+	CU_ASSERT_EQUAL_FATAL(col_replay_file(path, &sink, NULL), RM_OK);
+	CU_ASSERT_FATAL(s->cap.nparts > 0 && s->cap.nparts <= MAXP && s->cap.nwins <= MAXW);
+}
+
+struct wb {
+	Rametr__Batch b;
+	Rametr__SegmentPart p[MAXP], *pp[MAXP];
+	Rametr__Tuple tin[MAXP], tout[MAXP];
+	Rametr__WindowTotals w[MAXW], *wp[MAXW];
+};
+
+static Rametr__Tuple *wb_tuple(Rametr__Tuple *t, const struct rm_tuple *k)
+{
+	size_t alen = k->family == RM_AF_INET ? 4 : 16;
+
+	rametr__tuple__init(t);
+	if (!k->family)
+		return NULL;
+	t->cookie = k->cookie;
+	t->family = k->family;
+	t->lport = k->lport;
+	t->rport = k->rport;
+	t->laddr = (ProtobufCBinaryData){ alen, (uint8_t *)k->laddr };
+	t->raddr = (ProtobufCBinaryData){ alen, (uint8_t *)k->raddr };
+	return t;
+}
+
+/* Batch seq of s's parts [from, to), with the stream's windows if with_windows. */
+static Rametr__Batch *wb_make(struct wb *m, const struct stream *s, uint64_t seq, size_t from, size_t to,
+			      int with_windows)
+{
+	size_t i;
+
+	memset(m, 0, sizeof(*m));
+	rametr__batch__init(&m->b);
+	m->b.node = (char *)s->node;
+	m->b.backend = "replay";
+	m->b.instance = 77;
+	m->b.seq = seq;
+	m->b.window_ns = SEC;
+	m->b.parts = m->pp;
+	m->b.windows = m->wp;
+	for (i = from; i < to; i++) {
+		const struct rm_part *k = &s->cap.parts[i];
+		Rametr__SegmentPart *p = &m->p[m->b.n_parts];
+
+		rametr__segment_part__init(p);
+		p->seg_id = k->seg_id;
+		p->win = k->win;
+		p->pid = k->pid;
+		p->tid = k->tid;
+		p->start_ns = k->start_ns;
+		p->end_ns = k->end_ns;
+		p->cpu_ns = k->cpu_ns;
+		p->runq_ns = k->runq_ns;
+		p->rx_bytes = k->rx_bytes;
+		p->tx_bytes = k->tx_bytes;
+		p->disk_read = k->disk_read;
+		p->disk_write = k->disk_write;
+		p->flags = k->flags;
+		p->in = wb_tuple(&m->tin[m->b.n_parts], &k->in);
+		p->out = wb_tuple(&m->tout[m->b.n_parts], &k->out);
+		p->in_seq_start = k->in_seq_start;
+		p->in_seq_end = k->in_seq_end;
+		p->out_seq_start = k->out_seq_start;
+		p->out_seq_end = k->out_seq_end;
+		p->parent_seg = k->parent_seg;
+		m->pp[m->b.n_parts++] = p;
+	}
+	for (i = 0; with_windows && i < s->cap.nwins; i++) {
+		const struct col_window *k = &s->cap.wins[i];
+		Rametr__WindowTotals *w = &m->w[i];
+
+		rametr__window_totals__init(w);
+		w->win = k->t.win;
+		w->busy_ns = k->t.busy_ns;
+		w->unseg_cpu_ns = k->t.unseg_cpu_ns;
+		w->rx_bytes = k->t.rx_bytes;
+		w->tx_bytes = k->t.tx_bytes;
+		w->disk_read = k->t.disk_read;
+		w->disk_write = k->t.disk_write;
+		w->unseg_rx = k->t.unseg_rx;
+		w->unseg_tx = k->t.unseg_tx;
+		w->unseg_disk_read = k->t.unseg_disk_read;
+		w->unseg_disk_write = k->t.unseg_disk_write;
+		w->lost_ns = k->t.lost_ns;
+		w->dropped_parts = k->t.dropped_parts;
+		w->capacity_ns = k->capacity_ns;
+		m->wp[m->b.n_windows++] = w;
+	}
+	return &m->b;
+}
+
+static int deliver(struct fixture *f, const Rametr__Batch *b, int *dup)
+{
+	char err[256] = "";
+	int d = -1, rv = agg_stitch_batch(f->st, b, &d, err, sizeof(err));
+
+	if (dup)
+		*dup = d;
+	return rv;
+}
+
+static void deliver_all(struct fixture *f, const struct stream *s, uint64_t seq)
+{
+	struct wb m;
+	int dup;
+
+	CU_ASSERT_EQUAL(deliver(f, wb_make(&m, s, seq, 0, s->cap.nparts, 1), &dup), RM_OK);
+	CU_ASSERT_EQUAL(dup, 0);
+}
+
+/* ---- storage queries ---- */
+
+static uint64_t usage_of(st_db *db, const char *server, const char *ce, int resource)
+{
+	struct st_query q = { INT64_MIN, INT64_MAX, server, NULL, resource, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0, i;
+	uint64_t v = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_usage(db, &q, &rows, &n), RM_OK);
+	for (i = 0; i < n; i++)
+		if (!strcmp(rows[i].ce, ce))
+			v = rows[i].value;
+	st_rows_free(rows);
+	return v;
+}
+
+static uint64_t reason_of(st_db *db, const char *server, const char *reason, int resource)
+{
+	struct st_query q = { INT64_MIN, INT64_MAX, server, NULL, resource, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0, i;
+	uint64_t v = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_unacct(db, &q, &rows, &n), RM_OK);
+	for (i = 0; i < n; i++)
+		if (!strcmp(rows[i].reason, reason))
+			v = rows[i].value;
+	st_rows_free(rows);
+	return v;
+}
+
+/* Windows that do not balance (sum_c U_c + V reasons != U), all servers. */
+static size_t unbalanced(st_db *db, uint64_t *checked)
+{
+	struct st_query q = { INT64_MIN, INT64_MAX, NULL, NULL, -1, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_identity(db, &q, &rows, &n), RM_OK);
+	st_rows_free(rows);
+	if (checked)
+		CU_ASSERT_EQUAL(st_count_windows(db, &q, checked), RM_OK);
+	return n;
+}
+
+static void held_count(st_db *db, uint64_t *held, uint64_t *unresolved)
+{
+	CU_ASSERT_EQUAL_FATAL(st_held_count(db, held, unresolved), RM_OK);
+}
+
+/* The per-hop CPU of pool_*.events (hand-computed in the files). */
+static void check_pool_usage(st_db *db)
+{
+	CU_ASSERT_EQUAL(usage_of(db, "front", "c1", ST_R_CPU), 340000);
+	CU_ASSERT_EQUAL(usage_of(db, "front", "c2", ST_R_CPU), 260000);
+	CU_ASSERT_EQUAL(usage_of(db, "front", "c3", ST_R_CPU), 170000);
+	CU_ASSERT_EQUAL(usage_of(db, "db", "c1", ST_R_CPU), 2500000);
+	CU_ASSERT_EQUAL(usage_of(db, "db", "c2", ST_R_CPU), 750000);
+	CU_ASSERT_EQUAL(usage_of(db, "db", "c3", ST_R_CPU), 3000000);
+	CU_ASSERT_EQUAL(usage_of(db, "cache", "c2", ST_R_CPU), 700000);
+	CU_ASSERT_EQUAL(usage_of(db, "db", "c2", ST_R_NET_RX), 284);
+	CU_ASSERT_EQUAL(usage_of(db, "cache", "c2", ST_R_NET_TX), 64);
+	/* what no segment did (thread wake-up before the first recv) is V "unsegmented" */
+	CU_ASSERT_EQUAL(reason_of(db, "db", AGG_REASON_NO_CE, ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(reason_of(db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 0);
+}
+
+static void load_pool(struct stream *st)
+{
+	replay(&st[0], "front", "pool_front.events");
+	replay(&st[1], "db", "pool_db.events");
+	replay(&st[2], "cache", "pool_cache.events");
+}
+
+static void streams_free(struct stream *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		col_replay_capture_release(&s[i].cap);
+}
+
+/* ---- the cases ---- */
+
+static void test_hops_and_identity(void)
+{
+	struct fixture f;
+	struct stream st[3];
+	uint64_t held, unresolved, checked = 0;
+
+	load_pool(st);
+	fx_open(&f, "hops");
+	/* downstream first: the cache, then db; nothing can be charged yet */
+	deliver_all(&f, &st[2], 1);
+	deliver_all(&f, &st[1], 1);
+	CU_ASSERT_EQUAL(usage_of(f.db, "db", "c1", ST_R_CPU), 0);
+	CU_ASSERT(unbalanced(f.db, NULL) > 0); /* db's CPU is in U but not charged yet */
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(unresolved, 1 + 5);
+	/* the proxy's batch: every hop resolves */
+	fake_now += SEC;
+	deliver_all(&f, &st[0], 1);
+	check_pool_usage(f.db);
+	CU_ASSERT_EQUAL(unbalanced(f.db, &checked), 0);
+	CU_ASSERT(checked >= 3 * ST_R_COUNT - 6); /* each node's window, every resource with traffic */
+	/* only senders are still held, resolved, until their sends expire */
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(unresolved, 0);
+	CU_ASSERT(held > 0);
+	fake_now += 10 * SEC;
+	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(held, 0);
+	check_pool_usage(f.db); /* expiry charged nothing twice */
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	fx_close(&f);
+	streams_free(st, 3);
+}
+
+static void test_splits_recorded(void)
+{
+	struct fixture f;
+	struct stream st[2];
+	struct st_query q = { INT64_MIN, INT64_MAX, NULL, NULL, -1, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0;
+
+	replay(&st[0], "front", "coalesce_front.events");
+	replay(&st[1], "db", "coalesce_db.events");
+	fx_open(&f, "splits");
+	deliver_all(&f, &st[1], 1);
+	deliver_all(&f, &st[0], 1);
+	CU_ASSERT_EQUAL(usage_of(f.db, "db", "c1", ST_R_CPU), 166668);
+	CU_ASSERT_EQUAL(usage_of(f.db, "db", "c2", ST_R_CPU), 333336);
+	CU_ASSERT_EQUAL(usage_of(f.db, "db", "c3", ST_R_CPU), 500003);
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	/* db: its two parts were split; front: its reader's two parts, in two windows */
+	CU_ASSERT_EQUAL_FATAL(st_query_splits(f.db, &q, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_STRING_EQUAL(rows[0].server, "db");
+	CU_ASSERT_EQUAL(rows[0].value, 2);
+	CU_ASSERT_STRING_EQUAL(rows[1].server, "front");
+	CU_ASSERT_EQUAL(rows[1].value, 2);
+	st_rows_free(rows);
+	q.per_window = 1;
+	q.server = "front";
+	CU_ASSERT_EQUAL_FATAL(st_query_splits(f.db, &q, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(rows[0].value, 1);
+	CU_ASSERT_EQUAL(rows[1].win_start_ns, rows[0].win_start_ns + SEC);
+	st_rows_free(rows);
+	fx_close(&f);
+	streams_free(st, 2);
+}
+
+static void test_horizon_by_tick(void)
+{
+	struct fixture f;
+	struct stream st[2];
+	uint64_t held, unresolved;
+
+	replay(&st[0], "front", "untrusted_front.events");
+	replay(&st[1], "db", "untrusted_db.events");
+	fx_open(&f, "horizon");
+	deliver_all(&f, &st[1], 1);
+	deliver_all(&f, &st[0], 1);
+	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNTRUSTED_RANGE, ST_R_CPU), 303030 + 200100);
+	CU_ASSERT_EQUAL(reason_of(f.db, "front", AGG_REASON_UNTRUSTED_RANGE, ST_R_CPU), 50000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "db", "c3", ST_R_CPU), 96970);
+	/* the bytes from nowhere: held, the window does not balance yet */
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(unresolved, 1);
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 3); /* db's cpu, net_rx and net_tx */
+	fake_now += 10 * SEC - 1;
+	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 0);
+	fake_now += 1;
+	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000);
+	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_NET_RX), 70);
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(unresolved, 0);
+	CU_ASSERT_EQUAL(held, 0);
+	fx_close(&f);
+	streams_free(st, 2);
+}
+
+static void test_give_up_at_stop(void)
+{
+	struct fixture f;
+	struct stream st[2];
+	uint64_t held, unresolved;
+
+	replay(&st[0], "front", "untrusted_front.events");
+	replay(&st[1], "db", "untrusted_db.events");
+	fx_open(&f, "give-up");
+	deliver_all(&f, &st[1], 1);
+	deliver_all(&f, &st[0], 1);
+	CU_ASSERT(unbalanced(f.db, NULL) > 0);
+	/* stopping before the horizon: the part from nowhere is decided now */
+	CU_ASSERT_EQUAL(agg_stitch_give_up(f.st), RM_OK);
+	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000);
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(unresolved, 0);
+	CU_ASSERT(held > 0); /* resolved senders stay for the next start */
+	fx_stop(&f);
+	fx_start(&f);
+	fake_now += 20 * SEC;
+	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000); /* once */
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(held, 0);
+	fx_close(&f);
+	streams_free(st, 2);
+}
+
+static void test_pending_survive_restart(void)
+{
+	struct fixture f;
+	struct stream st[3];
+	struct agg_pair_stats ps;
+	struct wb m;
+	uint64_t held, unresolved;
+	int dup;
+
+	load_pool(st);
+	fx_open(&f, "restart");
+	deliver_all(&f, &st[1], 1);
+	deliver_all(&f, &st[2], 1);
+	held_count(f.db, &held, &unresolved);
+	/* db's parts wait for front's requests, the cache's for db's B1 */
+	CU_ASSERT_EQUAL(unresolved, 6);
+	fx_stop(&f);
+	/* down for an hour: the horizon does not run while the aggregator is down */
+	fake_now += 3600 * SEC;
+	fx_start(&f);
+	agg_stitch_get_stats(f.st, &ps);
+	CU_ASSERT_EQUAL(ps.pending, 6);
+	CU_ASSERT_EQUAL(ps.restored, held);
+	/* a collector resends db's batch: recognised, not applied again */
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[1], 1, 0, st[1].cap.nparts, 1), &dup), RM_OK);
+	CU_ASSERT_EQUAL(dup, 1);
+	fake_now += 5 * SEC;
+	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 0);
+	/* front's batch arrives after the restart: the held parts resolve */
+	deliver_all(&f, &st[0], 1);
+	check_pool_usage(f.db);
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	/* and a second restart changes nothing */
+	fx_stop(&f);
+	fx_start(&f);
+	fake_now += 20 * SEC;
+	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	check_pool_usage(f.db);
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(held, 0);
+	fx_close(&f);
+	streams_free(st, 3);
+}
+
+static void test_failed_transaction_rebuilds(void)
+{
+	struct fixture f;
+	struct stream st[3];
+	struct agg_pair_stats ps;
+	uint64_t held, unresolved, held0, unresolved0;
+	int64_t wstart;
+	sqlite3 *h;
+	struct wb m;
+	int dup;
+
+	load_pool(st);
+	fx_open(&f, "rollback");
+	deliver_all(&f, &st[1], 1);
+	deliver_all(&f, &st[2], 1);
+	held_count(f.db, &held0, &unresolved0);
+	/* storage will refuse front's batch: c1's cpu on front would pass INT64_MAX */
+	wstart = (int64_t)(st[0].cap.parts[0].win * (uint64_t)SEC);
+	CU_ASSERT_EQUAL(st_add_usage(f.db, "front", wstart, SEC, ST_R_CPU, "c1", (uint64_t)INT64_MAX), RM_OK);
+	CU_ASSERT_NOT_EQUAL(deliver(&f, wb_make(&m, &st[0], 1, 0, st[0].cap.nparts, 1), &dup), RM_OK);
+	/* nothing of it stayed: neither in storage nor in the pairing state */
+	CU_ASSERT_EQUAL(usage_of(f.db, "db", "c1", ST_R_CPU), 0);
+	held_count(f.db, &held, &unresolved);
+	CU_ASSERT_EQUAL(held, held0);
+	CU_ASSERT_EQUAL(unresolved, unresolved0);
+	agg_stitch_get_stats(f.st, &ps);
+	CU_ASSERT_EQUAL(ps.pending, unresolved0);
+	CU_ASSERT_EQUAL(ps.held, held0);
+	/* the obstacle goes; the same batch is sent again and applies once */
+	CU_ASSERT_EQUAL_FATAL(sqlite3_open(f.path, &h), SQLITE_OK);
+	CU_ASSERT_EQUAL(sqlite3_exec(h, "DELETE FROM usage WHERE server = 'front'", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[0], 1, 0, st[0].cap.nparts, 1), &dup), RM_OK);
+	CU_ASSERT_EQUAL(dup, 0);
+	check_pool_usage(f.db);
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	fx_close(&f);
+	streams_free(st, 3);
+}
+
+static void test_batches_split_and_windows_late(void)
+{
+	struct fixture f;
+	struct stream st[3];
+	struct wb m;
+	size_t n;
+
+	/* each node's parts in single-part batches, the windows last, all
+	 * interleaved; the very first batch carries no part at all */
+	load_pool(st);
+	fx_open(&f, "split-batches");
+	n = st[0].cap.nparts;
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[2], 1, 0, 0, 1), NULL), RM_OK);      /* cache's windows */
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[0], 1, n - 1, n, 0), NULL), RM_OK);  /* last response */
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[1], 1, 4, 5, 0), NULL), RM_OK);      /* db's D */
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[0], 2, 0, n - 1, 0), NULL), RM_OK);
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[2], 2, 0, 1, 0), NULL), RM_OK);
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[1], 2, 0, 4, 0), NULL), RM_OK);
+	CU_ASSERT(unbalanced(f.db, NULL) > 0); /* front's and db's totals have not arrived */
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[0], 3, 0, 0, 1), NULL), RM_OK);
+	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[1], 3, 0, 0, 1), NULL), RM_OK);
+	check_pool_usage(f.db);
+	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	fx_close(&f);
+	streams_free(st, 3);
+}
+
+static CU_TestInfo cases[] = {
+	{ "U_c per hop and the identity per window, downstream first", test_hops_and_identity },
+	{ "coalesced bytes: exact split and split counts in storage", test_splits_recorded },
+	{ "the horizon: unpaired charged by the tick, not before", test_horizon_by_tick },
+	{ "pending parts survive a restart; downtime does not count", test_pending_survive_restart },
+	{ "a stop gives up pending parts, charged once", test_give_up_at_stop },
+	{ "a failed transaction leaves no trace and the batch applies when resent", test_failed_transaction_rebuilds },
+	{ "parts and window totals in many batches, interleaved", test_batches_split_and_windows_late },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("agg_stitch", cases)
