@@ -8,6 +8,15 @@
  * Single-threaded: one epoll loop drives a timerfd for arrivals and the
  * non-blocking connections. Owns every request record, connection and the
  * optional per-request CSV.
+ *
+ * Two protocols: "req" (tb-server's REQ line, tb_proto.h) and "get" (the
+ * two-tier service's GET line, tb_tier.h). With get, each request names an
+ * address drawn from this CE's own distribution — with probability
+ * --hot-frac one of the --hot first addresses of its range, else any of the
+ * --addr-range addresses from --addr-base — and the object's size, a fixed
+ * function of the address (tb_tier_size_of over --size-kb), so that the
+ * front-end's cache hits part of the requests. Every reply is checked: its
+ * header, its length and its content (the address's data byte).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +36,7 @@
 #include "rm_err.h"
 #include "tb_proto.h"
 #include "tb_rng.h"
+#include "tb_tier.h"
 #include "banned.h"
 
 #define TB_CONNS_DEFAULT 16
@@ -35,11 +45,13 @@
 #define TB_LOG_ERRORS 5        /* log the first few failures, count the rest */
 
 enum tb_rstate { TB_R_WAITING = 0, TB_R_SENT, TB_R_DONE, TB_R_FAILED };
+enum tb_lproto { TB_P_REQ = 0, TB_P_GET };
 
 struct tb_rec {
 	uint64_t arrival_ns;  /* scheduled, CLOCK_MONOTONIC */
 	uint64_t latency_ns;  /* completion - arrival, for TB_R_DONE */
 	uint32_t cpu_us;
+	uint32_t addr, size_kb; /* get only */
 	uint8_t state;
 };
 
@@ -57,6 +69,7 @@ struct tb_lconn {
 	int hdr_done, is_err;
 	uint64_t got;            /* reply bytes received */
 	uint32_t expect;         /* resp_bytes asked for */
+	char fill;               /* the reply's data byte */
 	uint32_t epevents;       /* registered epoll events */
 };
 
@@ -69,6 +82,9 @@ struct tb_load {
 	enum tb_arrival arrival;
 	uint64_t cpu_lo, cpu_hi, resp_bytes, seed, nconns;
 	const char *out_path;
+	enum tb_lproto proto;
+	uint64_t addr_base, addr_range, hot, size_lo, size_hi;
+	double hot_frac;
 
 	/* state */
 	struct tb_rng rng;
@@ -91,8 +107,10 @@ static void tb_usage(FILE *f)
 		"usage: tb-load --server ADDR:PORT --ce NAME --rate R --duration S\n"
 		"               [--bind ADDR] [--arrival uniform|lognormal] [--cpu-us LO:HI]\n"
 		"               [--resp-bytes N] [--seed N] [--conns N] [--out FILE]\n"
+		"               [--proto req|get] [--addr-base N] [--addr-range N] [--hot N]\n"
+		"               [--hot-frac P] [--size-kb LO:HI]\n"
 		"\n"
-		"  --server ADDR:PORT  the tb-server to load\n"
+		"  --server ADDR:PORT  the tb-server (req) or tb-front (get) to load\n"
 		"  --bind ADDR         source IPv4 address of every connection (e.g. 127.0.0.2)\n"
 		"  --ce NAME           chargeable entity named in each request\n"
 		"  --rate R            mean arrival rate, requests/s (open loop)\n"
@@ -105,13 +123,22 @@ static void tb_usage(FILE *f)
 		"  --seed N            RNG seed (default: a hash of the CE name)\n"
 		"  --conns N           at most N persistent connections (default %d)\n"
 		"  --out FILE          CSV send_unix_ns,latency_ns,cpu_us of completed requests\n"
-		"                      (send_unix_ns = scheduled arrival; latency includes any wait)\n"
+		"                      (send_unix_ns = scheduled arrival; latency includes any wait;\n"
+		"                      get adds addr,size_kb)\n"
+		"  --proto P           req (tb-server, default) or get (the two-tier tb-front)\n"
+		"  get only:\n"
+		"  --addr-base N       first address of this CE's range (default 0)\n"
+		"  --addr-range N      addresses in the range (default 10000)\n"
+		"  --hot N             the first N addresses of the range are hot (default 0)\n"
+		"  --hot-frac P        probability in [0, 1] of a hot address (default 0)\n"
+		"  --size-kb LO:HI     object sizes, a fixed function of the address\n"
+		"                      (default 1:16, max %u)\n"
 		"\n"
 		"prints 'ce=.. sent=.. completed=.. errors=.. queued=.. p50_ms=.. p95_ms=..\n"
 		"p99_ms=.. rate=..' (rate = completed / duration); exit 0 if every request\n"
 		"completed, 1 on errors, 2 on bad arguments; waits at most %d s after the\n"
 		"last arrival for outstanding replies\n",
-		TB_CPU_US_MAX, TB_RESP_MIN, TB_RESP_MAX, TB_CONNS_DEFAULT, TB_DRAIN_S);
+		TB_CPU_US_MAX, TB_RESP_MIN, TB_RESP_MAX, TB_CONNS_DEFAULT, TB_SIZE_KB_MAX, TB_DRAIN_S);
 }
 
 static void tb_fail_req(struct tb_load *l, size_t ri, const char *why)
@@ -184,22 +211,39 @@ static int tb_flush_out(struct tb_load *l, struct tb_lconn *c)
 /* Puts request ri on the idle connection c. */
 static void tb_start_req(struct tb_load *l, struct tb_lconn *c, size_t ri)
 {
-	struct tb_req req;
+	const struct tb_rec *r = &l->recs[ri];
 
-	memset(&req, 0, sizeof(req));
-	snprintf(req.ce, sizeof(req.ce), "%s", l->ce);
-	req.cpu_us = l->recs[ri].cpu_us;
-	req.resp_bytes = (uint32_t)l->resp_bytes;
+	if (l->proto == TB_P_GET) {
+		struct tb_tier_req g;
+
+		memset(&g, 0, sizeof(g));
+		g.cmd = TB_CMD_GET;
+		snprintf(g.ce, sizeof(g.ce), "%s", l->ce);
+		g.addr = r->addr;
+		g.size_kb = r->size_kb;
+		g.cpu_us = r->cpu_us;
+		c->out_len = tb_tier_format(c->out, sizeof(c->out), &g);
+		c->expect = tb_tier_reply_bytes(r->size_kb);
+		c->fill = tb_tier_fill(r->addr);
+	} else {
+		struct tb_req req;
+
+		memset(&req, 0, sizeof(req));
+		snprintf(req.ce, sizeof(req.ce), "%s", l->ce);
+		req.cpu_us = r->cpu_us;
+		req.resp_bytes = (uint32_t)l->resp_bytes;
+		c->out_len = tb_format_req(c->out, sizeof(c->out), &req);
+		c->expect = req.resp_bytes;
+		c->fill = '.';
+	}
 	c->req = ri;
 	c->has_req = 1;
 	c->state = TB_C_BUSY;
-	c->out_len = tb_format_req(c->out, sizeof(c->out), &req);
 	c->out_off = 0;
 	c->hdr_len = 0;
 	c->hdr_done = 0;
 	c->is_err = 0;
 	c->got = 0;
-	c->expect = req.resp_bytes;
 	if (c->out_len == 0) { /* options were validated; cannot happen */
 		tb_close_conn(l, c, "cannot format the request");
 		return;
@@ -360,6 +404,12 @@ static int tb_arrivals(struct tb_load *l, uint64_t now)
 		memset(r, 0, sizeof(*r));
 		r->arrival_ns = at;
 		r->cpu_us = (uint32_t)tb_rng_range(&l->rng, l->cpu_lo, l->cpu_hi);
+		if (l->proto == TB_P_GET) {
+			uint64_t span = l->hot && tb_rng_unit(&l->rng) < l->hot_frac ? l->hot : l->addr_range;
+
+			r->addr = (uint32_t)(l->addr_base + tb_rng_range(&l->rng, 0, span - 1));
+			r->size_kb = tb_tier_size_of(r->addr, (uint32_t)l->size_lo, (uint32_t)l->size_hi);
+		}
 		r->state = TB_R_WAITING;
 		l->nrecs++;
 		tb_dispatch(l, l->nrecs - 1, 0);
@@ -402,6 +452,8 @@ static void tb_on_bytes(struct tb_load *l, struct tb_lconn *c, const char *buf, 
 	while (!c->hdr_done && i < n) {
 		char ch = buf[i++];
 
+		c->got++;
+
 		if (c->hdr_len + 1 >= sizeof(c->hdr)) {
 			tb_close_conn(l, c, "reply header too long");
 			return;
@@ -421,9 +473,22 @@ static void tb_on_bytes(struct tb_load *l, struct tb_lconn *c, const char *buf, 
 			}
 		}
 	}
-	c->got += n;
 	if (!c->hdr_done)
 		return;
+	/* The body: the data byte, then a final '\n' (nothing after it). */
+	if (!c->is_err) {
+		for (; i < n; i++, c->got++) {
+			char want = c->got + 1 == c->expect ? '\n' : c->fill;
+
+			if (c->got >= c->expect)
+				break; /* too long: reported below */
+			if (buf[i] != want) {
+				tb_close_conn(l, c, "reply content does not match the request");
+				return;
+			}
+		}
+	}
+	c->got += n - i;
 	if (c->is_err) {
 		char why[96];
 
@@ -612,7 +677,8 @@ static int tb_report(struct tb_load *l)
 			rm_log_error("failed to open '%s': %s", l->out_path, strerror(errno));
 			rv = RM_EIO;
 		} else {
-			fprintf(f, "send_unix_ns,latency_ns,cpu_us\n");
+			fprintf(f, l->proto == TB_P_GET ? "send_unix_ns,latency_ns,cpu_us,addr,size_kb\n"
+							: "send_unix_ns,latency_ns,cpu_us\n");
 		}
 	}
 	for (i = 0; i < l->nrecs; i++) {
@@ -621,7 +687,11 @@ static int tb_report(struct tb_load *l)
 		if (r->state != TB_R_DONE)
 			continue;
 		lat[nl++] = r->latency_ns;
-		if (f)
+		if (f && l->proto == TB_P_GET)
+			fprintf(f, "%" PRIu64 ",%" PRIu64 ",%u,%u,%u\n",
+				l->start_real_ns + (r->arrival_ns - l->start_ns), r->latency_ns, r->cpu_us,
+				r->addr, r->size_kb);
+		else if (f)
 			fprintf(f, "%" PRIu64 ",%" PRIu64 ",%u\n",
 				l->start_real_ns + (r->arrival_ns - l->start_ns), r->latency_ns, r->cpu_us);
 	}
@@ -677,6 +747,12 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, NULL, 'S' },
 		{ "conns", required_argument, NULL, 'n' },
 		{ "out", required_argument, NULL, 'o' },
+		{ "proto", required_argument, NULL, 'P' },
+		{ "addr-base", required_argument, NULL, 'A' },
+		{ "addr-range", required_argument, NULL, 'R' },
+		{ "hot", required_argument, NULL, 'H' },
+		{ "hot-frac", required_argument, NULL, 'F' },
+		{ "size-kb", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -693,6 +769,9 @@ int main(int argc, char **argv)
 	l.cpu_hi = 3000;
 	l.resp_bytes = 512;
 	l.nconns = TB_CONNS_DEFAULT;
+	l.addr_range = 10000;
+	l.size_lo = 1;
+	l.size_hi = 16;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -741,6 +820,36 @@ int main(int argc, char **argv)
 		case 'o':
 			l.out_path = optarg;
 			break;
+		case 'P':
+			if (strcmp(optarg, "req") == 0)
+				l.proto = TB_P_REQ;
+			else if (strcmp(optarg, "get") == 0)
+				l.proto = TB_P_GET;
+			else
+				return tb_bad("--proto", optarg, "req or get");
+			break;
+		case 'A':
+			if (tb_parse_u64(optarg, 0, TB_ADDR_MAX, &l.addr_base) != RM_OK)
+				return tb_bad("--addr-base", optarg, "0..4294967295");
+			break;
+		case 'R':
+			if (tb_parse_u64(optarg, 1, (uint64_t)TB_ADDR_MAX + 1, &l.addr_range) != RM_OK)
+				return tb_bad("--addr-range", optarg, "1..4294967296");
+			break;
+		case 'H':
+			if (tb_parse_u64(optarg, 0, (uint64_t)TB_ADDR_MAX + 1, &l.hot) != RM_OK)
+				return tb_bad("--hot", optarg, "0..4294967296");
+			break;
+		case 'F':
+			if (strcmp(optarg, "0") == 0)
+				l.hot_frac = 0;
+			else if (tb_parse_pos_double(optarg, 1.0, &l.hot_frac) != RM_OK)
+				return tb_bad("--hot-frac", optarg, "a probability in [0, 1]");
+			break;
+		case 'K':
+			if (tb_parse_range(optarg, TB_SIZE_KB_MIN, TB_SIZE_KB_MAX, &l.size_lo, &l.size_hi) != RM_OK)
+				return tb_bad("--size-kb", optarg, "LO:HI or N within 1..1024, LO <= HI");
+			break;
 		case 'h':
 			tb_usage(stdout);
 			return 0;
@@ -761,6 +870,15 @@ int main(int argc, char **argv)
 	if (!server_s || !ce || l.rate == 0 || l.duration == 0) {
 		rm_log_error("--server, --ce, --rate and --duration are required");
 		tb_usage(stderr);
+		return 2;
+	}
+	if (l.addr_base + l.addr_range - 1 > TB_ADDR_MAX) {
+		rm_log_error("--addr-base plus --addr-range goes past address %u", TB_ADDR_MAX);
+		return 2;
+	}
+	if (l.hot > l.addr_range) {
+		rm_log_error("--hot %llu is larger than --addr-range %llu", (unsigned long long)l.hot,
+			     (unsigned long long)l.addr_range);
 		return 2;
 	}
 	{

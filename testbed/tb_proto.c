@@ -73,6 +73,34 @@ static int tb_tok_u32(const char *tok, size_t tlen, uint32_t max, uint32_t *out,
 	return 1;
 }
 
+int tb_check_ce(const char *tok, size_t tlen, const char **reason)
+{
+	static const char *dummy;
+	size_t i;
+
+	if (!reason)
+		reason = &dummy;
+	if (!tok || tlen == 0) {
+		*reason = "missing ce";
+		return RM_EPROTO;
+	}
+	if (tlen >= TB_CE_MAX) {
+		*reason = "ce name too long";
+		return RM_EPROTO;
+	}
+	for (i = 0; i < tlen; i++) {
+		if (!tb_ce_char(tok[i])) {
+			*reason = "bad character in ce name";
+			return RM_EPROTO;
+		}
+	}
+	if (tlen >= 2 && tok[0] == '_' && tok[1] == '_') {
+		*reason = "reserved ce name";
+		return RM_EPROTO;
+	}
+	return RM_OK;
+}
+
 int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **reason)
 {
 	const char *tok;
@@ -104,20 +132,8 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 		*reason = "missing ce";
 		return RM_EPROTO;
 	}
-	if (tlen >= TB_CE_MAX) {
-		*reason = "ce name too long";
+	if (tb_check_ce(tok, tlen, reason) != RM_OK)
 		return RM_EPROTO;
-	}
-	for (i = 0; i < tlen; i++) {
-		if (!tb_ce_char(tok[i])) {
-			*reason = "bad character in ce name";
-			return RM_EPROTO;
-		}
-	}
-	if (tlen >= 2 && tok[0] == '_' && tok[1] == '_') {
-		*reason = "reserved ce name";
-		return RM_EPROTO;
-	}
 	memcpy(req->ce, tok, tlen);
 	req->ce[tlen] = '\0';
 	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {

@@ -40,6 +40,13 @@ struct tb_req {
 int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **reason);
 
 /*
+ * Checks that tok[0..tlen) is a valid CE name (rules above). Returns RM_OK,
+ * or RM_EPROTO with *reason (if reason is not NULL) pointing at a static
+ * lowercase reason.
+ */
+int tb_check_ce(const char *tok, size_t tlen, const char **reason);
+
+/*
  * Formats a request line (with '\n') into buf. Returns its length, or 0 if
  * it does not fit or req is invalid.
  */

@@ -1,7 +1,12 @@
 /*
- * tb_truth.c - the ground-truth table of the testbed server: a mutex-guarded
- * array of per-CE counters, its atomic CSV snapshot, and the CSV reader used
- * by tb-compare and the tests. Owns the rows of each struct tb_truth.
+ * tb_truth.c - the ground-truth table of the testbed servers: a fixed array
+ * of per-CE counters added to with atomic operations (a mutex only when a new
+ * CE appears), its atomic CSV snapshot, and the CSV reader used by
+ * tb-compare and the tests. Owns the rows of each struct tb_truth.
+ *
+ * Why no lock on the hot path: the bookkeeping must not add cross-thread
+ * wake-ups (futex) to the service it measures, since Rametr follows such
+ * wake-ups as hand-offs between threads.
  */
 #include <assert.h>
 #include <errno.h>
@@ -19,9 +24,16 @@ int tb_truth_init(struct tb_truth *t, size_t max_ces)
 	if (!t || max_ces == 0)
 		return RM_EINVAL;
 	memset(t, 0, sizeof(*t));
-	if (pthread_mutex_init(&t->lock, NULL) != 0)
+	/* Rows never move: readers scan them without the lock. */
+	t->rows = calloc(max_ces, sizeof(*t->rows));
+	if (!t->rows)
 		return RM_ENOMEM;
-	t->max_ces = max_ces;
+	if (pthread_mutex_init(&t->lock, NULL) != 0) {
+		free(t->rows);
+		t->rows = NULL;
+		return RM_ENOMEM;
+	}
+	t->cap = t->max_ces = max_ces;
 	return RM_OK;
 }
 
@@ -45,49 +57,47 @@ static int tb_ce_valid(const char *ce)
 	return len > 0 && len < TB_CE_MAX && !strchr(ce, ',') && !strchr(ce, '\n');
 }
 
+/* The published row of ce, or NULL (no lock needed). */
+static struct tb_truth_row *tb_truth_find(struct tb_truth *t, const char *ce)
+{
+	size_t n = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE), i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(t->rows[i].ce, ce) == 0)
+			return &t->rows[i];
+	return NULL;
+}
+
 int tb_truth_add(struct tb_truth *t, const char *ce, uint64_t requests, uint64_t cpu_ns,
 		 uint64_t rx_bytes, uint64_t tx_bytes)
 {
-	struct tb_truth_row *r = NULL;
-	size_t i;
-	int rv = RM_OK;
+	struct tb_truth_row *r;
 
-	if (!t || !tb_ce_valid(ce))
+	if (!t || !t->rows || !tb_ce_valid(ce))
 		return RM_EINVAL;
-	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < t->n; i++) {
-		if (strcmp(t->rows[i].ce, ce) == 0) {
-			r = &t->rows[i];
-			break;
-		}
-	}
+	r = tb_truth_find(t, ce);
 	if (!r) {
-		if (t->n >= t->max_ces) {
-			rv = RM_EFULL;
-			goto out;
-		}
-		if (t->n == t->cap) {
-			size_t cap = t->cap ? t->cap * 2 : 16;
-			struct tb_truth_row *nr = realloc(t->rows, cap * sizeof(*nr));
-
-			if (!nr) {
-				rv = RM_ENOMEM;
-				goto out;
+		/* A new CE: rare, under the lock; the row is complete before n
+		 * publishes it. */
+		pthread_mutex_lock(&t->lock);
+		r = tb_truth_find(t, ce);
+		if (!r) {
+			if (t->n >= t->max_ces) {
+				pthread_mutex_unlock(&t->lock);
+				return RM_EFULL;
 			}
-			t->rows = nr;
-			t->cap = cap;
+			r = &t->rows[t->n];
+			memset(r, 0, sizeof(*r));
+			snprintf(r->ce, sizeof(r->ce), "%s", ce);
+			__atomic_store_n(&t->n, t->n + 1, __ATOMIC_RELEASE);
 		}
-		r = &t->rows[t->n++];
-		memset(r, 0, sizeof(*r));
-		snprintf(r->ce, sizeof(r->ce), "%s", ce);
+		pthread_mutex_unlock(&t->lock);
 	}
-	r->requests += requests;
-	r->cpu_ns += cpu_ns;
-	r->rx_bytes += rx_bytes;
-	r->tx_bytes += tx_bytes;
-out:
-	pthread_mutex_unlock(&t->lock);
-	return rv;
+	__atomic_fetch_add(&r->requests, requests, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&r->cpu_ns, cpu_ns, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&r->rx_bytes, rx_bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&r->tx_bytes, tx_bytes, __ATOMIC_RELAXED);
+	return RM_OK;
 }
 
 static int tb_row_cmp(const void *a, const void *b)
@@ -105,16 +115,21 @@ int tb_truth_write(struct tb_truth *t, const char *path)
 
 	if (!t || !path)
 		return RM_EINVAL;
-	pthread_mutex_lock(&t->lock);
-	n = t->n;
+	n = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE);
 	if (n) {
 		snap = malloc(n * sizeof(*snap));
-		if (snap)
-			memcpy(snap, t->rows, n * sizeof(*snap));
+		if (!snap)
+			return RM_ENOMEM;
+		for (i = 0; i < n; i++) {
+			const struct tb_truth_row *r = &t->rows[i];
+
+			memcpy(snap[i].ce, r->ce, sizeof(snap[i].ce));
+			snap[i].requests = __atomic_load_n(&r->requests, __ATOMIC_RELAXED);
+			snap[i].cpu_ns = __atomic_load_n(&r->cpu_ns, __ATOMIC_RELAXED);
+			snap[i].rx_bytes = __atomic_load_n(&r->rx_bytes, __ATOMIC_RELAXED);
+			snap[i].tx_bytes = __atomic_load_n(&r->tx_bytes, __ATOMIC_RELAXED);
+		}
 	}
-	pthread_mutex_unlock(&t->lock);
-	if (n && !snap)
-		return RM_ENOMEM;
 	if (n)
 		qsort(snap, n, sizeof(*snap), tb_row_cmp);
 

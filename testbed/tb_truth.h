@@ -10,6 +10,10 @@
  *
  * one row per CE sorted by name, through a temporary file and rename(2), so a
  * reader never sees half a file. tb_truth_load() reads such a file back.
+ *
+ * Adding to a known CE takes no lock (atomic adds on a fixed array), so the
+ * bookkeeping adds no wake-ups between the service's threads; only the
+ * first add of a new CE takes the mutex.
  */
 #ifndef TB_TRUTH_H
 #define TB_TRUTH_H
@@ -31,12 +35,13 @@ struct tb_truth_row {
 };
 
 struct tb_truth {
-	pthread_mutex_t lock;
-	struct tb_truth_row *rows; /* unsorted, owned */
-	size_t n, cap, max_ces;
+	pthread_mutex_t lock;      /* taken only to add a new CE */
+	struct tb_truth_row *rows; /* max_ces rows, unsorted, owned; never moved */
+	size_t n;                  /* rows in use; published with release/acquire */
+	size_t cap, max_ces;       /* cap == max_ces */
 };
 
-/* Initialises an empty table holding at most max_ces (> 0) CEs. RM_OK or RM_EINVAL. */
+/* Initialises an empty table holding at most max_ces (> 0) CEs. RM_OK, RM_EINVAL or RM_ENOMEM. */
 int tb_truth_init(struct tb_truth *t, size_t max_ces);
 
 /* Frees the rows. NULL-tolerant. Not concurrent with any other call on t. */
@@ -44,16 +49,18 @@ void tb_truth_release(struct tb_truth *t);
 
 /*
  * Adds the counters to ce's row, creating it (all zero) if needed; calling it
- * with zeros just reserves the row. Returns RM_OK, RM_EINVAL (bad name),
- * RM_EFULL (new CE but max_ces reached) or RM_ENOMEM. Thread-safe.
+ * with zeros just reserves the row. Returns RM_OK, RM_EINVAL (bad name or
+ * uninitialised t) or RM_EFULL (new CE but max_ces reached). Thread-safe,
+ * lock-free for a known CE.
  */
 int tb_truth_add(struct tb_truth *t, const char *ce, uint64_t requests, uint64_t cpu_ns,
 		 uint64_t rx_bytes, uint64_t tx_bytes);
 
 /*
- * Writes a consistent snapshot of t to path (via "<path>.tmp.<pid>" and
- * rename). Returns RM_OK, RM_ENOMEM or RM_EIO (logged). Thread-safe; calls
- * that write the same path must not run concurrently.
+ * Writes a snapshot of t to path (via "<path>.tmp.<pid>" and rename): each
+ * counter as it was when read, exact once no add runs any more. Returns
+ * RM_OK, RM_ENOMEM or RM_EIO (logged). Thread-safe; calls that write the
+ * same path must not run concurrently.
  */
 int tb_truth_write(struct tb_truth *t, const char *path);
 

@@ -1,0 +1,232 @@
+/*
+ * tb_back.c - tb-back, the storage tier of the two-tier synthetic shared
+ * service (seed 000 §7.2.1, Fig. 4). It answers "FETCH <ce> <addr>
+ * <size_kb>" (tb_tier.h) with the object's size_kb KB of data, after burning
+ * a storage cost of --cpu-us-base + size_kb * --cpu-us-per-kb microseconds of
+ * thread CPU. One thread per connection serves one request at a time, like
+ * tb-server. It keeps the ground truth per CE (tb_truth.h) — the <ce> field
+ * is forwarded by the front-end for this purpose only — over the same span as
+ * tb-server: from right after the recv that completed the request line to
+ * right after the reply's first send returned. The truth file is rewritten
+ * every second and on SIGTERM/SIGINT. Owns the truth table and its file.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "rm_err.h"
+#include "tb_lsrv.h"
+#include "tb_proto.h"
+#include "tb_tier.h"
+#include "tb_truth.h"
+#include "banned.h"
+
+#define TB_BACK_CONNS_DEFAULT 256
+#define TB_BACK_CONNS_MAX 4096
+#define TB_BACK_MAX_CES 1024
+
+struct tb_back {
+	struct tb_truth truth;
+	const char *truth_path;
+	uint64_t cpu_base_us, cpu_per_kb_us;
+	uint64_t malformed, served; /* atomic: counting adds no wake-ups */
+};
+
+static void tb_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tb-back --listen ADDR:PORT --truth FILE [--cpu-us-base N]\n"
+		"               [--cpu-us-per-kb N] [--max-conns N]\n"
+		"\n"
+		"  --listen ADDR:PORT   IPv4 address and TCP port (port 0: any; the bound\n"
+		"                       address is printed as 'listening ADDR:PORT')\n"
+		"  --truth FILE         ground-truth CSV (ce,requests,cpu_ns,rx_bytes,tx_bytes),\n"
+		"                       rewritten atomically every second and on SIGTERM/SIGINT\n"
+		"  --cpu-us-base N      storage CPU per request, microseconds (default 100)\n"
+		"  --cpu-us-per-kb N    storage CPU per KB of the object (default 100)\n"
+		"  --max-conns N        connections served at once, one thread each\n"
+		"                       (default %d, max %d)\n"
+		"  -h, --help           this help\n"
+		"\n"
+		"protocol: 'FETCH <ce> <addr> <size_kb>\\n' -> size_kb * 1024 bytes 'OK <n>\\n',\n"
+		"the address's data byte, '\\n'; a malformed request gets 'ERR <reason>\\n'\n",
+		TB_BACK_CONNS_DEFAULT, TB_BACK_CONNS_MAX);
+}
+
+static int tb_back_err(struct tb_back *b, int fd, const char *reason)
+{
+	__atomic_fetch_add(&b->malformed, 1, __ATOMIC_RELAXED);
+	return tb_lsrv_send_err(fd, reason);
+}
+
+static int tb_back_too_long(void *arg, int fd)
+{
+	return tb_back_err(arg, fd, "line too long");
+}
+
+static int tb_back_serve(void *arg, int fd, const char *line, size_t len, uint64_t t0)
+{
+	struct tb_back *b = arg;
+	struct tb_tier_req req;
+	volatile uint64_t sink;
+	const char *reason;
+	uint64_t cpu_us, t1, tx = 0;
+	size_t rlen;
+	char *reply;
+	int rv;
+
+	if (tb_tier_parse(TB_CMD_FETCH, line, len, &req, &reason) != RM_OK)
+		return tb_back_err(b, fd, reason);
+	rv = tb_truth_add(&b->truth, req.ce, 0, 0, 0, 0);
+	if (rv == RM_EFULL)
+		return tb_back_err(b, fd, "too many ces");
+	if (rv != RM_OK)
+		return tb_back_err(b, fd, "internal error");
+	/* The storage work: a size-dependent CPU cost, then the object's data. */
+	cpu_us = b->cpu_base_us + (uint64_t)req.size_kb * b->cpu_per_kb_us;
+	if (cpu_us > TB_CPU_US_MAX)
+		cpu_us = TB_CPU_US_MAX;
+	sink = tb_burn_cpu((uint32_t)cpu_us);
+	(void)sink;
+	reply = malloc(tb_tier_reply_bytes(req.size_kb));
+	if (!reply)
+		return tb_back_err(b, fd, "out of memory");
+	rlen = tb_tier_build_reply(reply, tb_tier_reply_bytes(req.size_kb), req.addr, req.size_kb);
+	t1 = tb_thread_cpu_ns();
+	rv = tb_tier_send(fd, reply, rlen, &tx, &t1);
+	free(reply);
+	/* Served either way: the CPU was spent on behalf of req.ce. */
+	if (tb_truth_add(&b->truth, req.ce, 1, t1 - t0, len + 1, tx) != RM_OK)
+		rm_log_warn("failed to record a request of '%s'", req.ce);
+	__atomic_fetch_add(&b->served, 1, __ATOMIC_RELAXED);
+	return rv == RM_OK ? 0 : -1;
+}
+
+static void tb_back_tick(void *arg)
+{
+	struct tb_back *b = arg;
+
+	if (tb_truth_write(&b->truth, b->truth_path) != RM_OK)
+		rm_log_warn("failed to write the truth file '%s'", b->truth_path);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "truth", required_argument, NULL, 't' },
+		{ "cpu-us-base", required_argument, NULL, 'B' },
+		{ "cpu-us-per-kb", required_argument, NULL, 'K' },
+		{ "max-conns", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tb_lsrv_cfg cfg;
+	struct tb_back b;
+	struct sockaddr_in addr;
+	const char *listen_s = NULL;
+	uint64_t conns = TB_BACK_CONNS_DEFAULT;
+	sigset_t mask;
+	int c, lfd, sfd, rv, ret = 0;
+
+	rm_log_init("tb-back");
+	memset(&b, 0, sizeof(b));
+	b.cpu_base_us = 100;
+	b.cpu_per_kb_us = 100;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			listen_s = optarg;
+			break;
+		case 't':
+			b.truth_path = optarg;
+			break;
+		case 'B':
+			if (tb_parse_u64(optarg, 0, TB_CPU_US_MAX, &b.cpu_base_us) != RM_OK) {
+				rm_log_error("bad --cpu-us-base '%s': expected 0..%u", optarg, TB_CPU_US_MAX);
+				return 2;
+			}
+			break;
+		case 'K':
+			if (tb_parse_u64(optarg, 0, TB_CPU_US_MAX / TB_SIZE_KB_MAX, &b.cpu_per_kb_us) != RM_OK) {
+				rm_log_error("bad --cpu-us-per-kb '%s': expected 0..%u", optarg,
+					     TB_CPU_US_MAX / TB_SIZE_KB_MAX);
+				return 2;
+			}
+			break;
+		case 'w':
+			if (tb_parse_u64(optarg, 1, TB_BACK_CONNS_MAX, &conns) != RM_OK) {
+				rm_log_error("bad --max-conns '%s': expected 1..%d", optarg, TB_BACK_CONNS_MAX);
+				return 2;
+			}
+			break;
+		case 'h':
+			tb_usage(stdout);
+			return 0;
+		default:
+			if (optopt)
+				rm_log_error("bad or incomplete option '-%c'", optopt);
+			else
+				rm_log_error("unknown option '%s'", argv[optind - 1]);
+			tb_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		rm_log_error("unexpected argument '%s'", argv[optind]);
+		tb_usage(stderr);
+		return 2;
+	}
+	if (!listen_s || !b.truth_path) {
+		rm_log_error("--listen and --truth are required");
+		tb_usage(stderr);
+		return 2;
+	}
+	if (tb_parse_addr(listen_s, 0, &addr) != RM_OK) {
+		rm_log_error("bad --listen '%s': expected IPV4:PORT", listen_s);
+		return 2;
+	}
+
+	/* Signals go to the signalfd only; SIGPIPE never kills us. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0 ||
+	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
+		rm_log_error("failed to set up signal handling: %s", strerror(errno));
+		return 1;
+	}
+	if (tb_truth_init(&b.truth, TB_BACK_MAX_CES) != RM_OK) {
+		rm_log_error("failed to initialise the back-end");
+		return 1;
+	}
+	/* The file exists (empty) from the start, so readers can poll for it. */
+	if (tb_truth_write(&b.truth, b.truth_path) != RM_OK)
+		return 1;
+	lfd = tb_lsrv_listen(&addr);
+	if (lfd < 0)
+		return 1;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.serve = tb_back_serve;
+	cfg.too_long = tb_back_too_long;
+	cfg.tick = tb_back_tick;
+	cfg.arg = &b;
+	cfg.max_conns = (size_t)conns;
+	rv = tb_lsrv_run(&cfg, lfd, sfd);
+	close(lfd);
+	/* tb_lsrv_run wrote the final truth in its last tick; check it once more. */
+	if (tb_truth_write(&b.truth, b.truth_path) != RM_OK || rv != RM_OK)
+		ret = 1;
+	rm_log_info("served %llu requests, answered %llu malformed", (unsigned long long)b.served,
+		    (unsigned long long)b.malformed);
+	tb_truth_release(&b.truth);
+	close(sfd);
+	return ret;
+}

@@ -1,0 +1,293 @@
+/*
+ * tb_tier.c - the two-tier service's request lines (GET, FETCH), its replies
+ * (built, checked, sent and received whole), and the address-to-size map the
+ * clients share. Owns no state.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "rm_err.h"
+#include "tb_tier.h"
+#include "banned.h"
+
+static int tb_tier_space(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* Next token of line[*pos, len): sets *tok and *tlen; returns 0 if none is left. */
+static int tb_tier_tok(const char *line, size_t len, size_t *pos, const char **tok, size_t *tlen)
+{
+	size_t i = *pos;
+
+	while (i < len && tb_tier_space(line[i]))
+		i++;
+	if (i == len)
+		return 0;
+	*tok = line + i;
+	while (i < len && !tb_tier_space(line[i]))
+		i++;
+	*tlen = (size_t)(line + i - *tok);
+	*pos = i;
+	return 1;
+}
+
+/* Decimal token in [min, max]: 1 ok, 0 malformed, -1 out of range. */
+static int tb_tier_u32(const char *tok, size_t tlen, uint32_t min, uint32_t max, uint32_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (tlen == 0)
+		return 0;
+	for (i = 0; i < tlen; i++) {
+		if (tok[i] < '0' || tok[i] > '9')
+			return 0;
+		v = v * 10 + (uint64_t)(tok[i] - '0');
+		if (v > max)
+			return -1;
+	}
+	if (v < min)
+		return -1;
+	*out = (uint32_t)v;
+	return 1;
+}
+
+/* One numeric field: fills *out or sets *reason. */
+static int tb_tier_field(const char *line, size_t len, size_t *pos, const char *name, uint32_t min,
+			 uint32_t max, uint32_t *out, const char **reason)
+{
+	static const struct {
+		const char *name, *missing, *bad, *range;
+	} msgs[] = {
+		{ "addr", "missing addr", "bad addr", "addr out of range" },
+		{ "size_kb", "missing size_kb", "bad size_kb", "size_kb out of range" },
+		{ "cpu_us", "missing cpu_us", "bad cpu_us", "cpu_us too large" },
+	};
+	const char *tok;
+	size_t tlen, k;
+	int r;
+
+	for (k = 0; k < sizeof(msgs) / sizeof(msgs[0]); k++)
+		if (strcmp(msgs[k].name, name) == 0)
+			break;
+	assert(k < sizeof(msgs) / sizeof(msgs[0]));
+	if (!tb_tier_tok(line, len, pos, &tok, &tlen)) {
+		*reason = msgs[k].missing;
+		return RM_EPROTO;
+	}
+	r = tb_tier_u32(tok, tlen, min, max, out);
+	if (r == 0) {
+		*reason = msgs[k].bad;
+		return RM_EPROTO;
+	}
+	if (r < 0) {
+		*reason = msgs[k].range;
+		return RM_EPROTO;
+	}
+	return RM_OK;
+}
+
+int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_tier_req *req,
+		  const char **reason)
+{
+	static const char *dummy;
+	const char *tok, *word;
+	size_t tlen, pos = 0, i;
+	int rv;
+
+	if (!reason)
+		reason = &dummy;
+	if (!line || !req || (cmd != TB_CMD_GET && cmd != TB_CMD_FETCH)) {
+		*reason = "internal error";
+		return RM_EINVAL;
+	}
+	memset(req, 0, sizeof(*req));
+	req->cmd = cmd;
+	if (len > 0 && line[len - 1] == '\r')
+		len--;
+	for (i = 0; i < len; i++) {
+		if (line[i] == '\0' || line[i] == '\n' || line[i] == '\r') {
+			*reason = "control character in request";
+			return RM_EPROTO;
+		}
+	}
+	if (!tb_tier_tok(line, len, &pos, &tok, &tlen)) {
+		*reason = "empty request";
+		return RM_EPROTO;
+	}
+	word = cmd == TB_CMD_GET ? "GET" : "FETCH";
+	if (tlen != strlen(word) || memcmp(tok, word, tlen) != 0) {
+		*reason = "unknown command";
+		return RM_EPROTO;
+	}
+	if (!tb_tier_tok(line, len, &pos, &tok, &tlen)) {
+		*reason = "missing ce";
+		return RM_EPROTO;
+	}
+	if (tb_check_ce(tok, tlen, reason) != RM_OK)
+		return RM_EPROTO;
+	memcpy(req->ce, tok, tlen);
+	req->ce[tlen] = '\0';
+	if ((rv = tb_tier_field(line, len, &pos, "addr", 0, TB_ADDR_MAX, &req->addr, reason)) != RM_OK)
+		return rv;
+	if ((rv = tb_tier_field(line, len, &pos, "size_kb", TB_SIZE_KB_MIN, TB_SIZE_KB_MAX, &req->size_kb,
+				reason)) != RM_OK)
+		return rv;
+	if (cmd == TB_CMD_GET &&
+	    (rv = tb_tier_field(line, len, &pos, "cpu_us", 0, TB_CPU_US_MAX, &req->cpu_us, reason)) != RM_OK)
+		return rv;
+	if (tb_tier_tok(line, len, &pos, &tok, &tlen)) {
+		*reason = "trailing garbage";
+		return RM_EPROTO;
+	}
+	return RM_OK;
+}
+
+size_t tb_tier_format(char *buf, size_t cap, const struct tb_tier_req *req)
+{
+	struct tb_tier_req chk;
+	int n;
+
+	if (!buf || !req)
+		return 0;
+	if (req->cmd == TB_CMD_GET)
+		n = snprintf(buf, cap, "GET %s %u %u %u\n", req->ce, req->addr, req->size_kb, req->cpu_us);
+	else if (req->cmd == TB_CMD_FETCH)
+		n = snprintf(buf, cap, "FETCH %s %u %u\n", req->ce, req->addr, req->size_kb);
+	else
+		return 0;
+	if (n < 0 || (size_t)n >= cap)
+		return 0;
+	if (tb_tier_parse(req->cmd, buf, (size_t)n - 1, &chk, NULL) != RM_OK)
+		return 0;
+	return (size_t)n;
+}
+
+uint32_t tb_tier_size_of(uint32_t addr, uint32_t lo, uint32_t hi)
+{
+	uint64_t x = (uint64_t)addr + 0x9e3779b97f4a7c15ull;
+
+	if (hi <= lo)
+		return lo;
+	/* splitmix64 finaliser: a fixed, well-mixed hash of the address */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return lo + (uint32_t)(x % ((uint64_t)hi - lo + 1));
+}
+
+size_t tb_tier_build_reply(char *buf, size_t cap, uint32_t addr, uint32_t size_kb)
+{
+	uint32_t total;
+	size_t hlen;
+
+	if (!buf || size_kb < TB_SIZE_KB_MIN || size_kb > TB_SIZE_KB_MAX)
+		return 0;
+	total = tb_tier_reply_bytes(size_kb);
+	if (cap < total)
+		return 0;
+	hlen = tb_format_ok(buf, cap, total);
+	if (hlen == 0)
+		return 0;
+	memset(buf + hlen, tb_tier_fill(addr), total - hlen - 1);
+	buf[total - 1] = '\n';
+	return total;
+}
+
+int tb_tier_check_reply(const char *buf, size_t len, uint32_t addr, uint32_t size_kb)
+{
+	char hdr[32];
+	size_t hlen, i;
+	char fill = tb_tier_fill(addr);
+
+	if (!buf || size_kb < TB_SIZE_KB_MIN || size_kb > TB_SIZE_KB_MAX ||
+	    len != tb_tier_reply_bytes(size_kb))
+		return RM_EPROTO;
+	hlen = tb_format_ok(hdr, sizeof(hdr), (uint32_t)len);
+	if (hlen == 0 || memcmp(buf, hdr, hlen) != 0 || buf[len - 1] != '\n')
+		return RM_EPROTO;
+	for (i = hlen; i < len - 1; i++)
+		if (buf[i] != fill)
+			return RM_EPROTO;
+	return RM_OK;
+}
+
+int tb_tier_send(int fd, const void *buf, size_t len, uint64_t *sent, uint64_t *first_cpu_ns)
+{
+	const char *p = buf;
+	int first = 1;
+
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (first && first_cpu_ns && n >= 0) {
+			*first_cpu_ns = tb_thread_cpu_ns();
+			first = 0;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return RM_ECLOSED;
+		}
+		p += n;
+		len -= (size_t)n;
+		if (sent)
+			*sent += (uint64_t)n;
+	}
+	return RM_OK;
+}
+
+int tb_tier_recv_reply(int fd, uint32_t addr, uint32_t size_kb, char *buf, size_t cap, size_t *len,
+		       char *err, size_t errcap, uint64_t *rx)
+{
+	uint32_t total;
+	size_t have = 0;
+
+	if (!buf || !len || size_kb < TB_SIZE_KB_MIN || size_kb > TB_SIZE_KB_MAX)
+		return RM_EINVAL;
+	total = tb_tier_reply_bytes(size_kb);
+	if (cap < total)
+		return RM_EINVAL;
+	*len = 0;
+	while (have < total) {
+		ssize_t n = recv(fd, buf + have, total - have, 0);
+
+		if (n == 0)
+			return RM_ECLOSED;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return RM_ECLOSED;
+		}
+		if (rx)
+			*rx += (uint64_t)n;
+		have += (size_t)n;
+		if (have >= 4 && memcmp(buf, "ERR ", 4) == 0) {
+			char *nl = memchr(buf, '\n', have);
+
+			if (!nl)
+				continue; /* the rest of the error line is on its way */
+			if ((size_t)(nl - buf) + 1 != have)
+				return RM_EPROTO; /* bytes after an error line */
+			if (err && errcap) {
+				size_t rl = (size_t)(nl - buf) - 4;
+
+				if (rl >= errcap)
+					rl = errcap - 1;
+				memcpy(err, buf + 4, rl);
+				err[rl] = '\0';
+			}
+			return RM_ENOENT;
+		}
+		if (have >= 3 && memcmp(buf, "OK ", 3) != 0)
+			return RM_EPROTO;
+	}
+	if (tb_tier_check_reply(buf, have, addr, size_kb) != RM_OK)
+		return RM_EPROTO;
+	*len = have;
+	return RM_OK;
+}
