@@ -996,16 +996,12 @@ int main(int argc, char **argv)
 			tb_usage(stdout);
 			return 0;
 		default:
-			if (optopt)
-				rm_log_error("bad or incomplete option '-%c'", optopt);
-			else
-				rm_log_error("unknown option '%s'", argv[optind - 1]);
+			tb_log_bad_option(argv);
 			tb_usage(stderr);
 			return 2;
 		}
 	}
-	if (optind != argc) {
-		rm_log_error("unexpected argument '%s'", argv[optind]);
+	if (tb_extra_args(argc, argv)) {
 		tb_usage(stderr);
 		return 2;
 	}
