@@ -278,44 +278,6 @@ static uint8_t *hello(const char *node, size_t *len)
 
 /* ---- stderr capture ---- */
 
-static int saved_stderr = -1;
-
-static void capture_start(const char *name, char *path, size_t pathlen)
-{
-	FILE *f;
-
-	snprintf(path, pathlen, "%s/%s.log", rm_test_tmpdir(), name);
-	fflush(stderr);
-	saved_stderr = dup(2);
-	f = fopen(path, "w");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	dup2(fileno(f), 2);
-	fclose(f);
-}
-
-/* Stops capturing; returns the captured text (malloc'd). */
-static char *capture_end(const char *path)
-{
-	char *text;
-	long n;
-	FILE *f;
-
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	f = fopen(path, "r");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	text = calloc(1, (size_t)n + 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-	CU_ASSERT_EQUAL(fread(text, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	fputs(text, stderr);
-	return text;
-}
-
 static size_t count_lines(const char *text, const char *needle)
 {
 	size_t n = 0;
@@ -341,7 +303,7 @@ static void test_bad_input(void)
 
 	srv_start(&v, "bad", 1000, NULL);
 	c = client(v.url, 5000);
-	capture_start("bad", log, sizeof(log));
+	rm_test_capture_start("bad", log, sizeof(log));
 	/* a valid batch first */
 	b = batch("node-a", 1, 1, &len);
 	expect(c, b, len, RAMETR__ACK__STATUS__ACK_OK, 1, "");
@@ -390,7 +352,7 @@ static void test_bad_input(void)
 	b = batch("node-a", 2, 1, &len);
 	expect(c, b, len, RAMETR__ACK__STATUS__ACK_OK, 2, "");
 	free(b);
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_EQUAL(atomic_load(&v.th.batches), 2);
 	/* refusals are logged once each, with the peer */
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "refused batch 8 from ipc://"));
@@ -413,11 +375,11 @@ static void test_rate_limit(void)
 
 	srv_start(&v, "rate", 1000, NULL);
 	c = client(v.url, 5000);
-	capture_start("rate", log, sizeof(log));
+	rm_test_capture_start("rate", log, sizeof(log));
 	for (i = 0; i < 25; i++)
 		expect(c, "\xff\xff", 2, RAMETR__ACK__STATUS__ACK_MALFORMED, 0,
 		       "malformed message (2 bytes)");
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_EQUAL(count_lines(text, "refused message of 2 bytes from ipc://"), 10);
 	free(text);
 	nng_close(c);
@@ -817,9 +779,9 @@ static void test_open_errors(void)
 	CU_ASSERT_PTR_NULL(s);
 	snprintf(path, sizeof(path), "ipc://%s/no/such/dir/agg.sock", rm_test_tmpdir());
 	url = path;
-	capture_start("open", log, sizeof(log));
+	rm_test_capture_start("open", log, sizeof(log));
 	CU_ASSERT_EQUAL(agg_server_open(&s, &url, 1, &h, 0), RM_EIO);
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "failed to listen on 'ipc://"));
 	free(text);
 	CU_ASSERT_PTR_NULL(s);

@@ -339,43 +339,6 @@ static void sleep_ms(int ms)
 	usleep((useconds_t)ms * 1000);
 }
 
-static int saved_stderr = -1;
-
-static void capture_start(const char *name, char *path, size_t pathlen)
-{
-	FILE *f;
-
-	snprintf(path, pathlen, "%s/%s.log", rm_test_tmpdir(), name);
-	fflush(stderr);
-	saved_stderr = dup(2);
-	f = fopen(path, "w");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	dup2(fileno(f), 2);
-	fclose(f);
-}
-
-static char *capture_end(const char *path)
-{
-	char *text;
-	long n;
-	FILE *f;
-
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	f = fopen(path, "r");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	text = calloc(1, (size_t)n + 1);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-	CU_ASSERT_EQUAL(fread(text, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	fputs(text, stderr);
-	return text;
-}
-
 /* ---- cases ---- */
 
 static void test_normal(void)
@@ -735,9 +698,9 @@ static void test_corrupt_spool(void)
 	close(fd);
 
 	tsrv_start(&t);
-	capture_start("corrupt", log, sizeof(log));
+	rm_test_capture_start("corrupt", log, sizeof(log));
 	CU_ASSERT_EQUAL_FATAL(col_sender_open(&b, &cfg), RM_OK);
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "torn record at offset"));
 	free(text);
 	col_sender_stats(b, &st);
@@ -761,9 +724,9 @@ static void test_corrupt_spool(void)
 	CU_ASSERT_EQUAL(pwrite(fd, "\xff", 1, size - 3), 1);
 	close(fd);
 	tsrv_start(&t);
-	capture_start("corrupt2", log, sizeof(log));
+	rm_test_capture_start("corrupt2", log, sizeof(log));
 	CU_ASSERT_EQUAL_FATAL(col_sender_open(&b, &cfg), RM_OK);
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "checksum mismatch at offset"));
 	free(text);
 	CU_ASSERT_EQUAL(col_sender_flush(b, 15000), RM_OK);
@@ -778,9 +741,9 @@ static void test_corrupt_spool(void)
 	fd = open(cfg.spool_path, O_WRONLY | O_CREAT, 0600);
 	CU_ASSERT_EQUAL(write(fd, "hello, this is a text file\n", 27), 27);
 	close(fd);
-	capture_start("corrupt3", log, sizeof(log));
+	rm_test_capture_start("corrupt3", log, sizeof(log));
 	CU_ASSERT_EQUAL_FATAL(col_sender_open(&b, &cfg), RM_OK);
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "is not a rametr spool"));
 	free(text);
 	snprintf(bad, sizeof(bad), "%s.bad", cfg.spool_path);
@@ -808,10 +771,10 @@ static void test_rejected(void)
 	tsrv_start(&t);
 	cfg_init(&cfg, &t, "reject.spool");
 	CU_ASSERT_EQUAL_FATAL(col_sender_open(&s, &cfg), RM_OK);
-	capture_start("reject", log, sizeof(log));
+	rm_test_capture_start("reject", log, sizeof(log));
 	submit_n(s, 1, 5, 2);
 	CU_ASSERT_EQUAL(col_sender_flush(s, 15000), RM_OK);
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "aggregator refused batch 3 (ACK_REJECTED: batch 3 is not welcome)"));
 	free(text);
 	col_sender_stats(s, &st);
@@ -923,9 +886,9 @@ static void test_full(void)
 	cfg.mem_limit = 1;
 	CU_ASSERT_EQUAL_FATAL(col_sender_open(&s, &cfg), RM_OK);
 	parts_make(p, 1, 4);
-	capture_start("full", log, sizeof(log));
+	rm_test_capture_start("full", log, sizeof(log));
 	CU_ASSERT_EQUAL(col_sender_submit(s, p, 4, NULL, 0), RM_EFULL);
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "dropping batch of 4 parts and 0 windows"));
 	free(text);
 	col_sender_stats(s, &st);
@@ -938,7 +901,7 @@ static void test_full(void)
 	cfg.mem_limit = 1;
 	cfg.spool_limit = 1200;
 	CU_ASSERT_EQUAL_FATAL(col_sender_open(&s, &cfg), RM_OK);
-	capture_start("full2", log, sizeof(log));
+	rm_test_capture_start("full2", log, sizeof(log));
 	for (i = 0; i < 10; i++) {
 		parts_make(p, 1 + 4 * (unsigned)i, 4);
 		rv = col_sender_submit(s, p, 4, NULL, 0);
@@ -946,7 +909,7 @@ static void test_full(void)
 		ok += rv == RM_OK;
 		full += rv == RM_EFULL;
 	}
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	free(text);
 	CU_ASSERT(ok >= 2);
 	CU_ASSERT(full >= 1);
@@ -1027,12 +990,12 @@ static void test_hello_refused(void)
 	t.reject_hellos = 2;
 	tsrv_start(&t);
 	cfg_init(&cfg, &t, "hello.spool");
-	capture_start("hello", log, sizeof(log));
+	rm_test_capture_start("hello", log, sizeof(log));
 	CU_ASSERT_EQUAL_FATAL(col_sender_open(&s, &cfg), RM_OK);
 	submit_n(s, 1, 3, 2);
 	/* batches wait behind the hello, which is retried until accepted */
 	CU_ASSERT_EQUAL(col_sender_flush(s, 15000), RM_OK);
-	text = capture_end(log);
+	text = rm_test_capture_end(log);
 	CU_ASSERT_PTR_NOT_NULL(strstr(text, "refused the hello of node 'node-a': ACK_REJECTED: "
 					    "node 'node-a' is not configured yet"));
 	free(text);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RM_TEST_SKIP_CODE 77
 
@@ -60,6 +61,49 @@ static inline void rm_test_cleanup(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
 	if (system(cmd) != 0)
 		fprintf(stderr, "warning: failed to remove '%s'\n", d);
+}
+
+/*
+ * Captures this process's stderr into <tmpdir>/<name>.log (path returned in
+ * path) until rm_test_capture_end(), which restores stderr, echoes the text
+ * to it and returns the captured text (malloc'd; the caller frees it).
+ * Not reentrant: one capture at a time.
+ */
+static int rm_test_saved_stderr = -1;
+
+static inline void rm_test_capture_start(const char *name, char *path, size_t pathlen)
+{
+	FILE *f;
+
+	snprintf(path, pathlen, "%s/%s.log", rm_test_tmpdir(), name);
+	fflush(stderr);
+	rm_test_saved_stderr = dup(2);
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	dup2(fileno(f), 2);
+	fclose(f);
+}
+
+static inline char *rm_test_capture_end(const char *path)
+{
+	char *text;
+	long n;
+	FILE *f;
+
+	fflush(stderr);
+	dup2(rm_test_saved_stderr, 2);
+	close(rm_test_saved_stderr);
+	f = fopen(path, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	text = calloc(1, (size_t)n + 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+	CU_ASSERT_EQUAL(fread(text, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	fputs(text, stderr);
+	return text;
 }
 
 #define RM_TEST_MAIN(suite_name, case_table)                                              \
