@@ -43,6 +43,7 @@
 #define AGG_REASON_UNTRUSTED_RANGE "untrusted_range"
 #define AGG_REASON_UNPAIRED "unpaired"
 #define AGG_REASON_PAST_HORIZON "past_horizon"
+#define AGG_REASON_UNANCHORED "unanchored"
 
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */
 struct agg_charge {

@@ -21,6 +21,15 @@
 
 #define AGG_SEQ_BASE (1ULL << 40)  /* first unwrapped position of a flow (room below for late ranges) */
 #define AGG_MAX_RANGE (1ULL << 47) /* longer byte ranges are malformed */
+/*
+ * A continuation chain (RM_PF_CONT, follow-replies) is paired with its
+ * anchor record as a receiver with the send of one flow of its own: the
+ * anchor "sends" [0, AGG_CHAIN_LEN) and each part of the chain "receives"
+ * it, so it takes the anchor's distribution (precisely enough to split) and
+ * waits, gives up and persists like any receiver.
+ */
+#define AGG_FAM_CHAIN 0x10000U     /* the flow of a chain (not an address family) */
+#define AGG_CHAIN_LEN (1ULL << 20)
 
 /* A distribution: n shares, sorted (agg_share_cmp), weights > 0. */
 struct agg_dist {
@@ -202,7 +211,7 @@ found:
 
 static const char *const agg_reasons[] = {
 	AGG_REASON_NO_CE, AGG_REASON_DOM0, AGG_REASON_UNTRUSTED_RANGE, AGG_REASON_UNPAIRED,
-	AGG_REASON_PAST_HORIZON, AGG_REASON_UNSEGMENTED, AGG_REASON_LOST,
+	AGG_REASON_PAST_HORIZON, AGG_REASON_UNSEGMENTED, AGG_REASON_LOST, AGG_REASON_UNANCHORED,
 };
 
 static int agg_share_cmp(const struct agg_pair_share *a, const struct agg_pair_share *b)
@@ -433,6 +442,27 @@ static int agg_fkey_make(struct agg_fkey *k, const struct rm_tuple *t, int sendi
 	if (agg_is_loopback(fl, l) || agg_is_loopback(fl, r))
 		k->scope = node_idx + 1;
 	return 1;
+}
+
+/* The flow of continuation chain `chain` of the collector run of node node_idx. */
+static void agg_chain_key(struct agg_fkey *k, uint32_t node_idx, uint64_t instance, uint64_t chain)
+{
+	memset(k, 0, sizeof(*k));
+	k->family = AGG_FAM_CHAIN;
+	k->scope = node_idx + 1;
+	memcpy(k->src, &instance, sizeof(instance));
+	memcpy(k->dst, &chain, sizeof(chain));
+}
+
+/* A part of a chain that waits for its anchor; an anchor record of a chain. */
+static int agg_is_chain_part(const struct rm_part *p)
+{
+	return (p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT && p->parent_seg;
+}
+
+static int agg_is_chain_anchor(const struct rm_part *p)
+{
+	return (p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_ANCHOR && p->parent_seg;
 }
 
 static int agg_ftab_grow(struct agg_pair *e)
@@ -832,7 +862,8 @@ static int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 		return RM_OK;
 	}
 	if ((rv = agg_acc_add(e, NULL, AGG_REASON_UNTRUSTED_RANGE, untrusted)) != 0 ||
-	    (rv = agg_acc_add(e, NULL, AGG_REASON_UNPAIRED, uncovered)) != 0 ||
+	    (rv = agg_acc_add(e, NULL, f->k.family == AGG_FAM_CHAIN ? AGG_REASON_UNANCHORED : AGG_REASON_UNPAIRED,
+			      uncovered)) != 0 ||
 	    (rv = agg_acc_add(e, NULL, AGG_REASON_PAST_HORIZON, blocked)) != 0)
 		return rv;
 	/* the sends whose clean bytes were used: a later overlap cannot be undone */
@@ -935,21 +966,21 @@ static int agg_collect(struct agg_pair *e)
 }
 
 /* Puts r's send range into the index of its flow, marking overlaps. */
-static int agg_send_insert(struct agg_pair *e, struct agg_rec *r, const struct agg_fkey *k,
-			   const struct rm_part *p)
+static int agg_send_insert(struct agg_pair *e, struct agg_rec *r, const struct agg_fkey *k, uint64_t start,
+			   uint64_t end)
 {
 	struct agg_send s = { 0 };
 	struct agg_flow *f;
 	size_t lo, hi, i, at;
 	int rv;
 
-	if (!(f = agg_flow_get(e, k, p->out_seq_start)))
+	if (!(f = agg_flow_get(e, k, start)))
 		return RM_ENOMEM;
 	if ((rv = agg_grow((void **)&f->sends, &f->capsends, f->nsends + 1, sizeof(*f->sends))) != 0) {
 		agg_fgc_push(e, f);
 		return rv;
 	}
-	agg_flow_place(f, p->out_seq_start, p->out_seq_end, &s.a, &s.b);
+	agg_flow_place(f, start, end, &s.a, &s.b);
 	s.expires = agg_deadline(e, r->arrival);
 	s.part = r;
 	agg_send_window(f, s.a, s.b, &lo, &hi);
@@ -1028,6 +1059,13 @@ static int agg_classify(struct agg_pair *e, struct agg_rec *r, const struct rm_p
 	struct agg_fkey k;
 	int i = -1;
 
+	if (agg_is_chain_part(p)) {
+		/* a continuation: the request its chain's anchor names */
+		agg_chain_key(&k, r->node_idx, r->instance, p->parent_seg);
+		return agg_wait_on(e, r, &k, 0, AGG_CHAIN_LEN);
+	}
+	if (agg_is_chain_anchor(p) && !t->family && !t->cookie)
+		return agg_resolve_one(e, r, NULL, AGG_REASON_UNANCHORED, AGG_PAIR_BY_NONE);
 	if (p->flags & RM_PF_DOMAIN) {
 		i = agg_config_match_domain(e->cfg, p->domid);
 		if (i >= 0)
@@ -1137,9 +1175,13 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 	e->tail = r;
 	e->st.held++;
 	*out = r;
+	if (agg_is_chain_anchor(p)) {
+		agg_chain_key(&k, r->node_idx, r->instance, p->parent_seg);
+		return agg_send_insert(e, r, &k, 0, AGG_CHAIN_LEN);
+	}
 	if ((p->flags & RM_PF_OUT_SEQ) && !(p->flags & RM_PF_DOMAIN) && p->out_seq_end > p->out_seq_start &&
 	    agg_valid_range(p->out_seq_start, p->out_seq_end) && agg_fkey_make(&k, &p->out, 1, r->node_idx))
-		return agg_send_insert(e, r, &k, p);
+		return agg_send_insert(e, r, &k, p->out_seq_start, p->out_seq_end);
 	return RM_OK;
 }
 

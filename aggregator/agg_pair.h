@@ -10,6 +10,13 @@
  * unaccountable usage (V), weighted by bytes, or "not yet".
  *
  * How a part is resolved, in this order:
+ *   0. continuations (follow-replies, segmenter.h): a part flagged RM_PF_CONT
+ *      without RM_PF_ANCHOR takes the distribution of its chain's anchor
+ *      record (RM_PF_ANCHOR without RM_PF_CONT, same node and collector run,
+ *      parent_seg = the chain), which is itself resolved by its inbound
+ *      socket like any part: the request the chain's reply answered. An
+ *      anchor record with no inbound socket (the chain answered nothing),
+ *      or no anchor within the horizon: V "unanchored";
  *   1. Xen parts (RM_PF_DOMAIN): the domain rules (agg_config_match_domain),
  *      else "dom0" (dom0's remainder) or "no_ce";
  *   2. the configuration rules applied to the part's inbound socket

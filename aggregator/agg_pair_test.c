@@ -69,17 +69,24 @@ struct run {
 	int64_t arrival[MAXP + 1];
 };
 
-static void replay(struct stream *s, const char *node, const char *file)
+static void replay_follow(struct stream *s, const char *node, const char *file, int follow_replies)
 {
+	struct col_replay_opts o = { 0 };
 	struct col_sink sink;
 	char path[512];
 
+	o.follow_replies = follow_replies;
 	s->node = node;
 	col_replay_capture_init(&s->cap);
 	sink = col_replay_capture_sink(&s->cap);
 	snprintf(path, sizeof(path), "%s/%s", AGG_TESTDATA, file);
-	CU_ASSERT_EQUAL_FATAL(col_replay_file(path, &sink, NULL), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(col_replay_file(path, &sink, &o), RM_OK);
 	CU_ASSERT_FATAL(s->cap.nparts > 0);
+}
+
+static void replay(struct stream *s, const char *node, const char *file)
+{
+	replay_follow(s, node, file, 0);
 }
 
 /*
@@ -983,6 +990,77 @@ static void test_bad_input(void)
 	agg_config_free(cfg);
 }
 
+/*
+ * Follow-replies: a pool worker's continuation chains (workers_front.events,
+ * hand computation there) take the CE of the request their reply answers,
+ * and the back end, reached by the chain's FETCH, follows; in any order of
+ * arrival. The chain never answered goes to V "unanchored" at the horizon.
+ */
+static void check_workers_totals(const struct run *R)
+{
+	CU_ASSERT_EQUAL(tv(R, "front", "c1", ST_R_CPU), 110100);
+	CU_ASSERT_EQUAL(tv(R, "front", "c2", ST_R_CPU), 260200);
+	CU_ASSERT_EQUAL(tv(R, "front", "c1", ST_R_NET_TX), 500);
+	CU_ASSERT_EQUAL(tv(R, "front", "c2", ST_R_NET_TX), 30 + 600);
+	CU_ASSERT_EQUAL(tv(R, "front", "!" AGG_REASON_UNANCHORED, ST_R_CPU), 100);
+	CU_ASSERT_EQUAL(tv(R, "back", "c2", ST_R_CPU), 300000);
+	CU_ASSERT_EQUAL(tv(R, "back", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(tv(R, "back", "!" AGG_REASON_UNANCHORED, ST_R_CPU), 100);
+}
+
+static void test_follow_replies(void)
+{
+	struct agg_pair_stats ps;
+	struct stream st[2];
+	struct item it[MAXP];
+	struct run R;
+	size_t n, k;
+	uint64_t seed;
+
+	replay_follow(&st[0], "front", "workers_front.events", 1);
+	replay_follow(&st[1], "back", "workers_back.events", 1);
+	n = all_items(st, 2, it);
+	CU_ASSERT_EQUAL_FATAL(n, 8 + 2);
+	for (seed = 0; seed < 12; seed++) {
+		all_items(st, 2, it);
+		if (seed == 1) { /* backwards: the anchor before its chain */
+			for (k = 0; k < n / 2; k++) {
+				struct item t = it[k];
+
+				it[k] = it[n - 1 - k];
+				it[n - 1 - k] = t;
+			}
+		} else if (seed > 1) {
+			shuffle(it, n, seed);
+		}
+		run_open(&R, st);
+		for (k = 0; k < n; k++)
+			feed(&R, it[k].s, it[k].i, (int64_t)k);
+		/* everything but the unanswered chains (front's and back's,
+		 * after their last reply) is decided at once */
+		agg_pair_get_stats(R.e, &ps);
+		CU_ASSERT_EQUAL(ps.pending, 2);
+		CU_ASSERT_EQUAL(agg_pair_expire(R.e, (int64_t)n + H), RM_OK);
+		CU_ASSERT_EQUAL(count_resolved(&R, n), n);
+		check_workers_totals(&R);
+		run_close(&R);
+	}
+	streams_free(st, 2);
+	/* without the option the worker's work and the back end's are V */
+	replay_follow(&st[0], "front", "workers_front.events", 0);
+	replay_follow(&st[1], "back", "workers_back.events", 0);
+	n = all_items(st, 2, it);
+	run_open(&R, st);
+	for (k = 0; k < n; k++)
+		feed(&R, it[k].s, it[k].i, (int64_t)k);
+	CU_ASSERT_EQUAL(agg_pair_expire(R.e, (int64_t)n + H), RM_OK);
+	CU_ASSERT_EQUAL(tv(&R, "front", "c1", ST_R_CPU), 10000);
+	CU_ASSERT_EQUAL(tv(&R, "back", "c2", ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(tv(&R, "back", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 300000);
+	run_close(&R);
+	streams_free(st, 2);
+}
+
 static CU_TestInfo cases[] = {
 	{ "largest-remainder split is exact", test_apportion },
 	{ "pooled connection: three CEs' interleaved requests, two hops, any order", test_pooled_connection },
@@ -998,6 +1076,7 @@ static CU_TestInfo cases[] = {
 	{ "a reply to a CE's own client ends the chain", test_reply_to_ce_client },
 	{ "a stop gives up pending parts and keeps the sends", test_give_up },
 	{ "bad input is refused", test_bad_input },
+	{ "follow-replies: a worker's chains take the CE of the request they answer", test_follow_replies },
 	CU_TEST_INFO_NULL,
 };
 

@@ -118,6 +118,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->offset_ns = b->offset_ns;
 	b->skel->rodata->self_tgid = cfg->self_tgid;
 	b->skel->rodata->netns_ino = cfg->netns_ino;
+	b->skel->rodata->follow_replies = cfg->follow_replies ? 1 : 0;
 	if (!cfg->follow_wakeups) {
 		/* off: not even the futex and waking tracepoints are attached */
 		bpf_program__set_autoload(b->skel->progs.rm_futex_enter, false);

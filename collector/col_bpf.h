@@ -21,6 +21,7 @@ struct col_bpf_cfg {
 	uint32_t self_tgid;   /* process never segmented (the collector itself); 0 = none */
 	uint32_t netns_ino;   /* nonzero: only threads of this network namespace (inode) count */
 	int follow_wakeups;   /* wake-up chains: a thread woken by a futex wake inherits the waker's segment */
+	int follow_replies;   /* continuation chains anchored by replies (segmenter.h) */
 };
 
 struct col_bpf_stats {

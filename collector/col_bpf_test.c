@@ -572,11 +572,157 @@ static void test_wakeup_chain(void)
 	check_identity();
 }
 
+/*
+ * Follow-replies: a reader accepts two connections and reads a request on
+ * each; a worker takes both by polling a variable (no futex: nothing the
+ * kernel sees), burns 10 ms and replies on the first, burns 20 ms and
+ * replies on the second. Its first reply makes it followed; the 20 ms of
+ * the second job go to a continuation anchored at the second reply: its
+ * inbound tuple and byte range are those of the reader's request on that
+ * connection (an accepted socket of a listener bound to an explicit port
+ * is the server side).
+ */
+struct pool2 {
+	int lfd, fd[2];
+	volatile int ready;
+	pid_t reader, worker;
+};
+
+static void *pool2_worker(void *arg)
+{
+	struct pool2 *p = arg;
+	char buf[400];
+	int i;
+
+	p->worker = (pid_t)syscall(SYS_gettid);
+	while (!__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE))
+		; /* no futex, no sleep */
+	memset(buf, 'w', sizeof(buf));
+	for (i = 0; i < 2; i++) {
+		burn_ms(i == 0 ? 10 : 20);
+		if (send(p->fd[i], buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+			perror("send");
+	}
+	return NULL;
+}
+
+static void *pool2_reader(void *arg)
+{
+	struct pool2 *p = arg;
+	int i;
+
+	p->reader = (pid_t)syscall(SYS_gettid);
+	for (i = 0; i < 2; i++) {
+		char buf[60];
+		size_t got = 0;
+
+		p->fd[i] = accept(p->lfd, NULL, NULL);
+		while (p->fd[i] >= 0 && got < sizeof(buf)) {
+			ssize_t n = recv(p->fd[i], buf + got, sizeof(buf) - got, 0);
+
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+	}
+	__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void test_follow_replies(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1 };
+	struct pool2 p = { .lfd = -1, .fd = { -1, -1 } };
+	const struct rm_part *req = NULL;
+	struct col_bpf *b = NULL;
+	pthread_t tw, tr;
+	uint64_t cpu = 0, tx = 0, anchored = 0;
+	size_t i, k;
+	int cfd[2], rv, port;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	p.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	/* an explicit port, as servers have (port 0 would not lock it) */
+	for (port = 20000 + (int)(getpid() % 20000), k = 0; k < 100; k++, port++) {
+		a.sin_port = htons((uint16_t)port);
+		if (bind(p.lfd, (struct sockaddr *)&a, sizeof(a)) == 0)
+			break;
+	}
+	CU_ASSERT_FATAL(k < 100 && listen(p.lfd, 2) == 0);
+	pthread_create(&tw, NULL, pool2_worker, &p);
+	pthread_create(&tr, NULL, pool2_reader, &p);
+	for (i = 0; i < 2; i++) {
+		char q[60];
+
+		cfd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		CU_ASSERT_FATAL(connect(cfd[i], (struct sockaddr *)&a, sizeof(a)) == 0);
+		memset(q, 'q', sizeof(q));
+		CU_ASSERT_FATAL(send(cfd[i], q, sizeof(q), 0) == (ssize_t)sizeof(q));
+	}
+	for (i = 0; i < 2; i++) {
+		char buf[400];
+		size_t got = 0;
+
+		while (got < sizeof(buf)) {
+			ssize_t n = recv(cfd[i], buf + got, sizeof(buf) - got, 0);
+
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		CU_ASSERT_EQUAL(got, sizeof(buf));
+	}
+	pthread_join(tr, NULL);
+	pthread_join(tw, NULL);
+	for (i = 0; i < 2; i++) {
+		close(cfd[i]);
+		close(p.fd[i]);
+	}
+	close(p.lfd);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+
+	/* the reader's segment on the second connection */
+	for (i = 0; i < nparts; i++)
+		if (parts[i].tid == (uint32_t)p.reader && (parts[i].flags & RM_PF_START) &&
+		    parts[i].in.lport == (uint32_t)port)
+			req = &parts[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(req);
+	for (i = 0; i < nparts; i++) {
+		const struct rm_part *q = &parts[i];
+
+		if (q->tid != (uint32_t)p.worker || !(q->flags & RM_PF_ANCHOR) || q->in.cookie != req->in.cookie)
+			continue;
+		anchored++;
+		CU_ASSERT(q->flags & RM_PF_CONT);
+		CU_ASSERT(q->flags & RM_PF_IN_SEQ);
+		CU_ASSERT_EQUAL(q->in_seq_start, req->in_seq_start);
+		CU_ASSERT_EQUAL(q->in_seq_end, req->in_seq_end);
+		CU_ASSERT_EQUAL(q->in.lport, (uint32_t)port);
+		CU_ASSERT_EQUAL(q->out.cookie, req->in.cookie);
+		cpu += q->cpu_ns;
+		tx += q->tx_bytes;
+	}
+	fprintf(stderr, "worker cpu anchored to the second request %.3f ms\n", cpu / 1e6);
+	CU_ASSERT_EQUAL(anchored, 1);
+	CU_ASSERT(cpu >= 19000000ULL && cpu <= 30000000ULL);
+	CU_ASSERT_EQUAL(tx, 400);
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
 	{ "a namespace filter sees only that namespace's threads", test_netns_filter },
 	{ "a worker woken through a futex inherits the request (wake-up chains)", test_wakeup_chain },
+	{ "a worker taking queued requests without a wake-up is charged by its reply (follow-replies)",
+	  test_follow_replies },
 	CU_TEST_INFO_NULL,
 };
 

@@ -549,6 +549,9 @@ static int col_events_io(struct col_events_line *L, struct col_ev_io *io)
 		return rv;
 	io->has_seq = has;
 	io->seq = has ? v : 0;
+	if ((rv = col_events_num(L, "srv", 0, 0, 1, &v, &has)) != 0)
+		return rv;
+	io->srv = has && v;
 	if ((rv = col_events_comm(L, io->comm)) != 0)
 		return rv;
 	if (!col_events_take(L, "fam", &fam)) {
@@ -781,6 +784,8 @@ static int col_events_check_io(const struct col_ev_io *io)
 		return RM_EINVAL;
 	if (io->has_seq && io->seq > UINT32_MAX)
 		return RM_EINVAL;
+	if (io->srv != 0 && io->srv != 1)
+		return RM_EINVAL;
 	if (n == RM_COMM_LEN)
 		return RM_EINVAL;
 	switch (t->family) {
@@ -872,6 +877,8 @@ static void col_events_put_io(struct col_events_out *o, const struct col_ev_io *
 	col_events_put(o, " bytes=%llu", (unsigned long long)io->bytes);
 	if (io->has_seq)
 		col_events_put(o, " seq=%llu", (unsigned long long)io->seq);
+	if (io->srv)
+		col_events_put(o, " srv=1");
 }
 
 int col_events_format(const struct col_event *ev, char *buf, size_t len)

@@ -55,7 +55,7 @@
  *   wakeup  tid=<tid>
  *           tid becomes runnable (sched_wakeup / sched_wakeup_new).
  *   recv    tid=<tid> pid=<pid> sock=<cookie> bytes=<n>
- *           [comm=<comm>] [fam=4|6|unix laddr=<addr> raddr=<addr>] [seq=<seq>]
+ *           [comm=<comm>] [fam=4|6|unix laddr=<addr> raddr=<addr>] [seq=<seq>] [srv=1]
  *   send    same keys as recv
  *           A recv (send) of <n> bytes by thread tid (running on <cpu>) on
  *           the socket with cookie <cookie> (1 .. 2^64-1). bytes may be 0
@@ -64,7 +64,10 @@
  *           without fam the socket has no family (0) and no addresses. An
  *           IPv4 address is written a.b.c.d:port, an IPv6 one [addr]:port.
  *           seq: TCP sequence number (32-bit, 0 .. 2^32-1) of the first
- *           byte. comm: the thread's name, 1 .. 15 bytes (no NUL); space,
+ *           byte. srv=1: the socket is the server side of its connection
+ *           (its local port was bound explicitly; the follow-replies option
+ *           uses it), srv=0 is the same as leaving it out.
+ *           comm: the thread's name, 1 .. 15 bytes (no NUL); space,
  *           bytes outside printable ASCII and the characters '%', '#' and
  *           '=' are written %XX (two hex digits; the parser accepts %XX for
  *           any byte but 00). On a send, comm is informational.
@@ -87,8 +90,8 @@
  *   4000 0 switch prev=101 prev_pid=100 prev_state=S next=0 next_pid=0
  *
  * The writer emits keys in the order shown in the type list above, always
- * writes prev_pid and next_pid, and writes comm, fam/laddr/raddr and seq
- * only when present, so that parse(write(e)) == e and write(parse(line)) is
+ * writes prev_pid and next_pid, and writes comm, fam/laddr/raddr, seq and
+ * srv=1 only when present, so that parse(write(e)) == e and write(parse(line)) is
  * the canonical form of a line.
  *
  * The parser holds the whole stream in memory (a file is read at open).
@@ -136,6 +139,7 @@ struct col_ev_io {
 	uint64_t bytes;
 	int has_seq;
 	uint64_t seq;             /* valid if has_seq; < 2^32 */
+	int srv;                  /* the socket is the server side of its connection */
 	char comm[RM_COMM_LEN];   /* NUL-terminated; "" if absent */
 };
 

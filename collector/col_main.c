@@ -174,6 +174,9 @@ static void col_usage(FILE *f)
 		"                     (/var/run/netns/NAME, or a path): one collector per namespace \"host\"\n"
 		"  --follow-wakeups   ebpf: a thread woken through a futex by a thread in a segment\n"
 		"                     inherits that segment until its next recv (thread-pool hand-offs)\n"
+		"  --follow-replies   ebpf, replay: a thread's work after a send is charged to the request\n"
+		"                     its next reply answers (thread pools that take queued requests\n"
+		"                     without being woken)\n"
 		"  --window D         accounting window, e.g. 1s (ebpf), 100ms (xen default)\n"
 		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
 		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
@@ -186,7 +189,7 @@ static void col_usage(FILE *f)
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns;
 	uint64_t window_ns, duration_ns, xen_khz;
-	int follow_wakeups;
+	int follow_wakeups, follow_replies;
 	size_t mem_limit;
 	int flush_ms;
 };
@@ -195,7 +198,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			int64_t offset)
 {
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
-				   .follow_wakeups = o->follow_wakeups };
+				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies };
 	struct col_bpf_stats st;
 	struct stat nst;
 	struct col_bpf *b = NULL;
@@ -252,6 +255,7 @@ int main(int argc, char **argv)
 		{ "window", required_argument, NULL, 'w' },
 		{ "netns", required_argument, NULL, 'N' },
 		{ "follow-wakeups", no_argument, NULL, 'W' },
+		{ "follow-replies", no_argument, NULL, 'R' },
 		{ "spool", required_argument, NULL, 's' },
 		{ "mem-limit", required_argument, NULL, 'm' },
 		{ "flush-ms", required_argument, NULL, 'f' },
@@ -283,6 +287,7 @@ int main(int argc, char **argv)
 		case 's': o.spool = optarg; break;
 		case 'N': o.netns = optarg; break;
 		case 'W': o.follow_wakeups = 1; break;
+		case 'R': o.follow_replies = 1; break;
 		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
 		case 'f': o.flush_ms = atoi(optarg); break;
 		case 'p':
@@ -363,7 +368,9 @@ int main(int argc, char **argv)
 	if (!strcmp(o.backend, "ebpf")) {
 		rv = col_run_ebpf(&o, &bt, &sink, offset);
 	} else if (!strcmp(o.backend, "replay")) {
-		rv = col_replay_file(o.events, &sink, NULL);
+		struct col_replay_opts ropts = { .follow_replies = o.follow_replies };
+
+		rv = col_replay_file(o.events, &sink, &ropts);
 		col_batch_flush(&bt);
 #ifdef RM_HAVE_XEN_BACKEND
 	} else {

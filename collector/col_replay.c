@@ -25,6 +25,7 @@ struct rm_env {
 	__u64 window_ns;
 	__u64 offset_ns;
 	__u32 cpu;
+	__u32 follow_replies;
 	struct col_replay_run *run;
 };
 
@@ -50,6 +51,15 @@ struct col_replay_thread {
 	struct rm_task t;
 };
 
+/* The bytes last received on a server-side socket (follow-replies), as rametr.bpf.c keeps them. */
+struct col_replay_inb {
+	struct col_replay_inb *next;     /* hash chain */
+	uint64_t cookie;
+	struct rm_inb in;
+};
+
+#define COL_REPLAY_INB_BUCKETS 256
+
 struct col_replay_cpu {
 	struct rm_cpu c;
 	int known;                       /* cur is known (a switch or an event told) */
@@ -64,8 +74,10 @@ struct col_replay_run {
 	struct col_events_hdr hdr;
 	const struct col_sink *sink;
 	unsigned fail_every;
+	int follow_replies;
 	struct col_replay_cpu *cpus;
 	struct col_replay_thread **tab;  /* hash by tid, tabsize a power of two */
+	struct col_replay_inb *inbs[COL_REPLAY_INB_BUCKETS]; /* by socket cookie */
 	size_t tabsize, nthreads;
 	struct rm_wintot *acc;           /* [nwin] harvested totals of window wmin + i */
 	uint64_t wmin, nwin;
@@ -321,6 +333,21 @@ static int col_replay_switch(struct col_replay_run *run, const struct col_event 
 	return RM_OK;
 }
 
+static struct col_replay_inb *col_replay_inb(struct col_replay_run *run, uint64_t cookie, int create)
+{
+	struct col_replay_inb **b = &run->inbs[(cookie * 0x9E3779B97F4A7C15ULL) >> 56], *i;
+
+	for (i = *b; i; i = i->next)
+		if (i->cookie == cookie)
+			return i;
+	if (!create || !(i = calloc(1, sizeof(*i))))
+		return NULL;
+	i->cookie = cookie;
+	i->next = *b;
+	*b = i;
+	return i;
+}
+
 static int col_replay_recv(struct col_replay_run *run, const struct col_event *ev)
 {
 	const struct col_ev_io *io = &ev->u.io;
@@ -335,7 +362,22 @@ static int col_replay_recv(struct col_replay_run *run, const struct col_event *e
 	if (!t && (rv = col_replay_add(run, io->tid, ev->cpu, &t)) != RM_OK)
 		return col_replay_fail(run, rv, ev->line, "out of memory");
 	t->cpu = ev->cpu;
-	rm_on_recv(&run->env, &t->t, ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes, io->has_seq, io->seq);
+	if (run->env.follow_replies && io->srv) {
+		struct col_replay_inb *in = col_replay_inb(run, io->tuple.cookie, 1);
+
+		if (!in)
+			return col_replay_fail(run, RM_ENOMEM, ev->line, "out of memory");
+		/* contiguous reads of one request extend the range */
+		if (io->has_seq && in->in.has_seq && (uint32_t)in->in.seq_end == (uint32_t)io->seq) {
+			in->in.seq_end += io->bytes;
+		} else {
+			in->in.seq_start = io->seq;
+			in->in.seq_end = io->seq + io->bytes;
+		}
+		in->in.has_seq = io->has_seq;
+	}
+	rm_on_recv(&run->env, &t->t, ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes, io->has_seq, io->seq,
+		   run->env.follow_replies && io->srv);
 	/* as rametr.bpf.c: the thread's name goes into a segment at its start */
 	if (io->comm[0] && (t->t.cur.flags & RM_PF_START) && t->t.cur.start_ns == ev->ts_ns)
 		memcpy(t->t.cur.comm, io->comm, sizeof(t->t.cur.comm));
@@ -345,14 +387,22 @@ static int col_replay_recv(struct col_replay_run *run, const struct col_event *e
 static int col_replay_send(struct col_replay_run *run, const struct col_event *ev)
 {
 	const struct col_ev_io *io = &ev->u.io;
-	int rv;
+	int srv = run->env.follow_replies && io->srv, rv;
+	struct col_replay_inb *in = srv ? col_replay_inb(run, io->tuple.cookie, 0) : NULL;
+	struct col_replay_thread *t;
 
 	if ((rv = col_replay_running(run, ev, io->tid)) != RM_OK)
 		return rv;
 	if (!io->bytes)
 		return RM_OK;
-	rm_on_send(&run->env, col_replay_task(col_replay_find(run, io->tid), ev->cpu), ev->ts_ns, &io->tuple,
-		   io->bytes, io->has_seq, io->seq);
+	t = col_replay_find(run, io->tid);
+	/* as rametr.bpf.c: follow-replies follows a thread that replies */
+	if (!t && srv && (rv = col_replay_add(run, io->tid, ev->cpu, &t)) != RM_OK)
+		return col_replay_fail(run, rv, ev->line, "out of memory");
+	rm_on_send(&run->env, col_replay_task(t, ev->cpu), ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes,
+		   io->has_seq, io->seq, srv, in ? &in->in : NULL);
+	if (t && srv && t->t.mode == RM_MODE_ASSOC && io->comm[0] && !t->t.cur.comm[0])
+		memcpy(t->t.cur.comm, io->comm, sizeof(t->t.cur.comm));
 	return RM_OK;
 }
 
@@ -567,6 +617,14 @@ static void col_replay_free_run(struct col_replay_run *run)
 		}
 	}
 	free(run->tab);
+	for (i = 0; i < COL_REPLAY_INB_BUCKETS; i++) {
+		struct col_replay_inb *in = run->inbs[i], *next;
+
+		for (; in; in = next) {
+			next = in->next;
+			free(in);
+		}
+	}
 	free(run->cpus);
 	free(run->acc);
 }
@@ -582,6 +640,7 @@ static int col_replay_reader(struct col_replay_run *run, struct col_events *r, u
 	run->env.window_ns = run->hdr.window_ns;
 	run->env.offset_ns = run->hdr.offset_ns;
 	run->env.run = run;
+	run->env.follow_replies = run->follow_replies;
 	if ((rv = col_replay_load(run, r, &ev, &n)) != RM_OK)
 		return rv;
 	if (n == 0) {
@@ -643,6 +702,7 @@ static int col_replay_common(struct col_events *r, int rv, const char *name, con
 	if (rv == RM_OK) {
 		run.name = col_events_name(r);
 		run.fail_every = opts ? opts->fail_every : 0;
+		run.follow_replies = opts ? opts->follow_replies : 0;
 		rv = col_replay_reader(&run, r, opts && opts->max_windows ? opts->max_windows : COL_REPLAY_MAX_WINDOWS);
 	}
 	rv = col_replay_finish(&run, rv, opts);

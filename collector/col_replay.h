@@ -73,6 +73,7 @@ struct col_replay_opts {
 	char *err;                 /* if set, the error message goes here (errlen bytes), else to rm_log_error */
 	size_t errlen;
 	struct col_replay_stats *stats; /* if set, filled in (also on error, with what was done) */
+	int follow_replies;        /* the follow-replies option of the segmenter (srv=1 events) */
 };
 
 /*

@@ -26,6 +26,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define MSG_PEEK 2
 #define MSG_ERRQUEUE 0x2000
 #define RCV_SHUTDOWN 1
+#define SOCK_BINDPORT_LOCK 4
 #define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
@@ -35,8 +36,9 @@ const volatile __u64 window_ns = 1000000000ULL;
 const volatile __u64 offset_ns = 0;          /* CLOCK_REALTIME - CLOCK_MONOTONIC */
 const volatile __u32 self_tgid = 0;          /* the collector itself: never segmented */
 const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer above this much data */
-const volatile __u32 netns_ino = 0;
-const volatile __u32 follow_wakeups = 0;     /* wake-up chains through futex wakes */          /* nonzero: account only threads of this network namespace */
+const volatile __u32 netns_ino = 0;         /* nonzero: account only threads of this network namespace */
+const volatile __u32 follow_wakeups = 0;     /* wake-up chains through futex wakes */
+const volatile __u32 follow_replies = 0;     /* continuation chains anchored by replies (segmenter.h) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -76,10 +78,19 @@ struct {
 	__type(value, struct rm_task);
 } nostate SEC(".maps");
 
+/* Follow-replies: the bytes last received on each server-side socket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rm_inb);
+} inbs SEC(".maps");
+
 struct rm_env {
 	__u64 window_ns;
 	__u64 offset_ns;
 	__u32 cpu;
+	__u32 follow_replies;
 };
 
 #define RM_INLINE static __always_inline
@@ -150,6 +161,18 @@ RM_INLINE void rm_env_init(struct rm_env *e)
 	e->window_ns = window_ns;
 	e->offset_ns = offset_ns;
 	e->cpu = bpf_get_smp_processor_id();
+	e->follow_replies = follow_replies;
+}
+
+/*
+ * The server side of a connection: its local port was bound explicitly (an
+ * accepted socket inherits SOCK_BINDPORT_LOCK from its listener), while a
+ * client's connect() picks an ephemeral port. A client that binds its own
+ * port looks like a server (documented limit).
+ */
+RM_INLINE int rm_is_server_side(struct sock *sk)
+{
+	return (sk->sk_userlocks & SOCK_BINDPORT_LOCK) != 0;
 }
 
 /* Fill *tp from the socket; returns 0, or -1 for families we do not follow. */
@@ -219,7 +242,7 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	struct rm_task *t;
 	struct rm_env e;
 	__u64 now, pid_tgid, start = 0;
-	int has_seq = 0;
+	int has_seq = 0, srv;
 
 	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)) || !rm_current_ours())
 		return 0;
@@ -251,8 +274,23 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		}
 		has_seq = 1;
 	}
+	srv = follow_replies && rm_is_server_side(sk);
+	if (srv) {
+		struct rm_inb *in = bpf_sk_storage_get(&inbs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+
+		if (in) {
+			/* contiguous reads of one request extend the range */
+			if (has_seq && in->has_seq && (__u32)in->seq_end == (__u32)start) {
+				in->seq_end += ret;
+			} else {
+				in->seq_start = start;
+				in->seq_end = start + ret;
+			}
+			in->has_seq = has_seq;
+		}
+	}
 	pid_tgid = bpf_get_current_pid_tgid();
-	rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start);
+	rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
 	if ((t->cur.flags & RM_PF_START) && t->cur.start_ns == now)
 		bpf_get_current_comm(&t->cur.comm, sizeof(t->cur.comm));
 	return 0;
@@ -266,8 +304,9 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	struct rm_tuple tup;
 	struct rm_task *t;
 	struct rm_env e;
-	__u64 now, start = 0;
-	int has_seq = 0;
+	struct rm_inb *inb = NULL;
+	__u64 now, pid_tgid, start = 0;
+	int has_seq = 0, srv;
 
 	if (ret <= 0 || !rm_current_ours())
 		return 0;
@@ -278,7 +317,9 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 		return 0;
 	}
 	task = bpf_get_current_task_btf();
-	t = rm_or_nostate(bpf_task_storage_get(&tasks, task, 0, 0));
+	srv = follow_replies && rm_is_server_side(sk);
+	/* follow-replies: a thread that replies is followed from then on */
+	t = rm_or_nostate(bpf_task_storage_get(&tasks, task, 0, srv ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0));
 	if (!t)
 		return 0;
 	tcp = bpf_skc_to_tcp_sock(sk);
@@ -286,7 +327,12 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 		start = (__u32)(tcp->write_seq - (__u32)ret);
 		has_seq = 1;
 	}
-	rm_on_send(&e, t, now, &tup, ret, has_seq, start);
+	if (srv && (t->mode == RM_MODE_CONT || t->chain))
+		inb = bpf_sk_storage_get(&inbs, sk, 0, 0);
+	pid_tgid = bpf_get_current_pid_tgid();
+	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
+	if (srv && t->mode == RM_MODE_ASSOC && !t->cur.comm[0])
+		bpf_get_current_comm(&t->cur.comm, sizeof(t->cur.comm));
 	return 0;
 }
 

@@ -24,6 +24,7 @@
 #define RM_MODE_NONE 0   /* not in a segment: CPU and I/O are unsegmented */
 #define RM_MODE_SEG 1    /* between a recv and the next send: CPU and I/O charged */
 #define RM_MODE_ASSOC 2  /* after the send: I/O still charged to the segment's CE, CPU not */
+#define RM_MODE_CONT 3   /* follow-replies option: after a send, work whose request is not known yet */
 
 /* Part flags (also SegmentPart.flags on the wire). */
 #define RM_PF_START 0x1     /* first part of this segment on this thread */
@@ -37,6 +38,13 @@
 #define RM_PF_SEQ_SUSPECT 0x100 /* a byte range overlapped or left a gap: not trusted */
 #define RM_PF_DOMAIN 0x200  /* Xen backend: part describes a domain's vCPU */
 #define RM_PF_DRIVER 0x400  /* Xen backend: driver-domain CPU charged for I/O */
+#define RM_PF_CONT 0x800    /* continuation (follow-replies): work after a send, before the thread's
+			       next recv; parent_seg names its chain. Without RM_PF_ANCHOR its in
+			       tuple means nothing: it takes the CE of its chain's anchor */
+#define RM_PF_ANCHOR 0x1000 /* in tuple/range set at a reply: the request last received on the socket
+			       the thread answered on. With RM_PF_CONT: the part itself is anchored.
+			       Without: a record (no cost) anchoring chain parent_seg; an empty in
+			       tuple means the chain ended unanswered */
 
 /* Address families as on Linux. */
 #define RM_AF_UNIX 1
@@ -90,8 +98,19 @@ struct rm_task {
 	__u32 dirty;      /* cur holds something not yet emitted */
 	__u64 wake_ns;    /* when the thread became runnable, 0 if not waiting */
 	__u32 waking;     /* inside a futex wake (wake-up chains option) */
-	__u32 pad;
+	__u32 chain_out;  /* a part of the open chain was emitted: it needs an anchor record */
+	__u64 chain;      /* open continuation chain (follow-replies), 0 if none */
 	struct rm_part cur;
+};
+
+/*
+ * The bytes last received on a server-side socket (follow-replies): what a
+ * reply sent on that socket answers. Socket storage in the kernel.
+ */
+struct rm_inb {
+	__u64 seq_start, seq_end; /* TCP range, valid if has_seq */
+	__u32 has_seq;
+	__u32 pad;
 };
 
 /* Per-CPU, per-window totals. win identifies the window held by the slot. */

@@ -26,7 +26,8 @@
  *
  * The includer defines, before including this header:
  *   RM_INLINE                    inline qualifier
- *   struct rm_env                with members window_ns, offset_ns, cpu (__u64/__u32)
+ *   struct rm_env                with members window_ns, offset_ns (__u64), cpu and
+ *                                   follow_replies (__u32)
  *   rm_env_cpu(e)                -> struct rm_cpu *  (per-CPU state of e->cpu; may be NULL)
  *   rm_env_wintot(e, win)        -> struct rm_wintot * (slot of e->cpu for win,
  *                                   zeroed and claimed if it held an older window;
@@ -77,6 +78,8 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 		c.tx_bytes = RM_TAKE(&p->tx_bytes);
 		c.disk_read = RM_TAKE(&p->disk_read);
 		c.disk_write = RM_TAKE(&p->disk_write);
+		if ((p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
+			t->chain_out = 1; /* the chain's anchor must be emitted too */
 		if (rm_env_emit(e, p, &c) < 0) {
 			/* The ring is full: the part's CPU becomes 'lost' in its
 			 * window, its bytes unsegmented, so the identity holds. */
@@ -92,7 +95,7 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 			}
 		}
 	}
-	p->flags &= (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_ASSOC | RM_PF_SEQ_SUSPECT);
+	p->flags &= (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_ASSOC | RM_PF_SEQ_SUSPECT | RM_PF_CONT | RM_PF_ANCHOR);
 }
 
 /* Make t->cur a part of window w, flushing what it held for another window. */
@@ -102,6 +105,149 @@ RM_INLINE void rm_task_win(struct rm_env *e, struct rm_task *t, __u64 w)
 		rm_flush(e, t);
 		t->cur.win = w;
 	}
+}
+
+RM_INLINE __u64 rm_next_seg_id(struct rm_env *e);
+
+/*
+ * Follow-replies (an option, e->follow_replies): a worker of a thread pool
+ * takes a request from a queue that another thread read, often without
+ * being woken, so nothing in the kernel tells which request it works on
+ * until it answers: the reply goes out on the socket the request came in
+ * on. So after a send, a thread's CPU is not left unsegmented but goes to a
+ * *continuation* part (RM_MODE_CONT, RM_PF_CONT), and the continuation parts
+ * between one reply and the next form a *chain* (their parent_seg). When
+ * the thread sends on a server-side socket (a reply), the chain is
+ * anchored: the part (or, if parts of the chain were already emitted, an
+ * anchor record) takes as inbound tuple and range the bytes last received
+ * on that socket - the request it answers - and the aggregator charges the
+ * whole chain like that request. A chain that ends at the thread's next
+ * recv on a server-side socket (it reads the next request itself: an event
+ * loop, a thread per connection) was not work for a request: its CPU goes
+ * back to unsegmented, as without the option, or, if some of it was
+ * already emitted, an empty anchor record tells the aggregator so.
+ */
+
+/* Turns t's associated part into the first part of a continuation at time now. */
+RM_INLINE void rm_cont_begin(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	struct rm_part *p = &t->cur;
+	__u64 id = rm_next_seg_id(e);
+
+	if (!id)
+		return;
+	rm_flush(e, t);
+	p->seg_id = id;
+	p->win = rm_win(e, now);
+	p->start_ns = now;
+	p->end_ns = now;
+	p->flags = RM_PF_CONT | RM_PF_START;
+	p->in_seq_start = 0;
+	p->in_seq_end = 0;
+	p->out_seq_start = 0;
+	p->out_seq_end = 0;
+	__builtin_memset(&p->in, 0, sizeof(p->in));
+	__builtin_memset(&p->out, 0, sizeof(p->out));
+	if (!t->chain) {
+		t->chain = id;
+		t->chain_out = 0;
+	}
+	p->parent_seg = t->chain;
+	t->mode = RM_MODE_CONT;
+}
+
+/*
+ * Ends t's continuation part at time now without a reply: if nothing of its
+ * chain was emitted and it belongs to the current window, its counters go
+ * back to the window's unsegmented ones (no record at all); otherwise it is
+ * emitted and its chain will need an anchor record.
+ */
+RM_INLINE void rm_cont_end(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	struct rm_part *p = &t->cur;
+
+	if (t->mode != RM_MODE_CONT)
+		return;
+	if (t->dirty && !t->chain_out && p->win == rm_win(e, now)) {
+		struct rm_wintot *w = rm_env_wintot(e, p->win);
+
+		if (w) {
+			RM_ADD(&w->unseg_cpu_ns, RM_TAKE(&p->cpu_ns));
+			RM_ADD(&w->unseg_rx, RM_TAKE(&p->rx_bytes));
+			RM_ADD(&w->unseg_tx, RM_TAKE(&p->tx_bytes));
+			RM_ADD(&w->unseg_disk_read, RM_TAKE(&p->disk_read));
+			RM_ADD(&w->unseg_disk_write, RM_TAKE(&p->disk_write));
+			RM_TAKE(&p->runq_ns);
+			t->dirty = 0;
+		}
+	}
+	rm_flush(e, t);
+	t->mode = RM_MODE_NONE;
+}
+
+/*
+ * Closes t's open chain. If parts of it were emitted, emits its anchor
+ * record (no cost): inbound tuple tp with the range in inb (NULL: the
+ * chain answered no request). The record is built in t->cur, which is
+ * emitted first and given back unchanged.
+ */
+RM_INLINE void rm_chain_close(struct rm_env *e, struct rm_task *t, __u64 now, const struct rm_tuple *tp,
+			      const struct rm_inb *inb)
+{
+	struct rm_part *p = &t->cur;
+	struct rm_tuple save_in;
+	struct rm_counts z;
+	__u64 save_id, save_win, save_start, save_end, save_parent, save_is, save_ie, id;
+	__u32 save_flags;
+
+	if (t->chain && t->chain_out && (id = rm_next_seg_id(e)) != 0) {
+		rm_flush(e, t);
+		__builtin_memcpy(&save_in, &p->in, sizeof(save_in));
+		save_id = p->seg_id;
+		save_win = p->win;
+		save_start = p->start_ns;
+		save_end = p->end_ns;
+		save_parent = p->parent_seg;
+		save_is = p->in_seq_start;
+		save_ie = p->in_seq_end;
+		save_flags = p->flags;
+		__builtin_memset(&z, 0, sizeof(z));
+		p->seg_id = id;
+		p->win = rm_win(e, now);
+		p->start_ns = now;
+		p->end_ns = now;
+		p->parent_seg = t->chain;
+		p->flags = RM_PF_ANCHOR;
+		p->in_seq_start = 0;
+		p->in_seq_end = 0;
+		if (tp) {
+			__builtin_memcpy(&p->in, tp, sizeof(*tp));
+			if (inb && inb->has_seq) {
+				p->flags |= RM_PF_IN_SEQ;
+				p->in_seq_start = inb->seq_start;
+				p->in_seq_end = inb->seq_end;
+			}
+		} else {
+			__builtin_memset(&p->in, 0, sizeof(p->in));
+		}
+		if (rm_env_emit(e, p, &z) < 0) {
+			struct rm_wintot *w = rm_env_wintot(e, p->win);
+
+			if (w)
+				RM_ADD(&w->dropped_parts, 1);
+		}
+		__builtin_memcpy(&p->in, &save_in, sizeof(save_in));
+		p->seg_id = save_id;
+		p->win = save_win;
+		p->start_ns = save_start;
+		p->end_ns = save_end;
+		p->parent_seg = save_parent;
+		p->in_seq_start = save_is;
+		p->in_seq_end = save_ie;
+		p->flags = save_flags;
+	}
+	t->chain = 0;
+	t->chain_out = 0;
 }
 
 /*
@@ -115,6 +261,8 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 
 	if (to <= from)
 		return;
+	if (t && t->mode == RM_MODE_ASSOC && e->follow_replies)
+		rm_cont_begin(e, t, from);
 	wa = rm_win(e, from);
 	wb = rm_win(e, to - 1);
 	if (wb - wa >= RM_MAX_SPLIT) {
@@ -147,7 +295,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 		if (!wt)
 			continue;
 		RM_ADD(&wt->busy_ns, d);
-		if (t && t->mode == RM_MODE_SEG) {
+		if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT)) {
 			rm_task_win(e, t, w);
 			RM_ADD(&t->cur.cpu_ns, d);
 			t->cur.end_ns = end;
@@ -225,10 +373,12 @@ RM_INLINE void rm_seg_begin(struct rm_env *e, struct rm_task *t, __u64 now, __u6
  * A recv of `bytes` (> 0) on socket `tp` by thread t (state created if needed)
  * at time now. has_seq: [seq_start, seq_start + bytes) is the TCP byte range.
  * TCP sequence numbers are 32 bits: ranges are kept as 64-bit start + length
- * (end may exceed 2^32) and compared modulo 2^32.
+ * (end may exceed 2^32) and compared modulo 2^32. srv: the socket is the
+ * server side of its connection (a request arrives; follow-replies ends the
+ * thread's chain), else a reply to the thread's own request.
  */
 RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 pid, __u32 tid,
-			  const struct rm_tuple *tp, __u64 bytes, int has_seq, __u64 seq_start)
+			  const struct rm_tuple *tp, __u64 bytes, int has_seq, __u64 seq_start, int srv)
 {
 	__u64 w = rm_win(e, now), id;
 	struct rm_wintot *wt;
@@ -249,6 +399,9 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		t->dirty = 1;
 		return;
 	}
+	rm_cont_end(e, t, now);
+	if (t->chain && (srv || !t->chain_out))
+		rm_chain_close(e, t, now, 0, 0);
 	if (t->mode == RM_MODE_SEG) {
 		t->cur.flags |= RM_PF_RECV;
 		t->dirty = 1;
@@ -267,13 +420,23 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	}
 }
 
-/* A send of `bytes` (> 0) on socket `tp` by thread t (NULL: no state) at time now. */
-RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const struct rm_tuple *tp,
-			  __u64 bytes, int has_seq, __u64 seq_start)
+/*
+ * A send of `bytes` (> 0) on socket `tp` by thread t (NULL: no state) at time
+ * now. srv: the socket is the server side of its connection (a reply); inb:
+ * the bytes last received on it (NULL if unknown), which the reply answers
+ * (follow-replies: they anchor the thread's chain). With follow-replies, a
+ * thread without a segment that replies (a pool worker that never reads a
+ * socket itself) is followed from then on: pass its state (created) and
+ * pid/tid.
+ */
+RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 pid, __u32 tid,
+			  const struct rm_tuple *tp, __u64 bytes, int has_seq, __u64 seq_start, int srv,
+			  const struct rm_inb *inb)
 {
 	__u64 w = rm_win(e, now);
 	struct rm_wintot *wt;
 	struct rm_part *p;
+	int closing;
 
 	rm_cut(e, t, now);
 	wt = rm_env_wintot(e, w);
@@ -282,9 +445,29 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const 
 	if (!t || t->mode == RM_MODE_NONE) {
 		if (wt)
 			RM_ADD(&wt->unseg_tx, bytes);
+		if (t && srv && e->follow_replies) {
+			/* its work from now on goes to the requests it answers */
+			t->mode = RM_MODE_ASSOC;
+			t->cur.pid = pid;
+			t->cur.tid = tid;
+		}
 		return;
 	}
 	p = &t->cur;
+	closing = t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT;
+	if (t->mode == RM_MODE_CONT && srv && inb) {
+		/* a reply: this continuation worked for the request it answers */
+		__builtin_memcpy(&p->in, tp, sizeof(*tp));
+		p->flags |= RM_PF_ANCHOR;
+		p->flags &= ~RM_PF_IN_SEQ;
+		p->in_seq_start = 0;
+		p->in_seq_end = 0;
+		if (inb->has_seq) {
+			p->flags |= RM_PF_IN_SEQ;
+			p->in_seq_start = inb->seq_start;
+			p->in_seq_end = inb->seq_end;
+		}
+	}
 	if (t->mode == RM_MODE_ASSOC &&
 	    (p->out.cookie != tp->cookie || !has_seq != !(p->flags & RM_PF_OUT_SEQ) ||
 	     (has_seq && (__u32)seq_start != (__u32)p->out_seq_end))) {
@@ -296,7 +479,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const 
 		p->start_ns = now;
 	}
 	rm_task_win(e, t, w);
-	if (t->mode == RM_MODE_SEG) {
+	if (closing) {
 		p->out_seq_start = seq_start;
 		p->out_seq_end = seq_start;
 		p->flags |= RM_PF_END;
@@ -312,12 +495,14 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, const 
 		p->out_seq_end += bytes;
 	}
 	t->dirty = 1;
-	if (t->mode == RM_MODE_SEG) {
+	if (closing) {
 		rm_flush(e, t);
 		t->mode = RM_MODE_ASSOC;
 		p->flags |= RM_PF_ASSOC;
 		p->start_ns = now;
 		p->out_seq_start = p->out_seq_end;
+		if (srv && t->chain)
+			rm_chain_close(e, t, now, inb ? tp : 0, inb);
 	}
 }
 
@@ -385,7 +570,7 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 	if (next_t && next_t->wake_ns) {
 		__u64 d = now > next_t->wake_ns ? now - next_t->wake_ns : 0;
 
-		if (next_t->mode == RM_MODE_SEG) {
+		if (next_t->mode == RM_MODE_SEG || next_t->mode == RM_MODE_CONT) {
 			rm_task_win(e, next_t, rm_win(e, now));
 			RM_ADD(&next_t->cur.runq_ns, d);
 			next_t->dirty = 1;
@@ -438,6 +623,8 @@ RM_INLINE int rm_on_wake_inherit(struct rm_env *e, const struct rm_task *waker_t
 {
 	if (!waker_t || waker_t->mode != RM_MODE_SEG || !waker_t->waking || wakee_t->mode == RM_MODE_SEG)
 		return 0;
+	rm_cont_end(e, wakee_t, now);
+	rm_chain_close(e, wakee_t, now, 0, 0);
 	rm_flush(e, wakee_t);
 	if (!rm_on_fork(e, waker_t, wakee_t, now, wakee_pid, wakee_tid))
 		return 0;
@@ -449,6 +636,8 @@ RM_INLINE int rm_on_wake_inherit(struct rm_env *e, const struct rm_task *waker_t
 RM_INLINE void rm_on_exit(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	rm_cut(e, t, now);
+	rm_cont_end(e, t, now);
+	rm_chain_close(e, t, now, 0, 0);
 	if (t->mode != RM_MODE_NONE) {
 		t->cur.flags |= RM_PF_EXIT;
 		t->cur.end_ns = now;

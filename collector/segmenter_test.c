@@ -39,6 +39,8 @@ static void assert_identity(void)
 	CU_ASSERT_EQUAL(rv, RM_OK);
 }
 
+static int follow_replies; /* the next replay runs with the follow-replies option */
+
 /* Replays stream (inline when path is NULL) into cap; RM_OK asserted, identity asserted. */
 static void replay_opt(const char *stream, const char *file, unsigned fail_every, int identity)
 {
@@ -55,6 +57,8 @@ static void replay_opt(const char *stream, const char *file, unsigned fail_every
 	o.err = err;
 	o.errlen = sizeof(err);
 	o.stats = &st;
+	o.follow_replies = follow_replies;
+	follow_replies = 0;
 	if (file) {
 		snprintf(path, sizeof(path), "%s/%s", COL_TESTDATA, file);
 		rv = col_replay_file(path, &sink, &o);
@@ -825,6 +829,175 @@ static void test_late_drop(void)
 	CU_ASSERT_EQUAL(col_replay_capture_check(&cap, &st.late, err, sizeof(err)), RM_OK);
 }
 
+/* The part of segment id, or NULL. */
+static const struct rm_part *part_of(uint64_t seg_id)
+{
+	size_t i;
+
+	for (i = 0; i < cap.nparts; i++)
+		if (cap.parts[i].seg_id == seg_id)
+			return &cap.parts[i];
+	return NULL;
+}
+
+/*
+ * A worker takes queued requests without being woken; the reader read
+ * them (stream and hand computation: aggregator/testdata/workers_front.events,
+ * inlined here). With follow-replies:
+ *   SEG(0,1) continuation anchored by the reply on 11: 100 + 100000 ns, in =
+ *            socket 11 with the request's range [5000,5050), tx 500
+ *   SEG(0,2), SEG(0,3) the reader's segments (10000 ns each)
+ *   SEG(0,4) continuation, chain SEG(0,4): the miss up to the FETCH on 50
+ *            (200000 ns, out [1000,1030)), not anchored
+ *   SEG(0,5) continuation of chain SEG(0,4) until back's answer: 200 ns
+ *   SEG(0,6) segment of back's answer on 50: 50000 ns, reply on 12
+ *   SEG(0,7) anchor record of chain SEG(0,4): in = 12, [6000,6060), no cost
+ *   SEG(0,8) continuation after the last reply (100 ns), never anchored
+ *   unsegmented: the worker before its first reply 100, the reader before
+ *   its first recv 100
+ */
+static const char workers_stream[] =
+	"rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n"
+	"1000000 0 switch prev=0 prev_state=S next=302 next_pid=300\n"
+	"1000100 0 send tid=302 pid=300 comm=worker sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.1:40001 bytes=10 seq=8000 srv=1\n"
+	"1000200 0 switch prev=302 prev_state=S next=301 next_pid=300\n"
+	"1000300 0 recv tid=301 pid=300 comm=reader sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.1:40001 bytes=50 seq=5000 srv=1\n"
+	"1010300 0 recv tid=301 pid=300 comm=reader sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.2:40002 bytes=60 seq=6000 srv=1\n"
+	"1020300 0 switch prev=301 prev_state=S next=302 next_pid=300\n"
+	"1120300 0 send tid=302 pid=300 sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.1:40001 bytes=500 seq=8010 srv=1\n"
+	"1320300 0 send tid=302 pid=300 sock=50 fam=4 laddr=10.0.0.1:50000 raddr=10.0.0.2:9000 bytes=30 seq=1000\n"
+	"1320400 0 switch prev=302 prev_state=S next=0\n"
+	"1400000 0 switch prev=0 prev_state=S next=302 next_pid=300\n"
+	"1400100 0 recv tid=302 pid=300 comm=worker sock=50 fam=4 laddr=10.0.0.1:50000 raddr=10.0.0.2:9000 bytes=400 seq=3000\n"
+	"1450100 0 send tid=302 pid=300 sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.2:40002 bytes=600 seq=9000 srv=1\n"
+	"1450200 0 switch prev=302 prev_state=S next=0\n";
+
+static void test_follow_replies(void)
+{
+	const struct rm_part *p;
+	const uint32_t cont_flags = RM_PF_CONT | RM_PF_ANCHOR;
+
+	follow_replies = 1;
+	replay(workers_stream);
+	CU_ASSERT_EQUAL(cap.nparts, 8);
+	/* the hit: one part, anchored to c1's request on 11 */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 1)));
+	CU_ASSERT_EQUAL(p->flags & cont_flags, cont_flags);
+	CU_ASSERT(p->flags & RM_PF_END);
+	CU_ASSERT(p->flags & RM_PF_IN_SEQ);
+	CU_ASSERT_EQUAL(p->tid, 302);
+	CU_ASSERT_EQUAL(p->pid, 300);
+	CU_ASSERT_STRING_EQUAL((const char *)p->comm, "worker");
+	CU_ASSERT_EQUAL(p->cpu_ns, 100100);
+	CU_ASSERT_EQUAL(p->tx_bytes, 500);
+	CU_ASSERT_EQUAL(p->in.cookie, 11);
+	CU_ASSERT_EQUAL(p->in.rport, 40001);
+	CU_ASSERT_EQUAL(p->in_seq_start, 5000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 5050);
+	/* the reader's segments are untouched */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 2)));
+	CU_ASSERT_EQUAL(p->cpu_ns, 10000);
+	CU_ASSERT_EQUAL(p->flags & cont_flags, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 3)));
+	CU_ASSERT_EQUAL(p->cpu_ns, 10000);
+	CU_ASSERT_EQUAL(p->in.cookie, 12);
+	/* the miss: the chain's parts wait for its anchor */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 4)));
+	CU_ASSERT_EQUAL(p->flags & cont_flags, RM_PF_CONT);
+	CU_ASSERT_EQUAL(p->parent_seg, SEG(0, 4));
+	CU_ASSERT_EQUAL(p->cpu_ns, 200000);
+	CU_ASSERT_EQUAL(p->out.cookie, 50);
+	CU_ASSERT(p->flags & RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(p->out_seq_start, 1000);
+	CU_ASSERT_EQUAL(p->out_seq_end, 1030);
+	CU_ASSERT_EQUAL(p->in.family, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 5)));
+	CU_ASSERT_EQUAL(p->flags & cont_flags, RM_PF_CONT);
+	CU_ASSERT_EQUAL(p->parent_seg, SEG(0, 4));
+	CU_ASSERT_EQUAL(p->cpu_ns, 200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 6)));
+	CU_ASSERT_EQUAL(p->flags & cont_flags, 0);
+	CU_ASSERT_EQUAL(p->in.cookie, 50);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50000);
+	CU_ASSERT_EQUAL(p->out.cookie, 12);
+	/* the anchor record: c2's request on 12, no cost */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 7)));
+	CU_ASSERT_EQUAL(p->flags & (cont_flags | RM_PF_IN_SEQ), RM_PF_ANCHOR | RM_PF_IN_SEQ);
+	CU_ASSERT_EQUAL(p->parent_seg, SEG(0, 4));
+	CU_ASSERT_EQUAL(p->in.cookie, 12);
+	CU_ASSERT_EQUAL(p->in_seq_start, 6000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 6060);
+	CU_ASSERT_EQUAL(p->cpu_ns + p->rx_bytes + p->tx_bytes + p->disk_read + p->disk_write, 0);
+	CU_ASSERT_EQUAL(p->tid, 302);
+	/* after the last reply */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 8)));
+	CU_ASSERT_EQUAL(p->flags & cont_flags, RM_PF_CONT);
+	CU_ASSERT_EQUAL(p->parent_seg, SEG(0, 8));
+	CU_ASSERT_EQUAL(p->cpu_ns, 100);
+	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 200);
+}
+
+/* The same stream without the option: the worker is seen only from its recv on 50. */
+static void test_follow_replies_off(void)
+{
+	const struct rm_part *p;
+	uint64_t cpu = 0;
+	size_t i;
+
+	replay(workers_stream);
+	CU_ASSERT_EQUAL(cap.nparts, 3);
+	for (i = 0; i < cap.nparts; i++) {
+		CU_ASSERT_EQUAL(cap.parts[i].flags & (RM_PF_CONT | RM_PF_ANCHOR), 0);
+		cpu += cap.parts[i].cpu_ns;
+	}
+	/* the reader's two and the answer from back */
+	CU_ASSERT_EQUAL(cpu, 10000 + 10000 + 50000);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 3)));
+	CU_ASSERT_EQUAL(p->in.cookie, 50);
+	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 100 + 100 + 100100 + 200000 + 100 + 100 + 100);
+}
+
+/*
+ * An event loop (eventloop.events with its server sockets marked) with
+ * follow-replies: what it does between a reply and its next recv goes back
+ * to unsegmented without any record; between a reply and the next reply it
+ * is charged to the request answered:
+ *   A [200,300) 100; B [300,450) 150, reply on 11; [450,500) 50 folded back
+ *   C [500,700) 200, reply on 12; [700,750) 50 + tx 3000 anchored to C's
+ *   request on 13; [750,800) 50: a chain never answered
+ */
+static void test_follow_replies_event_loop(void)
+{
+	const struct rm_part *p;
+
+	follow_replies = 1;
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "200 0 recv tid=101 pid=100 comm=loop sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.11:5001 bytes=100 srv=1\n"
+	       "300 0 recv tid=101 pid=100 comm=loop sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.12:5002 bytes=100 srv=1\n"
+	       "450 0 send tid=101 pid=100 comm=loop sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.11:5001 bytes=1000 srv=1\n"
+	       "500 0 recv tid=101 pid=100 comm=loop sock=13 fam=6 laddr=[fd00::1]:80 raddr=[fd00::13]:5003 bytes=100 srv=1\n"
+	       "700 0 send tid=101 pid=100 comm=loop sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.12:5002 bytes=2000 srv=1\n"
+	       "750 0 send tid=101 pid=100 comm=loop sock=13 fam=6 laddr=[fd00::1]:80 raddr=[fd00::13]:5003 bytes=3000 srv=1\n"
+	       "800 0 switch prev=101 prev_pid=100 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 5);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 150);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(2)->in.cookie, 13);
+	p = part(3);
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END), RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END);
+	CU_ASSERT_EQUAL(p->in.cookie, 13);
+	CU_ASSERT_EQUAL(p->in.family, RM_AF_INET6);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(p->tx_bytes, 3000);
+	p = part(4);
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR), RM_PF_CONT);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 700);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 150);
+}
+
 static CU_TestInfo cases[] = {
 	{ "simple recv, compute, send", test_simple },
 	{ "preemption mid-segment", test_preempt },
@@ -846,6 +1019,9 @@ static CU_TestInfo cases[] = {
 	{ "event loop", test_event_loop },
 	{ "window offset", test_offset },
 	{ "late drop of a part older than the slot ring", test_late_drop },
+	{ "follow-replies: a pool worker taking queued requests without a wake-up", test_follow_replies },
+	{ "without follow-replies the same worker is unsegmented", test_follow_replies_off },
+	{ "follow-replies on an event loop adds no records between requests", test_follow_replies_event_loop },
 	CU_TEST_INFO_NULL,
 };
 
