@@ -92,13 +92,17 @@ struct rm_counts {
 	__u64 cpu_ns, runq_ns, rx_bytes, tx_bytes, disk_read, disk_write;
 };
 
+/* States of a continuation chain (follow-replies, segmenter.h). */
+#define RM_CHAIN_OUT 0x1   /* a part of it was emitted: it needs an anchor record */
+#define RM_CHAIN_SLEPT 0x2 /* the thread blocked since the chain began */
+
 /* Per-thread state (task storage in the kernel). */
 struct rm_task {
 	__u32 mode;       /* RM_MODE_* */
 	__u32 dirty;      /* cur holds something not yet emitted */
 	__u64 wake_ns;    /* when the thread became runnable, 0 if not waiting */
 	__u32 waking;     /* inside a futex wake (wake-up chains option) */
-	__u32 chain_out;  /* a part of the open chain was emitted: it needs an anchor record */
+	__u32 chain_st;   /* RM_CHAIN_* of the open chain */
 	__u64 chain;      /* open continuation chain (follow-replies), 0 if none */
 	struct rm_part cur;
 };

@@ -79,7 +79,7 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 		c.disk_read = RM_TAKE(&p->disk_read);
 		c.disk_write = RM_TAKE(&p->disk_write);
 		if ((p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
-			t->chain_out = 1; /* the chain's anchor must be emitted too */
+			t->chain_st |= RM_CHAIN_OUT; /* the chain's anchor must be emitted too */
 		if (rm_env_emit(e, p, &c) < 0) {
 			/* The ring is full: the part's CPU becomes 'lost' in its
 			 * window, its bytes unsegmented, so the identity holds. */
@@ -150,39 +150,66 @@ RM_INLINE void rm_cont_begin(struct rm_env *e, struct rm_task *t, __u64 now)
 	__builtin_memset(&p->out, 0, sizeof(p->out));
 	if (!t->chain) {
 		t->chain = id;
-		t->chain_out = 0;
+		t->chain_st = 0;
 	}
 	p->parent_seg = t->chain;
 	t->mode = RM_MODE_CONT;
 }
 
 /*
- * Ends t's continuation part at time now without a reply: if nothing of its
- * chain was emitted and it belongs to the current window, its counters go
- * back to the window's unsegmented ones (no record at all); otherwise it is
- * emitted and its chain will need an anchor record.
+ * Gives what t's continuation part holds back to the unsegmented counters
+ * of its window, if that is the current window (else it stays, to be
+ * emitted).
+ */
+RM_INLINE void rm_cont_fold(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	struct rm_part *p = &t->cur;
+	struct rm_wintot *w;
+
+	if (!t->dirty || p->win != rm_win(e, now) || !(w = rm_env_wintot(e, p->win)))
+		return;
+	RM_ADD(&w->unseg_cpu_ns, RM_TAKE(&p->cpu_ns));
+	RM_ADD(&w->unseg_rx, RM_TAKE(&p->rx_bytes));
+	RM_ADD(&w->unseg_tx, RM_TAKE(&p->tx_bytes));
+	RM_ADD(&w->unseg_disk_read, RM_TAKE(&p->disk_read));
+	RM_ADD(&w->unseg_disk_write, RM_TAKE(&p->disk_write));
+	RM_TAKE(&p->runq_ns);
+	t->dirty = 0;
+}
+
+/*
+ * Ends t's continuation part at time now without a reply: work for no
+ * request, unsegmented as without the option (no record at all), unless it
+ * belongs to an earlier window: then it is emitted and its chain will need
+ * an anchor record.
  */
 RM_INLINE void rm_cont_end(struct rm_env *e, struct rm_task *t, __u64 now)
 {
-	struct rm_part *p = &t->cur;
-
 	if (t->mode != RM_MODE_CONT)
 		return;
-	if (t->dirty && !t->chain_out && p->win == rm_win(e, now)) {
-		struct rm_wintot *w = rm_env_wintot(e, p->win);
-
-		if (w) {
-			RM_ADD(&w->unseg_cpu_ns, RM_TAKE(&p->cpu_ns));
-			RM_ADD(&w->unseg_rx, RM_TAKE(&p->rx_bytes));
-			RM_ADD(&w->unseg_tx, RM_TAKE(&p->tx_bytes));
-			RM_ADD(&w->unseg_disk_read, RM_TAKE(&p->disk_read));
-			RM_ADD(&w->unseg_disk_write, RM_TAKE(&p->disk_write));
-			RM_TAKE(&p->runq_ns);
-			t->dirty = 0;
-		}
-	}
+	rm_cont_fold(e, t, now);
 	rm_flush(e, t);
 	t->mode = RM_MODE_NONE;
+}
+
+/*
+ * Thread t blocks (not preempted) at time now. A worker that blocks after
+ * its reply and before sending anything else is most likely waiting for
+ * its next request: what it did since the reply is the tail of the
+ * request it answered (bookkeeping, signalling), charged to no request,
+ * like a thread's work after its reply without the option. Only the first
+ * block of a chain counts: a job's own later waits (a back-end call, disk)
+ * keep their CPU in the chain. (A job that blocks before its first send
+ * while its worker never waited loses the CPU before that block to V.)
+ */
+RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	if (t->mode != RM_MODE_CONT)
+		return;
+	if (!(t->chain_st & (RM_CHAIN_OUT | RM_CHAIN_SLEPT)) && t->chain == t->cur.seg_id &&
+	    !t->cur.tx_bytes && !t->cur.disk_read && !t->cur.disk_write)
+		rm_cont_fold(e, t, now);
+	t->chain_st |= RM_CHAIN_SLEPT;
 }
 
 /*
@@ -200,7 +227,7 @@ RM_INLINE void rm_chain_close(struct rm_env *e, struct rm_task *t, __u64 now, co
 	__u64 save_id, save_win, save_start, save_end, save_parent, save_is, save_ie, id;
 	__u32 save_flags;
 
-	if (t->chain && t->chain_out && (id = rm_next_seg_id(e)) != 0) {
+	if (t->chain && (t->chain_st & RM_CHAIN_OUT) && (id = rm_next_seg_id(e)) != 0) {
 		rm_flush(e, t);
 		__builtin_memcpy(&save_in, &p->in, sizeof(save_in));
 		save_id = p->seg_id;
@@ -247,7 +274,7 @@ RM_INLINE void rm_chain_close(struct rm_env *e, struct rm_task *t, __u64 now, co
 		p->flags = save_flags;
 	}
 	t->chain = 0;
-	t->chain_out = 0;
+	t->chain_st = 0;
 }
 
 /*
@@ -399,8 +426,13 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		t->dirty = 1;
 		return;
 	}
+	if (t->mode == RM_MODE_CONT && !srv && (t->chain_st & RM_CHAIN_OUT)) {
+		/* the answer to the chain's own request: still the chain's work */
+		rm_flush(e, t);
+		t->mode = RM_MODE_NONE;
+	}
 	rm_cont_end(e, t, now);
-	if (t->chain && (srv || !t->chain_out))
+	if (t->chain && (srv || !(t->chain_st & RM_CHAIN_OUT)))
 		rm_chain_close(e, t, now, 0, 0);
 	if (t->mode == RM_MODE_SEG) {
 		t->cur.flags |= RM_PF_RECV;
@@ -565,6 +597,8 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 	from = rm_claim(c, now);
 	if (from && !prev_idle)
 		rm_account_cpu(e, prev_t, from, now);
+	if (prev_t && !prev_runnable)
+		rm_cont_block(e, prev_t, now);
 	if (prev_t)
 		prev_t->wake_ns = prev_runnable ? now : 0;
 	if (next_t && next_t->wake_ns) {

@@ -844,7 +844,7 @@ static const struct rm_part *part_of(uint64_t seg_id)
  * A worker takes queued requests without being woken; the reader read
  * them (stream and hand computation: aggregator/testdata/workers_front.events,
  * inlined here). With follow-replies:
- *   SEG(0,1) continuation anchored by the reply on 11: 100 + 100000 ns, in =
+ *   SEG(0,1) continuation anchored by the reply on 11: 100000 ns, in =
  *            socket 11 with the request's range [5000,5050), tx 500
  *   SEG(0,2), SEG(0,3) the reader's segments (10000 ns each)
  *   SEG(0,4) continuation, chain SEG(0,4): the miss up to the FETCH on 50
@@ -852,9 +852,9 @@ static const struct rm_part *part_of(uint64_t seg_id)
  *   SEG(0,5) continuation of chain SEG(0,4) until back's answer: 200 ns
  *   SEG(0,6) segment of back's answer on 50: 50000 ns, reply on 12
  *   SEG(0,7) anchor record of chain SEG(0,4): in = 12, [6000,6060), no cost
- *   SEG(0,8) continuation after the last reply (100 ns), never anchored
- *   unsegmented: the worker before its first reply 100, the reader before
- *   its first recv 100
+ *   unsegmented: the worker before its first reply 100, and after each
+ *   reply until it blocks (the tail of a request) 100 + 100, the reader
+ *   before its first recv 100
  */
 static const char workers_stream[] =
 	"rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n"
@@ -879,7 +879,7 @@ static void test_follow_replies(void)
 
 	follow_replies = 1;
 	replay(workers_stream);
-	CU_ASSERT_EQUAL(cap.nparts, 8);
+	CU_ASSERT_EQUAL(cap.nparts, 7);
 	/* the hit: one part, anchored to c1's request on 11 */
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 1)));
 	CU_ASSERT_EQUAL(p->flags & cont_flags, cont_flags);
@@ -888,7 +888,7 @@ static void test_follow_replies(void)
 	CU_ASSERT_EQUAL(p->tid, 302);
 	CU_ASSERT_EQUAL(p->pid, 300);
 	CU_ASSERT_STRING_EQUAL((const char *)p->comm, "worker");
-	CU_ASSERT_EQUAL(p->cpu_ns, 100100);
+	CU_ASSERT_EQUAL(p->cpu_ns, 100000);
 	CU_ASSERT_EQUAL(p->tx_bytes, 500);
 	CU_ASSERT_EQUAL(p->in.cookie, 11);
 	CU_ASSERT_EQUAL(p->in.rport, 40001);
@@ -929,12 +929,9 @@ static void test_follow_replies(void)
 	CU_ASSERT_EQUAL(p->in_seq_end, 6060);
 	CU_ASSERT_EQUAL(p->cpu_ns + p->rx_bytes + p->tx_bytes + p->disk_read + p->disk_write, 0);
 	CU_ASSERT_EQUAL(p->tid, 302);
-	/* after the last reply */
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 8)));
-	CU_ASSERT_EQUAL(p->flags & cont_flags, RM_PF_CONT);
-	CU_ASSERT_EQUAL(p->parent_seg, SEG(0, 8));
-	CU_ASSERT_EQUAL(p->cpu_ns, 100);
-	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 200);
+	/* after the last reply: a tail, no record */
+	CU_ASSERT_PTR_NULL(part_of(SEG(0, 8)));
+	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 400);
 }
 
 /* The same stream without the option: the worker is seen only from its recv on 50. */
@@ -964,7 +961,7 @@ static void test_follow_replies_off(void)
  * is charged to the request answered:
  *   A [200,300) 100; B [300,450) 150, reply on 11; [450,500) 50 folded back
  *   C [500,700) 200, reply on 12; [700,750) 50 + tx 3000 anchored to C's
- *   request on 13; [750,800) 50: a chain never answered
+ *   request on 13; [750,800) 50: the tail before it blocks, unsegmented
  */
 static void test_follow_replies_event_loop(void)
 {
@@ -980,7 +977,7 @@ static void test_follow_replies_event_loop(void)
 	       "700 0 send tid=101 pid=100 comm=loop sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.12:5002 bytes=2000 srv=1\n"
 	       "750 0 send tid=101 pid=100 comm=loop sock=13 fam=6 laddr=[fd00::1]:80 raddr=[fd00::13]:5003 bytes=3000 srv=1\n"
 	       "800 0 switch prev=101 prev_pid=100 prev_state=S next=0\n");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 5);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
 	CU_ASSERT_EQUAL(part(0)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(part(1)->cpu_ns, 150);
 	CU_ASSERT_EQUAL(part(2)->cpu_ns, 200);
@@ -991,11 +988,8 @@ static void test_follow_replies_event_loop(void)
 	CU_ASSERT_EQUAL(p->in.family, RM_AF_INET6);
 	CU_ASSERT_EQUAL(p->cpu_ns, 50);
 	CU_ASSERT_EQUAL(p->tx_bytes, 3000);
-	p = part(4);
-	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR), RM_PF_CONT);
-	CU_ASSERT_EQUAL(p->cpu_ns, 50);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 700);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 150);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
 }
 
 static CU_TestInfo cases[] = {
