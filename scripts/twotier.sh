@@ -16,13 +16,14 @@
 #
 # Usage: scripts/twotier.sh [--variant a|b|c] [--arrival uniform|lognormal]
 #          [--duration S] [--out DIR] [--tolerance PCT] [--max-v PCT]
-#          [--build DIR] [--collector-arg ARG]... [--no-follow-wakeups] [--no-netns]
+#          [--build DIR] [--collector-arg ARG]... [--no-follow-replies] [--no-netns]
 #          [--front-arg ARG]...
 #   --build DIR        use the programs already built in DIR (default: build
 #                      the tree into ./build, as scripts/demo.sh does)
 #   --collector-arg A  extra argument for both collectors (repeatable)
-#   --no-follow-wakeups  do not pass --follow-wakeups (passed by default when
-#                      the collector has it: thread-pool hand-offs, variant c)
+#   --no-follow-replies  do not pass --follow-replies (passed by default when
+#                      the collector has it: thread pools, variant c; add
+#                      --collector-arg --follow-wakeups to compare)
 #   --no-netns         development only: collectors without --netns (each
 #                      then sees every thread of the machine)
 #   --front-arg A      extra argument for tb-front, after the variant's
@@ -44,7 +45,7 @@ while [ $# -gt 0 ]; do
 	--max-v) maxv=$2; shift 2 ;;
 	--build) build=$2; shift 2 ;;
 	--collector-arg) col_extra+=("$2"); shift 2 ;;
-	--no-follow-wakeups) follow=0; shift ;;
+	--no-follow-replies) follow=0; shift ;;
 	--front-arg) front_extra+=("$2"); shift 2 ;;
 	--no-netns) use_netns=0; shift ;;
 	-h|--help) sed -n '2,36p' "$0"; exit 0 ;;
@@ -78,8 +79,8 @@ if [ $use_netns -eq 1 ] && ! "$B/collector/rametr-collector" --help 2>&1 | grep 
 	echo "twotier: this rametr-collector has no --netns (use --no-netns to develop without it)" >&2
 	exit 1
 fi
-if [ $follow -eq 1 ] && "$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--follow-wakeups'; then
-	col_extra+=(--follow-wakeups)
+if [ $follow -eq 1 ] && "$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--follow-replies'; then
+	col_extra+=(--follow-replies)
 fi
 
 out=$(realpath -m "$out")

@@ -267,8 +267,8 @@ static void start_rametr(pid_t *agg, pid_t col[2])
 		snprintf(ns, sizeof(ns), "rm-%s", nodes[i]);
 		snprintf(spool, sizeof(spool), "%s/spool-%s", run.dir, nodes[i]);
 		snprintf(log, sizeof(log), "%s/collector-%s.log", run.dir, nodes[i]);
-		if (has_option(COL_BIN, "--follow-wakeups"))
-			argv[11] = "--follow-wakeups";
+		if (has_option(COL_BIN, "--follow-replies"))
+			argv[11] = "--follow-replies";
 		col[i] = spawn(argv, log);
 		if (col[i] < 0 || wait_for_text(log, "attached", col[i], 20000) != 0) {
 			snprintf(run.rametr_why, sizeof(run.rametr_why),
