@@ -229,6 +229,43 @@ static int agg_section(struct agg_parse *p, char *hdr)
 	return RM_OK;
 }
 
+/* "a.b.c.d:port" or "[v6]:port", port 1..65535. */
+static int agg_parse_addr_port(const char *s, struct agg_est_addr *out)
+{
+	char buf[128], *colon, *host;
+	uint32_t port;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s", s);
+	memset(out, 0, sizeof(*out));
+	if (buf[0] == '[') {
+		char *close = strchr(buf, ']');
+
+		if (!close || close[1] != ':')
+			return -1;
+		*close = '\0';
+		host = buf + 1;
+		colon = close + 1;
+	} else {
+		colon = strrchr(buf, ':');
+		if (!colon)
+			return -1;
+		*colon = '\0';
+		host = buf;
+	}
+	if (agg_parse_u32(colon + 1, 65535, &port) || port == 0)
+		return -1;
+	out->port = port;
+	if (buf[0] != '[' && inet_pton(AF_INET, host, out->addr) == 1)
+		out->family = AF_INET;
+	else if (buf[0] == '[' && inet_pton(AF_INET6, host, out->addr) == 1)
+		out->family = AF_INET6;
+	else
+		return -1;
+	return 0;
+}
+
 /* A key of an [estimate SERVER] section. */
 static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *key, char *val)
 {
@@ -273,6 +310,15 @@ static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *
 				 val, NULL);
 		else
 			e->kalman_r = r;
+	} else if (strcmp(key, "address") == 0) {
+		struct agg_est_addr a;
+
+		if (agg_parse_addr_port(val, &a))
+			agg_perr(p, "invalid address '%s' (a.b.c.d:port or [IPv6]:port)%s", val, NULL);
+		else if (e->naddr == AGG_CONFIG_EST_ADDR_MAX)
+			agg_perr(p, "too many addresses in [estimate %s] (at most 8)%s", e->server, NULL);
+		else
+			e->addr[e->naddr++] = a;
 	} else {
 		agg_perr(p, "unknown key '%s' in [estimate %s]", key, e->server);
 	}
@@ -555,6 +601,32 @@ int agg_config_match_tuple(const struct agg_config *c, uint32_t family, const ui
 			continue;
 		return (int)i;
 	}
+	return -1;
+}
+
+int agg_config_match_est_addr(const struct agg_config *c, uint32_t family, const uint8_t *addr, size_t alen,
+			      uint32_t port)
+{
+	size_t i, k;
+
+	for (i = 0; i < c->nest; i++)
+		for (k = 0; k < c->est[i].naddr; k++) {
+			const struct agg_est_addr *a = &c->est[i].addr[k];
+
+			if ((int)family == a->family && alen == (a->family == AF_INET ? 4u : 16u) &&
+			    port == a->port && memcmp(addr, a->addr, alen) == 0)
+				return (int)i;
+		}
+	return -1;
+}
+
+int agg_config_find_est(const struct agg_config *c, const char *server)
+{
+	size_t i;
+
+	for (i = 0; server && i < c->nest; i++)
+		if (strcmp(c->est[i].server, server) == 0)
+			return (int)i;
 	return -1;
 }
 

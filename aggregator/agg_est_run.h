@@ -5,9 +5,13 @@
  *
  * Inputs per window of SERVER, all from storage: the server's CPU total U
  * and capacity (stored from its collector's window totals) and, per CE, the
- * estimators' inputs the accountant stored from the server's own parts
- * (inbound bytes, completed requests, their response times; see
- * agg_account_add_est). A window is estimated once it is complete: when
+ * estimators' inputs the accountant stored (agg_stitch.c, agg_account_add_est):
+ * from the server's own parts (inbound bytes, completed requests, their
+ * response times), or, when the section lists `address`es, from the sends
+ * of other nodes into them (bytes sent, closing sends as requests, response
+ * times unknown). Windows join on (start, length): the senders' window
+ * length must be the server's. A server without a collector has no stored
+ * total, so nothing is estimated for it until one is stored. A window is estimated once it is complete: when
  * the server has reported a window that starts at least a horizon
  * (agg_config.h `horizon`, how long pairing may still change a window's
  * CEs) after the window's end; at a stop (final pass) every window with a

@@ -203,16 +203,35 @@ static size_t agg_part_pack(const struct rm_part *k, uint8_t *buf, size_t len)
  * inbound bytes, and, for a part that ends its segment with a send (a
  * completed request), one request and its response time (recv to send) for
  * the CE of the largest share (a split part is one request, not several).
+ * A server with `address` in its [estimate] section gets its inputs from
+ * the sends into it instead: per CE of the sending part, its sent bytes and
+ * one request per closing send (response time unknown: 0).
  */
 static int agg_est_inputs(struct agg_stitch *s, const struct agg_pair_result *r)
 {
 	size_t i, best = SIZE_MAX;
 	int end = (r->flags & RM_PF_END) && !(r->flags & RM_PF_DOMAIN);
+	int self = agg_config_find_est(s->cfg, r->node), to = -1;
 	int rv;
 
 	for (i = 0; i < r->ndist; i++)
 		if (r->dist[i].ce && (best == SIZE_MAX || r->dist[i].w > r->dist[best].w))
 			best = i;
+	if (end && (r->out_family == RM_AF_INET || r->out_family == RM_AF_INET6) && r->out_raddr)
+		to = agg_config_match_est_addr(s->cfg, r->out_family, (const uint8_t *)r->out_raddr,
+					       r->out_family == RM_AF_INET ? 4 : 16, r->out_rport);
+	if (to >= 0 && strcmp(s->cfg->est[to].server, r->node) != 0)
+		for (i = 0; i < r->ndist; i++) {
+			uint64_t req = i == best;
+
+			if (!r->pieces[i].ce || (!req && !r->pieces[i].v[ST_R_NET_TX]))
+				continue;
+			if ((rv = agg_account_add_est(s->acct, s->cfg->est[to].server, r->window_ns, r->win,
+						      r->pieces[i].ce, req, 0, r->pieces[i].v[ST_R_NET_TX])) != 0)
+				return rv;
+		}
+	if (self >= 0 && s->cfg->est[self].naddr)
+		return RM_OK; /* its inputs come from the sends into it */
 	for (i = 0; i < r->ndist; i++) {
 		uint64_t req = end && i == best, rt = 0;
 
