@@ -19,7 +19,8 @@
 static const char conf[] =
 	"[ce c1]\nclient = 127.0.0.2\n"
 	"[ce c2]\nclient = 127.0.0.3\n"
-	"[ce guests]\nxen_domain = 3\n";
+	"[ce guests]\nxen_domain = 3\n"
+	"[estimate n1]\nmethod = lr\n";
 
 #define WIN_NS 1000000000ULL
 #define WIN 1700000000ULL /* a window in 2023 */
@@ -358,6 +359,16 @@ static void test_estimator_inputs(void)
 	CU_ASSERT_EQUAL(s.ce[1].rt_ns, 2000000);
 	CU_ASSERT_EQUAL(s.ce[1].rx, 70);
 	CU_ASSERT_STRING_EQUAL(s.ce[2].ce, "");
+	/* a node without an [estimate] section gets no inputs */
+	mk_init(&m, 0xe58, 1);
+	m.b.node = "n2";
+	mk_part(&m, "127.0.0.2", 3000000, 100, 1000);
+	mk_window(&m, 8000000, 0, 100, 1000);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	memset(&s, 0, sizeof(s));
+	CU_ASSERT_EQUAL_FATAL(st_est_windows(f.db, "n2", INT64_MIN, INT64_MAX, est_collect, &s), RM_OK);
+	CU_ASSERT_EQUAL(s.n, 1);
+	CU_ASSERT_STRING_EQUAL(s.ce[0].ce, "");
 	fx_close(&f);
 }
 

@@ -203,9 +203,10 @@ static size_t agg_part_pack(const struct rm_part *k, uint8_t *buf, size_t len)
  * inbound bytes, and, for a part that ends its segment with a send (a
  * completed request), one request and its response time (recv to send) for
  * the CE of the largest share (a split part is one request, not several).
- * A server with `address` in its [estimate] section gets its inputs from
- * the sends into it instead: per CE of the sending part, its sent bytes and
- * one request per closing send (response time unknown: 0).
+ * Only for servers with an [estimate] section. One with `address` there
+ * gets its inputs from the sends into it instead: per CE of the sending
+ * part, its sent bytes and one request per closing send (response time
+ * unknown: 0).
  */
 static int agg_est_inputs(struct agg_stitch *s, const struct agg_pair_result *r)
 {
@@ -230,8 +231,11 @@ static int agg_est_inputs(struct agg_stitch *s, const struct agg_pair_result *r)
 						      r->pieces[i].ce, req, 0, r->pieces[i].v[ST_R_NET_TX])) != 0)
 				return rv;
 		}
-	if (self >= 0 && s->cfg->est[self].naddr)
-		return RM_OK; /* its inputs come from the sends into it */
+	/* only servers with an [estimate] section, so that accounting alone
+	   writes nothing more; and not those whose inputs come from the sends
+	   into them */
+	if (self < 0 || s->cfg->est[self].naddr)
+		return RM_OK;
 	for (i = 0; i < r->ndist; i++) {
 		uint64_t req = end && i == best, rt = 0;
 
