@@ -93,7 +93,8 @@ static const char *const st_schema_steps[] = {
 	"  server TEXT NOT NULL, method TEXT NOT NULL,"
 	"  win_start INTEGER NOT NULL, win_len INTEGER NOT NULL, ce TEXT NOT NULL,"
 	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
-	"  PRIMARY KEY (server, method, win_start, win_len, ce)) WITHOUT ROWID;",
+	"  PRIMARY KEY (server, method, win_start, win_len, ce)) WITHOUT ROWID;"
+	"CREATE INDEX est_window_by_time ON est_window (method, win_start);",
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));
