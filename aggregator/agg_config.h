@@ -17,6 +17,21 @@
  *   server_port = 7000                 ; optional port or range on the server side
  *   xen_domain = 3, 4                  ; Xen domains charged to this CE
  *
+ *   [estimate db1]                     ; estimate per-CE CPU of server (node) db1
+ *   method = lr, kalman                ; one or both (required)
+ *   lr_windows = 30                    ; LR: windows in the least-squares set (2..4096)
+ *   kalman_q = auto                    ; Kalman: largest one-step change of a CE's
+ *                                      ; CPU per request (duration, e.g. 200us), or
+ *                                      ; auto (from the forecasts, seed 002 §III.C)
+ *   kalman_r = 1e-4                    ; Kalman: variance of the measured CPU
+ *                                      ; utilisation, cores^2 (> 0)
+ *   address = 10.0.0.5:5432            ; optional, repeatable (up to 8), IPv4
+ *                                      ; a.b.c.d:port or IPv6 [addr]:port: the
+ *                                      ; server's inputs come from the sends of
+ *                                      ; other nodes to these addresses, not from
+ *                                      ; its own parts (for a server without a
+ *                                      ; collector; see agg_est_run.h)
+ *
  * A segment's inbound socket matches a rule when its remote end is in one of
  * the rule's clients (or the rule lists none) and the ports are in range.
  * Rules are tried in file order; the first match wins. CE names are
@@ -51,6 +66,32 @@ struct agg_rule {
 #define AGG_CONFIG_MAX_HELD_DEFAULT 262144
 #define AGG_CONFIG_MAX_HELD_MAX (1u << 26)
 
+#define AGG_CONFIG_EST_LR 0x1
+#define AGG_CONFIG_EST_KALMAN 0x2
+#define AGG_CONFIG_LR_WINDOWS_DEFAULT 30
+#define AGG_CONFIG_LR_WINDOWS_MAX 4096
+#define AGG_CONFIG_KALMAN_R_DEFAULT 1e-4
+
+#define AGG_CONFIG_EST_ADDR_MAX 8
+
+struct agg_est_addr {
+	int family;                    /* 2 = AF_INET, 10 = AF_INET6 */
+	uint8_t addr[16];              /* network order */
+	uint32_t port;
+};
+
+/* One [estimate SERVER] section (see agg_est.h for the methods). */
+struct agg_est_conf {
+	char server[64];
+	struct agg_est_addr addr[AGG_CONFIG_EST_ADDR_MAX]; /* `address` keys */
+	size_t naddr;
+	unsigned methods;              /* AGG_CONFIG_EST_* */
+	uint32_t lr_windows;
+	uint64_t kalman_q_ns;          /* 0 = auto */
+	double kalman_r;
+	int line;
+};
+
 struct agg_config {
 	char **listen;
 	size_t nlisten;
@@ -59,6 +100,8 @@ struct agg_config {
 	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;
+	struct agg_est_conf *est;      /* [estimate] sections */
+	size_t nest;
 };
 
 /*
@@ -80,6 +123,14 @@ void agg_config_free(struct agg_config *c);
  */
 int agg_config_match_tuple(const struct agg_config *c, uint32_t family, const uint8_t *raddr, size_t alen,
 			   uint32_t rport, uint32_t lport);
+
+/* Index of the [estimate] section whose `address` list holds addr:port
+ * (alen 4 or 16, network order); -1 if none. Pure, thread-safe. */
+int agg_config_match_est_addr(const struct agg_config *c, uint32_t family, const uint8_t *addr, size_t alen,
+			      uint32_t port);
+
+/* Index of the [estimate] section of server; -1 if none. */
+int agg_config_find_est(const struct agg_config *c, const char *server);
 
 /* Index of the first rule listing Xen domain domid; -1 if none. */
 int agg_config_match_domain(const struct agg_config *c, uint32_t domid);

@@ -163,6 +163,78 @@ static void test_horizon(void)
 	}
 }
 
+static void test_estimate(void)
+{
+	static const char ok[] =
+		"[estimate db1]\nmethod = lr, kalman\nlr_windows = 12\nkalman_q = 200us\nkalman_r = 2.5e-3\n"
+		"[estimate fe]\nmethod = kalman\naddress = 10.213.0.2:7001\naddress = [fd00::5]:80\n";
+	static const char *const bad[] = {
+		"[estimate db1]\n",                               /* no method */
+		"[estimate db1]\nmethod = svm\n",                 /* unknown method */
+		"[estimate db1]\nmethod = lr\nlr_windows = 1\n", /* too few */
+		"[estimate db1]\nmethod = lr\nlr_windows = 5000\n",
+		"[estimate db1]\nmethod = kalman\nkalman_q = 5\n", /* no unit */
+		"[estimate db1]\nmethod = kalman\nkalman_r = 0\n",
+		"[estimate db1]\nmethod = kalman\nkalman_r = nan\n",
+		"[estimate db1]\nmethod = kalman\nkalman_r = 1e-4x\n",
+		"[estimate db1]\nmethod = lr\nwindows = 3\n",     /* unknown key */
+		"[estimate bad/name]\nmethod = lr\n",
+		"[estimate db1]\nmethod = lr\n[estimate db1]\nmethod = kalman\n",
+		"[estimate db1]\nmethod = lr\naddress = 10.0.0.1\n",       /* no port */
+		"[estimate db1]\nmethod = lr\naddress = 10.0.0.1:0\n",
+		"[estimate db1]\nmethod = lr\naddress = 10.0.0.1:70000\n",
+		"[estimate db1]\nmethod = lr\naddress = fd00::5:80\n",     /* IPv6 needs [] */
+		"[estimate db1]\nmethod = lr\naddress = [10.0.0.1]:80\n",
+		"[estimate db1]\nmethod = lr\naddress = host:80\n",
+		"[estimate db1]\nmethod = lr\naddress = 1.1.1.1:1\naddress = 1.1.1.1:2\naddress = 1.1.1.1:3\n"
+		"address = 1.1.1.1:4\naddress = 1.1.1.1:5\naddress = 1.1.1.1:6\naddress = 1.1.1.1:7\n"
+		"address = 1.1.1.1:8\naddress = 1.1.1.1:9\n",
+	};
+	struct agg_config *c = NULL;
+	char path[300];
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(ok, strlen(ok), "e.ini", &c), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(c->nest, 2);
+	CU_ASSERT_STRING_EQUAL(c->est[0].server, "db1");
+	CU_ASSERT_EQUAL(c->est[0].methods, AGG_CONFIG_EST_LR | AGG_CONFIG_EST_KALMAN);
+	CU_ASSERT_EQUAL(c->est[0].lr_windows, 12);
+	CU_ASSERT_EQUAL(c->est[0].kalman_q_ns, 200000);
+	CU_ASSERT_DOUBLE_EQUAL(c->est[0].kalman_r, 2.5e-3, 1e-12);
+	CU_ASSERT_EQUAL(c->est[1].methods, AGG_CONFIG_EST_KALMAN);
+	CU_ASSERT_EQUAL(c->est[1].lr_windows, AGG_CONFIG_LR_WINDOWS_DEFAULT); /* defaults */
+	CU_ASSERT_EQUAL(c->est[1].kalman_q_ns, 0);
+	CU_ASSERT_DOUBLE_EQUAL(c->est[1].kalman_r, AGG_CONFIG_KALMAN_R_DEFAULT, 1e-12);
+	CU_ASSERT_EQUAL(c->est[0].naddr, 0);
+	CU_ASSERT_EQUAL_FATAL(c->est[1].naddr, 2);
+	{
+		uint8_t a4[4], a6[16];
+
+		inet_pton(AF_INET, "10.213.0.2", a4);
+		inet_pton(AF_INET6, "fd00::5", a6);
+		CU_ASSERT_EQUAL(agg_config_match_est_addr(c, AF_INET, a4, 4, 7001), 1);
+		CU_ASSERT_EQUAL(agg_config_match_est_addr(c, AF_INET, a4, 4, 7002), -1);
+		CU_ASSERT_EQUAL(agg_config_match_est_addr(c, AF_INET6, a6, 16, 80), 1);
+		CU_ASSERT_EQUAL(agg_config_match_est_addr(c, AF_INET6, a6, 4, 80), -1);
+		a4[3] = 3;
+		CU_ASSERT_EQUAL(agg_config_match_est_addr(c, AF_INET, a4, 4, 7001), -1);
+	}
+	CU_ASSERT_EQUAL(agg_config_find_est(c, "fe"), 1);
+	CU_ASSERT_EQUAL(agg_config_find_est(c, "nope"), -1);
+	agg_config_free(c);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *log;
+
+		c = NULL;
+		rm_test_capture_start("est_bad", path, sizeof(path));
+		CU_ASSERT_EQUAL(agg_config_parse(bad[i], strlen(bad[i]), "e.ini", &c), RM_ECONFIG);
+		log = rm_test_capture_end(path);
+		CU_ASSERT_PTR_NULL(c);
+		CU_ASSERT_PTR_NOT_NULL(strstr(log, "e.ini:"));
+		free(log);
+	}
+}
+
 static void test_binary_garbage(void)
 {
 	char text[4096], buf[8192];
@@ -197,6 +269,7 @@ static CU_TestInfo cases[] = {
 	{ "parses a good file and matches rules in order", test_good },
 	{ "refuses malformed files with file:line messages", test_malformed },
 	{ "horizon and max_held: defaults, units, limits", test_horizon },
+	{ "[estimate] sections: methods, parameters, errors", test_estimate },
 	{ "survives binary garbage", test_binary_garbage },
 	{ "missing file is an i/o error", test_load_missing },
 	CU_TEST_INFO_NULL,

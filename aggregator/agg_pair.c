@@ -46,6 +46,10 @@ struct agg_rec {
 	uint32_t node_idx;
 	uint64_t instance, window_ns, win, seg_id;
 	uint64_t v[ST_R_COUNT];
+	uint64_t start_ns, end_ns;    /* the part's, for the estimators' inputs */
+	uint32_t flags;               /* RM_PF_* */
+	uint32_t out_family, out_rport; /* remote end of its closing send (estimators) */
+	uint32_t out_raddr[4];
 	int64_t arrival;
 	int resolved;
 	int queued;                   /* on the work list */
@@ -739,6 +743,12 @@ static int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how 
 	res.window_ns = r->window_ns;
 	res.win = r->win;
 	res.seg_id = r->seg_id;
+	res.flags = r->flags;
+	res.start_ns = r->start_ns;
+	res.end_ns = r->end_ns;
+	res.out_family = r->out_family;
+	res.out_rport = r->out_rport;
+	res.out_raddr = r->out_raddr;
 	res.dist = r->dist.s;
 	res.ndist = r->dist.n;
 	res.pieces = e->pieces;
@@ -1161,6 +1171,12 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 	r->window_ns = src->window_ns;
 	r->win = p->win;
 	r->seg_id = p->seg_id;
+	r->start_ns = p->start_ns;
+	r->end_ns = p->end_ns;
+	r->flags = p->flags;
+	r->out_family = p->out.family;
+	r->out_rport = p->out.rport;
+	memcpy(r->out_raddr, p->out.raddr, sizeof(r->out_raddr));
 	r->arrival = arrival;
 	r->v[ST_R_CPU] = p->cpu_ns;
 	r->v[ST_R_NET_RX] = p->rx_bytes;

@@ -198,6 +198,58 @@ static size_t agg_part_pack(const struct rm_part *k, uint8_t *buf, size_t len)
 
 /* ---- the engine's results ---- */
 
+/*
+ * The estimators' inputs (agg_est.h) from a resolved part: each CE's
+ * inbound bytes, and, for a part that ends its segment with a send (a
+ * completed request), one request and its response time (recv to send) for
+ * the CE of the largest share (a split part is one request, not several).
+ * Only for servers with an [estimate] section. One with `address` there
+ * gets its inputs from the sends into it instead: per CE of the sending
+ * part, its sent bytes and one request per closing send (response time
+ * unknown: 0).
+ */
+static int agg_est_inputs(struct agg_stitch *s, const struct agg_pair_result *r)
+{
+	size_t i, best = SIZE_MAX;
+	int end = (r->flags & RM_PF_END) && !(r->flags & RM_PF_DOMAIN);
+	int self = agg_config_find_est(s->cfg, r->node), to = -1;
+	int rv;
+
+	for (i = 0; i < r->ndist; i++)
+		if (r->dist[i].ce && (best == SIZE_MAX || r->dist[i].w > r->dist[best].w))
+			best = i;
+	if (end && (r->out_family == RM_AF_INET || r->out_family == RM_AF_INET6) && r->out_raddr)
+		to = agg_config_match_est_addr(s->cfg, r->out_family, (const uint8_t *)r->out_raddr,
+					       r->out_family == RM_AF_INET ? 4 : 16, r->out_rport);
+	if (to >= 0 && strcmp(s->cfg->est[to].server, r->node) != 0)
+		for (i = 0; i < r->ndist; i++) {
+			uint64_t req = i == best;
+
+			if (!r->pieces[i].ce || (!req && !r->pieces[i].v[ST_R_NET_TX]))
+				continue;
+			if ((rv = agg_account_add_est(s->acct, s->cfg->est[to].server, r->window_ns, r->win,
+						      r->pieces[i].ce, req, 0, r->pieces[i].v[ST_R_NET_TX])) != 0)
+				return rv;
+		}
+	/* only servers with an [estimate] section, so that accounting alone
+	   writes nothing more; and not those whose inputs come from the sends
+	   into them */
+	if (self < 0 || s->cfg->est[self].naddr)
+		return RM_OK;
+	for (i = 0; i < r->ndist; i++) {
+		uint64_t req = end && i == best, rt = 0;
+
+		if (!r->pieces[i].ce || (!req && !r->pieces[i].v[ST_R_NET_RX]))
+			continue;
+		if (req && r->end_ns > r->start_ns)
+			rt = r->end_ns - r->start_ns;
+		if ((rv = agg_account_add_est(s->acct, r->node, r->window_ns, r->win, r->pieces[i].ce, req, rt,
+					      r->pieces[i].v[ST_R_NET_RX])) != 0)
+			return rv;
+	}
+	return RM_OK;
+}
+
 static int agg_on_resolved(void *arg, const struct agg_pair_result *r)
 {
 	struct agg_stitch *s = arg;
@@ -218,6 +270,8 @@ static int agg_on_resolved(void *arg, const struct agg_pair_result *r)
 			return rv;
 	}
 	if (r->split && (rv = agg_account_add_split(s->acct, r->node, r->window_ns, r->win)) != 0)
+		return rv;
+	if ((rv = agg_est_inputs(s, r)) != 0)
 		return rv;
 	if (r->held) {
 		char *dist;
