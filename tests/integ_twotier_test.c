@@ -3,6 +3,8 @@
  * namespace "hosts" (scripts/netns.sh), the two-tier service of seed 000
  * Fig. 4 across them in variant b (tb-back on rm-be, tb-front with a pool of
  * persistent back-end connections on rm-fe, three tb-load CEs on rm-c1..3,
+ * or with RM_TWOTIER_WORKERS=N variant c: plus a reader handing requests to
+ * N pool workers, followed with --follow-replies;
  * uniform arrivals), watched by one rametr-collector per server namespace
  * (--netns, node ids fe and be) streaming to one rametr-aggregator over
  * ipc://, as scripts/twotier.sh does, for RUN_S seconds.
@@ -353,10 +355,13 @@ static void run_once(void)
 		back = spawn_in("be", argv, in_dir("tb-back.log"));
 	}
 	{
+		const char *w = getenv("RM_TWOTIER_WORKERS");
 		char *argv[] = { TB_FRONT_BIN, "--listen", "10.213.0.11:7100", "--backend", "10.213.0.12:7101",
 				 "--truth", (char *)in_dir("truth-fe.csv"), "--stats", (char *)in_dir("stats-fe.csv"),
-				 "--cache-kb", "300", "--backend-mode", "pool:4", "--workers", "0", NULL };
+				 "--cache-kb", "300", "--backend-mode", "pool:4", "--workers", (char *)(w ? w : "0"),
+				 NULL };
 
+		fprintf(stderr, "front-end workers: %s\n", w ? w : "0 (a thread per connection)");
 		front = spawn_in("fe", argv, in_dir("tb-front.log"));
 	}
 	run.services_ok = back > 0 && front > 0 &&
