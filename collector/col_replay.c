@@ -326,7 +326,8 @@ static int col_replay_switch(struct col_replay_run *run, const struct col_event 
 		pt = col_replay_task(col_replay_find(run, prev), ev->cpu);
 	if (next)
 		nt = col_replay_task(col_replay_find(run, next), ev->cpu);
-	rm_on_switch(&run->env, pt, prev == 0, ev->u.sw.prev_state == 'R', nt, ev->ts_ns);
+	rm_on_switch(&run->env, pt, prev == 0, ev->u.sw.prev_state == 'R', ev->u.sw.prev_state == 'S', nt,
+		     ev->ts_ns);
 	c->known = 1;
 	c->cur = next;
 	c->cur_line = ev->line;

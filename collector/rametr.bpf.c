@@ -354,7 +354,9 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	nt = rm_or_nostate(nt);
 	if (!pt || !nt)
 		return 0;
-	rm_on_switch(&e, pt, prev_idle, preempt || (prev_state & 0xff) == 0, nt, bpf_ktime_get_ns());
+	/* TASK_INTERRUPTIBLE (1): waiting for an event, not for disk I/O */
+	rm_on_switch(&e, pt, prev_idle, preempt || (prev_state & 0xff) == 0, !preempt && (prev_state & 0xff) == 1,
+		     nt, bpf_ktime_get_ns());
 	return 0;
 }
 

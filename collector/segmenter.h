@@ -150,7 +150,7 @@ RM_INLINE void rm_cont_begin(struct rm_env *e, struct rm_task *t, __u64 now)
 	__builtin_memset(&p->out, 0, sizeof(p->out));
 	if (!t->chain) {
 		t->chain = id;
-		t->chain_st = 0;
+		t->chain_st &= RM_CHAIN_SLEPT; /* set by rm_seg_wait */
 	}
 	p->parent_seg = t->chain;
 	t->mode = RM_MODE_CONT;
@@ -209,6 +209,28 @@ RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
 	if (!(t->chain_st & (RM_CHAIN_OUT | RM_CHAIN_SLEPT)) && t->chain == t->cur.seg_id &&
 	    !t->cur.tx_bytes && !t->cur.disk_read && !t->cur.disk_write)
 		rm_cont_fold(e, t, now);
+	t->chain_st |= RM_CHAIN_SLEPT;
+}
+
+/*
+ * Thread t, in a segment, waits for an event (an interruptible sleep: a
+ * poll, a condition, a lock; not disk I/O) at time now. With follow-replies
+ * what it does after the wait is no longer taken to be the request's work
+ * by default: its segment ends and a chain begins, as after a send. If the
+ * thread then answers on a server-side socket, the chain is charged to the
+ * request it answers (a thread that waited for a worker's result, or for a
+ * lock); if it reads the next request first, it was an event loop back in
+ * its poll, and that work is unsegmented. A wait inside a chain never
+ * folds the chain's CPU (RM_CHAIN_SLEPT).
+ */
+RM_INLINE void rm_seg_wait(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	if (!e->follow_replies || t->mode != RM_MODE_SEG)
+		return;
+	rm_flush(e, t);
+	t->mode = RM_MODE_ASSOC;
+	t->cur.flags |= RM_PF_ASSOC;
+	t->cur.start_ns = now;
 	t->chain_st |= RM_CHAIN_SLEPT;
 }
 
@@ -584,10 +606,11 @@ RM_INLINE void rm_on_wakeup(struct rm_task *t, __u64 now)
 /*
  * Context switch on e->cpu at time now. prev_t/next_t may be NULL (no state);
  * prev_idle: prev is the idle task; prev_runnable: prev stays runnable
- * (preempted), so its run-queue wait starts now.
+ * (preempted), so its run-queue wait starts now; prev_waits: prev sleeps
+ * interruptibly (waits for an event, not for disk I/O).
  */
 RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_idle, int prev_runnable,
-			    struct rm_task *next_t, __u64 now)
+			    int prev_waits, struct rm_task *next_t, __u64 now)
 {
 	struct rm_cpu *c = rm_env_cpu(e);
 	__u64 from;
@@ -597,8 +620,11 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 	from = rm_claim(c, now);
 	if (from && !prev_idle)
 		rm_account_cpu(e, prev_t, from, now);
-	if (prev_t && !prev_runnable)
+	if (prev_t && !prev_runnable) {
 		rm_cont_block(e, prev_t, now);
+		if (prev_waits)
+			rm_seg_wait(e, prev_t, now);
+	}
 	if (prev_t)
 		prev_t->wake_ns = prev_runnable ? now : 0;
 	if (next_t && next_t->wake_ns) {

@@ -992,6 +992,58 @@ static void test_follow_replies_event_loop(void)
 	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
 }
 
+/*
+ * Follow-replies and waits inside a segment (tid 101, server socket 11 of
+ * c1, 12 of c2):
+ *   [100,200) reads A on 11, waits (S) for a result: segment A 100 ns
+ *   [300,350) after the wait, replies on 11: a chain anchored to A, 50 ns
+ *   [350,400) the tail until it waits for its next request: unsegmented 50
+ *   [500,600) reads B on 12, waits for disk (D): still B; [700,800) more of
+ *             B, 200 ns in all, then it waits (S) in its poll loop
+ *   [900,950) after that wait, reads C: the loop's 50 ns are unsegmented
+ */
+static void test_follow_replies_waits(void)
+{
+	const struct rm_part *p;
+
+	follow_replies = 1;
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "100 0 recv tid=101 pid=100 sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.1:5001 bytes=10 seq=1000 srv=1\n"
+	       "200 0 switch prev=101 prev_state=S next=0\n"
+	       "300 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "350 0 send tid=101 pid=100 sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.1:5001 bytes=20 seq=7000 srv=1\n"
+	       "400 0 switch prev=101 prev_state=S next=0\n"
+	       "500 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "500 0 recv tid=101 pid=100 sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.2:5002 bytes=10 seq=2000 srv=1\n"
+	       "600 0 switch prev=101 prev_state=D next=0\n"
+	       "700 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "800 0 switch prev=101 prev_state=S next=0\n"
+	       "900 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "950 0 recv tid=101 pid=100 sock=13 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.3:5003 bytes=10 seq=3000 srv=1\n"
+	       "1000 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
+	p = part(0); /* A until the wait */
+	CU_ASSERT_EQUAL(p->in.cookie, 11);
+	CU_ASSERT_EQUAL(p->cpu_ns, 100);
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR), 0);
+	p = part(1); /* after the wait, up to the reply: anchored to A's bytes */
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END), RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END);
+	CU_ASSERT_EQUAL(p->in.cookie, 11);
+	CU_ASSERT_EQUAL(p->in_seq_start, 1000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 1010);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(p->tx_bytes, 20);
+	p = part(2); /* B, across its disk wait */
+	CU_ASSERT_EQUAL(p->in.cookie, 12);
+	CU_ASSERT_EQUAL(p->cpu_ns, 200);
+	p = part(3); /* C, emitted at the end */
+	CU_ASSERT_EQUAL(p->in.cookie, 13);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 100 + 50 + 50 + 100 + 100 + 50 + 50);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 50 + 50);
+}
+
 static CU_TestInfo cases[] = {
 	{ "simple recv, compute, send", test_simple },
 	{ "preemption mid-segment", test_preempt },
@@ -1016,6 +1068,7 @@ static CU_TestInfo cases[] = {
 	{ "follow-replies: a pool worker taking queued requests without a wake-up", test_follow_replies },
 	{ "without follow-replies the same worker is unsegmented", test_follow_replies_off },
 	{ "follow-replies on an event loop adds no records between requests", test_follow_replies_event_loop },
+	{ "follow-replies: after a wait, work goes to the request answered, not the one read", test_follow_replies_waits },
 	CU_TEST_INFO_NULL,
 };
 
