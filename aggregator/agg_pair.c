@@ -424,7 +424,7 @@ static int agg_tuple_ip(const struct rm_tuple *t)
 /*
  * The directed key of tuple t as seen on node node_idx: sending = the bytes
  * go from t's local end to its remote end, else from remote to local.
- * Returns 0 if t is not a TCP/IP tuple.
+ * Returns 0 if t is neither a TCP/IP tuple nor a unix one with both ends.
  */
 static int agg_fkey_make(struct agg_fkey *k, const struct rm_tuple *t, int sending, uint32_t node_idx)
 {
@@ -432,6 +432,16 @@ static int agg_fkey_make(struct agg_fkey *k, const struct rm_tuple *t, int sendi
 	uint8_t l[16], r[16];
 
 	memset(k, 0, sizeof(*k));
+	if (t->family == RM_AF_UNIX) {
+		/* both ends' identities, on this node only */
+		if (!(t->laddr[0] | t->laddr[1]) || !(t->raddr[0] | t->raddr[1]))
+			return 0;
+		k->family = RM_AF_UNIX;
+		k->scope = node_idx + 1;
+		memcpy(k->src, sending ? t->laddr : t->raddr, 8);
+		memcpy(k->dst, sending ? t->raddr : t->laddr, 8);
+		return 1;
+	}
 	if (!agg_tuple_ip(t) || t->lport > 65535 || t->rport > 65535)
 		return 0;
 	agg_norm_addr(t->family, t->laddr, &fl, l);

@@ -27,7 +27,8 @@
  *      by pairing, as before pairing existed);
  *   3. a part flagged RM_PF_SEQ_SUSPECT, or whose inbound range is malformed:
  *      V "untrusted_range" (never guessed);
- *   4. a TCP inbound range (RM_PF_IN_SEQ, IPv4/IPv6 tuple with addresses):
+ *   4. a TCP inbound range (RM_PF_IN_SEQ, IPv4/IPv6 tuple with addresses;
+ *      or a unix stream socket's, both ends named, on the same node):
  *      the range [in_seq_start, in_seq_end) received on tuple T (node B) is
  *      looked up among the send ranges on the mirrored tuple (laddr<->raddr,
  *      lport<->rport) reported by any node. Each byte covered by a send takes

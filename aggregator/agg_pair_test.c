@@ -1060,6 +1060,37 @@ static void test_follow_replies(void)
 	streams_free(st, 2);
 }
 
+/*
+ * A unix stream socket between two threads of one node (unix_front.events):
+ * paired on both ends' identities and the bytes' positions; the same
+ * identities on another node are another connection.
+ */
+static void test_unix(void)
+{
+	struct stream st[2];
+	struct run R;
+	size_t i;
+
+	replay(&st[0], "front", "unix_front.events");
+	CU_ASSERT_EQUAL_FATAL(st[0].cap.nparts, 3);
+	run_open(&R, st);
+	for (i = st[0].cap.nparts; i-- > 0;) /* receivers first */
+		feed(&R, 0, i, (int64_t)(st[0].cap.nparts - i));
+	CU_ASSERT_EQUAL(count_resolved(&R, 3), 3);
+	CU_ASSERT_EQUAL(tv(&R, "front", "c1", ST_R_CPU), 240000);
+	run_close(&R);
+	/* the unix receivers on another node: nothing there sent their bytes */
+	replay(&st[1], "other", "unix_front.events");
+	run_open(&R, st);
+	feed(&R, 0, 0, 1);
+	feed(&R, 1, 1, 2);
+	CU_ASSERT_EQUAL(agg_pair_expire(R.e, 2 + H), RM_OK);
+	CU_ASSERT_EQUAL(tv(&R, "other", "c1", ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(tv(&R, "other", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 200000);
+	run_close(&R);
+	streams_free(st, 2);
+}
+
 static CU_TestInfo cases[] = {
 	{ "largest-remainder split is exact", test_apportion },
 	{ "pooled connection: three CEs' interleaved requests, two hops, any order", test_pooled_connection },
@@ -1076,6 +1107,7 @@ static CU_TestInfo cases[] = {
 	{ "a stop gives up pending parts and keeps the sends", test_give_up },
 	{ "bad input is refused", test_bad_input },
 	{ "follow-replies: a worker's chains take the CE of the request they answer", test_follow_replies },
+	{ "unix stream sockets are paired on a node by both ends and byte positions", test_unix },
 	CU_TEST_INFO_NULL,
 };
 

@@ -716,6 +716,144 @@ static void test_follow_replies(void)
 	check_identity();
 }
 
+/*
+ * A unix stream socket between two threads of a server: the front thread
+ * reads a TCP request, passes 100 bytes to the back thread over a
+ * socketpair, which burns 20 ms and answers 50 bytes. Both ends' sends and
+ * recvs carry the other end's identity and the bytes' positions in the
+ * stream, counted from the socket's birth, so the aggregator pairs them
+ * like TCP.
+ */
+struct upair {
+	int lfd, u[2];
+	pid_t front, back;
+};
+
+static void *upair_back(void *arg)
+{
+	struct upair *x = arg;
+	char buf[100];
+	size_t got = 0;
+
+	x->back = (pid_t)syscall(SYS_gettid);
+	while (got < sizeof(buf)) {
+		ssize_t n = recv(x->u[1], buf + got, sizeof(buf) - got, 0);
+
+		if (n <= 0)
+			return NULL;
+		got += (size_t)n;
+	}
+	burn_ms(20);
+	if (send(x->u[1], buf, 50, 0) != 50)
+		perror("send");
+	return NULL;
+}
+
+static void *upair_front(void *arg)
+{
+	struct upair *x = arg;
+	char buf[100];
+	size_t got = 0;
+	int fd;
+
+	x->front = (pid_t)syscall(SYS_gettid);
+	fd = accept(x->lfd, NULL, NULL);
+	while (fd >= 0 && got < 60) {
+		ssize_t n = recv(fd, buf + got, 60 - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	memset(buf, 'u', sizeof(buf));
+	if (send(x->u[0], buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) || recv(x->u[0], buf, 50, MSG_WAITALL) != 50 ||
+	    send(fd, buf, 50, 0) != 50)
+		perror("front");
+	close(fd);
+	return NULL;
+}
+
+static void test_unix_pairing(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL };
+	struct upair x = { -1, { -1, -1 }, 0, 0 };
+	const struct rm_part *fsend = NULL, *brecv = NULL, *bsend = NULL, *frecv = NULL;
+	socklen_t alen = sizeof(a);
+	struct col_bpf *b = NULL;
+	pthread_t tf, tb;
+	char buf[60];
+	uint64_t cpu = 0;
+	size_t i;
+	int cfd, rv;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	usleep(20000); /* sockets born after the collector started, on the coarse clock */
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, x.u) == 0);
+	x.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(x.lfd, 1) == 0 &&
+			getsockname(x.lfd, (struct sockaddr *)&a, &alen) == 0);
+	pthread_create(&tb, NULL, upair_back, &x);
+	pthread_create(&tf, NULL, upair_front, &x);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	memset(buf, 'q', sizeof(buf));
+	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0 && send(cfd, buf, 60, 0) == 60);
+	CU_ASSERT_EQUAL(recv(cfd, buf, 50, MSG_WAITALL), 50);
+	pthread_join(tf, NULL);
+	pthread_join(tb, NULL);
+	close(cfd);
+	close(x.lfd);
+	close(x.u[0]);
+	close(x.u[1]);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+
+	for (i = 0; i < nparts; i++) {
+		const struct rm_part *p = &parts[i];
+
+		if (p->tid == (uint32_t)x.front && (p->flags & RM_PF_END) && p->out.family == RM_AF_UNIX)
+			fsend = p;
+		if (p->tid == (uint32_t)x.front && (p->flags & RM_PF_START) && p->in.family == RM_AF_UNIX)
+			frecv = p;
+		if (p->tid == (uint32_t)x.back && (p->flags & RM_PF_START) && p->in.family == RM_AF_UNIX)
+			brecv = p;
+		if (p->tid == (uint32_t)x.back && (p->flags & RM_PF_END) && p->out.family == RM_AF_UNIX)
+			bsend = p;
+	}
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fsend);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(brecv);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(bsend);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(frecv);
+	/* front -> back: the same 100 bytes, seen from both ends */
+	CU_ASSERT(fsend->flags & RM_PF_OUT_SEQ);
+	CU_ASSERT(brecv->flags & RM_PF_IN_SEQ);
+	CU_ASSERT_EQUAL(fsend->out_seq_start, 0);
+	CU_ASSERT_EQUAL(fsend->out_seq_end, 100);
+	CU_ASSERT_EQUAL(brecv->in_seq_start, 0);
+	CU_ASSERT_EQUAL(brecv->in_seq_end, 100);
+	CU_ASSERT(fsend->out.laddr[0] | fsend->out.laddr[1]);
+	CU_ASSERT_EQUAL(memcmp(fsend->out.laddr, brecv->in.raddr, 8), 0);
+	CU_ASSERT_EQUAL(memcmp(fsend->out.raddr, brecv->in.laddr, 8), 0);
+	/* back -> front: 50 bytes */
+	CU_ASSERT_EQUAL(bsend->out_seq_start, 0);
+	CU_ASSERT_EQUAL(bsend->out_seq_end, 50);
+	CU_ASSERT_EQUAL(frecv->in_seq_start, 0);
+	CU_ASSERT_EQUAL(frecv->in_seq_end, 50);
+	CU_ASSERT_EQUAL(memcmp(bsend->out.laddr, frecv->in.raddr, 8), 0);
+	CU_ASSERT_EQUAL(bsend->seg_id, brecv->seg_id);
+	for (i = 0; i < nparts; i++)
+		if (parts[i].seg_id == brecv->seg_id && parts[i].tid == (uint32_t)x.back)
+			cpu += parts[i].cpu_ns;
+	fprintf(stderr, "back thread's segment over the unix socket %.3f ms\n", cpu / 1e6);
+	CU_ASSERT(cpu >= 19000000ULL && cpu <= 30000000ULL);
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
@@ -723,6 +861,7 @@ static CU_TestInfo cases[] = {
 	{ "a worker woken through a futex inherits the request (wake-up chains)", test_wakeup_chain },
 	{ "a worker taking queued requests without a wake-up is charged by its reply (follow-replies)",
 	  test_follow_replies },
+	{ "a unix stream socket's bytes carry both ends and their positions", test_unix_pairing },
 	CU_TEST_INFO_NULL,
 };
 

@@ -565,7 +565,23 @@ static int col_events_io(struct col_events_line *L, struct col_ev_io *io)
 			return rv;
 		return RM_OK;
 	} else if (col_events_tok_is(fam, "unix")) {
+		uint64_t id;
+		int has_id;
+
 		io->tuple.family = RM_AF_UNIX;
+		/* the identities of this end and of its peer (rametr.h) */
+		if ((rv = col_events_num(L, "lsk", 0, 0, UINT64_MAX, &id, &has_id)) != 0)
+			return rv;
+		if (has_id) {
+			io->tuple.laddr[0] = (uint32_t)id;
+			io->tuple.laddr[1] = (uint32_t)(id >> 32);
+		}
+		if ((rv = col_events_num(L, "rsk", 0, 0, UINT64_MAX, &id, &has_id)) != 0)
+			return rv;
+		if (has_id) {
+			io->tuple.raddr[0] = (uint32_t)id;
+			io->tuple.raddr[1] = (uint32_t)(id >> 32);
+		}
 	} else {
 		return col_events_fail(L->r, RM_EPROTO, "invalid value %s for 'fam' (expected 4, 6 or unix)",
 				       col_events_q(fam, q, sizeof(q)));
@@ -797,8 +813,11 @@ static int col_events_check_io(const struct col_ev_io *io)
 		if (t->lport > 65535 || t->rport > 65535)
 			return RM_EINVAL;
 		return RM_OK;
-	case 0:
 	case RM_AF_UNIX:
+		if (t->lport || t->rport || t->laddr[2] || t->laddr[3] || t->raddr[2] || t->raddr[3])
+			return RM_EINVAL;
+		return RM_OK;
+	case 0:
 		if (t->lport || t->rport || t->laddr[0] || t->laddr[1] || t->laddr[2] || t->laddr[3] || t->raddr[0] ||
 		    t->raddr[1] || t->raddr[2] || t->raddr[3])
 			return RM_EINVAL;
@@ -868,7 +887,13 @@ static void col_events_put_io(struct col_events_out *o, const struct col_ev_io *
 	}
 	col_events_put(o, " sock=%llu", (unsigned long long)t->cookie);
 	if (t->family == RM_AF_UNIX) {
+		uint64_t l = (uint64_t)t->laddr[1] << 32 | t->laddr[0], r = (uint64_t)t->raddr[1] << 32 | t->raddr[0];
+
 		col_events_put(o, " fam=unix");
+		if (l)
+			col_events_put(o, " lsk=%llu", (unsigned long long)l);
+		if (r)
+			col_events_put(o, " rsk=%llu", (unsigned long long)r);
 	} else if (t->family == RM_AF_INET || t->family == RM_AF_INET6) {
 		col_events_put(o, " fam=%d", t->family == RM_AF_INET ? 4 : 6);
 		col_events_put_addr(o, "laddr", t->family, t->laddr, t->lport);

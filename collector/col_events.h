@@ -55,12 +55,15 @@
  *   wakeup  tid=<tid>
  *           tid becomes runnable (sched_wakeup / sched_wakeup_new).
  *   recv    tid=<tid> pid=<pid> sock=<cookie> bytes=<n>
- *           [comm=<comm>] [fam=4|6|unix laddr=<addr> raddr=<addr>] [seq=<seq>] [srv=1]
+ *           [comm=<comm>] [fam=4|6 laddr=<addr> raddr=<addr>] [fam=unix [lsk=<id>] [rsk=<id>]]
+ *           [seq=<seq>] [srv=1]
  *   send    same keys as recv
  *           A recv (send) of <n> bytes by thread tid (running on <cpu>) on
  *           the socket with cookie <cookie> (1 .. 2^64-1). bytes may be 0
  *           (EOF, ignored by the replay), at most 2^48. fam: 4 = IPv4, 6 =
- *           IPv6 (both need laddr and raddr), unix = AF_UNIX (no addresses);
+ *           IPv6 (both need laddr and raddr), unix = AF_UNIX (no addresses;
+ *           lsk and rsk identify this end and its peer, 1 .. 2^64-1, and seq
+ *           is then the position of the byte in the connection's stream);
  *           without fam the socket has no family (0) and no addresses. An
  *           IPv4 address is written a.b.c.d:port, an IPv6 one [addr]:port.
  *           seq: TCP sequence number (32-bit, 0 .. 2^32-1) of the first

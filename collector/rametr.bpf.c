@@ -27,6 +27,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define MSG_ERRQUEUE 0x2000
 #define RCV_SHUTDOWN 1
 #define SOCK_BINDPORT_LOCK 4
+#define SOCK_STREAM 1
 #define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
@@ -77,6 +78,31 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rm_task);
 } nostate SEC(".maps");
+
+/*
+ * Unix stream sockets have no sequence numbers: the bytes of each direction
+ * of a connection are counted here, by the sender (tx) and by the receiver
+ * (rx) in one record, so that both ends number them alike. Bytes sent
+ * before the collector started may still be queued when it starts: the
+ * receiver's numbering is trusted (in_sync) only once it emptied its queue
+ * with rx == tx, and realigned (rx = tx) when it empties it with rx != tx.
+ */
+struct rm_ukey {
+	__u64 from, to;   /* inode numbers of the sending and the receiving end */
+};
+
+struct rm_ucnt {
+	__u64 tx, rx;
+	__u32 in_sync;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct rm_ukey);
+	__type(value, struct rm_ucnt);
+} uflows SEC(".maps");
 
 /* Follow-replies: the bytes last received on each server-side socket. */
 struct {
@@ -189,7 +215,19 @@ RM_INLINE int rm_tuple_from_sock(struct sock *sk, struct rm_tuple *tp)
 	} else if (family == AF_INET6) {
 		BPF_CORE_READ_INTO(&tp->laddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32);
 		BPF_CORE_READ_INTO(&tp->raddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32);
-	} else if (family != AF_UNIX) {
+	} else if (family == AF_UNIX) {
+		/* the ends' inode numbers (what ss -x shows) */
+		struct unix_sock *u = bpf_skc_to_unix_sock(sk);
+		__u64 me = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino), peer;
+
+		if (u) {
+			peer = BPF_CORE_READ(u, peer, sk_socket, file, f_inode, i_ino);
+			tp->laddr[0] = (__u32)me;
+			tp->laddr[1] = (__u32)(me >> 32);
+			tp->raddr[0] = (__u32)peer;
+			tp->raddr[1] = (__u32)(peer >> 32);
+		}
+	} else {
 		return -1;
 	}
 	if (family != AF_UNIX) {
@@ -197,6 +235,46 @@ RM_INLINE int rm_tuple_from_sock(struct sock *sk, struct rm_tuple *tp)
 		tp->rport = bpf_ntohs(sk->__sk_common.skc_dport);
 	}
 	return 0;
+}
+
+/*
+ * The position of `bytes` just sent (tx) or received on unix stream socket
+ * sk (tuple tp) in its direction's stream, in *start; 0 if it has none (not
+ * a stream, no peer, or a receiver not in step yet).
+ */
+RM_INLINE int rm_unix_range(struct sock *sk, const struct rm_tuple *tp, __u64 bytes, int tx, __u64 *start)
+{
+	struct rm_ukey k;
+	struct rm_ucnt *c, zero = {};
+	__u64 me = (__u64)tp->laddr[1] << 32 | tp->laddr[0], peer = (__u64)tp->raddr[1] << 32 | tp->raddr[0];
+
+	if (sk->sk_type != SOCK_STREAM || !me || !peer)
+		return 0;
+	k.from = tx ? me : peer;
+	k.to = tx ? peer : me;
+	c = bpf_map_lookup_elem(&uflows, &k);
+	if (!c) {
+		bpf_map_update_elem(&uflows, &k, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&uflows, &k);
+		if (!c)
+			return 0;
+	}
+	if (tx) {
+		*start = __sync_fetch_and_add(&c->tx, bytes);
+		return 1;
+	}
+	*start = __sync_fetch_and_add(&c->rx, bytes);
+	if (sk->sk_receive_queue.qlen == 0) {
+		/* everything sent so far was read */
+		if (c->rx == c->tx) {
+			c->in_sync = 1;
+		} else {
+			c->rx = c->tx;
+			c->in_sync = 0;
+			return 0;
+		}
+	}
+	return c->in_sync;
 }
 
 RM_INLINE int rm_is_self(void)
@@ -273,6 +351,8 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 			start = (__u32)(end - (__u32)ret);
 		}
 		has_seq = 1;
+	} else if (tup.family == AF_UNIX) {
+		has_seq = rm_unix_range(sk, &tup, ret, 0, &start);
 	}
 	srv = follow_replies && rm_is_server_side(sk);
 	if (srv) {
@@ -326,6 +406,8 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	if (tcp) {
 		start = (__u32)(tcp->write_seq - (__u32)ret);
 		has_seq = 1;
+	} else if (tup.family == AF_UNIX) {
+		has_seq = rm_unix_range(sk, &tup, ret, 1, &start);
 	}
 	if (srv && (t->mode == RM_MODE_CONT || t->chain))
 		inb = bpf_sk_storage_get(&inbs, sk, 0, 0);

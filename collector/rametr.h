@@ -51,6 +51,11 @@
 #define RM_AF_INET 2
 #define RM_AF_INET6 10
 
+/*
+ * A socket as seen by one end. AF_UNIX: laddr[0..1] and raddr[0..1] are
+ * the 64-bit identities (inode numbers) of this end and of its peer, valid
+ * on this host only.
+ */
 struct rm_tuple {
 	__u64 cookie;     /* socket cookie */
 	__u32 family;     /* RM_AF_* or 0 */
