@@ -15,8 +15,16 @@
  *
  *   transport: parts=600000 batches=147 seconds=10.21 rate=58765/s retries=0 spooled=0 lost=0 rejected=0
  *
+ * --paired: every second part is a back end's segment whose CE the
+ * aggregator must find by pairing its received TCP range with the range the
+ * front end's part sent (two tiers, as in seed 000 Fig. 4); the front end's
+ * parts then enter the send index and are held until the horizon.
+ *
+ * The server port must not be one the synthetic connections use (6000,
+ * 40000-40999, 50000-50999): a rule on it would match them too.
+ *
  * Usage: bench_transport --aggregator URL --node NAME --spool PATH --server-port P
- *        [--duration S] [--batch-parts N] [--size B] [--inflight N]
+ *        [--duration S] [--batch-parts N] [--size B] [--inflight N] [--paired]
  */
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -42,15 +50,69 @@ static uint64_t clock_ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static void fill_tuple(struct rm_tuple *t, uint64_t cookie, uint32_t sport, uint32_t cport)
+static void fill_tuple(struct rm_tuple *t, uint64_t cookie, uint32_t laddr, uint32_t lport, uint32_t raddr,
+		       uint32_t rport)
 {
 	memset(t, 0, sizeof(*t));
 	t->cookie = cookie;
 	t->family = RM_AF_INET;
-	t->lport = sport;
-	t->rport = cport;
-	t->laddr[0] = htonl(0x7f000001); /* 127.0.0.1 */
-	t->raddr[0] = htonl(0x7f000002); /* 127.0.0.2 */
+	t->lport = lport;
+	t->rport = rport;
+	t->laddr[0] = htonl(laddr);
+	t->raddr[0] = htonl(raddr);
+}
+
+#define FRONT 0x7f000001u /* 127.0.0.1: the server the rule names */
+#define CLIENT 0x7f000002u
+#define BACK 0x7f000003u  /* 127.0.0.3:BACK_PORT: a back end no rule names */
+#define BACK_PORT 6000
+#define CONNS 1000
+#define CLIENT_PORT 40000    /* clients' ports: CLIENT_PORT .. + CONNS - 1 */
+#define FRONT_OUT_PORT 50000 /* the front end's ports towards the back end */
+
+static uint64_t out_seq[CONNS];
+
+/* Part i of the stream. Plain: a request to the front end, decided by the
+ * rule. Paired (every odd part): the back end's segment serving the front
+ * end's request; its CE comes from pairing its received TCP range with the
+ * range the front end's part (the even part before it) sent. */
+static void make_part(struct rm_part *p, uint64_t i, uint64_t win, uint64_t now, int port, int size, int paired)
+{
+	uint32_t conn = (uint32_t)((paired ? i / 2 : i) % CONNS);
+
+	memset(p, 0, sizeof(*p));
+	p->seg_id = (1ULL << 48) | (i + 1);
+	p->win = win;
+	p->start_ns = now;
+	p->end_ns = now + 1000;
+	p->cpu_ns = 1000;
+	p->rx_bytes = (uint64_t)size;
+	p->tx_bytes = (uint64_t)size;
+	p->flags = RM_PF_START | RM_PF_END;
+	if (!paired || i % 2 == 0) {
+		p->pid = 4000;
+		p->tid = 4000 + conn % 8;
+		memcpy(p->comm, "front", 6);
+		fill_tuple(&p->in, 1000 + conn, FRONT, (uint32_t)port, CLIENT, CLIENT_PORT + conn);
+		if (!paired) {
+			fill_tuple(&p->out, 1000 + conn, FRONT, (uint32_t)port, CLIENT, CLIENT_PORT + conn);
+			return;
+		}
+		fill_tuple(&p->out, 3000 + conn, FRONT, FRONT_OUT_PORT + conn, BACK, BACK_PORT);
+		p->flags |= RM_PF_OUT_SEQ;
+		p->out_seq_start = out_seq[conn];
+		p->out_seq_end = out_seq[conn] + (uint64_t)size;
+	} else {
+		p->pid = 5000;
+		p->tid = 5000 + conn % 8;
+		memcpy(p->comm, "back", 5);
+		fill_tuple(&p->in, 5000 + conn, BACK, BACK_PORT, FRONT, FRONT_OUT_PORT + conn);
+		fill_tuple(&p->out, 5000 + conn, BACK, BACK_PORT, FRONT, FRONT_OUT_PORT + conn);
+		p->flags |= RM_PF_IN_SEQ;
+		p->in_seq_start = out_seq[conn];
+		p->in_seq_end = out_seq[conn] + (uint64_t)size;
+		out_seq[conn] += (uint64_t)size;
+	}
 }
 
 int main(int argc, char **argv)
@@ -60,10 +122,11 @@ int main(int argc, char **argv)
 		{ "spool", required_argument, NULL, 'S' },      { "server-port", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },   { "batch-parts", required_argument, NULL, 'b' },
 		{ "size", required_argument, NULL, 's' },       { "inflight", required_argument, NULL, 'i' },
-		{ "help", no_argument, NULL, 'h' },             { NULL, 0, NULL, 0 },
+		{ "paired", no_argument, NULL, 'P' },           { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *url = NULL, *node = NULL, *spool = NULL;
-	int port = -1, batch = 4096, size = 100, inflight = 4, o, rv;
+	int port = -1, batch = 4096, size = 100, inflight = 4, paired = 0, o, rv;
 	double duration = 10;
 	struct col_sender_cfg cfg;
 	struct col_sender_stats ss;
@@ -83,15 +146,17 @@ int main(int argc, char **argv)
 		case 'b': batch = atoi(optarg); break;
 		case 's': size = atoi(optarg); break;
 		case 'i': inflight = atoi(optarg); break;
+		case 'P': paired = 1; break;
 		case 'h':
 			printf("usage: bench_transport --aggregator URL --node NAME --spool PATH --server-port P\n"
-			       "       [--duration S] [--batch-parts N] [--size B] [--inflight N]\n");
+			       "       [--duration S] [--batch-parts N] [--size B] [--inflight N] [--paired]\n");
 			return 0;
 		default: return 2;
 		}
 	}
 	if (optind != argc || !url || !node || !spool || port < 1 || port > 65535 || duration <= 0 || batch < 1 ||
-	    batch > 100000 || size < 1 || inflight < 1) {
+	    batch > 100000 || batch % 2 || size < 1 || inflight < 1 || port == BACK_PORT ||
+	    (port >= CLIENT_PORT && port < CLIENT_PORT + CONNS) || (port >= FRONT_OUT_PORT && port < FRONT_OUT_PORT + CONNS)) {
 		rm_log_error("bad arguments (try --help)");
 		return 2;
 	}
@@ -129,22 +194,8 @@ int main(int argc, char **argv)
 		w.t.win = win;
 		for (i = 0; i < batch; i++) {
 			struct rm_part *p = &parts[i];
-			uint32_t conn = (uint32_t)(seq % 1000);
 
-			memset(p, 0, sizeof(*p));
-			p->seg_id = (1ULL << 48) | ++seq;
-			p->win = win;
-			p->pid = 4000;
-			p->tid = 4000 + conn % 8;
-			p->start_ns = now;
-			p->end_ns = now + 1000;
-			p->cpu_ns = 1000;
-			p->rx_bytes = (uint64_t)size;
-			p->tx_bytes = (uint64_t)size;
-			p->flags = RM_PF_START | RM_PF_END;
-			fill_tuple(&p->in, 1000 + conn, (uint32_t)port, 40000 + conn);
-			fill_tuple(&p->out, 1000 + conn, (uint32_t)port, 40000 + conn);
-			memcpy(p->comm, "bench", 6);
+			make_part(p, seq++, win, now, port, size, paired);
 			w.t.busy_ns += p->cpu_ns;
 			w.t.rx_bytes += p->rx_bytes;
 			w.t.tx_bytes += p->tx_bytes;

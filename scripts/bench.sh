@@ -291,7 +291,7 @@ row "collector CPU scaled to 50k segments/s" "$scaled% of one core" "<= 2%" "$(m
 row "collector peak RSS (VmHWM)" "$(calc "$hwm / 1024" 1) MiB" "-" "-"
 
 # ---------------------------------------------------------------- transport
-echo "== transport: bench_transport for ${tp_s}s into a fresh aggregator" >&2
+echo "== transport: bench_transport for ${tp_s}s (plain, then paired) into a fresh aggregator" >&2
 tdb=$out/transport.db
 tport=$(free_port)
 cat >"$out/transport.ini" <<EOF
@@ -303,16 +303,22 @@ EOF
 "$B/aggregator/rametr-aggregator" --config "$out/transport.ini" --db "$tdb" >"$out/transport-agg.log" 2>&1 &
 tagg=$!; pids+=($tagg)
 wait_log "$out/transport-agg.log" "listening on" $tagg 10 || { cat "$out/transport-agg.log" >&2; echo "bench: aggregator did not start" >&2; exit 1; }
-"$B/bench/bench_transport" --aggregator "tcp://127.0.0.1:$tport" --node transport --spool "$out/transport.spool" \
-	--server-port "$tpport" --duration "$tp_s" --size $tp_size | tee "$out/transport.txt" >&2
+for mode in plain paired; do
+	tnode=transport-$mode
+	"$B/bench/bench_transport" --aggregator "tcp://127.0.0.1:$tport" --node $tnode --spool "$out/$tnode.spool" \
+		--server-port "$tpport" --duration "$tp_s" --size $tp_size $([ $mode = paired ] && echo --paired) |
+		tee "$out/$tnode.txt" >&2
+	sent=$(sed -n 's/.*parts=\([0-9]*\).*/\1/p' "$out/$tnode.txt")
+	tsecs=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$out/$tnode.txt")
+	# stored and charged to the CE: every part's bytes are charged to 'bench' (by rule, or by pairing)
+	stored=$(( $(usage_of "$tdb" $tnode bench net_rx) / tp_size ))
+	"$ctl" check --db "$tdb" --server $tnode >"$out/$tnode-check.txt" 2>&1 && balanced=yes || balanced=NO
+	what=$([ $mode = paired ] && echo "half the parts paired by TCP bytes" || echo "every part decided by a rule")
+	row "transport ($what): parts/s stored, col_sender -> nng tcp -> aggregator -> SQLite" "$(calc "$stored / $tsecs" 0)/s" ">= 50000/s" "$(met "$stored / $tsecs >= 50000")"
+	row "transport ($mode): parts made - parts stored and charged (drops)" "$((sent - stored)) of $sent" "0" "$(met "$sent == $stored")"
+	row "transport ($mode): rametrctl check, every window balanced" "$balanced" "yes" "$([ $balanced = yes ] && echo yes || echo NO)"
+done
 stop $tagg
-sent=$(sed -n 's/.*parts=\([0-9]*\).*/\1/p' "$out/transport.txt")
-tsecs=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$out/transport.txt")
-stored=$(( $(usage_of "$tdb" transport bench net_rx) / tp_size ))
-"$ctl" check --db "$tdb" --server transport >"$out/transport-check.txt" 2>&1 && balanced=yes || balanced=NO
-row "transport: parts/s stored (col_sender -> nng tcp -> aggregator -> SQLite)" "$(calc "$stored / $tsecs" 0)/s" ">= 50000/s" "$(met "$stored / $tsecs >= 50000")"
-row "transport: parts made - parts stored (drops)" "$((sent - stored)) of $sent" "0" "$(met "$sent == $stored")"
-row "transport: rametrctl check, every window balanced" "$balanced" "yes" "$([ $balanced = yes ] && echo yes || echo NO)"
 
 stop $agg
 pids=()
