@@ -289,6 +289,18 @@ row "collector CPU, idle machine (other agents' activity only)" "$idle_pct% of o
 row "collector CPU at $seg_rate segments/s (stored)" "$load_pct% of one core" "-" "-"
 row "collector CPU scaled to 50k segments/s" "$scaled% of one core" "<= 2%" "$(met "$scaled <= 2")"
 row "collector peak RSS (VmHWM)" "$(calc "$hwm / 1024" 1) MiB" "-" "-"
+# the same load with only the ring drain (bench_attach): what is left of the
+# collector's CPU is batching, encoding and sending
+"$B/bench/bench_attach" >"$out/attach-pp.log" 2>&1 &
+hooks=$!; pids+=($hooks)
+wait_log "$out/attach-pp.log" "attach: ready" $hooks 20 || { cat "$out/attach-pp.log" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
+h0=$(cpu_ns $hooks); t0=$(date +%s%N)
+"$B/bench/bench_pingpong" --port "$ppport" --rate $pp_rate --duration "$pp_s" --size $pp_size >"$out/pingpong-attach.txt"
+h1=$(cpu_ns $hooks); t1=$(date +%s%N)
+stop $hooks
+htrips=$(sed -n 's/.*round_trips=\([0-9]*\).*/\1/p' "$out/pingpong-attach.txt")
+hsecs=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$out/pingpong-attach.txt")
+row "ring drain alone (bench_attach) at $(calc "2 * $htrips / $hsecs" 0) segments/s (made)" "$(calc "($h1 - $h0) * 100 / ($t1 - $t0)" 2)% of one core" "-" "-"
 
 # ---------------------------------------------------------------- transport
 echo "== transport: bench_transport for ${tp_s}s (plain, then paired) into a fresh aggregator" >&2
