@@ -84,7 +84,7 @@ cpu_sum() { local s=0 p; for p in "$@"; do s=$((s + $(cpu_ns "$p"))); done; echo
 # rametrctl usage value (raw integer) of one CE: db server ce resource
 usage_of() {
 	"$ctl" usage --db "$1" --server "$2" --ce "$3" --resource "$4" -o csv --no-unaccountable |
-		awk -F, -v ce="$3" '$2 == ce { s += $4 } END { printf "%d\n", s }'
+		awk -F, -v ce="$3" '$2 == ce { s += $4 } END { printf "%.0f\n", s }'
 }
 wait_log() { # file pattern pid seconds
 	local i
@@ -259,7 +259,7 @@ for s in redis nginx; do
 	row "$s-server CPU charged to CE '$s' / its own /proc CPU (attached rounds)" "$(calc "$acc / 1e9" 2) s / $(calc "$own / 1e9" 2) s = $pct%" "> 0 (accounted)" "$(met "$acc > 0")"
 done
 row "collector CPU during the attached macro rounds" "$(calc "$col_macro_ns * 100 / $col_macro_wall" 1)% of one core" "-" "-"
-macro_parts=$(awk '/ebpf backend stopped:/ { p += $5; d += $10 } END { printf "%d %d\n", p, d }' "$out/collector.log")
+macro_parts=$(awk '/ebpf backend stopped:/ { p += $5; d += $10 } END { printf "%.0f %.0f\n", p, d }' "$out/collector.log")
 row "parts/s the collector handled during the attached macro rounds" "$(calc "${macro_parts% *} * 1e9 / $col_macro_wall" 0)/s" "-" "-"
 row "parts dropped in the kernel during the attached macro rounds (counted, charged as lost)" "${macro_parts#* }" "0" "$(met "${macro_parts#* } == 0")"
 row "aggregator CPU during the attached macro rounds (same host here)" "$(calc "$agg_macro_ns * 100 / $col_macro_wall" 1)% of one core" "-" "-"
