@@ -214,11 +214,16 @@ for ((r = 1; r <= rounds; r++)); do
 			wait_log "$out/attach-$r.log" "attach: ready" $hooks 20 || { cat "$out/attach-$r.log" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
 		fi
 		rc0=$(cpu_sum $redis)
-		redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv >"$out/redis-$r-$tag.csv" 2>/dev/null
+		redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv >"$out/redis-$r-$tag.csv" 2>"$out/redis-$r-$tag.err"
 		rc1=$(cpu_sum $redis)
 		nc0=$(cpu_sum $nginx_pids)
 		wrk -t1 -c50 -d"${wrk_s}s" --latency "http://127.0.0.1:$nport/index.html" >"$out/wrk-$r-$tag.txt" 2>&1
 		nc1=$(cpu_sum $nginx_pids)
+		# a failed or erroring load generator must not become a figure
+		[ -n "$(redis_field "$out/redis-$r-$tag.csv" 7)" ] || { cat "$out/redis-$r-$tag.csv" "$out/redis-$r-$tag.err" >&2; echo "bench: redis-benchmark gave no result (round $r, $tag)" >&2; exit 1; }
+		if [ -z "$(wrk_p99 "$out/wrk-$r-$tag.txt")" ] || grep -q 'Non-2xx' "$out/wrk-$r-$tag.txt"; then
+			cat "$out/wrk-$r-$tag.txt" >&2; echo "bench: wrk gave no result or errors (round $r, $tag)" >&2; exit 1
+		fi
 		r_rps[$k]+=" $(redis_field "$out/redis-$r-$tag.csv" 2)"
 		r_p99[$k]+=" $(redis_field "$out/redis-$r-$tag.csv" 7)"
 		n_rps[$k]+=" $(wrk_rps "$out/wrk-$r-$tag.txt")"
