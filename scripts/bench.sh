@@ -4,10 +4,11 @@
 #   micro      build/bench/bench_syscall (ns added per traced/untraced syscall
 #              and per context switch; its own alternating rounds)
 #   macro      redis-server under redis-benchmark and nginx under wrk on
-#              loopback at saturation, rounds alternating detached / attached
+#              loopback at saturation, rounds rotating detached / attached
 #              (rametr-collector --backend ebpf -> local rametr-aggregator ->
-#              SQLite): medians of throughput and p99, attached/detached; the
-#              attached rounds must show the servers' CPU in `rametrctl usage`
+#              SQLite) / hooks only (bench_attach): medians of throughput and
+#              p99, attached/detached; the attached rounds must show the
+#              servers' CPU in `rametrctl usage`
 #   transport  parts/s through col_sender -> nng -> aggregator -> SQLite
 #              (bench_transport), stored parts counted from the database
 #   collector  the collector's own CPU (utime+stime) and peak RSS while the
@@ -15,7 +16,7 @@
 #              the rate achieved is counted from the stored bytes
 # Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
-# load shorter). A full run takes about 5 minutes, --quick about 1.
+# load shorter). A full run takes about 6 minutes, --quick about 1.
 # Servers, ports, configs and the database live in DIR (default: a new
 # /tmp/rametr-bench.XXXX, kept); nothing is left running.
 set -euo pipefail
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=$2 rounds_set=1; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--skip-micro) skip_micro=1; shift ;;
-	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,21p' "$0"; exit 0 ;;
 	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -66,14 +67,14 @@ stop() { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; for
 # A free loopback TCP port: below the ephemeral range (32768-60999 here), not
 # the demo's, and not in any socket now.
 used_ports=" 7000 7600 "
-free_port() {
+free_port() { # VAR: sets VAR (not a subshell, so the ports handed out are remembered)
 	local p
 	while :; do
 		p=$((20000 + RANDOM % 12000))
 		case "$used_ports" in *" $p "*) continue ;; esac
 		ss -Htan "sport = :$p" 2>/dev/null | grep -q . && continue
 		used_ports+="$p "
-		echo "$p"
+		printf -v "$1" '%s' "$p"
 		return
 	done
 }
@@ -107,14 +108,16 @@ if [ $skip_micro = 0 ]; then
 	"$B/bench/bench_syscall" >"$out/micro.txt" 2>&1 || { cat "$out/micro.txt" >&2; echo "bench: bench_syscall failed" >&2; exit 1; }
 	cat "$out/micro.txt" >&2
 	# lines ending in: detached attached added ratio (numbers); the name before them
+	nrows=${#rows[@]}
 	while IFS='|' read -r name added ratio; do
 		row "micro: $name" "$added ns (x$ratio)" "-" "-"
 	done < <(awk 'NF >= 5 && $(NF-3) ~ /^[0-9.]+$/ && $(NF-2) ~ /^[0-9.]+$/ && $(NF-1) ~ /^[-+]?[0-9.]+$/ && $NF ~ /^[0-9.]+$/ {
 		n = $1; for (i = 2; i <= NF - 4; i++) n = n " " $i; print n "|" $(NF-1) "|" $NF }' "$out/micro.txt")
+	[ ${#rows[@]} -gt $nrows ] || row "micro: no figure lines recognised (see $out/micro.txt)" "-" "-" "NO"
 fi
 
 # ---------------------------------------------------------------- servers
-rport=$(free_port) nport=$(free_port) ppport=$(free_port) tpport=$(free_port)
+free_port rport; free_port nport; free_port ppport; free_port tpport
 node=bench
 db=$out/rametr.db
 cat >"$out/agg.ini" <<EOF
@@ -310,7 +313,7 @@ row "ring drain alone (bench_attach) at $(calc "2 * $htrips / $hsecs" 0) segment
 # ---------------------------------------------------------------- transport
 echo "== transport: bench_transport for ${tp_s}s (plain, then paired) into a fresh aggregator" >&2
 tdb=$out/transport.db
-tport=$(free_port)
+free_port tport
 cat >"$out/transport.ini" <<EOF
 [aggregator]
 listen = tcp://127.0.0.1:$tport
