@@ -1,0 +1,355 @@
+#!/usr/bin/env bash
+# scripts/bench.sh - the collector's overhead (issue 5), all figures in one
+# table: figure, value, target, met?
+#   micro      build/bench/bench_syscall (ns added per traced/untraced syscall
+#              and per context switch; its own alternating rounds)
+#   macro      redis-server under redis-benchmark and nginx under wrk on
+#              loopback at saturation, rounds rotating detached / attached
+#              (rametr-collector --backend ebpf -> local rametr-aggregator ->
+#              SQLite) / hooks only (bench_attach): medians of throughput and
+#              p99, attached/detached; the attached rounds must show the
+#              servers' CPU in `rametrctl usage`
+#   transport  parts/s through col_sender -> nng -> aggregator -> SQLite
+#              (bench_transport), stored parts counted from the database
+#   collector  the collector's own CPU (utime+stime) and peak RSS while the
+#              eBPF backend handles a known segment rate (bench_pingpong);
+#              the rate achieved is counted from the stored bytes
+# Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
+# --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
+# load shorter). A full run takes about 6 minutes, --quick about 1.
+# Servers, ports, configs and the database live in DIR (default: a new
+# /tmp/rametr-bench.XXXX, kept); nothing is left running.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+quick=0 rounds=7 rounds_set=0 out= skip_micro=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) quick=1; shift ;;
+	--rounds) rounds=$2 rounds_set=1; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--skip-micro) skip_micro=1; shift ;;
+	-h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
+	esac
+done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench: invalid --rounds '$rounds'" >&2; exit 2; }
+if [ $quick = 1 ]; then
+	redis_n=20000 wrk_s=2 pp_s=4 idle_s=3 tp_s=3
+	[ "$rounds_set" = 1 ] || rounds=3
+else
+	redis_n=100000 wrk_s=5 pp_s=15 idle_s=10 tp_s=10
+	[ "$rounds_set" = 1 ] || rounds=7
+fi
+pp_rate=25000   # round trips/s = 50k segments/s (a server and a client segment each)
+pp_size=64      # bytes of a request and of a reply
+tp_size=100     # net_rx bytes of each synthetic transport part
+
+cd "$top"
+bash scripts/setup.sh
+echo "== building" >&2
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)" >build.log 2>&1 || { tail -30 build.log >&2; echo "bench: build failed (build.log)" >&2; exit 1; }
+B=$top/build
+[ -n "$out" ] || out=$(mktemp -d /tmp/rametr-bench.XXXX)
+rm -rf "$out" && mkdir -p "$out" && chmod 755 "$out"   # nginx workers (nobody) read its files
+stat=$B/bench/bench_stat
+ctl=$B/ctl/rametrctl
+
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT
+forget() { local keep=() p; for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; pids=("${keep[@]}"); }
+stop() { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; forget "$1"; }
+
+# A free loopback TCP port: below the ephemeral range (32768-60999 here), not
+# the demo's, and not in any socket now.
+used_ports=" 7000 7600 "
+free_port() { # VAR: sets VAR (not a subshell, so the ports handed out are remembered)
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 12000))
+		case "$used_ports" in *" $p "*) continue ;; esac
+		ss -Htan "sport = :$p" 2>/dev/null | grep -q . && continue
+		used_ports+="$p "
+		printf -v "$1" '%s' "$p"
+		return
+	done
+}
+cpu_ns() { "$stat" proc "$1" | sed -n 's/.*cpu_ns=\([0-9]*\).*/\1/p'; }
+hwm_kb() { "$stat" proc "$1" | sed -n 's/.*hwm_kb=\([0-9]*\).*/\1/p'; }
+# The server's whole CPU (all its processes) in ns: sum over pids.
+cpu_sum() { local s=0 p; for p in "$@"; do s=$((s + $(cpu_ns "$p"))); done; echo $s; }
+# rametrctl usage value (raw integer) of one CE: db server ce resource
+usage_of() {
+	"$ctl" usage --db "$1" --server "$2" --ce "$3" --resource "$4" -o csv --no-unaccountable |
+		awk -F, -v ce="$3" '$2 == ce { s += $4 } END { printf "%.0f\n", s }'
+}
+wait_log() { # file pattern pid seconds
+	local i
+	for ((i = 0; i < $4 * 10; i++)); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+calc() { awk "BEGIN { printf \"%.${2:-2}f\", ($1) }"; }
+sgn() { awk "BEGIN { printf \"%+.1f\", ($1) }"; }
+rows=()
+row() { rows+=("$1|$2|$3|$4"); }   # figure value target met
+met() { awk "BEGIN { exit !($1) }" && echo yes || echo NO; }
+
+# ---------------------------------------------------------------- micro
+if [ $skip_micro = 0 ]; then
+	echo "== micro: build/bench/bench_syscall" >&2
+	"$B/bench/bench_syscall" >"$out/micro.txt" 2>&1 || { cat "$out/micro.txt" >&2; echo "bench: bench_syscall failed" >&2; exit 1; }
+	cat "$out/micro.txt" >&2
+	# lines ending in: detached attached added ratio (numbers); the name before them
+	nrows=${#rows[@]}
+	while IFS='|' read -r name added ratio; do
+		row "micro: $name" "$added ns (x$ratio)" "-" "-"
+	done < <(awk 'NF >= 5 && $(NF-3) ~ /^[0-9.]+$/ && $(NF-2) ~ /^[0-9.]+$/ && $(NF-1) ~ /^[-+]?[0-9.]+$/ && $NF ~ /^[0-9.]+$/ {
+		n = $1; for (i = 2; i <= NF - 4; i++) n = n " " $i; print n "|" $(NF-1) "|" $NF }' "$out/micro.txt")
+	[ ${#rows[@]} -gt $nrows ] || row "micro: no figure lines recognised (see $out/micro.txt)" "-" "-" "NO"
+fi
+
+# ---------------------------------------------------------------- servers
+free_port rport; free_port nport; free_port ppport; free_port tpport
+node=bench
+db=$out/rametr.db
+cat >"$out/agg.ini" <<EOF
+[aggregator]
+listen = ipc://$out/agg.ipc
+[ce redis]
+server_port = $rport
+[ce redis_client]
+client_port = $rport
+[ce nginx]
+server_port = $nport
+[ce nginx_client]
+client_port = $nport
+[ce pp_srv]
+server_port = $ppport
+[ce pp_cli]
+client_port = $ppport
+EOF
+"$B/aggregator/rametr-aggregator" --config "$out/agg.ini" --db "$db" >"$out/aggregator.log" 2>&1 &
+agg=$!; pids+=($agg)
+
+mkdir -p "$out/redis"
+redis-server --bind 127.0.0.1 --port "$rport" --save '' --appendonly no --protected-mode no \
+	--dir "$out/redis" --logfile "$out/redis/redis.log" --daemonize no &
+redis=$!; pids+=($redis)
+
+mkdir -p "$out/nginx/www" "$out/nginx/tmp"
+head -c 1024 /dev/zero | tr '\0' 'x' >"$out/nginx/www/index.html"
+chmod -R a+rX "$out/nginx"
+cat >"$out/nginx/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 1;
+pid $out/nginx/nginx.pid;
+error_log $out/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path $out/nginx/tmp/body;
+	proxy_temp_path $out/nginx/tmp/proxy;
+	fastcgi_temp_path $out/nginx/tmp/fastcgi;
+	uwsgi_temp_path $out/nginx/tmp/uwsgi;
+	scgi_temp_path $out/nginx/tmp/scgi;
+	server {
+		listen 127.0.0.1:$nport;
+		root $out/nginx/www;
+	}
+}
+EOF
+nginx -c "$out/nginx/nginx.conf" -p "$out/nginx" -e "$out/nginx/error.log" &
+nginx_master=$!; pids+=($nginx_master)
+
+for i in $(seq 50); do
+	redis-cli -p "$rport" ping >/dev/null 2>&1 && (exec 3<>/dev/tcp/127.0.0.1/$nport) 2>/dev/null && break
+	sleep 0.1
+done
+kill -0 $agg 2>/dev/null || { cat "$out/aggregator.log" >&2; echo "bench: aggregator did not start" >&2; exit 1; }
+redis-cli -p "$rport" ping >/dev/null || { cat "$out/redis/redis.log" >&2; echo "bench: redis-server did not start" >&2; exit 1; }
+(exec 3<>/dev/tcp/127.0.0.1/$nport) 2>/dev/null || { cat "$out/nginx/error.log" >&2; echo "bench: nginx did not start" >&2; exit 1; }
+nginx_pids="$nginx_master $(pgrep -P "$nginx_master" | tr '\n' ' ')"
+
+col=
+start_collector() { # log
+	"$B/collector/rametr-collector" --aggregator "ipc://$out/agg.ipc" --node "$node" \
+		--spool "$out/spool" >>"$1" 2>&1 &
+	col=$!; pids+=($col)
+	wait_log "$1" "ebpf backend attached" "$col" 20 || { cat "$1" >&2; echo "bench: collector did not attach" >&2; exit 1; }
+}
+stop_collector() {
+	kill -TERM "$col"; wait "$col" || { tail -20 "$out/collector.log" >&2; echo "bench: collector failed" >&2; exit 1; }
+	forget "$col"; col=
+}
+
+# p99 of a wrk --latency report, in ms
+wrk_p99() { awk '$1 == "99%" { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
+	f = (u == "us") ? 0.001 : (u == "s") ? 1000 : (u == "m") ? 60000 : 1; printf "%.3f\n", v * f }' "$1"; }
+wrk_rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
+# redis-benchmark --csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+redis_field() { awk -F, -v c="$2" '$1 == "\"GET\"" { gsub(/"/, "", $c); print $c }' "$1"; }
+
+# ---------------------------------------------------------------- macro
+# modes: 0 detached, 1 attached (rametr-collector -> aggregator -> SQLite),
+# 2 the kernel hooks alone (bench_attach: col_bpf draining into a counter)
+echo "== macro: $rounds rounds each detached / attached / hooks only (redis-benchmark -c 50 -n $redis_n GET; wrk -t1 -c 50 -d ${wrk_s}s)" >&2
+declare -A r_rps r_p99 n_rps n_p99
+redis_att_ns=0 nginx_att_ns=0 col_macro_ns=0 agg_macro_ns=0 col_macro_wall=0
+modes=(detached attached hooks-only)
+hooks=
+for ((r = 1; r <= rounds; r++)); do
+	case $((r % 3)) in 1) order="0 1 2" ;; 2) order="1 2 0" ;; 0) order="2 0 1" ;; esac   # rotate which mode goes first
+	for k in $order; do
+		tag=${modes[$k]}
+		if [ $k = 1 ]; then start_collector "$out/collector.log"; c0=$(cpu_ns $col) a0=$(cpu_ns $agg) t0=$(date +%s%N); fi
+		if [ $k = 2 ]; then
+			"$B/bench/bench_attach" >"$out/attach-$r.log" 2>&1 &
+			hooks=$!; pids+=($hooks)
+			wait_log "$out/attach-$r.log" "attach: ready" $hooks 20 || { cat "$out/attach-$r.log" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
+		fi
+		rc0=$(cpu_sum $redis)
+		redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv >"$out/redis-$r-$tag.csv" 2>"$out/redis-$r-$tag.err"
+		rc1=$(cpu_sum $redis)
+		nc0=$(cpu_sum $nginx_pids)
+		wrk -t1 -c50 -d"${wrk_s}s" --latency "http://127.0.0.1:$nport/index.html" >"$out/wrk-$r-$tag.txt" 2>&1
+		nc1=$(cpu_sum $nginx_pids)
+		# a failed or erroring load generator must not become a figure
+		[ -n "$(redis_field "$out/redis-$r-$tag.csv" 7)" ] || { cat "$out/redis-$r-$tag.csv" "$out/redis-$r-$tag.err" >&2; echo "bench: redis-benchmark gave no result (round $r, $tag)" >&2; exit 1; }
+		if [ -z "$(wrk_p99 "$out/wrk-$r-$tag.txt")" ] || grep -q 'Non-2xx' "$out/wrk-$r-$tag.txt"; then
+			cat "$out/wrk-$r-$tag.txt" >&2; echo "bench: wrk gave no result or errors (round $r, $tag)" >&2; exit 1
+		fi
+		r_rps[$k]+=" $(redis_field "$out/redis-$r-$tag.csv" 2)"
+		r_p99[$k]+=" $(redis_field "$out/redis-$r-$tag.csv" 7)"
+		n_rps[$k]+=" $(wrk_rps "$out/wrk-$r-$tag.txt")"
+		n_p99[$k]+=" $(wrk_p99 "$out/wrk-$r-$tag.txt")"
+		if [ $k = 1 ]; then
+			redis_att_ns=$((redis_att_ns + rc1 - rc0)) nginx_att_ns=$((nginx_att_ns + nc1 - nc0))
+			col_macro_ns=$((col_macro_ns + $(cpu_ns $col) - c0)) agg_macro_ns=$((agg_macro_ns + $(cpu_ns $agg) - a0))
+			col_macro_wall=$((col_macro_wall + $(date +%s%N) - t0))
+			sleep 1.2   # let the last window close before detaching
+			stop_collector
+		fi
+		if [ $k = 2 ]; then stop $hooks; fi
+		echo "   round $r $tag: redis $(redis_field "$out/redis-$r-$tag.csv" 2) req/s p99 $(redis_field "$out/redis-$r-$tag.csv" 7) ms;" \
+			"nginx $(wrk_rps "$out/wrk-$r-$tag.txt") req/s p99 $(wrk_p99 "$out/wrk-$r-$tag.txt") ms" >&2
+	done
+done
+med() { "$stat" median $1; }
+for s in redis nginx; do
+	for k in 1 2; do
+		if [ $s = redis ]; then d_rps=$(med "${r_rps[0]}") a_rps=$(med "${r_rps[$k]}") d_p99=$(med "${r_p99[0]}") a_p99=$(med "${r_p99[$k]}")
+		else d_rps=$(med "${n_rps[0]}") a_rps=$(med "${n_rps[$k]}") d_p99=$(med "${n_p99[0]}") a_p99=$(med "${n_p99[$k]}"); fi
+		loss=$(calc "(1 - $a_rps / $d_rps) * 100" 1)
+		inc=$(calc "($a_p99 / $d_p99 - 1) * 100" 1)
+		if [ $k = 1 ]; then
+			row "$s throughput, median req/s detached -> attached" "$(calc $d_rps 0) -> $(calc $a_rps 0) ($(sgn "-($loss)")%)" "loss <= 2%" "$(met "$loss <= 2")"
+			row "$s p99 latency, median ms detached -> attached" "$d_p99 -> $a_p99 ($(sgn "$inc")%)" "<= +5%" "$(met "$inc <= 5")"
+		else
+			row "$s with the kernel hooks only (bench_attach): throughput, p99" "$(sgn "-($loss)")%, $(sgn "$inc")%" "-" "-"
+		fi
+	done
+done
+# the attached rounds are only meaningful if the collector accounted the servers' work
+sleep 0.5
+for s in redis nginx; do
+	acc=$(usage_of "$db" "$node" $s cpu)
+	own=$([ $s = redis ] && echo $redis_att_ns || echo $nginx_att_ns)
+	pct=$(calc "($own > 0 ? $acc * 100 / $own : 0)" 0)
+	row "$s-server CPU charged to CE '$s' / its own /proc CPU (attached rounds)" "$(calc "$acc / 1e9" 2) s / $(calc "$own / 1e9" 2) s = $pct%" "> 0 (accounted)" "$(met "$acc > 0")"
+done
+row "collector CPU during the attached macro rounds" "$(calc "$col_macro_ns * 100 / $col_macro_wall" 1)% of one core" "-" "-"
+macro_parts=$(awk '/ebpf backend stopped:/ { p += $5; d += $10 } END { printf "%.0f %.0f\n", p, d }' "$out/collector.log")
+row "parts/s the collector handled during the attached macro rounds" "$(calc "${macro_parts% *} * 1e9 / $col_macro_wall" 0)/s" "-" "-"
+row "parts dropped in the kernel during the attached macro rounds (counted, charged as lost)" "${macro_parts#* }" "0" "$(met "${macro_parts#* } == 0")"
+row "aggregator CPU during the attached macro rounds (same host here)" "$(calc "$agg_macro_ns * 100 / $col_macro_wall" 1)% of one core" "-" "-"
+
+# ---------------------------------------------------------------- collector CPU and memory at a known segment rate
+echo "== collector: idle ${idle_s}s, then bench_pingpong at $pp_rate round trips/s for ${pp_s}s" >&2
+stop $redis; stop $nginx_master
+start_collector "$out/collector.log"
+sleep 1
+c0=$(cpu_ns $col); t0=$(date +%s%N); sleep "$idle_s"; c1=$(cpu_ns $col); t1=$(date +%s%N)
+"$B/bench/bench_pingpong" --port "$ppport" --rate $pp_rate --duration "$pp_s" --size $pp_size | tee "$out/pingpong.txt" >&2
+c2=$(cpu_ns $col); t2=$(date +%s%N)
+hwm=$(hwm_kb $col)
+sleep 1.2
+stop_collector
+sleep 0.5
+segs=$(( ($(usage_of "$db" "$node" pp_srv net_rx) + $(usage_of "$db" "$node" pp_cli net_rx)) / pp_size ))
+trips=$(sed -n 's/.*round_trips=\([0-9]*\).*/\1/p' "$out/pingpong.txt")
+pp_secs=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$out/pingpong.txt")
+seg_rate=$(calc "$segs / $pp_secs" 0)
+idle_pct=$(calc "($c1 - $c0) * 100 / ($t1 - $t0)" 2)
+load_pct=$(calc "($c2 - $c1) * 100 / ($t2 - $t1)" 2)
+# what the segments add over the idle machine, scaled linearly to 50k segments/s
+scaled=$(calc "$idle_pct + ($load_pct - $idle_pct) * 50000 / $seg_rate" 2)
+row "ping-pong segments stored / made (2 per round trip)" "$segs / $((2 * trips))" "equal" "$(met "$segs == 2 * $trips")"
+row "collector CPU, idle machine (other agents' activity only)" "$idle_pct% of one core" "-" "-"
+row "collector CPU at $seg_rate segments/s (stored)" "$load_pct% of one core" "-" "-"
+row "collector CPU scaled to 50k segments/s" "$scaled% of one core" "<= 2%" "$(met "$scaled <= 2")"
+row "collector peak RSS (VmHWM)" "$(calc "$hwm / 1024" 1) MiB" "-" "-"
+# the same load with only the ring drain (bench_attach): what is left of the
+# collector's CPU is batching, encoding and sending
+"$B/bench/bench_attach" >"$out/attach-pp.log" 2>&1 &
+hooks=$!; pids+=($hooks)
+wait_log "$out/attach-pp.log" "attach: ready" $hooks 20 || { cat "$out/attach-pp.log" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
+h0=$(cpu_ns $hooks); t0=$(date +%s%N)
+"$B/bench/bench_pingpong" --port "$ppport" --rate $pp_rate --duration "$pp_s" --size $pp_size >"$out/pingpong-attach.txt"
+h1=$(cpu_ns $hooks); t1=$(date +%s%N)
+stop $hooks
+htrips=$(sed -n 's/.*round_trips=\([0-9]*\).*/\1/p' "$out/pingpong-attach.txt")
+hsecs=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$out/pingpong-attach.txt")
+row "ring drain alone (bench_attach) at $(calc "2 * $htrips / $hsecs" 0) segments/s (made)" "$(calc "($h1 - $h0) * 100 / ($t1 - $t0)" 2)% of one core" "-" "-"
+
+# ---------------------------------------------------------------- transport
+echo "== transport: bench_transport for ${tp_s}s (plain, then paired) into a fresh aggregator" >&2
+tdb=$out/transport.db
+free_port tport
+cat >"$out/transport.ini" <<EOF
+[aggregator]
+listen = tcp://127.0.0.1:$tport
+[ce bench]
+server_port = $tpport
+EOF
+"$B/aggregator/rametr-aggregator" --config "$out/transport.ini" --db "$tdb" >"$out/transport-agg.log" 2>&1 &
+tagg=$!; pids+=($tagg)
+wait_log "$out/transport-agg.log" "listening on" $tagg 10 || { cat "$out/transport-agg.log" >&2; echo "bench: aggregator did not start" >&2; exit 1; }
+for mode in plain paired; do
+	tnode=transport-$mode
+	"$B/bench/bench_transport" --aggregator "tcp://127.0.0.1:$tport" --node $tnode --spool "$out/$tnode.spool" \
+		--server-port "$tpport" --duration "$tp_s" --size $tp_size $([ $mode = paired ] && echo --paired) |
+		tee "$out/$tnode.txt" >&2
+	sent=$(sed -n 's/.*parts=\([0-9]*\).*/\1/p' "$out/$tnode.txt")
+	tsecs=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$out/$tnode.txt")
+	# stored and charged to the CE: every part's bytes are charged to 'bench' (by rule, or by pairing)
+	stored=$(( $(usage_of "$tdb" $tnode bench net_rx) / tp_size ))
+	"$ctl" check --db "$tdb" --server $tnode >"$out/$tnode-check.txt" 2>&1 && balanced=yes || balanced=NO
+	what=$([ $mode = paired ] && echo "half the parts paired by TCP bytes" || echo "every part decided by a rule")
+	row "transport ($what): parts/s stored, col_sender -> nng tcp -> aggregator -> SQLite" "$(calc "$stored / $tsecs" 0)/s" ">= 50000/s" "$(met "$stored / $tsecs >= 50000")"
+	row "transport ($mode): parts made - parts stored and charged (drops)" "$((sent - stored)) of $sent" "0" "$(met "$sent == $stored")"
+	row "transport ($mode): rametrctl check, every window balanced" "$balanced" "yes" "$([ $balanced = yes ] && echo yes || echo NO)"
+done
+stop $tagg
+
+stop $agg
+pids=()
+
+# ---------------------------------------------------------------- table
+echo
+echo "Rametr collector overhead ($(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(uname -r); $([ $quick = 1 ] && echo quick || echo full) run, $rounds rounds; files in $out)"
+echo
+echo "| figure | value | target | met? |"
+echo "|---|---|---|---|"
+for x in "${rows[@]}"; do
+	IFS='|' read -r f v t m <<<"$x"
+	echo "| $f | $v | $t | $m |"
+done
