@@ -100,6 +100,7 @@ struct rm_counts {
 /* States of a continuation chain (follow-replies, segmenter.h). */
 #define RM_CHAIN_OUT 0x1   /* a part of it was emitted: it needs an anchor record */
 #define RM_CHAIN_SLEPT 0x2 /* the thread blocked since the chain began */
+#define RM_CHAIN_SERVER 0x4 /* kept across chains: the thread used a server-side socket (it serves) */
 
 /* Per-thread state (task storage in the kernel). */
 struct rm_task {

@@ -121,7 +121,9 @@ RM_INLINE __u64 rm_next_seg_id(struct rm_env *e);
  * anchored: the part (or, if parts of the chain were already emitted, an
  * anchor record) takes as inbound tuple and range the bytes last received
  * on that socket - the request it answers - and the aggregator charges the
- * whole chain like that request. A chain that ends at the thread's next
+ * whole chain like that request. Only threads that serve (that used a
+ * server-side socket) have chains: a client's work after its sends stays
+ * unsegmented, with no record. A chain that ends at the thread's next
  * recv on a server-side socket (it reads the next request itself: an event
  * loop, a thread per connection) was not work for a request: its CPU goes
  * back to unsegmented, as without the option, or, if some of it was
@@ -150,7 +152,7 @@ RM_INLINE void rm_cont_begin(struct rm_env *e, struct rm_task *t, __u64 now)
 	__builtin_memset(&p->out, 0, sizeof(p->out));
 	if (!t->chain) {
 		t->chain = id;
-		t->chain_st &= RM_CHAIN_SLEPT; /* set by rm_seg_wait */
+		t->chain_st &= RM_CHAIN_SLEPT | RM_CHAIN_SERVER; /* SLEPT: set by rm_seg_wait */
 	}
 	p->parent_seg = t->chain;
 	t->mode = RM_MODE_CONT;
@@ -225,7 +227,7 @@ RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
  */
 RM_INLINE void rm_seg_wait(struct rm_env *e, struct rm_task *t, __u64 now)
 {
-	if (!e->follow_replies || t->mode != RM_MODE_SEG)
+	if (!e->follow_replies || t->mode != RM_MODE_SEG || !(t->chain_st & RM_CHAIN_SERVER))
 		return;
 	rm_flush(e, t);
 	t->mode = RM_MODE_ASSOC;
@@ -296,7 +298,7 @@ RM_INLINE void rm_chain_close(struct rm_env *e, struct rm_task *t, __u64 now, co
 		p->flags = save_flags;
 	}
 	t->chain = 0;
-	t->chain_st = 0;
+	t->chain_st &= RM_CHAIN_SERVER;
 }
 
 /*
@@ -310,7 +312,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 
 	if (to <= from)
 		return;
-	if (t && t->mode == RM_MODE_ASSOC && e->follow_replies)
+	if (t && t->mode == RM_MODE_ASSOC && e->follow_replies && (t->chain_st & RM_CHAIN_SERVER))
 		rm_cont_begin(e, t, from);
 	wa = rm_win(e, from);
 	wb = rm_win(e, to - 1);
@@ -433,6 +435,8 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	struct rm_wintot *wt;
 
 	rm_cut(e, t, now);
+	if (srv)
+		t->chain_st |= RM_CHAIN_SERVER;
 	wt = rm_env_wintot(e, w);
 	if (wt)
 		RM_ADD(&wt->rx_bytes, bytes);
@@ -501,6 +505,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 			RM_ADD(&wt->unseg_tx, bytes);
 		if (t && srv && e->follow_replies) {
 			/* its work from now on goes to the requests it answers */
+			t->chain_st |= RM_CHAIN_SERVER;
 			t->mode = RM_MODE_ASSOC;
 			t->cur.pid = pid;
 			t->cur.tid = tid;
@@ -508,6 +513,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		return;
 	}
 	p = &t->cur;
+	if (srv)
+		t->chain_st |= RM_CHAIN_SERVER;
 	closing = t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT;
 	if (t->mode == RM_MODE_CONT && srv && inb) {
 		/* a reply: this continuation worked for the request it answers */

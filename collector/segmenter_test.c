@@ -1044,6 +1044,34 @@ static void test_follow_replies_waits(void)
 	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 50 + 50);
 }
 
+/*
+ * A client (load generator) with follow-replies: its sockets are never
+ * server-side, so it has no chains and no more records than without the
+ * option: [100,200) reply 1 on 21, its request on 22 ends it; [200,300)
+ * after a send unsegmented; [300,400) reply 2 on 22, then two sends.
+ */
+static void test_follow_replies_client(void)
+{
+	static const char stream[] = "rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+				     "100 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+				     "100 0 recv tid=101 pid=100 sock=21 bytes=10\n"
+				     "200 0 send tid=101 pid=100 sock=22 bytes=10\n"
+				     "300 0 recv tid=101 pid=100 sock=22 bytes=10\n"
+				     "400 0 send tid=101 pid=100 sock=21 bytes=10\n"
+				     "450 0 send tid=101 pid=100 sock=23 bytes=10\n"
+				     "500 0 switch prev=101 prev_state=S next=0\n";
+	size_t n, i;
+
+	replay(stream);
+	n = cap.nparts;
+	follow_replies = 1;
+	replay(stream);
+	CU_ASSERT_EQUAL(cap.nparts, n);
+	for (i = 0; i < cap.nparts; i++)
+		CU_ASSERT_EQUAL(cap.parts[i].flags & (RM_PF_CONT | RM_PF_ANCHOR), 0);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100 + 50 + 50);
+}
+
 static CU_TestInfo cases[] = {
 	{ "simple recv, compute, send", test_simple },
 	{ "preemption mid-segment", test_preempt },
@@ -1069,6 +1097,7 @@ static CU_TestInfo cases[] = {
 	{ "without follow-replies the same worker is unsegmented", test_follow_replies_off },
 	{ "follow-replies on an event loop adds no records between requests", test_follow_replies_event_loop },
 	{ "follow-replies: after a wait, work goes to the request answered, not the one read", test_follow_replies_waits },
+	{ "follow-replies gives a client no chains and no more records", test_follow_replies_client },
 	CU_TEST_INFO_NULL,
 };
 
