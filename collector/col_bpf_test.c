@@ -629,6 +629,124 @@ static void *pool2_reader(void *arg)
 	return NULL;
 }
 
+/*
+ * The replies of an event loop (redis writes all replies after reading all
+ * requests): reads requests on two connections, replies on the first,
+ * burns 300 us and replies on the second: those 300 us are anchored to the
+ * second request, also when no context switch came between the replies.
+ */
+struct loop2 {
+	int lfd, fd[2];
+	pid_t tid;
+};
+
+static void *loop2_main(void *arg)
+{
+	struct loop2 *l = arg;
+	char buf[60];
+	uint64_t t0;
+	int i;
+
+	l->tid = (pid_t)syscall(SYS_gettid);
+	for (i = 0; i < 2; i++) {
+		l->fd[i] = accept(l->lfd, NULL, NULL);
+		if (l->fd[i] < 0 || recv(l->fd[i], buf, sizeof(buf), MSG_WAITALL) != (ssize_t)sizeof(buf))
+			return NULL;
+	}
+	memset(buf, 'r', sizeof(buf));
+	if (send(l->fd[0], buf, 40, 0) != 40)
+		perror("send");
+	/* 300 us: too short for a tick to switch it out, mostly */
+	for (t0 = thread_cpu_ns(); thread_cpu_ns() - t0 < 300000;)
+		sink_hole++;
+	if (send(l->fd[1], buf, 40, 0) != 40)
+		perror("send");
+	return NULL;
+}
+
+/* Listening socket on an explicit loopback port (servers bind theirs); its port or -1. */
+static int listen_explicit(int *lfd)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int port, k;
+
+	*lfd = socket(AF_INET, SOCK_STREAM, 0);
+	for (port = 20000 + (int)(getpid() % 20000), k = 0; *lfd >= 0 && k < 100; k++, port++) {
+		a.sin_port = htons((uint16_t)port);
+		if (bind(*lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(*lfd, 4) == 0)
+			return port;
+	}
+	return -1;
+}
+
+static void test_follow_replies_loop(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1 };
+	struct loop2 l = { -1, { -1, -1 }, 0 };
+	const struct rm_part *req = NULL;
+	struct col_bpf *b = NULL;
+	uint64_t cpu = 0, n = 0;
+	pthread_t th;
+	size_t i;
+	int cfd[2], port, rv;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	CU_ASSERT_FATAL((port = listen_explicit(&l.lfd)) > 0);
+	a.sin_port = htons((uint16_t)port);
+	pthread_create(&th, NULL, loop2_main, &l);
+	for (i = 0; i < 2; i++) {
+		char q[60];
+
+		memset(q, 'q', sizeof(q));
+		cfd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		CU_ASSERT_FATAL(connect(cfd[i], (struct sockaddr *)&a, sizeof(a)) == 0);
+		CU_ASSERT_FATAL(send(cfd[i], q, sizeof(q), 0) == (ssize_t)sizeof(q));
+	}
+	for (i = 0; i < 2; i++) {
+		char r[40];
+
+		CU_ASSERT_EQUAL(recv(cfd[i], r, sizeof(r), MSG_WAITALL), (ssize_t)sizeof(r));
+		close(cfd[i]);
+	}
+	pthread_join(th, NULL);
+	close(l.fd[0]);
+	close(l.fd[1]);
+	close(l.lfd);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+
+	/* the loop's segment of the second request */
+	for (i = 0; i < nparts; i++)
+		if (parts[i].tid == (uint32_t)l.tid && (parts[i].flags & RM_PF_START) && !(parts[i].flags & RM_PF_CONT) &&
+		    parts[i].in.lport == (uint32_t)port && (!req || parts[i].start_ns > req->start_ns))
+			req = &parts[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(req);
+	for (i = 0; i < nparts; i++) {
+		const struct rm_part *q = &parts[i];
+
+		if (q->tid != (uint32_t)l.tid || !(q->flags & RM_PF_CONT))
+			continue;
+		/* no continuation is left to wait for an anchor */
+		CU_ASSERT(q->flags & RM_PF_ANCHOR);
+		if ((q->flags & RM_PF_ANCHOR) && q->in.cookie == req->in.cookie) {
+			CU_ASSERT_EQUAL(q->in_seq_start, req->in_seq_start);
+			CU_ASSERT_EQUAL(q->in_seq_end, req->in_seq_end);
+			cpu += q->cpu_ns;
+			n++;
+		}
+	}
+	fprintf(stderr, "loop cpu between its replies, anchored to the second request %.3f ms\n", cpu / 1e6);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT(cpu >= 290000ULL && cpu <= 10000000ULL);
+	check_identity();
+}
+
 static void test_follow_replies(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -861,6 +979,8 @@ static CU_TestInfo cases[] = {
 	{ "a worker woken through a futex inherits the request (wake-up chains)", test_wakeup_chain },
 	{ "a worker taking queued requests without a wake-up is charged by its reply (follow-replies)",
 	  test_follow_replies },
+	{ "an event loop's work between two replies goes to the second request (follow-replies)",
+	  test_follow_replies_loop },
 	{ "a unix stream socket's bytes carry both ends and their positions", test_unix_pairing },
 	CU_TEST_INFO_NULL,
 };

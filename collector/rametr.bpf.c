@@ -409,7 +409,8 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	} else if (tup.family == AF_UNIX) {
 		has_seq = rm_unix_range(sk, &tup, ret, 1, &start);
 	}
-	if (srv && (t->mode == RM_MODE_CONT || t->chain))
+	/* whatever the mode: the cut inside rm_on_send may begin a chain */
+	if (srv)
 		inb = bpf_sk_storage_get(&inbs, sk, 0, 0);
 	pid_tgid = bpf_get_current_pid_tgid();
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
