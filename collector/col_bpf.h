@@ -21,6 +21,8 @@ struct col_bpf_cfg {
 	uint32_t self_tgid;   /* process never segmented (the collector itself); 0 = none */
 	uint32_t netns_ino;   /* nonzero: only threads of this network namespace (inode) count */
 	int follow_wakeups;   /* wake-up chains: a thread woken by a futex wake inherits the waker's segment */
+	uint32_t ring_bytes;  /* size of the part ring, a power of 2 >= 4096; 0 = 16 MiB */
+	uint32_t bench_stage; /* benchmarks only: RM_STAGE_* (rametr.h); 0 = full accounting */
 };
 
 struct col_bpf_stats {
@@ -51,6 +53,20 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink);
 
 void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out);
+
+/* One loaded program's run count and run time, as the kernel counts them. */
+struct col_bpf_prog_stat {
+	char name[32];
+	uint64_t runs;
+	uint64_t run_ns;
+};
+
+/*
+ * Fills out[0..max) with every loaded program's counters; returns how many.
+ * The kernel counts only while BPF run-time statistics are enabled
+ * (bpf_enable_stats(BPF_STATS_RUN_TIME), machine-wide, for benchmarks).
+ */
+int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max);
 
 /* Detaches and frees; NULL-tolerant. */
 void col_bpf_close(struct col_bpf *b);

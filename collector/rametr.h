@@ -38,6 +38,17 @@
 #define RM_PF_DOMAIN 0x200  /* Xen backend: part describes a domain's vCPU */
 #define RM_PF_DRIVER 0x400  /* Xen backend: driver-domain CPU charged for I/O */
 
+/*
+ * Benchmark stages (the bench_stage setting; benchmarks only, never in
+ * production): how much of each hook runs, so a benchmark can say what each
+ * piece costs. Any stage but FULL breaks the accounting identity.
+ */
+#define RM_STAGE_FULL 0    /* everything (the default) */
+#define RM_STAGE_HOOKS 1   /* every hook returns at once: the cost of being attached */
+#define RM_STAGE_STATE 2   /* + filters, task-storage lookups, socket tuple and TCP range reads */
+#define RM_STAGE_NOEMIT 3  /* + the segmenter, but no ring-buffer records */
+#define RM_STAGE_COUNT 4
+
 /* Address families as on Linux. */
 #define RM_AF_UNIX 1
 #define RM_AF_INET 2
