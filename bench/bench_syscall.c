@@ -31,6 +31,7 @@
  * "stage noemit: " (CPU time); then
  *   consumer CPU per part <ns> ns (collector thread, not the service)
  *   (<P> segment parts drained while attached, <D> dropped in the kernel)
+ *   profile <stage>: parts <n> dropped <n>
  *   profile <stage>: <program> runs <n> ns/run <x>
  * The profile lines come from one more run per stage (full, or every stage
  * with --breakdown) with the kernel's BPF run-time statistics enabled: the
@@ -276,6 +277,14 @@ static int profile(int cfd, int stage, const struct col_sink *sink)
 	c.stop = 1;
 	pthread_join(ct, NULL);
 	close(sfd);
+	col_bpf_poll(b, sink, 0);
+	{
+		struct col_bpf_stats st;
+
+		col_bpf_get_stats(b, &st);
+		printf("profile %s: parts %llu dropped %llu\n", stage_name[stage], (unsigned long long)st.parts,
+		       (unsigned long long)st.dropped_parts);
+	}
 	n = col_bpf_prog_stats(b, ps, 32);
 	for (i = 0; i < n; i++)
 		if (ps[i].runs)

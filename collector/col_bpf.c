@@ -190,7 +190,8 @@ static struct col_window *col_acc_get(struct col_win_acc *acc, uint64_t win)
 
 #define COL_WT_FIELDS(X)                                                                     \
 	X(busy_ns) X(unseg_cpu_ns) X(rx_bytes) X(tx_bytes) X(disk_read) X(disk_write)       \
-	X(unseg_rx) X(unseg_tx) X(unseg_disk_read) X(unseg_disk_write) X(lost_ns) X(dropped_parts)
+	X(unseg_rx) X(unseg_tx) X(unseg_disk_read) X(unseg_disk_write) X(lost_ns) X(dropped_parts) \
+	X(dropped_cpu_ns) X(dropped_rx) X(dropped_tx) X(dropped_disk_read) X(dropped_disk_write)
 
 static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
 {

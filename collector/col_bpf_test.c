@@ -59,7 +59,8 @@ static int t_window(void *arg, const struct col_window *w)
 #define ADD(f) wins[i].t.f += w->t.f;
 	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
 	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
-	ADD(dropped_parts)
+	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
+	ADD(dropped_disk_write)
 #undef ADD
 	wins[i].capacity_ns += w->capacity_ns;
 	return RM_OK;
@@ -572,11 +573,65 @@ static void test_wakeup_chain(void)
 	check_identity();
 }
 
+/*
+ * Overload: a ring of one page and a consumer that does not read while 40
+ * requests are served. Parts the kernel cannot emit are counted per window,
+ * their CPU stays in lost and their bytes in unsegmented (the identity
+ * holds), and the dropped_* counters say how much of those the drops were.
+ */
+static void test_drops(void)
+{
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = 4096 };
+	uint64_t dparts = 0, dcpu = 0, drx = 0, dtx = 0, rx_parts = 0;
+	struct col_bpf_stats st;
+	struct col_bpf *b = NULL;
+	size_t i;
+	int rv;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	for (i = 0; i < 40; i++) /* the consumer is stalled meanwhile */
+		CU_ASSERT_EQUAL(simple_exchange(50, 300, 1), 0);
+	CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 0), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_get_stats(b, &st);
+	col_bpf_close(b);
+	for (i = 0; i < nwins; i++) {
+		const struct rm_wintot *t = &wins[i].t;
+
+		dparts += t->dropped_parts;
+		dcpu += t->dropped_cpu_ns;
+		drx += t->dropped_rx;
+		dtx += t->dropped_tx;
+		CU_ASSERT(t->dropped_cpu_ns <= t->lost_ns);
+		CU_ASSERT(t->dropped_rx <= t->unseg_rx);
+		CU_ASSERT(t->dropped_tx <= t->unseg_tx);
+		CU_ASSERT(t->dropped_disk_read <= t->unseg_disk_read);
+		CU_ASSERT(t->dropped_disk_write <= t->unseg_disk_write);
+	}
+	for (i = 0; i < nparts; i++)
+		if (parts[i].pid == (uint32_t)getpid() && (parts[i].flags & RM_PF_START) && parts[i].rx_bytes == 50)
+			rx_parts++;
+	fprintf(stderr, "ring of 4096 B, stalled consumer: %zu parts read, %llu dropped (%llu ns cpu, %llu B rx, %llu B tx)\n",
+		nparts, (unsigned long long)dparts, (unsigned long long)dcpu, (unsigned long long)drx,
+		(unsigned long long)dtx);
+	CU_ASSERT(dparts > 0);
+	CU_ASSERT_EQUAL(dparts, st.dropped_parts);
+	CU_ASSERT(dcpu > 0);
+	/* every server segment (50 B in, 300 B out) was either read or dropped */
+	CU_ASSERT(drx >= 50 * (40 - rx_parts));
+	CU_ASSERT(dtx > 0);
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
 	{ "a namespace filter sees only that namespace's threads", test_netns_filter },
 	{ "a worker woken through a futex inherits the request (wake-up chains)", test_wakeup_chain },
+	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },
 	CU_TEST_INFO_NULL,
 };
 

@@ -106,7 +106,8 @@ static int col_batch_window(void *arg, const struct col_window *w)
 #define ADD(f) d->t.f += w->t.f;
 	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
 	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
-	ADD(dropped_parts)
+	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
+	ADD(dropped_disk_write)
 #undef ADD
 	d->capacity_ns += w->capacity_ns;
 	d->idle_ns += w->idle_ns;

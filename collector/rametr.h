@@ -114,6 +114,9 @@ struct rm_wintot {
 	__u64 unseg_rx, unseg_tx, unseg_disk_read, unseg_disk_write;
 	__u64 lost_ns;
 	__u64 dropped_parts;
+	/* what dropped parts held, already counted in lost_ns (CPU) and in
+	 * unseg_* (bytes): the share of those the ring lost */
+	__u64 dropped_cpu_ns, dropped_rx, dropped_tx, dropped_disk_read, dropped_disk_write;
 };
 
 /* Per-CPU state: where the last accounting cut was made on this CPU. */

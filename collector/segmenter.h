@@ -79,7 +79,9 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 		c.disk_write = RM_TAKE(&p->disk_write);
 		if (rm_env_emit(e, p, &c) < 0) {
 			/* The ring is full: the part's CPU becomes 'lost' in its
-			 * window, its bytes unsegmented, so the identity holds. */
+			 * window, its bytes unsegmented, so the identity holds;
+			 * the dropped_* counters say how much of those the drop
+			 * caused (reason 'dropped' at the aggregator). */
 			struct rm_wintot *w = rm_env_wintot(e, p->win);
 
 			if (w) {
@@ -89,6 +91,11 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 				RM_ADD(&w->unseg_tx, c.tx_bytes);
 				RM_ADD(&w->unseg_disk_read, c.disk_read);
 				RM_ADD(&w->unseg_disk_write, c.disk_write);
+				RM_ADD(&w->dropped_cpu_ns, c.cpu_ns);
+				RM_ADD(&w->dropped_rx, c.rx_bytes);
+				RM_ADD(&w->dropped_tx, c.tx_bytes);
+				RM_ADD(&w->dropped_disk_read, c.disk_read);
+				RM_ADD(&w->dropped_disk_write, c.disk_write);
 			}
 		}
 	}
