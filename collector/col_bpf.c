@@ -117,6 +117,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->window_ns = b->window_ns;
 	b->skel->rodata->offset_ns = b->offset_ns;
 	b->skel->rodata->self_tgid = cfg->self_tgid;
+	b->skel->rodata->exclude_rametr = cfg->exclude_rametr ? 1 : 0;
 	b->skel->rodata->netns_ino = cfg->netns_ino;
 	b->skel->rodata->bench_stage = cfg->bench_stage;
 	if (cfg->bench_stage >= RM_STAGE_COUNT) {
@@ -310,6 +311,19 @@ int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink)
 		return b->sink_err;
 	if ((rv = col_bpf_report(b, sink)) != 0)
 		return rv;
+	return RM_OK;
+}
+
+int col_bpf_exclude(struct col_bpf *b, uint32_t pid)
+{
+	uint32_t one = 1;
+
+	if (!pid)
+		return RM_EINVAL;
+	if (bpf_map_update_elem(bpf_map__fd(b->skel->maps.excluded), &pid, &one, BPF_ANY) != 0) {
+		rm_log_error("failed to exclude pid %u: %s", pid, strerror(errno));
+		return errno == E2BIG ? RM_EFULL : RM_EBPF;
+	}
 	return RM_OK;
 }
 

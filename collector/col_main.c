@@ -175,6 +175,9 @@ static void col_usage(FILE *f)
 		"                     (/var/run/netns/NAME, or a path): one collector per namespace \"host\"\n"
 		"  --follow-wakeups   ebpf: a thread woken through a futex by a thread in a segment\n"
 		"                     inherits that segment until its next recv (thread-pool hand-offs)\n"
+		"  --exclude-pid PID  ebpf: never segment process PID (repeatable); the collector itself\n"
+		"                     and processes named rametr* (a local aggregator, rametrctl) never are\n"
+		"  --count-rametr     ebpf: segment processes named rametr* like any other\n"
 		"  --window D         accounting window, e.g. 1s (ebpf), 100ms (xen default)\n"
 		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
 		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
@@ -188,6 +191,9 @@ struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns;
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups;
+	int count_rametr;
+	uint32_t exclude[16];
+	size_t n_exclude;
 	size_t mem_limit;
 	int flush_ms;
 };
@@ -196,7 +202,8 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			int64_t offset)
 {
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
-				   .follow_wakeups = o->follow_wakeups };
+				   .follow_wakeups = o->follow_wakeups, .exclude_rametr = !o->count_rametr };
+	size_t i;
 	struct col_bpf_stats st;
 	struct stat nst;
 	struct col_bpf *b = NULL;
@@ -216,6 +223,12 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	}
 	if ((rv = col_bpf_open(&b, &cfg)) != 0)
 		return rv;
+	for (i = 0; i < o->n_exclude; i++) {
+		if ((rv = col_bpf_exclude(b, o->exclude[i])) != 0) {
+			col_bpf_close(b);
+			return rv;
+		}
+	}
 	rm_log_info("ebpf backend attached; node '%s', window %llu ms", o->node,
 		    (unsigned long long)(o->window_ns / 1000000));
 	while (!col_stop) {
@@ -253,6 +266,8 @@ int main(int argc, char **argv)
 		{ "window", required_argument, NULL, 'w' },
 		{ "netns", required_argument, NULL, 'N' },
 		{ "follow-wakeups", no_argument, NULL, 'W' },
+		{ "exclude-pid", required_argument, NULL, 'X' },
+		{ "count-rametr", no_argument, NULL, 'R' },
 		{ "spool", required_argument, NULL, 's' },
 		{ "mem-limit", required_argument, NULL, 'm' },
 		{ "flush-ms", required_argument, NULL, 'f' },
@@ -284,6 +299,18 @@ int main(int argc, char **argv)
 		case 's': o.spool = optarg; break;
 		case 'N': o.netns = optarg; break;
 		case 'W': o.follow_wakeups = 1; break;
+		case 'R': o.count_rametr = 1; break;
+		case 'X': {
+			char *end;
+			unsigned long pid = strtoul(optarg, &end, 10);
+
+			if (*end || pid == 0 || pid > UINT32_MAX || o.n_exclude == 16) {
+				rm_log_error("invalid --exclude-pid '%s' (a pid; at most 16)", optarg);
+				return 2;
+			}
+			o.exclude[o.n_exclude++] = (uint32_t)pid;
+			break;
+		}
 		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
 		case 'f': o.flush_ms = atoi(optarg); break;
 		case 'p':

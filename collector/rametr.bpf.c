@@ -34,6 +34,7 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u64 window_ns = 1000000000ULL;
 const volatile __u64 offset_ns = 0;          /* CLOCK_REALTIME - CLOCK_MONOTONIC */
 const volatile __u32 self_tgid = 0;          /* the collector itself: never segmented */
+const volatile __u32 exclude_rametr = 0;     /* processes named rametr* are never segmented */
 const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer above this much data */
 const volatile __u32 netns_ino = 0;         /* nonzero: account only threads of this network namespace */
 const volatile __u32 follow_wakeups = 0;     /* wake-up chains through futex wakes */
@@ -48,6 +49,14 @@ struct {
 	__type(key, int);
 	__type(value, struct rm_task);
 } tasks SEC(".maps");
+
+/* Processes (tgid -> 1) never segmented: the collector, a local aggregator, ... */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} excluded SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -191,11 +200,6 @@ RM_INLINE int rm_tuple_from_sock(struct sock *sk, struct rm_tuple *tp)
 	return 0;
 }
 
-RM_INLINE int rm_is_self(void)
-{
-	return self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid;
-}
-
 /*
  * With a namespace filter, this collector is the "host" made of the threads
  * of one network namespace: others are as invisible as another machine's.
@@ -210,6 +214,41 @@ RM_INLINE int rm_ours(struct task_struct *t)
 RM_INLINE int rm_current_ours(void)
 {
 	return rm_ours(bpf_get_current_task_btf());
+}
+
+/*
+ * Is task part of Rametr itself (or excluded by the loader)? Checked once per
+ * thread, when its state is created; the answer stays in rm_task.excluded.
+ * The name rule looks at the process (group leader) name: rametr-collector,
+ * rametr-aggregator, rametrctl.
+ */
+RM_INLINE int rm_excluded(struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+	char c[8];
+
+	if (self_tgid && tgid == self_tgid)
+		return 1;
+	if (bpf_map_lookup_elem(&excluded, &tgid))
+		return 1;
+	if (!exclude_rametr)
+		return 0;
+	if (bpf_probe_read_kernel(c, sizeof(c), task->group_leader->comm) != 0)
+		return 0;
+	return c[0] == 'r' && c[1] == 'a' && c[2] == 'm' && c[3] == 'e' && c[4] == 't' && c[5] == 'r';
+}
+
+/* The state of task, created (and its exclusion decided) if missing. */
+RM_INLINE struct rm_task *rm_task_create(struct task_struct *task)
+{
+	struct rm_task *t = bpf_task_storage_get(&tasks, task, 0, 0);
+
+	if (t)
+		return t;
+	t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (t && rm_excluded(task))
+		t->excluded = 1;
+	return t;
 }
 
 /* I/O by a thread we do not segment: totals and unsegmented only. */
@@ -242,13 +281,9 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		return 0;
 	rm_env_init(&e);
 	now = bpf_ktime_get_ns();
-	if (rm_is_self() || rm_tuple_from_sock(sk, &tup) < 0) {
-		rm_unseg_io(&e, now, ret, 0);
-		return 0;
-	}
 	task = bpf_get_current_task_btf();
-	t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t) {
+	t = rm_task_create(task);
+	if (!t || t->excluded || rm_tuple_from_sock(sk, &tup) < 0) {
 		rm_unseg_io(&e, now, ret, 0);
 		return 0;
 	}
@@ -294,12 +329,14 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 		return 0;
 	rm_env_init(&e);
 	now = bpf_ktime_get_ns();
-	if (rm_is_self() || rm_tuple_from_sock(sk, &tup) < 0) {
+	task = bpf_get_current_task_btf();
+	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	/* an excluded thread's state is never in a segment: unsegmented below */
+	if (rm_tuple_from_sock(sk, &tup) < 0) {
 		rm_unseg_io(&e, now, 0, ret);
 		return 0;
 	}
-	task = bpf_get_current_task_btf();
-	t = rm_or_nostate(bpf_task_storage_get(&tasks, task, 0, 0));
+	t = rm_or_nostate(t);
 	if (!t)
 		return 0;
 	tcp = bpf_skc_to_tcp_sock(sk);
@@ -365,8 +402,8 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	w = bpf_task_storage_get(&tasks, cur, 0, 0);
 	if (!w || !w->waking || w->mode != RM_MODE_SEG || cur->pid == p->pid || !rm_ours(p))
 		return 0;
-	t = bpf_task_storage_get(&tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t)
+	t = rm_task_create(p);
+	if (!t || t->excluded)
 		return 0;
 	rm_env_init(&e);
 	if (rm_on_wake_inherit(&e, w, t, bpf_ktime_get_ns(), p->tgid, p->pid))
@@ -421,8 +458,8 @@ int BPF_PROG(rm_sched_fork, struct task_struct *parent, struct task_struct *chil
 	pt = bpf_task_storage_get(&tasks, parent, 0, 0);
 	if (!pt || pt->mode != RM_MODE_SEG)
 		return 0;
-	ct = bpf_task_storage_get(&tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!ct)
+	ct = rm_task_create(child);
+	if (!ct || ct->excluded)
 		return 0;
 	rm_env_init(&e);
 	rm_on_fork(&e, pt, ct, bpf_ktime_get_ns(), child->tgid, child->pid);
@@ -455,7 +492,7 @@ int BPF_PROG(rm_block_rq_issue, struct request *rq)
 	if (!rm_ours(task))
 		return 0;
 	rm_env_init(&e);
-	if (task->pid && !rm_is_self())
+	if (task->pid)
 		t = bpf_task_storage_get(&tasks, task, 0, 0);
 	t = rm_or_nostate(t);
 	if (!t)

@@ -101,7 +101,7 @@ struct rm_task {
 	__u32 dirty;      /* cur holds something not yet emitted */
 	__u64 wake_ns;    /* when the thread became runnable, 0 if not waiting */
 	__u32 waking;     /* inside a futex wake (wake-up chains option) */
-	__u32 pad;
+	__u32 excluded;   /* a Rametr process (or one the loader excluded): never segmented */
 	struct rm_part cur;
 };
 
