@@ -33,8 +33,9 @@
  *   (<P> segment parts drained while attached, <D> dropped in the kernel)
  *   profile <stage>: parts <n> dropped <n>
  *   profile <stage>: <program> runs <n> ns/run <x>
- * The profile lines come from one more run per stage (full, or every stage
- * with --breakdown) with the kernel's BPF run-time statistics enabled: the
+ * The profile lines come from 3 more runs per stage (full, or every stage
+ * with --breakdown; runs per run on average, median ns/run) with the
+ * kernel's BPF run-time statistics enabled: the
  * time each hook itself runs, which noise from other processes barely moves
  * (the tracepoint's own dispatch, ~10-20 ns, is not in it). Statistics are
  * machine-wide: programs of other processes count their runs meanwhile.
@@ -242,19 +243,21 @@ static void *consumer_main(void *arg)
 }
 
 static uint32_t ring_bytes; /* --ring: part ring size, 0 = the collector's default */
+static int follow_wakeups;  /* --follow-wakeups: the collector option of that name */
+#define PROF_ROUNDS 3       /* profile runs per stage; the median is printed */
 
 static const char *stage_name[RM_STAGE_COUNT] = { "full", "hooks", "state", "noemit" };
 
 /* One run of the three workloads with the kernel's BPF run-time statistics on. */
-static int profile(int cfd, int stage, const struct col_sink *sink)
+static int profile_once(int cfd, int stage, const struct col_sink *sink, struct col_bpf_prog_stat *ps, int *nps,
+			struct col_bpf_stats *st)
 {
 	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .bench_stage = (uint32_t)stage,
-				   .ring_bytes = ring_bytes };
+				   .ring_bytes = ring_bytes, .follow_wakeups = follow_wakeups };
 	struct consumer c = { NULL, sink, 0 };
-	struct col_bpf_prog_stat ps[32];
 	struct col_bpf *b = NULL;
 	double m[CLK_N];
-	int sfd, n, i, rv;
+	int sfd, rv;
 	pthread_t ct;
 
 	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK) {
@@ -278,29 +281,53 @@ static int profile(int cfd, int stage, const struct col_sink *sink)
 	pthread_join(ct, NULL);
 	close(sfd);
 	col_bpf_poll(b, sink, 0);
-	{
-		struct col_bpf_stats st;
-
-		col_bpf_get_stats(b, &st);
-		printf("profile %s: parts %llu dropped %llu\n", stage_name[stage], (unsigned long long)st.parts,
-		       (unsigned long long)st.dropped_parts);
-	}
-	n = col_bpf_prog_stats(b, ps, 32);
-	for (i = 0; i < n; i++)
-		if (ps[i].runs)
-			printf("profile %s: %s runs %llu ns/run %.1f\n", stage_name[stage], ps[i].name,
-			       (unsigned long long)ps[i].runs, (double)ps[i].run_ns / (double)ps[i].runs);
+	col_bpf_get_stats(b, st);
+	*nps = col_bpf_prog_stats(b, ps, 32);
 	col_bpf_close(b);
 	return rv ? -1 : 0;
+}
+
+/* PROF_ROUNDS profile runs of one stage; prints the median ns/run per program. */
+static int profile(int cfd, int stage, const struct col_sink *sink)
+{
+	struct col_bpf_prog_stat ps[PROF_ROUNDS][32];
+	struct col_bpf_stats st;
+	uint64_t parts = 0, dropped = 0;
+	int n[PROF_ROUNDS], r, i;
+
+	for (r = 0; r < PROF_ROUNDS; r++) {
+		if (profile_once(cfd, stage, sink, ps[r], &n[r], &st) != 0)
+			return -1;
+		parts += st.parts;
+		dropped += st.dropped_parts;
+	}
+	printf("profile %s: parts %llu dropped %llu\n", stage_name[stage], (unsigned long long)parts,
+	       (unsigned long long)dropped);
+	for (i = 0; i < n[0]; i++) {
+		double v[PROF_ROUNDS];
+		uint64_t runs = 0;
+
+		for (r = 0; r < PROF_ROUNDS; r++) {
+			/* same object, same program order in every run */
+			v[r] = i < n[r] && ps[r][i].runs ? (double)ps[r][i].run_ns / (double)ps[r][i].runs : 0;
+			runs += i < n[r] ? ps[r][i].runs : 0;
+		}
+		if (runs)
+			printf("profile %s: %s runs %llu ns/run %.1f\n", stage_name[stage], ps[0][i].name,
+			       (unsigned long long)(runs / PROF_ROUNDS), median(v, PROF_ROUNDS));
+	}
+	return 0;
 }
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: bench_syscall [--rounds N] [--breakdown] [--profile-only] [--ring BYTES]\n"
+		   "                     [--follow-wakeups]\n"
 		   "  --rounds N    alternating rounds, 3..%d (default 9)\n"
 		   "  --breakdown   also run the collector's benchmark stages (rametr.h RM_STAGE_*)\n"
 		   "  --profile-only  only the profile lines (hook run times), no alternating rounds\n"
-		   "  --ring BYTES  size of the part ring (power of 2; default: the collector's)\n",
+		   "  --ring BYTES  size of the part ring (power of 2; default: the collector's)\n"
+		   "  --follow-wakeups  attach with the collector's wake-up chains option\n",
 		MAX_ROUNDS);
 }
 
@@ -321,6 +348,8 @@ int main(int argc, char **argv)
 			breakdown = 1;
 		} else if (!strcmp(argv[i], "--ring") && i + 1 < argc) {
 			ring_bytes = (uint32_t)strtoul(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--follow-wakeups")) {
+			follow_wakeups = 1;
 		} else if (!strcmp(argv[i], "--profile-only")) {
 			profile_only = 1;
 		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
@@ -360,7 +389,8 @@ int main(int argc, char **argv)
 	for (r = 0; r < rounds && !profile_only; r++) {
 		for (i = 0; i < NV; i++) {
 			/* alternate, and reverse the order every other round */
-			struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = ring_bytes };
+			struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = ring_bytes,
+						   .follow_wakeups = follow_wakeups };
 			struct consumer c = { NULL, &sink, 0 };
 			double m[OP_N][CLK_N];
 			struct col_bpf *b = NULL;

@@ -136,9 +136,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		b->skel->rodata->wakeup_bytes = cfg->ring_bytes / 4;
 	}
 	if (!cfg->follow_wakeups) {
-		/* off: not even the futex and waking tracepoints are attached */
-		bpf_program__set_autoload(b->skel->progs.rm_futex_enter, false);
-		bpf_program__set_autoload(b->skel->progs.rm_futex_exit, false);
+		/* off: not even the waking tracepoint is attached */
 		bpf_program__set_autoload(b->skel->progs.rm_sched_waking, false);
 	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
