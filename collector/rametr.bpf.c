@@ -35,7 +35,7 @@ const volatile __u64 window_ns = 1000000000ULL;
 const volatile __u64 offset_ns = 0;          /* CLOCK_REALTIME - CLOCK_MONOTONIC */
 const volatile __u32 self_tgid = 0;          /* the collector itself: never segmented */
 const volatile __u32 exclude_rametr = 0;     /* processes named rametr* are never segmented */
-const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer above this much data */
+const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer at each multiple of this much data; a power of 2 */
 const volatile __u32 netns_ino = 0;         /* nonzero: account only threads of this network namespace */
 const volatile __u32 follow_wakeups = 0;     /* wake-up chains through futex wakes */
 const volatile __u32 bench_stage = RM_STAGE_FULL; /* benchmarks only: RM_STAGE_* */
@@ -156,15 +156,16 @@ RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struc
 	out->disk_read = c->disk_read;
 	out->disk_write = c->disk_write;
 	/*
-	 * Wake the consumer once per fill, when this record's reservation
-	 * carried the unread data across wakeup_bytes: a wake-up is irq work
-	 * (a self-IPI, a VM exit here) that cost 1-2 us per record when every
-	 * record above the threshold asked for one. A crossing missed because
-	 * another CPU reserved in between is found by the consumer's timed
-	 * poll (col_bpf_poll), which drains whatever is there.
+	 * Wake the consumer when this record's reservation carried the unread
+	 * data across a multiple of wakeup_bytes (a power of 2): a wake-up is
+	 * irq work (a self-IPI, a VM exit here) that cost 1-2 us per record
+	 * when every record above the threshold asked for one. A crossing
+	 * missed because another CPU reserved in between is retried at the
+	 * next multiple, and the consumer's timed poll (col_bpf_poll) drains
+	 * whatever is there anyway.
 	 */
 	avail = bpf_ringbuf_query(&parts, BPF_RB_AVAIL_DATA);
-	if (avail >= wakeup_bytes && avail < wakeup_bytes + sizeof(*out) + 8)
+	if (avail >= wakeup_bytes && (avail & (wakeup_bytes - 1)) < sizeof(*out) + 8)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(out, flags);
 	return 0;
