@@ -178,6 +178,8 @@ static void col_usage(FILE *f)
 		"  --exclude-pid PID  ebpf: never segment process PID (repeatable); the collector itself\n"
 		"                     and processes named rametr* (a local aggregator, rametrctl) never are\n"
 		"  --count-rametr     ebpf: segment processes named rametr* like any other\n"
+		"  --ring-bytes N     ebpf: size of the kernel's part ring, a power of 2 >= 4096 (default 16 MiB);\n"
+		"                     parts it cannot take are charged to V as 'dropped'\n"
 		"  --window D         accounting window, e.g. 1s (ebpf), 100ms (xen default)\n"
 		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
 		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
@@ -192,6 +194,7 @@ struct col_opts {
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups;
 	int count_rametr;
+	uint32_t ring_bytes;
 	uint32_t exclude[16];
 	size_t n_exclude;
 	size_t mem_limit;
@@ -202,7 +205,8 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			int64_t offset)
 {
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
-				   .follow_wakeups = o->follow_wakeups, .exclude_rametr = !o->count_rametr };
+				   .follow_wakeups = o->follow_wakeups, .exclude_rametr = !o->count_rametr,
+				   .ring_bytes = o->ring_bytes };
 	size_t i;
 	struct col_bpf_stats st;
 	struct stat nst;
@@ -268,6 +272,7 @@ int main(int argc, char **argv)
 		{ "follow-wakeups", no_argument, NULL, 'W' },
 		{ "exclude-pid", required_argument, NULL, 'X' },
 		{ "count-rametr", no_argument, NULL, 'R' },
+		{ "ring-bytes", required_argument, NULL, 'r' },
 		{ "spool", required_argument, NULL, 's' },
 		{ "mem-limit", required_argument, NULL, 'm' },
 		{ "flush-ms", required_argument, NULL, 'f' },
@@ -300,6 +305,17 @@ int main(int argc, char **argv)
 		case 'N': o.netns = optarg; break;
 		case 'W': o.follow_wakeups = 1; break;
 		case 'R': o.count_rametr = 1; break;
+		case 'r': {
+			char *end;
+			unsigned long long v = strtoull(optarg, &end, 10);
+
+			if (*end || v < 4096 || v > (1ULL << 30) || (v & (v - 1))) {
+				rm_log_error("invalid --ring-bytes '%s' (a power of 2, 4096 .. 1073741824)", optarg);
+				return 2;
+			}
+			o.ring_bytes = (uint32_t)v;
+			break;
+		}
 		case 'X': {
 			char *end;
 			unsigned long pid = strtoul(optarg, &end, 10);
