@@ -243,26 +243,38 @@ static int agg_write(struct agg_account *a, const struct agg_window *w, size_t n
 		return RM_EINVAL;
 	len = (int64_t)m->window_ns;
 	for (i = 0; i < nw; i++) {
+		uint64_t drop[ST_R_COUNT], lost = w[i].lost_ns;
+
 		if ((rv = agg_win_start(m->window_ns, w[i].win, &start)) != 0)
 			return rv;
+		/* what dropped parts held was counted as lost CPU / unsegmented
+		 * bytes by the collector: move that share to 'dropped' (never
+		 * more than there is, whatever the collector sent) */
+		for (r = 0; r < ST_R_COUNT; r++) {
+			uint64_t pool = r == ST_R_CPU ? w[i].lost_ns : w[i].unseg[r];
+
+			drop[r] = w[i].dropped[r] < pool ? w[i].dropped[r] : pool;
+		}
+		lost -= drop[ST_R_CPU];
 		for (r = 0; r < ST_R_COUNT; r++) {
 			uint64_t cap = r == ST_R_CPU ? w[i].capacity_ns : 0;
+			uint64_t unseg = w[i].unseg[r] - (r == ST_R_CPU ? 0 : drop[r]);
 
 			if (w[i].total[r] || cap) {
 				if ((rv = st_add_total(a->db, m->node, start, len, r, w[i].total[r], cap)) != 0)
 					return rv;
 				a->stats.rows_written++;
 			}
-			if (w[i].unseg[r] &&
-			    (rv = st_add_unacct(a->db, m->node, start, len, r, AGG_REASON_UNSEGMENTED, w[i].unseg[r])))
+			if (unseg && (rv = st_add_unacct(a->db, m->node, start, len, r, AGG_REASON_UNSEGMENTED, unseg)))
+				return rv;
+			if (drop[r] && (rv = st_add_unacct(a->db, m->node, start, len, r, AGG_REASON_DROPPED, drop[r])))
 				return rv;
 		}
-		if (w[i].lost_ns &&
-		    (rv = st_add_unacct(a->db, m->node, start, len, ST_R_CPU, AGG_REASON_LOST, w[i].lost_ns)))
+		if (lost && (rv = st_add_unacct(a->db, m->node, start, len, ST_R_CPU, AGG_REASON_LOST, lost)))
 			return rv;
 		if (w[i].dropped_parts)
-			rm_log_warn("node '%s' window %" PRIu64 ": %" PRIu64 " segment parts dropped in the kernel; their CPU is charged to V as '%s'",
-				    m->node, w[i].win, w[i].dropped_parts, AGG_REASON_LOST);
+			rm_log_warn("node '%s' window %" PRIu64 ": %" PRIu64 " segment parts dropped in the kernel; their CPU and bytes are charged to V as '%s'",
+				    m->node, w[i].win, w[i].dropped_parts, AGG_REASON_DROPPED);
 	}
 	return RM_OK;
 }

@@ -39,6 +39,7 @@
 #define AGG_REASON_UNSEGMENTED "unsegmented"
 #define AGG_REASON_NO_CE "no_ce"
 #define AGG_REASON_LOST "lost"
+#define AGG_REASON_DROPPED "dropped"  /* parts the collector's kernel ring could not take */
 #define AGG_REASON_DOM0 "dom0"
 #define AGG_REASON_UNTRUSTED_RANGE "untrusted_range"
 #define AGG_REASON_UNPAIRED "unpaired"
@@ -63,6 +64,7 @@ struct agg_window {
 	uint64_t lost_ns;
 	uint64_t capacity_ns;
 	uint64_t dropped_parts;
+	uint64_t dropped[ST_R_COUNT];  /* what dropped parts held: a share of lost_ns (cpu), of unseg (bytes) */
 };
 
 struct agg_batch_meta {

@@ -432,6 +432,52 @@ static void test_estimator_inputs_by_address(void)
 	fx_close(&f);
 }
 
+/* Parts the collector's ring dropped: their share of lost / unsegmented moves to V 'dropped'. */
+static void test_dropped(void)
+{
+	struct fixture f;
+	struct mk m;
+	char err[256] = "";
+	int dup = -1;
+
+	fx_open(&f, "dropped");
+	mk_init(&m, 0xd0, 1);
+	mk_part(&m, "127.0.0.2", 3000000, 100, 0); /* c1 */
+	/* busy 10 ms = 3 parts + 2 unsegmented + 5 lost, of which 4 were in dropped parts */
+	mk_window(&m, 10000000, 2000000, 300, 0);
+	m.w[0].lost_ns = 5000000;
+	m.w[0].unseg_rx = 200;
+	m.w[0].dropped_parts = 7;
+	m.w[0].dropped_cpu_ns = 4000000;
+	m.w[0].dropped_rx = 150;
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 3000000);
+	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_CPU), 4000000);
+	CU_ASSERT_EQUAL(reason_of(f.db, "lost", ST_R_CPU), 1000000);
+	CU_ASSERT_EQUAL(reason_of(f.db, "unsegmented", ST_R_CPU), 2000000);
+	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_NET_RX), 150);
+	CU_ASSERT_EQUAL(reason_of(f.db, "unsegmented", ST_R_NET_RX), 50);
+	CU_ASSERT_EQUAL(usage_of(f.db, ST_CE_UNACCOUNTABLE, ST_R_CPU, NULL), 7000000);
+	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
+
+	/* a collector claiming more dropped than it counted as lost / unsegmented:
+	 * never more than there is, and the window still balances */
+	mk_init(&m, 0xd0, 2);
+	mk_window(&m, 1000000, 0, 80, 0);
+	m.wp[0]->win = WIN + 1;
+	m.w[0].lost_ns = 1000000;
+	m.w[0].unseg_rx = 80;
+	m.w[0].dropped_cpu_ns = 9000000;
+	m.w[0].dropped_rx = 1000;
+	m.w[0].dropped_tx = 5;
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_CPU), 5000000);
+	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_NET_RX), 230);
+	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_NET_TX), 0);
+	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
+	fx_close(&f);
+}
+
 static CU_TestInfo cases[] = {
 	{ "parts are charged to CEs by rules, the rest to V with reasons", test_attribution },
 	{ "batches apply exactly once per node instance", test_exactly_once },
@@ -440,6 +486,7 @@ static CU_TestInfo cases[] = {
 	{ "a window out of range is refused and nothing is written", test_bad_window },
 	{ "estimator inputs per CE, exactly once", test_estimator_inputs },
 	{ "estimator inputs from the sends into a server", test_estimator_inputs_by_address },
+	{ "dropped parts are charged to V as 'dropped', never more than was lost", test_dropped },
 	CU_TEST_INFO_NULL,
 };
 

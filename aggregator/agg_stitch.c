@@ -572,6 +572,11 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicat
 		w->lost_ns = t->lost_ns;
 		w->capacity_ns = t->capacity_ns;
 		w->dropped_parts = t->dropped_parts;
+		w->dropped[ST_R_CPU] = t->dropped_cpu_ns;
+		w->dropped[ST_R_NET_RX] = t->dropped_rx;
+		w->dropped[ST_R_NET_TX] = t->dropped_tx;
+		w->dropped[ST_R_DISK_READ] = t->dropped_disk_read;
+		w->dropped[ST_R_DISK_WRITE] = t->dropped_disk_write;
 	}
 	s->first_new = UINT64_MAX;
 	rv = agg_account_commit(s->acct, s->win, b->n_windows);

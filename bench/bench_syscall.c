@@ -1,15 +1,45 @@
 /*
  * bench_syscall.c - what the eBPF collector adds to the work it watches:
- * ns per traced socket send+recv (a 16-byte TCP ping-pong over loopback,
- * counted per syscall), per untraced syscall (getppid), and per context
- * switch (a pipe ping-pong between two threads, two switches a round trip).
+ * ns per traced socket syscall (a 16-byte TCP ping-pong over loopback
+ * between two threads pinned to one CPU, counted per send or recv: it
+ * includes the hooks of the switch each blocking recv causes), per untraced
+ * syscall (getppid), and per context switch (a pipe ping-pong between two
+ * threads pinned to one CPU, two switches a round trip).
  *
  * Noisy machines: every figure is the difference and the ratio against the
- * detached case measured in the same run, rounds alternating detached /
- * attached, the median of ROUNDS rounds each. The collector's hooks are
- * loaded in this process (col_bpf, the same code rametr-collector runs) and
- * its consumer drains the ring between rounds, so the cost measured is the
- * kernel side: what a monitored service pays.
+ * detached case measured in the same run, variants alternating within each
+ * round (order reversed every other round), medians over the rounds of the
+ * per-round differences and ratios. The main figures are CPU time of the
+ * service's own threads (CLOCK_THREAD_CPUTIME_ID of both ends of the
+ * ping-pong): hooks run in the context of the thread that makes the syscall
+ * or switches, so that is what a monitored service pays, and time other
+ * processes take from the CPU does not count. Wall-clock figures follow.
+ * The collector's hooks are loaded in this process (col_bpf, the code
+ * rametr-collector runs) and its consumer thread drains the ring on the other
+ * CPU meanwhile; its own CPU is reported per part, apart.
+ *
+ * --breakdown also runs the benchmark stages of rametr.h (hooks that return
+ * at once; + state lookups and socket reads; + the segmenter without
+ * records), so the cost of each piece is the difference between stages.
+ *
+ * Output (stable, one figure per line; scripts parse it):
+ *   collector overhead, median of N alternating rounds (...)
+ *   operation  detached  attached  added  ratio            (header)
+ *   <label, 34 columns> <detached> <attached> <added> <ratio>
+ * with labels "traced socket syscall (16 B TCP)", "untraced syscall (getppid)",
+ * "context switch (pipe ping-pong)" (CPU time), the same prefixed "wall: ",
+ * and with --breakdown the same prefixed "stage hooks: ", "stage state: ",
+ * "stage noemit: " (CPU time); then
+ *   consumer CPU per part <ns> ns (collector thread, not the service)
+ *   (<P> segment parts drained while attached, <D> dropped in the kernel)
+ *   profile <stage>: parts <n> dropped <n>
+ *   profile <stage>: <program> runs <n> ns/run <x>
+ * The profile lines come from 3 more runs per stage (full, or every stage
+ * with --breakdown; runs per run on average, median ns/run) with the
+ * kernel's BPF run-time statistics enabled: the
+ * time each hook itself runs, which noise from other processes barely moves
+ * (the tracepoint's own dispatch, ~10-20 ns, is not in it). Statistics are
+ * machine-wide: programs of other processes count their runs meanwhile.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,16 +54,43 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+
 #include "col_bpf.h"
 #include "rm_err.h"
 
-#define ROUNDS 9
+#define MAX_ROUNDS 41
+#define N_GETPPID 1000000
+#define N_TCP 20000      /* round trips: 4 socket syscalls each */
+#define N_SWITCH 20000   /* round trips: 2 switches each */
 
-static uint64_t now_ns(void)
+enum { OP_TCP, OP_GETPPID, OP_SWITCH, OP_N };
+enum { CLK_CPU, CLK_WALL, CLK_N };
+
+/* variants: 0 detached, then bench stages; the last is the full collector */
+#define V_DETACHED 0
+static const struct {
+	const char *label;
+	int stage;
+} variants[] = {
+	{ "", -1 },
+	{ "stage hooks: ", RM_STAGE_HOOKS },
+	{ "stage state: ", RM_STAGE_STATE },
+	{ "stage noemit: ", RM_STAGE_NOEMIT },
+	{ "", RM_STAGE_FULL },
+};
+#define NV ((int)(sizeof(variants) / sizeof(variants[0])))
+#define V_FULL (NV - 1)
+
+static const char *op_label[OP_N] = { "traced socket syscall (16 B TCP)", "untraced syscall (getppid)",
+				       "context switch (pipe ping-pong)" };
+static const char *op_short[OP_N] = { "socket syscall", "untraced syscall", "context switch" };
+
+static uint64_t clock_ns(clockid_t c)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(c, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
@@ -44,22 +101,45 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+static double median(const double *v, int n)
 {
-	qsort(v, n, sizeof(*v), cmp_double);
-	return v[n / 2];
+	double s[MAX_ROUNDS];
+
+	memcpy(s, v, (size_t)n * sizeof(*v));
+	qsort(s, (size_t)n, sizeof(*s), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-/* ns per getppid() */
-static double run_getppid(void)
+/* CPU clocks of the threads a measurement charges: main and its peer */
+static clockid_t main_clk, echo_clk, pipe_clk;
+
+struct sample {
+	uint64_t wall, cpu;
+};
+
+static void mark(struct sample *s, clockid_t peer)
 {
-	const int n = 2000000;
-	uint64_t t0 = now_ns();
+	s->wall = clock_ns(CLOCK_MONOTONIC);
+	s->cpu = clock_ns(main_clk) + (peer ? clock_ns(peer) : 0);
+}
+
+static void per_op(double out[CLK_N], const struct sample *a, const struct sample *b, double n)
+{
+	out[CLK_CPU] = (double)(b->cpu - a->cpu) / n;
+	out[CLK_WALL] = (double)(b->wall - a->wall) / n;
+}
+
+static int run_getppid(double out[CLK_N])
+{
+	struct sample a, b;
 	int i;
 
-	for (i = 0; i < n; i++)
+	mark(&a, 0);
+	for (i = 0; i < N_GETPPID; i++)
 		syscall(SYS_getppid);
-	return (double)(now_ns() - t0) / n;
+	mark(&b, 0);
+	per_op(out, &a, &b, N_GETPPID);
+	return 0;
 }
 
 static int echo_fd;
@@ -78,19 +158,21 @@ static void *echo_main(void *arg)
 	return NULL;
 }
 
-/* ns per socket syscall: a 16-byte ping-pong is 2 sends + 2 recvs */
-static double run_tcp(int cfd)
+/* a 16-byte ping-pong is 2 sends + 2 recvs, by this thread and the echo thread */
+static int run_tcp(int cfd, double out[CLK_N])
 {
-	const int n = 40000;
 	char buf[16] = "ping-pong-16byte";
-	uint64_t t0 = now_ns();
+	struct sample a, b;
 	int i;
 
-	for (i = 0; i < n; i++) {
+	mark(&a, echo_clk);
+	for (i = 0; i < N_TCP; i++) {
 		if (send(cfd, buf, sizeof(buf), 0) != sizeof(buf) || recv(cfd, buf, sizeof(buf), MSG_WAITALL) != sizeof(buf))
 			return -1;
 	}
-	return (double)(now_ns() - t0) / (4.0 * n);
+	mark(&b, echo_clk);
+	per_op(out, &a, &b, 4.0 * N_TCP);
+	return 0;
 }
 
 static int pp[2][2];
@@ -106,18 +188,20 @@ static void *pipe_main(void *arg)
 	return NULL;
 }
 
-/* ns per context switch: a pipe round trip between two threads pinned to one CPU */
-static double run_switch(void)
+/* a pipe round trip between two threads pinned to one CPU: 2 switches */
+static int run_switch(double out[CLK_N])
 {
-	const int n = 40000;
-	uint64_t t0 = now_ns();
+	struct sample a, b;
 	char c = 'x';
 	int i;
 
-	for (i = 0; i < n; i++)
+	mark(&a, pipe_clk);
+	for (i = 0; i < N_SWITCH; i++)
 		if (write(pp[0][1], &c, 1) != 1 || read(pp[1][0], &c, 1) != 1)
 			return -1;
-	return (double)(now_ns() - t0) / (2.0 * n);
+	mark(&b, pipe_clk);
+	per_op(out, &a, &b, 2.0 * N_SWITCH);
+	return 0;
 }
 
 static int pin(pthread_t t, int cpu)
@@ -149,7 +233,7 @@ struct consumer {
 	volatile int stop;
 };
 
-/* The collector's consumer, as in rametr-collector: drain every 50 ms. */
+/* The collector's consumer, as in rametr-collector: poll with a 50 ms timeout. */
 static void *consumer_main(void *arg)
 {
 	struct consumer *c = arg;
@@ -159,16 +243,131 @@ static void *consumer_main(void *arg)
 	return NULL;
 }
 
-int main(void)
+static uint32_t ring_bytes; /* --ring: part ring size, 0 = the collector's default */
+static int follow_wakeups;  /* --follow-wakeups: the collector option of that name */
+#define PROF_ROUNDS 3       /* profile runs per stage; the median is printed */
+
+static const char *stage_name[RM_STAGE_COUNT] = { "full", "hooks", "state", "noemit" };
+
+/* One run of the three workloads with the kernel's BPF run-time statistics on. */
+static int profile_once(int cfd, int stage, const struct col_sink *sink, struct col_bpf_prog_stat *ps, int *nps,
+			struct col_bpf_stats *st)
+{
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .bench_stage = (uint32_t)stage,
+				   .ring_bytes = ring_bytes, .follow_wakeups = follow_wakeups };
+	struct consumer c = { NULL, sink, 0 };
+	struct col_bpf *b = NULL;
+	double m[CLK_N];
+	int sfd, rv;
+	pthread_t ct;
+
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK) {
+		fprintf(stderr, "bench_syscall: collector unavailable: %s\n", rm_strerror(rv));
+		return -1;
+	}
+	if ((sfd = bpf_enable_stats(BPF_STATS_RUN_TIME)) < 0) {
+		fprintf(stderr, "bench_syscall: failed to enable bpf run-time statistics\n");
+		col_bpf_close(b);
+		return -1;
+	}
+	c.b = b;
+	if (pthread_create(&ct, NULL, consumer_main, &c)) {
+		close(sfd);
+		col_bpf_close(b);
+		return -1;
+	}
+	pin(ct, 1);
+	rv = run_getppid(m) || run_tcp(cfd, m) || run_switch(m);
+	c.stop = 1;
+	pthread_join(ct, NULL);
+	close(sfd);
+	col_bpf_poll(b, sink, 0);
+	col_bpf_get_stats(b, st);
+	*nps = col_bpf_prog_stats(b, ps, 32);
+	col_bpf_close(b);
+	return rv ? -1 : 0;
+}
+
+/* PROF_ROUNDS profile runs of one stage; prints the median ns/run per program. */
+static int profile(int cfd, int stage, const struct col_sink *sink)
+{
+	struct col_bpf_prog_stat ps[PROF_ROUNDS][32];
+	struct col_bpf_stats st;
+	uint64_t parts = 0, dropped = 0;
+	int n[PROF_ROUNDS], r, i;
+
+	for (r = 0; r < PROF_ROUNDS; r++) {
+		if (profile_once(cfd, stage, sink, ps[r], &n[r], &st) != 0)
+			return -1;
+		parts += st.parts;
+		dropped += st.dropped_parts;
+	}
+	printf("profile %s: parts %llu dropped %llu\n", stage_name[stage], (unsigned long long)parts,
+	       (unsigned long long)dropped);
+	for (i = 0; i < n[0]; i++) {
+		double v[PROF_ROUNDS];
+		uint64_t runs = 0;
+
+		for (r = 0; r < PROF_ROUNDS; r++) {
+			/* same object, same program order in every run */
+			v[r] = i < n[r] && ps[r][i].runs ? (double)ps[r][i].run_ns / (double)ps[r][i].runs : 0;
+			runs += i < n[r] ? ps[r][i].runs : 0;
+		}
+		if (runs)
+			printf("profile %s: %s runs %llu ns/run %.1f\n", stage_name[stage], ps[0][i].name,
+			       (unsigned long long)(runs / PROF_ROUNDS), median(v, PROF_ROUNDS));
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: bench_syscall [--rounds N] [--breakdown] [--profile-only] [--ring BYTES]\n"
+		   "                     [--follow-wakeups]\n"
+		   "  --rounds N    alternating rounds, 3..%d (default 9)\n"
+		   "  --breakdown   also run the collector's benchmark stages (rametr.h RM_STAGE_*)\n"
+		   "  --profile-only  only the profile lines (hook run times), no alternating rounds\n"
+		   "  --ring BYTES  size of the part ring (power of 2; default: the collector's)\n"
+		   "  --follow-wakeups  attach with the collector's wake-up chains option\n",
+		MAX_ROUNDS);
+}
+
+/* [variant][op][clock][round] */
+static double res[NV][OP_N][CLK_N][MAX_ROUNDS];
+
+int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t alen = sizeof(a);
-	double g[2][ROUNDS], t[2][ROUNDS], s[2][ROUNDS], gm[2], tm[2], sm[2];
-	uint64_t parts = 0, dropped = 0;
+	uint64_t parts = 0, dropped = 0, cons_cpu = 0, full_parts = 0;
 	struct col_sink sink = { &parts, drain, drain_win };
+	int rounds = 9, breakdown = 0, profile_only = 0, lfd, cfd, one = 1, r, i, v, op, ck, rv;
 	pthread_t th, ph;
-	int lfd, cfd, one = 1, r, k, rv;
 
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--breakdown")) {
+			breakdown = 1;
+		} else if (!strcmp(argv[i], "--ring") && i + 1 < argc) {
+			ring_bytes = (uint32_t)strtoul(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--follow-wakeups")) {
+			follow_wakeups = 1;
+		} else if (!strcmp(argv[i], "--profile-only")) {
+			profile_only = 1;
+		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+			rounds = atoi(argv[++i]);
+			if (rounds < 3 || rounds > MAX_ROUNDS) {
+				fprintf(stderr, "bench_syscall: bad round count '%s'\n", argv[i]);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else {
+			fprintf(stderr, "bench_syscall: unknown option '%s'\n", argv[i]);
+			usage(stderr);
+			return 2;
+		}
+	}
 	rm_log_init("bench_syscall");
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 1) || getsockname(lfd, (struct sockaddr *)&a, &alen))
@@ -178,57 +377,111 @@ int main(void)
 		return 1;
 	setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(echo_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	pthread_create(&th, NULL, echo_main, NULL);
 	if (pipe(pp[0]) || pipe(pp[1]))
 		return 1;
-	pthread_create(&ph, NULL, pipe_main, NULL);
+	if (pthread_create(&th, NULL, echo_main, NULL) || pthread_create(&ph, NULL, pipe_main, NULL))
+		return 1;
+	if (pthread_getcpuclockid(pthread_self(), &main_clk) || pthread_getcpuclockid(th, &echo_clk) ||
+	    pthread_getcpuclockid(ph, &pipe_clk))
+		return 1;
+	/* every service thread on CPU 0 (the consumer gets CPU 1): loopback TCP's
+	 * softirq work then runs in the sending thread, not wherever it lands */
 	pin(pthread_self(), 0);
+	pin(th, 0);
 	pin(ph, 0);
 
-	for (r = 0; r < ROUNDS; r++) {
-		for (k = 0; k < 2; k++) { /* k = 0 detached, 1 attached */
-			struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL };
-			struct col_bpf *b = NULL;
-
+	for (r = 0; r < rounds && !profile_only; r++) {
+		for (i = 0; i < NV; i++) {
+			/* alternate, and reverse the order every other round */
+			struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = ring_bytes,
+						   .follow_wakeups = follow_wakeups };
 			struct consumer c = { NULL, &sink, 0 };
+			double m[OP_N][CLK_N];
+			struct col_bpf *b = NULL;
+			clockid_t cclk = 0;
+			uint64_t c0 = 0, p0 = parts;
 			pthread_t ct;
 
-			if (k && (rv = col_bpf_open(&b, &cfg)) != RM_OK) {
-				fprintf(stderr, "bench_syscall: collector unavailable: %s\n", rm_strerror(rv));
+			v = r % 2 ? NV - 1 - i : i;
+			if (!breakdown && v != V_DETACHED && v != V_FULL)
+				continue;
+			if (v != V_DETACHED) {
+				cfg.bench_stage = (uint32_t)variants[v].stage;
+				if ((rv = col_bpf_open(&b, &cfg)) != RM_OK) {
+					fprintf(stderr, "bench_syscall: collector unavailable: %s\n", rm_strerror(rv));
+					return 1;
+				}
+				c.b = b;
+				if (pthread_create(&ct, NULL, consumer_main, &c))
+					return 1;
+				pin(ct, 1);
+				pthread_getcpuclockid(ct, &cclk);
+				c0 = clock_ns(cclk);
+			}
+			if (run_getppid(m[OP_GETPPID]) || run_tcp(cfd, m[OP_TCP]) || run_switch(m[OP_SWITCH])) {
+				fprintf(stderr, "bench_syscall: ping-pong failed\n");
 				return 1;
 			}
-			if (b) {
-				c.b = b;
-				pthread_create(&ct, NULL, consumer_main, &c);
-				pin(ct, 1);
-			}
-			g[k][r] = run_getppid();
-			t[k][r] = run_tcp(cfd);
-			s[k][r] = run_switch();
 			if (b) {
 				struct col_bpf_stats st;
 
 				c.stop = 1;
+				if (v == V_FULL)
+					cons_cpu += clock_ns(cclk) - c0;
 				pthread_join(ct, NULL);
 				col_bpf_poll(b, &sink, 0);
 				col_bpf_get_stats(b, &st);
 				dropped += st.dropped_parts;
+				if (v == V_FULL)
+					full_parts += parts - p0;
 				col_bpf_close(b);
+			}
+			for (op = 0; op < OP_N; op++)
+				for (ck = 0; ck < CLK_N; ck++)
+					res[v][op][ck][r] = m[op][ck];
+		}
+	}
+	if (profile_only)
+		goto prof;
+	printf("collector overhead, median of %d alternating rounds (same run; ns per operation, CPU time of the "
+	       "service's threads unless 'wall')\n", rounds);
+	printf("%-34s %10s %10s %10s %8s\n", "operation", "detached", "attached", "added", "ratio");
+	for (ck = 0; ck < CLK_N; ck++) {
+		for (v = 1; v < NV; v++) {
+			if (!breakdown && v != V_FULL)
+				continue;
+			if (ck == CLK_WALL && v != V_FULL)
+				continue;
+			for (op = 0; op < OP_N; op++) {
+				double d[MAX_ROUNDS], q[MAX_ROUNDS];
+				char label[96];
+
+				for (r = 0; r < rounds; r++) {
+					d[r] = res[v][op][ck][r] - res[V_DETACHED][op][ck][r];
+					q[r] = res[v][op][ck][r] / res[V_DETACHED][op][ck][r];
+				}
+				if (ck == CLK_WALL)
+					snprintf(label, sizeof(label), "wall: %s", op_short[op]);
+				else if (v != V_FULL)
+					snprintf(label, sizeof(label), "%s%s", variants[v].label, op_short[op]);
+				else
+					snprintf(label, sizeof(label), "%s", op_label[op]);
+				printf("%-34s %10.1f %10.1f %+10.1f %8.3f\n", label, median(res[V_DETACHED][op][ck], rounds),
+				       median(res[v][op][ck], rounds), median(d, rounds), median(q, rounds));
 			}
 		}
 	}
-	for (k = 0; k < 2; k++) {
-		gm[k] = median(g[k], ROUNDS);
-		tm[k] = median(t[k], ROUNDS);
-		sm[k] = median(s[k], ROUNDS);
-	}
-	printf("collector overhead, median of %d alternating rounds (same run; ns per operation)\n", ROUNDS);
-	printf("%-34s %10s %10s %10s %8s\n", "operation", "detached", "attached", "added", "ratio");
-	printf("%-34s %10.1f %10.1f %+10.1f %8.3f\n", "traced socket syscall (16 B TCP)", tm[0], tm[1], tm[1] - tm[0], tm[1] / tm[0]);
-	printf("%-34s %10.1f %10.1f %+10.1f %8.3f\n", "untraced syscall (getppid)", gm[0], gm[1], gm[1] - gm[0], gm[1] / gm[0]);
-	printf("%-34s %10.1f %10.1f %+10.1f %8.3f\n", "context switch (pipe ping-pong)", sm[0], sm[1], sm[1] - sm[0], sm[1] / sm[0]);
+	printf("consumer CPU per part %.1f ns (collector thread, not the service)\n",
+	       full_parts ? (double)cons_cpu / (double)full_parts : 0.0);
 	printf("(%llu segment parts drained while attached, %llu dropped in the kernel)\n", (unsigned long long)parts,
 	       (unsigned long long)dropped);
+prof:
+	for (v = 1; v < NV; v++) {
+		if (!breakdown && v != V_FULL)
+			continue;
+		if (profile(cfd, variants[v].stage, &sink) != 0)
+			return 1;
+	}
 	shutdown(cfd, SHUT_RDWR);
 	close(pp[0][1]);
 	pthread_join(th, NULL);

@@ -117,12 +117,27 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->window_ns = b->window_ns;
 	b->skel->rodata->offset_ns = b->offset_ns;
 	b->skel->rodata->self_tgid = cfg->self_tgid;
+	b->skel->rodata->exclude_rametr = cfg->exclude_rametr ? 1 : 0;
 	b->skel->rodata->netns_ino = cfg->netns_ino;
 	b->skel->rodata->follow_replies = cfg->follow_replies ? 1 : 0;
+	b->skel->rodata->bench_stage = cfg->bench_stage;
+	if (cfg->bench_stage >= RM_STAGE_COUNT) {
+		rm_log_error("bad bench stage %u", cfg->bench_stage);
+		col_bpf_close(b);
+		return RM_EINVAL;
+	}
+	if (cfg->ring_bytes) {
+		if (cfg->ring_bytes < 4096 || (cfg->ring_bytes & (cfg->ring_bytes - 1))) {
+			rm_log_error("bad ring size %u: must be a power of 2, at least 4096", cfg->ring_bytes);
+			col_bpf_close(b);
+			return RM_EINVAL;
+		}
+		bpf_map__set_max_entries(b->skel->maps.parts, cfg->ring_bytes);
+		/* wake the consumer at a quarter full, as with the default ring */
+		b->skel->rodata->wakeup_bytes = cfg->ring_bytes / 4;
+	}
 	if (!cfg->follow_wakeups) {
-		/* off: not even the futex and waking tracepoints are attached */
-		bpf_program__set_autoload(b->skel->progs.rm_futex_enter, false);
-		bpf_program__set_autoload(b->skel->progs.rm_futex_exit, false);
+		/* off: not even the waking tracepoint is attached */
 		bpf_program__set_autoload(b->skel->progs.rm_sched_waking, false);
 	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
@@ -175,7 +190,8 @@ static struct col_window *col_acc_get(struct col_win_acc *acc, uint64_t win)
 
 #define COL_WT_FIELDS(X)                                                                     \
 	X(busy_ns) X(unseg_cpu_ns) X(rx_bytes) X(tx_bytes) X(disk_read) X(disk_write)       \
-	X(unseg_rx) X(unseg_tx) X(unseg_disk_read) X(unseg_disk_write) X(lost_ns) X(dropped_parts)
+	X(unseg_rx) X(unseg_tx) X(unseg_disk_read) X(unseg_disk_write) X(lost_ns) X(dropped_parts) \
+	X(dropped_cpu_ns) X(dropped_rx) X(dropped_tx) X(dropped_disk_read) X(dropped_disk_write)
 
 static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
 {
@@ -297,9 +313,47 @@ int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink)
 	return RM_OK;
 }
 
+int col_bpf_exclude(struct col_bpf *b, uint32_t pid)
+{
+	uint32_t one = 1;
+
+	if (!pid)
+		return RM_EINVAL;
+	if (bpf_map_update_elem(bpf_map__fd(b->skel->maps.excluded), &pid, &one, BPF_ANY) != 0) {
+		rm_log_error("failed to exclude pid %u: %s", pid, strerror(errno));
+		return errno == E2BIG ? RM_EFULL : RM_EBPF;
+	}
+	return RM_OK;
+}
+
 void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out)
 {
 	*out = b->stats;
+}
+
+int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max)
+{
+	struct bpf_program *prog;
+	int n = 0;
+
+	bpf_object__for_each_program(prog, b->skel->obj) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (n == max)
+			break;
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+			continue;
+		snprintf(out[n].name, sizeof(out[n].name), "%s", bpf_program__name(prog));
+		out[n].runs = info.run_cnt;
+		out[n].run_ns = info.run_time_ns;
+		n++;
+	}
+	return n;
 }
 
 void col_bpf_close(struct col_bpf *b)

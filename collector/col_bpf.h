@@ -19,9 +19,13 @@ struct col_bpf_cfg {
 	uint64_t window_ns;   /* accounting window (default 1 s if 0) */
 	int64_t offset_ns;    /* CLOCK_REALTIME - CLOCK_MONOTONIC; windows are wall-clock aligned */
 	uint32_t self_tgid;   /* process never segmented (the collector itself); 0 = none */
+	int exclude_rametr;   /* processes whose name starts with "rametr" (rametr-collector,
+			       * rametr-aggregator, rametrctl) are never segmented */
 	uint32_t netns_ino;   /* nonzero: only threads of this network namespace (inode) count */
 	int follow_wakeups;   /* wake-up chains: a thread woken by a futex wake inherits the waker's segment */
 	int follow_replies;   /* continuation chains anchored by replies (segmenter.h) */
+	uint32_t ring_bytes;  /* size of the part ring, a power of 2 >= 4096; 0 = 16 MiB */
+	uint32_t bench_stage; /* benchmarks only: RM_STAGE_* (rametr.h); 0 = full accounting */
 };
 
 struct col_bpf_stats {
@@ -52,6 +56,29 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink);
 
 void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out);
+
+/*
+ * Never segment process pid (a tgid) from now on: its threads' CPU and bytes
+ * count as unsegmented, never in a part, so no CE is ever charged for them.
+ * Threads that already read from a socket before keep the state they have
+ * until they exit: exclude a process before it serves. Returns RM_OK,
+ * RM_EINVAL (pid 0), RM_EFULL (more than 256 excluded processes) or RM_EBPF.
+ */
+int col_bpf_exclude(struct col_bpf *b, uint32_t pid);
+
+/* One loaded program's run count and run time, as the kernel counts them. */
+struct col_bpf_prog_stat {
+	char name[32];
+	uint64_t runs;
+	uint64_t run_ns;
+};
+
+/*
+ * Fills out[0..max) with every loaded program's counters; returns how many.
+ * The kernel counts only while BPF run-time statistics are enabled
+ * (bpf_enable_stats(BPF_STATS_RUN_TIME), machine-wide, for benchmarks).
+ */
+int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max);
 
 /* Detaches and frees; NULL-tolerant. */
 void col_bpf_close(struct col_bpf *b);

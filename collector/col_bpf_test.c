@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -59,7 +60,8 @@ static int t_window(void *arg, const struct col_window *w)
 #define ADD(f) wins[i].t.f += w->t.f;
 	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
 	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
-	ADD(dropped_parts)
+	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
+	ADD(dropped_disk_write)
 #undef ADD
 	wins[i].capacity_ns += w->capacity_ns;
 	return RM_OK;
@@ -972,6 +974,136 @@ static void test_unix_pairing(void)
 	check_identity();
 }
 
+/*
+ * Overload: a ring of one page and a consumer that does not read while 40
+ * requests are served. Parts the kernel cannot emit are counted per window,
+ * their CPU stays in lost and their bytes in unsegmented (the identity
+ * holds), and the dropped_* counters say how much of those the drops were.
+ */
+static void test_drops(void)
+{
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = 4096 };
+	uint64_t dparts = 0, dcpu = 0, drx = 0, dtx = 0, rx_parts = 0;
+	struct col_bpf_stats st;
+	struct col_bpf *b = NULL;
+	size_t i;
+	int rv;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	for (i = 0; i < 40; i++) /* the consumer is stalled meanwhile */
+		CU_ASSERT_EQUAL(simple_exchange(50, 300, 1), 0);
+	CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 0), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_get_stats(b, &st);
+	col_bpf_close(b);
+	for (i = 0; i < nwins; i++) {
+		const struct rm_wintot *t = &wins[i].t;
+
+		dparts += t->dropped_parts;
+		dcpu += t->dropped_cpu_ns;
+		drx += t->dropped_rx;
+		dtx += t->dropped_tx;
+		CU_ASSERT(t->dropped_cpu_ns <= t->lost_ns);
+		CU_ASSERT(t->dropped_rx <= t->unseg_rx);
+		CU_ASSERT(t->dropped_tx <= t->unseg_tx);
+		CU_ASSERT(t->dropped_disk_read <= t->unseg_disk_read);
+		CU_ASSERT(t->dropped_disk_write <= t->unseg_disk_write);
+	}
+	for (i = 0; i < nparts; i++)
+		if (parts[i].pid == (uint32_t)getpid() && (parts[i].flags & RM_PF_START) && parts[i].rx_bytes == 50)
+			rx_parts++;
+	fprintf(stderr, "ring of 4096 B, stalled consumer: %zu parts read, %llu dropped (%llu ns cpu, %llu B rx, %llu B tx)\n",
+		nparts, (unsigned long long)dparts, (unsigned long long)dcpu, (unsigned long long)drx,
+		(unsigned long long)dtx);
+	CU_ASSERT(dparts > 0);
+	CU_ASSERT_EQUAL(dparts, st.dropped_parts);
+	CU_ASSERT(dcpu > 0);
+	/* every server segment (50 B in, 300 B out) was either read or dropped */
+	CU_ASSERT(drx >= 50 * (40 - rx_parts));
+	CU_ASSERT(dtx > 0);
+	check_identity();
+}
+
+/* A child process that serves one exchange when told to (a byte on its pipe). */
+static pid_t serve_child(int *go, const char *name)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	if (pipe(p) != 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[1]);
+		if (name)
+			prctl(PR_SET_NAME, name, 0, 0, 0);
+		if (read(p[0], &c, 1) != 1)
+			_exit(3);
+		_exit(simple_exchange(50, 300, 5) == 0 ? 0 : 1);
+	}
+	close(p[0]);
+	*go = p[1];
+	return pid;
+}
+
+/*
+ * Rametr's own processes never appear in the accounting: a process named
+ * like one (rametr-aggregator) and a process excluded by pid serve an
+ * exchange each; neither has a single part, their bytes are unsegmented,
+ * while a third, ordinary process's exchange is segmented as usual.
+ */
+static void test_exclusion(void)
+{
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .exclude_rametr = 1 };
+	struct col_bpf *b = NULL;
+	pid_t named, bypid, plain;
+	int gn = -1, gp = -1, gq = -1, status, rv;
+	size_t i, n_named = 0, n_bypid = 0, n_plain = 0;
+	uint64_t unseg_rx = 0;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	named = serve_child(&gn, "rametr-aggregat");
+	bypid = serve_child(&gp, NULL);
+	plain = serve_child(&gq, NULL);
+	CU_ASSERT_FATAL(named > 0 && bypid > 0 && plain > 0);
+	CU_ASSERT_EQUAL(col_bpf_exclude(b, (uint32_t)bypid), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_exclude(b, 0), RM_EINVAL);
+	usleep(20000); /* let the named child set its name */
+	CU_ASSERT_EQUAL(write(gn, "g", 1), 1);
+	CU_ASSERT_EQUAL(write(gp, "g", 1), 1);
+	CU_ASSERT_EQUAL(write(gq, "g", 1), 1);
+	close(gn);
+	close(gp);
+	close(gq);
+	CU_ASSERT(waitpid(named, &status, 0) == named && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CU_ASSERT(waitpid(bypid, &status, 0) == bypid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CU_ASSERT(waitpid(plain, &status, 0) == plain && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 0), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+	for (i = 0; i < nparts; i++) {
+		n_named += parts[i].pid == (uint32_t)named;
+		n_bypid += parts[i].pid == (uint32_t)bypid;
+		if (parts[i].pid == (uint32_t)plain && (parts[i].flags & RM_PF_START) && parts[i].rx_bytes == 50)
+			n_plain++;
+	}
+	for (i = 0; i < nwins; i++)
+		unseg_rx += wins[i].t.unseg_rx;
+	CU_ASSERT_EQUAL(n_named, 0);
+	CU_ASSERT_EQUAL(n_bypid, 0);
+	CU_ASSERT_EQUAL(n_plain, 1);
+	/* both excluded exchanges (50 B request, 300 B reply) count as unsegmented */
+	CU_ASSERT(unseg_rx >= 2 * (50 + 300));
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
@@ -982,6 +1114,8 @@ static CU_TestInfo cases[] = {
 	{ "an event loop's work between two replies goes to the second request (follow-replies)",
 	  test_follow_replies_loop },
 	{ "a unix stream socket's bytes carry both ends and their positions", test_unix_pairing },
+	{ "rametr processes and excluded pids never appear in parts", test_exclusion },
+	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },
 	CU_TEST_INFO_NULL,
 };
 

@@ -106,7 +106,8 @@ static int col_batch_window(void *arg, const struct col_window *w)
 #define ADD(f) d->t.f += w->t.f;
 	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
 	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
-	ADD(dropped_parts)
+	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
+	ADD(dropped_disk_write)
 #undef ADD
 	d->capacity_ns += w->capacity_ns;
 	d->idle_ns += w->idle_ns;
@@ -177,6 +178,11 @@ static void col_usage(FILE *f)
 		"  --follow-replies   ebpf, replay: a thread's work after a send is charged to the request\n"
 		"                     its next reply answers (thread pools that take queued requests\n"
 		"                     without being woken)\n"
+		"  --exclude-pid PID  ebpf: never segment process PID (repeatable); the collector itself\n"
+		"                     and processes named rametr* (a local aggregator, rametrctl) never are\n"
+		"  --count-rametr     ebpf: segment processes named rametr* like any other\n"
+		"  --ring-bytes N     ebpf: size of the kernel's part ring, a power of 2 >= 4096 (default 16 MiB);\n"
+		"                     parts it cannot take are charged to V as 'dropped'\n"
 		"  --window D         accounting window, e.g. 1s (ebpf), 100ms (xen default)\n"
 		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
 		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
@@ -190,6 +196,10 @@ struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns;
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups, follow_replies;
+	int count_rametr;
+	uint32_t ring_bytes;
+	uint32_t exclude[16];
+	size_t n_exclude;
 	size_t mem_limit;
 	int flush_ms;
 };
@@ -198,7 +208,9 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			int64_t offset)
 {
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
-				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies };
+				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies,
+				   .exclude_rametr = !o->count_rametr, .ring_bytes = o->ring_bytes };
+	size_t i;
 	struct col_bpf_stats st;
 	struct stat nst;
 	struct col_bpf *b = NULL;
@@ -218,6 +230,12 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	}
 	if ((rv = col_bpf_open(&b, &cfg)) != 0)
 		return rv;
+	for (i = 0; i < o->n_exclude; i++) {
+		if ((rv = col_bpf_exclude(b, o->exclude[i])) != 0) {
+			col_bpf_close(b);
+			return rv;
+		}
+	}
 	rm_log_info("ebpf backend attached; node '%s', window %llu ms", o->node,
 		    (unsigned long long)(o->window_ns / 1000000));
 	while (!col_stop) {
@@ -255,7 +273,10 @@ int main(int argc, char **argv)
 		{ "window", required_argument, NULL, 'w' },
 		{ "netns", required_argument, NULL, 'N' },
 		{ "follow-wakeups", no_argument, NULL, 'W' },
-		{ "follow-replies", no_argument, NULL, 'R' },
+		{ "follow-replies", no_argument, NULL, 'F' },
+		{ "exclude-pid", required_argument, NULL, 'X' },
+		{ "count-rametr", no_argument, NULL, 'R' },
+		{ "ring-bytes", required_argument, NULL, 'r' },
 		{ "spool", required_argument, NULL, 's' },
 		{ "mem-limit", required_argument, NULL, 'm' },
 		{ "flush-ms", required_argument, NULL, 'f' },
@@ -287,7 +308,30 @@ int main(int argc, char **argv)
 		case 's': o.spool = optarg; break;
 		case 'N': o.netns = optarg; break;
 		case 'W': o.follow_wakeups = 1; break;
-		case 'R': o.follow_replies = 1; break;
+		case 'F': o.follow_replies = 1; break;
+		case 'R': o.count_rametr = 1; break;
+		case 'r': {
+			char *end;
+			unsigned long long v = strtoull(optarg, &end, 10);
+
+			if (*end || v < 4096 || v > (1ULL << 30) || (v & (v - 1))) {
+				rm_log_error("invalid --ring-bytes '%s' (a power of 2, 4096 .. 1073741824)", optarg);
+				return 2;
+			}
+			o.ring_bytes = (uint32_t)v;
+			break;
+		}
+		case 'X': {
+			char *end;
+			unsigned long pid = strtoul(optarg, &end, 10);
+
+			if (*end || pid == 0 || pid > UINT32_MAX || o.n_exclude == 16) {
+				rm_log_error("invalid --exclude-pid '%s' (a pid; at most 16)", optarg);
+				return 2;
+			}
+			o.exclude[o.n_exclude++] = (uint32_t)pid;
+			break;
+		}
 		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
 		case 'f': o.flush_ms = atoi(optarg); break;
 		case 'p':

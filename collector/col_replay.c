@@ -109,6 +109,11 @@ static void col_replay_add_tot(struct rm_wintot *d, const struct rm_wintot *s)
 	d->unseg_disk_write += s->unseg_disk_write;
 	d->lost_ns += s->lost_ns;
 	d->dropped_parts += s->dropped_parts;
+	d->dropped_cpu_ns += s->dropped_cpu_ns;
+	d->dropped_rx += s->dropped_rx;
+	d->dropped_tx += s->dropped_tx;
+	d->dropped_disk_read += s->dropped_disk_read;
+	d->dropped_disk_write += s->dropped_disk_write;
 }
 
 /* What the eBPF loader's poll does: keep what a slot holds before it is reused. */
@@ -175,6 +180,11 @@ static int col_replay_env_emit(struct rm_env *e, const struct rm_part *part, con
 			run->st.late.unseg_tx += p->tx_bytes;
 			run->st.late.unseg_disk_read += p->disk_read;
 			run->st.late.unseg_disk_write += p->disk_write;
+			run->st.late.dropped_cpu_ns += p->cpu_ns;
+			run->st.late.dropped_rx += p->rx_bytes;
+			run->st.late.dropped_tx += p->tx_bytes;
+			run->st.late.dropped_disk_read += p->disk_read;
+			run->st.late.dropped_disk_write += p->disk_write;
 		}
 		return -1;
 	}

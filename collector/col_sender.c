@@ -1029,6 +1029,11 @@ static void col_wintot(Rametr__WindowTotals *w, const struct col_window *k)
 	w->unseg_disk_write = k->t.unseg_disk_write;
 	w->lost_ns = k->t.lost_ns;
 	w->dropped_parts = k->t.dropped_parts;
+	w->dropped_cpu_ns = k->t.dropped_cpu_ns;
+	w->dropped_rx = k->t.dropped_rx;
+	w->dropped_tx = k->t.dropped_tx;
+	w->dropped_disk_read = k->t.dropped_disk_read;
+	w->dropped_disk_write = k->t.dropped_disk_write;
 	w->capacity_ns = k->capacity_ns;
 	w->idle_ns = k->idle_ns;
 }

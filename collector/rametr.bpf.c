@@ -36,10 +36,15 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u64 window_ns = 1000000000ULL;
 const volatile __u64 offset_ns = 0;          /* CLOCK_REALTIME - CLOCK_MONOTONIC */
 const volatile __u32 self_tgid = 0;          /* the collector itself: never segmented */
-const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer above this much data */
+const volatile __u32 exclude_rametr = 0;     /* processes named rametr* are never segmented */
+const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer at each multiple of this much data; a power of 2 */
 const volatile __u32 netns_ino = 0;         /* nonzero: account only threads of this network namespace */
 const volatile __u32 follow_wakeups = 0;     /* wake-up chains through futex wakes */
 const volatile __u32 follow_replies = 0;     /* continuation chains anchored by replies (segmenter.h) */
+const volatile __u32 bench_stage = RM_STAGE_FULL; /* benchmarks only: RM_STAGE_* */
+
+/* Benchmark stages: the verifier drops the dead branches, production pays nothing. */
+#define RM_STOP_AT(stage) (bench_stage == (stage))
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -47,6 +52,14 @@ struct {
 	__type(key, int);
 	__type(value, struct rm_task);
 } tasks SEC(".maps");
+
+/* Processes (tgid -> 1) never segmented: the collector, a local aggregator, ... */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} excluded SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -121,6 +134,24 @@ struct rm_env {
 
 #define RM_INLINE static __always_inline
 
+#define IPPROTO_TCP 6
+#define SOCK_STREAM 1
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/*
+ * sk as a TCP socket, or NULL. The checks of bpf_skc_to_tcp_sock (the
+ * tracepoints see full sockets only), then a read-only cast: ~1 ns instead of
+ * a ~17 ns helper call (../shared/KERNEL.md); loads through it are
+ * fault-safe.
+ */
+RM_INLINE struct tcp_sock *rm_tcp_sock(struct sock *sk)
+{
+	if (sk->sk_protocol != IPPROTO_TCP || sk->sk_type != SOCK_STREAM)
+		return NULL;
+	return bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
+}
+
 RM_INLINE struct rm_cpu *rm_env_cpu(struct rm_env *e)
 {
 	__u32 k = 0;
@@ -146,9 +177,11 @@ RM_INLINE struct rm_wintot *rm_env_wintot(struct rm_env *e, __u64 win)
 
 RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struct rm_counts *c)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	__u64 flags = BPF_RB_NO_WAKEUP, avail;
 	struct rm_part *out;
 
+	if (RM_STOP_AT(RM_STAGE_NOEMIT))
+		return 0;
 	out = bpf_ringbuf_reserve(&parts, sizeof(*out), 0);
 	if (!out)
 		return -1;
@@ -159,7 +192,17 @@ RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struc
 	out->tx_bytes = c->tx_bytes;
 	out->disk_read = c->disk_read;
 	out->disk_write = c->disk_write;
-	if (bpf_ringbuf_query(&parts, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+	/*
+	 * Wake the consumer when this record's reservation carried the unread
+	 * data across a multiple of wakeup_bytes (a power of 2): a wake-up is
+	 * irq work (a self-IPI, a VM exit here) that cost 1-2 us per record
+	 * when every record above the threshold asked for one. A crossing
+	 * missed because another CPU reserved in between is retried at the
+	 * next multiple, and the consumer's timed poll (col_bpf_poll) drains
+	 * whatever is there anyway.
+	 */
+	avail = bpf_ringbuf_query(&parts, BPF_RB_AVAIL_DATA);
+	if (avail >= wakeup_bytes && (avail & (wakeup_bytes - 1)) < sizeof(*out) + 8)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(out, flags);
 	return 0;
@@ -202,12 +245,12 @@ RM_INLINE int rm_is_server_side(struct sock *sk)
 }
 
 /* Fill *tp from the socket; returns 0, or -1 for families we do not follow. */
-RM_INLINE int rm_tuple_from_sock(struct sock *sk, struct rm_tuple *tp)
+RM_INLINE int rm_tuple_from_sock(struct sock *sk, __u64 cookie, struct rm_tuple *tp)
 {
 	__u16 family = sk->__sk_common.skc_family;
 
 	__builtin_memset(tp, 0, sizeof(*tp));
-	tp->cookie = bpf_get_socket_cookie(sk);
+	tp->cookie = cookie;
 	tp->family = family;
 	if (family == AF_INET) {
 		tp->laddr[0] = sk->__sk_common.skc_rcv_saddr;
@@ -277,9 +320,28 @@ RM_INLINE int rm_unix_range(struct sock *sk, const struct rm_tuple *tp, __u64 by
 	return c->in_sync;
 }
 
-RM_INLINE int rm_is_self(void)
+/*
+ * The tuple of sk into *tp. A TCP connection's tuple never changes, so when
+ * the thread's part already names this socket (cookies are never reused) it
+ * is copied from there: ~35 ns of socket reads saved per syscall, and after
+ * a RST, when the kernel's local port reads 0, the tuple stays right.
+ * t may be NULL. Returns 0, or -1 for families we do not follow.
+ */
+RM_INLINE int rm_tuple_get(struct sock *sk, const struct rm_task *t, int is_tcp, struct rm_tuple *tp)
 {
-	return self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid;
+	__u64 cookie = bpf_get_socket_cookie(sk);
+
+	if (t && is_tcp && cookie) {
+		if (t->cur.in.cookie == cookie) {
+			__builtin_memcpy(tp, &t->cur.in, sizeof(*tp));
+			return 0;
+		}
+		if (t->cur.out.cookie == cookie) {
+			__builtin_memcpy(tp, &t->cur.out, sizeof(*tp));
+			return 0;
+		}
+	}
+	return rm_tuple_from_sock(sk, cookie, tp);
 }
 
 /*
@@ -296,6 +358,46 @@ RM_INLINE int rm_ours(struct task_struct *t)
 RM_INLINE int rm_current_ours(void)
 {
 	return rm_ours(bpf_get_current_task_btf());
+}
+
+/*
+ * Is task part of Rametr itself (or excluded by the loader)? Checked once per
+ * thread, when its state is created; the answer stays in rm_task.excluded.
+ * The name rule looks at the process (group leader) name: rametr-collector,
+ * rametr-aggregator, rametrctl.
+ */
+RM_INLINE int rm_excluded(struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+	char c[8];
+
+	if (self_tgid && tgid == self_tgid)
+		return 1;
+	if (bpf_map_lookup_elem(&excluded, &tgid))
+		return 1;
+	if (!exclude_rametr)
+		return 0;
+	if (bpf_probe_read_kernel(c, sizeof(c), task->group_leader->comm) != 0)
+		return 0;
+	return c[0] == 'r' && c[1] == 'a' && c[2] == 'm' && c[3] == 'e' && c[4] == 't' && c[5] == 'r';
+}
+
+/* The state of task, created (and its exclusion decided) if missing. */
+RM_INLINE struct rm_task *rm_task_create(struct task_struct *task)
+{
+	struct rm_task *t = bpf_task_storage_get(&tasks, task, 0, 0);
+
+	if (t)
+		return t;
+	t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t)
+		return NULL;
+	if (rm_excluded(task))
+		t->excluded = 1;
+	/* the thread's name as its state is created: one copy per thread, not
+	 * one per segment (a thread that renames itself later keeps this one) */
+	bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), task->comm);
+	return t;
 }
 
 /* I/O by a thread we do not segment: totals and unsegmented only. */
@@ -322,21 +424,19 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	__u64 now, pid_tgid, start = 0;
 	int has_seq = 0, srv;
 
+	if (RM_STOP_AT(RM_STAGE_HOOKS))
+		return 0;
 	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)) || !rm_current_ours())
 		return 0;
 	rm_env_init(&e);
 	now = bpf_ktime_get_ns();
-	if (rm_is_self() || rm_tuple_from_sock(sk, &tup) < 0) {
-		rm_unseg_io(&e, now, ret, 0);
-		return 0;
-	}
 	task = bpf_get_current_task_btf();
-	t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t) {
+	t = rm_task_create(task);
+	tcp = rm_tcp_sock(sk);
+	if (!t || t->excluded || rm_tuple_get(sk, t, tcp != NULL, &tup) < 0) {
 		rm_unseg_io(&e, now, ret, 0);
 		return 0;
 	}
-	tcp = bpf_skc_to_tcp_sock(sk);
 	if (tcp) {
 		__u32 end;
 
@@ -370,9 +470,9 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		}
 	}
 	pid_tgid = bpf_get_current_pid_tgid();
+	if (RM_STOP_AT(RM_STAGE_STATE))
+		return (int)(start & 1) + (int)pid_tgid; /* keep the reads */
 	rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
-	if ((t->cur.flags & RM_PF_START) && t->cur.start_ns == now)
-		bpf_get_current_comm(&t->cur.comm, sizeof(t->cur.comm));
 	return 0;
 }
 
@@ -388,21 +488,27 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	__u64 now, pid_tgid, start = 0;
 	int has_seq = 0, srv;
 
+	if (RM_STOP_AT(RM_STAGE_HOOKS))
+		return 0;
 	if (ret <= 0 || !rm_current_ours())
 		return 0;
 	rm_env_init(&e);
 	now = bpf_ktime_get_ns();
-	if (rm_is_self() || rm_tuple_from_sock(sk, &tup) < 0) {
-		rm_unseg_io(&e, now, 0, ret);
-		return 0;
-	}
 	task = bpf_get_current_task_btf();
 	srv = follow_replies && rm_is_server_side(sk);
 	/* follow-replies: a thread that replies is followed from then on */
-	t = rm_or_nostate(bpf_task_storage_get(&tasks, task, 0, srv ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0));
+	t = srv ? rm_task_create(task) : bpf_task_storage_get(&tasks, task, 0, 0);
+	tcp = rm_tcp_sock(sk);
+	/* an excluded thread's state is never in a segment: unsegmented below */
+	if (rm_tuple_get(sk, t, tcp != NULL, &tup) < 0) {
+		rm_unseg_io(&e, now, 0, ret);
+		return 0;
+	}
+	if (t && t->excluded)
+		srv = 0;
+	t = rm_or_nostate(t);
 	if (!t)
 		return 0;
-	tcp = bpf_skc_to_tcp_sock(sk);
 	if (tcp) {
 		start = (__u32)(tcp->write_seq - (__u32)ret);
 		has_seq = 1;
@@ -413,9 +519,9 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	if (srv)
 		inb = bpf_sk_storage_get(&inbs, sk, 0, 0);
 	pid_tgid = bpf_get_current_pid_tgid();
+	if (RM_STOP_AT(RM_STAGE_STATE))
+		return (int)(start & 1) + has_seq;
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
-	if (srv && t->mode == RM_MODE_ASSOC && !t->cur.comm[0])
-		bpf_get_current_comm(&t->cur.comm, sizeof(t->cur.comm));
 	return 0;
 }
 
@@ -425,9 +531,12 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	struct rm_task *pt = NULL, *nt = NULL;
 	struct rm_env e;
-	/* a thread of another namespace is, for this host, an idle CPU */
-	int prev_idle = prev->pid == 0 || !rm_ours(prev);
+	int prev_idle;
 
+	if (RM_STOP_AT(RM_STAGE_HOOKS))
+		return 0;
+	/* a thread of another namespace is, for this host, an idle CPU */
+	prev_idle = prev->pid == 0 || !rm_ours(prev);
 	rm_env_init(&e);
 	if (!prev_idle && !(self_tgid && prev->tgid == self_tgid))
 		pt = bpf_task_storage_get(&tasks, prev, 0, 0);
@@ -435,7 +544,7 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		nt = bpf_task_storage_get(&tasks, next, 0, 0);
 	pt = rm_or_nostate(pt);
 	nt = rm_or_nostate(nt);
-	if (!pt || !nt)
+	if (!pt || !nt || RM_STOP_AT(RM_STAGE_STATE))
 		return 0;
 	/* TASK_INTERRUPTIBLE (1): waiting for an event, not for disk I/O */
 	rm_on_switch(&e, pt, prev_idle, preempt || (prev_state & 0xff) == 0, !preempt && (prev_state & 0xff) == 1,
@@ -446,9 +555,12 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
 {
-	struct rm_task *t = bpf_task_storage_get(&tasks, p, 0, 0);
+	struct rm_task *t;
 
-	if (t)
+	if (RM_STOP_AT(RM_STAGE_HOOKS))
+		return 0;
+	t = bpf_task_storage_get(&tasks, p, 0, 0);
+	if (t && !RM_STOP_AT(RM_STAGE_STATE))
 		rm_on_wakeup(t, bpf_ktime_get_ns());
 	return 0;
 }
@@ -456,57 +568,61 @@ int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
 /*
  * Wake-up chains. sched_waking fires in the waker's context (sched_wakeup
  * may fire later from the wakee's CPU, where current is someone else).
+ * Whether the waker is inside a futex wake is read from its syscall
+ * registers here, not marked by the syscalls tracepoints of futex: enabling
+ * any syscalls tracepoint sends every syscall of every thread through the
+ * tracing slow path (~+80 ns on getppid measured here).
  */
+#define RM_NR_FUTEX 202       /* x86-64 */
+#define RM_NR_FUTEX_WAKE 454  /* futex2 */
+
+RM_INLINE int rm_in_futex_wake(struct task_struct *cur)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	int cmd;
+
+	if (!regs)
+		return 0;
+	if (regs->orig_ax == RM_NR_FUTEX_WAKE)
+		return 1;
+	if (regs->orig_ax != RM_NR_FUTEX)
+		return 0;
+	cmd = (int)regs->si & 0x7f; /* without FUTEX_PRIVATE_FLAG / FUTEX_CLOCK_REALTIME */
+	return cmd == 1 || cmd == 5 || cmd == 10; /* FUTEX_WAKE, FUTEX_WAKE_OP, FUTEX_WAKE_BITSET */
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(rm_sched_waking, struct task_struct *p)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct rm_task *t, *w;
 	struct rm_env e;
+	int inherited;
 
 	w = bpf_task_storage_get(&tasks, cur, 0, 0);
-	if (!w || !w->waking || w->mode != RM_MODE_SEG || cur->pid == p->pid || !rm_ours(p))
+	if (!w || w->mode != RM_MODE_SEG || cur->pid == p->pid || !rm_ours(p) || !rm_in_futex_wake(cur))
 		return 0;
-	t = bpf_task_storage_get(&tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t)
+	t = rm_task_create(p);
+	if (!t || t->excluded)
 		return 0;
 	rm_env_init(&e);
-	if (rm_on_wake_inherit(&e, w, t, bpf_ktime_get_ns(), p->tgid, p->pid))
+	w->waking = 1;
+	inherited = rm_on_wake_inherit(&e, w, t, bpf_ktime_get_ns(), p->tgid, p->pid);
+	w->waking = 0;
+	if (inherited)
 		bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), p->comm);
-	return 0;
-}
-
-/* Wake-up chains: mark a segmented thread while it is inside a futex wake. */
-SEC("tracepoint/syscalls/sys_enter_futex")
-int rm_futex_enter(struct trace_event_raw_sys_enter *ctx)
-{
-	int cmd = (int)ctx->args[1] & 0x7f; /* without FUTEX_PRIVATE_FLAG / FUTEX_CLOCK_REALTIME */
-	struct rm_task *t;
-
-	if (cmd != 1 && cmd != 5 && cmd != 10) /* FUTEX_WAKE, FUTEX_WAKE_OP, FUTEX_WAKE_BITSET */
-		return 0;
-	t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0);
-	if (t && t->mode == RM_MODE_SEG)
-		t->waking = 1;
-	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_exit_futex")
-int rm_futex_exit(void *ctx)
-{
-	struct rm_task *t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0);
-
-	if (t)
-		t->waking = 0;
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(rm_sched_wakeup_new, struct task_struct *p)
 {
-	struct rm_task *t = bpf_task_storage_get(&tasks, p, 0, 0);
+	struct rm_task *t;
 
-	if (t)
+	if (RM_STOP_AT(RM_STAGE_HOOKS))
+		return 0;
+	t = bpf_task_storage_get(&tasks, p, 0, 0);
+	if (t && !RM_STOP_AT(RM_STAGE_STATE))
 		rm_on_wakeup(t, bpf_ktime_get_ns());
 	return 0;
 }
@@ -520,8 +636,8 @@ int BPF_PROG(rm_sched_fork, struct task_struct *parent, struct task_struct *chil
 	pt = bpf_task_storage_get(&tasks, parent, 0, 0);
 	if (!pt || pt->mode != RM_MODE_SEG)
 		return 0;
-	ct = bpf_task_storage_get(&tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!ct)
+	ct = rm_task_create(child);
+	if (!ct || ct->excluded)
 		return 0;
 	rm_env_init(&e);
 	rm_on_fork(&e, pt, ct, bpf_ktime_get_ns(), child->tgid, child->pid);
@@ -554,7 +670,7 @@ int BPF_PROG(rm_block_rq_issue, struct request *rq)
 	if (!rm_ours(task))
 		return 0;
 	rm_env_init(&e);
-	if (task->pid && !rm_is_self())
+	if (task->pid)
 		t = bpf_task_storage_get(&tasks, task, 0, 0);
 	t = rm_or_nostate(t);
 	if (!t)

@@ -46,6 +46,17 @@
 			       Without: a record (no cost) anchoring chain parent_seg; an empty in
 			       tuple means the chain ended unanswered */
 
+/*
+ * Benchmark stages (the bench_stage setting; benchmarks only, never in
+ * production): how much of each hook runs, so a benchmark can say what each
+ * piece costs. Any stage but FULL breaks the accounting identity.
+ */
+#define RM_STAGE_FULL 0    /* everything (the default) */
+#define RM_STAGE_HOOKS 1   /* every hook returns at once: the cost of being attached */
+#define RM_STAGE_STATE 2   /* + filters, task-storage lookups, socket tuple and TCP range reads */
+#define RM_STAGE_NOEMIT 3  /* + the segmenter, but no ring-buffer records */
+#define RM_STAGE_COUNT 4
+
 /* Address families as on Linux. */
 #define RM_AF_UNIX 1
 #define RM_AF_INET 2
@@ -110,6 +121,8 @@ struct rm_task {
 	__u32 waking;     /* inside a futex wake (wake-up chains option) */
 	__u32 chain_st;   /* RM_CHAIN_* of the open chain */
 	__u64 chain;      /* open continuation chain (follow-replies), 0 if none */
+	__u32 excluded;   /* a Rametr process (or one the loader excluded): never segmented */
+	__u32 pad;
 	struct rm_part cur;
 };
 
@@ -132,6 +145,9 @@ struct rm_wintot {
 	__u64 unseg_rx, unseg_tx, unseg_disk_read, unseg_disk_write;
 	__u64 lost_ns;
 	__u64 dropped_parts;
+	/* what dropped parts held, already counted in lost_ns (CPU) and in
+	 * unseg_* (bytes): the share of those the ring lost */
+	__u64 dropped_cpu_ns, dropped_rx, dropped_tx, dropped_disk_read, dropped_disk_write;
 };
 
 /* Per-CPU state: where the last accounting cut was made on this CPU. */
