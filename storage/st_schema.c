@@ -13,6 +13,7 @@
 
 #include "rm_err.h"
 #include "st_int.h"
+#include "st_throttle.h"
 #include "banned.h"
 
 static const char *const st_schema_steps[] = {
@@ -70,6 +71,9 @@ static const char *const st_schema_steps[] = {
 	"  parts INTEGER NOT NULL CHECK (typeof(parts) = 'integer' AND parts >= 0),"
 	"  PRIMARY KEY (server, win_start, win_len)) WITHOUT ROWID;"
 	"CREATE INDEX split_by_time ON split (win_start);",
+
+	/* v4: throttle commands and their decisions (st_throttle.c). */
+	st_throttle_schema,
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));
