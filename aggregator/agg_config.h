@@ -17,6 +17,23 @@
  *   server_port = 7000                 ; optional port or range on the server side
  *   xen_domain = 3, 4                  ; Xen domains charged to this CE
  *
+ *   [throttle]                         ; throttling (issue 6); absent = off
+ *   cap = c2 db1 30%                   ; CE, server, cap (share of the server's
+ *                                      ; CPU capacity, % or 0..1); repeatable
+ *   overload = on                      ; the EWMA overload rule (default off)
+ *   threshold = 85%                    ; of the smoothed server CPU
+ *   alpha = 0.7                        ; EWMA weight of the newest window
+ *   decrease = 0.5                     ; multiplicative decrease factor
+ *   increase = 2%                      ; additive increase per window
+ *   min_cap = 1%
+ *   release_windows = 3
+ *   lease = 10s                        ; expiry of every command (refreshed
+ *                                      ; while the policy keeps the cap)
+ *   settle = 1s                        ; a window is decided this long after
+ *                                      ; its end
+ *   source = rametr                    ; per-CE usage: rametr (the accounting)
+ *                                      ; or lr (LR estimate from per-CE bytes)
+ *
  * A segment's inbound socket matches a rule when its remote end is in one of
  * the rule's clients (or the rule lists none) and the ports are in range.
  * Rules are tried in file order; the first match wins. CE names are
@@ -51,6 +68,29 @@ struct agg_rule {
 #define AGG_CONFIG_MAX_HELD_DEFAULT 262144
 #define AGG_CONFIG_MAX_HELD_MAX (1u << 26)
 
+struct agg_throttle_cap {
+	char ce[64];
+	char server[64];
+	uint32_t cap_permille;         /* 1..1000 */
+	int line;
+};
+
+struct agg_throttle_cfg {
+	int enabled;                   /* a [throttle] section is present */
+	int overload;
+	uint32_t threshold_permille;   /* default 850 */
+	double alpha;                  /* default 0.7 */
+	double decrease;               /* default 0.5 */
+	uint32_t increase_permille;    /* default 20 */
+	uint32_t min_cap_permille;     /* default 10 */
+	uint32_t release_windows;      /* default 3 */
+	uint64_t lease_ns;             /* default 10 s */
+	uint64_t settle_ns;            /* default 1 s */
+	char source[16];               /* "rametr" (default) or "lr" */
+	struct agg_throttle_cap *caps;
+	size_t ncaps;
+};
+
 struct agg_config {
 	char **listen;
 	size_t nlisten;
@@ -59,7 +99,11 @@ struct agg_config {
 	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;
+	struct agg_throttle_cfg throttle;
 };
+
+/* Index of the rule of CE name; -1 if none. */
+int agg_config_find_ce(const struct agg_config *c, const char *name);
 
 /*
  * Parse configuration text; name is used in messages ("agg.ini:12: ...").
