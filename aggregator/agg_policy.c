@@ -276,6 +276,16 @@ int agg_policy_window(struct agg_policy *p, const char *server, const struct agg
 	return nd > max ? RM_EFULL : RM_OK;
 }
 
+int agg_policy_window_seen(const struct agg_policy *p, const char *server, uint64_t win)
+{
+	size_t i;
+
+	for (i = 0; p && server && i < p->nsrv; i++)
+		if (strcmp(p->srv[i].name, server) == 0)
+			return p->srv[i].seen && win <= p->srv[i].last_win;
+	return 0;
+}
+
 uint32_t agg_policy_cap_of(const struct agg_policy *p, const char *server, const char *ce)
 {
 	size_t i, j;

@@ -116,6 +116,10 @@ void agg_policy_close(struct agg_policy *p);
 int agg_policy_window(struct agg_policy *p, const char *server, const struct agg_policy_obs *o,
 		      struct agg_policy_decision *out, size_t max, size_t *n);
 
+/* 1 if window win of server has been fed already (or an older one came
+ * after a newer one), else 0. */
+int agg_policy_window_seen(const struct agg_policy *p, const char *server, uint64_t win);
+
 /* The CE's effective cap on server now (permille), 0 if none. */
 uint32_t agg_policy_cap_of(const struct agg_policy *p, const char *server, const char *ce);
 
