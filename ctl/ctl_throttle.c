@@ -35,6 +35,7 @@ static const char ctl_thr_help[] =
 	"       share of the server's CPU capacity), its expiry, its state (requested,\n"
 	"       refused, pending, sent, applied, superseded, expired), why, and the figures\n"
 	"       it looked at; refusals with their reason. 'active' = pending, sent or applied.\n"
+	"       -o csv gives times as Unix ns (created_ns, expires_ns).\n"
 	"set    asks the aggregator to cap CE C on server S at SHARE (e.g. 30% or 0.3) of the\n"
 	"       server's CPU for DURATION (default 60s; the collector releases it then by\n"
 	"       itself); waits up to MS ms (default 5000, 0 = do not wait) for the aggregator\n"
@@ -110,12 +111,13 @@ static void ctl_thr_print(FILE *f, enum ctl_fmt fmt, const struct st_throttle *r
 		return;
 	}
 	if (fmt == CTL_FMT_CSV) {
-		fputs("id,created,who,server,ce,resource,cap_permille,expires,state,why,figures,error\n", f);
+		/* for machines: times as Unix ns */
+		fputs("id,created_ns,who,server,ce,resource,cap_permille,expires_ns,state,why,figures,error\n", f);
 		for (i = 0; i < n; i++) {
-			fprintf(f, "%" PRIu64 ",%s,", r[i].id, ctl_time_format(r[i].created_ns, t1, sizeof(t1)));
+			fprintf(f, "%" PRIu64 ",%" PRId64 ",", r[i].id, r[i].created_ns);
 			ctl_thr_csv_str(f, r[i].who);
-			fprintf(f, ",%s,%s,%s,%u,%s,%s,", r[i].server, r[i].ce, r[i].resource, r[i].cap_permille,
-				ctl_time_format(r[i].expires_ns, t2, sizeof(t2)), r[i].state);
+			fprintf(f, ",%s,%s,%s,%u,%" PRId64 ",%s,", r[i].server, r[i].ce, r[i].resource,
+				r[i].cap_permille, r[i].expires_ns, r[i].state);
 			ctl_thr_csv_str(f, r[i].why);
 			fputc(',', f);
 			ctl_thr_csv_str(f, r[i].figures);
