@@ -243,6 +243,7 @@ static void test_end_to_end(void)
 	snprintf(db, sizeof(db), "%s/rametr.db", dir);
 	snprintf(url, sizeof(url), "ipc://%s/agg.ipc", dir);
 	snprintf(spool, sizeof(spool), "%s/spool", dir);
+	fprintf(stderr, "\n  in %s\n", dir);
 	/* the service */
 	srv.lfd = socket(AF_INET, SOCK_STREAM, 0);
 	CU_ASSERT_FATAL(bind(srv.lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
@@ -299,7 +300,7 @@ static void test_end_to_end(void)
 
 	/* cap c2 at 10% of the node for 3 s */
 	{
-		const char *set[] = { "set", "--server", "db1", "--ce", "c2", "--cap", "10%", "--for", "5s", NULL };
+		const char *set[] = { "set", "--server", "db1", "--ce", "c2", "--cap", "10%", "--for", "8s", NULL };
 		const char *unk[] = { "set", "--server", "db9", "--ce", "c2", "--cap", "10%", NULL };
 		const char *dup[] = { "set", "--server", "db1", "--ce", "c2", "--cap", "10%", NULL };
 
@@ -327,7 +328,7 @@ static void test_end_to_end(void)
 		size_t n = 0;
 
 		CU_ASSERT_EQUAL_FATAL(st_open(&h, db, ST_OPEN_READONLY), RM_OK);
-		for (i = 0; i < 30; i++) {
+		for (i = 0; i < 100; i++) {
 			free(rows);
 			rows = NULL;
 			CU_ASSERT_EQUAL(st_throttle_list(h, &q, &rows, &n), RM_OK);
@@ -361,12 +362,13 @@ static void test_end_to_end(void)
 				sscanf(line, "nr_throttled %lu", &thr);
 			fclose(st);
 		}
-		CU_ASSERT(thr > 0);   /* the kernel did hold it back */
+		/* the kernel held it back, or it never reached its quota (a busy machine) */
+		CU_ASSERT(thr > 0 || r0 <= cap_cpu);
 	}
 	/* c3 kept its pace; the machine is shared, so only a gross slowdown fails */
 	CU_ASSERT(q1 >= 0.5 * q1b);
 	/* expiry: the collector releases by itself; the aggregator marks it */
-	for (i = 0; i < 60; i++) {
+	for (i = 0; i < 150; i++) {
 		cgroup_of(atomic_load(&srv.c[0].tid), cg, sizeof(cg));
 		if (strcmp(cg, orig) == 0)
 			break;
@@ -374,15 +376,19 @@ static void test_end_to_end(void)
 	}
 	CU_ASSERT_STRING_EQUAL(cg, orig);
 	CU_ASSERT(strstr(slurp(col_log), "expired") != NULL);
-	usleep(1200000);
-	{
+	/* the aggregator marks it expired at its next tick */
+	for (i = 0; i < 50; i++) {
 		const char *lst[] = { "list", "--ce", "c2", "-o", "csv", NULL };
 
 		snprintf(log, sizeof(log), "%s/ctl-list.log", dir);
+		unlink(log);
 		CU_ASSERT_EQUAL(ctl(log, lst), 0);
-		CU_ASSERT(strstr(slurp(log), ",expired,") != NULL);
-		CU_ASSERT(strstr(slurp(log), ",refused,") != NULL);
+		if (strstr(slurp(log), ",expired,"))
+			break;
+		usleep(100000);
 	}
+	CU_ASSERT(strstr(slurp(log), ",expired,") != NULL);
+	CU_ASSERT(strstr(slurp(log), ",refused,") != NULL);
 	cli_stop(&c2);
 	cli_stop(&c3);
 	kill(col, SIGTERM);
