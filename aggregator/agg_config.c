@@ -283,6 +283,11 @@ static int agg_kv_throttle(struct agg_parse *p, char *key, char *val)
 			t->overload = 0;
 		else
 			agg_perr(p, "invalid overload '%s' (on or off)%s", val, NULL);
+	} else if (strcmp(key, "min_share") == 0) {
+		if (agg_parse_permille(val, &u))
+			agg_perr(p, "invalid min_share '%s' (a share such as 5%% or 0.05)%s", val, NULL);
+		else
+			t->min_share_permille = u;
 	} else if (strcmp(key, "threshold") == 0 || strcmp(key, "increase") == 0 ||
 		   strcmp(key, "min_cap") == 0) {
 		if (agg_parse_permille(val, &u) || u == 0)
@@ -441,6 +446,7 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 	p.c->throttle.increase_permille = 20;
 	p.c->throttle.min_cap_permille = 10;
 	p.c->throttle.release_windows = 3;
+	p.c->throttle.min_share_permille = 50;
 	p.c->throttle.lease_ns = 10000000000ull;
 	p.c->throttle.settle_ns = 1000000000ull;
 	snprintf(p.c->throttle.source, sizeof(p.c->throttle.source), "rametr");

@@ -26,6 +26,8 @@
  *   decrease = 0.5                     ; multiplicative decrease factor
  *   increase = 2%                      ; additive increase per window
  *   min_cap = 1%
+ *   min_share = 5%                     ; overload: the top consumer must hold at
+ *                                      ; least this share to be throttled
  *   release_windows = 3
  *   lease = 10s                        ; expiry of every command (refreshed
  *                                      ; while the policy keeps the cap)
@@ -84,6 +86,7 @@ struct agg_throttle_cfg {
 	uint32_t increase_permille;    /* default 20 */
 	uint32_t min_cap_permille;     /* default 10 */
 	uint32_t release_windows;      /* default 3 */
+	uint32_t min_share_permille;   /* default 50 */
 	uint64_t lease_ns;             /* default 10 s */
 	uint64_t settle_ns;            /* default 1 s */
 	char source[16];               /* "rametr" (default) or "lr" */

@@ -135,6 +135,7 @@ static void test_malformed(void)
 		{ "[throttle]\nlease = 2h\n", "invalid lease '2h'" },
 		{ "[throttle]\nsource = kalman\n", "invalid source 'kalman' (rametr or lr)" },
 		{ "[throttle]\nspeed = 3\n", "unknown key 'speed' in [throttle]" },
+		{ "[throttle]\nmin_share = 2\n", "invalid min_share '2'" },
 	};
 	char buf[2048];
 	size_t i;
@@ -186,7 +187,7 @@ static void test_throttle(void)
 				   "[throttle]\ncap = c2 db1 30%\ncap = c3 db1 0.125\noverload = on\n"
 				   "threshold = 90%\nalpha = 0.5\ndecrease = 0.7\nincrease = 2.5%\n"
 				   "min_cap = 1%\nrelease_windows = 5\nlease = 4s\nsettle = 500ms\n"
-				   "source = lr\n";
+				   "source = lr\nmin_share = 10%\n";
 	struct agg_config *c = NULL;
 
 	CU_ASSERT_EQUAL_FATAL(agg_config_parse("[ce a]\n", 7, "d.ini", &c), RM_OK);
@@ -196,6 +197,7 @@ static void test_throttle(void)
 	CU_ASSERT_DOUBLE_EQUAL(c->throttle.decrease, 0.5, 1e-12);
 	CU_ASSERT_EQUAL(c->throttle.lease_ns, 10000000000ull);
 	CU_ASSERT_STRING_EQUAL(c->throttle.source, "rametr");
+	CU_ASSERT_EQUAL(c->throttle.min_share_permille, 50);
 	CU_ASSERT_EQUAL(agg_config_find_ce(c, "a"), 0);
 	CU_ASSERT_EQUAL(agg_config_find_ce(c, "b"), -1);
 	agg_config_free(c);
@@ -216,6 +218,7 @@ static void test_throttle(void)
 	CU_ASSERT_EQUAL(c->throttle.lease_ns, 4000000000ull);
 	CU_ASSERT_EQUAL(c->throttle.settle_ns, 500000000ull);
 	CU_ASSERT_STRING_EQUAL(c->throttle.source, "lr");
+	CU_ASSERT_EQUAL(c->throttle.min_share_permille, 100);
 	agg_config_free(c);
 }
 

@@ -46,6 +46,7 @@ void agg_policy_cfg_default(struct agg_policy_cfg *cfg)
 	cfg->ai_permille = AGG_POLICY_AI_DEFAULT;
 	cfg->min_cap_permille = AGG_POLICY_MIN_CAP_DEFAULT;
 	cfg->release_windows = AGG_POLICY_RELEASE_WINDOWS_DEFAULT;
+	cfg->min_share_permille = AGG_POLICY_MIN_SHARE_DEFAULT;
 }
 
 int agg_policy_open(struct agg_policy **out, const struct agg_policy_cfg *cfg)
@@ -59,7 +60,7 @@ int agg_policy_open(struct agg_policy **out, const struct agg_policy_cfg *cfg)
 	if (cfg->threshold_permille < 1 || cfg->threshold_permille > 1000 || !(cfg->alpha > 0) ||
 	    cfg->alpha > 1 || !(cfg->md > 0) || !(cfg->md < 1) || cfg->ai_permille < 1 ||
 	    cfg->ai_permille > 1000 || cfg->min_cap_permille < 1 || cfg->min_cap_permille > 1000 ||
-	    cfg->release_windows < 1 || (cfg->ncaps && !cfg->caps))
+	    cfg->release_windows < 1 || cfg->min_share_permille > 1000 || (cfg->ncaps && !cfg->caps))
 		return RM_EINVAL;
 	for (i = 0; i < cfg->ncaps; i++)
 		if (!cfg->caps[i].ce[0] || !cfg->caps[i].server[0] || cfg->caps[i].cap_permille < 1 ||
@@ -202,7 +203,8 @@ int agg_policy_window(struct agg_policy *p, const char *server, const struct agg
 		for (i = 0; i < s->nce; i++)
 			if (share[i] > 0 && (top < 0 || share[i] > share[top]))
 				top = (int)i;
-		if (s->smooth > p->cfg.threshold_permille && top >= 0) {
+		if (s->smooth > p->cfg.threshold_permille && top >= 0 &&
+		    share[top] >= p->cfg.min_share_permille) {
 			struct agg_pol_ce *c = &s->ce[top];
 			double was = c->ocap;
 

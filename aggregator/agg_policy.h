@@ -15,7 +15,8 @@
  *             (it no longer presses against it).
  *   overload  the server's utilisation u = busy / capacity is smoothed,
  *             s = alpha u + (1 - alpha) s' (the first window: s = u). While
- *             s > threshold, the top consumer (largest share) is capped at
+ *             s > threshold, the top consumer (largest share, if it holds at
+ *             least min_share: overload no CE explains is left alone) is capped at
  *             md x its share (multiplicative decrease; again at md x its
  *             effective cap each further window that s stays above while that
  *             cap binds, i.e. its share >= 90% of it), never below min_cap. While
@@ -43,6 +44,7 @@
 #define AGG_POLICY_AI_DEFAULT 20
 #define AGG_POLICY_MIN_CAP_DEFAULT 10
 #define AGG_POLICY_RELEASE_WINDOWS_DEFAULT 3
+#define AGG_POLICY_MIN_SHARE_DEFAULT 50
 
 struct agg_policy_cap {
 	char ce[AGG_POLICY_NAME_MAX + 1];
@@ -60,6 +62,7 @@ struct agg_policy_cfg {
 	uint32_t ai_permille;             /* 1..1000 */
 	uint32_t min_cap_permille;        /* 1..1000 */
 	unsigned release_windows;         /* >= 1 */
+	uint32_t min_share_permille;      /* 0..1000: smallest top consumer throttled */
 };
 
 /* Fills cfg with the defaults above: no caps, overload rule off. */

@@ -144,6 +144,27 @@ static void test_overload_rule(void)
 	agg_policy_close(p);
 }
 
+/* Overload that no CE explains (other work on the host) throttles nobody. */
+static void test_overload_min_share(void)
+{
+	struct agg_policy_cfg cfg;
+	struct agg_policy *p;
+	struct agg_policy_decision d[4];
+	static const struct row r1 = { 1000, 10, 40, 20 }, r2 = { 1000, 10, 60, 20 };
+	size_t n;
+
+	agg_policy_cfg_default(&cfg);
+	cfg.overload = 1;
+	CU_ASSERT_EQUAL(cfg.min_share_permille, 50);
+	CU_ASSERT_EQUAL_FATAL(agg_policy_open(&p, &cfg), RM_OK);
+	CU_ASSERT_EQUAL(feed(p, "s", 1, &r1, d, 4, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 0);   /* top consumer c2 at 4.0% < 5% */
+	CU_ASSERT_EQUAL(feed(p, "s", 2, &r2, d, 4, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT_EQUAL(d[0].cap_permille, 30);
+	agg_policy_close(p);
+}
+
 /* Still overloaded while the cap binds: decrease again; floor at min_cap. */
 static void test_overload_again_and_floor(void)
 {
@@ -165,6 +186,7 @@ static void test_overload_again_and_floor(void)
 
 	agg_policy_cfg_default(&cfg);
 	cfg.overload = 1;
+	cfg.min_share_permille = 0;   /* follow it down to the floor */
 	CU_ASSERT_EQUAL_FATAL(agg_policy_open(&p, &cfg), RM_OK);
 	for (i = 0; i < 8; i++) {
 		CU_ASSERT_EQUAL(feed(p, "s", i + 1, &rows[i], d, 4, &n), RM_OK);
@@ -246,6 +268,7 @@ static CU_TestInfo cases[] = {
 	{ "a configured cap throttles above it and releases once not pressed", test_cap_rule },
 	{ "overload: EWMA, top consumer, multiplicative decrease, additive increase", test_overload_rule },
 	{ "overload: decrease again while the cap binds, floor at min_cap", test_overload_again_and_floor },
+	{ "overload: a top consumer below min_share is left alone", test_overload_min_share },
 	{ "both rules on one CE take the lower cap; too many decisions", test_both_rules },
 	{ "bad configurations and windows are refused", test_refused },
 	CU_TEST_INFO_NULL,

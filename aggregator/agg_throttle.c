@@ -542,6 +542,7 @@ int agg_throttle_open(struct agg_throttle **out, const struct agg_config *cfg, s
 	pc.ai_permille = tc->increase_permille;
 	pc.min_cap_permille = tc->min_cap_permille;
 	pc.release_windows = tc->release_windows;
+	pc.min_share_permille = tc->min_share_permille;
 	if (tc->ncaps && !(caps = calloc(tc->ncaps, sizeof(*caps)))) {
 		free(t);
 		return RM_ENOMEM;
