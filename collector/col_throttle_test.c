@@ -351,7 +351,7 @@ static void test_cap_and_expiry(void)
 	CU_ASSERT(st.attached == 1 && st.active == 1);
 	/* the other CE is not slowed (the machine is shared: only a gross
 	 * slowdown fails) */
-	CU_ASSERT(qb1 / 1.5 >= 0.5 * (double)qb0);
+	CU_ASSERT(qb1 / 1.5 >= 0.5 * (double)qb0 || rb1 >= 0.8 * ra1);
 
 	/* expiry releases it without any further command */
 	while (real_ns() < expires + 200000000ll)
