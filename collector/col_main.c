@@ -208,7 +208,7 @@ static void col_enforcer_close(struct col_enforcer *e)
 	e->cg = NULL;
 }
 
-static void col_on_command(void *arg, const Rametr__ThrottleCommand *c)
+static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 {
 	struct col_enforcer *e = arg;
 	struct col_throttle_match m[COL_THROTTLE_MAX_MATCHES];
@@ -220,16 +220,16 @@ static void col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 	if (c->server[0] && strcmp(c->server, e->node) != 0) {
 		rm_log_error("refused throttle command %" PRIu64 ": for server '%s', this is '%s'", c->id,
 			     c->server, e->node);
-		return;
+		return RM_EINVAL;
 	}
 	if (!e->cg) {
 		rm_log_warn("throttle command %" PRIu64 " for CE '%s' ignored: throttling is off "
 			    "(--throttle)", c->id, c->ce);
-		return;
+		return RM_ENOTSUP;
 	}
 	if (c->n_match > COL_THROTTLE_MAX_MATCHES) {
 		rm_log_error("refused throttle command %" PRIu64 ": %zu matches", c->id, c->n_match);
-		return;
+		return RM_EINVAL;
 	}
 	memset(&cmd, 0, sizeof(cmd));
 	memset(m, 0, sizeof(m));
@@ -253,6 +253,7 @@ static void col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 	rv = col_throttle_apply(e->cg, &cmd, err, sizeof(err));
 	if (rv != RM_OK)
 		rm_log_error("refused throttle command %" PRIu64 " for CE '%s': %s", c->id, c->ce, err);
+	return rv;
 }
 
 static void col_usage(FILE *f)
