@@ -64,6 +64,8 @@ struct col_throttle_cmd {
 	int64_t expires_unix_ns;
 	const struct col_throttle_match *match;
 	size_t nmatch;                  /* 1..COL_THROTTLE_MAX_MATCHES unless cap 0 */
+	uint64_t rx_rate_bps;           /* admission (col_tc.h): inbound payload bytes/s
+	                                   that keep the CE at its cap; 0 = unknown */
 };
 
 /*
