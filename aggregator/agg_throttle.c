@@ -20,6 +20,7 @@
 
 #define AGG_THR_MAX_USE AGG_POLICY_MAX_CES
 #define AGG_THR_MAX_DEC 64
+#define AGG_THR_RATE_NS 10000000000ll  /* bytes per CPU ns over the last 10 s */
 
 struct agg_thr_built {
 	Rametr__ThrottleCommand c;
@@ -398,6 +399,34 @@ int agg_throttle_tick(struct agg_throttle *t, int64_t now)
 	return agg_thr_renew_expire(t, now);
 }
 
+/*
+ * For admission throttling: the CE's inbound payload bytes per second at
+ * which it would use its cap, from its bytes per CPU ns on this server over
+ * the last AGG_THR_RATE_WINDOWS_NS; 0 if unknown (no CPU or bytes seen).
+ */
+static uint64_t agg_thr_rx_rate(struct agg_throttle *t, const struct st_throttle *c)
+{
+	struct st_query q = { c->created_ns - AGG_THR_RATE_NS, c->created_ns, c->server, c->ce, ST_R_CPU, 0 };
+	struct st_row *rows = NULL;
+	struct st_node_rec node;
+	double cpu = 0, rx = 0;
+	size_t n;
+
+	if (st_node_get(t->db, c->server, &node) != RM_OK || node.ncpu == 0)
+		return 0;
+	if (st_query_usage(t->db, &q, &rows, &n) == RM_OK && n)
+		cpu = (double)rows[0].value;
+	st_rows_free(rows);
+	rows = NULL;
+	q.resource = ST_R_NET_RX;
+	if (st_query_usage(t->db, &q, &rows, &n) == RM_OK && n)
+		rx = (double)rows[0].value;
+	st_rows_free(rows);
+	if (cpu <= 0 || rx <= 0)
+		return 0;
+	return (uint64_t)(c->cap_permille / 1000.0 * node.ncpu * 1e9 * rx / cpu);
+}
+
 static void agg_thr_build(struct agg_throttle *t, struct agg_thr_built *b)
 {
 	int ri = agg_config_find_ce(t->cfg, b->row.ce);
@@ -439,6 +468,7 @@ static void agg_thr_build(struct agg_throttle *t, struct agg_thr_built *b)
 	}
 	b->c.n_match = k;
 	b->c.match = k ? b->pm : NULL;
+	b->c.rx_rate_bps = b->row.cap_permille ? agg_thr_rx_rate(t, &b->row) : 0;
 }
 
 int agg_throttle_commands_for(struct agg_throttle *t, const char *node, int64_t now,

@@ -21,8 +21,10 @@
  *      left while the policy keeps the cap (a new id and expiry);
  *   4. marks active commands whose expiry passed as "expired".
  * commands_for() hands a node's pending and sent commands to the transport,
- * each with the matches of its CE's rule (client CIDRs and ports), and marks
- * them sent; acked() marks the ids a collector acknowledged as applied.
+ * each with the matches of its CE's rule (client CIDRs and ports) and, for
+ * admission throttling, the inbound byte rate that keeps the CE at its cap
+ * (cap x the server's CPU capacity x the CE's bytes per CPU ns over the
+ * last 10 s before the command), and marks them sent; acked() marks the ids a collector acknowledged as applied.
  *
  * Usage sources: "rametr" reads per-CE CPU of the window from storage (the
  * accounting); "lr" estimates it with LR (agg_est.h, seed 000 eq. 2) from

@@ -122,6 +122,10 @@ static void test_policy_to_commands(void)
 	CU_ASSERT_EQUAL(cmds[0]->match[0]->sport_hi, 65535);
 	CU_ASSERT_EQUAL(cmds[0]->match[1]->family, 10);
 	CU_ASSERT_EQUAL(cmds[0]->match[1]->prefix, 8);
+	/* c2 in windows 0-1: (200 + 400) permille of 2 s = 1.2e9 ns of CPU for
+	 * (3000 + 20000) + (3000 + 40000) = 66000 bytes; at 300 permille of 2
+	 * CPUs (0.6e9 ns/s): 33000 B/s */
+	CU_ASSERT_EQUAL(cmds[0]->rx_rate_bps, 33000);
 	{
 		struct st_throttle g;
 

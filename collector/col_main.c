@@ -21,6 +21,7 @@
 #include "col_bpf.h"
 #include "col_replay.h"
 #include "col_sender.h"
+#include "col_tc.h"
 #include "col_throttle.h"
 #include "rm_err.h"
 #ifdef RM_HAVE_XEN_BACKEND
@@ -174,6 +175,7 @@ struct col_opts {
 struct col_enforcer {
 	const char *node;
 	struct col_throttle *cg;   /* --throttle cgroup */
+	struct col_tc *tc;         /* --throttle tc:IFACE[:egress] */
 };
 
 static uint32_t col_netns_ino(const char *netns)
@@ -198,14 +200,35 @@ static int col_enforcer_open(struct col_enforcer *e, const struct col_opts *o)
 			rm_log_error("failed to set up cgroup throttling: %s", rm_strerror(rv));
 		return rv;
 	}
-	rm_log_error("invalid --throttle '%s' (off, cgroup)", o->throttle);
+	if (strncmp(o->throttle, "tc:", 3) == 0 && o->throttle[3]) {
+		char ifname[64];
+		struct col_tc_cfg cfg = { ifname, 0 };
+		const char *colon;
+
+		snprintf(ifname, sizeof(ifname), "%s", o->throttle + 3);
+		if ((colon = strchr(o->throttle + 3, ':'))) {
+			ifname[colon - (o->throttle + 3)] = '\0';
+			if (strcmp(colon + 1, "egress") != 0 && strcmp(colon + 1, "ingress") != 0) {
+				rm_log_error("invalid --throttle '%s' (tc:IFACE[:ingress|:egress])", o->throttle);
+				return RM_EINVAL;
+			}
+			cfg.egress = strcmp(colon + 1, "egress") == 0;
+		}
+		if ((rv = col_tc_open(&e->tc, &cfg)) != 0)
+			rm_log_error("failed to set up admission throttling on '%s': %s", ifname,
+				     rm_strerror(rv));
+		return rv;
+	}
+	rm_log_error("invalid --throttle '%s' (off, cgroup, tc:IFACE[:egress])", o->throttle);
 	return RM_EINVAL;
 }
 
 static void col_enforcer_close(struct col_enforcer *e)
 {
 	col_throttle_close(e->cg);
+	col_tc_close(e->tc);
 	e->cg = NULL;
+	e->tc = NULL;
 }
 
 static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
@@ -222,7 +245,7 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 			     c->server, e->node);
 		return RM_EINVAL;
 	}
-	if (!e->cg) {
+	if (!e->cg && !e->tc) {
 		rm_log_warn("throttle command %" PRIu64 " for CE '%s' ignored: throttling is off "
 			    "(--throttle)", c->id, c->ce);
 		return RM_ENOTSUP;
@@ -250,7 +273,8 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 	cmd.expires_unix_ns = c->expires_unix_ns;
 	cmd.match = m;
 	cmd.nmatch = c->n_match;
-	rv = col_throttle_apply(e->cg, &cmd, err, sizeof(err));
+	cmd.rx_rate_bps = c->rx_rate_bps;
+	rv = e->cg ? col_throttle_apply(e->cg, &cmd, err, sizeof(err)) : col_tc_apply(e->tc, &cmd, err, sizeof(err));
 	if (rv != RM_OK)
 		rm_log_error("refused throttle command %" PRIu64 " for CE '%s': %s", c->id, c->ce, err);
 	return rv;
@@ -280,7 +304,10 @@ static void col_usage(FILE *f)
 		"  --batch-parts N    send a batch at most N parts long (default 4096)\n"
 		"  --duration D       stop after D (default: run until SIGINT/SIGTERM)\n"
 		"  --throttle MODE    enforce the aggregator's throttle commands: off (default),\n"
-		"                     cgroup (per-thread CPU quota, thread-per-request servers)\n"
+		"                     cgroup (per-thread CPU quota, thread-per-request servers),\n"
+		"                     tc:IFACE[:egress] (admission: the CE's inbound bytes policed at\n"
+		"                     IFACE's ingress, or egress, e.g. a namespace's root-side veth;\n"
+		"                     event-loop servers)\n"
 		"  -v, --verbose\n");
 }
 
