@@ -15,6 +15,11 @@
 #           per-CE CPU estimated by LR from per-CE inbound bytes (seed 000 eq. 2)
 #   rametr  the same rule on Rametr's own per-CE accounting
 # with the collector enforcing the caps per thread (--throttle cgroup).
+# --server eventloop runs tb-server --event-loop (one thread serves every
+# connection) instead, c2's stages at 80 req/s, and the collector enforces
+# by admission throttling (--throttle tc:rmv-fe:egress, the root-side veth
+# of host fe): one thread is at most half of the 2-CPU capacity, so use a
+# threshold below 50% there (e.g. --threshold 40).
 # The threshold can be lowered with --threshold when other load on the
 # machine keeps the server from reaching 85% (it is printed).
 #
@@ -27,11 +32,11 @@
 # Writes DIR/fig8.svg: c3's p95 latency per second for the three modes.
 #
 # Usage: scripts/fig8.sh [--duration S] [--out DIR] [--modes "off lr rametr"]
-#          [--build DIR] [--threshold PCT]
+#          [--build DIR] [--threshold PCT] [--server thread|eventloop]
 # Needs root (cgroups, BPF). Exit 0 if it ran; the figures are to be read.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-duration=60 out=/tmp/rametr-fig8 modes="off lr rametr" build="" threshold=85
+duration=60 out=/tmp/rametr-fig8 modes="off lr rametr" build="" threshold=85 server=thread
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration=$2; shift 2 ;;
@@ -39,10 +44,16 @@ while [ $# -gt 0 ]; do
 	--modes) modes=$2; shift 2 ;;
 	--build) build=$2; shift 2 ;;
 	--threshold) threshold=$2; shift 2 ;;
-	-h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+	--server) server=$2; shift 2 ;;
+	-h|--help) sed -n '2,38p' "$0"; exit 0 ;;
 	*) echo "fig8: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
+case "$server" in
+thread) srv_args=() enforce=cgroup c2rate=250 ;;
+eventloop) srv_args=(--event-loop) enforce=tc:rmv-fe:egress c2rate=80 ;;
+*) echo "fig8: bad --server '$server' (thread or eventloop)" >&2; exit 2 ;;
+esac
 case "$duration" in ''|*[!0-9]*) echo "fig8: bad --duration '$duration'" >&2; exit 2 ;; esac
 [ "$duration" -ge 20 ] || { echo "fig8: --duration must be at least 20 s" >&2; exit 2; }
 if [ "$(id -u)" -ne 0 ]; then
@@ -111,9 +122,9 @@ run_mode() {
 	"$AGG" --config "$d/agg.ini" --db "$d/rametr.db" > "$d/agg.log" 2>&1 &
 	agg=$!; pids+=("$agg")
 	"$COL" --aggregator "ipc://$d/agg.ipc" --node db1 --spool "$d/spool" --netns rm-fe \
-		--throttle "$([ "$mode" = off ] && echo off || echo cgroup)" > "$d/col.log" 2>&1 &
+		--throttle "$([ "$mode" = off ] && echo off || echo "$enforce")" > "$d/col.log" 2>&1 &
 	col=$!; pids+=("$col")
-	$NETNS exec fe "$SRV" --listen "$fe:$port" --truth "$d/truth.csv" > "$d/srv.log" 2>&1 &
+	$NETNS exec fe "$SRV" --listen "$fe:$port" --truth "$d/truth.csv" "${srv_args[@]}" > "$d/srv.log" 2>&1 &
 	srv=$!; pids+=("$srv")
 	sleep 1.5
 	start=$(date +%s%N)
@@ -127,7 +138,7 @@ run_mode() {
 	for k in 0 1 2 3; do
 		(
 			sleep $((k * duration / 5))
-			exec $NETNS exec c2 "$LOAD" --server "$fe:$port" --bind "$($NETNS addr c2)" --ce c2 --rate 250 \
+			exec $NETNS exec c2 "$LOAD" --server "$fe:$port" --bind "$($NETNS addr c2)" --ce c2 --rate "$c2rate" \
 				--cpu-us 3000:3000 --duration $((duration - k * duration / 5)) --conns 32 \
 				--seed $((k + 7)) --out "$d/c2-$k.csv" > "$d/c2-$k.out" 2>&1
 		) &
@@ -193,7 +204,7 @@ svg() {
 	{
 		echo '<svg xmlns="http://www.w3.org/2000/svg" width="760" height="420" font-family="sans-serif" font-size="12">'
 		echo '<rect width="760" height="420" fill="white"/>'
-		echo "<text x=\"380\" y=\"20\" text-anchor=\"middle\">c3 p95 latency per second (tb-server, c2 ramping; seed 000 Fig. 8)</text>"
+		echo "<text x=\"380\" y=\"20\" text-anchor=\"middle\">c3 p95 latency per second (tb-server, $server, c2 ramping; seed 000 Fig. 8)</text>"
 		awk -v D="$duration" 'BEGIN {
 			x0 = 60; y0 = 370; w = 660; h = 320; ymax = 1500
 			printf "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", x0, y0, x0 + w, y0
@@ -224,7 +235,7 @@ for m in $modes; do
 	echo "fig8: running mode $m for $duration s ..." >&2
 	run_mode "$m"
 done
-echo "fig8: server tb-server (thread per connection) on host fe, ${duration} s per mode, overload threshold ${threshold}%"
+echo "fig8: server tb-server ($([ "$server" = thread ] && echo "thread per connection, enforcement cgroup" || echo "event loop, enforcement tc admission")) on host fe, ${duration} s per mode, overload threshold ${threshold}%"
 for m in $modes; do
 	analyse "$m"
 done
