@@ -22,7 +22,7 @@ struct agg_parse {
 	int line;
 	int errors;
 	struct agg_config *c;
-	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_UNKNOWN } sec;
+	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_THROTTLE, SEC_UNKNOWN } sec;
 };
 
 static void agg_perr(struct agg_parse *p, const char *fmt, const char *a, const char *b)
@@ -181,6 +181,11 @@ static int agg_section(struct agg_parse *p, char *hdr)
 		p->sec = SEC_AGG;
 		return RM_OK;
 	}
+	if (strcmp(hdr, "throttle") == 0) {
+		p->sec = SEC_THROTTLE;
+		p->c->throttle.enabled = 1;
+		return RM_OK;
+	}
 	if (strncmp(hdr, "ce", 2) == 0 && isspace((unsigned char)hdr[2])) {
 		name = agg_trim(hdr + 3);
 		if (name[0] == '"') {
@@ -324,6 +329,128 @@ static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *
 	}
 }
 
+/* "30%", "2.5%" or a fraction "0.3" -> permille (0..1000); 0 or -1. */
+static int agg_parse_permille(const char *s, uint32_t *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !(v >= 0))
+		return -1;
+	if (*end == '%' && end[1] == '\0')
+		v *= 10.0;
+	else if (*end == '\0' && v <= 1.0)
+		v *= 1000.0;
+	else
+		return -1;
+	if (v > 1000.0)
+		return -1;
+	*out = (uint32_t)(v + 0.5);
+	return 0;
+}
+
+static int agg_parse_fraction(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > lo) || !(v <= hi))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int agg_kv_throttle(struct agg_parse *p, char *key, char *val)
+{
+	struct agg_throttle_cfg *t = &p->c->throttle;
+	uint32_t u;
+	uint64_t ns;
+
+	if (strcmp(key, "cap") == 0) {
+		struct agg_throttle_cap c;
+		char *save = NULL, *ce, *srv, *cap, *extra;
+
+		memset(&c, 0, sizeof(c));
+		ce = strtok_r(val, " \t", &save);
+		srv = ce ? strtok_r(NULL, " \t", &save) : NULL;
+		cap = srv ? strtok_r(NULL, " \t", &save) : NULL;
+		extra = cap ? strtok_r(NULL, " \t", &save) : NULL;
+		if (!cap || extra || !agg_valid_ce(ce) || strlen(srv) > 63 ||
+		    agg_parse_permille(cap, &c.cap_permille) || c.cap_permille == 0) {
+			agg_perr(p, "invalid cap '%s' (expected 'CE SERVER SHARE', e.g. 'c2 db1 30%%')%s",
+				 ce ? ce : "", NULL);
+			return RM_OK;
+		}
+		snprintf(c.ce, sizeof(c.ce), "%s", ce);
+		snprintf(c.server, sizeof(c.server), "%s", srv);
+		c.line = p->line;
+		return agg_push((void **)&t->caps, &t->ncaps, sizeof(c), &c);
+	}
+	if (strcmp(key, "overload") == 0) {
+		if (strcmp(val, "on") == 0 || strcmp(val, "yes") == 0 || strcmp(val, "true") == 0)
+			t->overload = 1;
+		else if (strcmp(val, "off") == 0 || strcmp(val, "no") == 0 || strcmp(val, "false") == 0)
+			t->overload = 0;
+		else
+			agg_perr(p, "invalid overload '%s' (on or off)%s", val, NULL);
+	} else if (strcmp(key, "min_share") == 0) {
+		if (agg_parse_permille(val, &u))
+			agg_perr(p, "invalid min_share '%s' (a share such as 5%% or 0.05)%s", val, NULL);
+		else
+			t->min_share_permille = u;
+	} else if (strcmp(key, "threshold") == 0 || strcmp(key, "increase") == 0 ||
+		   strcmp(key, "min_cap") == 0) {
+		if (agg_parse_permille(val, &u) || u == 0)
+			agg_perr(p, "invalid %s '%s' (a share such as 85%% or 0.85)", key, val);
+		else if (key[0] == 't')
+			t->threshold_permille = u;
+		else if (key[0] == 'i')
+			t->increase_permille = u;
+		else
+			t->min_cap_permille = u;
+	} else if (strcmp(key, "alpha") == 0) {
+		if (agg_parse_fraction(val, 0.0, 1.0, &t->alpha))
+			agg_perr(p, "invalid alpha '%s' (0 < alpha <= 1)%s", val, NULL);
+	} else if (strcmp(key, "decrease") == 0) {
+		if (agg_parse_fraction(val, 0.0, 0.999, &t->decrease))
+			agg_perr(p, "invalid decrease '%s' (0 < factor < 1)%s", val, NULL);
+	} else if (strcmp(key, "release_windows") == 0) {
+		if (agg_parse_u32(val, 1000, &u) || u == 0)
+			agg_perr(p, "invalid release_windows '%s' (1 to 1000)%s", val, NULL);
+		else
+			t->release_windows = u;
+	} else if (strcmp(key, "lease") == 0 || strcmp(key, "settle") == 0) {
+		if (agg_parse_duration(val, &ns) || ns < 1000000ull || ns > 3600000000000ull)
+			agg_perr(p, "invalid %s '%s' (a duration from 1ms to 1h)", key, val);
+		else if (key[0] == 'l')
+			t->lease_ns = ns;
+		else
+			t->settle_ns = ns;
+	} else if (strcmp(key, "source") == 0) {
+		if (strcmp(val, "rametr") != 0 && strcmp(val, "lr") != 0)
+			agg_perr(p, "invalid source '%s' (rametr or lr)%s", val, NULL);
+		else
+			snprintf(t->source, sizeof(t->source), "%s", val);
+	} else {
+		agg_perr(p, "unknown key '%s' in [throttle]%s", key, NULL);
+	}
+	return RM_OK;
+}
+
+int agg_config_find_ce(const struct agg_config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; c && name && i < c->nrules; i++)
+		if (strcmp(c->rules[i].ce, name) == 0)
+			return (int)i;
+	return -1;
+}
+
 static int agg_kv(struct agg_parse *p, char *key, char *val)
 {
 	struct agg_rule *r = p->c->nrules ? &p->c->rules[p->c->nrules - 1] : NULL;
@@ -378,6 +505,8 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 		agg_kv_est(p, &p->c->est[p->c->nest - 1], key, val);
 		return RM_OK;
 	}
+	if (p->sec == SEC_THROTTLE)
+		return agg_kv_throttle(p, key, val);
 	/* SEC_CE */
 	if (strcmp(key, "client") == 0) {
 		struct agg_cidr c;
@@ -429,6 +558,16 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 		return RM_ENOMEM;
 	p.c->horizon_ns = AGG_CONFIG_HORIZON_DEFAULT_NS;
 	p.c->max_held = AGG_CONFIG_MAX_HELD_DEFAULT;
+	p.c->throttle.threshold_permille = 850;
+	p.c->throttle.alpha = 0.7;
+	p.c->throttle.decrease = 0.5;
+	p.c->throttle.increase_permille = 20;
+	p.c->throttle.min_cap_permille = 10;
+	p.c->throttle.release_windows = 3;
+	p.c->throttle.min_share_permille = 50;
+	p.c->throttle.lease_ns = 10000000000ull;
+	p.c->throttle.settle_ns = 1000000000ull;
+	snprintf(p.c->throttle.source, sizeof(p.c->throttle.source), "rametr");
 	while (pos < len && rv == RM_OK) {
 		size_t e = pos, n;
 		char *s, *eq;
@@ -492,6 +631,17 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 		for (j = 0; j < i; j++)
 			if (strcmp(p.c->est[i].server, p.c->est[j].server) == 0)
 				agg_perr(&p, "duplicate section [estimate %s]%s", p.c->est[i].server, NULL);
+	}
+	for (i = 0; rv == RM_OK && i < p.c->throttle.ncaps; i++) {
+		const struct agg_throttle_cap *c = &p.c->throttle.caps[i];
+
+		p.line = c->line;
+		if (agg_config_find_ce(p.c, c->ce) < 0)
+			agg_perr(&p, "cap for unknown CE '%s' (no [ce %s] section)", c->ce, c->ce);
+		for (j = 0; j < i; j++)
+			if (strcmp(p.c->throttle.caps[j].ce, c->ce) == 0 &&
+			    strcmp(p.c->throttle.caps[j].server, c->server) == 0)
+				agg_perr(&p, "duplicate cap for CE '%s' on server '%s'", c->ce, c->server);
 	}
 	if (rv == RM_OK && p.errors)
 		rv = RM_ECONFIG;
@@ -563,6 +713,7 @@ void agg_config_free(struct agg_config *c)
 	}
 	free(c->rules);
 	free(c->est);
+	free(c->throttle.caps);
 	free(c);
 }
 

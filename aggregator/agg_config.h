@@ -31,6 +31,24 @@
  *                                      ; other nodes to these addresses, not from
  *                                      ; its own parts (for a server without a
  *                                      ; collector; see agg_est_run.h)
+ *   [throttle]                         ; throttling (issue 6); absent = off
+ *   cap = c2 db1 30%                   ; CE, server, cap (share of the server's
+ *                                      ; CPU capacity, % or 0..1); repeatable
+ *   overload = on                      ; the EWMA overload rule (default off)
+ *   threshold = 85%                    ; of the smoothed server CPU
+ *   alpha = 0.7                        ; EWMA weight of the newest window
+ *   decrease = 0.5                     ; multiplicative decrease factor
+ *   increase = 2%                      ; additive increase per window
+ *   min_cap = 1%
+ *   min_share = 5%                     ; overload: the top consumer must hold at
+ *                                      ; least this share to be throttled
+ *   release_windows = 3
+ *   lease = 10s                        ; expiry of every command (refreshed
+ *                                      ; while the policy keeps the cap)
+ *   settle = 1s                        ; a window is decided this long after
+ *                                      ; its end
+ *   source = rametr                    ; per-CE usage: rametr (the accounting)
+ *                                      ; or lr (LR estimate from per-CE bytes)
  *
  * A segment's inbound socket matches a rule when its remote end is in one of
  * the rule's clients (or the rule lists none) and the ports are in range.
@@ -92,6 +110,30 @@ struct agg_est_conf {
 	int line;
 };
 
+struct agg_throttle_cap {
+	char ce[64];
+	char server[64];
+	uint32_t cap_permille;         /* 1..1000 */
+	int line;
+};
+
+struct agg_throttle_cfg {
+	int enabled;                   /* a [throttle] section is present */
+	int overload;
+	uint32_t threshold_permille;   /* default 850 */
+	double alpha;                  /* default 0.7 */
+	double decrease;               /* default 0.5 */
+	uint32_t increase_permille;    /* default 20 */
+	uint32_t min_cap_permille;     /* default 10 */
+	uint32_t release_windows;      /* default 3 */
+	uint32_t min_share_permille;   /* default 50 */
+	uint64_t lease_ns;             /* default 10 s */
+	uint64_t settle_ns;            /* default 1 s */
+	char source[16];               /* "rametr" (default) or "lr" */
+	struct agg_throttle_cap *caps;
+	size_t ncaps;
+};
+
 struct agg_config {
 	char **listen;
 	size_t nlisten;
@@ -102,7 +144,11 @@ struct agg_config {
 	size_t nrules;
 	struct agg_est_conf *est;      /* [estimate] sections */
 	size_t nest;
+	struct agg_throttle_cfg throttle;
 };
+
+/* Index of the rule of CE name; -1 if none. */
+int agg_config_find_ce(const struct agg_config *c, const char *name);
 
 /*
  * Parse configuration text; name is used in messages ("agg.ini:12: ...").

@@ -118,6 +118,24 @@ static void test_malformed(void)
 		{ "[aggregator]\nhorizon = 99999999999999999999s\n", "invalid horizon" },
 		{ "[aggregator]\nmax_held = 0\n", "bad.ini:2: invalid max_held '0'" },
 		{ "[aggregator]\nmax_held = 67108865\n", "invalid max_held '67108865'" },
+		{ "[throttle]\ncap = c2 db1\n", "bad.ini:2: invalid cap 'c2'" },
+		{ "[throttle]\ncap = c2 db1 130%\n", "invalid cap 'c2'" },
+		{ "[throttle]\ncap = c2 db1 0%\n", "invalid cap 'c2'" },
+		{ "[throttle]\ncap = c2 db1 30% x\n", "invalid cap 'c2'" },
+		{ "[throttle]\ncap = c9 db1 30%\n", "bad.ini:2: cap for unknown CE 'c9' (no [ce c9] section)" },
+		{ "[ce c2]\n[throttle]\ncap = c2 db1 30%\ncap = c2 db1 20%\n",
+		  "bad.ini:4: duplicate cap for CE 'c2' on server 'db1'" },
+		{ "[throttle]\noverload = maybe\n", "invalid overload 'maybe'" },
+		{ "[throttle]\nthreshold = 101%\n", "invalid threshold '101%'" },
+		{ "[throttle]\nthreshold = 85\n", "invalid threshold '85'" },
+		{ "[throttle]\nalpha = 0\n", "invalid alpha '0'" },
+		{ "[throttle]\nalpha = 1.5\n", "invalid alpha '1.5'" },
+		{ "[throttle]\ndecrease = 1\n", "invalid decrease '1'" },
+		{ "[throttle]\nrelease_windows = 0\n", "invalid release_windows '0'" },
+		{ "[throttle]\nlease = 2h\n", "invalid lease '2h'" },
+		{ "[throttle]\nsource = kalman\n", "invalid source 'kalman' (rametr or lr)" },
+		{ "[throttle]\nspeed = 3\n", "unknown key 'speed' in [throttle]" },
+		{ "[throttle]\nmin_share = 2\n", "invalid min_share '2'" },
 	};
 	char buf[2048];
 	size_t i;
@@ -235,6 +253,47 @@ static void test_estimate(void)
 	}
 }
 
+static void test_throttle(void)
+{
+	static const char text[] = "[ce c2]\nclient = 127.0.0.3\n[ce c3]\nclient = 127.0.0.4\n"
+				   "[throttle]\ncap = c2 db1 30%\ncap = c3 db1 0.125\noverload = on\n"
+				   "threshold = 90%\nalpha = 0.5\ndecrease = 0.7\nincrease = 2.5%\n"
+				   "min_cap = 1%\nrelease_windows = 5\nlease = 4s\nsettle = 500ms\n"
+				   "source = lr\nmin_share = 10%\n";
+	struct agg_config *c = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse("[ce a]\n", 7, "d.ini", &c), RM_OK);
+	CU_ASSERT_EQUAL(c->throttle.enabled, 0);
+	CU_ASSERT_EQUAL(c->throttle.threshold_permille, 850);
+	CU_ASSERT_DOUBLE_EQUAL(c->throttle.alpha, 0.7, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(c->throttle.decrease, 0.5, 1e-12);
+	CU_ASSERT_EQUAL(c->throttle.lease_ns, 10000000000ull);
+	CU_ASSERT_STRING_EQUAL(c->throttle.source, "rametr");
+	CU_ASSERT_EQUAL(c->throttle.min_share_permille, 50);
+	CU_ASSERT_EQUAL(agg_config_find_ce(c, "a"), 0);
+	CU_ASSERT_EQUAL(agg_config_find_ce(c, "b"), -1);
+	agg_config_free(c);
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(text, strlen(text), "t.ini", &c), RM_OK);
+	CU_ASSERT_EQUAL(c->throttle.enabled, 1);
+	CU_ASSERT_EQUAL_FATAL(c->throttle.ncaps, 2);
+	CU_ASSERT_STRING_EQUAL(c->throttle.caps[0].ce, "c2");
+	CU_ASSERT_STRING_EQUAL(c->throttle.caps[0].server, "db1");
+	CU_ASSERT_EQUAL(c->throttle.caps[0].cap_permille, 300);
+	CU_ASSERT_EQUAL(c->throttle.caps[1].cap_permille, 125);
+	CU_ASSERT_EQUAL(c->throttle.overload, 1);
+	CU_ASSERT_EQUAL(c->throttle.threshold_permille, 900);
+	CU_ASSERT_DOUBLE_EQUAL(c->throttle.alpha, 0.5, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(c->throttle.decrease, 0.7, 1e-12);
+	CU_ASSERT_EQUAL(c->throttle.increase_permille, 25);
+	CU_ASSERT_EQUAL(c->throttle.min_cap_permille, 10);
+	CU_ASSERT_EQUAL(c->throttle.release_windows, 5);
+	CU_ASSERT_EQUAL(c->throttle.lease_ns, 4000000000ull);
+	CU_ASSERT_EQUAL(c->throttle.settle_ns, 500000000ull);
+	CU_ASSERT_STRING_EQUAL(c->throttle.source, "lr");
+	CU_ASSERT_EQUAL(c->throttle.min_share_permille, 100);
+	agg_config_free(c);
+}
+
 static void test_binary_garbage(void)
 {
 	char text[4096], buf[8192];
@@ -270,6 +329,7 @@ static CU_TestInfo cases[] = {
 	{ "refuses malformed files with file:line messages", test_malformed },
 	{ "horizon and max_held: defaults, units, limits", test_horizon },
 	{ "[estimate] sections: methods, parameters, errors", test_estimate },
+	{ "throttle section: caps, overload rule, defaults, refusals", test_throttle },
 	{ "survives binary garbage", test_binary_garbage },
 	{ "missing file is an i/o error", test_load_missing },
 	CU_TEST_INFO_NULL,

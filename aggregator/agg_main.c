@@ -11,12 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_est_run.h"
 #include "agg_server.h"
 #include "agg_stitch.h"
+#include "agg_throttle.h"
 #include "rm_err.h"
 #include "st.h"
 #include "banned.h"
@@ -29,29 +31,55 @@ static void agg_on_signal(int sig)
 	agg_stop = 1;
 }
 
-struct agg_ctx {
+struct agg_main {
 	struct agg_stitch *stitch;
-	struct agg_est_run *est;
+	struct agg_est_run *est;       /* NULL: no [estimate] section */
+	struct agg_throttle *thr;
 };
+
+static int64_t agg_now_unix(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
 
 static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t errlen)
 {
-	return agg_stitch_hello(((struct agg_ctx *)arg)->stitch, h, err, errlen);
+	struct agg_main *m = arg;
+
+	return agg_stitch_hello(m->stitch, h, err, errlen);
 }
 
 static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
 {
-	return agg_stitch_batch(((struct agg_ctx *)arg)->stitch, b, duplicate, err, errlen);
+	struct agg_main *m = arg;
+	int rv = agg_stitch_batch(m->stitch, b, duplicate, err, errlen);
+
+	/* the acks of throttle commands hold also for a batch sent twice; a
+	 * failure to record them is logged and does not refuse the batch */
+	if (rv == RM_OK && b->n_acked_commands)
+		agg_throttle_acked(m->thr, b->node, b->acked_commands, b->n_acked_commands, agg_now_unix());
+	return rv;
+}
+
+static int agg_commands_for(void *arg, const char *node, Rametr__ThrottleCommand ***cmds, size_t *n)
+{
+	struct agg_main *m = arg;
+
+	return agg_throttle_commands_for(m->thr, node, agg_now_unix(), cmds, n);
 }
 
 static void agg_on_tick(void *arg)
 {
-	struct agg_ctx *c = arg;
+	struct agg_main *m = arg;
 
 	/* a failure is logged by storage; the next tick tries again */
-	agg_stitch_tick(c->stitch);
-	if (c->est)
-		agg_est_run_tick(c->est, 0);
+	agg_stitch_tick(m->stitch);
+	if (m->est)
+		agg_est_run_tick(m->est, 0);
+	agg_throttle_tick(m->thr, agg_now_unix());
 }
 
 static void agg_usage(FILE *f)
@@ -63,7 +91,8 @@ static void agg_usage(FILE *f)
 		"entities by the rules in FILE and by pairing sends with receives of the same\n"
 		"TCP bytes across nodes, and stores U_c, V and U per window in SQLite.\n"
 		"  --config FILE   INI configuration ([aggregator] listen/db/horizon/max_held,\n"
-		"                  [ce NAME] rules, [estimate SERVER] LR/Kalman estimators)\n"
+		"                  [ce NAME] rules, [estimate SERVER] LR/Kalman estimators,\n"
+		"                  [throttle] caps and overload rule)\n"
 		"  --db PATH       SQLite file (overrides the config's db)\n"
 		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; overrides the config)\n"
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
@@ -88,8 +117,9 @@ int main(int argc, char **argv)
 	struct agg_account *acct = NULL;
 	struct agg_stitch *stitch = NULL;
 	struct agg_est_run *est = NULL;
-	struct agg_ctx ctx = { 0 };
 	struct agg_server *srv = NULL;
+	struct agg_throttle *thr = NULL;
+	struct agg_main m = { 0 };
 	struct agg_account_stats st;
 	struct agg_pair_stats ps;
 	struct sigaction sa;
@@ -144,15 +174,20 @@ int main(int argc, char **argv)
 		rv = agg_stitch_open(&stitch, cfg, acct, NULL);
 	if (rv == RM_OK && cfg->nest)
 		rv = agg_est_run_open(&est, cfg, db);
-	ctx.stitch = stitch;
-	ctx.est = est;
+	if (rv == RM_OK && (rv = agg_throttle_open(&thr, cfg, db, NULL)) != RM_OK)
+		rm_log_error("failed to set up throttling: %s", rm_strerror(rv));
 	if (rv == RM_OK) {
 		struct agg_handler h = {
-			.arg = &ctx,
+			.arg = &m,
 			.on_hello = agg_on_hello,
 			.on_batch = agg_on_batch,
+			.commands_for = agg_commands_for,
 			.on_tick = agg_on_tick,
 		};
+
+		m.stitch = stitch;
+		m.est = est;
+		m.thr = thr;
 
 		rv = agg_server_open(&srv, listen, nlisten, &h, 1000);
 	}
@@ -189,8 +224,21 @@ int main(int argc, char **argv)
 			    (unsigned long long)ps.evicted, (unsigned long long)ps.by_none,
 			    (unsigned long long)ps.held, (unsigned long long)ps.pending);
 	}
+	if (thr) {
+		struct agg_throttle_stats ts;
+
+		agg_throttle_get_stats(thr, &ts);
+		if (ts.windows || ts.accepted || ts.refused)
+			rm_log_info("throttling: %llu windows, %llu decisions, %llu operator commands "
+				    "accepted, %llu refused, %llu sent, %llu applied, %llu renewed, %llu expired",
+				    (unsigned long long)ts.windows, (unsigned long long)ts.decisions,
+				    (unsigned long long)ts.accepted, (unsigned long long)ts.refused,
+				    (unsigned long long)ts.sent, (unsigned long long)ts.applied,
+				    (unsigned long long)ts.renewed, (unsigned long long)ts.expired);
+	}
 	agg_server_close(srv);
 	agg_est_run_close(est);
+	agg_throttle_close(thr);
 	agg_stitch_close(stitch);
 	agg_account_close(acct);
 	st_close(db);

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@
 #include "col_bpf.h"
 #include "col_replay.h"
 #include "col_sender.h"
+#include "col_tc.h"
+#include "col_throttle.h"
 #include "rm_err.h"
 #ifdef RM_HAVE_XEN_BACKEND
 #include "col_xen.h"
@@ -158,6 +161,130 @@ static int64_t col_clock_offset_ns(void)
 	return ((int64_t)rt.tv_sec - mono.tv_sec) * 1000000000LL + (rt.tv_nsec - mono.tv_nsec);
 }
 
+struct col_opts {
+	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
+	uint64_t window_ns, duration_ns, xen_khz;
+	int follow_wakeups, follow_replies;
+	int count_rametr;
+	uint32_t ring_bytes;
+	uint32_t exclude[16];
+	size_t n_exclude;
+	size_t mem_limit;
+	int flush_ms;
+};
+
+/*
+ * Throttle enforcement: commands from the aggregator (on the sender's
+ * thread) go to the mechanism chosen with --throttle.
+ */
+struct col_enforcer {
+	const char *node;
+	struct col_throttle *cg;   /* --throttle cgroup */
+	struct col_tc *tc;         /* --throttle tc:IFACE[:egress] */
+};
+
+static uint32_t col_netns_ino(const char *netns)
+{
+	char path[512];
+	struct stat st;
+
+	if (!netns)
+		return 0;
+	snprintf(path, sizeof(path), strchr(netns, '/') ? "%s" : "/var/run/netns/%s", netns);
+	return stat(path, &st) == 0 ? (uint32_t)st.st_ino : 0;
+}
+
+static int col_enforcer_open(struct col_enforcer *e, const struct col_opts *o)
+{
+	int rv;
+
+	if (strcmp(o->throttle, "cgroup") == 0) {
+		struct col_throttle_cfg cfg = { .netns_ino = col_netns_ino(o->netns) };
+
+		if ((rv = col_throttle_open(&e->cg, &cfg)) != 0)
+			rm_log_error("failed to set up cgroup throttling: %s", rm_strerror(rv));
+		return rv;
+	}
+	if (strncmp(o->throttle, "tc:", 3) == 0 && o->throttle[3]) {
+		char ifname[64];
+		struct col_tc_cfg cfg = { ifname, 0 };
+		const char *colon;
+
+		snprintf(ifname, sizeof(ifname), "%s", o->throttle + 3);
+		if ((colon = strchr(o->throttle + 3, ':'))) {
+			ifname[colon - (o->throttle + 3)] = '\0';
+			if (strcmp(colon + 1, "egress") != 0 && strcmp(colon + 1, "ingress") != 0) {
+				rm_log_error("invalid --throttle '%s' (tc:IFACE[:ingress|:egress])", o->throttle);
+				return RM_EINVAL;
+			}
+			cfg.egress = strcmp(colon + 1, "egress") == 0;
+		}
+		if ((rv = col_tc_open(&e->tc, &cfg)) != 0)
+			rm_log_error("failed to set up admission throttling on '%s': %s", ifname,
+				     rm_strerror(rv));
+		return rv;
+	}
+	rm_log_error("invalid --throttle '%s' (off, cgroup, tc:IFACE[:egress])", o->throttle);
+	return RM_EINVAL;
+}
+
+static void col_enforcer_close(struct col_enforcer *e)
+{
+	col_throttle_close(e->cg);
+	col_tc_close(e->tc);
+	e->cg = NULL;
+	e->tc = NULL;
+}
+
+static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
+{
+	struct col_enforcer *e = arg;
+	struct col_throttle_match m[COL_THROTTLE_MAX_MATCHES];
+	struct col_throttle_cmd cmd;
+	char err[256] = "";
+	size_t i;
+	int rv;
+
+	if (c->server[0] && strcmp(c->server, e->node) != 0) {
+		rm_log_error("refused throttle command %" PRIu64 ": for server '%s', this is '%s'", c->id,
+			     c->server, e->node);
+		return RM_EINVAL;
+	}
+	if (!e->cg && !e->tc) {
+		rm_log_warn("throttle command %" PRIu64 " for CE '%s' ignored: throttling is off "
+			    "(--throttle)", c->id, c->ce);
+		return RM_ENOTSUP;
+	}
+	if (c->n_match > COL_THROTTLE_MAX_MATCHES) {
+		rm_log_error("refused throttle command %" PRIu64 ": %zu matches", c->id, c->n_match);
+		return RM_EINVAL;
+	}
+	memset(&cmd, 0, sizeof(cmd));
+	memset(m, 0, sizeof(m));
+	for (i = 0; i < c->n_match; i++) {
+		m[i].family = c->match[i]->family;
+		memcpy(m[i].addr, c->match[i]->addr.data,
+		       c->match[i]->addr.len <= 16 ? c->match[i]->addr.len : 16);
+		m[i].prefix = c->match[i]->prefix;
+		m[i].cport_lo = c->match[i]->cport_lo;
+		m[i].cport_hi = c->match[i]->cport_hi;
+		m[i].sport_lo = c->match[i]->sport_lo;
+		m[i].sport_hi = c->match[i]->sport_hi;
+	}
+	cmd.id = c->id;
+	cmd.ce = c->ce;
+	cmd.resource = c->resource;
+	cmd.cap_permille = c->cap_permille;
+	cmd.expires_unix_ns = c->expires_unix_ns;
+	cmd.match = m;
+	cmd.nmatch = c->n_match;
+	cmd.rx_rate_bps = c->rx_rate_bps;
+	rv = e->cg ? col_throttle_apply(e->cg, &cmd, err, sizeof(err)) : col_tc_apply(e->tc, &cmd, err, sizeof(err));
+	if (rv != RM_OK)
+		rm_log_error("refused throttle command %" PRIu64 " for CE '%s': %s", c->id, c->ce, err);
+	return rv;
+}
+
 static void col_usage(FILE *f)
 {
 	fprintf(f,
@@ -189,20 +316,14 @@ static void col_usage(FILE *f)
 		"  --flush-ms N       send a batch at least every N ms (default 250)\n"
 		"  --batch-parts N    send a batch at most N parts long (default 4096)\n"
 		"  --duration D       stop after D (default: run until SIGINT/SIGTERM)\n"
+		"  --throttle MODE    enforce the aggregator's throttle commands: off (default),\n"
+		"                     cgroup (per-thread CPU quota, thread-per-request servers),\n"
+		"                     tc:IFACE[:egress] (admission: the CE's inbound bytes policed at\n"
+		"                     IFACE's ingress, or egress, e.g. a namespace's root-side veth;\n"
+		"                     event-loop servers)\n"
 		"  -v, --verbose\n");
 }
 
-struct col_opts {
-	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns;
-	uint64_t window_ns, duration_ns, xen_khz;
-	int follow_wakeups, follow_replies;
-	int count_rametr;
-	uint32_t ring_bytes;
-	uint32_t exclude[16];
-	size_t n_exclude;
-	size_t mem_limit;
-	int flush_ms;
-};
 
 static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const struct col_sink *sink,
 			int64_t offset)
@@ -282,6 +403,7 @@ int main(int argc, char **argv)
 		{ "flush-ms", required_argument, NULL, 'f' },
 		{ "batch-parts", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "throttle", required_argument, NULL, 'T' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -291,6 +413,7 @@ int main(int argc, char **argv)
 	struct col_sink sink = { &bt, col_batch_part, col_batch_window };
 	struct col_sender_cfg scfg;
 	struct col_sender_stats ss;
+	struct col_enforcer enf = { 0 };
 	struct sigaction sa;
 	char host[256] = "", spool[512];
 	int64_t offset = col_clock_offset_ns();
@@ -353,6 +476,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'T': o.throttle = optarg; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': col_usage(stdout); return 0;
 		default: col_usage(stderr); return 2;
@@ -394,6 +518,10 @@ int main(int argc, char **argv)
 		if ((rv = col_replay_window(o.events, &o.window_ns, &offset)) != 0)
 			return 1;
 	}
+	if (o.throttle && strcmp(o.throttle, "off") != 0) {
+		if ((rv = col_enforcer_open(&enf, &o)) != 0)
+			return 1;
+	}
 	memset(&scfg, 0, sizeof(scfg));
 	scfg.url = o.url;
 	scfg.node = o.node;
@@ -404,8 +532,12 @@ int main(int argc, char **argv)
 	scfg.ncpu = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
 	scfg.spool_path = o.spool;
 	scfg.mem_limit = o.mem_limit;
+	scfg.on_command = col_on_command;
+	scfg.cmd_arg = &enf;
+	enf.node = o.node;
 	if ((rv = col_sender_open(&bt.sender, &scfg)) != 0) {
 		rm_log_error("failed to start the sender: %s", rm_strerror(rv));
+		col_enforcer_close(&enf);
 		return 1;
 	}
 
@@ -444,6 +576,7 @@ int main(int argc, char **argv)
 		    (unsigned long long)ss.retries, (unsigned long long)ss.spooled,
 		    (unsigned long long)ss.lost_batches);
 	col_sender_close(bt.sender);
+	col_enforcer_close(&enf);
 	free(bt.parts);
 	if (rv != RM_OK) {
 		rm_log_error("backend '%s' failed: %s", o.backend, rm_strerror(rv));

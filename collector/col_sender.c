@@ -60,7 +60,7 @@ struct col_sender {
 	size_t mem_limit;
 	uint64_t spool_limit;
 	int timeout_ms;
-	void (*on_command)(void *arg, const Rametr__ThrottleCommand *cmd);
+	int (*on_command)(void *arg, const Rametr__ThrottleCommand *cmd);
 	void *cmd_arg;
 	uint64_t instance;
 
@@ -102,6 +102,7 @@ struct col_sender {
 	uint64_t *pending;
 	size_t npending, cappending;
 	uint64_t seen[COL_SEEN_CMDS];
+	unsigned char seen_refused[COL_SEEN_CMDS];
 	unsigned nseen;
 
 	uint64_t next_seq;
@@ -608,21 +609,27 @@ static void col_handle_commands(struct col_sender *s, const Rametr__Ack *ack)
 {
 	size_t i;
 	unsigned k;
-	int seen;
+	int seen, refused;
 
 	for (i = 0; i < ack->n_commands; i++) {
 		const Rametr__ThrottleCommand *c = ack->commands[i];
 
-		seen = 0;
+		seen = refused = 0;
 		for (k = 0; k < COL_SEEN_CMDS && k < s->nseen; k++)
-			if (s->seen[k] == c->id)
+			if (s->seen[k] == c->id) {
 				seen = 1;
+				refused = s->seen_refused[k];
+			}
 		if (!seen) {
-			s->seen[s->nseen % COL_SEEN_CMDS] = c->id;
+			k = s->nseen % COL_SEEN_CMDS;
+			s->seen[k] = c->id;
+			s->seen_refused[k] = 0;
 			s->nseen++;
-			if (s->on_command)
-				s->on_command(s->cmd_arg, c);
+			if (s->on_command && s->on_command(s->cmd_arg, c) != 0)
+				refused = s->seen_refused[k] = 1;
 		}
+		if (refused)
+			continue; /* not applied: never acknowledged, it expires at the aggregator */
 		pthread_mutex_lock(&s->mu);
 		if (col_pending_add(s, &c->id, 1) != 0)
 			rm_log_error("out of memory: command %" PRIu64 " will not be acknowledged",

@@ -87,9 +87,12 @@ struct col_sender_cfg {
 	int timeout_ms;           /* per request (COL_SENDER_TIMEOUT_DEFAULT if 0) */
 	/* Called on the sender's thread for each new command found in an Ack
 	   (a command id seen before is acknowledged again but not passed twice).
+	   Returns 0 if the command was applied: its id is acknowledged in the
+	   next batch; non-zero if it was refused (the callback logs why): it is
+	   never acknowledged, so the aggregator does not count it applied.
 	   cmd is valid during the call only. May call col_sender_submit(), never
 	   col_sender_close() or col_sender_flush(). May be NULL. */
-	void (*on_command)(void *arg, const Rametr__ThrottleCommand *cmd);
+	int (*on_command)(void *arg, const Rametr__ThrottleCommand *cmd);
 	void *cmd_arg;
 };
 

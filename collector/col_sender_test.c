@@ -819,7 +819,7 @@ struct cmdrec {
 	char ce[32];
 };
 
-static void on_cmd(void *arg, const Rametr__ThrottleCommand *c)
+static int on_cmd(void *arg, const Rametr__ThrottleCommand *c)
 {
 	struct cmdrec *r = arg;
 
@@ -827,6 +827,7 @@ static void on_cmd(void *arg, const Rametr__ThrottleCommand *c)
 	r->cap = c->cap_permille;
 	snprintf(r->ce, sizeof(r->ce), "%s", c->ce);
 	atomic_fetch_add(&r->calls, 1);
+	return c->id == 79 ? RM_EINVAL : RM_OK;  /* 79 is refused */
 }
 
 static void test_commands(void)
@@ -866,6 +867,16 @@ static void test_commands(void)
 	CU_ASSERT_EQUAL(col_sender_flush(s, 10000), RM_OK);
 	CU_ASSERT_EQUAL(atomic_load(&r.calls), 2);
 	CU_ASSERT_EQUAL(r.id, 78);
+	/* a command the callback refuses is passed once and never acknowledged */
+	pthread_mutex_lock(&t.mu);
+	t.cmd_id = 79;
+	t.cmd_acked_by = 0;
+	pthread_mutex_unlock(&t.mu);
+	submit_n(s, 7, 3, 2); /* batches 5, 6, 7: every ack carries command 79 */
+	CU_ASSERT_EQUAL(col_sender_flush(s, 10000), RM_OK);
+	CU_ASSERT_EQUAL(atomic_load(&r.calls), 3);
+	CU_ASSERT_EQUAL(r.id, 79);
+	CU_ASSERT_EQUAL(t.cmd_acked_by, 0);
 	col_sender_close(s);
 	tsrv_release(&t);
 }
@@ -1018,7 +1029,7 @@ static CU_TestInfo cases[] = {
 	{ "unacked batches survive a sender restart", test_reopen },
 	{ "corrupt spool tail", test_corrupt_spool },
 	{ "a rejected batch goes to the dead-letter file", test_rejected },
-	{ "commands reach on_command and are acked", test_commands },
+	{ "commands reach on_command and are acked, refused ones are not", test_commands },
 	{ "memory and spool full", test_full },
 	{ "a refused hello is retried; batches wait", test_hello_refused },
 	{ "bad input", test_bad_input },

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "ctl_out.h"
+#include "ctl_throttle.h"
 #include "ctl_time.h"
 #include "rm_err.h"
 #include "st.h"
@@ -218,6 +219,7 @@ static void ctl_help_main(FILE *f)
 		   "Query the resource accounting database of Rametr.\n\nCommands:\n");
 	for (i = 0; i < CTL_NCMDS; i++)
 		fprintf(f, "  %-14s %s\n", ctl_cmds[i].name, ctl_cmds[i].summary);
+	fprintf(f, "  %-14s %s\n", "throttle", "list, set or clear CPU caps of CEs (issue 6)");
 	fprintf(f, "\nRun 'rametrctl <command> --help' for a command's options.\n");
 }
 
@@ -468,6 +470,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < CTL_NCMDS; i++)
 		if (!strcmp(argv[1], ctl_cmds[i].name))
 			return ctl_main_cmd(&ctl_cmds[i], argc - 1, argv + 1);
+	if (!strcmp(argv[1], "throttle"))
+		return ctl_throttle_main(argc - 1, argv + 1);
 	if (argv[1][0] == '-')
 		rm_log_error("unknown option '%s' (options go after the command)", argv[1]);
 	else

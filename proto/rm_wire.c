@@ -381,6 +381,56 @@ static int rm_wire_check_batch(const Rametr__Batch *b, char *err, size_t errlen)
 	return RM_OK;
 }
 
+static int rm_wire_check_command(const Rametr__ThrottleCommand *c, char *err, size_t errlen)
+{
+	char what[64];
+	size_t j;
+	int rv;
+
+	snprintf(what, sizeof(what), "command %" PRIu64 " CE", c->id);
+	if ((rv = rm_wire_check_text(what, c->ce, 0, 63, err, errlen)) != 0)
+		return rv;
+	snprintf(what, sizeof(what), "command %" PRIu64 " resource", c->id);
+	if ((rv = rm_wire_check_text(what, c->resource, 0, 15, err, errlen)) != 0)
+		return rv;
+	snprintf(what, sizeof(what), "command %" PRIu64 " reason", c->id);
+	if ((rv = rm_wire_check_text(what, c->reason, 0, 255, err, errlen)) != 0)
+		return rv;
+	if (c->server && c->server[0] && rm_wire_check_node(c->server, NULL, 0) != 0) {
+		rm_wire_err(err, errlen, "command %" PRIu64 ": invalid server name", c->id);
+		return RM_EPROTO;
+	}
+	if (c->n_match > RM_WIRE_MAX_MATCH) {
+		rm_wire_err(err, errlen, "command %" PRIu64 ": %zu matches (at most %d)", c->id,
+			    c->n_match, RM_WIRE_MAX_MATCH);
+		return RM_EPROTO;
+	}
+	for (j = 0; j < c->n_match; j++) {
+		const Rametr__ThrottleMatch *m = c->match[j];
+
+		if ((rv = rm_wire_check_unknown(&m->base, err, errlen)) != 0)
+			return rv;
+		if ((m->family != 2 || m->addr.len != 4) && (m->family != 10 || m->addr.len != 16)) {
+			rm_wire_err(err, errlen,
+				    "command %" PRIu64 " match %zu: family %u with a %zu-byte address",
+				    c->id, j, m->family, m->addr.len);
+			return RM_EPROTO;
+		}
+		if (m->prefix > (m->family == 2 ? 32u : 128u)) {
+			rm_wire_err(err, errlen, "command %" PRIu64 " match %zu: prefix %u too long",
+				    c->id, j, m->prefix);
+			return RM_EPROTO;
+		}
+		if (m->cport_hi > 65535 || m->sport_hi > 65535 || m->cport_lo > m->cport_hi ||
+		    m->sport_lo > m->sport_hi) {
+			rm_wire_err(err, errlen, "command %" PRIu64 " match %zu: bad port range", c->id,
+				    j);
+			return RM_EPROTO;
+		}
+	}
+	return RM_OK;
+}
+
 static int rm_wire_check_ack(const Rametr__Ack *a, char *err, size_t errlen)
 {
 	size_t i;
@@ -407,6 +457,8 @@ static int rm_wire_check_ack(const Rametr__Ack *a, char *err, size_t errlen)
 				    c->id, c->cap_permille);
 			return RM_EPROTO;
 		}
+		if ((rv = rm_wire_check_command(c, err, errlen)) != 0)
+			return rv;
 	}
 	return RM_OK;
 }

@@ -21,8 +21,11 @@
  *     be absent) have family 0, 1, 2 or 10, addresses of 0 bytes or of the
  *     family's size (4 for AF_INET, 16 for AF_INET6; none for 0 and AF_UNIX)
  *     and ports <= 65535; every WindowTotals has win != 0;
- *   - Ack: status is a known Ack.Status, every command has id != 0 and
- *     cap_permille <= 1000.
+ *   - Ack: status is a known Ack.Status, every command has id != 0,
+ *     cap_permille <= 1000, ce of 0..63 and resource of 0..15 and reason of
+ *     0..255 printable bytes, server empty or a valid node name, at most
+ *     RM_WIRE_MAX_MATCH matches, each of family 2 or 10 with an address of
+ *     the family's size, prefix <= 32 / 128, ports <= 65535 and lo <= hi.
  *
  * Thread safety: all functions are reentrant; they share no state.
  */
@@ -39,6 +42,7 @@
 #define RM_WIRE_MAX_MSG (64u << 20)  /* largest message either side accepts */
 #define RM_WIRE_NODE_MAX 63          /* bytes in a node name */
 #define RM_WIRE_COMM_MAX 15          /* bytes in SegmentPart.comm */
+#define RM_WIRE_MAX_MATCH 8           /* ThrottleCommand.match entries */
 #define RM_WIRE_ABSURD_NS 1000000000000000ull /* 1e15 ns: no part has this much */
 
 /*

@@ -289,8 +289,9 @@ static void test_roundtrip_hello(void)
 static void test_roundtrip_ack(void)
 {
 	Rametr__ThrottleCommand c[2], *pc[2];
+	Rametr__ThrottleMatch m, *pm = &m;
 	Rametr__Envelope *d = NULL;
-	uint8_t *buf;
+	uint8_t *buf, a4[4] = { 10, 1, 0, 0 };
 	size_t len;
 	char err[256];
 	int st;
@@ -298,6 +299,15 @@ static void test_roundtrip_ack(void)
 	for (st = RAMETR__ACK__STATUS__ACK_OK; st <= RAMETR__ACK__STATUS__ACK_RETRY; st++) {
 		rametr__throttle_command__init(&c[0]);
 		rametr__throttle_command__init(&c[1]);
+		rametr__throttle_match__init(&m);
+		m.family = 2;
+		m.addr.data = a4;
+		m.addr.len = 4;
+		m.prefix = 16;
+		m.cport_hi = 65535;
+		m.sport_lo = m.sport_hi = 5432;
+		c[0].n_match = 1;
+		c[0].match = &pm;
 		c[0].id = 5;
 		c[0].ce = "tenant-a";
 		c[0].server = "db";
@@ -327,6 +337,13 @@ static void test_roundtrip_ack(void)
 		CU_ASSERT_EQUAL(d->ack->commands[0]->cap_permille, 250);
 		CU_ASSERT_EQUAL(d->ack->commands[0]->expires_unix_ns, c[0].expires_unix_ns);
 		CU_ASSERT_STRING_EQUAL(d->ack->commands[0]->reason, "over quota");
+		CU_ASSERT_EQUAL_FATAL(d->ack->commands[0]->n_match, 1);
+		CU_ASSERT_EQUAL(d->ack->commands[0]->match[0]->family, 2);
+		CU_ASSERT_EQUAL(d->ack->commands[0]->match[0]->addr.len, 4);
+		CU_ASSERT(memcmp(d->ack->commands[0]->match[0]->addr.data, a4, 4) == 0);
+		CU_ASSERT_EQUAL(d->ack->commands[0]->match[0]->prefix, 16);
+		CU_ASSERT_EQUAL(d->ack->commands[0]->match[0]->sport_lo, 5432);
+		CU_ASSERT_EQUAL(d->ack->commands[0]->match[0]->cport_hi, 65535);
 		CU_ASSERT_EQUAL(d->ack->commands[1]->id, 6);
 		CU_ASSERT_STRING_EQUAL(rm_wire_ack_status_name(st) + 0, rm_wire_ack_status_name(d->ack->status));
 		rm_wire_free(d);
@@ -784,6 +801,76 @@ static void test_ack_rules(void)
 	CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
 	CU_ASSERT_STRING_EQUAL(err, "command 3: cap of 1001 permille (at most 1000)");
 	free(buf);
+	/* matches: family and address size, prefix, ports, count */
+	{
+		Rametr__ThrottleMatch m, *pm[RM_WIRE_MAX_MATCH + 1];
+		uint8_t a16[16] = { 0xfd };
+		static const struct {
+			uint32_t family, alen, prefix, clo, chi, slo, shi;
+			const char *want;
+		} bad[] = {
+			{ 2, 16, 8, 0, 65535, 0, 65535, "command 3 match 0: family 2 with a 16-byte address" },
+			{ 10, 4, 8, 0, 65535, 0, 65535, "command 3 match 0: family 10 with a 4-byte address" },
+			{ 7, 4, 8, 0, 65535, 0, 65535, "command 3 match 0: family 7 with a 4-byte address" },
+			{ 2, 4, 33, 0, 65535, 0, 65535, "command 3 match 0: prefix 33 too long" },
+			{ 10, 16, 129, 0, 65535, 0, 65535, "command 3 match 0: prefix 129 too long" },
+			{ 2, 4, 8, 0, 65536, 0, 65535, "command 3 match 0: bad port range" },
+			{ 2, 4, 8, 10, 9, 0, 65535, "command 3 match 0: bad port range" },
+			{ 2, 4, 8, 0, 65535, 7000, 6999, "command 3 match 0: bad port range" },
+		};
+		size_t k;
+
+		c.cap_permille = 300;
+		c.n_match = 1;
+		c.match = pm;
+		for (k = 0; k <= RM_WIRE_MAX_MATCH; k++)
+			pm[k] = &m;
+		for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			rametr__throttle_match__init(&m);
+			m.family = bad[k].family;
+			m.addr.data = a16;
+			m.addr.len = bad[k].alen;
+			m.prefix = bad[k].prefix;
+			m.cport_lo = bad[k].clo;
+			m.cport_hi = bad[k].chi;
+			m.sport_lo = bad[k].slo;
+			m.sport_hi = bad[k].shi;
+			CU_ASSERT_EQUAL_FATAL(rm_wire_encode_ack(0, 1, NULL, &pc, 1, &buf, &len), RM_OK);
+			CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
+			CU_ASSERT_STRING_EQUAL(err, bad[k].want);
+			free(buf);
+		}
+		rametr__throttle_match__init(&m);
+		m.family = 10;
+		m.addr.data = a16;
+		m.addr.len = 16;
+		m.prefix = 128;
+		m.cport_hi = m.sport_hi = 65535;
+		c.n_match = RM_WIRE_MAX_MATCH;
+		CU_ASSERT_EQUAL_FATAL(rm_wire_encode_ack(0, 1, NULL, &pc, 1, &buf, &len), RM_OK);
+		CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_OK);
+		rm_wire_free(d);
+		d = NULL;
+		free(buf);
+		c.n_match = RM_WIRE_MAX_MATCH + 1;
+		CU_ASSERT_EQUAL_FATAL(rm_wire_encode_ack(0, 1, NULL, &pc, 1, &buf, &len), RM_OK);
+		CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
+		CU_ASSERT_STRING_EQUAL(err, "command 3: 9 matches (at most 8)");
+		free(buf);
+		c.n_match = 0;
+		c.server = "bad node";
+		CU_ASSERT_EQUAL_FATAL(rm_wire_encode_ack(0, 1, NULL, &pc, 1, &buf, &len), RM_OK);
+		CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
+		CU_ASSERT_STRING_EQUAL(err, "command 3: invalid server name");
+		free(buf);
+		c.server = "db1";
+		c.ce = "tab\there";
+		CU_ASSERT_EQUAL_FATAL(rm_wire_encode_ack(0, 1, NULL, &pc, 1, &buf, &len), RM_OK);
+		CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
+		CU_ASSERT(strstr(err, "command 3 CE has non-printable byte 0x09") != NULL);
+		free(buf);
+		c.ce = "";
+	}
 	CU_ASSERT_EQUAL_FATAL(rm_wire_encode_ack(17, 1, NULL, NULL, 0, &buf, &len), RM_OK);
 	CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
 	CU_ASSERT_STRING_EQUAL(err, "unknown ack status 17");

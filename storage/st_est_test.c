@@ -49,7 +49,7 @@ static void test_migrate_from_v3(void)
 			SQLITE_OK);
 	sqlite3_close(h);
 	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL(st_schema_version(db), 4);
+	CU_ASSERT_EQUAL(st_schema_version(db), ST_SCHEMA_VERSION);
 	CU_ASSERT_EQUAL_FATAL(st_query_usage(db, &q, &rows, &n), RM_OK);
 	CU_ASSERT_EQUAL(n, 2);
 	CU_ASSERT_EQUAL(rows[0].value, 77);

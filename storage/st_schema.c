@@ -13,6 +13,7 @@
 
 #include "rm_err.h"
 #include "st_int.h"
+#include "st_throttle.h"
 #include "banned.h"
 
 static const char *const st_schema_steps[] = {
@@ -95,6 +96,9 @@ static const char *const st_schema_steps[] = {
 	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
 	"  PRIMARY KEY (server, method, win_start, win_len, ce)) WITHOUT ROWID;"
 	"CREATE INDEX est_window_by_time ON est_window (method, win_start);",
+
+	/* v5: throttle commands and their decisions (st_throttle.c). */
+	st_throttle_schema,
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));

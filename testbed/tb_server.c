@@ -8,6 +8,10 @@
  * from right after the recv that completed the request line to right after
  * the reply's first send returned.
  *
+ * With --event-loop, the main thread alone serves every connection (one
+ * poll loop, like redis): a CE's slow request delays everyone queued behind
+ * it, the case the admission throttling of issue 6 is for.
+ *
  * The main thread owns the listening socket, the connection slots and the
  * truth file; it accepts, reaps finished connection threads, and on a
  * signal shuts every connection down, joins the threads, writes the final
@@ -63,7 +67,7 @@ struct tb_srv {
 static void tb_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tb-server --listen ADDR:PORT --truth FILE [--workers N]\n"
+		"usage: tb-server --listen ADDR:PORT --truth FILE [--workers N] [--event-loop]\n"
 		"\n"
 		"  --listen ADDR:PORT  IPv4 address and TCP port to serve on (port 0: any;\n"
 		"                      the bound address is printed as 'listening ADDR:PORT')\n"
@@ -71,6 +75,8 @@ static void tb_usage(FILE *f)
 		"                      rewritten atomically every second and on SIGTERM/SIGINT\n"
 		"  --workers N         at most N connections served at once, one thread each\n"
 		"                      (default %d, max %d); more wait in the listen backlog\n"
+		"  --event-loop        one thread (the main one) serves every connection in a\n"
+		"                      poll loop, requests one at a time\n"
 		"  -h, --help          this help\n"
 		"\n"
 		"protocol: 'REQ <ce> <cpu_us> <resp_bytes>\\n' -> burns cpu_us (<= %u) of thread\n"
@@ -338,6 +344,128 @@ static int tb_run(struct tb_srv *s, int lfd, int sfd)
 	}
 }
 
+/* --event-loop: one thread, every connection; requests served in turn. */
+struct tb_lconn {
+	int fd;
+	size_t have;
+	int discarding;
+	char buf[TB_LINE_MAX];
+};
+
+static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
+{
+	uint64_t next_write = tb_mono_ns() + 1000000000ull;
+	size_t max = s->nconns, n = 0, i;
+	struct tb_lconn *c = calloc(max, sizeof(*c));
+	struct pollfd *pfd = calloc(max + 2, sizeof(*pfd));
+	int rv = RM_OK;
+
+	if (!c || !pfd) {
+		free(c);
+		free(pfd);
+		return RM_ENOMEM;
+	}
+	for (;;) {
+		uint64_t now = tb_mono_ns();
+		int timeout, k;
+
+		if (now >= next_write) {
+			if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
+				rm_log_warn("failed to write the truth file '%s'", s->truth_path);
+			next_write = now + 1000000000ull;
+		}
+		timeout = (int)((next_write - now) / 1000000ull) + 1;
+		pfd[0].fd = sfd;
+		pfd[0].events = POLLIN;
+		pfd[1].fd = n < max ? lfd : -1;
+		pfd[1].events = POLLIN;
+		for (i = 0; i < n; i++) {
+			pfd[2 + i].fd = c[i].fd;
+			pfd[2 + i].events = POLLIN;
+			pfd[2 + i].revents = 0;
+		}
+		k = poll(pfd, (nfds_t)(n + 2), timeout);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			rm_log_error("failed to poll: %s", strerror(errno));
+			rv = RM_EIO;
+			break;
+		}
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si))
+				rm_log_info("got signal %u, stopping", si.ssi_signo);
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			struct tb_lconn *l = &c[i];
+			ssize_t r;
+			uint64_t t0;
+			char *nl;
+			int drop = 0;
+
+			if (!(pfd[2 + i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if (l->have == sizeof(l->buf)) {
+				if (!l->discarding && tb_send_err(s, l->fd, "line too long") != 0)
+					drop = 1;
+				l->discarding = 1;
+				l->have = 0;
+			}
+			r = drop ? 0 : recv(l->fd, l->buf + l->have, sizeof(l->buf) - l->have, MSG_DONTWAIT);
+			if (r < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (r <= 0) {
+				close(l->fd);
+				l->fd = -1;
+				continue;
+			}
+			t0 = tb_thread_cpu_ns();
+			l->have += (size_t)r;
+			while ((nl = memchr(l->buf, '\n', l->have))) {
+				size_t len = (size_t)(nl - l->buf);
+
+				if (l->discarding)
+					l->discarding = 0;
+				else if (tb_serve_line(s, l->fd, l->buf, len, t0) != 0)
+					drop = 1;
+				l->have -= len + 1;
+				memmove(l->buf, nl + 1, l->have);
+				t0 = tb_thread_cpu_ns();
+				if (drop)
+					break;
+			}
+			if (drop) {
+				close(l->fd);
+				l->fd = -1;
+			}
+		}
+		/* compact the closed ones */
+		for (i = 0; i < n;) {
+			if (c[i].fd < 0)
+				c[i] = c[--n];
+			else
+				i++;
+		}
+		if (n < max && (pfd[1].revents & POLLIN)) {
+			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
+
+			if (fd >= 0) {
+				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+				memset(&c[n], 0, sizeof(c[n]));
+				c[n++].fd = fd;
+			}
+		}
+	}
+	for (i = 0; i < n; i++)
+		close(c[i].fd);
+	free(c);
+	free(pfd);
+	return rv;
+}
+
 static void tb_shutdown_conns(struct tb_srv *s)
 {
 	size_t i;
@@ -356,6 +484,7 @@ int main(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' },
 		{ "truth", required_argument, NULL, 't' },
 		{ "workers", required_argument, NULL, 'w' },
+		{ "event-loop", no_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -364,7 +493,7 @@ int main(int argc, char **argv)
 	const char *listen_s = NULL, *truth_path = NULL;
 	uint64_t workers = TB_WORKERS_DEFAULT;
 	sigset_t mask;
-	int c, lfd, sfd, rv, ret = 0;
+	int c, lfd, sfd, rv, ret = 0, event_loop = 0;
 
 	rm_log_init("tb-server");
 	opterr = 0;
@@ -381,6 +510,9 @@ int main(int argc, char **argv)
 				rm_log_error("bad --workers '%s': expected 1..%d", optarg, TB_WORKERS_MAX);
 				return 2;
 			}
+			break;
+		case 'e':
+			event_loop = 1;
 			break;
 		case 'h':
 			tb_usage(stdout);
@@ -432,7 +564,7 @@ int main(int argc, char **argv)
 	if (lfd < 0)
 		return 1;
 
-	rv = tb_run(&srv, lfd, sfd);
+	rv = event_loop ? tb_run_loop(&srv, lfd, sfd) : tb_run(&srv, lfd, sfd);
 	close(lfd);
 	tb_shutdown_conns(&srv);
 	if (tb_truth_write(&srv.truth, srv.truth_path) != RM_OK || rv != RM_OK)

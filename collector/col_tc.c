@@ -1,0 +1,372 @@
+/*
+ * col_tc.c - admission throttling (col_tc.h): loads tc_police.bpf.c, owns
+ * its tc hook and attachment, the slots (one per throttled CE: matches and
+ * token bucket) and the expiry thread.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "col_tc.h"
+#include "rm_err.h"
+#include "throttle.h"
+#include "tc_police.skel.h"
+#include "banned.h"
+
+/* The map value of tc_police.bpf.c (its lock is not touched here). */
+struct col_tc_bucket {
+	uint32_t lock;
+	uint32_t pad;
+	uint64_t rate_bps, burst, tokens, last_ns, passed, dropped;
+};
+
+struct col_tc_slot {
+	int used;
+	char ce[64];
+	uint64_t id;
+	int64_t expires_unix_ns;
+	int nmatch;
+	int match_idx[COL_THROTTLE_MAX_MATCHES];
+};
+
+struct col_tc {
+	pthread_mutex_t mu;
+	pthread_t th;
+	int th_started;
+	volatile int stop;
+	struct tc_police_bpf *skel;
+	struct bpf_tc_hook hook;
+	struct bpf_tc_opts opts;
+	int hook_created, attached;
+	struct col_tc_slot slot[THR_MAX_SLOTS];
+	int match_used[THR_MAX_MATCHES];
+	struct col_tc_stats st;
+};
+
+static int64_t col_tc_real(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static uint64_t col_tc_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void col_tc_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void col_tc_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Same masking as col_throttle.c. */
+static void col_tc_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out)
+{
+	uint8_t mask[16] = { 0 };
+	unsigned i, bits = in->prefix;
+
+	memset(out, 0, sizeof(*out));
+	out->slot = slot;
+	out->family = in->family;
+	for (i = 0; i < 16 && bits; i++) {
+		unsigned b = bits >= 8 ? 8 : bits;
+
+		mask[i] = (uint8_t)(0xff00u >> b);
+		bits -= b;
+	}
+	memcpy(out->mask, mask, 16);
+	for (i = 0; i < 16; i++)
+		((uint8_t *)out->addr)[i] = in->addr[i] & mask[i];
+	if (in->family == 2) {
+		out->addr[1] = out->addr[2] = out->addr[3] = 0;
+		out->mask[1] = out->mask[2] = out->mask[3] = 0;
+	}
+	out->cport_lo = in->cport_lo;
+	out->cport_hi = in->cport_hi;
+	out->sport_lo = in->sport_lo;
+	out->sport_hi = in->sport_hi;
+}
+
+/* Caller holds mu. */
+static void col_tc_release(struct col_tc *t, uint32_t si)
+{
+	struct col_tc_slot *s = &t->slot[si];
+	struct thr_match zero = { 0 };
+	struct col_tc_bucket b;
+	int j;
+
+	if (!s->used)
+		return;
+	for (j = 0; j < s->nmatch; j++) {
+		uint32_t k = (uint32_t)s->match_idx[j];
+
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_matches), &k, &zero, BPF_ANY);
+		t->match_used[k] = 0;
+	}
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b) == 0) {
+		t->st.passed += b.passed;
+		t->st.dropped += b.dropped;
+	}
+	memset(&b, 0, sizeof(b));
+	bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b, BPF_ANY);
+	s->used = 0;
+	s->nmatch = 0;
+	t->st.active--;
+}
+
+static void *col_tc_main(void *arg)
+{
+	struct col_tc *t = arg;
+	uint32_t i;
+
+	while (!t->stop) {
+		int64_t now = col_tc_real();
+
+		pthread_mutex_lock(&t->mu);
+		for (i = 1; i < THR_MAX_SLOTS; i++)
+			if (t->slot[i].used && t->slot[i].expires_unix_ns <= now) {
+				rm_log_info("admission throttle of CE '%s' (command %" PRIu64 ") expired",
+					    t->slot[i].ce, t->slot[i].id);
+				col_tc_release(t, i);
+				t->st.expired++;
+			}
+		pthread_mutex_unlock(&t->mu);
+		usleep(20000);
+	}
+	return NULL;
+}
+
+int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, size_t errlen)
+{
+	struct col_tc_slot *s = NULL;
+	struct col_tc_bucket b;
+	uint32_t si, k;
+	size_t i;
+	int idx[COL_THROTTLE_MAX_MATCHES], n = 0;
+
+	if (!t || !c || !c->ce || !c->ce[0] || strlen(c->ce) > 63)
+		return RM_EINVAL;
+	if (!c->resource || strcmp(c->resource, "cpu") != 0) {
+		col_tc_err(err, errlen, "resource '%s' cannot be throttled here (only cpu)",
+			   c->resource ? c->resource : "");
+		return RM_EINVAL;
+	}
+	if (c->cap_permille > 1000) {
+		col_tc_err(err, errlen, "cap of %u permille (at most 1000)", c->cap_permille);
+		return RM_EINVAL;
+	}
+	if (c->expires_unix_ns <= col_tc_real()) {
+		col_tc_err(err, errlen, "command %" PRIu64 " for CE '%s' has already expired", c->id, c->ce);
+		return RM_ETIMEDOUT;
+	}
+	if (c->cap_permille && (c->nmatch == 0 || c->nmatch > COL_THROTTLE_MAX_MATCHES)) {
+		col_tc_err(err, errlen, "command for CE '%s' has %zu matches (1..%d)", c->ce, c->nmatch,
+			   COL_THROTTLE_MAX_MATCHES);
+		return RM_EINVAL;
+	}
+	if (c->cap_permille && c->rx_rate_bps == 0) {
+		col_tc_err(err, errlen, "command for CE '%s' has no inbound rate: admission throttling "
+			   "needs the CE's bytes per CPU second", c->ce);
+		return RM_EINVAL;
+	}
+	for (i = 0; i < c->nmatch; i++)
+		if ((c->match[i].family != 2 && c->match[i].family != 10) ||
+		    c->match[i].prefix > (c->match[i].family == 2 ? 32u : 128u)) {
+			col_tc_err(err, errlen, "match %zu: family %u / prefix %u invalid", i,
+				   c->match[i].family, c->match[i].prefix);
+			return RM_EINVAL;
+		}
+	pthread_mutex_lock(&t->mu);
+	for (si = 1; si < THR_MAX_SLOTS; si++)
+		if (t->slot[si].used && strcmp(t->slot[si].ce, c->ce) == 0) {
+			s = &t->slot[si];
+			break;
+		}
+	if (c->cap_permille == 0) {
+		if (s) {
+			col_tc_release(t, si);
+			t->st.released++;
+		}
+		pthread_mutex_unlock(&t->mu);
+		return RM_OK;
+	}
+	if (!s) {
+		for (si = 1; si < THR_MAX_SLOTS && t->slot[si].used; si++)
+			;
+		if (si == THR_MAX_SLOTS) {
+			pthread_mutex_unlock(&t->mu);
+			col_tc_err(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
+			return RM_EFULL;
+		}
+		s = &t->slot[si];
+		memset(s, 0, sizeof(*s));
+	}
+	for (k = 0; k < THR_MAX_MATCHES && (size_t)n < c->nmatch; k++)
+		if (!t->match_used[k])
+			idx[n++] = (int)k;
+	if ((size_t)n < c->nmatch) {
+		pthread_mutex_unlock(&t->mu);
+		col_tc_err(err, errlen, "no room for %zu more matches", c->nmatch);
+		return RM_EFULL;
+	}
+	/* the bucket first, full, then the matches that lead to it */
+	memset(&b, 0, sizeof(b));
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b) != 0)
+		memset(&b, 0, sizeof(b));
+	b.lock = 0;
+	b.rate_bps = c->rx_rate_bps;
+	b.burst = c->rx_rate_bps / 10 > 2048 ? c->rx_rate_bps / 10 : 2048;
+	if (!s->used || b.tokens > b.burst)
+		b.tokens = b.burst;
+	if (!s->used)
+		b.last_ns = col_tc_mono();
+	bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b, BPF_ANY);
+	for (i = 0; i < c->nmatch; i++) {
+		struct thr_match m;
+
+		col_tc_make_match(&c->match[i], si, &m);
+		k = (uint32_t)idx[i];
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_matches), &k, &m, BPF_ANY);
+		t->match_used[k] = 1;
+	}
+	for (i = 0; i < (size_t)s->nmatch; i++) {
+		struct thr_match zero = { 0 };
+
+		k = (uint32_t)s->match_idx[i];
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_matches), &k, &zero, BPF_ANY);
+		t->match_used[k] = 0;
+	}
+	memcpy(s->match_idx, idx, sizeof(idx));
+	s->nmatch = (int)c->nmatch;
+	if (!s->used)
+		t->st.active++;
+	s->used = 1;
+	snprintf(s->ce, sizeof(s->ce), "%s", c->ce);
+	s->id = c->id;
+	s->expires_unix_ns = c->expires_unix_ns;
+	pthread_mutex_unlock(&t->mu);
+	rm_log_info("admission throttling CE '%s' to %" PRIu64 " inbound bytes/s (cap %u permille), "
+		    "command %" PRIu64, c->ce, c->rx_rate_bps, c->cap_permille, c->id);
+	return RM_OK;
+}
+
+void col_tc_stats(struct col_tc *t, struct col_tc_stats *out)
+{
+	struct col_tc_bucket b;
+	uint32_t i;
+
+	pthread_mutex_lock(&t->mu);
+	*out = t->st;
+	for (i = 1; i < THR_MAX_SLOTS; i++)
+		if (t->slot[i].used && bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) == 0) {
+			out->passed += b.passed;
+			out->dropped += b.dropped;
+		}
+	pthread_mutex_unlock(&t->mu);
+}
+
+int col_tc_open(struct col_tc **out, const struct col_tc_cfg *cfg)
+{
+	struct col_tc *t;
+	unsigned idx;
+	int rv, err;
+
+	if (!out || !cfg || !cfg->ifname)
+		return RM_EINVAL;
+	*out = NULL;
+	if (!(idx = if_nametoindex(cfg->ifname))) {
+		rm_log_error("failed to find interface '%s': %s", cfg->ifname, strerror(errno));
+		return RM_ENOENT;
+	}
+	if (!(t = calloc(1, sizeof(*t))))
+		return RM_ENOMEM;
+	pthread_mutex_init(&t->mu, NULL);
+	if (!(t->skel = tc_police_bpf__open_and_load())) {
+		rm_log_error("failed to load the admission throttling program: %s", strerror(errno));
+		rv = RM_EBPF;
+		goto fail;
+	}
+	t->hook.sz = sizeof(t->hook);
+	t->hook.ifindex = (int)idx;
+	t->hook.attach_point = cfg->egress ? BPF_TC_EGRESS : BPF_TC_INGRESS;
+	err = bpf_tc_hook_create(&t->hook);
+	if (err && err != -EEXIST) {
+		rm_log_error("failed to create the clsact hook on '%s': %s", cfg->ifname, strerror(-err));
+		rv = RM_EBPF;
+		goto fail;
+	}
+	t->hook_created = err == 0;
+	t->opts.sz = sizeof(t->opts);
+	t->opts.prog_fd = bpf_program__fd(t->skel->progs.tc_police);
+	if ((err = bpf_tc_attach(&t->hook, &t->opts)) != 0) {
+		rm_log_error("failed to attach to the tc hook of '%s': %s", cfg->ifname, strerror(-err));
+		rv = RM_EBPF;
+		goto fail;
+	}
+	t->attached = 1;
+	if (pthread_create(&t->th, NULL, col_tc_main, t) != 0) {
+		rv = RM_ENOMEM;
+		goto fail;
+	}
+	t->th_started = 1;
+	*out = t;
+	return RM_OK;
+fail:
+	col_tc_close(t);
+	return rv;
+}
+
+void col_tc_close(struct col_tc *t)
+{
+	uint32_t i;
+
+	if (!t)
+		return;
+	t->stop = 1;
+	if (t->th_started)
+		pthread_join(t->th, NULL);
+	if (t->skel) {
+		pthread_mutex_lock(&t->mu);
+		for (i = 1; i < THR_MAX_SLOTS; i++)
+			if (t->slot[i].used) {
+				col_tc_release(t, i);
+				t->st.released++;
+			}
+		pthread_mutex_unlock(&t->mu);
+	}
+	if (t->attached) {
+		struct bpf_tc_opts o = { .sz = sizeof(o), .handle = t->opts.handle, .priority = t->opts.priority };
+
+		bpf_tc_detach(&t->hook, &o);
+	}
+	if (t->hook_created) {
+		t->hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
+		bpf_tc_hook_destroy(&t->hook);
+	}
+	tc_police_bpf__destroy(t->skel);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}

@@ -1,0 +1,751 @@
+/*
+ * col_throttle.c - per-thread CPU throttling (see col_throttle.h): loads and
+ * attaches throttle.bpf.c, owns the cgroup v1 groups rametr-throttle-<pid>/
+ * s<slot>, the table of moved threads (tid -> group it came from), and the
+ * thread that drains the kernel's enter/leave records, moves threads and
+ * expires throttles.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "col_throttle.h"
+#include "rm_err.h"
+#include "throttle.h"
+#include "throttle.skel.h"
+#include "banned.h"
+
+#define COL_THR_MAX_MOVED 8192
+#define COL_THR_TICK_MS 20
+
+struct col_thr_slot {
+	int used;
+	char ce[64];
+	uint64_t id;
+	uint32_t cap_permille;
+	int64_t expires_unix_ns;
+	char dir[512];
+	int tasks_fd;                 /* <dir>/tasks, kept open */
+	int nmatch;
+	int match_idx[COL_THROTTLE_MAX_MATCHES];
+};
+
+struct col_thr_moved {
+	uint32_t tid;                 /* 0 = free entry */
+	uint32_t slot;
+	char orig[256];               /* cgroup path relative to root, "/" */
+};
+
+struct col_throttle {
+	pthread_mutex_t mu;
+	pthread_t th;
+	int th_started;
+	volatile int stop;
+	struct throttle_bpf *skel;
+	struct bpf_link *l_recv, *l_send;
+	struct ring_buffer *rb;
+	char root[256];
+	char parent[384];
+	uint32_t ncpu;
+	int release_at_send;
+	struct col_thr_slot slot[THR_MAX_SLOTS];
+	int match_used[THR_MAX_MATCHES];
+	struct col_thr_moved *moved;
+	size_t nmoved_hw;              /* high-water mark of used entries */
+	struct col_throttle_stats st;
+};
+
+static void col_thr_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void col_thr_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t col_thr_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t col_thr_real(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int col_thr_write_file(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	if (n < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Writes tid into an open tasks file; 0 or -errno. */
+static int col_thr_move_fd(int fd, uint32_t tid)
+{
+	char buf[16];
+	int n = snprintf(buf, sizeof(buf), "%u", tid);
+
+	if (write(fd, buf, (size_t)n) < 0)
+		return -errno;
+	return 0;
+}
+
+static int col_thr_move_path(const char *root, const char *rel, uint32_t tid)
+{
+	char path[640], buf[16];
+
+	snprintf(path, sizeof(path), "%s%s/tasks", root, strcmp(rel, "/") ? rel : "");
+	snprintf(buf, sizeof(buf), "%u", tid);
+	return col_thr_write_file(path, buf);
+}
+
+/* The cpu-hierarchy path of tid (of process pid) into rel; 0 or -1. */
+static int col_thr_cgroup_of(uint32_t pid, uint32_t tid, char *rel, size_t len)
+{
+	char path[96], line[512];
+	FILE *f;
+	int found = -1;
+
+	snprintf(path, sizeof(path), "/proc/%u/task/%u/cgroup", pid, tid);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2, *tok, *save = NULL;
+
+		if (!c1 || !(c2 = strchr(c1 + 1, ':')))
+			continue;
+		*c2 = '\0';
+		for (tok = strtok_r(c1 + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			if (strcmp(tok, "cpu") == 0) {
+				size_t n = strcspn(c2 + 1, "\n");
+
+				if (n == 0 || n >= len)
+					break;
+				memcpy(rel, c2 + 1, n);
+				rel[n] = '\0';
+				found = 0;
+				break;
+			}
+		}
+		if (found == 0)
+			break;
+	}
+	fclose(f);
+	return found;
+}
+
+static struct col_thr_moved *col_thr_find(struct col_throttle *t, uint32_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < t->nmoved_hw; i++)
+		if (t->moved[i].tid == tid)
+			return &t->moved[i];
+	return NULL;
+}
+
+static struct col_thr_moved *col_thr_alloc(struct col_throttle *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->nmoved_hw; i++)
+		if (t->moved[i].tid == 0)
+			return &t->moved[i];
+	if (t->nmoved_hw == COL_THR_MAX_MOVED)
+		return NULL;
+	return &t->moved[t->nmoved_hw++];
+}
+
+/* Moves a moved thread back where it came from and forgets it. Caller holds mu. */
+static void col_thr_move_back(struct col_throttle *t, struct col_thr_moved *m, uint64_t ev_ts)
+{
+	int rv = col_thr_move_path(t->root, m->orig, m->tid);
+
+	if (rv == -ENOENT) /* its group is gone: the root then */
+		rv = col_thr_move_path(t->root, "/", m->tid);
+	if (rv == 0) {
+		uint64_t d = ev_ts ? col_thr_mono() - ev_ts : 0;
+
+		t->st.moves++;
+		t->st.move_ns_sum += d;
+		if (d > t->st.move_ns_max)
+			t->st.move_ns_max = d;
+	} else if (rv != -ESRCH) {
+		t->st.move_fail++;
+		rm_log_warn("failed to move thread %u back to cgroup '%s': %s", m->tid, m->orig,
+			    strerror(-rv));
+	} else {
+		t->st.move_fail++;
+	}
+	m->tid = 0;
+}
+
+static int col_thr_on_event(void *ctx, void *data, size_t len)
+{
+	struct col_throttle *t = ctx;
+	const struct thr_event *e = data;
+	struct col_thr_moved *m;
+	struct col_thr_slot *s;
+	uint64_t d;
+	int rv;
+
+	if (len < sizeof(*e) || e->slot == 0 || e->slot >= THR_MAX_SLOTS)
+		return 0;
+	pthread_mutex_lock(&t->mu);
+	if (e->kind == THR_EV_LEAVE) {
+		t->st.leaves++;
+		if ((m = col_thr_find(t, e->tid)))
+			col_thr_move_back(t, m, e->ts_ns);
+		goto out;
+	}
+	t->st.enters++;
+	s = &t->slot[e->slot];
+	if (!s->used)
+		goto out; /* released meanwhile */
+	m = col_thr_find(t, e->tid);
+	if (!m) {
+		if (!(m = col_thr_alloc(t))) {
+			rm_log_warn("too many throttled threads (%d); thread %u not throttled",
+				    COL_THR_MAX_MOVED, e->tid);
+			goto out;
+		}
+		if (col_thr_cgroup_of(e->pid, e->tid, m->orig, sizeof(m->orig)) != 0) {
+			t->st.move_fail++; /* thread gone already */
+			goto out;
+		}
+		m->tid = e->tid;
+	}
+	m->slot = e->slot;
+	rv = col_thr_move_fd(s->tasks_fd, e->tid);
+	if (rv != 0) {
+		t->st.move_fail++;
+		if (rv != -ESRCH)
+			rm_log_warn("failed to move thread %u into '%s': %s", e->tid, s->dir,
+				    strerror(-rv));
+		m->tid = 0;
+		goto out;
+	}
+	d = col_thr_mono() - e->ts_ns;
+	t->st.moves++;
+	t->st.move_ns_sum += d;
+	if (d > t->st.move_ns_max)
+		t->st.move_ns_max = d;
+out:
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+static void col_thr_detach(struct col_throttle *t)
+{
+	bpf_link__destroy(t->l_recv);
+	bpf_link__destroy(t->l_send);
+	t->l_recv = t->l_send = NULL;
+	t->st.attached = 0;
+}
+
+static int col_thr_attach(struct col_throttle *t, char *err, size_t errlen)
+{
+	if (t->l_recv)
+		return RM_OK;
+	t->l_recv = bpf_program__attach(t->skel->progs.thr_sock_recv);
+	if (!t->l_recv) {
+		col_thr_err(err, errlen, "failed to attach sock_recv_length: %s", strerror(errno));
+		return RM_EBPF;
+	}
+	if (t->release_at_send) {
+		t->l_send = bpf_program__attach(t->skel->progs.thr_sock_send);
+		if (!t->l_send) {
+			col_thr_err(err, errlen, "failed to attach sock_send_length: %s",
+				    strerror(errno));
+			col_thr_detach(t);
+			return RM_EBPF;
+		}
+	}
+	t->st.attached = 1;
+	return RM_OK;
+}
+
+/* Ends a throttle: matches off, threads back, group removed. Caller holds mu. */
+static void col_thr_release(struct col_throttle *t, uint32_t si)
+{
+	struct col_thr_slot *s = &t->slot[si];
+	struct thr_match zero = { 0 };
+	size_t i;
+	int j;
+
+	if (!s->used)
+		return;
+	for (j = 0; j < s->nmatch; j++) {
+		uint32_t k = (uint32_t)s->match_idx[j];
+
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.matches), &k, &zero, BPF_ANY);
+		t->match_used[k] = 0;
+	}
+	s->nmatch = 0;
+	/* threads still inside: back, and out of the kernel's table */
+	for (i = 0; i < t->nmoved_hw; i++) {
+		struct col_thr_moved *m = &t->moved[i];
+
+		if (m->tid && m->slot == si) {
+			uint32_t tid = m->tid;
+
+			bpf_map_delete_elem(bpf_map__fd(t->skel->maps.inside), &tid);
+			col_thr_move_back(t, m, 0);
+		}
+	}
+	if (s->tasks_fd >= 0)
+		close(s->tasks_fd);
+	s->tasks_fd = -1;
+	if (rmdir(s->dir) != 0 && errno != ENOENT)
+		rm_log_warn("failed to remove cgroup '%s': %s", s->dir, strerror(errno));
+	s->used = 0;
+	t->st.active--;
+	if (t->st.active == 0)
+		col_thr_detach(t);
+}
+
+static void col_thr_expire(struct col_throttle *t)
+{
+	int64_t now = col_thr_real();
+	uint32_t i;
+
+	pthread_mutex_lock(&t->mu);
+	for (i = 1; i < THR_MAX_SLOTS; i++) {
+		if (t->slot[i].used && t->slot[i].expires_unix_ns <= now) {
+			rm_log_info("throttle of CE '%s' (command %" PRIu64 ") expired", t->slot[i].ce,
+				    t->slot[i].id);
+			col_thr_release(t, i);
+			t->st.expired++;
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+static void *col_thr_main(void *arg)
+{
+	struct col_throttle *t = arg;
+
+	while (!t->stop) {
+		ring_buffer__poll(t->rb, COL_THR_TICK_MS);
+		col_thr_expire(t);
+	}
+	return NULL;
+}
+
+static int col_thr_check_name(const char *ce)
+{
+	size_t i, n = ce ? strlen(ce) : 0;
+
+	if (n == 0 || n > 63)
+		return -1;
+	for (i = 0; i < n; i++) {
+		char c = ce[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-'))
+			return -1;
+	}
+	return 0;
+}
+
+static void col_thr_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out)
+{
+	uint8_t mask[16] = { 0 };
+	unsigned i, bits = in->prefix;
+
+	memset(out, 0, sizeof(*out));
+	out->slot = slot;
+	out->family = in->family;
+	for (i = 0; i < 16 && bits; i++) {
+		unsigned b = bits >= 8 ? 8 : bits;
+
+		mask[i] = (uint8_t)(0xff00u >> b);
+		bits -= b;
+	}
+	memcpy(out->mask, mask, 16);
+	for (i = 0; i < 16; i++)
+		((uint8_t *)out->addr)[i] = in->addr[i] & mask[i];
+	if (in->family == 2) {
+		out->addr[1] = out->addr[2] = out->addr[3] = 0;
+		out->mask[1] = out->mask[2] = out->mask[3] = 0;
+	}
+	out->cport_lo = in->cport_lo;
+	out->cport_hi = in->cport_hi;
+	out->sport_lo = in->sport_lo;
+	out->sport_hi = in->sport_hi;
+}
+
+static int col_thr_check_cmd(const struct col_throttle_cmd *c, char *err, size_t errlen)
+{
+	size_t i;
+
+	if (col_thr_check_name(c->ce) != 0) {
+		col_thr_err(err, errlen, "bad CE name '%s'", c->ce ? c->ce : "");
+		return RM_EINVAL;
+	}
+	if (!c->resource || strcmp(c->resource, "cpu") != 0) {
+		col_thr_err(err, errlen, "resource '%s' cannot be throttled here (only cpu)",
+			    c->resource ? c->resource : "");
+		return RM_EINVAL;
+	}
+	if (c->cap_permille > 1000) {
+		col_thr_err(err, errlen, "cap of %u permille (at most 1000)", c->cap_permille);
+		return RM_EINVAL;
+	}
+	if (c->cap_permille == 0)
+		return RM_OK;
+	if (c->nmatch == 0 || c->nmatch > COL_THROTTLE_MAX_MATCHES) {
+		col_thr_err(err, errlen, "command for CE '%s' has %zu matches (1..%d)", c->ce,
+			    c->nmatch, COL_THROTTLE_MAX_MATCHES);
+		return RM_EINVAL;
+	}
+	for (i = 0; i < c->nmatch; i++) {
+		const struct col_throttle_match *m = &c->match[i];
+
+		if ((m->family != 2 && m->family != 10) ||
+		    m->prefix > (m->family == 2 ? 32u : 128u)) {
+			col_thr_err(err, errlen, "match %zu: family %u / prefix %u invalid", i,
+				    m->family, m->prefix);
+			return RM_EINVAL;
+		}
+		if (m->cport_lo > m->cport_hi || m->cport_hi > 65535 || m->sport_lo > m->sport_hi ||
+		    m->sport_hi > 65535) {
+			col_thr_err(err, errlen, "match %zu: bad port range", i);
+			return RM_EINVAL;
+		}
+	}
+	return RM_OK;
+}
+
+int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c, char *err, size_t errlen)
+{
+	struct col_thr_slot *s = NULL;
+	char path[600], val[32];
+	uint64_t quota;
+	uint32_t si, k;
+	size_t i;
+	int rv, fresh = 0, idx[COL_THROTTLE_MAX_MATCHES], n = 0;
+
+	if (!t || !c)
+		return RM_EINVAL;
+	if ((rv = col_thr_check_cmd(c, err, errlen)) != 0)
+		return rv;
+	if (c->expires_unix_ns <= col_thr_real()) {
+		col_thr_err(err, errlen, "command %" PRIu64 " for CE '%s' has already expired", c->id,
+			    c->ce);
+		return RM_ETIMEDOUT;
+	}
+	pthread_mutex_lock(&t->mu);
+	for (si = 1; si < THR_MAX_SLOTS; si++)
+		if (t->slot[si].used && strcmp(t->slot[si].ce, c->ce) == 0) {
+			s = &t->slot[si];
+			break;
+		}
+	if (c->cap_permille == 0) {
+		if (s) {
+			col_thr_release(t, si);
+			t->st.released++;
+		}
+		pthread_mutex_unlock(&t->mu);
+		return RM_OK;
+	}
+	if (!s) {
+		for (si = 1; si < THR_MAX_SLOTS; si++)
+			if (!t->slot[si].used)
+				break;
+		if (si == THR_MAX_SLOTS) {
+			col_thr_err(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
+			pthread_mutex_unlock(&t->mu);
+			return RM_EFULL;
+		}
+		s = &t->slot[si];
+		memset(s, 0, sizeof(*s));
+		s->tasks_fd = -1;
+		snprintf(s->dir, sizeof(s->dir), "%s/s%u", t->parent, si);
+		if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
+			col_thr_err(err, errlen, "failed to create cgroup '%s': %s", s->dir,
+				    strerror(errno));
+			pthread_mutex_unlock(&t->mu);
+			return RM_EIO;
+		}
+		snprintf(path, sizeof(path), "%s/tasks", s->dir);
+		if ((s->tasks_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+			col_thr_err(err, errlen, "failed to open '%s': %s", path, strerror(errno));
+			rmdir(s->dir);
+			pthread_mutex_unlock(&t->mu);
+			return RM_EIO;
+		}
+		snprintf(s->ce, sizeof(s->ce), "%s", c->ce);
+		s->used = 1;
+		t->st.active++;
+		fresh = 1;
+	}
+	/* quota */
+	quota = (uint64_t)c->cap_permille * t->ncpu * COL_THROTTLE_PERIOD_US / 1000u;
+	if (quota < 1000)
+		quota = 1000;
+	snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", s->dir);
+	snprintf(val, sizeof(val), "%u", COL_THROTTLE_PERIOD_US);
+	if ((rv = col_thr_write_file(path, val)) == 0) {
+		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", s->dir);
+		snprintf(val, sizeof(val), "%" PRIu64, quota);
+		rv = col_thr_write_file(path, val);
+	}
+	if (rv != 0) {
+		col_thr_err(err, errlen, "failed to write '%s': %s", path, strerror(-rv));
+		goto fail;
+	}
+	/* matches: take new entries, then drop the old ones */
+	for (k = 0; k < THR_MAX_MATCHES && (size_t)n < c->nmatch; k++)
+		if (!t->match_used[k])
+			idx[n++] = (int)k;
+	if ((size_t)n < c->nmatch) {
+		col_thr_err(err, errlen, "no room for %zu more matches (%d in all)", c->nmatch,
+			    THR_MAX_MATCHES);
+		rv = RM_EFULL;
+		goto fail;
+	}
+	if ((rv = col_thr_attach(t, err, errlen)) != 0)
+		goto fail;
+	for (i = 0; i < c->nmatch; i++) {
+		struct thr_match m;
+
+		col_thr_make_match(&c->match[i], si, &m);
+		k = (uint32_t)idx[i];
+		if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.matches), &k, &m, BPF_ANY) != 0) {
+			col_thr_err(err, errlen, "failed to update the match table: %s", strerror(errno));
+			rv = RM_EBPF;
+			goto fail;
+		}
+		t->match_used[k] = 1;
+	}
+	for (i = 0; i < (size_t)s->nmatch; i++) {
+		struct thr_match zero = { 0 };
+
+		k = (uint32_t)s->match_idx[i];
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.matches), &k, &zero, BPF_ANY);
+		t->match_used[k] = 0;
+	}
+	memcpy(s->match_idx, idx, sizeof(idx));
+	s->nmatch = (int)c->nmatch;
+	s->id = c->id;
+	s->cap_permille = c->cap_permille;
+	s->expires_unix_ns = c->expires_unix_ns;
+	pthread_mutex_unlock(&t->mu);
+	rm_log_info("throttling CE '%s' to %u permille of %u CPUs (quota %" PRIu64 " us per %u us), "
+		    "command %" PRIu64, c->ce, c->cap_permille, t->ncpu, quota, COL_THROTTLE_PERIOD_US,
+		    c->id);
+	return RM_OK;
+fail:
+	if (fresh)
+		col_thr_release(t, si);
+	pthread_mutex_unlock(&t->mu);
+	return rv;
+}
+
+/* Empties and removes groups of collectors that are no longer running. */
+static void col_thr_reclaim(struct col_throttle *t)
+{
+	DIR *d = opendir(t->root);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char sub[640], tasks[1024], line[32];
+		DIR *d2;
+		struct dirent *de2;
+		unsigned pid;
+
+		if (sscanf(de->d_name, "rametr-throttle-%u", &pid) != 1 || kill((pid_t)pid, 0) == 0 ||
+		    errno != ESRCH)
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", t->root, de->d_name);
+		if ((d2 = opendir(sub))) {
+			while ((de2 = readdir(d2))) {
+				FILE *f;
+
+				if (de2->d_name[0] != 's')
+					continue;
+				snprintf(tasks, sizeof(tasks), "%s/%s/tasks", sub, de2->d_name);
+				if ((f = fopen(tasks, "re"))) {
+					while (fgets(line, sizeof(line), f))
+						col_thr_move_path(t->root, "/", (uint32_t)strtoul(line, NULL, 10));
+					fclose(f);
+				}
+				tasks[strlen(tasks) - 6] = '\0';
+				rmdir(tasks);
+			}
+			closedir(d2);
+		}
+		if (rmdir(sub) == 0)
+			rm_log_warn("removed throttle group '%s' left by collector %u", sub, pid);
+	}
+	closedir(d);
+}
+
+static int col_thr_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+int col_throttle_open(struct col_throttle **out, const struct col_throttle_cfg *cfg)
+{
+	struct col_throttle *t;
+	char path[512];
+	long n;
+	int rv, i;
+
+	if (!out || !cfg)
+		return RM_EINVAL;
+	*out = NULL;
+	if (!(t = calloc(1, sizeof(*t))))
+		return RM_ENOMEM;
+	if (!(t->moved = calloc(COL_THR_MAX_MOVED, sizeof(*t->moved)))) {
+		free(t);
+		return RM_ENOMEM;
+	}
+	pthread_mutex_init(&t->mu, NULL);
+	for (i = 0; i < THR_MAX_SLOTS; i++)
+		t->slot[i].tasks_fd = -1;
+	snprintf(t->root, sizeof(t->root), "%s", cfg->root ? cfg->root : COL_THROTTLE_ROOT_DEFAULT);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	t->ncpu = cfg->ncpu ? cfg->ncpu : (uint32_t)(n > 0 ? n : 1);
+	t->release_at_send = cfg->release_at_send;
+	snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", t->root);
+	if (access(path, F_OK) != 0 && !cfg->root) {
+		mkdir(t->root, 0755);
+		if (mount("cgroup", t->root, "cgroup", 0, "cpu") != 0)
+			rm_log_warn("failed to mount the cgroup v1 cpu hierarchy at '%s': %s", t->root,
+				    strerror(errno));
+	}
+	if (access(path, F_OK) != 0) {
+		rm_log_error("no cgroup v1 cpu controller at '%s' (%s): per-thread throttling needs "
+			     "it (cgroup v2 has no per-thread absolute cap)", t->root, path);
+		rv = RM_ENOTSUP;
+		goto fail;
+	}
+	col_thr_reclaim(t);
+	snprintf(t->parent, sizeof(t->parent), "%s/rametr-throttle-%d", t->root, (int)getpid());
+	if (mkdir(t->parent, 0755) != 0 && errno != EEXIST) {
+		rv = errno == EACCES || errno == EPERM ? RM_EPERM : RM_EIO;
+		rm_log_error("failed to create cgroup '%s': %s", t->parent, strerror(errno));
+		goto fail;
+	}
+	libbpf_set_print(col_thr_libbpf_print);
+	if (!(t->skel = throttle_bpf__open())) {
+		rm_log_error("failed to open the throttle BPF program: %s", strerror(errno));
+		rv = RM_EBPF;
+		goto fail;
+	}
+	t->skel->rodata->netns_ino = cfg->netns_ino;
+	t->skel->rodata->release_at_send = cfg->release_at_send ? 1 : 0;
+	if (throttle_bpf__load(t->skel) != 0) {
+		rm_log_error("failed to load the throttle BPF program: %s", strerror(errno));
+		rv = RM_EBPF;
+		goto fail;
+	}
+	if (!(t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.thr_events), col_thr_on_event, t, NULL))) {
+		rm_log_error("failed to open the throttle ring buffer: %s", strerror(errno));
+		rv = RM_EBPF;
+		goto fail;
+	}
+	if (pthread_create(&t->th, NULL, col_thr_main, t) != 0) {
+		rv = RM_ENOMEM;
+		goto fail;
+	}
+	t->th_started = 1;
+	*out = t;
+	return RM_OK;
+fail:
+	col_throttle_close(t);
+	return rv;
+}
+
+void col_throttle_stats(struct col_throttle *t, struct col_throttle_stats *out)
+{
+	pthread_mutex_lock(&t->mu);
+	*out = t->st;
+	pthread_mutex_unlock(&t->mu);
+}
+
+void col_throttle_group(struct col_throttle *t, const char *ce, char *buf, size_t len)
+{
+	uint32_t i;
+
+	if (len)
+		buf[0] = '\0';
+	pthread_mutex_lock(&t->mu);
+	for (i = 1; i < THR_MAX_SLOTS; i++)
+		if (t->slot[i].used && strcmp(t->slot[i].ce, ce) == 0)
+			snprintf(buf, len, "%s", t->slot[i].dir);
+	pthread_mutex_unlock(&t->mu);
+}
+
+void col_throttle_close(struct col_throttle *t)
+{
+	uint32_t i;
+
+	if (!t)
+		return;
+	t->stop = 1;
+	if (t->th_started)
+		pthread_join(t->th, NULL);
+	if (t->skel) {
+		pthread_mutex_lock(&t->mu);
+		for (i = 1; i < THR_MAX_SLOTS; i++)
+			if (t->slot[i].used) {
+				col_thr_release(t, i);
+				t->st.released++;
+			}
+		pthread_mutex_unlock(&t->mu);
+	}
+	col_thr_detach(t);
+	ring_buffer__free(t->rb);
+	throttle_bpf__destroy(t->skel);
+	if (t->parent[0] && rmdir(t->parent) != 0 && errno != ENOENT)
+		rm_log_warn("failed to remove cgroup '%s': %s", t->parent, strerror(errno));
+	pthread_mutex_destroy(&t->mu);
+	free(t->moved);
+	free(t);
+}
