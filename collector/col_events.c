@@ -54,11 +54,12 @@ struct col_events_line {
 static const char *const col_ev_names[] = {
 	[COL_EV_SWITCH] = "switch", [COL_EV_WAKEUP] = "wakeup", [COL_EV_RECV] = "recv", [COL_EV_SEND] = "send",
 	[COL_EV_FORK] = "fork",     [COL_EV_EXIT] = "exit",     [COL_EV_DISK] = "disk",
+	[COL_EV_STEAL] = "steal",
 };
 
 const char *col_ev_type_name(enum col_ev_type t)
 {
-	if ((int)t < COL_EV_SWITCH || (int)t > COL_EV_DISK)
+	if ((int)t < COL_EV_SWITCH || (int)t > COL_EV_STEAL)
 		return "?";
 	return col_ev_names[t];
 }
@@ -650,6 +651,9 @@ static int col_events_parse_type(struct col_events_line *L, struct col_event *ev
 		ev->u.disk.is_write = v.p[0] == 'W';
 		rv = col_events_num(L, "bytes", 1, 0, COL_EVENTS_MAX_BYTES, &ev->u.disk.bytes, NULL);
 		break;
+	case COL_EV_STEAL:
+		rv = col_events_num(L, "ns", 1, 0, COL_EVENTS_MAX_TS, &ev->u.steal.ns, NULL);
+		break;
 	}
 	return rv;
 }
@@ -678,10 +682,10 @@ static int col_events_parse_event(struct col_events *r, struct col_events_tok *t
 		return col_events_fail(r, RM_EPROTO, "cpu %llu out of range (ncpu=%u)", (unsigned long long)v,
 				       r->hdr.ncpu);
 	ev->cpu = (uint32_t)v;
-	for (t = COL_EV_SWITCH; t <= COL_EV_DISK; t++)
+	for (t = COL_EV_SWITCH; t <= COL_EV_STEAL; t++)
 		if (col_events_tok_is(tok[2], col_ev_names[t]))
 			break;
-	if (t > COL_EV_DISK)
+	if (t > COL_EV_STEAL)
 		return col_events_fail(r, RM_EPROTO, "unknown event type %s", col_events_q(tok[2], q, sizeof(q)));
 	ev->type = (enum col_ev_type)t;
 
@@ -849,6 +853,8 @@ static int col_events_check(const struct col_event *ev)
 		return ev->u.exit.tid && ev->u.exit.pid ? RM_OK : RM_EINVAL;
 	case COL_EV_DISK:
 		return ev->u.disk.tid && ev->u.disk.bytes <= COL_EVENTS_MAX_BYTES ? RM_OK : RM_EINVAL;
+	case COL_EV_STEAL:
+		return ev->u.steal.ns <= COL_EVENTS_MAX_TS ? RM_OK : RM_EINVAL;
 	}
 	return RM_EINVAL;
 }
@@ -937,6 +943,9 @@ int col_events_format(const struct col_event *ev, char *buf, size_t len)
 	case COL_EV_DISK:
 		col_events_put(&o, " tid=%u op=%c bytes=%llu", ev->u.disk.tid, ev->u.disk.is_write ? 'W' : 'R',
 			       (unsigned long long)ev->u.disk.bytes);
+		break;
+	case COL_EV_STEAL:
+		col_events_put(&o, " ns=%llu", (unsigned long long)ev->u.steal.ns);
 		break;
 	}
 	col_events_put(&o, "\n");

@@ -79,6 +79,12 @@
  *           a thread, a new pid for a process).
  *   exit    tid=<tid> pid=<pid>
  *           Thread tid (running on <cpu>) exits.
+ *   steal   ns=<n>
+ *           The hypervisor's count of time stolen from <cpu> (its vCPU was
+ *           runnable but the host ran something else), in ns since boot,
+ *           0 .. 2^62, never decreasing on one CPU: what the kernel side
+ *           reads from the paravirtual steal clock at each cut. Stolen time
+ *           is on nobody's CPU: it is left out of busy and of every part.
  *   disk    tid=<tid> op=R|W bytes=<n>
  *           Thread tid (running on <cpu>) issued a disk read (R) or write
  *           (W) of <n> bytes (0 .. 2^48; 0 is ignored by the replay).
@@ -127,6 +133,7 @@ enum col_ev_type {
 	COL_EV_FORK,
 	COL_EV_EXIT,
 	COL_EV_DISK,
+	COL_EV_STEAL,
 };
 
 struct col_events_hdr {
@@ -171,6 +178,9 @@ struct col_event {
 			int is_write;
 			uint64_t bytes;
 		} disk;
+		struct {
+			uint64_t ns;
+		} steal;
 	} u;
 };
 

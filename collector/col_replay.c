@@ -32,11 +32,13 @@ struct rm_env {
 static struct rm_cpu *col_replay_env_cpu(struct rm_env *e);
 static struct rm_wintot *col_replay_env_wintot(struct rm_env *e, __u64 win);
 static int col_replay_env_emit(struct rm_env *e, const struct rm_part *part, const struct rm_counts *c);
+static __u64 col_replay_env_steal(struct rm_env *e);
 
 #define RM_INLINE static inline
 #define rm_env_cpu(e) col_replay_env_cpu(e)
 #define rm_env_wintot(e, win) col_replay_env_wintot((e), (win))
 #define rm_env_emit(e, p, c) col_replay_env_emit((e), (p), (c))
+#define rm_env_steal(e) col_replay_env_steal(e)
 
 #include "segmenter.h"
 
@@ -67,6 +69,7 @@ struct col_replay_cpu {
 	uint32_t cur_line;               /* line that told */
 	struct rm_wintot slot[RM_WIN_SLOTS];
 	unsigned char claimed[RM_WIN_SLOTS];
+	uint64_t steal;                  /* the stream's last steal event on this CPU */
 };
 
 struct col_replay_run {
@@ -149,6 +152,11 @@ static struct rm_wintot *col_replay_env_wintot(struct rm_env *e, __u64 win)
 	s->win = win;
 	c->claimed[i] = 1;
 	return s;
+}
+
+static __u64 col_replay_env_steal(struct rm_env *e)
+{
+	return e->run->cpus[e->cpu].steal;
 }
 
 static int col_replay_env_emit(struct rm_env *e, const struct rm_part *part, const struct rm_counts *c)
@@ -491,6 +499,13 @@ static int col_replay_event(struct col_replay_run *run, const struct col_event *
 		break;
 	case COL_EV_DISK:
 		rv = col_replay_disk(run, ev);
+		break;
+	case COL_EV_STEAL:
+		if (ev->u.steal.ns < run->cpus[ev->cpu].steal)
+			return col_replay_fail(run, RM_EPROTO, ev->line, "steal of cpu %u goes back from %llu to %llu ns",
+					       ev->cpu, (unsigned long long)run->cpus[ev->cpu].steal,
+					       (unsigned long long)ev->u.steal.ns);
+		run->cpus[ev->cpu].steal = ev->u.steal.ns;
 		break;
 	}
 	if (rv != RM_OK)

@@ -175,6 +175,19 @@ RM_INLINE struct rm_wintot *rm_env_wintot(struct rm_env *e, __u64 win)
 	return w;
 }
 
+/*
+ * The paravirtual steal clock of this CPU (ns the host ran something else
+ * while this vCPU was runnable), as the scheduler last read it into its
+ * runqueue (at every schedule, wake-up and tick): 0 without paravirtual
+ * steal accounting, and nothing is taken off.
+ */
+RM_INLINE __u64 rm_env_steal(struct rm_env *e)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+
+	return BPF_CORE_READ(cur, se.cfs_rq, rq, prev_steal_time_rq);
+}
+
 RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struct rm_counts *c)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP, avail;

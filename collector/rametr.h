@@ -156,6 +156,7 @@ struct rm_cpu {
 	__u64 next_seg;   /* per-CPU segment counter */
 	__u32 cur_tid;    /* thread on this CPU since last_ns (0 = idle or unknown) */
 	__u32 pad;
+	__u64 last_steal; /* the CPU's stolen-time count at the last cut; 0 = not read yet */
 };
 
 #endif

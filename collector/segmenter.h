@@ -17,6 +17,9 @@
  *
  * CPU time is cut into slices at every context switch and at every segment
  * transition (recv/send/exit), and each slice is split at window boundaries.
+ * Time the hypervisor stole from the CPU in a slice (rm_env_steal) is taken
+ * off its end: the thread did not run then, and it is in nobody's CPU, not
+ * even busy (a thread's own CPU clock leaves it out too).
  * Every slice of a non-idle thread lands in exactly one of: a part's cpu_ns,
  * the window's unseg_cpu_ns, or the window's lost_ns, and always in busy_ns.
  * So per window, summed over CPUs (a part may be flushed, or dropped, on
@@ -34,6 +37,8 @@
  *                                   NULL if it already holds a newer one)
  *   rm_env_emit(e, part, counts) emit a copy of *part whose six counters are
  *                                   *counts; returns 0, or negative if dropped
+ *   rm_env_steal(e)              -> __u64, the time stolen from e->cpu by the
+ *                                   hypervisor since boot (ns), 0 if unknown
  * and includes rametr.h.
  *
  * Concurrency. In the kernel hooks can nest: an interrupt may run another
@@ -387,6 +392,32 @@ RM_INLINE __u64 rm_claim(struct rm_cpu *c, __u64 now)
 	return 0;
 }
 
+/*
+ * The time stolen from e->cpu by the hypervisor since the last cut (its
+ * vCPU was runnable, the host ran something else): the thread on the CPU
+ * did not run then, so its slice ends that much earlier. Taken with an
+ * atomic exchange, so nested hooks never count it twice.
+ */
+RM_INLINE __u64 rm_take_steal(struct rm_env *e, struct rm_cpu *c)
+{
+	__u64 now_st = rm_env_steal(e), old;
+
+	if (!now_st)
+		return 0;
+	old = __sync_lock_test_and_set(&c->last_steal, now_st);
+	return old && now_st > old ? now_st - old : 0;
+}
+
+/* [from, now) less the time stolen in it: where the slice really ends. */
+RM_INLINE __u64 rm_slice_end(struct rm_env *e, struct rm_cpu *c, __u64 from, __u64 now)
+{
+	__u64 st = rm_take_steal(e, c);
+
+	if (!from)
+		return 0;
+	return st < now - from ? now - st : from;
+}
+
 RM_INLINE void rm_cut(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	struct rm_cpu *c = rm_env_cpu(e);
@@ -396,7 +427,9 @@ RM_INLINE void rm_cut(struct rm_env *e, struct rm_task *t, __u64 now)
 		return;
 	from = rm_claim(c, now);
 	if (from)
-		rm_account_cpu(e, t, from, now);
+		rm_account_cpu(e, t, from, rm_slice_end(e, c, from, now));
+	else
+		rm_take_steal(e, c);
 }
 
 RM_INLINE __u64 rm_next_seg_id(struct rm_env *e)
@@ -635,7 +668,9 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 		return;
 	from = rm_claim(c, now);
 	if (from && !prev_idle)
-		rm_account_cpu(e, prev_t, from, now);
+		rm_account_cpu(e, prev_t, from, rm_slice_end(e, c, from, now));
+	else
+		rm_take_steal(e, c);
 	if (prev_t && !prev_runnable) {
 		rm_cont_block(e, prev_t, now);
 		if (prev_waits)

@@ -1072,6 +1072,28 @@ static void test_follow_replies_client(void)
 	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100 + 50 + 50);
 }
 
+/*
+ * Time the hypervisor stole from the CPU is on nobody's CPU: 30 ns stolen
+ * while the thread was in its segment [200,500) leave it 270 ns, and busy
+ * leaves them out: [100,200) no state 100, part 270, [500,600) after the
+ * send 100 -> busy 470, unsegmented 200. The first reading of the steal
+ * count (5000 ns since boot) only sets where counting starts.
+ */
+static void test_steal(void)
+{
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 steal ns=5000\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "250 0 steal ns=5030\n"
+	       "500 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "600 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 270);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 470);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
+}
+
 static CU_TestInfo cases[] = {
 	{ "simple recv, compute, send", test_simple },
 	{ "preemption mid-segment", test_preempt },
@@ -1098,6 +1120,7 @@ static CU_TestInfo cases[] = {
 	{ "follow-replies on an event loop adds no records between requests", test_follow_replies_event_loop },
 	{ "follow-replies: after a wait, work goes to the request answered, not the one read", test_follow_replies_waits },
 	{ "follow-replies gives a client no chains and no more records", test_follow_replies_client },
+	{ "time stolen by the hypervisor is in nobody's CPU", test_steal },
 	CU_TEST_INFO_NULL,
 };
 
