@@ -291,20 +291,24 @@ if grep -q '^redis,' "$R"; then
 		echo "reply, syscalls included, and leaves the rest of the loop (\`epoll_wait\`, timers, \`serverCron\`)"
 		echo "unaccountable."
 		echo
+		echo "CPU in ms per second of the run (together: $(cat "$rdd/interval.txt" | awk '{ print $2 - $1 }') s; alone: ${d_sep} s each):"
+		echo
 		echo "| | c1 (GET) | c2 (SET) | c3 (LRANGE) | rank order |"
 		echo "|---|---|---|---|---|"
 	} >>"$md"
 	sep_rank=$(rank <"$rdd/separate.txt")
 	cs_rank=$(rank <"$rdd/truth-commandstats.txt")
-	row() { echo "| $1 | $(awk -v sc="$3" '{ v[$1] = $2 } END { printf "%.3f s | %.3f s | %.3f s", v["c1"] * sc, v["c2"] * sc, v["c3"] * sc }' "$2") | $4 |"; }
-	awk '{ print $1, $2 / 1e9 }' "$rdd/truth-commandstats.txt" >"$rdd/cs-s.txt"
-	row "commandstats (together)" "$rdd/cs-s.txt" 1 "$cs_rank" >>"$md"
-	awk '{ print $1, $2 / 1e9 }' "$rdd/separate.txt" >"$rdd/sep-s.txt"
-	row "separate runs (alone, ${d_sep} s)" "$rdd/sep-s.txt" 1 "$sep_rank" >>"$md"
+	read -r ta tb <"$rdd/interval.txt"; secs=$((tb - ta))
+	# values in ms of CPU per second of the run
+	row() { echo "| $1 | $(awk '{ v[$1] = $2 } END { printf "%.2f | %.2f | %.2f", v["c1"], v["c2"], v["c3"] }' "$2") | $3 |"; }
+	awk -v n=$secs '{ print $1, $2 / 1e6 / n }' "$rdd/truth-commandstats.txt" >"$rdd/cs-s.txt"
+	row "commandstats (together)" "$rdd/cs-s.txt" "$cs_rank" >>"$md"
+	awk '{ print $1, $2 / 1e6 }' "$rdd/separate.txt" >"$rdd/sep-s.txt"
+	row "separate runs (each alone)" "$rdd/sep-s.txt" "$sep_rank" >>"$md"
 	for t in $techs; do
-		awk -F, -v t="$t" '$1 == "redis" && $4 == t { print $5, $7 / 1e9 }' "$R" >"$rdd/est-$t.txt"
+		awk -F, -v t="$t" -v n=$secs '$1 == "redis" && $4 == t { print $5, $7 / 1e6 / n }' "$R" >"$rdd/est-$t.txt"
 		r=$(rank <"$rdd/est-$t.txt")
-		row "$t (together)" "$rdd/est-$t.txt" 1 "$r" >>"$md"
+		row "$t (together)" "$rdd/est-$t.txt" "$r" >>"$md"
 		if [ "$t" = Rametr ]; then
 			[ "$r" = "$sep_rank" ] && check ok "redis: Rametr's rank order $r = the separate runs'" \
 				|| check FAIL "redis: Rametr's rank order '$r' differs from the separate runs' '$sep_rank'"

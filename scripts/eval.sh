@@ -224,8 +224,9 @@ if want phases; then
 	for i in 1 2 3; do
 		ce=c$i; var=steps_$ce
 		(
-			IFS=';'; for st in ${!var}; do
-				IFS=' ' read -r rate cpu secs <<<"$st"
+			IFS=';' read -ra steps <<<"${!var}"
+			for st in "${steps[@]}"; do
+				read -r rate cpu secs <<<"$st"
 				$NETNS exec "$ce" "$B/testbed/tb-load" --proto get --server "$(addr fe):$tb_fe_port" \
 					--bind "$(addr $ce)" --ce "$ce" --rate "$rate" --duration "$secs" --arrival lognormal \
 					--cpu-us "$cpu" --addr-base $((i * 1000000)) --addr-range 100000 --hot 6 --hot-frac 0.6 \
@@ -323,10 +324,11 @@ if want pg; then
 	# alone: each CE by itself, all of postgres's CPU (Fig. 9's separate runs)
 	for i in 1 2 3; do
 		pg_load $i $((sep_dur + 3)) "$d" & l=$!; tb_pids+=($l)
-		sleep 1.5; at_second 0 >/dev/null; pg_cpu >"$d/sep-a.txt"
-		sleep $((sep_dur - 1)); at_second 0 >/dev/null; pg_cpu >"$d/sep-b.txt"
+		sleep 1.5; s_a=$(at_second 0); pg_cpu >"$d/sep-a.txt"
+		sleep $((sep_dur - 1)); s_b=$(at_second 0); pg_cpu >"$d/sep-b.txt"
 		wait $l || { cat "$d/pgbench-c$i.txt" >&2; echo "eval: pgbench failed" >&2; exit 1; }; tb_forget $l
-		echo "c$i $(pg_diff "$d/sep-a.txt" "$d/sep-b.txt" | awk -v s=$((sep_dur)) '$1 == "all" { printf "%.0f", $2 * 1.0 }')" >>"$d/separate.txt"
+		# ns of CPU per second
+		echo "c$i $(pg_diff "$d/sep-a.txt" "$d/sep-b.txt" | awk -v n=$((s_b - s_a)) '$1 == "all" { printf "%.0f", $2 / n }')" >>"$d/separate.txt"
 	done
 	# fast shutdown through the postmaster (runuser would report a SIGTERM as a failure)
 	kill -INT "$(head -1 "$d/data/postmaster.pid")"
@@ -378,10 +380,11 @@ if want redis; then
 		if (m != "") print m, ($2 - a[$1]) * 1000 }' "$d/stats-a.txt" "$d/stats-b.txt" >"$d/truth-commandstats.txt"
 	for i in 1 2 3; do
 		rd_load $i $((sep_dur + 3)) & l=$!; tb_pids+=($l)
-		sleep 1.5; at_second 0 >/dev/null; rd_stats >"$d/sep-a.txt"
-		sleep $((sep_dur - 1)); at_second 0 >/dev/null; rd_stats >"$d/sep-b.txt"
+		sleep 1.5; s_a=$(at_second 0); rd_stats >"$d/sep-a.txt"
+		sleep $((sep_dur - 1)); s_b=$(at_second 0); rd_stats >"$d/sep-b.txt"
 		wait $l || true; tb_forget $l
-		awk -v ce=c$i 'FNR == NR { a[$1] = $2; next } $1 == "cpu" { printf "%s %.0f\n", ce, ($2 - a["cpu"]) * 1000 }' \
+		# ns of CPU per second
+		awk -v ce=c$i -v n=$((s_b - s_a)) 'FNR == NR { a[$1] = $2; next } $1 == "cpu" { printf "%s %.0f\n", ce, ($2 - a["cpu"]) * 1000 / n }' \
 			"$d/sep-a.txt" "$d/sep-b.txt" >>"$d/separate.txt"
 	done
 	tb_stop $rd redis-server "$d/redis.log"
