@@ -9,17 +9,18 @@
 #include <string.h>
 
 #include "agg_account.h"
+#include "st_est.h"
 #include "rm_err.h"
 #include "banned.h"
 
-enum agg_kind { AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT };
+enum agg_kind { AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT, AGG_K_EST };
 
 struct agg_sum {
 	int kind;             /* 0 = free slot */
 	const char *node;
 	uint64_t window_ns, win;
 	const char *key;      /* CE or reason; NULL for splits */
-	uint64_t v[ST_R_COUNT]; /* splits: the count in v[0] */
+	uint64_t v[ST_R_COUNT]; /* splits: the count in v[0]; est: requests, rt, rx */
 };
 
 struct agg_account {
@@ -168,6 +169,30 @@ int agg_account_add_split(struct agg_account *a, const char *node, uint64_t wind
 	return RM_OK;
 }
 
+int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
+			uint64_t requests, uint64_t rt_ns, uint64_t rx)
+{
+	struct agg_sum k = { 0 }, *e;
+	int rv;
+
+	if (!a->open)
+		return RM_ESTATE;
+	if (!ce)
+		return RM_EINVAL;
+	if ((rv = agg_origin(a, node, window_ns, &k)) != 0)
+		return rv;
+	k.kind = AGG_K_EST;
+	k.key = ce;
+	k.win = win;
+	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+		return rv;
+	/* saturate: storage refuses sums above INT64_MAX with a clear error */
+	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
+	e->v[1] = e->v[1] + rt_ns < e->v[1] ? UINT64_MAX : e->v[1] + rt_ns;
+	e->v[2] = e->v[2] + rx < e->v[2] ? UINT64_MAX : e->v[2] + rx;
+	return RM_OK;
+}
+
 static int agg_win_start(uint64_t window_ns, uint64_t win, int64_t *start)
 {
 	if (window_ns == 0 || window_ns > (uint64_t)INT64_MAX || win > (uint64_t)INT64_MAX / window_ns ||
@@ -194,6 +219,12 @@ static int agg_write(struct agg_account *a, const struct agg_window *w, size_t n
 		len = (int64_t)e->window_ns;
 		if (e->kind == AGG_K_SPLIT) {
 			if ((rv = st_add_split(a->db, e->node, start, len, e->v[0])) != 0)
+				return rv;
+			a->stats.rows_written++;
+			continue;
+		}
+		if (e->kind == AGG_K_EST) {
+			if ((rv = st_add_est_input(a->db, e->node, start, len, e->key, e->v[0], e->v[1], e->v[2])) != 0)
 				return rv;
 			a->stats.rows_written++;
 			continue;

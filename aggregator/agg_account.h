@@ -93,6 +93,15 @@ int agg_account_add(struct agg_account *a, const struct agg_charge *c);
 int agg_account_add_split(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win);
 
 /*
+ * Adds to the estimators' inputs (st_est.h est_input) of (node, window win,
+ * CE ce): completed requests, the sum of their response times (ns) and
+ * inbound bytes; node NULL / window_ns 0 = the batch's. Summed in memory,
+ * written at commit. As agg_account_add.
+ */
+int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
+			uint64_t requests, uint64_t rt_ns, uint64_t rx);
+
+/*
  * Changes to the stitcher's held parts, written at once in the open
  * transaction (st_held_put / st_held_resolve / st_held_delete). RM_OK,
  * RM_ESTATE (no transaction), or storage's errors; a resolve of an

@@ -12,6 +12,7 @@
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_stitch.h"
+#include "st_est.h"
 #include "rametr.h"
 #include "rm_err.h"
 
@@ -289,12 +290,84 @@ static void test_bad_window(void)
 	fx_close(&f);
 }
 
+struct est_seen {
+	int n;
+	struct st_est_ce ce[4];
+	uint64_t cpu;
+};
+
+static int est_collect(void *arg, const struct st_est_window *w)
+{
+	struct est_seen *s = arg;
+	size_t i;
+
+	s->n++;
+	s->cpu = w->cpu_ns;
+	for (i = 0; i < w->n && i < 4; i++)
+		s->ce[i] = w->ce[i];
+	return w->n <= 4 ? RM_OK : RM_EFULL;
+}
+
+/*
+ * The estimators' inputs come with the batch, exactly once: per CE the
+ * inbound bytes of all its parts, and one request per part closed by a
+ * send, with its response time (end - start). c1: two completed requests
+ * of 3 ms and 1 ms plus a part still open (no END): 3 parts' bytes
+ * 100 + 50 + 5, 2 requests, 4 ms. c2: one request of 2 ms, 70 bytes. The
+ * part of no CE gives no input.
+ */
+static void test_estimator_inputs(void)
+{
+	struct fixture f;
+	struct mk m;
+	struct est_seen s = { 0 };
+	char err[256] = "";
+	int dup = -1, i;
+
+	fx_open(&f, "est");
+	for (i = 0; i < 2; i++) {
+		mk_init(&m, 0xe57, 1);
+		mk_part(&m, "127.0.0.2", 3000000, 100, 1000);
+		m.p[0].start_ns = 10000000;
+		m.p[0].end_ns = 13000000;
+		mk_part(&m, "127.0.0.2", 1000000, 50, 500);
+		m.p[1].start_ns = 20000000;
+		m.p[1].end_ns = 21000000;
+		mk_part(&m, "127.0.0.2", 1000000, 5, 0);
+		m.p[2].flags = RM_PF_START;
+		m.p[2].start_ns = 30000000;
+		m.p[2].end_ns = 39000000;
+		mk_part(&m, "127.0.0.3", 2000000, 70, 700);
+		m.p[3].start_ns = 40000000;
+		m.p[3].end_ns = 42000000;
+		mk_part(&m, "127.0.0.99", 1000000, 10, 10);
+		mk_window(&m, 8000000, 0, 235, 2210);
+		/* the second time the same batch is a duplicate: nothing added */
+		CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+		CU_ASSERT_EQUAL(dup, i);
+	}
+	CU_ASSERT_EQUAL_FATAL(st_est_windows(f.db, "n1", INT64_MIN, INT64_MAX, est_collect, &s), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(s.n, 1);
+	CU_ASSERT_EQUAL(s.cpu, 8000000);
+	CU_ASSERT_STRING_EQUAL(s.ce[0].ce, "c1");
+	CU_ASSERT_EQUAL(s.ce[0].requests, 2);
+	CU_ASSERT_EQUAL(s.ce[0].rt_ns, 4000000);
+	CU_ASSERT_EQUAL(s.ce[0].rx, 155);
+	CU_ASSERT_STRING_EQUAL(s.ce[1].ce, "c2");
+	CU_ASSERT_EQUAL(s.ce[1].requests, 1);
+	CU_ASSERT_EQUAL(s.ce[1].rt_ns, 2000000);
+	CU_ASSERT_EQUAL(s.ce[1].rx, 70);
+	CU_ASSERT_STRING_EQUAL(s.ce[2].ce, "");
+	fx_close(&f);
+}
+
 static CU_TestInfo cases[] = {
 	{ "parts are charged to CEs by rules, the rest to V with reasons", test_attribution },
 	{ "batches apply exactly once per node instance", test_exactly_once },
 	{ "a window balances once its totals arrive", test_late_totals_and_residual },
 	{ "xen domains and dom0 remainder", test_xen_domains },
 	{ "a window out of range is refused and nothing is written", test_bad_window },
+	{ "estimator inputs per CE, exactly once", test_estimator_inputs },
 	CU_TEST_INFO_NULL,
 };
 

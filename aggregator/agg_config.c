@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ struct agg_parse {
 	int line;
 	int errors;
 	struct agg_config *c;
-	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_UNKNOWN } sec;
+	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_UNKNOWN } sec;
 };
 
 static void agg_perr(struct agg_parse *p, const char *fmt, const char *a, const char *b)
@@ -205,9 +206,76 @@ static int agg_section(struct agg_parse *p, char *hdr)
 		p->sec = SEC_CE;
 		return agg_push((void **)&p->c->rules, &p->c->nrules, sizeof(r), &r);
 	}
+	if (strncmp(hdr, "estimate", 8) == 0 && isspace((unsigned char)hdr[8])) {
+		struct agg_est_conf e;
+
+		name = agg_trim(hdr + 9);
+		if (!agg_valid_ce(name)) {
+			agg_perr(p, "invalid server name '%s' in [estimate] (use [A-Za-z0-9_.-], 1-63 chars)%s", name,
+				 NULL);
+			p->sec = SEC_UNKNOWN;
+			return RM_OK;
+		}
+		memset(&e, 0, sizeof(e));
+		snprintf(e.server, sizeof(e.server), "%s", name);
+		e.lr_windows = AGG_CONFIG_LR_WINDOWS_DEFAULT;
+		e.kalman_r = AGG_CONFIG_KALMAN_R_DEFAULT;
+		e.line = p->line;
+		p->sec = SEC_EST;
+		return agg_push((void **)&p->c->est, &p->c->nest, sizeof(e), &e);
+	}
 	agg_perr(p, "unknown section '[%s]'%s", hdr, NULL);
 	p->sec = SEC_UNKNOWN;
 	return RM_OK;
+}
+
+/* A key of an [estimate SERVER] section. */
+static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *key, char *val)
+{
+	if (strcmp(key, "method") == 0) {
+		char *save = NULL, *tok;
+
+		e->methods = 0;
+		for (tok = strtok_r(val, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			tok = agg_trim(tok);
+			if (strcmp(tok, "lr") == 0)
+				e->methods |= AGG_CONFIG_EST_LR;
+			else if (strcmp(tok, "kalman") == 0)
+				e->methods |= AGG_CONFIG_EST_KALMAN;
+			else
+				agg_perr(p, "unknown estimation method '%s' (lr, kalman)%s", tok, NULL);
+		}
+	} else if (strcmp(key, "lr_windows") == 0) {
+		uint32_t n;
+
+		if (agg_parse_u32(val, AGG_CONFIG_LR_WINDOWS_MAX, &n) || n < 2)
+			agg_perr(p, "invalid lr_windows '%s' (2 to 4096)%s", val, NULL);
+		else
+			e->lr_windows = n;
+	} else if (strcmp(key, "kalman_q") == 0) {
+		uint64_t ns;
+
+		if (strcmp(val, "auto") == 0)
+			e->kalman_q_ns = 0;
+		else if (agg_parse_duration(val, &ns) || ns == 0 || ns > AGG_CONFIG_HORIZON_MAX_NS)
+			agg_perr(p, "invalid kalman_q '%s' (auto, or CPU time per request from 1ns to 1h, e.g. 200us)%s",
+				 val, NULL);
+		else
+			e->kalman_q_ns = ns;
+	} else if (strcmp(key, "kalman_r") == 0) {
+		char *end;
+		double r;
+
+		errno = 0;
+		r = strtod(val, &end);
+		if (errno || *end || !isfinite(r) || !(r > 0) || r > 1e6)
+			agg_perr(p, "invalid kalman_r '%s' (variance of the CPU utilisation in cores^2, > 0, e.g. 1e-4)%s",
+				 val, NULL);
+		else
+			e->kalman_r = r;
+	} else {
+		agg_perr(p, "unknown key '%s' in [estimate %s]", key, e->server);
+	}
 }
 
 static int agg_kv(struct agg_parse *p, char *key, char *val)
@@ -258,6 +326,10 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 		} else {
 			agg_perr(p, "unknown key '%s' in [aggregator]%s", key, NULL);
 		}
+		return RM_OK;
+	}
+	if (p->sec == SEC_EST) {
+		agg_kv_est(p, &p->c->est[p->c->nest - 1], key, val);
 		return RM_OK;
 	}
 	/* SEC_CE */
@@ -366,6 +438,15 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 				p.line = p.c->rules[i].line;
 				agg_perr(&p, "duplicate section [ce %s]%s", p.c->rules[i].ce, NULL);
 			}
+	for (i = 0; rv == RM_OK && i < p.c->nest; i++) {
+		p.line = p.c->est[i].line;
+		if (!p.c->est[i].methods)
+			agg_perr(&p, "[estimate %s] needs 'method = lr', 'kalman' or 'lr, kalman'%s", p.c->est[i].server,
+				 NULL);
+		for (j = 0; j < i; j++)
+			if (strcmp(p.c->est[i].server, p.c->est[j].server) == 0)
+				agg_perr(&p, "duplicate section [estimate %s]%s", p.c->est[i].server, NULL);
+	}
 	if (rv == RM_OK && p.errors)
 		rv = RM_ECONFIG;
 	if (rv != RM_OK) {
@@ -435,6 +516,7 @@ void agg_config_free(struct agg_config *c)
 		free(c->rules[i].domains);
 	}
 	free(c->rules);
+	free(c->est);
 	free(c);
 }
 

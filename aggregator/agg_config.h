@@ -17,6 +17,15 @@
  *   server_port = 7000                 ; optional port or range on the server side
  *   xen_domain = 3, 4                  ; Xen domains charged to this CE
  *
+ *   [estimate db1]                     ; estimate per-CE CPU of server (node) db1
+ *   method = lr, kalman                ; one or both (required)
+ *   lr_windows = 30                    ; LR: windows in the least-squares set (2..4096)
+ *   kalman_q = auto                    ; Kalman: largest one-step change of a CE's
+ *                                      ; CPU per request (duration, e.g. 200us), or
+ *                                      ; auto (from the forecasts, seed 002 §III.C)
+ *   kalman_r = 1e-4                    ; Kalman: variance of the measured CPU
+ *                                      ; utilisation, cores^2 (> 0)
+ *
  * A segment's inbound socket matches a rule when its remote end is in one of
  * the rule's clients (or the rule lists none) and the ports are in range.
  * Rules are tried in file order; the first match wins. CE names are
@@ -51,6 +60,22 @@ struct agg_rule {
 #define AGG_CONFIG_MAX_HELD_DEFAULT 262144
 #define AGG_CONFIG_MAX_HELD_MAX (1u << 26)
 
+#define AGG_CONFIG_EST_LR 0x1
+#define AGG_CONFIG_EST_KALMAN 0x2
+#define AGG_CONFIG_LR_WINDOWS_DEFAULT 30
+#define AGG_CONFIG_LR_WINDOWS_MAX 4096
+#define AGG_CONFIG_KALMAN_R_DEFAULT 1e-4
+
+/* One [estimate SERVER] section (see agg_est.h for the methods). */
+struct agg_est_conf {
+	char server[64];
+	unsigned methods;              /* AGG_CONFIG_EST_* */
+	uint32_t lr_windows;
+	uint64_t kalman_q_ns;          /* 0 = auto */
+	double kalman_r;
+	int line;
+};
+
 struct agg_config {
 	char **listen;
 	size_t nlisten;
@@ -59,6 +84,8 @@ struct agg_config {
 	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;
+	struct agg_est_conf *est;      /* [estimate] sections */
+	size_t nest;
 };
 
 /*

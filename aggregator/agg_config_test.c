@@ -163,6 +163,53 @@ static void test_horizon(void)
 	}
 }
 
+static void test_estimate(void)
+{
+	static const char ok[] =
+		"[estimate db1]\nmethod = lr, kalman\nlr_windows = 12\nkalman_q = 200us\nkalman_r = 2.5e-3\n"
+		"[estimate fe]\nmethod = kalman\n";
+	static const char *const bad[] = {
+		"[estimate db1]\n",                               /* no method */
+		"[estimate db1]\nmethod = svm\n",                 /* unknown method */
+		"[estimate db1]\nmethod = lr\nlr_windows = 1\n", /* too few */
+		"[estimate db1]\nmethod = lr\nlr_windows = 5000\n",
+		"[estimate db1]\nmethod = kalman\nkalman_q = 5\n", /* no unit */
+		"[estimate db1]\nmethod = kalman\nkalman_r = 0\n",
+		"[estimate db1]\nmethod = kalman\nkalman_r = nan\n",
+		"[estimate db1]\nmethod = kalman\nkalman_r = 1e-4x\n",
+		"[estimate db1]\nmethod = lr\nwindows = 3\n",     /* unknown key */
+		"[estimate bad/name]\nmethod = lr\n",
+		"[estimate db1]\nmethod = lr\n[estimate db1]\nmethod = kalman\n",
+	};
+	struct agg_config *c = NULL;
+	char path[300];
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(ok, strlen(ok), "e.ini", &c), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(c->nest, 2);
+	CU_ASSERT_STRING_EQUAL(c->est[0].server, "db1");
+	CU_ASSERT_EQUAL(c->est[0].methods, AGG_CONFIG_EST_LR | AGG_CONFIG_EST_KALMAN);
+	CU_ASSERT_EQUAL(c->est[0].lr_windows, 12);
+	CU_ASSERT_EQUAL(c->est[0].kalman_q_ns, 200000);
+	CU_ASSERT_DOUBLE_EQUAL(c->est[0].kalman_r, 2.5e-3, 1e-12);
+	CU_ASSERT_EQUAL(c->est[1].methods, AGG_CONFIG_EST_KALMAN);
+	CU_ASSERT_EQUAL(c->est[1].lr_windows, AGG_CONFIG_LR_WINDOWS_DEFAULT); /* defaults */
+	CU_ASSERT_EQUAL(c->est[1].kalman_q_ns, 0);
+	CU_ASSERT_DOUBLE_EQUAL(c->est[1].kalman_r, AGG_CONFIG_KALMAN_R_DEFAULT, 1e-12);
+	agg_config_free(c);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *log;
+
+		c = NULL;
+		rm_test_capture_start("est_bad", path, sizeof(path));
+		CU_ASSERT_EQUAL(agg_config_parse(bad[i], strlen(bad[i]), "e.ini", &c), RM_ECONFIG);
+		log = rm_test_capture_end(path);
+		CU_ASSERT_PTR_NULL(c);
+		CU_ASSERT_PTR_NOT_NULL(strstr(log, "e.ini:"));
+		free(log);
+	}
+}
+
 static void test_binary_garbage(void)
 {
 	char text[4096], buf[8192];
@@ -197,6 +244,7 @@ static CU_TestInfo cases[] = {
 	{ "parses a good file and matches rules in order", test_good },
 	{ "refuses malformed files with file:line messages", test_malformed },
 	{ "horizon and max_held: defaults, units, limits", test_horizon },
+	{ "[estimate] sections: methods, parameters, errors", test_estimate },
 	{ "survives binary garbage", test_binary_garbage },
 	{ "missing file is an i/o error", test_load_missing },
 	CU_TEST_INFO_NULL,

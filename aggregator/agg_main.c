@@ -3,7 +3,8 @@
  * opens storage, and serves collectors until SIGINT/SIGTERM. Wires
  * transport (agg_server) -> stitcher (with the pairing engine) ->
  * accountant -> storage, and the server's tick to the stitcher's expiry of
- * held parts past the horizon.
+ * held parts past the horizon and to the estimators ([estimate] sections),
+ * which get a final pass over every window at a stop.
  */
 #include <getopt.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include "agg_account.h"
 #include "agg_config.h"
+#include "agg_est_run.h"
 #include "agg_server.h"
 #include "agg_stitch.h"
 #include "rm_err.h"
@@ -27,20 +29,29 @@ static void agg_on_signal(int sig)
 	agg_stop = 1;
 }
 
+struct agg_ctx {
+	struct agg_stitch *stitch;
+	struct agg_est_run *est;
+};
+
 static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t errlen)
 {
-	return agg_stitch_hello(arg, h, err, errlen);
+	return agg_stitch_hello(((struct agg_ctx *)arg)->stitch, h, err, errlen);
 }
 
 static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
 {
-	return agg_stitch_batch(arg, b, duplicate, err, errlen);
+	return agg_stitch_batch(((struct agg_ctx *)arg)->stitch, b, duplicate, err, errlen);
 }
 
 static void agg_on_tick(void *arg)
 {
+	struct agg_ctx *c = arg;
+
 	/* a failure is logged by storage; the next tick tries again */
-	agg_stitch_tick(arg);
+	agg_stitch_tick(c->stitch);
+	if (c->est)
+		agg_est_run_tick(c->est, 0);
 }
 
 static void agg_usage(FILE *f)
@@ -52,7 +63,7 @@ static void agg_usage(FILE *f)
 		"entities by the rules in FILE and by pairing sends with receives of the same\n"
 		"TCP bytes across nodes, and stores U_c, V and U per window in SQLite.\n"
 		"  --config FILE   INI configuration ([aggregator] listen/db/horizon/max_held,\n"
-		"                  [ce NAME] rules)\n"
+		"                  [ce NAME] rules, [estimate SERVER] LR/Kalman estimators)\n"
 		"  --db PATH       SQLite file (overrides the config's db)\n"
 		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; overrides the config)\n"
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
@@ -76,6 +87,8 @@ int main(int argc, char **argv)
 	struct agg_config *cfg = NULL;
 	struct agg_account *acct = NULL;
 	struct agg_stitch *stitch = NULL;
+	struct agg_est_run *est = NULL;
+	struct agg_ctx ctx = { 0 };
 	struct agg_server *srv = NULL;
 	struct agg_account_stats st;
 	struct agg_pair_stats ps;
@@ -129,9 +142,13 @@ int main(int argc, char **argv)
 		rv = agg_account_open(&acct, db);
 	if (rv == RM_OK)
 		rv = agg_stitch_open(&stitch, cfg, acct, NULL);
+	if (rv == RM_OK && cfg->nest)
+		rv = agg_est_run_open(&est, cfg, db);
+	ctx.stitch = stitch;
+	ctx.est = est;
 	if (rv == RM_OK) {
 		struct agg_handler h = {
-			.arg = stitch,
+			.arg = &ctx,
 			.on_hello = agg_on_hello,
 			.on_batch = agg_on_batch,
 			.on_tick = agg_on_tick,
@@ -148,6 +165,15 @@ int main(int argc, char **argv)
 	 * stop decides them unless they are to wait for the next start */
 	if (stitch && !keep_pending && agg_stitch_give_up(stitch) != RM_OK)
 		rm_log_warn("failed to charge the parts still pending; they stay held for the next start");
+	if (est) {
+		uint64_t solved, unsolved;
+
+		if (agg_est_run_tick(est, 1) != RM_OK)
+			rm_log_warn("failed to estimate the last windows; the next start does");
+		agg_est_run_counts(est, &solved, &unsolved);
+		rm_log_info("estimators: %llu windows estimated, %llu without an estimate (singular)",
+			    (unsigned long long)solved, (unsigned long long)unsolved);
+	}
 	if (acct) {
 		agg_account_get_stats(acct, &st);
 		rm_log_info("applied %llu batches (%llu duplicates ignored, %llu gaps), %llu parts",
@@ -164,6 +190,7 @@ int main(int argc, char **argv)
 			    (unsigned long long)ps.held, (unsigned long long)ps.pending);
 	}
 	agg_server_close(srv);
+	agg_est_run_close(est);
 	agg_stitch_close(stitch);
 	agg_account_close(acct);
 	st_close(db);

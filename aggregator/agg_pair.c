@@ -37,6 +37,8 @@ struct agg_rec {
 	uint32_t node_idx;
 	uint64_t instance, window_ns, win, seg_id;
 	uint64_t v[ST_R_COUNT];
+	uint64_t start_ns, end_ns;    /* the part's, for the estimators' inputs */
+	uint32_t flags;               /* RM_PF_* */
 	int64_t arrival;
 	int resolved;
 	int queued;                   /* on the work list */
@@ -709,6 +711,9 @@ static int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how 
 	res.window_ns = r->window_ns;
 	res.win = r->win;
 	res.seg_id = r->seg_id;
+	res.flags = r->flags;
+	res.start_ns = r->start_ns;
+	res.end_ns = r->end_ns;
 	res.dist = r->dist.s;
 	res.ndist = r->dist.n;
 	res.pieces = e->pieces;
@@ -1123,6 +1128,9 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 	r->window_ns = src->window_ns;
 	r->win = p->win;
 	r->seg_id = p->seg_id;
+	r->start_ns = p->start_ns;
+	r->end_ns = p->end_ns;
+	r->flags = p->flags;
 	r->arrival = arrival;
 	r->v[ST_R_CPU] = p->cpu_ns;
 	r->v[ST_R_NET_RX] = p->rx_bytes;

@@ -129,6 +129,8 @@ struct agg_pair_result {
 	uint64_t id;
 	const char *node;   /* interned: valid until agg_pair_close */
 	uint64_t instance, window_ns, win, seg_id;
+	uint32_t flags;     /* the part's RM_PF_* */
+	uint64_t start_ns, end_ns; /* the part's (node monotonic) */
 	const struct agg_pair_share *dist;
 	size_t ndist;
 	const struct agg_pair_piece *pieces; /* ndist pieces, same order as dist */

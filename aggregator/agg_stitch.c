@@ -198,6 +198,35 @@ static size_t agg_part_pack(const struct rm_part *k, uint8_t *buf, size_t len)
 
 /* ---- the engine's results ---- */
 
+/*
+ * The estimators' inputs (agg_est.h) from a resolved part: each CE's
+ * inbound bytes, and, for a part that ends its segment with a send (a
+ * completed request), one request and its response time (recv to send) for
+ * the CE of the largest share (a split part is one request, not several).
+ */
+static int agg_est_inputs(struct agg_stitch *s, const struct agg_pair_result *r)
+{
+	size_t i, best = SIZE_MAX;
+	int end = (r->flags & RM_PF_END) && !(r->flags & RM_PF_DOMAIN);
+	int rv;
+
+	for (i = 0; i < r->ndist; i++)
+		if (r->dist[i].ce && (best == SIZE_MAX || r->dist[i].w > r->dist[best].w))
+			best = i;
+	for (i = 0; i < r->ndist; i++) {
+		uint64_t req = end && i == best, rt = 0;
+
+		if (!r->pieces[i].ce || (!req && !r->pieces[i].v[ST_R_NET_RX]))
+			continue;
+		if (req && r->end_ns > r->start_ns)
+			rt = r->end_ns - r->start_ns;
+		if ((rv = agg_account_add_est(s->acct, r->node, r->window_ns, r->win, r->pieces[i].ce, req, rt,
+					      r->pieces[i].v[ST_R_NET_RX])) != 0)
+			return rv;
+	}
+	return RM_OK;
+}
+
 static int agg_on_resolved(void *arg, const struct agg_pair_result *r)
 {
 	struct agg_stitch *s = arg;
@@ -218,6 +247,8 @@ static int agg_on_resolved(void *arg, const struct agg_pair_result *r)
 			return rv;
 	}
 	if (r->split && (rv = agg_account_add_split(s->acct, r->node, r->window_ns, r->win)) != 0)
+		return rv;
+	if ((rv = agg_est_inputs(s, r)) != 0)
 		return rv;
 	if (r->held) {
 		char *dist;

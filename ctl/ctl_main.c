@@ -14,6 +14,7 @@
 #include "ctl_time.h"
 #include "rm_err.h"
 #include "st.h"
+#include "st_est.h"
 #include "banned.h"
 
 #define CTL_DEFAULT_DB "/var/lib/rametr/rametr.db"
@@ -33,6 +34,7 @@ enum {
 	O_PER_WINDOW = 1 << 7,
 	O_NO_V = 1 << 8,
 	O_HELP = 1 << 9,
+	O_SOURCE = 1 << 10,
 };
 
 struct ctl_opts {
@@ -42,6 +44,7 @@ struct ctl_opts {
 	int resource;
 	enum ctl_fmt fmt;
 	int per_window, show_v;
+	const char *source; /* NULL = measured, else ST_EST_LR / ST_EST_KALMAN */
 };
 
 struct ctl_cmd {
@@ -102,9 +105,10 @@ static int ctl_run_usage(st_db *db, const struct ctl_opts *o)
 	int rv;
 
 	ctl_query(o, &q);
-	if ((rv = st_query_usage(db, &q, &rows, &n)) != 0)
+	rv = o->source ? st_query_est(db, &q, o->source, &rows, &n) : st_query_usage(db, &q, &rows, &n);
+	if (rv != 0)
 		return CTL_EXIT_FAIL;
-	rv = ctl_print_usage(stdout, o->fmt, rows, n, o->per_window, o->show_v);
+	rv = ctl_print_usage_src(stdout, o->fmt, rows, n, o->per_window, o->show_v, o->source);
 	st_rows_free(rows);
 	if (rv) {
 		ctl_print_rows_err("usage", rv);
@@ -181,10 +185,11 @@ static int ctl_run_check(st_db *db, const struct ctl_opts *o)
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{ "usage", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_CE | O_RESOURCE | O_OUTPUT |
-			   O_PER_WINDOW | O_NO_V | O_HELP,
+			   O_PER_WINDOW | O_NO_V | O_HELP | O_SOURCE,
 	  "usage per chargeable entity, with the unaccountable share",
 	  "[--db PATH] [--since T] [--until T] [--server S] [--ce C] [--resource R]\n"
-	  "       [-o table|json|csv] [--per-window] [--no-unaccountable]",
+	  "       [-o table|json|csv] [--per-window] [--no-unaccountable]\n"
+	  "       [--source measured|lr|kalman]",
 	  ctl_run_usage },
 	{ "unaccountable", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_RESOURCE | O_OUTPUT |
 				   O_PER_WINDOW | O_HELP,
@@ -233,12 +238,19 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		       "  --per-window        one row per window instead of per range\n");
 	if (c->opts & O_NO_V)
 		printf("  --no-unaccountable  leave out the %s rows\n", ST_CE_UNACCOUNTABLE);
+	if (c->opts & O_SOURCE)
+		printf("  --source SRC        measured (default), or the aggregator's estimates\n"
+		       "                      from aggregate data: lr (seed 000 eq. 2) or kalman\n"
+		       "                      (seed 002 Algorithm 1); cpu only, same columns\n");
 	printf("  -h, --help          this help\n\n");
 	if (c->run == ctl_run_usage)
 		printf("The table shows cpu in seconds and bytes with unit B; SHARE is the\n"
 		       "value as a percentage of the server's total U for that resource.\n"
 		       "%s = U - sum of all CEs (negative: more charged than measured).\n"
-		       "JSON and CSV carry raw integers (ns or bytes, see unit).\n\n",
+		       "JSON and CSV carry raw integers (ns or bytes, see unit).\n"
+		       "With --source lr|kalman the rows are the aggregator's estimates for\n"
+		       "servers in [estimate] sections, labelled in the table (first line) and\n"
+		       "in JSON (\"source\"); totals cover the windows the estimator solved.\n\n",
 		       ST_CE_UNACCOUNTABLE);
 	else if (c->run == ctl_run_splits)
 		printf("A part (what one thread did for one segment in one window) is split\n"
@@ -298,6 +310,7 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "per-window", no_argument, NULL, 'w' },
 		{ "no-unaccountable", no_argument, NULL, 'n' },
+		{ "source", required_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -307,7 +320,7 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 	} bits[] = {
 		{ 'D', O_DB }, { 'S', O_SINCE }, { 'U', O_UNTIL }, { 's', O_SERVER },
 		{ 'c', O_CE }, { 'r', O_RESOURCE }, { 'o', O_OUTPUT }, { 'w', O_PER_WINDOW },
-		{ 'n', O_NO_V }, { 'h', O_HELP },
+		{ 'n', O_NO_V }, { 'h', O_HELP }, { 'e', O_SOURCE },
 	};
 	struct ctl_opts o = { .resource = -1, .fmt = CTL_FMT_TABLE, .show_v = 1 };
 	const char *since = NULL, *until = NULL;
@@ -389,10 +402,24 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		case 'n':
 			o.show_v = 0;
 			break;
+		case 'e':
+			if (strcmp(optarg, "measured") == 0) {
+				o.source = NULL;
+			} else if (st_est_method_ok(optarg)) {
+				o.source = strcmp(optarg, ST_EST_LR) == 0 ? ST_EST_LR : ST_EST_KALMAN;
+			} else {
+				rm_log_error("unknown source '%s' (measured, lr, kalman)", optarg);
+				return ctl_usage_error(c->name);
+			}
+			break;
 		}
 	}
 	if (optind < argc) {
 		rm_log_error("unexpected argument '%s'", argv[optind]);
+		return ctl_usage_error(c->name);
+	}
+	if (o.source && o.resource >= 0 && o.resource != ST_R_CPU) {
+		rm_log_error("the %s estimates cover cpu only, not '%s'", o.source, st_resource_name(o.resource));
 		return ctl_usage_error(c->name);
 	}
 	o.since_ns = 0;

@@ -202,8 +202,10 @@ static void ctl_record(FILE *f, enum ctl_fmt fmt, const struct ctl_field *fl, si
 	fputs(fmt == CTL_FMT_JSON ? "}" : "\n", f);
 }
 
-/* Fields of one row: kind 'u' (usage) or 'v' (unaccountable breakdown). */
-static size_t ctl_fields(const struct st_row *r, int kind, int per_window, struct ctl_field *fl)
+/* Fields of one row: kind 'u' (usage) or 'v' (unaccountable breakdown);
+ * source (JSON only) labels estimates. */
+static size_t ctl_fields(const struct st_row *r, int kind, int per_window, const char *source,
+			 struct ctl_field *fl)
 {
 	size_t n = 0;
 
@@ -221,11 +223,13 @@ static size_t ctl_fields(const struct st_row *r, int kind, int per_window, struc
 		fl[n++] = (struct ctl_field){ "window_start", NULL, r->win_start_ns };
 		fl[n++] = (struct ctl_field){ "window_len", NULL, r->win_len_ns };
 	}
+	if (source)
+		fl[n++] = (struct ctl_field){ "source", source, 0 };
 	return n;
 }
 
 static int ctl_records(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n, int kind,
-		       int per_window, int show_v)
+		       int per_window, int show_v, const char *source)
 {
 	struct ctl_field fl[CTL_MAXCOL + 2];
 	struct st_row dummy = { .resource = ST_R_CPU };
@@ -233,7 +237,7 @@ static int ctl_records(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, siz
 	int first = 1;
 
 	if (fmt == CTL_FMT_CSV) {
-		nf = ctl_fields(&dummy, kind, per_window, fl);
+		nf = ctl_fields(&dummy, kind, per_window, NULL, fl); /* CSV columns never change */
 		for (k = 0; k < nf; k++)
 			fprintf(f, "%s%s", k ? "," : "", fl[k].name);
 		fputc('\n', f);
@@ -243,7 +247,7 @@ static int ctl_records(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, siz
 	for (i = 0; i < n; i++) {
 		if (!show_v && strcmp(rows[i].ce, ST_CE_UNACCOUNTABLE) == 0)
 			continue;
-		nf = ctl_fields(&rows[i], kind, per_window, fl);
+		nf = ctl_fields(&rows[i], kind, per_window, fmt == CTL_FMT_JSON ? source : NULL, fl);
 		ctl_record(f, fmt, fl, nf, first);
 		first = 0;
 	}
@@ -262,14 +266,22 @@ static int ctl_flush(FILE *f)
 int ctl_print_usage(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
 		    int per_window, int show_v)
 {
+	return ctl_print_usage_src(f, fmt, rows, n, per_window, show_v, NULL);
+}
+
+int ctl_print_usage_src(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
+			int per_window, int show_v, const char *source)
+{
 	struct ctl_table t = { .ncol = 0 };
 	char(*c)[CTL_CELL];
 	size_t i, k;
 
 	if (fmt != CTL_FMT_TABLE) {
-		ctl_records(f, fmt, rows, n, 'u', per_window, show_v);
+		ctl_records(f, fmt, rows, n, 'u', per_window, show_v, source);
 		return ctl_flush(f);
 	}
+	if (source)
+		fprintf(f, "ESTIMATES by %s from aggregate data (not measured)\n", source);
 	t.head[t.ncol++] = "SERVER";
 	t.head[t.ncol++] = "CE";
 	t.head[t.ncol++] = "RESOURCE";
@@ -301,7 +313,7 @@ int ctl_print_usage(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t
 	if (t.n)
 		ctl_table_print(f, &t);
 	else
-		fprintf(f, "no usage recorded in the selected range\n");
+		fprintf(f, "no %s in the selected range\n", source ? "estimates stored" : "usage recorded");
 	free(t.cells);
 	return ctl_flush(f);
 }
@@ -314,7 +326,7 @@ int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_
 	size_t i, k;
 
 	if (fmt != CTL_FMT_TABLE) {
-		ctl_records(f, fmt, rows, n, 'v', per_window, 1);
+		ctl_records(f, fmt, rows, n, 'v', per_window, 1, NULL);
 		return ctl_flush(f);
 	}
 	t.head[t.ncol++] = "SERVER";

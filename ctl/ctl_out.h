@@ -40,6 +40,15 @@ int64_t ctl_row_amount(const struct st_row *row);
 int ctl_print_usage(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
 		    int per_window, int show_v);
 
+/*
+ * As ctl_print_usage, for rows of source (NULL = measured; else the name
+ * of the estimator, e.g. "lr", for st_query_est() rows): the table gets a
+ * first line "ESTIMATES by <source> from aggregate data (not measured)",
+ * JSON objects a last field "source"; CSV columns stay exactly the same.
+ */
+int ctl_print_usage_src(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
+			int per_window, int show_v, const char *source);
+
 /* Prints st_query_unacct() rows: SERVER RESOURCE [WINDOW] REASON VALUE SHARE
  * (share of the total U); JSON/CSV fields server, resource, reason, value,
  * total, unit [, window_start, window_len]. Returns as ctl_print_usage. */

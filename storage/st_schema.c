@@ -70,6 +70,30 @@ static const char *const st_schema_steps[] = {
 	"  parts INTEGER NOT NULL CHECK (typeof(parts) = 'integer' AND parts >= 0),"
 	"  PRIMARY KEY (server, win_start, win_len)) WITHOUT ROWID;"
 	"CREATE INDEX split_by_time ON split (win_start);",
+
+	/* v4: estimators (st_est.h). est_input: per server, window and CE the
+	 * aggregate inputs the estimators use (completed requests, the sum of
+	 * their response times, inbound bytes). est_window: the windows an
+	 * estimator has dealt with (solved = 0: it could not estimate that
+	 * one); estimate: its per-CE CPU estimates, kept apart from the
+	 * measured usage. */
+	"CREATE TABLE est_input ("
+	"  server TEXT NOT NULL, win_start INTEGER NOT NULL, win_len INTEGER NOT NULL,"
+	"  ce TEXT NOT NULL,"
+	"  requests INTEGER NOT NULL CHECK (typeof(requests) = 'integer' AND requests >= 0),"
+	"  rt_ns INTEGER NOT NULL CHECK (typeof(rt_ns) = 'integer' AND rt_ns >= 0),"
+	"  rx INTEGER NOT NULL CHECK (typeof(rx) = 'integer' AND rx >= 0),"
+	"  PRIMARY KEY (server, win_start, win_len, ce)) WITHOUT ROWID;"
+	"CREATE TABLE est_window ("
+	"  server TEXT NOT NULL, method TEXT NOT NULL,"
+	"  win_start INTEGER NOT NULL, win_len INTEGER NOT NULL,"
+	"  solved INTEGER NOT NULL CHECK (solved IN (0, 1)),"
+	"  PRIMARY KEY (server, method, win_start, win_len)) WITHOUT ROWID;"
+	"CREATE TABLE estimate ("
+	"  server TEXT NOT NULL, method TEXT NOT NULL,"
+	"  win_start INTEGER NOT NULL, win_len INTEGER NOT NULL, ce TEXT NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  PRIMARY KEY (server, method, win_start, win_len, ce)) WITHOUT ROWID;",
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));

@@ -207,7 +207,7 @@ static void test_migrate_from_v2(void)
 	sqlite3_close(h);
 	CU_ASSERT_EQUAL(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'held'"), 0);
 	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL(st_schema_version(db), 3);
+	CU_ASSERT_EQUAL(st_schema_version(db), ST_SCHEMA_VERSION);
 	CU_ASSERT_EQUAL(st_peer_get(db, "n1", 9, &seq), RM_OK);
 	CU_ASSERT_EQUAL(seq, 41);
 	CU_ASSERT_EQUAL(st_held_count(db, &held, &unresolved), RM_OK);
