@@ -55,7 +55,7 @@ full)
 	factors="size-fixed locality-none locality-high overlap-full"
 	ph1=40 ph2=20 ph3=60 svc_dur=30 sep_dur=15 ;;
 ci)
-	dur=15 rates="60" arrivals="lognormal" factors=""
+	dur=15 rates="60" arrivals="uniform" factors=""
 	ph1=10 ph2=8 ph3=12 svc_dur=15 sep_dur=8 ;;
 *) echo "eval: --profile must be ci or full" >&2; exit 2 ;;
 esac
@@ -147,6 +147,11 @@ add_rows() {
 			END { for (c in tr) printf "%s,%s,%s,%s,%s,%.0f,%.0f,ns,%s\n", ex, cfg, s, t, c, tr[c], est[c] + 0,
 				((c in est) && tr[c] > 0 ? sprintf("%.3f", 100 * (est[c] - tr[c]) / tr[c]) : "") }' "$truth" - \
 			| sort >>"$RES"
+		# windows the technique has estimates for, of the windows Rametr measured
+		awk -F, -v from="$from" -v to="$to" 'NR > 1 && $2 ~ /^c[0-9]+$/ { ws = int($7 / 1e9)
+			if (ws < from || (to > 0 && ws >= to)) next; if (!((FILENAME, ws) in seen)) { seen[FILENAME, ws] = 1; n[FILENAME]++ } }
+			END { printf "%d %d\n", n[ARGV[1]], n[ARGV[2]] }' "$d/win-$s-Rametr.csv" "$d/win-$s-$t.csv" \
+			| awk -v ex="$exp" -v cfg="$cfg" -v s="$s" -v t="$t" '{ printf "%s,%s,%s,%s,windows,%d,%d,windows,\n", ex, cfg, s, t, $1, $2 }' >>"$RES"
 	done
 }
 
@@ -251,7 +256,8 @@ if want phases; then
 	# second + 0.5, the file lags up to 1 s), as rametrctl's window csv
 	ls "$d/snap" | sort -n | while read -r f; do awk -F, -v t="${f%.csv}" 'NR > 1 { print t, $1, $3 }' "$d/snap/$f"; done \
 		| awk 'BEGIN { print "server,ce,resource,value,total,unit,window_start,window_len" }
-			{ if (($2 in last) && $1 == lt[$2] + 1) printf "fe,%s,cpu,%d,0,ns,%d000000000,1000000000\n", $2, $3 - last[$2], $1 - 1
+			{ if ($2 in last) { g = $1 - lt[$2]   # a missed sample: spread over the gap
+				for (k = lt[$2]; k < $1; k++) printf "fe,%s,cpu,%d,0,ns,%d000000000,1000000000\n", $2, ($3 - last[$2]) / g, k }
 			  last[$2] = $3; lt[$2] = $1 }' >"$d/win-fe-Truth.csv"
 	echo "$t0 $ph1 $ph2 $ph3" >"$d/phases.txt"
 	for p in 1 2 3; do
