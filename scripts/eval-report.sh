@@ -101,8 +101,10 @@ if grep -q '^sweep,' "$R"; then
 	} >>"$md"
 	for a in uniform lognormal; do
 		grep -q "^sweep-$a-" "$assets/sweep-fe.csv" || continue
-		awk -F, -v a="$a" '$1 ~ "^sweep-" a "-" && $6 != "" { split($1, p, "-"); print $2 " MARE," p[3] "," $6 }' \
-			"$assets/sweep-fe.csv" | sort -t, -k1,1 -s >"$assets/sweep-$a.data"
+		for t in $techs; do
+			awk -F, -v a="$a" -v t="$t" '$1 ~ "^sweep-" a "-" && $2 == t && $6 != "" { split($1, p, "-"); print $2 " MARE," p[3] "," $6 }' \
+				"$assets/sweep-fe.csv"
+		done >"$assets/sweep-$a.data"
 		$SVG -v kind=lines -v ymax=100 -v title="Front-end CPU accounting error, $a arrivals" \
 			-v xlabel="request rate per CE (req/s)" -v ylabel="MARE over c1..c3 (%, clipped at 100)" \
 			"$assets/sweep-$a.data" >"$assets/sweep-$a.svg"
@@ -135,7 +137,9 @@ if grep -q '^factors,' "$R"; then
 		echo "Cache hit rates: $(for f in "$out"/runs/factor-*/cache.txt; do [ -r "$f" ] && printf '%s %s; ' "$(basename "$(dirname "$f")")" "$(sed 's/cache hit rate //' "$f")"; done)"
 		echo
 	} >>"$md"
-	awk -F, '$6 != "" { print $2 " MARE," $1 "," $6 }' "$assets/factors-fe.csv" >"$assets/factors.data"
+	for t in $techs; do
+		awk -F, -v t="$t" '$2 == t && $6 != "" { print $2 " MARE," $1 "," $6 }' "$assets/factors-fe.csv"
+	done >"$assets/factors.data"
 	$SVG -v kind=bars -v ymax=100 -v title="Front-end CPU accounting error per caching factor" -v xlabel="configuration" \
 		-v ylabel="MARE over c1..c3 (%, clipped at 100)" "$assets/factors.data" >"$assets/factors.svg"
 	echo "![factors]($rel/factors.svg)" >>"$md"
@@ -200,7 +204,7 @@ if grep -q '^phases,' "$R"; then
 		awk -F, -v t0="$t0" 'NR > 1 && $2 ~ /^c[0-9]+$/ { print $2 "," int($7 / 1e9) - t0 "," $4 / 1e7 }' "$f" \
 			| sort -t, -k1,1 -k2,2n >"$assets/phases-$t.data"
 		[ -s "$assets/phases-$t.data" ] || continue
-		$SVG -v kind=stack -v title="$t: front-end CPU per CE (phase ends at ${p1} s and $((p1 + p2)) s)" \
+		$SVG -v kind=stack -v xlo=0 -v vlines="$p1,$((p1 + p2))" -v title="$t: front-end CPU per CE (phases end at ${p1} s and $((p1 + p2)) s)" \
 			-v xlabel="seconds since the start of phase 1" -v ylabel="CPU (% of one core)" \
 			"$assets/phases-$t.data" >"$assets/phases-$t.svg"
 		echo "![phases $t]($rel/phases-$t.svg)" >>"$md"

@@ -4,7 +4,7 @@
 # shows as it is. Series keep the order of their first appearance.
 #
 #   awk -f tb_svg.awk -v kind=lines|bars|stack -v title=T -v xlabel=X
-#       -v ylabel=Y [-v ymax=N] [-v xnames=1] DATA.csv > chart.svg
+#       -v ylabel=Y [-v ymax=N] [-v xlo=N] [-v vlines=X1,X2] DATA.csv > chart.svg
 #
 #   lines  one polyline with markers per series over numeric x
 #          (error % against the request rate, seed 000 Fig. 5)
@@ -12,7 +12,8 @@
 #          (error % per configuration)
 #   stack  stacked areas over numeric x (time), series stacked in order
 #          (per-CE CPU over time, seed 000 Fig. 7)
-# ymax fixes the top of the y axis (default: the data's maximum, rounded up);
+# vlines (numeric x values, comma-separated) draws dashed vertical markers
+# (phase boundaries). xlo fixes the left end of a numeric x axis. ymax fixes the top of the y axis (default: the data's maximum, rounded up);
 # bars and lines clip values above it and mark them with a caret.
 BEGIN {
 	FS = ","
@@ -40,7 +41,8 @@ END {
 	# numeric x range (lines, stack)
 	xmin = xname[1] + 0; xmax = xmin
 	for (i = 1; i <= nx; i++) { if (xname[i] + 0 < xmin) xmin = xname[i] + 0; if (xname[i] + 0 > xmax) xmax = xname[i] + 0 }
-	if (xmax == xmin) xmax = xmin + 1
+	if (xlo != "") xmin = xlo + 0
+	if (xmax <= xmin) xmax = xmin + 1
 	top = 0
 	for (i = 1; i <= nx; i++) {
 		tot = 0
@@ -109,6 +111,13 @@ END {
 				dn = sprintf("%.1f,%.1f ", px, T + ph - ph * lo / top) dn
 			}
 			printf "<polygon points=\"%s%s\" fill=\"%s\" fill-opacity=\"0.85\" stroke=\"none\"><title>%s</title></polygon>\n", up, dn, pal[(k - 1) % 8 + 1], esc(sname[k])
+		}
+	}
+	if (vlines != "" && kind != "bars") {
+		nv = split(vlines, vl, ",")
+		for (i = 1; i <= nv; i++) {
+			px = L + pw * (vl[i] - xmin) / (xmax - xmin)
+			printf "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\" stroke-dasharray=\"4,3\"/>\n", px, T, px, T + ph
 		}
 	}
 	for (k = 1; k <= ns; k++) {
