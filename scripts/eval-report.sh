@@ -86,9 +86,15 @@ if grep -q '^sweep,' "$R"; then
 		echo
 		echo "Variant (b) of the testbed (\`scripts/twotier.sh\`): tb-front with a 300 KB LRU cache and a pool of 4"
 		echo "persistent back-end connections in rm-fe, tb-back in rm-be, CEs c1..c3 in rm-c1..3 at the same rate,"
-		echo "with distinct per-request CPU at the front (c1 0.3–0.7 ms, c2 0.8–1.2 ms, c3 1.3–1.7 ms), GETs of"
-		echo "1–16 KB objects, 60% on a per-CE hot set of 6 addresses. Truth: each tier's own"
-		echo "\`CLOCK_THREAD_CPUTIME_ID\` per CE. Configurations are named sweep-ARRIVAL-RATE (req/s per CE)."
+		echo "with distinct per-request CPU at the front (c1 0.8–1.2 ms, c2 1.6–2.4 ms, c3 2.6–3.4 ms), GETs of"
+		echo "1–16 KB objects, 60% on a per-CE hot set of 6 addresses; the back-end spends 200 µs + 100 µs per"
+		echo "KB on a miss. Truth: each tier's own \`CLOCK_THREAD_CPUTIME_ID\` per CE (from after the request's"
+		echo "\`recv\` to the return of the reply's first \`send\`). Configurations are named"
+		echo "sweep-ARRIVAL-RATE (req/s per CE). LR and Kalman are the aggregator's estimates from the same"
+		echo "runs; \`[n/N windows]\` is how many of the windows Rametr measured they produced an estimate for"
+		echo "(LR has none while its least-squares system is singular), the rest counting as 0. At the"
+		echo "front-end Rametr reads a few µs per request low (about 5 µs measured with lighter requests),"
+		echo "which is why the cheapest CE shows the largest negative error."
 		echo
 		echo "### Front-end (S1)"
 		echo
@@ -123,8 +129,9 @@ if grep -q '^factors,' "$R"; then
 		echo "Uniform arrivals, 60 req/s per CE, otherwise as the sweep, one factor changed at a time:"
 		echo "\`size-fixed\` (every object 8 KB instead of 1–16 KB), \`locality-none\` (no hot set),"
 		echo "\`locality-high\` (95% of requests on the hot set), \`overlap-full\` (all CEs request the same"
-		echo "addresses, so one CE's misses fill the cache for the others). The read/write ratio is **not**"
-		echo "varied: the testbed's protocol has no writes yet."
+		echo "addresses, so one CE's misses fill the cache for the others), \`rw-10-1\` and \`rw-1-1\`"
+		echo "(reads:writes 10:1 and 1:1; a PUT is written through to the back-end, which spends twice the"
+		echo "per-KB CPU on it, then cached)."
 		echo
 		echo "### Front-end"
 		echo

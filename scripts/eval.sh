@@ -8,7 +8,8 @@
 #               arrivals; error per CE against the services' own thread
 #               clocks, at the front-end (S1 of Fig. 5) and the back-end
 #   2. factors  the caching factors of §7.2.3 at 60 req/s: request size fixed,
-#               no / very high temporal locality, fully overlapping content
+#               no / very high temporal locality, fully overlapping content,
+#               read:write 10:1 and 1:1 (PUTs written through to the back-end)
 #   3. phases   the 3-phase scenario of Table 2, shortened; per-window CPU per
 #               CE per technique (stacked areas, Fig. 7) and the rank order
 #   4. pg       PostgreSQL 15 (Debian) in rm-be, one role per CE, pgbench from
@@ -52,7 +53,7 @@ tol=${RM_EVAL_TOL:-1.0} pp_tol=${RM_EVAL_PP:-2.0}
 case "$profile" in
 full)
 	dur=25 rates="15 30 45 60 75 90 105 120" arrivals="uniform lognormal"
-	factors="size-fixed locality-none locality-high overlap-full"
+	factors="size-fixed locality-none locality-high overlap-full rw-10-1 rw-1-1"
 	ph1=40 ph2=20 ph3=60 svc_dur=30 sep_dur=15 ;;
 ci)
 	dur=15 rates="60" arrivals="uniform" factors=""
@@ -94,7 +95,9 @@ tb_name=eval
 . "$top/scripts/testbed-lib.sh"
 tb_init
 "$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--follow-wakeups' && tb_col_extra=(--follow-wakeups)
-tb_take_hosts
+# The hosts are taken for each experiment and given back after it, so that
+# other users of the testbed (tests) wait for one experiment, not for all.
+tb_hosts_quiet=1
 rm -rf "$out" && mkdir -p "$out/runs"
 RES=$out/results.csv      # exp,config,server,technique,ce,truth,value,unit,error
 echo "exp,config,server,technique,ce,truth,value,unit,error" >"$RES"
@@ -161,11 +164,14 @@ truth_lines() { awk -F, 'NR > 1 { print $1, $3 }' "$1"; }
 
 # ---------------------------------------------------------------- synthetic
 # Per-CE request CPU at the front-end (us): distinct, so the truths differ.
-CPU_US=(300:700 800:1200 1300:1700)
+# The back-end's storage CPU is lighter than twotier.sh's (200 us + 100 us
+# per KB) so that 3 x 120 req/s fit on a 2-core machine.
+CPU_US=(800:1200 1600:2400 2600:3400)
+tb_back_base_us=200 tb_back_per_kb_us=100
 
 # run_twotier EXP NAME ARRIVAL RATE FACTOR: one synthetic configuration.
 run_twotier() {
-	local exp=$1 name=$2 arrival=$3 rate=$4 factor=$5 d i ce base hot_frac=0.6 size=1:16 loads=() ok=1
+	local exp=$1 name=$2 arrival=$3 rate=$4 factor=$5 d i ce base hot_frac=0.6 size=1:16 wfrac=0 loads=() ok=1
 	d=$out/runs/$name; mkdir -p "$d"
 	case $factor in
 	base) ;;
@@ -173,10 +179,13 @@ run_twotier() {
 	locality-none) hot_frac=0 ;;
 	locality-high) hot_frac=0.95 ;;
 	overlap-full) ;;
+	rw-10-1) wfrac=0.0909 ;;   # reads:writes 10:1
+	rw-1-1) wfrac=0.5 ;;
 	*) echo "eval: unknown factor '$factor'" >&2; return 2 ;;
 	esac
 	echo "== $name: variant b, $arrival, $rate req/s per CE, ${dur}s"
 	mkcfg "$d/rametr.ini" $tb_fe_port fe be
+	tb_take_hosts
 	tb_rametr_start "$d" "$d/rametr.ini" fe be
 	tb_twotier_start "$d" b
 	for i in 0 1 2; do
@@ -185,12 +194,13 @@ run_twotier() {
 		$NETNS exec "$ce" "$B/testbed/tb-load" --proto get --server "$(addr fe):$tb_fe_port" --bind "$(addr $ce)" \
 			--ce "$ce" --rate "$rate" --duration "$dur" --arrival "$arrival" --cpu-us "${CPU_US[$i]}" \
 			--addr-base $base --addr-range 100000 --hot 6 --hot-frac $hot_frac --size-kb $size \
-			--seed $((i + 1)) >"$d/load-$ce.txt" 2>"$d/load-$ce.log" &
+			--write-frac $wfrac --seed $((i + 1)) >"$d/load-$ce.txt" 2>"$d/load-$ce.log" &
 		loads+=($!); tb_pids+=($!)
 	done
 	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
 	tb_twotier_stop
 	tb_rametr_stop
+	tb_release_hosts
 	[ $ok -eq 1 ] || { cat "$d"/load-*.log >&2; echo "eval: $name: a load generator reported errors" >&2; return 1; }
 	awk -F, 'NR > 1 { r += $2; h += $3 } END { if (r) printf "cache hit rate %.1f%%\n", 100 * h / r }' "$d/stats-fe.csv" \
 		| tee "$d/cache.txt"
@@ -216,6 +226,7 @@ if want phases; then
 	d=$out/runs/phases; mkdir -p "$d/snap"
 	echo "== phases: ${ph1}/${ph2}/${ph3} s"
 	mkcfg "$d/rametr.ini" $tb_fe_port fe be
+	tb_take_hosts
 	tb_rametr_start "$d" "$d/rametr.ini" fe be
 	tb_twotier_start "$d" b
 	p3a=$((ph3 / 3)) p3b=$((ph3 / 3)) p3c=$((ph3 - 2 * (ph3 / 3)))
@@ -250,6 +261,7 @@ if want phases; then
 	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
 	tb_twotier_stop
 	tb_rametr_stop
+	tb_release_hosts
 	[ $ok -eq 1 ] || { cat "$d"/load-*.log >&2; echo "eval: phases: a load generator reported errors" >&2; exit 1; }
 	dump_windows "$d" fe
 	# truth per second: differences of consecutive snapshots (sampled at
@@ -306,6 +318,7 @@ if want pg; then
 	runuser -u postgres -- "$PGBIN/initdb" -D "$d/data" -A trust -U postgres --no-sync >"$d/initdb.log" 2>&1 \
 		|| { cat "$d/initdb.log" >&2; exit 1; }
 	echo "host all all 10.213.0.0/24 trust" >>"$d/data/pg_hba.conf"
+	tb_take_hosts
 	tb_rametr_start "$d" "$d/rametr.ini" be
 	$NETNS exec be runuser -u postgres -- "$PGBIN/postgres" -D "$d/data" -c listen_addresses="$(addr be)" \
 		-c port=5432 -c unix_socket_directories="$d/data" -c fsync=off -c max_connections=20 \
@@ -341,6 +354,7 @@ if want pg; then
 	wait $pg || { tail -20 "$d/postgres.log" >&2; echo "eval: postgres failed" >&2; exit 1; }
 	tb_forget $pg
 	tb_rametr_stop
+	tb_release_hosts
 	dump_windows "$d" be
 	grep -v '^all' "$d/truth-together.txt" >"$d/truth-backends.txt"
 	echo "$t_a $t_b" >"$d/interval.txt"
@@ -369,6 +383,7 @@ if want redis; then
 	d=$out/runs/redis; mkdir -p "$d/data"
 	echo "== redis in rm-be, c1 GET / c2 SET / c3 LRANGE from rm-c1..3 (${svc_dur}s together, ${sep_dur}s alone each)"
 	mkcfg "$d/rametr.ini" 6379 be
+	tb_take_hosts
 	tb_rametr_start "$d" "$d/rametr.ini" be
 	$NETNS exec be redis-server --bind "$(addr be)" --port 6379 --save "" --appendonly no \
 		--protected-mode no --dir "$d/data" --daemonize no >"$d/redis.log" 2>&1 &
@@ -395,6 +410,7 @@ if want redis; then
 	done
 	tb_stop $rd redis-server "$d/redis.log"
 	tb_rametr_stop
+	tb_release_hosts
 	dump_windows "$d" be
 	echo "$t_a $t_b" >"$d/interval.txt"
 	add_rows redis commandstats be "$d" "$d/truth-commandstats.txt" $t_a $t_b

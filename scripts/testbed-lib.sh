@@ -9,6 +9,8 @@
 # Caller sets before use:   top (repository), B (build dir), tb_name (prefix
 # of messages). tb_init sets NETNS and the trap; the others:
 #   tb_take_hosts                 lock (waits up to 15 min), netns down + up
+#   tb_release_hosts              netns down, unlock (others may run between
+#                                 the experiments of a long evaluation)
 #   tb_rametr_start OUT CONFIG HOST... aggregator (db OUT/rametr.db, ipc in
 #                                 OUT) + one collector per HOST (--netns rm-HOST)
 #   tb_rametr_stop                collectors then aggregator, after the last window
@@ -20,6 +22,7 @@
 tb_pids=() tb_own_hosts=0 tb_use_netns=1 tb_col_extra=() tb_cols=() tb_col_hosts=()
 tb_agg="" tb_front="" tb_back=""
 tb_fe_port=7100 tb_be_port=7101
+tb_back_base_us=500 tb_back_per_kb_us=300   # tb-back's storage CPU per request and per KB
 
 tb_cleanup() {
 	local rc=$? p
@@ -74,10 +77,20 @@ tb_take_hosts() {
 		flock -w 900 8 || { echo "$tb_name: the testbed hosts stayed busy" >&2; exit 1; }
 	fi
 	tb_own_hosts=1
-	echo "== hosts: namespaces rm-fe rm-be rm-c1 rm-c2 rm-c3 on 10.213.0.0/24"
 	$NETNS down >/dev/null
 	$NETNS up
-	$NETNS status
+	if [ "${tb_hosts_quiet:-0}" -eq 0 ]; then
+		echo "== hosts: namespaces rm-fe rm-be rm-c1 rm-c2 rm-c3 on 10.213.0.0/24"
+		$NETNS status
+	else
+		$NETNS status >/dev/null
+	fi
+}
+
+tb_release_hosts() {
+	$NETNS down >/dev/null
+	tb_own_hosts=0
+	flock -u 8
 }
 
 tb_rametr_start() {
@@ -125,7 +138,7 @@ tb_twotier_start() {
 	esac
 	fe=$($NETNS addr fe) be=$($NETNS addr be)
 	$NETNS exec be "$B/testbed/tb-back" --listen "$be:$tb_be_port" --truth "$out/truth-be.csv" \
-		--cpu-us-base 500 --cpu-us-per-kb 300 >"$out/tb-back.log" 2>&1 &
+		--cpu-us-base $tb_back_base_us --cpu-us-per-kb $tb_back_per_kb_us >"$out/tb-back.log" 2>&1 &
 	tb_back=$!; tb_pids+=($tb_back)
 	tb_wait_log "$out/tb-back.log" "listening" $tb_back
 	$NETNS exec fe "$B/testbed/tb-front" --listen "$fe:$tb_fe_port" --backend "$be:$tb_be_port" \
