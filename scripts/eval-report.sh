@@ -29,7 +29,8 @@ read -r d_sweep d_ph1 d_ph2 d_ph3 d_svc d_sep <<<"$durs"
 R=$out/results.csv
 md=$report/RESULTS.md
 assets=$report/results
-mkdir -p "$assets"
+data=$out/chart-data          # the charts' inputs (series,x,y)
+mkdir -p "$assets" "$data"
 rel=results
 SVG="awk -f $top/testbed/tb_svg.awk"
 CHK=$out/checks.txt; : >"$CHK"
@@ -110,10 +111,10 @@ if grep -q '^sweep,' "$R"; then
 		for t in $techs; do
 			awk -F, -v a="$a" -v t="$t" '$1 ~ "^sweep-" a "-" && $2 == t && $6 != "" { split($1, p, "-"); print $2 " MARE," p[3] "," $6 }' \
 				"$assets/sweep-fe.csv"
-		done >"$assets/sweep-$a.data"
+		done >"$data/sweep-$a.data"
 		$SVG -v kind=lines -v ymax=100 -v title="Front-end CPU accounting error, $a arrivals" \
 			-v xlabel="request rate per CE (req/s)" -v ylabel="MARE over c1..c3 (%, clipped at 100)" \
-			"$assets/sweep-$a.data" >"$assets/sweep-$a.svg"
+			"$data/sweep-$a.data" >"$assets/sweep-$a.svg"
 		echo "![sweep $a]($rel/sweep-$a.svg)" >>"$md"
 		echo >>"$md"
 	done
@@ -146,9 +147,9 @@ if grep -q '^factors,' "$R"; then
 	} >>"$md"
 	for t in $techs; do
 		awk -F, -v t="$t" '$2 == t && $6 != "" { print $2 " MARE," $1 "," $6 }' "$assets/factors-fe.csv"
-	done >"$assets/factors.data"
+	done >"$data/factors.data"
 	$SVG -v kind=bars -v ymax=100 -v title="Front-end CPU accounting error per caching factor" -v xlabel="configuration" \
-		-v ylabel="MARE over c1..c3 (%, clipped at 100)" "$assets/factors.data" >"$assets/factors.svg"
+		-v ylabel="MARE over c1..c3 (%, clipped at 100)" "$data/factors.data" >"$assets/factors.svg"
 	echo "![factors]($rel/factors.svg)" >>"$md"
 	echo >>"$md"
 fi
@@ -184,7 +185,8 @@ if grep -q '^phases,' "$R"; then
 		echo "CPU-heavy (8 ms per request) while c3 keeps its high rate of cheap requests. Phase 3 (${p3} s): c2"
 		echo "raises its rate every third of the phase (25, 30, 35 req/s). Truth per second comes from the"
 		echo "front-end's truth file sampled every second (it lags up to 1 s), so per-phase truth is exact only"
-		echo "to about a second of load at each boundary. CPU seconds per CE per phase and the rank order:"
+		echo "to about a second of load at each boundary. Per-window values: [phases-windows.csv]($rel/phases-windows.csv)."
+		echo "CPU seconds per CE per phase and the rank order:"
 		echo
 		echo "| phase | technique | c1 s | c2 s | c3 s | rank order | MARE |"
 		echo "|---|---|---|---|---|---|---|"
@@ -205,15 +207,17 @@ if grep -q '^phases,' "$R"; then
 		done
 	done
 	echo >>"$md"
+	echo "technique,ce,second,cpu_pct_of_one_core" >"$assets/phases-windows.csv"
 	for t in Truth $techs; do
 		f=$pd/win-fe-$t.csv
 		[ -s "$f" ] || continue
 		awk -F, -v t0="$t0" 'NR > 1 && $2 ~ /^c[0-9]+$/ { print $2 "," int($7 / 1e9) - t0 "," $4 / 1e7 }' "$f" \
-			| sort -t, -k1,1 -k2,2n >"$assets/phases-$t.data"
-		[ -s "$assets/phases-$t.data" ] || continue
+			| sort -t, -k1,1 -k2,2n >"$data/phases-$t.data"
+		[ -s "$data/phases-$t.data" ] || continue
+		sed "s/^/$t,/" "$data/phases-$t.data" >>"$assets/phases-windows.csv"
 		$SVG -v kind=stack -v xlo=0 -v vlines="$p1,$((p1 + p2))" -v title="$t: front-end CPU per CE (phases end at ${p1} s and $((p1 + p2)) s)" \
 			-v xlabel="seconds since the start of phase 1" -v ylabel="CPU (% of one core)" \
-			"$assets/phases-$t.data" >"$assets/phases-$t.svg"
+			"$data/phases-$t.data" >"$assets/phases-$t.svg"
 		echo "![phases $t]($rel/phases-$t.svg)" >>"$md"
 		echo >>"$md"
 	done
