@@ -87,15 +87,16 @@ if grep -q '^sweep,' "$R"; then
 		echo
 		echo "Variant (b) of the testbed (\`scripts/twotier.sh\`): tb-front with a 300 KB LRU cache and a pool of 4"
 		echo "persistent back-end connections in rm-fe, tb-back in rm-be, CEs c1..c3 in rm-c1..3 at the same rate,"
-		echo "with distinct per-request CPU at the front (c1 0.8–1.2 ms, c2 1.6–2.4 ms, c3 2.6–3.4 ms), GETs of"
-		echo "1–16 KB objects, 60% on a per-CE hot set of 6 addresses; the back-end spends 200 µs + 100 µs per"
+		echo "with distinct per-request CPU at the front (c1 1.0–1.4 ms, c2 1.8–2.2 ms, c3 2.6–3.0 ms), GETs of"
+		echo "1–16 KB objects, 60% on a per-CE hot set of 6 addresses; the back-end spends 300 µs + 150 µs per"
 		echo "KB on a miss. Truth: each tier's own \`CLOCK_THREAD_CPUTIME_ID\` per CE (from after the request's"
 		echo "\`recv\` to the return of the reply's first \`send\`). Configurations are named"
 		echo "sweep-ARRIVAL-RATE (req/s per CE). LR and Kalman are the aggregator's estimates from the same"
 		echo "runs; \`[n/N windows]\` is how many of the windows Rametr measured they produced an estimate for"
-		echo "(LR has none while its least-squares system is singular), the rest counting as 0. At the"
-		echo "front-end Rametr reads a few µs per request low (about 5 µs measured with lighter requests),"
-		echo "which is why the cheapest CE shows the largest negative error."
+		echo "(LR has none while its least-squares system is singular), the rest counting as 0. Rametr's"
+		echo "errors have a per-request part: at the front-end it reads about 5 µs per request low, at the"
+		echo "back-end about 7 µs high (its segment starts inside the \`recv\`, the truth after it), both"
+		echo "measured on a development run with lighter requests; hence the cheapest CE's larger errors."
 		echo
 		echo "### Front-end (S1)"
 		echo

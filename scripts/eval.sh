@@ -164,10 +164,10 @@ truth_lines() { awk -F, 'NR > 1 { print $1, $3 }' "$1"; }
 
 # ---------------------------------------------------------------- synthetic
 # Per-CE request CPU at the front-end (us): distinct, so the truths differ.
-# The back-end's storage CPU is lighter than twotier.sh's (200 us + 100 us
-# per KB) so that 3 x 120 req/s fit on a 2-core machine.
-CPU_US=(800:1200 1600:2400 2600:3400)
-tb_back_base_us=200 tb_back_per_kb_us=100
+# The back-end's storage CPU is lighter than twotier.sh's (300 us + 150 us
+# per KB) so that 3 x 120 req/s fit on a 2-core machine (about 1 core).
+CPU_US=(1000:1400 1800:2200 2600:3000)
+tb_back_base_us=300 tb_back_per_kb_us=150
 
 # run_twotier EXP NAME ARRIVAL RATE FACTOR: one synthetic configuration.
 run_twotier() {
