@@ -65,6 +65,16 @@ mare_table() {
 			for (i = 1; i <= nt; i++) printf " %s |", ((ord[j], T[i]) in cell) ? cell[ord[j], T[i]] : "n/a"; print "" } }'
 }
 
+# The machine during each run of the prefix $1 (steal %, 1-min load average), if recorded.
+machine() {
+	local f line=""
+	for f in "$out"/runs/"$1"-*/machine.txt; do
+		[ -r "$f" ] || continue
+		line="$line$(basename "$(dirname "$f")") $(awk '{ printf "%s%% steal, load %s", $1, $2 }' "$f"); "
+	done
+	[ -z "$line" ] || printf 'The machine during each run (steal share of its CPU, 1-minute load average of the\nwhole machine, shared with other work): %s\n\n' "$line"
+}
+
 {
 	echo "# Rametr evaluation results"
 	echo
@@ -102,6 +112,7 @@ if grep -q '^sweep,' "$R"; then
 		echo
 		mare_table <"$assets/sweep-fe.csv"
 		echo
+		machine sweep
 		echo "### Back-end (charged through pairing, two hops from the CEs)"
 		echo
 		mare_table <"$assets/sweep-be.csv"
@@ -139,6 +150,7 @@ if grep -q '^factors,' "$R"; then
 		echo
 		mare_table <"$assets/factors-fe.csv"
 		echo
+		machine factor
 		echo "### Back-end"
 		echo
 		mare_table <"$assets/factors-be.csv"

@@ -188,6 +188,7 @@ run_twotier() {
 	tb_take_hosts
 	tb_rametr_start "$d" "$d/rametr.ini" fe be
 	tb_twotier_start "$d" b
+	read -r busy0 steal0 < <(tb_cpu_ticks)
 	for i in 0 1 2; do
 		ce=c$((i + 1)) base=$(((i + 1) * 1000000))
 		[ "$factor" = overlap-full ] && base=1000000
@@ -198,6 +199,10 @@ run_twotier() {
 		loads+=($!); tb_pids+=($!)
 	done
 	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
+	# the machine during the load: steal share and the load average (other users)
+	read -r busy1 steal1 < <(tb_cpu_ticks)
+	awk -v b=$((busy1 - busy0)) -v s=$((steal1 - steal0)) '{ printf "%.1f %.1f\n", b + s ? 100 * s / (b + s) : 0, $1 }' \
+		/proc/loadavg >"$d/machine.txt"
 	tb_twotier_stop
 	tb_rametr_stop
 	tb_release_hosts
