@@ -30,7 +30,7 @@
 #   --report DIR    where RESULTS.md, CSV and SVG go (default: testbed for
 #                   full, OUT/report for ci)
 #   --only LIST     comma-separated subset of sweep,factors,phases,pg,redis
-# Bounds checked (exit 1 if one fails): Rametr's |error| <= 1% for every CE
+# Bounds checked (exit 1 if one fails): Rametr's mean per-CE |error| <= 1%
 # at both tiers on every synthetic configuration (RM_EVAL_TOL overrides),
 # Rametr's rank order = the truth's in every phase, Rametr within 2 pp of
 # the server's CPU of PostgreSQL's per-role backend CPU, and Rametr's rank
