@@ -77,6 +77,10 @@ END {
 				if (v > top) printf "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">^</text>\n", bx + bw / 2, T + 10
 			}
 		}
+	} else if (kind == "lines" && nx <= 12) {
+		# few x values (request rates): a tick at each
+		for (i = 1; i <= nx; i++)
+			printf "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", L + pw * (xname[i] - xmin) / (xmax - xmin), T + ph + 16, esc(xname[i])
 	} else {
 		for (g = 0; g <= 5; g++) {
 			xv = xmin + (xmax - xmin) * g / 5; xx = L + pw * g / 5
