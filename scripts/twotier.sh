@@ -74,7 +74,10 @@ for p in aggregator/rametr-aggregator collector/rametr-collector ctl/rametrctl t
 	 testbed/tb-back testbed/tb-load testbed/tb-compare; do
 	[ -x "$B/$p" ] || { echo "twotier: '$B/$p' is missing (build it first)" >&2; exit 1; }
 done
-NETNS="bash $top/scripts/netns.sh"
+tb_name=twotier
+. "$top/scripts/testbed-lib.sh"
+tb_init
+tb_use_netns=$use_netns
 if [ $use_netns -eq 1 ] && ! "$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--netns'; then
 	echo "twotier: this rametr-collector has no --netns (use --no-netns to develop without it)" >&2
 	exit 1
@@ -82,90 +85,25 @@ fi
 if [ $follow -eq 1 ] && "$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--follow-replies'; then
 	col_extra+=(--follow-replies)
 fi
+tb_col_extra=("${col_extra[@]}")
 
 out=$(realpath -m "$out")
 db=$out/rametr.db
-url=ipc://$out/aggregator.ipc
-fe=$($NETNS addr fe) be=$($NETNS addr be)
-fe_port=7100 be_port=7101
-pids=() own_hosts=0
-cleanup() {
-	local rc=$?
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	# Only once the hosts are ours: never tear down another user's.
-	if [ $own_hosts -eq 1 ]; then $NETNS down || rc=1; fi
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Waits up to 30 s for a line matching $2 in file $1 while process $3 lives.
-wait_log() {
-	local i
-	for i in $(seq 1 600); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		kill -0 "$3" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$1" >&2
-	echo "twotier: '$1' never said '$2'" >&2
-	return 1
-}
-# Stops process $1 with SIGTERM and reports a failure exit ($2: its name, $3: its log).
-stop() {
-	kill -TERM "$1" 2>/dev/null || true
-	if ! wait "$1"; then
-		tail -20 "$3" >&2
-		echo "twotier: $2 failed" >&2
-		return 1
-	fi
-}
+fe=$($NETNS addr fe)
+fe_port=$tb_fe_port
 
 # One user of the hosts at a time (another run or the integration test).
-exec 8>"$($NETNS session-lock)"
-if ! flock -n 8; then
-	echo "twotier: the testbed hosts are in use; waiting (at most 15 min)"
-	flock -w 900 8 || { echo "twotier: the testbed hosts stayed busy" >&2; exit 1; }
-fi
-own_hosts=1
+tb_take_hosts
 rm -rf "$out" && mkdir -p "$out"
-echo "== hosts: namespaces rm-fe rm-be rm-c1 rm-c2 rm-c3 on 10.213.0.0/24"
-$NETNS down >/dev/null
-$NETNS up
-$NETNS status
 
 echo "== aggregator (root namespace) and one collector per server host (logs in $out)"
-"$B/aggregator/rametr-aggregator" --config testbed/twotier.ini --db "$db" --listen "$url" \
-	>"$out/aggregator.log" 2>&1 &
-agg=$!; pids+=($agg)
-wait_log "$out/aggregator.log" "listening on" $agg
-cols=()
-for h in fe be; do
-	nsarg=()
-	[ $use_netns -eq 1 ] && nsarg=(--netns "rm-$h")
-	"$B/collector/rametr-collector" --aggregator "$url" --node "$h" "${nsarg[@]}" --window 1s \
-		--spool "$out/spool-$h" "${col_extra[@]}" >"$out/collector-$h.log" 2>&1 &
-	cols+=($!); pids+=($!)
-done
-echo "collector arguments: ${nsarg[*]:+--netns rm-HOST} ${col_extra[*]}"
-wait_log "$out/collector-fe.log" "attached" "${cols[0]}"
-wait_log "$out/collector-be.log" "attached" "${cols[1]}"
+tb_rametr_start "$out" testbed/twotier.ini fe be
+echo "collector arguments: $([ $use_netns -eq 1 ] && echo --netns rm-HOST) ${col_extra[*]}"
 
-echo "== variant $variant: tb-back on be ($be:$be_port), tb-front ${front_mode[*]} ${front_extra[*]} on fe ($fe:$fe_port)"
-$NETNS exec be "$B/testbed/tb-back" --listen "$be:$be_port" --truth "$out/truth-be.csv" \
-	--cpu-us-base 500 --cpu-us-per-kb 300 >"$out/tb-back.log" 2>&1 &
-back=$!; pids+=($back)
-wait_log "$out/tb-back.log" "listening" $back
-$NETNS exec fe "$B/testbed/tb-front" --listen "$fe:$fe_port" --backend "$be:$be_port" \
-	--truth "$out/truth-fe.csv" --stats "$out/stats-fe.csv" --cache-kb 300 "${front_mode[@]}" \
-	"${front_extra[@]}" >"$out/tb-front.log" 2>&1 &
-front=$!; pids+=($front)
-wait_log "$out/tb-front.log" "listening" $front
+echo "== variant $variant: tb-back on be, tb-front ${front_mode[*]} ${front_extra[*]} on fe ($fe:$fe_port)"
+tb_twotier_start "$out" "$variant" "${front_extra[@]}"
 
-# busy and steal jiffies of the whole machine (/proc/stat)
-cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $9 }' /proc/stat; }
-read -r busy0 steal0 < <(cpu_ticks)
+read -r busy0 steal0 < <(tb_cpu_ticks)
 
 echo "== 3 CEs for ${duration}s ($arrival arrivals): c1 30 req/s, c2 60 req/s, c3 90 req/s"
 loads=() seed=1
@@ -175,24 +113,17 @@ for spec in c1:30 c2:60 c3:90; do
 		--ce "$ce" --rate "$rate" --duration "$duration" --arrival "$arrival" --cpu-us 1000:3000 \
 		--addr-base $((seed * 1000000)) --addr-range 100000 --hot 6 --hot-frac 0.6 --size-kb 1:16 \
 		--seed $seed --out "$out/requests-$ce.csv" >"$out/load-$ce.txt" 2>"$out/load-$ce.log" &
-	loads+=($!); pids+=($!)
+	loads+=($!); tb_pids+=($!)
 	seed=$((seed + 1))
 done
 load_ok=1
-for p in "${loads[@]}"; do wait "$p" || load_ok=0; done
-read -r busy1 steal1 < <(cpu_ticks)
+for p in "${loads[@]}"; do wait "$p" || load_ok=0; tb_forget "$p"; done
+read -r busy1 steal1 < <(tb_cpu_ticks)
 cat "$out"/load-*.txt
 [ $load_ok -eq 1 ] || { cat "$out"/load-*.log >&2; echo "twotier: a load generator reported errors" >&2; exit 1; }
-stop $front tb-front "$out/tb-front.log"
-stop $back tb-back "$out/tb-back.log"
+tb_twotier_stop
 grep -E '^(cache|workers)' "$out/tb-front.log"
-sleep 1.5   # let the last window close
-for i in 0 1; do
-	h=$([ $i -eq 0 ] && echo fe || echo be)
-	stop "${cols[$i]}" "collector $h" "$out/collector-$h.log"
-done
-stop $agg aggregator "$out/aggregator.log"
-pids=()
+tb_rametr_stop
 
 fail=0
 for h in fe be; do

@@ -54,7 +54,8 @@ static void tb_usage(FILE *f)
 		"  -h, --help           this help\n"
 		"\n"
 		"protocol: 'FETCH <ce> <addr> <size_kb>\\n' -> size_kb * 1024 bytes 'OK <n>\\n',\n"
-		"the address's data byte, '\\n'; a malformed request gets 'ERR <reason>\\n'\n",
+		"the address's data byte, '\\n'; a malformed request gets 'ERR <reason>\\n'.\n"
+		"'STORE' (same fields) writes the object: twice the per-KB CPU, same reply\n",
 		TB_BACK_CONNS_DEFAULT, TB_BACK_CONNS_MAX);
 }
 
@@ -88,7 +89,7 @@ static int tb_back_serve(void *arg, int fd, const char *line, size_t len, uint64
 	if (rv != RM_OK)
 		return tb_back_err(b, fd, "internal error");
 	/* The storage work: a size-dependent CPU cost, then the object's data. */
-	cpu_us = b->cpu_base_us + (uint64_t)req.size_kb * b->cpu_per_kb_us;
+	cpu_us = b->cpu_base_us + (uint64_t)req.size_kb * b->cpu_per_kb_us * (req.cmd == TB_CMD_STORE ? 2 : 1);
 	if (cpu_us > TB_CPU_US_MAX)
 		cpu_us = TB_CPU_US_MAX;
 	sink = tb_burn_cpu((uint32_t)cpu_us);

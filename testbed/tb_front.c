@@ -158,7 +158,9 @@ static void tb_usage(FILE *f)
 		"\n"
 		"protocol: 'GET <ce> <addr> <size_kb> <cpu_us>\\n' -> burns cpu_us of CPU, then\n"
 		"size_kb * 1024 bytes 'OK <n>\\n', the address's data byte, '\\n', from the cache\n"
-		"or the back-end; errors get 'ERR <reason>\\n'. Files are rewritten every second\n"
+		"or the back-end; errors get 'ERR <reason>\\n'. 'PUT' (same fields) writes the\n"
+		"object through to the back-end ('STORE'), caches it and answers the same.\n"
+		"Files are rewritten every second\n"
 		"and on SIGTERM/SIGINT. At the end it prints 'cache hits=.. misses=.. hit_rate=..\n"
 		"evictions=.. entries=.. used_kb=..' and, with workers, 'workers jobs=..\n"
 		"taken_without_waiting=..' (requests a worker took from the queue without\n"
@@ -368,7 +370,7 @@ static int tb_back_exchange(int fd, const struct tb_tier_req *get, char *buf, si
 	char line[TB_LINE_MAX];
 	size_t ll;
 
-	fr.cmd = TB_CMD_FETCH;
+	fr.cmd = get->cmd == TB_CMD_PUT ? TB_CMD_STORE : TB_CMD_FETCH;
 	fr.cpu_us = 0;
 	ll = tb_tier_format(line, sizeof(line), &fr);
 	if (ll == 0)
@@ -451,8 +453,8 @@ static int tb_back_fetch(struct tb_pool *p, const struct tb_tier_req *get, char 
 /* ---- serving a request ---- */
 
 /*
- * The work of one parsed GET on the client socket fd: processing CPU, cache
- * lookup, back-end fetch on a miss, reply. Sets *t1 to the thread CPU time
+ * The work of one parsed GET or PUT on the client socket fd: processing CPU,
+ * cache lookup (GET) and back-end fetch on a miss, or store (PUT), reply. Sets *t1 to the thread CPU time
  * right after the reply's first send (or now, if nothing was sent), *tx to
  * the reply bytes sent. Returns 0 if the connection is still usable, -1 if
  * not.
@@ -474,7 +476,8 @@ static int tb_front_work(struct tb_front *f, int fd, const struct tb_tier_req *r
 		*t1 = tb_thread_cpu_ns();
 		return tb_lsrv_send_err(fd, "out of memory");
 	}
-	if (tb_cache_get(&f->cache, req->addr, req->size_kb, buf, total, &len) == RM_OK) {
+	/* A PUT always goes through to the back-end (write-through), then is cached. */
+	if (req->cmd == TB_CMD_GET && tb_cache_get(&f->cache, req->addr, req->size_kb, buf, total, &len) == RM_OK) {
 		hit = 1;
 	} else {
 		miss = 1;

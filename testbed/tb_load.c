@@ -53,6 +53,7 @@ struct tb_rec {
 	uint32_t cpu_us;
 	uint32_t addr, size_kb; /* get only */
 	uint8_t state;
+	uint8_t write;        /* get only: a PUT */
 };
 
 enum tb_cstate { TB_C_CLOSED = 0, TB_C_CONNECTING, TB_C_IDLE, TB_C_BUSY };
@@ -84,7 +85,7 @@ struct tb_load {
 	const char *out_path;
 	enum tb_lproto proto;
 	uint64_t addr_base, addr_range, hot, size_lo, size_hi;
-	double hot_frac;
+	double hot_frac, write_frac;
 
 	/* state */
 	struct tb_rng rng;
@@ -133,6 +134,8 @@ static void tb_usage(FILE *f)
 		"  --hot-frac P        probability in [0, 1] of a hot address (default 0)\n"
 		"  --size-kb LO:HI     object sizes, a fixed function of the address\n"
 		"                      (default 1:16, max %u)\n"
+		"  --write-frac P      probability in [0, 1] that a request is a PUT (a\n"
+		"                      write-through of the object) instead of a GET (default 0)\n"
 		"\n"
 		"prints 'ce=.. sent=.. completed=.. errors=.. queued=.. p50_ms=.. p95_ms=..\n"
 		"p99_ms=.. rate=..' (rate = completed / duration); exit 0 if every request\n"
@@ -217,7 +220,7 @@ static void tb_start_req(struct tb_load *l, struct tb_lconn *c, size_t ri)
 		struct tb_tier_req g;
 
 		memset(&g, 0, sizeof(g));
-		g.cmd = TB_CMD_GET;
+		g.cmd = r->write ? TB_CMD_PUT : TB_CMD_GET;
 		snprintf(g.ce, sizeof(g.ce), "%s", l->ce);
 		g.addr = r->addr;
 		g.size_kb = r->size_kb;
@@ -409,6 +412,9 @@ static int tb_arrivals(struct tb_load *l, uint64_t now)
 
 			r->addr = (uint32_t)(l->addr_base + tb_rng_range(&l->rng, 0, span - 1));
 			r->size_kb = tb_tier_size_of(r->addr, (uint32_t)l->size_lo, (uint32_t)l->size_hi);
+			/* drawn only when asked for: the same seed gives the same GETs as before */
+			if (l->write_frac > 0)
+				r->write = tb_rng_unit(&l->rng) < l->write_frac;
 		}
 		r->state = TB_R_WAITING;
 		l->nrecs++;
@@ -752,6 +758,7 @@ int main(int argc, char **argv)
 		{ "addr-range", required_argument, NULL, 'R' },
 		{ "hot", required_argument, NULL, 'H' },
 		{ "hot-frac", required_argument, NULL, 'F' },
+		{ "write-frac", required_argument, NULL, 'W' },
 		{ "size-kb", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -845,6 +852,12 @@ int main(int argc, char **argv)
 				l.hot_frac = 0;
 			else if (tb_parse_pos_double(optarg, 1.0, &l.hot_frac) != RM_OK)
 				return tb_bad("--hot-frac", optarg, "a probability in [0, 1]");
+			break;
+		case 'W':
+			if (strcmp(optarg, "0") == 0)
+				l.write_frac = 0;
+			else if (tb_parse_pos_double(optarg, 1.0, &l.write_frac) != RM_OK)
+				return tb_bad("--write-frac", optarg, "a probability in [0, 1]");
 			break;
 		case 'K':
 			if (tb_parse_range(optarg, TB_SIZE_KB_MIN, TB_SIZE_KB_MAX, &l.size_lo, &l.size_hi) != RM_OK)

@@ -1,5 +1,5 @@
 /*
- * tb_tier.c - the two-tier service's request lines (GET, FETCH), its replies
+ * tb_tier.c - the two-tier service's request lines (GET, PUT, FETCH, STORE), its replies
  * (built, checked, sent and received whole), and the address-to-size map the
  * clients share. Owns no state.
  */
@@ -101,12 +101,15 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 
 	if (!reason)
 		reason = &dummy;
-	if (!line || !req || (cmd != TB_CMD_GET && cmd != TB_CMD_FETCH)) {
+	int front;
+
+	if (!line || !req || (cmd != TB_CMD_GET && cmd != TB_CMD_FETCH && cmd != TB_CMD_PUT &&
+			      cmd != TB_CMD_STORE)) {
 		*reason = "internal error";
 		return RM_EINVAL;
 	}
+	front = cmd == TB_CMD_GET || cmd == TB_CMD_PUT;
 	memset(req, 0, sizeof(*req));
-	req->cmd = cmd;
 	if (len > 0 && line[len - 1] == '\r')
 		len--;
 	for (i = 0; i < len; i++) {
@@ -119,10 +122,15 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 		*reason = "empty request";
 		return RM_EPROTO;
 	}
-	word = cmd == TB_CMD_GET ? "GET" : "FETCH";
+	word = front ? "GET" : "FETCH";
+	req->cmd = front ? TB_CMD_GET : TB_CMD_FETCH;
 	if (tlen != strlen(word) || memcmp(tok, word, tlen) != 0) {
-		*reason = "unknown command";
-		return RM_EPROTO;
+		word = front ? "PUT" : "STORE";
+		req->cmd = front ? TB_CMD_PUT : TB_CMD_STORE;
+		if (tlen != strlen(word) || memcmp(tok, word, tlen) != 0) {
+			*reason = "unknown command";
+			return RM_EPROTO;
+		}
 	}
 	if (!tb_tier_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "missing ce";
@@ -137,7 +145,7 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 	if ((rv = tb_tier_field(line, len, &pos, "size_kb", TB_SIZE_KB_MIN, TB_SIZE_KB_MAX, &req->size_kb,
 				reason)) != RM_OK)
 		return rv;
-	if (cmd == TB_CMD_GET &&
+	if (front &&
 	    (rv = tb_tier_field(line, len, &pos, "cpu_us", 0, TB_CPU_US_MAX, &req->cpu_us, reason)) != RM_OK)
 		return rv;
 	if (tb_tier_tok(line, len, &pos, &tok, &tlen)) {
@@ -154,15 +162,17 @@ size_t tb_tier_format(char *buf, size_t cap, const struct tb_tier_req *req)
 
 	if (!buf || !req)
 		return 0;
-	if (req->cmd == TB_CMD_GET)
-		n = snprintf(buf, cap, "GET %s %u %u %u\n", req->ce, req->addr, req->size_kb, req->cpu_us);
-	else if (req->cmd == TB_CMD_FETCH)
-		n = snprintf(buf, cap, "FETCH %s %u %u\n", req->ce, req->addr, req->size_kb);
+	if (req->cmd == TB_CMD_GET || req->cmd == TB_CMD_PUT)
+		n = snprintf(buf, cap, "%s %s %u %u %u\n", req->cmd == TB_CMD_GET ? "GET" : "PUT", req->ce,
+			     req->addr, req->size_kb, req->cpu_us);
+	else if (req->cmd == TB_CMD_FETCH || req->cmd == TB_CMD_STORE)
+		n = snprintf(buf, cap, "%s %s %u %u\n", req->cmd == TB_CMD_FETCH ? "FETCH" : "STORE", req->ce,
+			     req->addr, req->size_kb);
 	else
 		return 0;
 	if (n < 0 || (size_t)n >= cap)
 		return 0;
-	if (tb_tier_parse(req->cmd, buf, (size_t)n - 1, &chk, NULL) != RM_OK)
+	if (tb_tier_parse(req->cmd, buf, (size_t)n - 1, &chk, NULL) != RM_OK || chk.cmd != req->cmd)
 		return 0;
 	return (size_t)n;
 }

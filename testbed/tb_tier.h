@@ -12,6 +12,12 @@
  *
  *   FETCH <ce> <addr> <size_kb>\n
  *
+ * A client may also (re)write the object at an address: "PUT" with the
+ * fields of GET. The object's content is a fixed function of its address,
+ * so a write carries no body; the front-end writes it through to the
+ * back-end with "STORE" (the fields of FETCH), puts it in its cache and
+ * answers exactly as for a GET.
+ *
  * where <ce> is forwarded for the back-end's ground truth only (Rametr never
  * sees it). Both answer with exactly size_kb * 1024 bytes: "OK <bytes>\n",
  * then the address's data byte (tb_tier_fill) repeated, then '\n' — so a
@@ -32,19 +38,21 @@
 #define TB_SIZE_KB_MAX 1024u          /* a reply is at most TB_RESP_MAX bytes */
 #define TB_ADDR_MAX UINT32_MAX
 
-enum tb_tier_cmd { TB_CMD_GET = 0, TB_CMD_FETCH };
+enum tb_tier_cmd { TB_CMD_GET = 0, TB_CMD_FETCH, TB_CMD_PUT, TB_CMD_STORE };
 
 struct tb_tier_req {
 	enum tb_tier_cmd cmd;
 	char ce[TB_CE_MAX];
 	uint32_t addr;
 	uint32_t size_kb;
-	uint32_t cpu_us;     /* GET only; 0 for FETCH */
+	uint32_t cpu_us;     /* GET and PUT; 0 for FETCH and STORE */
 };
 
 /*
  * Parses one request line of len bytes (without its '\n'; one trailing '\r'
- * is ignored) that must be the command cmd. Returns RM_OK and fills *req, or
+ * is ignored) that must be a request of cmd's tier: GET or PUT for
+ * TB_CMD_GET and TB_CMD_PUT (the front-end's), FETCH or STORE for
+ * TB_CMD_FETCH and TB_CMD_STORE (the back-end's); req->cmd is the one found. Returns RM_OK and fills *req, or
  * RM_EPROTO with *reason pointing at a static lowercase reason. line need not
  * be NUL-terminated.
  */

@@ -67,6 +67,10 @@ static void test_parse_invalid(void)
 		{ TB_CMD_GET, "GET c1 5 1 1e3", "bad cpu_us" },
 		{ TB_CMD_GET, "GET c1 5 1 1 x", "trailing garbage" },
 		{ TB_CMD_FETCH, "FETCH c1 5 1 1", "trailing garbage" },
+		{ TB_CMD_GET, "STORE c1 1 1", "unknown command" },
+		{ TB_CMD_FETCH, "PUT c1 1 1 1", "unknown command" },
+		{ TB_CMD_PUT, "PUT c1 5 1", "missing cpu_us" },
+		{ TB_CMD_STORE, "STORE c1 5 1 1", "trailing garbage" },
 		{ TB_CMD_GET, "GET c1 5 1 1\r\r", "control character in request" },
 	};
 	struct tb_tier_req r;
@@ -104,8 +108,18 @@ static void test_format_roundtrip(void)
 	CU_ASSERT_NSTRING_EQUAL(buf, "GET c3 3000123 16 2500\n", n);
 	CU_ASSERT_EQUAL(tb_tier_parse(TB_CMD_GET, buf, n - 1, &out, NULL), RM_OK);
 	CU_ASSERT_EQUAL(memcmp(&in, &out, sizeof(in)), 0);
-	in.cmd = TB_CMD_FETCH;
+	in.cmd = TB_CMD_PUT;
+	n = tb_tier_format(buf, sizeof(buf), &in);
+	CU_ASSERT_NSTRING_EQUAL(buf, "PUT c3 3000123 16 2500\n", n);
+	CU_ASSERT_EQUAL(tb_tier_parse(TB_CMD_GET, buf, n - 1, &out, NULL), RM_OK);
+	CU_ASSERT_EQUAL(memcmp(&in, &out, sizeof(in)), 0);
+	in.cmd = TB_CMD_STORE;
 	in.cpu_us = 0;
+	n = tb_tier_format(buf, sizeof(buf), &in);
+	CU_ASSERT_NSTRING_EQUAL(buf, "STORE c3 3000123 16\n", n);
+	CU_ASSERT_EQUAL(tb_tier_parse(TB_CMD_FETCH, buf, n - 1, &out, NULL), RM_OK);
+	CU_ASSERT_EQUAL(out.cmd, TB_CMD_STORE);
+	in.cmd = TB_CMD_FETCH;
 	n = tb_tier_format(buf, sizeof(buf), &in);
 	CU_ASSERT_NSTRING_EQUAL(buf, "FETCH c3 3000123 16\n", n);
 	CU_ASSERT_EQUAL(tb_tier_format(buf, 5, &in), 0);     /* does not fit */

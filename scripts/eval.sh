@@ -1,0 +1,428 @@
+#!/usr/bin/env bash
+# scripts/eval.sh - the whole evaluation of issue 4 in one command: seed 000
+# §7.2 and seed 002's metric on the namespace testbed, Rametr beside the LR
+# and Kalman estimators on the same runs, and real services as witnesses.
+#
+#   1. sweep    two-tier service (variant b: pooled back-end connections),
+#               3 CEs at 15..120 req/s each, uniform vs lognormal(0,1)
+#               arrivals; error per CE against the services' own thread
+#               clocks, at the front-end (S1 of Fig. 5) and the back-end
+#   2. factors  the caching factors of §7.2.3 at 60 req/s: request size fixed,
+#               no / very high temporal locality, fully overlapping content,
+#               read:write 10:1 and 1:1 (PUTs written through to the back-end)
+#   3. phases   the 3-phase scenario of Table 2, shortened; per-window CPU per
+#               CE per technique (stacked areas, Fig. 7) and the rank order
+#   4. pg       PostgreSQL 15 (Debian) in rm-be, one role per CE, pgbench from
+#               rm-c1..3; truth = on-CPU time of the backends serving each
+#               role (/proc/PID/schedstat, process title names the role);
+#               separate runs as in Fig. 9 (percentage of totals)
+#      redis    redis-server (Debian) in rm-be, each CE its own commands via
+#               redis-cli; INFO commandstats and separate runs as witnesses
+#
+# Usage: scripts/eval.sh --profile ci|full [--out DIR] [--build DIR]
+#          [--report DIR] [--only LIST]
+#   --profile ci    one synthetic configuration, short phases, short pg and
+#                   redis runs (about 3 min); checks the bounds
+#   --profile full  everything (about 20 min); writes testbed/RESULTS.md and
+#                   testbed/results/ (CSV, SVG)
+#   --out DIR       raw runs, logs and databases (default /tmp/rametr-eval)
+#   --build DIR     use the programs already built in DIR (default: build ./build)
+#   --report DIR    where RESULTS.md, CSV and SVG go (default: testbed for
+#                   full, OUT/report for ci)
+#   --only LIST     comma-separated subset of sweep,factors,phases,pg,redis
+# Bounds checked (exit 1 if one fails): Rametr's mean per-CE |error| <= 1%
+# at both tiers on every synthetic configuration (RM_EVAL_TOL overrides),
+# Rametr's rank order = the truth's in every phase, Rametr within 2 pp of
+# the server's CPU of PostgreSQL's per-role backend CPU, and Rametr's rank
+# order on redis = the separate runs'.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+profile="" out=/tmp/rametr-eval build="" report="" only="sweep,factors,phases,pg,redis"
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--profile) profile=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--build) build=$2; shift 2 ;;
+	--report) report=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
+	-h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+	*) echo "eval: unknown argument '$1'" >&2; exit 2 ;;
+	esac
+done
+tol=${RM_EVAL_TOL:-1.0} pp_tol=${RM_EVAL_PP:-2.0}
+case "$profile" in
+full)
+	dur=25 rates="15 30 45 60 75 90 105 120" arrivals="uniform lognormal"
+	factors="size-fixed locality-none locality-high overlap-full rw-10-1 rw-1-1"
+	ph1=40 ph2=20 ph3=60 svc_dur=30 sep_dur=15 ;;
+ci)
+	dur=15 rates="60" arrivals="uniform" factors=""
+	ph1=10 ph2=8 ph3=12 svc_dur=15 sep_dur=8 ;;
+*) echo "eval: --profile must be ci or full" >&2; exit 2 ;;
+esac
+want() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+cd "$top"
+bash scripts/setup.sh
+if [ -z "$build" ]; then
+	echo "== building"
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build build -j"$(nproc)" >build.log 2>&1 || { tail -30 build.log >&2; echo "eval: build failed (build.log)" >&2; exit 1; }
+	build=$top/build
+fi
+B=$(cd "$build" && pwd)
+for p in aggregator/rametr-aggregator collector/rametr-collector ctl/rametrctl testbed/tb-front \
+	 testbed/tb-back testbed/tb-load; do
+	[ -x "$B/$p" ] || { echo "eval: '$B/$p' is missing (build it first)" >&2; exit 1; }
+done
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+for p in "$PGBIN/initdb" "$PGBIN/postgres" /usr/bin/pgbench /usr/bin/psql /usr/bin/redis-server \
+	 /usr/bin/redis-cli runuser; do
+	command -v "$p" >/dev/null || { echo "eval: '$p' is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+out=$(realpath -m "$out")
+[ -n "$report" ] || { [ "$profile" = full ] && report=$top/testbed || report=$out/report; }
+report=$(realpath -m "$report")
+CTL="$B/ctl/rametrctl"
+
+# The estimators (LR, Kalman) exist when rametrctl usage has --source.
+est=0
+"$CTL" usage --help 2>&1 | grep -q -- '--source' && est=1
+techs="Rametr"
+[ $est -eq 1 ] && techs="Rametr LR Kalman"
+
+tb_name=eval
+. "$top/scripts/testbed-lib.sh"
+tb_init
+"$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--follow-wakeups' && tb_col_extra=(--follow-wakeups)
+# The hosts are taken for each experiment and given back after it, so that
+# other users of the testbed (tests) wait for one experiment, not for all.
+tb_hosts_quiet=1
+rm -rf "$out" && mkdir -p "$out/runs"
+RES=$out/results.csv      # exp,config,server,technique,ce,truth,value,unit,error
+echo "exp,config,server,technique,ce,truth,value,unit,error" >"$RES"
+addr() { $NETNS addr "$1"; }
+
+# Writes an aggregator configuration: CE cN = host cN's address on server
+# port $2; with the estimators, [estimate S] for each server S in $3...
+mkcfg() {
+	local f=$1 port=$2 c s
+	shift 2
+	: >"$f"
+	for c in c1 c2 c3; do printf '[ce %s]\nclient = %s\nserver_port = %s\n\n' "$c" "$(addr $c)" "$port" >>"$f"; done
+	if [ $est -eq 1 ]; then
+		for s in "$@"; do printf '[estimate %s]\nmethod = lr, kalman\n\n' "$s" >>"$f"; done
+	fi
+}
+
+# Dumps the per-window CPU of server $2 for every technique into
+# DIR/win-SERVER-TECH.csv (rametrctl's csv: server,ce,resource,value,total,
+# unit,window_start,window_len).
+dump_windows() {
+	local d=$1 s=$2 t src
+	for t in $techs; do
+		case $t in Rametr) src=() ;; LR) src=(--source lr) ;; Kalman) src=(--source kalman) ;; esac
+		if ! "$CTL" usage --db "$d/rametr.db" --server "$s" --resource cpu --per-window -o csv "${src[@]}" \
+			>"$d/win-$s-$t.csv" 2>"$d/win-$s-$t.err"; then
+			echo "eval: rametrctl usage ${src[*]} failed for $s in $d: $(head -1 "$d/win-$s-$t.err")" >&2
+			: >"$d/win-$s-$t.csv"
+		fi
+	done
+}
+
+# Per-CE sums (ns) of a window dump, windows starting in [FROM, TO) Unix
+# seconds (default all): lines "ce value"; also "__U__ total" (the server's U).
+sum_windows() {
+	awk -F, -v from="${2:-0}" -v to="${3:-0}" 'NR > 1 && $3 == "cpu" {
+		ws = int($7 / 1e9); if (ws < from || (to > 0 && ws >= to)) next
+		v[$2] += $4; if (!(ws in seen)) { seen[ws] = 1; u += $5 } }
+		END { for (c in v) print c, v[c]; print "__U__", u }' "$1"
+}
+
+# Appends result rows for one run: truth lines "ce value" in file $5,
+# estimates from the window dumps of server $3 in $4 (windows [$6, $7)).
+add_rows() {
+	local exp=$1 cfg=$2 s=$3 d=$4 truth=$5 from=${6:-0} to=${7:-0} t
+	for t in $techs; do
+		sum_windows "$d/win-$s-$t.csv" "$from" "$to" | awk -v ex="$exp" -v cfg="$cfg" -v s="$s" -v t="$t" '
+			FNR == NR { tr[$1] = $2; next }
+			{ est[$1] = $2 }
+			END { for (c in tr) printf "%s,%s,%s,%s,%s,%.0f,%.0f,ns,%s\n", ex, cfg, s, t, c, tr[c], est[c] + 0,
+				((c in est) && tr[c] > 0 ? sprintf("%.3f", 100 * (est[c] - tr[c]) / tr[c]) : "") }' "$truth" - \
+			| sort >>"$RES"
+		# windows the technique has estimates for, of the windows Rametr measured
+		awk -F, -v from="$from" -v to="$to" 'NR > 1 && $2 ~ /^c[0-9]+$/ { ws = int($7 / 1e9)
+			if (ws < from || (to > 0 && ws >= to)) next; if (!((FILENAME, ws) in seen)) { seen[FILENAME, ws] = 1; n[FILENAME]++ } }
+			END { printf "%d %d\n", n[ARGV[1]], n[ARGV[2]] }' "$d/win-$s-Rametr.csv" "$d/win-$s-$t.csv" \
+			| awk -v ex="$exp" -v cfg="$cfg" -v s="$s" -v t="$t" '{ printf "%s,%s,%s,%s,windows,%d,%d,windows,\n", ex, cfg, s, t, $1, $2 }' >>"$RES"
+	done
+}
+
+# truth file of tb-front/tb-back -> "ce cpu_ns"
+truth_lines() { awk -F, 'NR > 1 { print $1, $3 }' "$1"; }
+
+
+# ---------------------------------------------------------------- synthetic
+# Per-CE request CPU at the front-end (us): distinct, so the truths differ.
+# The back-end's storage CPU is lighter than twotier.sh's (300 us + 150 us
+# per KB) so that 3 x 120 req/s fit on a 2-core machine (about 1 core).
+CPU_US=(1000:1400 1800:2200 2600:3000)
+tb_back_base_us=300 tb_back_per_kb_us=150
+
+# run_twotier EXP NAME ARRIVAL RATE FACTOR: one synthetic configuration.
+run_twotier() {
+	local exp=$1 name=$2 arrival=$3 rate=$4 factor=$5 d i ce base hot_frac=0.6 size=1:16 wfrac=0 loads=() ok=1
+	d=$out/runs/$name; mkdir -p "$d"
+	case $factor in
+	base) ;;
+	size-fixed) size=8:8 ;;
+	locality-none) hot_frac=0 ;;
+	locality-high) hot_frac=0.95 ;;
+	overlap-full) ;;
+	rw-10-1) wfrac=0.0909 ;;   # reads:writes 10:1
+	rw-1-1) wfrac=0.5 ;;
+	*) echo "eval: unknown factor '$factor'" >&2; return 2 ;;
+	esac
+	echo "== $name: variant b, $arrival, $rate req/s per CE, ${dur}s"
+	mkcfg "$d/rametr.ini" $tb_fe_port fe be
+	tb_take_hosts
+	tb_rametr_start "$d" "$d/rametr.ini" fe be
+	tb_twotier_start "$d" b
+	read -r busy0 steal0 < <(tb_cpu_ticks)
+	for i in 0 1 2; do
+		ce=c$((i + 1)) base=$(((i + 1) * 1000000))
+		[ "$factor" = overlap-full ] && base=1000000
+		$NETNS exec "$ce" "$B/testbed/tb-load" --proto get --server "$(addr fe):$tb_fe_port" --bind "$(addr $ce)" \
+			--ce "$ce" --rate "$rate" --duration "$dur" --arrival "$arrival" --cpu-us "${CPU_US[$i]}" \
+			--addr-base $base --addr-range 100000 --hot 6 --hot-frac $hot_frac --size-kb $size \
+			--write-frac $wfrac --seed $((i + 1)) >"$d/load-$ce.txt" 2>"$d/load-$ce.log" &
+		loads+=($!); tb_pids+=($!)
+	done
+	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
+	# the machine during the load: steal share and the load average (other users)
+	read -r busy1 steal1 < <(tb_cpu_ticks)
+	awk -v b=$((busy1 - busy0)) -v s=$((steal1 - steal0)) '{ printf "%.1f %.1f\n", b + s ? 100 * s / (b + s) : 0, $1 }' \
+		/proc/loadavg >"$d/machine.txt"
+	tb_twotier_stop
+	tb_rametr_stop
+	tb_release_hosts
+	[ $ok -eq 1 ] || { cat "$d"/load-*.log >&2; echo "eval: $name: a load generator reported errors" >&2; return 1; }
+	awk -F, 'NR > 1 { r += $2; h += $3 } END { if (r) printf "cache hit rate %.1f%%\n", 100 * h / r }' "$d/stats-fe.csv" \
+		| tee "$d/cache.txt"
+	for s in fe be; do
+		dump_windows "$d" $s
+		truth_lines "$d/truth-$s.csv" >"$d/truth-$s.txt"
+	done
+	add_rows "$exp" "$name" fe "$d" "$d/truth-fe.txt"
+	add_rows "$exp" "$name" be "$d" "$d/truth-be.txt"
+}
+
+if want sweep; then
+	for a in $arrivals; do for r in $rates; do run_twotier sweep "sweep-$a-$r" $a $r base; done; done
+fi
+if want factors; then
+	for f in $factors; do run_twotier factors "factor-$f" uniform 60 $f; done
+fi
+
+# ---------------------------------------------------------------- phases
+# Table 2, shortened: c1 light all along; c3 many cheap requests all along;
+# c2 light in phase 1, CPU-heavy from phase 2, heavier every third of phase 3.
+if want phases; then
+	d=$out/runs/phases; mkdir -p "$d/snap"
+	echo "== phases: ${ph1}/${ph2}/${ph3} s"
+	mkcfg "$d/rametr.ini" $tb_fe_port fe be
+	tb_take_hosts
+	tb_rametr_start "$d" "$d/rametr.ini" fe be
+	tb_twotier_start "$d" b
+	p3a=$((ph3 / 3)) p3b=$((ph3 / 3)) p3c=$((ph3 - 2 * (ph3 / 3)))
+	# per CE: "rate cpu seconds" steps
+	steps_c1="10 800:1200 $((ph1 + ph2 + ph3))"
+	steps_c2="20 1500:2500 $ph1;20 7000:9000 $ph2;25 7000:9000 $p3a;30 7000:9000 $p3b;35 7000:9000 $p3c"
+	steps_c3="80 150:350 $((ph1 + ph2 + ph3))"
+	now=$(date +%s.%N); t0=$(awk -v n="$now" 'BEGIN { print int(n) + 2 }')
+	sleep "$(awk -v n="$now" -v t="$t0" 'BEGIN { print t - n }')"
+	loads=()
+	for i in 1 2 3; do
+		ce=c$i; var=steps_$ce
+		(
+			IFS=';' read -ra steps <<<"${!var}"
+			for st in "${steps[@]}"; do
+				read -r rate cpu secs <<<"$st"
+				$NETNS exec "$ce" "$B/testbed/tb-load" --proto get --server "$(addr fe):$tb_fe_port" \
+					--bind "$(addr $ce)" --ce "$ce" --rate "$rate" --duration "$secs" --arrival lognormal \
+					--cpu-us "$cpu" --addr-base $((i * 1000000)) --addr-range 100000 --hot 6 --hot-frac 0.6 \
+					--size-kb 1:16 --seed $i >>"$d/load-$ce.txt" 2>>"$d/load-$ce.log" || exit 1
+			done
+		) &
+		loads+=($!); tb_pids+=($!)
+	done
+	# the front-end's truth file (rewritten every second), sampled each second
+	end=$((t0 + ph1 + ph2 + ph3 + 3))
+	while [ "$(date +%s)" -lt $end ]; do
+		n=$(date +%s); cp "$d/truth-fe.csv" "$d/snap/$n.csv" 2>/dev/null || true
+		sleep "$(awk -v t="$(date +%s.%N)" 'BEGIN { printf "%.3f", int(t) + 1.5 - t }')"
+	done
+	ok=1
+	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
+	tb_twotier_stop
+	tb_rametr_stop
+	tb_release_hosts
+	[ $ok -eq 1 ] || { cat "$d"/load-*.log >&2; echo "eval: phases: a load generator reported errors" >&2; exit 1; }
+	dump_windows "$d" fe
+	# truth per second: differences of consecutive snapshots (sampled at
+	# second + 0.5, the file lags up to 1 s), as rametrctl's window csv
+	ls "$d/snap" | sort -n | while read -r f; do awk -F, -v t="${f%.csv}" 'NR > 1 { print t, $1, $3 }' "$d/snap/$f"; done \
+		| awk 'BEGIN { print "server,ce,resource,value,total,unit,window_start,window_len" }
+			{ if ($2 in last) { g = $1 - lt[$2]   # a missed sample: spread over the gap
+				for (k = lt[$2]; k < $1; k++) printf "fe,%s,cpu,%d,0,ns,%d000000000,1000000000\n", $2, ($3 - last[$2]) / g, k }
+			  last[$2] = $3; lt[$2] = $1 }' >"$d/win-fe-Truth.csv"
+	echo "$t0 $ph1 $ph2 $ph3" >"$d/phases.txt"
+	for p in 1 2 3; do
+		case $p in 1) f=$t0 to=$((t0 + ph1)) ;; 2) f=$((t0 + ph1)) to=$((t0 + ph1 + ph2)) ;; 3) f=$((t0 + ph1 + ph2)) to=$((t0 + ph1 + ph2 + ph3)) ;; esac
+		sum_windows "$d/win-fe-Truth.csv" $f $to | grep -v __U__ >"$d/truth-p$p.txt"
+		add_rows phases "phase$p" fe "$d" "$d/truth-p$p.txt" $f $to
+	done
+fi
+
+# ---------------------------------------------------------------- PostgreSQL
+# On-CPU ns of every process of namespace rm-be whose title starts with
+# "postgres: ROLE " (ROLE = c1..c3), and of all its processes ("all").
+# Shell builtins only between the reads, so that one sample takes little time.
+pg_cpu() {
+	local p t role ns pids
+	pids=$(ip netns pids rm-be 2>/dev/null)
+	for p in $pids; do
+		t="" ns=""
+		{ IFS= read -r -d '' t <"/proc/$p/cmdline"; } 2>/dev/null || [ -n "$t" ] || continue
+		{ read -r ns _ <"/proc/$p/schedstat"; } 2>/dev/null || continue
+		role=other
+		case "$t" in "postgres: c1 "*) role=c1 ;; "postgres: c2 "*) role=c2 ;; "postgres: c3 "*) role=c3 ;; esac
+		echo "$role $p $ns"
+	done
+}
+# Differences of two pg_cpu samples, over the processes present in both: "role ns" + "all ns".
+pg_diff() {
+	awk 'FNR == NR { a[$2] = $3; next } ($2 in a) { d = $3 - a[$2]; s[$1] += d; all += d }
+		END { for (r in s) if (r != "other") print r, s[r]; print "all", all }' "$1" "$2"
+}
+# Sleeps until the next whole second (+ $1 s); prints that second.
+at_second() { local n; n=$(date +%s.%N); sleep "$(awk -v n="$n" -v o="${1:-0}" 'BEGIN { printf "%.3f", int(n) + 1 + o - n }')"; awk -v n="$n" 'BEGIN { print int(n) + 1 }'; }
+
+PG_COST=(2000 20000 3000)   # rows of generate_series per query, per CE
+PG_RATE=(10 15 40)
+pg_load() { # CE-index seconds DIR
+	local i=$1 ce=c$1
+	$NETNS exec "$ce" runuser -u postgres -- pgbench -h "$(addr be)" -p 5432 -U "$ce" -n -c 2 -j 1 \
+		-R "${PG_RATE[$i - 1]}" -T "$2" -f "$3/$ce.sql" eval >"$3/pgbench-$ce.txt" 2>&1
+}
+if want pg; then
+	d=$out/runs/pg; mkdir -p "$d"
+	echo "== PostgreSQL in rm-be, roles c1..c3, pgbench from rm-c1..3 (${svc_dur}s together, ${sep_dur}s alone each)"
+	mkcfg "$d/rametr.ini" 5432 be
+	install -d -o postgres "$d/data"
+	runuser -u postgres -- "$PGBIN/initdb" -D "$d/data" -A trust -U postgres --no-sync >"$d/initdb.log" 2>&1 \
+		|| { cat "$d/initdb.log" >&2; exit 1; }
+	echo "host all all 10.213.0.0/24 trust" >>"$d/data/pg_hba.conf"
+	tb_take_hosts
+	tb_rametr_start "$d" "$d/rametr.ini" be
+	$NETNS exec be runuser -u postgres -- "$PGBIN/postgres" -D "$d/data" -c listen_addresses="$(addr be)" \
+		-c port=5432 -c unix_socket_directories="$d/data" -c fsync=off -c max_connections=20 \
+		-c shared_buffers=32MB -c autovacuum=off >"$d/postgres.log" 2>&1 &
+	pg=$!; tb_pids+=($pg)
+	tb_wait_log "$d/postgres.log" "ready to accept connections" $pg
+	psql_be() { runuser -u postgres -- psql -h "$(addr be)" -U postgres -q -v ON_ERROR_STOP=1 "$@"; }
+	psql_be -c "CREATE DATABASE eval" >/dev/null
+	for i in 1 2 3; do
+		psql_be -c "CREATE ROLE c$i LOGIN" >/dev/null
+		echo "SELECT sum(i) FROM generate_series(1, ${PG_COST[$i - 1]}) AS s(i);" >"$d/c$i.sql"
+		chmod 644 "$d/c$i.sql"
+	done
+	chmod 755 "$d"
+	# together: truth and Rametr over whole seconds inside the run
+	loads=()
+	for i in 1 2 3; do pg_load $i $((svc_dur + 4)) "$d" & loads+=($!); tb_pids+=($!); done
+	sleep 2; t_a=$(at_second 0); pg_cpu >"$d/cpu-a.txt"
+	sleep $((svc_dur - 1)); t_b=$(at_second 0); pg_cpu >"$d/cpu-b.txt"
+	for i in "${loads[@]}"; do wait "$i" || { cat "$d"/pgbench-*.txt >&2; echo "eval: pgbench failed" >&2; exit 1; }; tb_forget "$i"; done
+	pg_diff "$d/cpu-a.txt" "$d/cpu-b.txt" >"$d/truth-together.txt"
+	# alone: each CE by itself, all of postgres's CPU (Fig. 9's separate runs)
+	for i in 1 2 3; do
+		pg_load $i $((sep_dur + 3)) "$d" & l=$!; tb_pids+=($l)
+		sleep 1.5; s_a=$(at_second 0); pg_cpu >"$d/sep-a.txt"
+		sleep $((sep_dur - 1)); s_b=$(at_second 0); pg_cpu >"$d/sep-b.txt"
+		wait $l || { cat "$d/pgbench-c$i.txt" >&2; echo "eval: pgbench failed" >&2; exit 1; }; tb_forget $l
+		# ns of CPU per second
+		echo "c$i $(pg_diff "$d/sep-a.txt" "$d/sep-b.txt" | awk -v n=$((s_b - s_a)) '$1 == "all" { printf "%.0f", $2 / n }')" >>"$d/separate.txt"
+	done
+	# fast shutdown through the postmaster (runuser would report a SIGTERM as a failure)
+	kill -INT "$(head -1 "$d/data/postmaster.pid")"
+	wait $pg || { tail -20 "$d/postgres.log" >&2; echo "eval: postgres failed" >&2; exit 1; }
+	tb_forget $pg
+	tb_rametr_stop
+	tb_release_hosts
+	dump_windows "$d" be
+	grep -v '^all' "$d/truth-together.txt" >"$d/truth-backends.txt"
+	echo "$t_a $t_b" >"$d/interval.txt"
+	add_rows pg backends be "$d" "$d/truth-backends.txt" $t_a $t_b
+	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+fi
+
+# ---------------------------------------------------------------- redis
+# c1 GET, c2 SET, c3 LRANGE of 300 elements: each CE its own commands.
+RD_CMD=("GET k1" "SET k2 vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv" "LRANGE biglist 0 299")
+RD_IVL=(0.025 0.0125 0.0125)   # seconds between commands (redis-cli -i)
+rd_cli() { $NETNS exec "$1" redis-cli -h "$(addr be)" -p 6379 "${@:2}"; }
+# from the root namespace (10.213.0.1): no CE rule names it, Rametr leaves it unaccounted
+rd_root() { redis-cli -h "$(addr be)" -p 6379 "$@"; }
+rd_load() { # CE-index seconds
+	local i=$1 n
+	n=$(awk -v s="$2" -v iv="${RD_IVL[$1 - 1]}" 'BEGIN { printf "%d", s / iv }')
+	# shellcheck disable=SC2086
+	rd_cli c$i -r "$n" -i "${RD_IVL[$i - 1]}" ${RD_CMD[$i - 1]} >/dev/null
+}
+rd_stats() { # -> "cmd usec" lines and "cpu usec"
+	rd_root INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_\([a-z]*\):calls=[0-9]*,usec=\([0-9]*\),.*/\1 \2/p'
+	rd_root INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "cpu %.0f\n", s * 1e6 }'
+}
+if want redis; then
+	d=$out/runs/redis; mkdir -p "$d/data"
+	echo "== redis in rm-be, c1 GET / c2 SET / c3 LRANGE from rm-c1..3 (${svc_dur}s together, ${sep_dur}s alone each)"
+	mkcfg "$d/rametr.ini" 6379 be
+	tb_take_hosts
+	tb_rametr_start "$d" "$d/rametr.ini" be
+	$NETNS exec be redis-server --bind "$(addr be)" --port 6379 --save "" --appendonly no \
+		--protected-mode no --dir "$d/data" --daemonize no >"$d/redis.log" 2>&1 &
+	rd=$!; tb_pids+=($rd)
+	tb_wait_log "$d/redis.log" "Ready to accept connections" $rd
+	rd_root SET k1 hello >/dev/null
+	for j in $(seq 1 10); do rd_root RPUSH biglist $(seq 1 30) >/dev/null; done
+	loads=()
+	rd_stats >"$d/stats-a0.txt"
+	for i in 1 2 3; do rd_load $i $((svc_dur + 4)) & loads+=($!); tb_pids+=($!); done
+	sleep 2; t_a=$(at_second 0); rd_stats >"$d/stats-a.txt"
+	sleep $((svc_dur - 1)); t_b=$(at_second 0); rd_stats >"$d/stats-b.txt"
+	for i in "${loads[@]}"; do wait "$i" || true; tb_forget "$i"; done
+	awk 'FNR == NR { a[$1] = $2; next } { m = $1 == "get" ? "c1" : $1 == "set" ? "c2" : $1 == "lrange" ? "c3" : "";
+		if (m != "") print m, ($2 - a[$1]) * 1000 }' "$d/stats-a.txt" "$d/stats-b.txt" >"$d/truth-commandstats.txt"
+	for i in 1 2 3; do
+		rd_load $i $((sep_dur + 3)) & l=$!; tb_pids+=($l)
+		sleep 1.5; s_a=$(at_second 0); rd_stats >"$d/sep-a.txt"
+		sleep $((sep_dur - 1)); s_b=$(at_second 0); rd_stats >"$d/sep-b.txt"
+		wait $l || true; tb_forget $l
+		# ns of CPU per second
+		awk -v ce=c$i -v n=$((s_b - s_a)) 'FNR == NR { a[$1] = $2; next } $1 == "cpu" { printf "%s %.0f\n", ce, ($2 - a["cpu"]) * 1000 / n }' \
+			"$d/sep-a.txt" "$d/sep-b.txt" >>"$d/separate.txt"
+	done
+	tb_stop $rd redis-server "$d/redis.log"
+	tb_rametr_stop
+	tb_release_hosts
+	dump_windows "$d" be
+	echo "$t_a $t_b" >"$d/interval.txt"
+	add_rows redis commandstats be "$d" "$d/truth-commandstats.txt" $t_a $t_b
+	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+fi
+
+# ---------------------------------------------------------------- report
+echo "== report in $report"
+bash "$top/scripts/eval-report.sh" --profile "$profile" --out "$out" --report "$report" --techs "$techs" \
+	--tol "$tol" --pp "$pp_tol" --durations "$dur $ph1 $ph2 $ph3 $svc_dur $sep_dur"
