@@ -184,8 +184,13 @@ RM_INLINE struct rm_wintot *rm_env_wintot(struct rm_env *e, __u64 win)
 RM_INLINE __u64 rm_env_steal(struct rm_env *e)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
+	struct cfs_rq *cfs = cur->se.cfs_rq; /* direct (probe-mem) loads: no helper calls */
+	struct rq *rq;
 
-	return BPF_CORE_READ(cur, se.cfs_rq, rq, prev_steal_time_rq);
+	if (!cfs)
+		return 0;
+	rq = cfs->rq;
+	return rq ? rq->prev_steal_time_rq : 0;
 }
 
 RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struct rm_counts *c)
