@@ -82,34 +82,6 @@ static void col_tc_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Same masking as col_throttle.c. */
-static void col_tc_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out)
-{
-	uint8_t mask[16] = { 0 };
-	unsigned i, bits = in->prefix;
-
-	memset(out, 0, sizeof(*out));
-	out->slot = slot;
-	out->family = in->family;
-	for (i = 0; i < 16 && bits; i++) {
-		unsigned b = bits >= 8 ? 8 : bits;
-
-		mask[i] = (uint8_t)(0xff00u >> b);
-		bits -= b;
-	}
-	memcpy(out->mask, mask, 16);
-	for (i = 0; i < 16; i++)
-		((uint8_t *)out->addr)[i] = in->addr[i] & mask[i];
-	if (in->family == 2) {
-		out->addr[1] = out->addr[2] = out->addr[3] = 0;
-		out->mask[1] = out->mask[2] = out->mask[3] = 0;
-	}
-	out->cport_lo = in->cport_lo;
-	out->cport_hi = in->cport_hi;
-	out->sport_lo = in->sport_lo;
-	out->sport_hi = in->sport_hi;
-}
-
 /* Caller holds mu. */
 static void col_tc_release(struct col_tc *t, uint32_t si)
 {
@@ -247,7 +219,7 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 	for (i = 0; i < c->nmatch; i++) {
 		struct thr_match m;
 
-		col_tc_make_match(&c->match[i], si, &m);
+		col_throttle_make_match(&c->match[i], si, &m);
 		k = (uint32_t)idx[i];
 		bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_matches), &k, &m, BPF_ANY);
 		t->match_used[k] = 1;

@@ -386,7 +386,7 @@ static int col_thr_check_name(const char *ce)
 	return 0;
 }
 
-static void col_thr_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out)
+void col_throttle_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out)
 {
 	uint8_t mask[16] = { 0 };
 	unsigned i, bits = in->prefix;
@@ -548,7 +548,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 	for (i = 0; i < c->nmatch; i++) {
 		struct thr_match m;
 
-		col_thr_make_match(&c->match[i], si, &m);
+		col_throttle_make_match(&c->match[i], si, &m);
 		k = (uint32_t)idx[i];
 		if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.matches), &k, &m, BPF_ANY) != 0) {
 			col_thr_err(err, errlen, "failed to update the match table: %s", strerror(errno));

@@ -97,6 +97,15 @@ struct col_throttle_stats {
 };
 void col_throttle_stats(struct col_throttle *t, struct col_throttle_stats *out);
 
+/*
+ * The map entry (throttle.h) of match in for slot: address masked to its
+ * prefix, ports as given. Pure; shared by both enforcers (this file's
+ * cgroup one and col_tc.c's admission one), whose BPF programs read the
+ * same struct thr_match.
+ */
+struct thr_match;
+void col_throttle_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out);
+
 /* Path of the CE's group (for tests and logs), "" if the CE is not throttled. */
 void col_throttle_group(struct col_throttle *t, const char *ce, char *buf, size_t len);
 

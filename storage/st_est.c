@@ -264,6 +264,16 @@ int st_est_last(st_db *db, const char *server, const char *method, int64_t *star
 	return st_est_one(db, s, start_ns, NULL);
 }
 
+/* Binds ?1..?4 of s to an estimate's key: server, method, window start and length. */
+static void st_est_bind_window(sqlite3_stmt *s, const char *server, const char *method, int64_t win_start_ns,
+			       int64_t win_len_ns)
+{
+	sqlite3_bind_text(s, 1, server, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, method, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, win_start_ns);
+	sqlite3_bind_int64(s, 4, win_len_ns);
+}
+
 int st_est_put(st_db *db, const char *server, const char *method, int64_t win_start_ns, int64_t win_len_ns,
 	       int solved, const char *const *ce, const uint64_t *value, size_t n)
 {
@@ -289,10 +299,7 @@ int st_est_put(st_db *db, const char *server, const char *method, int64_t win_st
 				 "VALUES (?1, ?2, ?3, ?4, ?5)",
 				 &s, "failed to write to")) != 0)
 		return rv;
-	sqlite3_bind_text(s, 1, server, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, method, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, win_start_ns);
-	sqlite3_bind_int64(s, 4, win_len_ns);
+	st_est_bind_window(s, server, method, win_start_ns, win_len_ns);
 	sqlite3_bind_int(s, 5, solved ? 1 : 0);
 	if ((rv = st_est_exec(db, s)) != 0)
 		return rv;
@@ -301,10 +308,7 @@ int st_est_put(st_db *db, const char *server, const char *method, int64_t win_st
 				 "AND win_len = ?4",
 				 &s, "failed to write to")) != 0)
 		return rv;
-	sqlite3_bind_text(s, 1, server, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, method, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, win_start_ns);
-	sqlite3_bind_int64(s, 4, win_len_ns);
+	st_est_bind_window(s, server, method, win_start_ns, win_len_ns);
 	if ((rv = st_est_exec(db, s)) != 0 || !solved || !n)
 		return rv;
 	if ((rv = st_est_prepare(db,
@@ -315,10 +319,7 @@ int st_est_put(st_db *db, const char *server, const char *method, int64_t win_st
 	for (i = 0; i < n; i++) {
 		int rc;
 
-		sqlite3_bind_text(s, 1, server, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, method, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 3, win_start_ns);
-		sqlite3_bind_int64(s, 4, win_len_ns);
+		st_est_bind_window(s, server, method, win_start_ns, win_len_ns);
 		sqlite3_bind_text(s, 5, ce[i], -1, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 6, (sqlite3_int64)value[i]);
 		rc = sqlite3_step(s);
