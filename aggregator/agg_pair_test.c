@@ -291,6 +291,18 @@ static size_t all_items(const struct stream *st, size_t n, struct item *it)
 	return k;
 }
 
+static void reverse(struct item *it, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n / 2; k++) {
+		struct item t = it[k];
+
+		it[k] = it[n - 1 - k];
+		it[n - 1 - k] = t;
+	}
+}
+
 static void shuffle(struct item *it, size_t n, uint64_t seed)
 {
 	size_t i;
@@ -468,12 +480,7 @@ static void test_pooled_connection(void)
 	for (seed = 0; seed < 12; seed++) {
 		all_items(st, 3, it);
 		if (seed == 0) { /* everything backwards: responses before requests */
-			for (k = 0; k < n / 2; k++) {
-				struct item t = it[k];
-
-				it[k] = it[n - 1 - k];
-				it[n - 1 - k] = t;
-			}
+			reverse(it, n);
 		} else {
 			shuffle(it, n, seed);
 		}
@@ -1024,12 +1031,7 @@ static void test_follow_replies(void)
 	for (seed = 0; seed < 12; seed++) {
 		all_items(st, 2, it);
 		if (seed == 1) { /* backwards: the anchor before its chain */
-			for (k = 0; k < n / 2; k++) {
-				struct item t = it[k];
-
-				it[k] = it[n - 1 - k];
-				it[n - 1 - k] = t;
-			}
+			reverse(it, n);
 		} else if (seed > 1) {
 			shuffle(it, n, seed);
 		}
