@@ -386,14 +386,7 @@ static int col_replay_recv(struct col_replay_run *run, const struct col_event *e
 
 		if (!in)
 			return col_replay_fail(run, RM_ENOMEM, ev->line, "out of memory");
-		/* contiguous reads of one request extend the range */
-		if (io->has_seq && in->in.has_seq && (uint32_t)in->in.seq_end == (uint32_t)io->seq) {
-			in->in.seq_end += io->bytes;
-		} else {
-			in->in.seq_start = io->seq;
-			in->in.seq_end = io->seq + io->bytes;
-		}
-		in->in.has_seq = io->has_seq;
+		rm_inb_update(&in->in, io->has_seq, io->seq, io->bytes);
 	}
 	rm_on_recv(&run->env, &t->t, ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes, io->has_seq, io->seq,
 		   run->env.follow_replies && io->srv);

@@ -476,16 +476,8 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	if (srv) {
 		struct rm_inb *in = bpf_sk_storage_get(&inbs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 
-		if (in) {
-			/* contiguous reads of one request extend the range */
-			if (has_seq && in->has_seq && (__u32)in->seq_end == (__u32)start) {
-				in->seq_end += ret;
-			} else {
-				in->seq_start = start;
-				in->seq_end = start + ret;
-			}
-			in->has_seq = has_seq;
-		}
+		if (in)
+			rm_inb_update(in, has_seq, start, ret);
 	}
 	pid_tgid = bpf_get_current_pid_tgid();
 	if (RM_STOP_AT(RM_STAGE_STATE))

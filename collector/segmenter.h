@@ -463,6 +463,23 @@ RM_INLINE void rm_seg_begin(struct rm_env *e, struct rm_task *t, __u64 now, __u6
 }
 
 /*
+ * Follow-replies: bytes [start, start + bytes) were just received on a
+ * server-side socket whose last request is *in (socket storage in the
+ * kernel, a table in the replay): contiguous reads of one request extend
+ * its range, anything else starts a new one.
+ */
+RM_INLINE void rm_inb_update(struct rm_inb *in, int has_seq, __u64 start, __u64 bytes)
+{
+	if (has_seq && in->has_seq && (__u32)in->seq_end == (__u32)start) {
+		in->seq_end += bytes;
+	} else {
+		in->seq_start = start;
+		in->seq_end = start + bytes;
+	}
+	in->has_seq = has_seq;
+}
+
+/*
  * A recv of `bytes` (> 0) on socket `tp` by thread t (state created if needed)
  * at time now. has_seq: [seq_start, seq_start + bytes) is the TCP byte range.
  * TCP sequence numbers are 32 bits: ranges are kept as 64-bit start + length
