@@ -120,6 +120,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->exclude_rametr = cfg->exclude_rametr ? 1 : 0;
 	b->skel->rodata->netns_ino = cfg->netns_ino;
 	b->skel->rodata->follow_replies = cfg->follow_replies ? 1 : 0;
+	b->skel->rodata->follow_wakeups = cfg->follow_wakeups ? 1 : 0;
 	b->skel->rodata->bench_stage = cfg->bench_stage;
 	if (cfg->bench_stage >= RM_STAGE_COUNT) {
 		rm_log_error("bad bench stage %u", cfg->bench_stage);
@@ -136,8 +137,8 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		/* wake the consumer at a quarter full, as with the default ring */
 		b->skel->rodata->wakeup_bytes = cfg->ring_bytes / 4;
 	}
-	if (!cfg->follow_wakeups) {
-		/* off: not even the waking tracepoint is attached */
+	if (!cfg->follow_wakeups && !cfg->follow_replies) {
+		/* neither: not even the waking tracepoint is attached */
 		bpf_program__set_autoload(b->skel->progs.rm_sched_waking, false);
 	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);

@@ -837,6 +837,150 @@ static void test_follow_replies(void)
 }
 
 /*
+ * A worker pool's tail (follow-replies): the reader hands each request to a
+ * worker through a mutex + condition; the worker burns 5 ms, replies, and
+ * then does 4 ms of bookkeeping before it waits for the next job - 2 ms,
+ * a lock another thread holds (it blocks there), 2 ms more. None of the
+ * tail is work for the next request: the first block folds the first half
+ * back to unsegmented (rm_cont_block), the reader's hand-off of the next
+ * request the second (rm_on_handoff). The second request's chain is its
+ * 5 ms only. (10 s windows: a tail that crosses a window's end has been
+ * emitted and is no longer folded.)
+ */
+struct tail2 {
+	int lfd, fd[2];
+	pthread_mutex_t q, busy;
+	pthread_cond_t cv;
+	int njobs, taken, tail_done;
+	pid_t reader, worker;
+};
+
+static void *tail2_worker(void *arg)
+{
+	struct tail2 *t = arg;
+	char buf[400];
+	int i;
+
+	t->worker = (pid_t)syscall(SYS_gettid);
+	memset(buf, 'w', sizeof(buf));
+	for (i = 0; i < 2; i++) {
+		pthread_mutex_lock(&t->q);
+		while (t->taken == t->njobs)
+			pthread_cond_wait(&t->cv, &t->q);
+		t->taken++;
+		pthread_mutex_unlock(&t->q);
+		burn_ms(5);
+		if (send(t->fd[i], buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+			perror("send");
+		if (i == 0) { /* the tail */
+			burn_ms(2);
+			pthread_mutex_lock(&t->busy); /* held by the test: blocks */
+			pthread_mutex_unlock(&t->busy);
+			burn_ms(2);
+			__atomic_store_n(&t->tail_done, 1, __ATOMIC_RELEASE);
+		}
+	}
+	return NULL;
+}
+
+static void *tail2_reader(void *arg)
+{
+	struct tail2 *t = arg;
+	int i;
+
+	t->reader = (pid_t)syscall(SYS_gettid);
+	for (i = 0; i < 2; i++) {
+		char buf[60];
+
+		t->fd[i] = accept(t->lfd, NULL, NULL);
+		if (t->fd[i] < 0 || recv(t->fd[i], buf, sizeof(buf), MSG_WAITALL) != (ssize_t)sizeof(buf))
+			return NULL;
+		pthread_mutex_lock(&t->q);
+		t->njobs++;
+		pthread_cond_signal(&t->cv);
+		pthread_mutex_unlock(&t->q);
+	}
+	return NULL;
+}
+
+static void test_follow_replies_tail(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct col_bpf_cfg cfg = { .window_ns = 10000000000ULL, .follow_replies = 1 };
+	struct tail2 t = { .lfd = -1, .fd = { -1, -1 } };
+	const struct rm_part *req = NULL;
+	struct col_bpf *b = NULL;
+	uint64_t cpu = 0, unseg = 0;
+	pthread_t tw, tr;
+	size_t i;
+	int cfd[2], rv, port;
+
+	nparts = 0;
+	nwins = 0;
+	pthread_mutex_init(&t.q, NULL);
+	pthread_mutex_init(&t.busy, NULL);
+	pthread_cond_init(&t.cv, NULL);
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	CU_ASSERT_FATAL((port = listen_explicit(&t.lfd)) > 0);
+	a.sin_port = htons((uint16_t)port);
+	pthread_mutex_lock(&t.busy);
+	pthread_create(&tw, NULL, tail2_worker, &t);
+	pthread_create(&tr, NULL, tail2_reader, &t);
+	for (i = 0; i < 2; i++) {
+		char q[60], r[400];
+
+		memset(q, 'q', sizeof(q));
+		cfd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		CU_ASSERT_FATAL(connect(cfd[i], (struct sockaddr *)&a, sizeof(a)) == 0);
+		CU_ASSERT_FATAL(send(cfd[i], q, sizeof(q), 0) == (ssize_t)sizeof(q));
+		CU_ASSERT_EQUAL(recv(cfd[i], r, sizeof(r), MSG_WAITALL), (ssize_t)sizeof(r));
+		if (i == 0) {
+			/* let the worker block on the lock, then finish its tail and wait */
+			usleep(20000);
+			pthread_mutex_unlock(&t.busy);
+			while (!__atomic_load_n(&t.tail_done, __ATOMIC_ACQUIRE))
+				usleep(1000);
+			usleep(20000);
+		}
+	}
+	pthread_join(tr, NULL);
+	pthread_join(tw, NULL);
+	for (i = 0; i < 2; i++) {
+		close(cfd[i]);
+		close(t.fd[i]);
+	}
+	close(t.lfd);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+
+	/* the reader's segment of the second request */
+	for (i = 0; i < nparts; i++)
+		if (parts[i].tid == (uint32_t)t.reader && (parts[i].flags & RM_PF_START) &&
+		    parts[i].in.lport == (uint32_t)port && (!req || parts[i].start_ns > req->start_ns))
+			req = &parts[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(req);
+	for (i = 0; i < nparts; i++) {
+		const struct rm_part *q = &parts[i];
+
+		if (q->tid == (uint32_t)t.worker && (q->flags & RM_PF_ANCHOR) && q->in.cookie == req->in.cookie)
+			cpu += q->cpu_ns;
+	}
+	for (i = 0; i < nwins; i++)
+		unseg += wins[i].t.unseg_cpu_ns;
+	fprintf(stderr, "worker cpu anchored to the second request %.3f ms (5 ms of work, 4 ms of tail before it)\n",
+		cpu / 1e6);
+	CU_ASSERT(cpu >= 4900000ULL && cpu <= 6000000ULL);
+	CU_ASSERT(unseg >= 4000000ULL); /* the tail */
+	check_identity();
+	pthread_mutex_destroy(&t.q);
+	pthread_mutex_destroy(&t.busy);
+	pthread_cond_destroy(&t.cv);
+}
+
+/*
  * A unix stream socket between two threads of a server: the front thread
  * reads a TCP request, passes 100 bytes to the back thread over a
  * socketpair, which burns 20 ms and answers 50 bytes. Both ends' sends and
@@ -1113,6 +1257,8 @@ static CU_TestInfo cases[] = {
 	  test_follow_replies },
 	{ "an event loop's work between two replies goes to the second request (follow-replies)",
 	  test_follow_replies_loop },
+	{ "a pool worker's tail after its reply goes to no request, lock waits included (follow-replies)",
+	  test_follow_replies_tail },
 	{ "a unix stream socket's bytes carry both ends and their positions", test_unix_pairing },
 	{ "rametr processes and excluded pids never appear in parts", test_exclusion },
 	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },

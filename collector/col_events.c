@@ -620,7 +620,9 @@ static int col_events_parse_type(struct col_events_line *L, struct col_event *ev
 		ev->u.sw.prev_state = v.p[0];
 		break;
 	case COL_EV_WAKEUP:
-		rv = col_events_u32(L, "tid", 1, 1, &ev->u.wakeup.tid);
+		if ((rv = col_events_u32(L, "tid", 1, 1, &ev->u.wakeup.tid)) != 0 ||
+		    (rv = col_events_u32(L, "by", 0, 0, &ev->u.wakeup.by)) != 0)
+			return rv;
 		break;
 	case COL_EV_RECV:
 	case COL_EV_SEND:
@@ -928,6 +930,8 @@ int col_events_format(const struct col_event *ev, char *buf, size_t len)
 		break;
 	case COL_EV_WAKEUP:
 		col_events_put(&o, " tid=%u", ev->u.wakeup.tid);
+		if (ev->u.wakeup.by)
+			col_events_put(&o, " by=%u", ev->u.wakeup.by);
 		break;
 	case COL_EV_RECV:
 	case COL_EV_SEND:

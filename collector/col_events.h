@@ -52,8 +52,11 @@
  *           run-queue wait starts now), S = sleeping, D = uninterruptible
  *           sleep, T = stopped, X = dead, Z = zombie, I = idle kernel
  *           thread. Everything but R means "not runnable".
- *   wakeup  tid=<tid>
- *           tid becomes runnable (sched_wakeup / sched_wakeup_new).
+ *   wakeup  tid=<tid> [by=<tid>]
+ *           tid becomes runnable (sched_wakeup / sched_wakeup_new). by: the
+ *           thread that woke it, running on <cpu> (sched_waking; the
+ *           follow-replies option sees a request handed to another thread
+ *           of the same process by it), 0 or left out if unknown.
  *   recv    tid=<tid> pid=<pid> sock=<cookie> bytes=<n>
  *           [comm=<comm>] [fam=4|6 laddr=<addr> raddr=<addr>] [fam=unix [lsk=<id>] [rsk=<id>]]
  *           [seq=<seq>] [srv=1]
@@ -165,6 +168,7 @@ struct col_event {
 		} sw;
 		struct {
 			uint32_t tid;
+			uint32_t by;      /* the waker, 0 if unknown */
 		} wakeup;
 		struct col_ev_io io;  /* COL_EV_RECV, COL_EV_SEND */
 		struct {

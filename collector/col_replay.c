@@ -474,7 +474,10 @@ static int col_replay_event(struct col_replay_run *run, const struct col_event *
 	case COL_EV_WAKEUP: {
 		/* the woken thread is not on this CPU: its cpu stays */
 		struct col_replay_thread *t = col_replay_find(run, ev->u.wakeup.tid);
+		struct col_replay_thread *w = ev->u.wakeup.by ? col_replay_find(run, ev->u.wakeup.by) : NULL;
 
+		if (w && w != t && w->t.cur.pid && t && w->t.cur.pid == t->t.cur.pid)
+			rm_on_handoff(&run->env, &w->t, &t->t, ev->ts_ns);
 		rm_on_wakeup(t ? &t->t : NULL, ev->ts_ns);
 		break;
 	}

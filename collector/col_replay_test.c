@@ -120,6 +120,8 @@ static const struct bad_case bad_cases[] = {
 	{ HDR "100 0\n", RM_EPROTO, "t.events:2: expected '<ts_ns> <cpu> <type> key=value ...'" },
 	{ HDR "100 0 wakeup tid\n", RM_EPROTO, "t.events:2: expected key=value, got 'tid'" },
 	{ HDR "100 0 wakeup tid=\n", RM_EPROTO, "t.events:2: expected key=value, got 'tid='" },
+	{ HDR "100 0 wakeup tid=1 by=-1\n", RM_EPROTO,
+	  "t.events:2: invalid value '-1' for 'by' (expected 0 .. 4294967295)" },
 	{ HDR "100 0 wakeup tid=1\n50 1 wakeup tid=1\n40 0 wakeup tid=1\n", RM_EPROTO,
 	  "t.events:4: timestamp 40 on cpu 0 goes back in time (line 2 has 100)" },
 	{ HDR "100 0 switch prev=0 prev_state=Q next=1\n", RM_EPROTO,
@@ -501,6 +503,17 @@ static void test_writer(void)
 		CU_ASSERT_EQUAL(col_replay_capture_check(&cap, NULL, err, sizeof(err)), RM_OK);
 		col_replay_capture_release(&cap);
 	}
+	/* a wake-up with its waker, and without (by=0 is left out) */
+	memset(&ev, 0, sizeof(ev));
+	ev.ts_ns = 3000;
+	ev.type = COL_EV_WAKEUP;
+	ev.u.wakeup.tid = 302;
+	ev.u.wakeup.by = 301;
+	CU_ASSERT_EQUAL(col_events_format(&ev, buf, sizeof(buf)), RM_OK);
+	CU_ASSERT_STRING_EQUAL(buf, "3000 0 wakeup tid=302 by=301\n");
+	ev.u.wakeup.by = 0;
+	CU_ASSERT_EQUAL(col_events_format(&ev, buf, sizeof(buf)), RM_OK);
+	CU_ASSERT_STRING_EQUAL(buf, "3000 0 wakeup tid=302\n");
 }
 
 /* ---- replay mechanics ---- */

@@ -576,7 +576,8 @@ int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
 }
 
 /*
- * Wake-up chains. sched_waking fires in the waker's context (sched_wakeup
+ * Hand-offs (follow-replies: a thread holding a request it just read wakes
+ * a worker) and wake-up chains (follow-wakeups). sched_waking fires in the waker's context (sched_wakeup
  * may fire later from the wakee's CPU, where current is someone else).
  * Whether the waker is inside a futex wake is read from its syscall
  * registers here, not marked by the syscalls tracepoints of futex: enabling
@@ -609,8 +610,19 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	struct rm_env e;
 	int inherited;
 
+	if (RM_STOP_AT(RM_STAGE_HOOKS))
+		return 0;
 	w = bpf_task_storage_get(&tasks, cur, 0, 0);
-	if (!w || w->mode != RM_MODE_SEG || cur->pid == p->pid || !rm_ours(p) || !rm_in_futex_wake(cur))
+	if (!w || w->mode != RM_MODE_SEG || cur->pid == p->pid || !rm_ours(p))
+		return 0;
+	if (follow_replies && (w->chain_st & RM_CHAIN_REQ) && p->tgid == cur->tgid) {
+		/* a request handed to another thread (segmenter.h, rm_on_handoff);
+		 * the same process: not an interrupt waking a stranger */
+		rm_env_init(&e);
+		rm_on_handoff(&e, w, bpf_task_storage_get(&tasks, p, 0, 0), bpf_ktime_get_ns());
+		return 0;
+	}
+	if (!follow_wakeups || !rm_in_futex_wake(cur))
 		return 0;
 	t = rm_task_create(p);
 	if (!t || t->excluded)

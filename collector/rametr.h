@@ -112,6 +112,8 @@ struct rm_counts {
 #define RM_CHAIN_OUT 0x1   /* a part of it was emitted: it needs an anchor record */
 #define RM_CHAIN_SLEPT 0x2 /* the thread blocked since the chain began */
 #define RM_CHAIN_SERVER 0x4 /* kept across chains: the thread used a server-side socket (it serves) */
+#define RM_CHAIN_REQ 0x8    /* with RM_MODE_SEG: the segment began with a recv on a server-side socket
+			       (the thread holds a request it just read) */
 
 /* Per-thread state (task storage in the kernel). */
 struct rm_task {

@@ -526,6 +526,10 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	rm_flush(e, t);
 	id = rm_next_seg_id(e);
 	rm_seg_begin(e, t, now, id);
+	if (srv)
+		t->chain_st |= RM_CHAIN_REQ;
+	else
+		t->chain_st &= ~(__u32)RM_CHAIN_REQ;
 	t->cur.pid = pid;
 	t->cur.tid = tid;
 	__builtin_memcpy(&t->cur.in, tp, sizeof(*tp));
@@ -661,6 +665,36 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
 		if (!charged)
 			RM_ADD(&wt->unseg_disk_read, bytes);
 	}
+}
+
+/*
+ * Thread waker_t, running on e->cpu, wakes thread wakee_t of the same
+ * process at time now (follow-replies; either may be NULL: no state). A thread that has just
+ * read a request on a server-side socket and wakes another is handing work
+ * over (a queue's condition, a pipe, an eventfd):
+ * - the waker's segment ends there, as at a wait (rm_seg_wait): a reader
+ *   that hands requests to workers is charged for reading and handing
+ *   over, not for its loop until the next recv; a thread that goes on to
+ *   answer the request itself has that work anchored to it by its reply;
+ * - if the wakee is a worker whose chain has done nothing visible since
+ *   its last reply (no send, no disk I/O), all of that chain so far - the
+ *   bookkeeping after the reply, locks taken on the way back to the queue,
+ *   going to sleep - was the tail of the request it answered, not work for
+ *   the next one: it goes back to unsegmented, like the first block's fold
+ *   (rm_cont_block), which alone misses the tail after a contended lock.
+ * What the wakee does from now on stays in its chain.
+ */
+RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct rm_task *wakee_t, __u64 now)
+{
+	if (!e->follow_replies || !waker_t || waker_t->mode != RM_MODE_SEG || !(waker_t->chain_st & RM_CHAIN_REQ) ||
+	    waker_t == wakee_t)
+		return;
+	rm_cut(e, waker_t, now); /* the waker runs on e->cpu */
+	rm_seg_wait(e, waker_t, now);
+	if (wakee_t && wakee_t->mode == RM_MODE_CONT && !(wakee_t->chain_st & RM_CHAIN_OUT) &&
+	    wakee_t->chain == wakee_t->cur.seg_id && !wakee_t->cur.tx_bytes && !wakee_t->cur.disk_read &&
+	    !wakee_t->cur.disk_write)
+		rm_cont_fold(e, wakee_t, now);
 }
 
 RM_INLINE void rm_on_wakeup(struct rm_task *t, __u64 now)
