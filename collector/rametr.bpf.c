@@ -577,8 +577,9 @@ int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
 
 /*
  * Hand-offs (follow-replies: a thread holding a request it just read wakes
- * a worker) and wake-up chains (follow-wakeups). sched_waking fires in the waker's context (sched_wakeup
- * may fire later from the wakee's CPU, where current is someone else).
+ * a worker) and wake-up chains (follow-wakeups). sched_waking fires in the
+ * waker's context (sched_wakeup may fire later from the wakee's CPU, where
+ * current is someone else).
  * Whether the waker is inside a futex wake is read from its syscall
  * registers here, not marked by the syscalls tracepoints of futex: enabling
  * any syscalls tracepoint sends every syscall of every thread through the

@@ -194,6 +194,16 @@ RM_INLINE void rm_cont_fold(struct rm_env *e, struct rm_task *t, __u64 now)
 }
 
 /*
+ * t (RM_MODE_CONT) has shown nothing since the send that began its chain:
+ * no part of the chain emitted, no bytes sent, no disk I/O.
+ */
+RM_INLINE int rm_cont_quiet(const struct rm_task *t)
+{
+	return !(t->chain_st & RM_CHAIN_OUT) && t->chain == t->cur.seg_id && !t->cur.tx_bytes &&
+	       !t->cur.disk_read && !t->cur.disk_write;
+}
+
+/*
  * Ends t's continuation part at time now without a reply: work for no
  * request, unsegmented as without the option (no record at all), unless it
  * belongs to an earlier window: then it is emitted and its chain will need
@@ -222,8 +232,7 @@ RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	if (t->mode != RM_MODE_CONT)
 		return;
-	if (!(t->chain_st & (RM_CHAIN_OUT | RM_CHAIN_SLEPT)) && t->chain == t->cur.seg_id &&
-	    !t->cur.tx_bytes && !t->cur.disk_read && !t->cur.disk_write)
+	if (!(t->chain_st & RM_CHAIN_SLEPT) && rm_cont_quiet(t))
 		rm_cont_fold(e, t, now);
 	t->chain_st |= RM_CHAIN_SLEPT;
 }
@@ -669,9 +678,9 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
 
 /*
  * Thread waker_t, running on e->cpu, wakes thread wakee_t of the same
- * process at time now (follow-replies; either may be NULL: no state). A thread that has just
- * read a request on a server-side socket and wakes another is handing work
- * over (a queue's condition, a pipe, an eventfd):
+ * process at time now (follow-replies; either may be NULL: no state). A
+ * thread that has just read a request on a server-side socket and wakes
+ * another is handing work over (a queue's condition, a pipe, an eventfd):
  * - the waker's segment ends there, as at a wait (rm_seg_wait): a reader
  *   that hands requests to workers is charged for reading and handing
  *   over, not for its loop until the next recv; a thread that goes on to
@@ -691,9 +700,7 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 		return;
 	rm_cut(e, waker_t, now); /* the waker runs on e->cpu */
 	rm_seg_wait(e, waker_t, now);
-	if (wakee_t && wakee_t->mode == RM_MODE_CONT && !(wakee_t->chain_st & RM_CHAIN_OUT) &&
-	    wakee_t->chain == wakee_t->cur.seg_id && !wakee_t->cur.tx_bytes && !wakee_t->cur.disk_read &&
-	    !wakee_t->cur.disk_write)
+	if (wakee_t && wakee_t->mode == RM_MODE_CONT && rm_cont_quiet(wakee_t))
 		rm_cont_fold(e, wakee_t, now);
 }
 
