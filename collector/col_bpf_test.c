@@ -69,6 +69,30 @@ static int t_window(void *arg, const struct col_window *w)
 
 static const struct col_sink sink = { NULL, t_part, t_window };
 
+/* Drains what the kernel still holds into parts and wins, then closes b. */
+static void drain_close(struct col_bpf *b)
+{
+	int i;
+
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+}
+
+/* The last segment (not a continuation) thread tid began with a request on local port port, or NULL. */
+static const struct rm_part *last_request(pid_t tid, int port)
+{
+	const struct rm_part *req = NULL;
+	size_t i;
+
+	for (i = 0; i < nparts; i++)
+		if (parts[i].tid == (uint32_t)tid && (parts[i].flags & RM_PF_START) && !(parts[i].flags & RM_PF_CONT) &&
+		    parts[i].in.lport == (uint32_t)port && (!req || parts[i].start_ns > req->start_ns))
+			req = &parts[i];
+	return req;
+}
+
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -443,10 +467,7 @@ static void test_netns_filter(void)
 	CU_ASSERT_EQUAL(waitpid(child, &status, 0), child);
 	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	close(fd);
-	for (i = 0; i < 5; i++)
-		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
-	col_bpf_close(b);
+	drain_close(b);
 	drop_test_ns();
 	for (i = 0; i < nparts; i++) {
 		if (parts[i].pid == (uint32_t)child && (parts[i].flags & RM_PF_START) && parts[i].rx_bytes == 50)
@@ -552,10 +573,7 @@ static void test_wakeup_chain(void)
 	close(h.fd);
 	close(h.lfd);
 	CU_ASSERT_EQUAL(got, sizeof(buf));
-	for (i = 0; i < 5; i++)
-		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
-	col_bpf_close(b);
+	drain_close(b);
 
 	acc = find_part(h.acceptor, RM_PF_START);
 	inh = find_part(h.worker, RM_PF_INHERIT);
@@ -718,17 +736,10 @@ static void test_follow_replies_loop(void)
 	close(l.fd[0]);
 	close(l.fd[1]);
 	close(l.lfd);
-	for (i = 0; i < 5; i++)
-		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
-	col_bpf_close(b);
+	drain_close(b);
 
 	/* the loop's segment of the second request */
-	for (i = 0; i < nparts; i++)
-		if (parts[i].tid == (uint32_t)l.tid && (parts[i].flags & RM_PF_START) && !(parts[i].flags & RM_PF_CONT) &&
-		    parts[i].in.lport == (uint32_t)port && (!req || parts[i].start_ns > req->start_ns))
-			req = &parts[i];
-	CU_ASSERT_PTR_NOT_NULL_FATAL(req);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(req = last_request(l.tid, port));
 	for (i = 0; i < nparts; i++) {
 		const struct rm_part *q = &parts[i];
 
@@ -803,17 +814,10 @@ static void test_follow_replies(void)
 		close(p.fd[i]);
 	}
 	close(p.lfd);
-	for (i = 0; i < 5; i++)
-		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
-	col_bpf_close(b);
+	drain_close(b);
 
 	/* the reader's segment on the second connection */
-	for (i = 0; i < nparts; i++)
-		if (parts[i].tid == (uint32_t)p.reader && (parts[i].flags & RM_PF_START) &&
-		    parts[i].in.lport == (uint32_t)port)
-			req = &parts[i];
-	CU_ASSERT_PTR_NOT_NULL_FATAL(req);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(req = last_request(p.reader, port));
 	for (i = 0; i < nparts; i++) {
 		const struct rm_part *q = &parts[i];
 
@@ -951,17 +955,10 @@ static void test_follow_replies_tail(void)
 		close(t.fd[i]);
 	}
 	close(t.lfd);
-	for (i = 0; i < 5; i++)
-		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
-	col_bpf_close(b);
+	drain_close(b);
 
 	/* the reader's segment of the second request */
-	for (i = 0; i < nparts; i++)
-		if (parts[i].tid == (uint32_t)t.reader && (parts[i].flags & RM_PF_START) &&
-		    parts[i].in.lport == (uint32_t)port && (!req || parts[i].start_ns > req->start_ns))
-			req = &parts[i];
-	CU_ASSERT_PTR_NOT_NULL_FATAL(req);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(req = last_request(t.reader, port));
 	for (i = 0; i < nparts; i++) {
 		const struct rm_part *q = &parts[i];
 
@@ -1072,10 +1069,7 @@ static void test_unix_pairing(void)
 	close(x.lfd);
 	close(x.u[0]);
 	close(x.u[1]);
-	for (i = 0; i < 5; i++)
-		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
-	col_bpf_close(b);
+	drain_close(b);
 
 	for (i = 0; i < nparts; i++) {
 		const struct rm_part *p = &parts[i];
