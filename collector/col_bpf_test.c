@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -848,11 +849,14 @@ static void test_follow_replies(void)
  * tail is work for the next request: the first block folds the first half
  * back to unsegmented (rm_cont_block), the reader's hand-off of the next
  * request the second (rm_on_handoff). The second request's chain is its
- * 5 ms only. (10 s windows: a tail that crosses a window's end has been
- * emitted and is no longer folded.)
+ * 5 ms only. Right after its first reply the worker tells the reader
+ * through an eventfd, and the reader spends 3 ms taking the connection
+ * back: charged to the first request, from the reader's thread. (10 s
+ * windows: a tail that crosses a window's end has been emitted and is no
+ * longer folded.)
  */
 struct tail2 {
-	int lfd, fd[2];
+	int lfd, fd[2], efd;
 	pthread_mutex_t q, busy;
 	pthread_cond_t cv;
 	int njobs, taken, tail_done;
@@ -865,7 +869,7 @@ static void *tail2_worker(void *arg)
 	char buf[400];
 	int i;
 
-	t->worker = (pid_t)syscall(SYS_gettid);
+	__atomic_store_n(&t->worker, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	memset(buf, 'w', sizeof(buf));
 	for (i = 0; i < 2; i++) {
 		pthread_mutex_lock(&t->q);
@@ -877,6 +881,10 @@ static void *tail2_worker(void *arg)
 		if (send(t->fd[i], buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
 			perror("send");
 		if (i == 0) { /* the tail */
+			uint64_t one = 1;
+
+			if (write(t->efd, &one, sizeof(one)) != sizeof(one))
+				perror("write");
 			burn_ms(2);
 			pthread_mutex_lock(&t->busy); /* held by the test: blocks */
 			pthread_mutex_unlock(&t->busy);
@@ -903,6 +911,13 @@ static void *tail2_reader(void *arg)
 		t->njobs++;
 		pthread_cond_signal(&t->cv);
 		pthread_mutex_unlock(&t->q);
+		if (i == 0) {
+			uint64_t n;
+
+			if (read(t->efd, &n, sizeof(n)) != sizeof(n)) /* the first reply went out */
+				return NULL;
+			burn_ms(3);
+		}
 	}
 	return NULL;
 }
@@ -912,9 +927,9 @@ static void test_follow_replies_tail(void)
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct col_bpf_cfg cfg = { .window_ns = 10000000000ULL, .follow_replies = 1 };
 	struct tail2 t = { .lfd = -1, .fd = { -1, -1 } };
-	const struct rm_part *req = NULL;
+	const struct rm_part *req = NULL, *first = NULL;
 	struct col_bpf *b = NULL;
-	uint64_t cpu = 0, unseg = 0;
+	uint64_t cpu = 0, unseg = 0, back = 0;
 	pthread_t tw, tr;
 	size_t i;
 	int cfd[2], rv, port;
@@ -927,10 +942,15 @@ static void test_follow_replies_tail(void)
 	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
 		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
 	CU_ASSERT_FATAL((port = listen_explicit(&t.lfd)) > 0);
+	CU_ASSERT_FATAL((t.efd = eventfd(0, EFD_CLOEXEC)) >= 0);
 	a.sin_port = htons((uint16_t)port);
 	pthread_mutex_lock(&t.busy);
 	pthread_create(&tw, NULL, tail2_worker, &t);
 	pthread_create(&tr, NULL, tail2_reader, &t);
+	/* the first request is handed over only if the worker already waits for it */
+	while (!__atomic_load_n(&t.worker, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	usleep(20000);
 	for (i = 0; i < 2; i++) {
 		char q[60], r[400];
 
@@ -955,21 +975,34 @@ static void test_follow_replies_tail(void)
 		close(t.fd[i]);
 	}
 	close(t.lfd);
+	close(t.efd);
 	drain_close(b);
 
-	/* the reader's segment of the second request */
+	/* the reader's segment of the second request, and of the first */
 	CU_ASSERT_PTR_NOT_NULL_FATAL(req = last_request(t.reader, port));
+	for (i = 0; i < nparts; i++)
+		if (parts[i].tid == (uint32_t)t.reader && (parts[i].flags & RM_PF_START) &&
+		    !(parts[i].flags & RM_PF_CONT) && parts[i].in.cookie != req->in.cookie)
+			first = &parts[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(first);
 	for (i = 0; i < nparts; i++) {
 		const struct rm_part *q = &parts[i];
 
 		if (q->tid == (uint32_t)t.worker && (q->flags & RM_PF_ANCHOR) && q->in.cookie == req->in.cookie)
 			cpu += q->cpu_ns;
+		if (q->tid == (uint32_t)t.reader && (q->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == (RM_PF_CONT | RM_PF_ANCHOR)) {
+			CU_ASSERT_EQUAL(q->in.cookie, first->in.cookie);
+			CU_ASSERT_EQUAL(q->in_seq_start, first->in_seq_start);
+			CU_ASSERT_EQUAL(q->in_seq_end, first->in_seq_end);
+			back += q->cpu_ns;
+		}
 	}
 	for (i = 0; i < nwins; i++)
 		unseg += wins[i].t.unseg_cpu_ns;
-	fprintf(stderr, "worker cpu anchored to the second request %.3f ms (5 ms of work, 4 ms of tail before it)\n",
-		cpu / 1e6);
+	fprintf(stderr, "worker cpu anchored to the second request %.3f ms (5 ms of work, 4 ms of tail before it), "
+			"reader's taking back the first %.3f ms (3 ms)\n", cpu / 1e6, back / 1e6);
 	CU_ASSERT(cpu >= 4900000ULL && cpu <= 6000000ULL);
+	CU_ASSERT(back >= 2900000ULL && back <= 4000000ULL);
 	CU_ASSERT(unseg >= 4000000ULL); /* the tail */
 	check_identity();
 	pthread_mutex_destroy(&t.q);

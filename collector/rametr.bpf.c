@@ -577,7 +577,8 @@ int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
 
 /*
  * Hand-offs (follow-replies: a thread holding a request it just read wakes
- * a worker) and wake-up chains (follow-wakeups). sched_waking fires in the
+ * a worker, a worker that just answered one wakes the reader) and wake-up
+ * chains (follow-wakeups). sched_waking fires in the
  * waker's context (sched_wakeup may fire later from the wakee's CPU, where
  * current is someone else).
  * Whether the waker is inside a futex wake is read from its syscall
@@ -603,6 +604,24 @@ RM_INLINE int rm_in_futex_wake(struct task_struct *cur)
 	return cmd == 1 || cmd == 5 || cmd == 10; /* FUTEX_WAKE, FUTEX_WAKE_OP, FUTEX_WAKE_BITSET */
 }
 
+/*
+ * Is the waker handing work over on purpose: inside a futex wake, or a
+ * write(v) (an eventfd, a pipe)? Not inside a send: the network stack may
+ * wake the peer from that syscall (loopback), and not an interrupt taken
+ * in user space (orig_ax is then not a syscall number).
+ */
+#define RM_NR_WRITE 1
+#define RM_NR_WRITEV 20
+
+RM_INLINE int rm_in_handoff_syscall(struct task_struct *cur)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+
+	if (!regs)
+		return 0;
+	return regs->orig_ax == RM_NR_WRITE || regs->orig_ax == RM_NR_WRITEV || rm_in_futex_wake(cur);
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(rm_sched_waking, struct task_struct *p)
 {
@@ -614,16 +633,18 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	if (RM_STOP_AT(RM_STAGE_HOOKS))
 		return 0;
 	w = bpf_task_storage_get(&tasks, cur, 0, 0);
-	if (!w || w->mode != RM_MODE_SEG || cur->pid == p->pid || !rm_ours(p))
+	if (!w || cur->pid == p->pid || !rm_ours(p))
 		return 0;
-	if (follow_replies && (w->chain_st & RM_CHAIN_REQ) && p->tgid == cur->tgid) {
-		/* a request handed to another thread (segmenter.h, rm_on_handoff);
-		 * the same process: not an interrupt waking a stranger */
+	if (follow_replies && p->tgid == cur->tgid &&
+	    ((w->mode == RM_MODE_SEG && (w->chain_st & RM_CHAIN_REQ)) ||
+	     ((w->mode == RM_MODE_CONT || w->mode == RM_MODE_ASSOC) && (w->ans_st & RM_ANS_VALID))) &&
+	    rm_in_handoff_syscall(cur)) {
+		/* work handed to another thread of the process (segmenter.h, rm_on_handoff) */
 		rm_env_init(&e);
 		rm_on_handoff(&e, w, bpf_task_storage_get(&tasks, p, 0, 0), bpf_ktime_get_ns());
 		return 0;
 	}
-	if (!follow_wakeups || !rm_in_futex_wake(cur))
+	if (w->mode != RM_MODE_SEG || !follow_wakeups || !rm_in_futex_wake(cur))
 		return 0;
 	t = rm_task_create(p);
 	if (!t || t->excluded)

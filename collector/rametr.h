@@ -114,6 +114,14 @@ struct rm_counts {
 #define RM_CHAIN_SERVER 0x4 /* kept across chains: the thread used a server-side socket (it serves) */
 #define RM_CHAIN_REQ 0x8    /* with RM_MODE_SEG: the segment began with a recv on a server-side socket
 			       (the thread holds a request it just read) */
+#define RM_CHAIN_HANDED 0x10 /* the chain began when the thread handed its request to another: it holds
+				none (a reader back in its poll loop) */
+#define RM_CHAIN_DONE 0x20  /* the chain is anchored from its start: the thread was woken by one that
+			       had just answered a request, to finish it (rm_on_handoff) */
+
+/* rm_task.ans_st: the request the thread last answered (follow-replies). */
+#define RM_ANS_VALID 0x1
+#define RM_ANS_SEQ 0x2
 
 /* Per-thread state (task storage in the kernel). */
 struct rm_task {
@@ -124,7 +132,9 @@ struct rm_task {
 	__u32 chain_st;   /* RM_CHAIN_* of the open chain */
 	__u64 chain;      /* open continuation chain (follow-replies), 0 if none */
 	__u32 excluded;   /* a Rametr process (or one the loader excluded): never segmented */
-	__u32 pad;
+	__u32 ans_st;     /* RM_ANS_*: ans, ans_seq_* hold the request of the thread's last reply */
+	struct rm_tuple ans;
+	__u64 ans_seq_start, ans_seq_end;
 	struct rm_part cur;
 };
 

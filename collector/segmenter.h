@@ -166,7 +166,8 @@ RM_INLINE void rm_cont_begin(struct rm_env *e, struct rm_task *t, __u64 now)
 	__builtin_memset(&p->out, 0, sizeof(p->out));
 	if (!t->chain) {
 		t->chain = id;
-		t->chain_st &= RM_CHAIN_SLEPT | RM_CHAIN_SERVER; /* SLEPT: set by rm_seg_wait */
+		/* SLEPT, HANDED: set by rm_seg_wait, rm_on_handoff */
+		t->chain_st &= RM_CHAIN_SLEPT | RM_CHAIN_SERVER | RM_CHAIN_HANDED;
 	}
 	p->parent_seg = t->chain;
 	t->mode = RM_MODE_CONT;
@@ -199,21 +200,37 @@ RM_INLINE void rm_cont_fold(struct rm_env *e, struct rm_task *t, __u64 now)
  */
 RM_INLINE int rm_cont_quiet(const struct rm_task *t)
 {
-	return !(t->chain_st & RM_CHAIN_OUT) && t->chain == t->cur.seg_id && !t->cur.tx_bytes &&
+	return !(t->chain_st & (RM_CHAIN_OUT | RM_CHAIN_DONE)) && t->chain == t->cur.seg_id && !t->cur.tx_bytes &&
 	       !t->cur.disk_read && !t->cur.disk_write;
+}
+
+/*
+ * Ends t's chain anchored from its start (RM_CHAIN_DONE) at time now: its
+ * part is emitted, charged like the request it names; the thread is back
+ * to holding no request, as after a hand-off.
+ */
+RM_INLINE void rm_done_end(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	rm_flush(e, t);
+	t->chain = 0;
+	t->chain_st = (t->chain_st & RM_CHAIN_SERVER) | RM_CHAIN_HANDED | RM_CHAIN_SLEPT;
+	t->mode = RM_MODE_ASSOC;
+	t->cur.start_ns = now;
 }
 
 /*
  * Ends t's continuation part at time now without a reply: work for no
  * request, unsegmented as without the option (no record at all), unless it
  * belongs to an earlier window: then it is emitted and its chain will need
- * an anchor record.
+ * an anchor record. A part anchored from its start (RM_CHAIN_DONE) is
+ * emitted.
  */
 RM_INLINE void rm_cont_end(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	if (t->mode != RM_MODE_CONT)
 		return;
-	rm_cont_fold(e, t, now);
+	if (!(t->chain_st & RM_CHAIN_DONE))
+		rm_cont_fold(e, t, now);
 	rm_flush(e, t);
 	t->mode = RM_MODE_NONE;
 }
@@ -232,6 +249,11 @@ RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	if (t->mode != RM_MODE_CONT)
 		return;
+	if (t->chain_st & RM_CHAIN_DONE) {
+		/* finishing another's request ends when it waits again */
+		rm_done_end(e, t, now);
+		return;
+	}
 	if (!(t->chain_st & RM_CHAIN_SLEPT) && rm_cont_quiet(t))
 		rm_cont_fold(e, t, now);
 	t->chain_st |= RM_CHAIN_SLEPT;
@@ -551,6 +573,22 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 }
 
 /*
+ * t replied on server-side socket tp to the bytes inb last received there
+ * (NULL: unknown): what a thread it wakes in its tail is to finish
+ * (rm_on_handoff).
+ */
+RM_INLINE void rm_ans_set(const struct rm_env *e, struct rm_task *t, const struct rm_tuple *tp,
+			  const struct rm_inb *inb)
+{
+	if (!e->follow_replies || !inb)
+		return;
+	__builtin_memcpy(&t->ans, tp, sizeof(*tp));
+	t->ans_seq_start = inb->seq_start;
+	t->ans_seq_end = inb->seq_end;
+	t->ans_st = RM_ANS_VALID | (inb->has_seq ? RM_ANS_SEQ : 0);
+}
+
+/*
  * A send of `bytes` (> 0) on socket `tp` by thread t (NULL: no state) at time
  * now. srv: the socket is the server side of its connection (a reply); inb:
  * the bytes last received on it (NULL if unknown), which the reply answers
@@ -581,6 +619,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 			t->mode = RM_MODE_ASSOC;
 			t->cur.pid = pid;
 			t->cur.tid = tid;
+			rm_ans_set(e, t, tp, inb);
 		}
 		return;
 	}
@@ -636,6 +675,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		p->out_seq_start = p->out_seq_end;
 		if (srv && t->chain)
 			rm_chain_close(e, t, now, inb ? tp : 0, inb);
+		if (srv)
+			rm_ans_set(e, t, tp, inb);
 	}
 }
 
@@ -678,30 +719,65 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
 
 /*
  * Thread waker_t, running on e->cpu, wakes thread wakee_t of the same
- * process at time now (follow-replies; either may be NULL: no state). A
- * thread that has just read a request on a server-side socket and wakes
- * another is handing work over (a queue's condition, a pipe, an eventfd):
- * - the waker's segment ends there, as at a wait (rm_seg_wait): a reader
- *   that hands requests to workers is charged for reading and handing
- *   over, not for its loop until the next recv; a thread that goes on to
- *   answer the request itself has that work anchored to it by its reply;
- * - if the wakee is a worker whose chain has done nothing visible since
- *   its last reply (no send, no disk I/O), all of that chain so far - the
- *   bookkeeping after the reply, locks taken on the way back to the queue,
- *   going to sleep - was the tail of the request it answered, not work for
- *   the next one: it goes back to unsegmented, like the first block's fold
- *   (rm_cont_block), which alone misses the tail after a contended lock.
- * What the wakee does from now on stays in its chain.
+ * process at time now (follow-replies; either may be NULL: no state). Two
+ * kinds of wake-up hand work over:
+ * - A thread that has just read a request on a server-side socket hands
+ *   the request to another (a queue's condition, a pipe, an eventfd). The
+ *   waker's segment ends there, as at a wait (rm_seg_wait): a reader that
+ *   hands requests to workers is charged for reading and handing over, not
+ *   for its loop until the next recv; a thread that goes on to answer the
+ *   request itself has that work anchored to it by its reply. If the wakee
+ *   is a worker whose chain has shown nothing since its last reply, all of
+ *   that chain so far - the bookkeeping after the reply, locks taken on the
+ *   way back to the queue, going to sleep - was the tail of the request it
+ *   answered, not work for the next one: it goes back to unsegmented, like
+ *   the first block's fold (rm_cont_block), which alone misses the tail
+ *   after a contended lock. What the wakee does from now on stays in its
+ *   chain.
+ * - A worker in the tail of a reply (nothing sent since) wakes a thread
+ *   that handed a request over and holds none (RM_CHAIN_HANDED: a reader
+ *   in its poll loop): to finish the request answered (take the connection
+ *   back, watch it again). The wakee's work from now on until it waits
+ *   again, reads a request or answers one is charged to the request the
+ *   waker answered (RM_CHAIN_DONE: a part anchored from its start); once
+ *   per reply.
  */
 RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct rm_task *wakee_t, __u64 now)
 {
-	if (!e->follow_replies || !waker_t || waker_t->mode != RM_MODE_SEG || !(waker_t->chain_st & RM_CHAIN_REQ) ||
-	    waker_t == wakee_t)
+	struct rm_part *p;
+
+	if (!e->follow_replies || !waker_t || waker_t == wakee_t)
 		return;
-	rm_cut(e, waker_t, now); /* the waker runs on e->cpu */
-	rm_seg_wait(e, waker_t, now);
-	if (wakee_t && wakee_t->mode == RM_MODE_CONT && rm_cont_quiet(wakee_t))
-		rm_cont_fold(e, wakee_t, now);
+	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ)) {
+		rm_cut(e, waker_t, now); /* the waker runs on e->cpu */
+		rm_seg_wait(e, waker_t, now);
+		waker_t->chain_st |= RM_CHAIN_HANDED;
+		if (wakee_t && wakee_t->mode == RM_MODE_CONT && rm_cont_quiet(wakee_t))
+			rm_cont_fold(e, wakee_t, now);
+		return;
+	}
+	if (!(waker_t->ans_st & RM_ANS_VALID) ||
+	    !(waker_t->mode == RM_MODE_CONT ? rm_cont_quiet(waker_t)
+					    : waker_t->mode == RM_MODE_ASSOC && !waker_t->cur.tx_bytes &&
+						      !waker_t->cur.disk_read && !waker_t->cur.disk_write) ||
+	    !wakee_t || !(wakee_t->chain_st & RM_CHAIN_HANDED) ||
+	    (wakee_t->mode != RM_MODE_ASSOC && wakee_t->mode != RM_MODE_CONT))
+		return;
+	rm_cont_end(e, wakee_t, now);
+	rm_chain_close(e, wakee_t, now, 0, 0);
+	rm_cont_begin(e, wakee_t, now);
+	if (wakee_t->mode != RM_MODE_CONT)
+		return; /* no segment id */
+	p = &wakee_t->cur;
+	__builtin_memcpy(&p->in, &waker_t->ans, sizeof(p->in));
+	p->flags |= RM_PF_ANCHOR;
+	if (waker_t->ans_st & RM_ANS_SEQ) {
+		p->flags |= RM_PF_IN_SEQ;
+		p->in_seq_start = waker_t->ans_seq_start;
+		p->in_seq_end = waker_t->ans_seq_end;
+	}
+	wakee_t->chain_st |= RM_CHAIN_DONE | RM_CHAIN_HANDED;
+	waker_t->ans_st = 0;
 }
 
 RM_INLINE void rm_on_wakeup(struct rm_task *t, __u64 now)

@@ -1051,13 +1051,17 @@ static void test_follow_replies_waits(void)
  *              read before, 50 ns), then 50 ns of tail, blocks on a lock
  *   [300,400)  302 has the lock: 100 ns more tail, waits for a job
  *   [400,450)  301 reads a request on 12 and hands it over: wakes 302
- *   [500,700)  302 works 200 ns and replies on 12, 10 ns of tail
- *   [710,730)  301 back from its poll reads the next request on 13 at 720
+ *   [500,700)  302 works 200 ns and replies on 12, wakes 301 to take the
+ *              connection back at 705, 10 ns of tail
+ *   [710,730)  301 back from its poll: 10 ns for 12's connection, reads the
+ *              next request on 13 at 720
  * The whole tail (150 ns) is unsegmented: its first half by the first
  * block, the second by the hand-off. The reader's segment of 12 ends at the
- * hand-off (40 ns); its 10 + 10 ns in its loop are unsegmented. Without the
- * wake-up's waker (an old stream), the second half of the tail goes to the
- * next request and the reader's segment lasts until it waits (50 ns).
+ * hand-off (40 ns); its 10 ns in its loop after it are unsegmented, its 10
+ * ns after the worker's wake-up go to 12's request (a part anchored from
+ * its start). Without the wake-ups' wakers (an old stream), the second half
+ * of the tail goes to the next request, the reader's segment lasts until it
+ * waits (50 ns) and its 10 ns after the wake-up are unsegmented.
  */
 static const char handoff_stream[] =
 	"rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
@@ -1072,18 +1076,19 @@ static const char handoff_stream[] =
 	"450 0 switch prev=301 prev_state=S next=0\n"
 	"500 0 switch prev=0 prev_state=S next=302 next_pid=300\n"
 	"700 0 send tid=302 pid=300 sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.2:5002 bytes=20 seq=8000 srv=1\n"
+	"705 0 wakeup tid=301%s\n"
 	"710 0 switch prev=302 prev_state=S next=301 next_pid=300\n"
 	"720 0 recv tid=301 pid=300 sock=13 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.3:5003 bytes=10 seq=3000 srv=1\n"
 	"730 0 switch prev=301 prev_state=S next=0\n";
 
-static void handoff_case(const char *by, uint64_t next_cpu, uint64_t reader_cpu, uint64_t unseg)
+static void handoff_case(int by, uint64_t next_cpu, uint64_t reader_cpu, uint64_t done_cpu, uint64_t unseg)
 {
-	uint64_t r12 = 0, r13 = 0;
-	char stream[sizeof(handoff_stream) + 16];
+	uint64_t r12 = 0, r13 = 0, done = 0;
+	char stream[sizeof(handoff_stream) + 32];
 	const struct rm_part *p = NULL;
 	size_t i;
 
-	snprintf(stream, sizeof(stream), handoff_stream, by);
+	snprintf(stream, sizeof(stream), handoff_stream, by ? " by=301" : "", by ? " by=302" : "");
 	follow_replies = 1;
 	replay(stream);
 	for (i = 0; i < cap.nparts; i++) {
@@ -1091,8 +1096,14 @@ static void handoff_case(const char *by, uint64_t next_cpu, uint64_t reader_cpu,
 
 		if (q->tid == 302 && (q->flags & RM_PF_ANCHOR) && q->in.cookie == 12)
 			p = q;
-		if (q->tid == 301) {
-			CU_ASSERT_EQUAL(q->flags & RM_PF_CONT, 0); /* no chain of the reader's is left */
+		if (q->tid == 301 && (q->flags & RM_PF_CONT)) {
+			/* the reader's only continuation: anchored from its start */
+			CU_ASSERT_EQUAL(q->flags & (RM_PF_ANCHOR | RM_PF_IN_SEQ), RM_PF_ANCHOR | RM_PF_IN_SEQ);
+			CU_ASSERT_EQUAL(q->in.cookie, 12);
+			CU_ASSERT_EQUAL(q->in_seq_start, 2000);
+			CU_ASSERT_EQUAL(q->in_seq_end, 2010);
+			done += q->cpu_ns;
+		} else if (q->tid == 301) {
 			if (q->in.cookie == 12)
 				r12 += q->cpu_ns;
 			if (q->in.cookie == 13)
@@ -1101,6 +1112,7 @@ static void handoff_case(const char *by, uint64_t next_cpu, uint64_t reader_cpu,
 	}
 	CU_ASSERT_EQUAL(r12, reader_cpu);
 	CU_ASSERT_EQUAL(r13, 10);
+	CU_ASSERT_EQUAL(done, done_cpu);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
 	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_END), RM_PF_CONT | RM_PF_END);
 	CU_ASSERT_EQUAL(p->in_seq_start, 2000);
@@ -1111,12 +1123,12 @@ static void handoff_case(const char *by, uint64_t next_cpu, uint64_t reader_cpu,
 
 static void test_follow_replies_handoff(void)
 {
-	handoff_case(" by=301", 200, 40, 50 + 100 + 10 + 10 + 10);
+	handoff_case(1, 200, 40, 10, 50 + 100 + 10 + 10);
 }
 
 static void test_follow_replies_handoff_unknown_waker(void)
 {
-	handoff_case("", 100 + 200, 50, 50 + 10 + 10);
+	handoff_case(0, 100 + 200, 50, 0, 50 + 10 + 10);
 }
 
 /*
@@ -1195,8 +1207,7 @@ static CU_TestInfo cases[] = {
 	{ "follow-replies on an event loop adds no records between requests", test_follow_replies_event_loop },
 	{ "follow-replies: after a wait, work goes to the request answered, not the one read", test_follow_replies_waits },
 	{ "follow-replies gives a client no chains and no more records", test_follow_replies_client },
-	{ "follow-replies: a worker's whole tail is unsegmented once the reader hands it a request",
-	  test_follow_replies_handoff },
+	{ "follow-replies: hand-offs between a reader and a worker, both ways", test_follow_replies_handoff },
 	{ "follow-replies: without the waker only the tail before the first block is", test_follow_replies_handoff_unknown_waker },
 	{ "time stolen by the hypervisor is in nobody's CPU", test_steal },
 	CU_TEST_INFO_NULL,

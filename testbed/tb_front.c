@@ -21,9 +21,10 @@
  * Ground truth per CE (tb_truth.h): the CPU time of every front-end thread
  * spent on a request (CLOCK_THREAD_CPUTIME_ID), from right after the recv
  * that completed its request line to right after the reply's first send
- * returned. With workers, the reader's part (recv to hand-off) and the
- * worker's part (pick-up to the reply's first send) are measured on each
- * thread and added. --stats has per CE the requests, cache hits, misses and
+ * returned. With workers, the reader's part (recv to hand-off), the
+ * worker's part (pick-up to the reply's first send) and the reader's taking
+ * the connection back after the reply (watching it again) are measured on
+ * each thread and added. --stats has per CE the requests, cache hits, misses and
  * failed back-end fetches. Both files are rewritten every second and at the
  * end (SIGTERM/SIGINT).
  *
@@ -103,6 +104,7 @@ struct tb_fconn {
 	int broken;                /* the worker failed to reply (guarded by qlock) */
 	int in_epoll;
 	int dead;                  /* closed and unlinked; freed after the event batch */
+	char ce[TB_CE_MAX];        /* the CE of its last job (reader) */
 	struct tb_fconn *done_next; /* done list (guarded by qlock) */
 	struct tb_fconn *prev, *next; /* every open connection */
 };
@@ -693,6 +695,7 @@ static void tb_conn_lines(struct tb_front *f, struct tb_fconn *c, uint64_t t0)
 			j->req = req;
 			j->line_len = len;
 			c->busy = 1;
+			memcpy(c->ce, req.ce, sizeof(c->ce));
 			/* Not watched while a worker owns the reply. */
 			tb_conn_epoll(f, c, 0);
 			pthread_mutex_lock(&f->qlock);
@@ -753,6 +756,7 @@ static void tb_conns_done(struct tb_front *f)
 	f->done = NULL;
 	pthread_mutex_unlock(&f->qlock);
 	while ((c = list) != NULL) {
+		uint64_t t0 = tb_thread_cpu_ns(), t1;
 		int broken;
 
 		list = c->done_next;
@@ -762,8 +766,14 @@ static void tb_conns_done(struct tb_front *f)
 		c->busy = 0;
 		if (broken)
 			c->closed = 1;
-		if (!c->closed) {
-			tb_conn_lines(f, c, tb_thread_cpu_ns());
+		/* Taking the connection back is the finished request's work. */
+		if (!c->closed && c->have < sizeof(c->buf) && !memchr(c->buf, '\n', c->have)) {
+			tb_conn_epoll(f, c, 1);
+			t1 = tb_thread_cpu_ns();
+			if (tb_truth_add(&f->truth, c->ce, 0, t1 - t0, 0, 0) != RM_OK)
+				rm_log_warn("failed to record a request of '%s'", c->ce);
+		} else if (!c->closed) {
+			tb_conn_lines(f, c, tb_thread_cpu_ns()); /* a pipelined request */
 			if (!c->busy && !c->closed)
 				tb_conn_epoll(f, c, 1);
 		}
