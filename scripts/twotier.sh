@@ -14,10 +14,13 @@
 #   b  a pool of 4 persistent back-end connections shared by all CEs
 #   c  b, plus a reader thread handing requests to 4 worker threads
 #
-# Usage: scripts/twotier.sh [--variant a|b|c] [--arrival uniform|lognormal]
+# Usage: scripts/twotier.sh [--variant a|b|c] [--arrival uniform|lognormal] [--all]
 #          [--duration S] [--out DIR] [--tolerance PCT] [--max-v PCT]
 #          [--build DIR] [--collector-arg ARG]... [--no-follow-replies] [--no-netns]
 #          [--front-arg ARG]...
+#   --all              run every variant with both arrivals (6 runs, results in
+#                      OUT/VARIANT-ARRIVAL) and print the table of the README:
+#                      per-CE error at each tier and V/U; exit 0 only if all pass
 #   --build DIR        use the programs already built in DIR (default: build
 #                      the tree into ./build, as scripts/demo.sh does)
 #   --collector-arg A  extra argument for both collectors (repeatable)
@@ -34,24 +37,51 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 variant=b arrival=uniform duration=60 out=/tmp/rametr-twotier tolerance=1.0 maxv=3.0
-build="" use_netns=1 col_extra=() follow=1 front_extra=()
+build="" use_netns=1 col_extra=() follow=1 front_extra=() all=0 args=()
 while [ $# -gt 0 ]; do
+	# args: what --all passes on to each of its runs
 	case "$1" in
 	--variant) variant=$2; shift 2 ;;
 	--arrival) arrival=$2; shift 2 ;;
-	--duration) duration=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	--tolerance) tolerance=$2; shift 2 ;;
-	--max-v) maxv=$2; shift 2 ;;
-	--build) build=$2; shift 2 ;;
-	--collector-arg) col_extra+=("$2"); shift 2 ;;
-	--no-follow-replies) follow=0; shift ;;
-	--front-arg) front_extra+=("$2"); shift 2 ;;
-	--no-netns) use_netns=0; shift ;;
-	-h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+	--all) all=1; shift ;;
+	--duration) duration=$2; args+=("$1" "$2"); shift 2 ;;
+	--tolerance) tolerance=$2; args+=("$1" "$2"); shift 2 ;;
+	--max-v) maxv=$2; args+=("$1" "$2"); shift 2 ;;
+	--build) build=$2; args+=("$1" "$2"); shift 2 ;;
+	--collector-arg) col_extra+=("$2"); args+=("$1" "$2"); shift 2 ;;
+	--no-follow-replies) follow=0; args+=("$1"); shift ;;
+	--front-arg) front_extra+=("$2"); args+=("$1" "$2"); shift 2 ;;
+	--no-netns) use_netns=0; args+=("$1"); shift ;;
+	-h|--help) sed -n '2,39p' "$0"; exit 0 ;;
 	*) echo "twotier: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
+if [ $all -eq 1 ]; then
+	# One run per variant and arrival, each a full twotier.sh of its own.
+	rc=0
+	table="| variant | arrivals | front c1/c2/c3 | back c1/c2/c3 | V/U front, back | steal |\n|---|---|---|---|---|---|\n"
+	for v in a b c; do
+		for a in uniform lognormal; do
+			mkdir -p "$out"
+			log="$out/$v-$a.log"
+			echo "== twotier --variant $v --arrival $a (log $log)"
+			"$0" --variant "$v" --arrival "$a" --out "$out/$v-$a" "${args[@]}" >"$log" 2>&1 || { rc=1; tail -3 "$log" >&2; }
+			row=$(awk -v v="$v" -v a="$a" '
+				/^== summary/ { on = 1; next }
+				on && $1 == "fe" && $2 ~ /^c[0-9]+$/ { fe = fe (fe == "" ? "" : " / ") sprintf("%+.2f", $5) }
+				on && $1 == "be" && $2 ~ /^c[0-9]+$/ { be = be (be == "" ? "" : " / ") sprintf("%+.2f", $5) }
+				on && $2 == "U" { vu[$1] = sprintf("%.1f%%", $NF) }
+				/^machine during the load/ { st = $NF; gsub(/[()]/, "", st) }
+				END { printf "| %s | %s | %s%% | %s%% | %s, %s | %s |", v, a, fe, be, vu["fe"], vu["be"], st }' "$log")
+			table+="$row\n"
+		done
+	done
+	echo
+	printf "%b" "$table"
+	[ $rc -eq 0 ] && echo "twotier: all six runs ok" || echo "twotier: some runs FAILED (logs in $out)" >&2
+	exit $rc
+fi
 case "$variant" in
 a) front_mode=(--backend-mode per-request --workers 0) ;;
 b) front_mode=(--backend-mode pool:4 --workers 0) ;;
