@@ -33,6 +33,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "col_enc.h"
 #include "col_sender.h"
 #include "banned.h"
 
@@ -105,6 +106,7 @@ struct col_sender {
 	unsigned char seen_refused[COL_SEEN_CMDS];
 	unsigned nseen;
 
+	struct col_enc enc;        /* encoder scratch (under submit_mu) */
 	uint64_t next_seq;
 	int down;                  /* the aggregator did not answer the last request */
 	int hello_refused;         /* hellos refused in a row (thread only) */
@@ -949,163 +951,31 @@ static void col_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 /* ---- conversion ---- */
 
-struct col_pbpart {
-	Rametr__SegmentPart p;
-	Rametr__Tuple in, out;
-	char comm[RM_COMM_LEN];
-};
-
-static Rametr__Tuple *col_tuple(Rametr__Tuple *t, const struct rm_tuple *k)
-{
-	rametr__tuple__init(t);
-	if (!k->cookie && !k->family && !k->lport && !k->rport)
-		return NULL;
-	t->cookie = k->cookie;
-	t->lport = k->lport;
-	t->rport = k->rport;
-	switch (k->family) {
-	case RM_AF_INET:
-		t->family = RM_AF_INET;
-		t->laddr = (ProtobufCBinaryData){ 4, (uint8_t *)k->laddr };
-		t->raddr = (ProtobufCBinaryData){ 4, (uint8_t *)k->raddr };
-		break;
-	case RM_AF_INET6:
-		t->family = RM_AF_INET6;
-		t->laddr = (ProtobufCBinaryData){ 16, (uint8_t *)k->laddr };
-		t->raddr = (ProtobufCBinaryData){ 16, (uint8_t *)k->raddr };
-		break;
-	case RM_AF_UNIX:
-		t->family = RM_AF_UNIX;
-		break;
-	default:
-		t->family = 0;
-		break;
-	}
-	return t;
-}
-
-static void col_part(struct col_pbpart *d, const struct rm_part *k)
-{
-	const uint8_t *c = (const uint8_t *)k->comm;
-	Rametr__SegmentPart *p = &d->p;
-	size_t i;
-
-	rametr__segment_part__init(p);
-	for (i = 0; i < RM_COMM_LEN - 1 && c[i]; i++)
-		d->comm[i] = c[i] >= 0x20 && c[i] < 0x7f ? (char)c[i] : '?';
-	d->comm[i] = '\0';
-	p->seg_id = k->seg_id;
-	p->win = k->win;
-	p->pid = k->pid;
-	p->tid = k->tid;
-	p->comm = d->comm;
-	p->start_ns = k->start_ns;
-	p->end_ns = k->end_ns;
-	p->cpu_ns = k->cpu_ns;
-	p->runq_ns = k->runq_ns;
-	p->rx_bytes = k->rx_bytes;
-	p->tx_bytes = k->tx_bytes;
-	p->disk_read = k->disk_read;
-	p->disk_write = k->disk_write;
-	p->flags = k->flags;
-	p->in = col_tuple(&d->in, &k->in);
-	p->out = col_tuple(&d->out, &k->out);
-	p->in_seq_start = k->in_seq_start;
-	p->in_seq_end = k->in_seq_end;
-	p->out_seq_start = k->out_seq_start;
-	p->out_seq_end = k->out_seq_end;
-	p->parent_seg = k->parent_seg;
-	p->domid = k->domid;
-	p->vcpu = k->vcpu;
-	p->blocked_ns = k->blocked_ns;
-}
-
-static void col_wintot(Rametr__WindowTotals *w, const struct col_window *k)
-{
-	rametr__window_totals__init(w);
-	w->win = k->t.win;
-	w->busy_ns = k->t.busy_ns;
-	w->unseg_cpu_ns = k->t.unseg_cpu_ns;
-	w->rx_bytes = k->t.rx_bytes;
-	w->tx_bytes = k->t.tx_bytes;
-	w->disk_read = k->t.disk_read;
-	w->disk_write = k->t.disk_write;
-	w->unseg_rx = k->t.unseg_rx;
-	w->unseg_tx = k->t.unseg_tx;
-	w->unseg_disk_read = k->t.unseg_disk_read;
-	w->unseg_disk_write = k->t.unseg_disk_write;
-	w->lost_ns = k->t.lost_ns;
-	w->dropped_parts = k->t.dropped_parts;
-	w->dropped_cpu_ns = k->t.dropped_cpu_ns;
-	w->dropped_rx = k->t.dropped_rx;
-	w->dropped_tx = k->t.dropped_tx;
-	w->dropped_disk_read = k->t.dropped_disk_read;
-	w->dropped_disk_write = k->t.dropped_disk_write;
-	w->capacity_ns = k->capacity_ns;
-	w->idle_ns = k->idle_ns;
-}
-
 /*
- * Builds and encodes the batch. Returns RM_OK, RM_EINVAL (logged) or
- * RM_ENOMEM.
+ * Builds and encodes the batch (col_enc.h: the bytes protobuf-c would make,
+ * without its structures). Called under submit_mu, which guards s->enc.
+ * Returns RM_OK, RM_EINVAL (logged) or RM_ENOMEM.
  */
 static int col_encode_batch(struct col_sender *s, uint64_t seq, const uint64_t *acks, size_t nacks,
 			    const struct rm_part *parts, size_t nparts,
 			    const struct col_window *wins, size_t nwins, uint8_t **buf, size_t *len)
 {
-	Rametr__Envelope env = RAMETR__ENVELOPE__INIT;
-	Rametr__Batch b = RAMETR__BATCH__INIT;
-	struct col_pbpart *pp = NULL;
-	Rametr__SegmentPart **ppp = NULL;
-	Rametr__WindowTotals *ww = NULL, **www = NULL;
+	struct col_enc_hdr h = {
+		.node = s->node,
+		.backend = s->backend,
+		.instance = s->instance,
+		.seq = seq,
+		.window_ns = s->window_ns,
+		.clock_offset_ns = s->clock_offset_ns,
+	};
 	char err[256];
-	size_t i;
 	int rv;
 
-	if ((nparts && (!(pp = calloc(nparts, sizeof(*pp))) || !(ppp = calloc(nparts, sizeof(*ppp))))) ||
-	    (nwins && (!(ww = calloc(nwins, sizeof(*ww))) || !(www = calloc(nwins, sizeof(*www)))))) {
-		rv = RM_ENOMEM;
-		goto out;
-	}
-	for (i = 0; i < nparts; i++) {
-		col_part(&pp[i], &parts[i]);
-		ppp[i] = &pp[i].p;
-	}
-	for (i = 0; i < nwins; i++) {
-		col_wintot(&ww[i], &wins[i]);
-		www[i] = &ww[i];
-	}
-	b.node = s->node;
-	b.instance = s->instance;
-	b.seq = seq;
-	b.window_ns = s->window_ns;
-	b.clock_offset_ns = s->clock_offset_ns;
-	b.backend = s->backend;
-	b.n_parts = nparts;
-	b.parts = ppp;
-	b.n_windows = nwins;
-	b.windows = www;
-	b.n_acked_commands = nacks;
-	b.acked_commands = (uint64_t *)acks;
-	env.version = RM_PROTO_VERSION;
-	env.body_case = RAMETR__ENVELOPE__BODY_BATCH;
-	env.batch = &b;
-	if ((rv = rm_wire_check(&env, err, sizeof(err))) != 0) {
-		rm_log_error("refusing batch from backend '%s': %s", s->backend, err);
-		rv = RM_EINVAL;
-		goto out;
-	}
-	if ((rv = rm_wire_encode(&env, buf, len)) != 0) {
-		if (rv == RM_EINVAL)
-			rm_log_error("batch of %zu parts and %zu windows is larger than %u bytes; "
-				     "submit fewer at a time",
-				     nparts, nwins, RM_WIRE_MAX_MSG);
-	}
-out:
-	free(pp);
-	free(ppp);
-	free(ww);
-	free(www);
+	rv = col_enc_batch(&s->enc, &h, parts, nparts, wins, nwins, acks, nacks, buf, len, err,
+			   sizeof(err));
+	if (rv == RM_EINVAL)
+		rm_log_error("refusing batch of %zu parts and %zu windows from backend '%s': %s",
+			     nparts, nwins, s->backend, err);
 	return rv;
 }
 
@@ -1261,6 +1131,7 @@ static void col_sender_free(struct col_sender *s)
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->submit_mu);
 	free(s->pending);
+	col_enc_free(&s->enc);
 	free(s->url);
 	free(s->node);
 	free(s->backend);
