@@ -141,17 +141,6 @@ static uint8_t *col_put_tup(uint8_t *p, unsigned f, const struct col_tup *t,
 	return col_put_f(p, 6, k->rport);
 }
 
-static int col_check_tup(const char *what, const struct col_tup *t, const struct rm_tuple *k,
-			 size_t i, char *err, size_t errlen)
-{
-	if (t->present && (k->lport > 65535 || k->rport > 65535)) {
-		col_enc_err(err, errlen, "part %zu: %s tuple has port %u out of range", i, what,
-			    k->lport > 65535 ? k->lport : k->rport);
-		return RM_EINVAL;
-	}
-	return RM_OK;
-}
-
 /* ---- SegmentPart ---- */
 
 /* SegmentPart varint fields in number order, around comm (5) and the tuples (15, 16). */
@@ -179,12 +168,12 @@ static inline size_t col_comm_len(const struct rm_part *k)
 	return n;
 }
 
-static int col_part_size(const struct rm_part *k, size_t i, size_t *size, char *err,
-			 size_t errlen)
+/* The rules an rm_part can break (col_enc.h). */
+static int col_part_check(const struct rm_part *k, size_t i, char *err, size_t errlen)
 {
-	struct col_tup in, out;
-	size_t n = col_comm_len(k);
-	int rv;
+	const struct rm_tuple *t[2] = { &k->in, &k->out };
+	static const char *const what[2] = { "in", "out" };
+	int j;
 
 	if (k->win == 0) {
 		col_enc_err(err, errlen, "part %zu: win 0", i);
@@ -200,18 +189,30 @@ static int col_part_size(const struct rm_part *k, size_t i, size_t *size, char *
 			    (unsigned long long)k->runq_ns);
 		return RM_EINVAL;
 	}
-	col_tup(&in, &k->in);
-	col_tup(&out, &k->out);
-	if ((rv = col_check_tup("in", &in, &k->in, i, err, errlen)) != 0 ||
-	    (rv = col_check_tup("out", &out, &k->out, i, err, errlen)) != 0)
-		return rv;
-	*size = 0 COL_ENC_PART_A(COL_SZ, k) COL_ENC_PART_B(COL_SZ, k) COL_ENC_PART_C(COL_SZ, k) +
-		(n ? 2 + n : 0) + (in.present ? col_lsz(15, in.size) : 0) +
-		(out.present ? col_lsz(16, out.size) : 0);
+	/* an absent tuple has ports 0 */
+	for (j = 0; j < 2; j++) {
+		if (t[j]->lport > 65535 || t[j]->rport > 65535) {
+			col_enc_err(err, errlen, "part %zu: %s tuple has port %u out of range", i,
+				    what[j], t[j]->lport > 65535 ? t[j]->lport : t[j]->rport);
+			return RM_EINVAL;
+		}
+	}
 	return RM_OK;
 }
 
-static uint8_t *col_put_part(uint8_t *p, const struct rm_part *k)
+size_t col_enc_part_size(const struct rm_part *k)
+{
+	struct col_tup in, out;
+	size_t n = col_comm_len(k);
+
+	col_tup(&in, &k->in);
+	col_tup(&out, &k->out);
+	return 0 COL_ENC_PART_A(COL_SZ, k) COL_ENC_PART_B(COL_SZ, k) COL_ENC_PART_C(COL_SZ, k) +
+	       (n ? 2 + n : 0) + (in.present ? col_lsz(15, in.size) : 0) +
+	       (out.present ? col_lsz(16, out.size) : 0);
+}
+
+uint8_t *col_enc_part_put(uint8_t *p, const struct rm_part *k)
 {
 	const uint8_t *c = (const uint8_t *)k->comm;
 	struct col_tup in, out;
@@ -287,8 +288,9 @@ int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct
 		col_fsz(1, hdr->window_ns) + col_fsz(1, (uint64_t)hdr->clock_offset_ns) +
 		(nbackend ? col_lsz(6, nbackend) : 0);
 	for (i = 0; i < nparts; i++) {
-		if ((rv = col_part_size(&parts[i], i, &sz, err, errlen)) != 0)
+		if ((rv = col_part_check(&parts[i], i, err, errlen)) != 0)
 			return rv;
+		sz = col_enc_part_size(&parts[i]);
 		e->sizes[i] = (uint32_t)sz;
 		bsize += col_lsz(7, sz);
 	}
@@ -329,7 +331,7 @@ int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct
 	}
 	for (i = 0; i < nparts; i++) {
 		p = col_put_len(p, 7, e->sizes[i]);
-		p = col_put_part(p, &parts[i]);
+		p = col_enc_part_put(p, &parts[i]);
 	}
 	for (i = 0; i < nwins; i++) {
 		p = col_put_len(p, 8, col_win_size(&wins[i]));

@@ -56,6 +56,15 @@ int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct
 		  size_t nparts, const struct col_window *wins, size_t nwins, const uint64_t *acks,
 		  size_t nacks, uint8_t **buf, size_t *len, char *err, size_t errlen);
 
+/*
+ * The SegmentPart encoding of one part (no key or length prefix), as
+ * col_enc_batch() writes it: col_enc_part_size() bytes written at p by
+ * col_enc_part_put(), which returns p + that. No rule is checked: also the
+ * aggregator's canonical encoding of a held part (agg_stitch.c).
+ */
+size_t col_enc_part_size(const struct rm_part *k);
+uint8_t *col_enc_part_put(uint8_t *p, const struct rm_part *k);
+
 /* Frees the scratch of e (not e itself); e may be reused after. */
 void col_enc_free(struct col_enc *e);
 
