@@ -255,45 +255,70 @@ static uint8_t *col_put_win(uint8_t *p, const struct col_window *w)
 	return p;
 }
 
+/* ---- parts ---- */
+
+int col_enc_parts_add(struct col_enc_parts *ps, const struct rm_part *k, char *err,
+		      size_t errlen)
+{
+	size_t sz, need;
+	int rv;
+
+	if ((rv = col_part_check(k, ps->n, err, errlen)) != 0)
+		return rv;
+	sz = col_enc_part_size(k);
+	need = ps->len + col_lsz(7, sz);
+	if (need > ps->cap) {
+		size_t ncap = ps->cap ? ps->cap * 2 : 65536;
+		uint8_t *nb;
+
+		while (ncap < need)
+			ncap *= 2;
+		if (!(nb = realloc(ps->buf, ncap)))
+			return RM_ENOMEM;
+		ps->buf = nb;
+		ps->cap = ncap;
+	}
+	col_enc_part_put(col_put_len(ps->buf + ps->len, 7, sz), k);
+	ps->len = need;
+	ps->n++;
+	return RM_OK;
+}
+
+void col_enc_parts_reset(struct col_enc_parts *ps)
+{
+	ps->len = 0;
+	ps->n = 0;
+}
+
+void col_enc_parts_free(struct col_enc_parts *ps)
+{
+	free(ps->buf);
+	memset(ps, 0, sizeof(*ps));
+}
+
 /* ---- Batch ---- */
 
-int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct rm_part *parts,
-		  size_t nparts, const struct col_window *wins, size_t nwins, const uint64_t *acks,
-		  size_t nacks, uint8_t **buf, size_t *len, char *err, size_t errlen)
+int col_enc_batch_parts(const struct col_enc_hdr *hdr, const struct col_enc_parts *ps,
+			const struct col_window *wins, size_t nwins, const uint64_t *acks,
+			size_t nacks, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
-	size_t i, sz, bsize, asize = 0, total, nnode, nbackend;
+	size_t i, bsize, asize = 0, total, nnode, nbackend, plen = ps ? ps->len : 0;
 	uint8_t *b, *p;
-	int rv;
 
 	if (buf)
 		*buf = NULL;
 	if (len)
 		*len = 0;
-	if (!e || !hdr || !hdr->node || !hdr->backend || !buf || !len || (nparts && !parts) ||
-	    (nwins && !wins) || (nacks && !acks)) {
+	if (!hdr || !hdr->node || !hdr->backend || !buf || !len || (nwins && !wins) ||
+	    (nacks && !acks)) {
 		col_enc_err(err, errlen, "invalid arguments");
 		return RM_EINVAL;
-	}
-	if (nparts > e->cap) {
-		uint32_t *ns = realloc(e->sizes, nparts * sizeof(*ns));
-
-		if (!ns)
-			return RM_ENOMEM;
-		e->sizes = ns;
-		e->cap = nparts;
 	}
 	nnode = strlen(hdr->node);
 	nbackend = strlen(hdr->backend);
 	bsize = (nnode ? col_lsz(1, nnode) : 0) + col_fsz(1, hdr->instance) + col_fsz(1, hdr->seq) +
 		col_fsz(1, hdr->window_ns) + col_fsz(1, (uint64_t)hdr->clock_offset_ns) +
-		(nbackend ? col_lsz(6, nbackend) : 0);
-	for (i = 0; i < nparts; i++) {
-		if ((rv = col_part_check(&parts[i], i, err, errlen)) != 0)
-			return rv;
-		sz = col_enc_part_size(&parts[i]);
-		e->sizes[i] = (uint32_t)sz;
-		bsize += col_lsz(7, sz);
-	}
+		(nbackend ? col_lsz(6, nbackend) : 0) + plen;
 	for (i = 0; i < nwins; i++) {
 		if (wins[i].t.win == 0) {
 			col_enc_err(err, errlen, "window totals %zu: win 0", i);
@@ -329,9 +354,9 @@ int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct
 		memcpy(p, hdr->backend, nbackend);
 		p += nbackend;
 	}
-	for (i = 0; i < nparts; i++) {
-		p = col_put_len(p, 7, e->sizes[i]);
-		p = col_enc_part_put(p, &parts[i]);
+	if (plen) {
+		memcpy(p, ps->buf, plen);
+		p += plen;
 	}
 	for (i = 0; i < nwins; i++) {
 		p = col_put_len(p, 8, col_win_size(&wins[i]));
@@ -354,11 +379,31 @@ int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct
 	return RM_OK;
 }
 
+int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct rm_part *parts,
+		  size_t nparts, const struct col_window *wins, size_t nwins, const uint64_t *acks,
+		  size_t nacks, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+	size_t i;
+	int rv;
+
+	if (buf)
+		*buf = NULL;
+	if (len)
+		*len = 0;
+	if (!e || (nparts && !parts)) {
+		col_enc_err(err, errlen, "invalid arguments");
+		return RM_EINVAL;
+	}
+	col_enc_parts_reset(&e->ps);
+	for (i = 0; i < nparts; i++)
+		if ((rv = col_enc_parts_add(&e->ps, &parts[i], err, errlen)) != 0)
+			return rv;
+	return col_enc_batch_parts(hdr, &e->ps, wins, nwins, acks, nacks, buf, len, err, errlen);
+}
+
 void col_enc_free(struct col_enc *e)
 {
 	if (!e)
 		return;
-	free(e->sizes);
-	e->sizes = NULL;
-	e->cap = 0;
+	col_enc_parts_free(&e->ps);
 }

@@ -38,19 +38,49 @@ struct col_enc_hdr {
 	int64_t clock_offset_ns;
 };
 
-/* Reusable scratch (per-part sizes); zero-initialise, free with col_enc_free(). */
-struct col_enc {
-	uint32_t *sizes;
-	size_t cap;
+/*
+ * Parts encoded so far for one batch: each as the Batch.parts field (key,
+ * length, SegmentPart), in order. The collector encodes each part as it
+ * leaves the ring, so a part is read once and copied once. Zero-initialise;
+ * col_enc_parts_reset() empties it keeping the memory, col_enc_parts_free()
+ * releases it.
+ */
+struct col_enc_parts {
+	uint8_t *buf;
+	size_t len, cap;
+	size_t n;     /* parts in buf */
 };
 
 /*
- * Encodes the Envelope {version RM_PROTO_VERSION, Batch {hdr, parts, wins,
- * acks}} into a new malloc'd *buf of *len bytes. Returns RM_OK; RM_EINVAL if
- * a part or window breaks a rule above (err, if not NULL, receives the reason
- * in rm_wire_check()'s words, e.g. "part 3: win 0") or the encoding would be
- * larger than RM_WIRE_MAX_MSG (err says so); RM_ENOMEM. On error *buf is NULL
- * and *len 0.
+ * Checks part k against the rules above and appends its encoding. Returns
+ * RM_OK; RM_EINVAL (err receives the reason, naming the part by its index
+ * in ps, e.g. "part 3: win 0"; ps is unchanged); RM_ENOMEM.
+ */
+int col_enc_parts_add(struct col_enc_parts *ps, const struct rm_part *k, char *err,
+		      size_t errlen);
+void col_enc_parts_reset(struct col_enc_parts *ps);
+void col_enc_parts_free(struct col_enc_parts *ps);
+
+/*
+ * Encodes the Envelope {version RM_PROTO_VERSION, Batch {hdr, the parts in
+ * ps (may be NULL: none), wins, acks}} into a new malloc'd *buf of *len
+ * bytes. Returns RM_OK; RM_EINVAL if a window has win 0 or the encoding
+ * would be larger than RM_WIRE_MAX_MSG (err says which); RM_ENOMEM. On
+ * error *buf is NULL and *len 0.
+ */
+int col_enc_batch_parts(const struct col_enc_hdr *hdr, const struct col_enc_parts *ps,
+			const struct col_window *wins, size_t nwins, const uint64_t *acks,
+			size_t nacks, uint8_t **buf, size_t *len, char *err, size_t errlen);
+
+/* Reusable scratch of col_enc_batch(); zero-initialise, free with col_enc_free(). */
+struct col_enc {
+	struct col_enc_parts ps;
+};
+
+/*
+ * col_enc_parts_add() of parts[0..nparts) into e's emptied scratch, then
+ * col_enc_batch_parts(). Returns as those (RM_EINVAL for the first part or
+ * window breaking a rule; also for NULL arguments).
  */
 int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct rm_part *parts,
 		  size_t nparts, const struct col_window *wins, size_t nwins, const uint64_t *acks,

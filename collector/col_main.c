@@ -49,15 +49,21 @@ static void col_on_signal(int sig)
 	col_stop = 1;
 }
 
+/*
+ * Parts are encoded into the batch as they arrive (one read of the ring
+ * record, one copy); a batch also goes when its encoding nears this size,
+ * well under RM_WIRE_MAX_MSG.
+ */
+#define COL_BATCH_BYTES (RM_WIRE_MAX_MSG / 2)
+
 /* The batching sink between a backend and the sender. */
 struct col_batcher {
 	struct col_sender *sender;
-	struct rm_part *parts;
-	size_t nparts, cap;
+	struct col_enc_parts ep;  /* the parts of the next batch, encoded */
 	struct col_window wins[COL_MAX_WINS];
 	size_t nwins;
 	size_t batch_parts;   /* flush when this many parts are queued */
-	uint64_t total_parts, total_batches;
+	uint64_t total_parts, total_batches, refused_parts;
 	int err;
 };
 
@@ -65,15 +71,15 @@ static int col_batch_flush(struct col_batcher *bt)
 {
 	int rv;
 
-	if (bt->nparts == 0 && bt->nwins == 0)
+	if (bt->ep.n == 0 && bt->nwins == 0)
 		return RM_OK;
-	rv = col_sender_submit(bt->sender, bt->parts, bt->nparts, bt->wins, bt->nwins);
+	rv = col_sender_submit_enc(bt->sender, &bt->ep, bt->wins, bt->nwins);
 	if (rv != RM_OK) {
-		rm_log_error("failed to queue a batch of %zu parts: %s", bt->nparts, rm_strerror(rv));
+		rm_log_error("failed to queue a batch of %zu parts: %s", bt->ep.n, rm_strerror(rv));
 		bt->err = rv;
 	}
 	bt->total_batches++;
-	bt->nparts = 0;
+	col_enc_parts_reset(&bt->ep);
 	bt->nwins = 0;
 	return rv;
 }
@@ -81,19 +87,21 @@ static int col_batch_flush(struct col_batcher *bt)
 static int col_batch_part(void *arg, const struct rm_part *p)
 {
 	struct col_batcher *bt = arg;
+	char err[256];
+	int rv;
 
-	if (bt->nparts == bt->cap) {
-		size_t ncap = bt->cap ? bt->cap * 2 : 1024;
-		struct rm_part *np = realloc(bt->parts, ncap * sizeof(*np));
-
-		if (!np)
-			return RM_ENOMEM;
-		bt->parts = np;
-		bt->cap = ncap;
+	if ((rv = col_enc_parts_add(&bt->ep, p, err, sizeof(err))) != 0) {
+		if (rv != RM_EINVAL)
+			return rv;
+		/* only this part is lost, not the batch; the exit status says so */
+		if (bt->refused_parts++ == 0)
+			rm_log_error("refusing a part from the backend: %s (further ones are counted)",
+				     err);
+		bt->err = rv;
+		return RM_OK;
 	}
-	bt->parts[bt->nparts++] = *p;
 	bt->total_parts++;
-	if (bt->nparts >= bt->batch_parts)
+	if (bt->ep.n >= bt->batch_parts || bt->ep.len >= COL_BATCH_BYTES)
 		col_batch_flush(bt);
 	return RM_OK;
 }
@@ -591,9 +599,12 @@ int main(int argc, char **argv)
 		    (unsigned long long)ss.batches_acked, (unsigned long long)ss.duplicates,
 		    (unsigned long long)ss.retries, (unsigned long long)ss.spooled,
 		    (unsigned long long)ss.lost_batches);
+	if (bt.refused_parts)
+		rm_log_error("%llu parts from the backend were refused (broke the wire rules)",
+			     (unsigned long long)bt.refused_parts);
 	col_sender_close(bt.sender);
 	col_enforcer_close(&enf);
-	free(bt.parts);
+	col_enc_parts_free(&bt.ep);
 	if (rv != RM_OK) {
 		rm_log_error("backend '%s' failed: %s", o.backend, rm_strerror(rv));
 		return 1;

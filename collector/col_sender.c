@@ -958,7 +958,8 @@ static void col_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
  */
 static int col_encode_batch(struct col_sender *s, uint64_t seq, const uint64_t *acks, size_t nacks,
 			    const struct rm_part *parts, size_t nparts,
-			    const struct col_window *wins, size_t nwins, uint8_t **buf, size_t *len)
+			    const struct col_enc_parts *ps, const struct col_window *wins,
+			    size_t nwins, uint8_t **buf, size_t *len)
 {
 	struct col_enc_hdr h = {
 		.node = s->node,
@@ -971,18 +972,22 @@ static int col_encode_batch(struct col_sender *s, uint64_t seq, const uint64_t *
 	char err[256];
 	int rv;
 
-	rv = col_enc_batch(&s->enc, &h, parts, nparts, wins, nwins, acks, nacks, buf, len, err,
-			   sizeof(err));
+	if (ps)
+		rv = col_enc_batch_parts(&h, ps, wins, nwins, acks, nacks, buf, len, err, sizeof(err));
+	else
+		rv = col_enc_batch(&s->enc, &h, parts, nparts, wins, nwins, acks, nacks, buf, len, err,
+				   sizeof(err));
 	if (rv == RM_EINVAL)
 		rm_log_error("refusing batch of %zu parts and %zu windows from backend '%s': %s",
-			     nparts, nwins, s->backend, err);
+			     ps ? ps->n : nparts, nwins, s->backend, err);
 	return rv;
 }
 
 /* ---- public API ---- */
 
-int col_sender_submit(struct col_sender *s, const struct rm_part *parts, size_t nparts,
-		      const struct col_window *wins, size_t nwins)
+/* col_sender_submit() of parts[0..nparts), or of the parts encoded in ps if not NULL. */
+static int col_submit(struct col_sender *s, const struct rm_part *parts, size_t nparts,
+		      const struct col_enc_parts *ps, const struct col_window *wins, size_t nwins)
 {
 	struct col_item *it = NULL;
 	uint64_t *acks = NULL, seq;
@@ -1006,7 +1011,9 @@ int col_sender_submit(struct col_sender *s, const struct rm_part *parts, size_t 
 	s->npending = s->cappending = 0;
 	pthread_mutex_unlock(&s->mu);
 
-	rv = col_encode_batch(s, seq, acks, nacks, parts, nparts, wins, nwins, &buf, &len);
+	rv = col_encode_batch(s, seq, acks, nacks, parts, nparts, ps, wins, nwins, &buf, &len);
+	if (ps)
+		nparts = ps->n;
 	if (rv == RM_OK && !(it = calloc(1, sizeof(*it))))
 		rv = RM_ENOMEM;
 
@@ -1068,6 +1075,20 @@ int col_sender_submit(struct col_sender *s, const struct rm_part *parts, size_t 
 	free(buf);
 	free(it);
 	return rv;
+}
+
+int col_sender_submit(struct col_sender *s, const struct rm_part *parts, size_t nparts,
+		      const struct col_window *wins, size_t nwins)
+{
+	return col_submit(s, parts, nparts, NULL, wins, nwins);
+}
+
+int col_sender_submit_enc(struct col_sender *s, const struct col_enc_parts *ps,
+			  const struct col_window *wins, size_t nwins)
+{
+	if (!ps)
+		return RM_EINVAL;
+	return col_submit(s, NULL, 0, ps, wins, nwins);
 }
 
 int col_sender_flush(struct col_sender *s, int timeout_ms)
