@@ -913,13 +913,14 @@ int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint
 		if (budget.next_size < RM_WIRE_CHUNK_MIN)
 			budget.next_size = RM_WIRE_CHUNK_MIN;
 		if (!rm_wire_slow) {
-			size_t left = budget.left;
+			size_t left = budget.left, next = budget.next_size;
 
 			if (!(env = rm_fast_envelope(&budget, buf, len))) {
 				/* protobuf-c decides, with the whole budget again */
 				rm_wire_chunks_free(budget.head);
 				budget.head = NULL;
 				budget.left = left;
+				budget.next_size = next;
 			}
 		}
 		if (!env)
