@@ -1,13 +1,14 @@
 /*
  * col_enc.c - the collector's Batch encoder: rm_part / col_window to
- * protobuf wire bytes in two passes over the input (sizes, then bytes into
- * one buffer of the exact size), byte-identical to protobuf-c's pack of the
- * same Batch (see col_enc.h). Owns no state.
+ * protobuf wire bytes, byte-identical to protobuf-c's pack of the same Batch
+ * (see col_enc.h). A part is sized, then written, while its record is in
+ * cache, onto the batch's growing parts buffer; the batch is sized, then
+ * written into one buffer of the exact size. Owns no state.
  *
  * Field numbers and the mapping from rm_part follow rametr.proto and
  * col_sender.h; the three lists of fields below (COL_ENC_PART_A/B/C,
- * COL_ENC_WIN) are the only place they are written down here, used by both
- * passes so the sizes and the bytes cannot disagree.
+ * COL_ENC_WIN) are the only place they are written down here, used for both
+ * sizes and bytes so the two cannot disagree.
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,8 @@
  * col_main.c - the rametr-collector program: runs one backend (ebpf,
  * replay, xen, xen-live), batches what it produces, and hands the batches to
  * the sender, which delivers them to the aggregator or spools them. Owns
- * the batching policy (flush every --flush-ms or every COL_BATCH_PARTS parts)
+ * the batching policy (flush every --flush-ms, every COL_BATCH_PARTS parts or
+ * COL_BATCH_BYTES encoded bytes), the ring's drain interval
  * and the shutdown order: stop the backend, emit what it still holds, flush,
  * spool what the aggregator did not acknowledge.
  */
@@ -37,9 +38,11 @@
  * again at once is woken ~150 times/s at 50k parts/s (each wake-up an epoll
  * round trip here and irq work for the producer). The ring (16 MiB) holds
  * over 0.5 s of parts at 100k parts/s, and the kernel forces a wake-up when
- * it is a quarter full.
+ * it is a quarter full. A smaller --ring-bytes shortens the interval in
+ * proportion (no wait for a ring under 1 MiB).
  */
 #define COL_DRAIN_MS 25
+#define COL_DRAIN_RING (16u << 20)
 
 static volatile sig_atomic_t col_stop;
 
@@ -352,7 +355,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	struct col_bpf_stats st;
 	struct stat nst;
 	struct col_bpf *b = NULL;
-	uint64_t start = col_mono_ms(), last_flush = start;
+	uint64_t start = col_mono_ms(), last_flush = start, drain_ms;
 	int rv;
 
 	if (o->netns) {
@@ -376,15 +379,18 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	}
 	rm_log_info("ebpf backend attached; node '%s', window %llu ms", o->node,
 		    (unsigned long long)(o->window_ns / 1000000));
+	drain_ms = o->ring_bytes && o->ring_bytes < COL_DRAIN_RING
+			   ? (uint64_t)COL_DRAIN_MS * o->ring_bytes / COL_DRAIN_RING
+			   : COL_DRAIN_MS;
 	while (!col_stop) {
 		uint64_t now, polled = col_mono_ms();
 
 		if ((rv = col_bpf_poll(b, sink, o->flush_ms < 100 ? o->flush_ms : 100)) != 0)
 			rm_log_error("backend poll failed: %s", rm_strerror(rv));
 		now = col_mono_ms();
-		if (now - polled < COL_DRAIN_MS && !col_stop) {
+		if (now - polled < drain_ms && !col_stop) {
 			/* drained before the interval: let the ring fill (a signal ends the sleep) */
-			struct timespec ts = { 0, (long)(COL_DRAIN_MS - (now - polled)) * 1000000L };
+			struct timespec ts = { 0, (long)(drain_ms - (now - polled)) * 1000000L };
 
 			nanosleep(&ts, NULL);
 			now = col_mono_ms();
