@@ -316,13 +316,29 @@ int agg_pair_dist_format(const struct agg_pair_share *dist, size_t n, char **out
 	}
 	if (!(buf = malloc(len)))
 		return RM_ENOMEM;
+	/* "%s%s%s=%llu" per share, written by hand: this runs for every resolved part */
 	for (i = 0; i < n; i++) {
-		int w = snprintf(buf + off, len - off, "%s%s%s=%llu", i ? ";" : "", dist[i].ce ? "" : "!",
-				 dist[i].ce ? dist[i].ce : dist[i].reason, (unsigned long long)dist[i].w);
+		const char *name = dist[i].ce ? dist[i].ce : dist[i].reason;
+		size_t nl = strlen(name), nd = 0;
+		char digits[20];
+		uint64_t w = dist[i].w;
 
-		assert(w > 0 && (size_t)w < len - off);
-		off += (size_t)w;
+		assert(off + nl + 2 + 20 < len);
+		if (i)
+			buf[off++] = ';';
+		if (!dist[i].ce)
+			buf[off++] = '!';
+		memcpy(buf + off, name, nl);
+		off += nl;
+		buf[off++] = '=';
+		do {
+			digits[nd++] = (char)('0' + w % 10);
+			w /= 10;
+		} while (w);
+		while (nd)
+			buf[off++] = digits[--nd];
 	}
+	buf[off] = '\0';
 	*out = buf;
 	return RM_OK;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "agg_stitch.h"
+#include "col_enc.h"
 #include "rametr.h"
 #include "rm_err.h"
 #include "banned.h"
@@ -143,57 +144,18 @@ static void agg_part_in(struct rm_part *d, const Rametr__SegmentPart *p)
 	d->blocked_ns = p->blocked_ns;
 }
 
-static Rametr__Tuple *agg_tuple_out(Rametr__Tuple *t, const struct rm_tuple *k)
-{
-	size_t alen = k->family == RM_AF_INET ? 4 : k->family == RM_AF_INET6 ? 16 : 0;
-
-	rametr__tuple__init(t);
-	if (!k->cookie && !k->family && !k->lport && !k->rport)
-		return NULL;
-	t->cookie = k->cookie;
-	t->family = k->family;
-	t->lport = k->lport;
-	t->rport = k->rport;
-	if (alen) {
-		t->laddr = (ProtobufCBinaryData){ alen, (uint8_t *)k->laddr };
-		t->raddr = (ProtobufCBinaryData){ alen, (uint8_t *)k->raddr };
-	}
-	return t;
-}
-
-/* The canonical encoding of part k (known fields only) into buf. 0 if it does not fit. */
+/*
+ * The canonical encoding of part k (known fields only) into buf: the bytes
+ * protobuf-c packs (col_enc.h), written directly. 0 if it does not fit.
+ */
 static size_t agg_part_pack(const struct rm_part *k, uint8_t *buf, size_t len)
 {
-	Rametr__SegmentPart p;
-	Rametr__Tuple in, out;
+	size_t n = col_enc_part_size(k);
 
-	rametr__segment_part__init(&p);
-	p.seg_id = k->seg_id;
-	p.win = k->win;
-	p.pid = k->pid;
-	p.tid = k->tid;
-	p.start_ns = k->start_ns;
-	p.end_ns = k->end_ns;
-	p.cpu_ns = k->cpu_ns;
-	p.runq_ns = k->runq_ns;
-	p.rx_bytes = k->rx_bytes;
-	p.tx_bytes = k->tx_bytes;
-	p.disk_read = k->disk_read;
-	p.disk_write = k->disk_write;
-	p.flags = k->flags;
-	p.in = agg_tuple_out(&in, &k->in);
-	p.out = agg_tuple_out(&out, &k->out);
-	p.in_seq_start = k->in_seq_start;
-	p.in_seq_end = k->in_seq_end;
-	p.out_seq_start = k->out_seq_start;
-	p.out_seq_end = k->out_seq_end;
-	p.parent_seg = k->parent_seg;
-	p.domid = k->domid;
-	p.vcpu = k->vcpu;
-	p.blocked_ns = k->blocked_ns;
-	if (rametr__segment_part__get_packed_size(&p) > len)
+	if (n > len)
 		return 0;
-	return rametr__segment_part__pack(&p, buf);
+	col_enc_part_put(buf, k);
+	return n;
 }
 
 /* ---- the engine's results ---- */

@@ -39,6 +39,7 @@ struct col_bpf {
 	struct rm_wintot *last;      /* [ncpu_possible][RM_WIN_SLOTS] last values reported */
 	struct rm_wintot *vals;      /* lookup buffer: one slot for every possible CPU */
 	uint64_t cap_ts;             /* capacity reported up to this monotonic time */
+	uint64_t report_ts;          /* last window report by col_bpf_poll (monotonic ns) */
 	const struct col_sink *sink; /* during a poll */
 	int sink_err;
 	int detached;
@@ -261,6 +262,7 @@ static int col_bpf_report(struct col_bpf *b, const struct col_sink *sink)
 
 int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 {
+	uint64_t now;
 	int err;
 
 	b->sink = sink;
@@ -275,6 +277,10 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 	b->sink = NULL;
 	if (b->sink_err)
 		return b->sink_err;
+	now = col_mono_ns();
+	if (now - b->report_ts < COL_BPF_REPORT_MS * 1000000ull)
+		return RM_OK;
+	b->report_ts = now;
 	return col_bpf_report(b, sink);
 }
 

@@ -43,9 +43,12 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg);
 
 /*
  * Waits up to timeout_ms for parts, hands every part in the ring to
- * sink->part, then every window-total delta to sink->window. Returns RM_OK or
- * the first sink error (the remaining data stays for the next call).
+ * sink->part, then every window-total delta to sink->window (the deltas at
+ * most every COL_BPF_REPORT_MS: reading the per-CPU totals is one syscall per
+ * slot; col_bpf_finish() always reports). Returns RM_OK or the first sink
+ * error (the remaining data stays for the next call).
  */
+#define COL_BPF_REPORT_MS 100
 int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms);
 
 /*

@@ -1,9 +1,16 @@
 # col_sender.cmake - the collector's sender (library col_sender, prefix
 # col_sender_). Included from collector/CMakeLists.txt.
+# col_enc: the Batch / SegmentPart encoder, also linked by the aggregator
+add_library(col_enc STATIC ${CMAKE_CURRENT_LIST_DIR}/col_enc.c)
+target_include_directories(col_enc PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(col_enc PUBLIC rm_proto)
 add_library(col_sender STATIC ${CMAKE_CURRENT_LIST_DIR}/col_sender.c)
 target_include_directories(col_sender PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${NNG_INCLUDE})
-target_link_libraries(col_sender PUBLIC rm_proto ${NNG_LIB} Threads::Threads)
+target_link_libraries(col_sender PUBLIC col_enc rm_proto ${NNG_LIB} Threads::Threads)
 
 if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/col_sender_test.c)
   rm_test(col_sender LIBS col_sender TIMEOUT 180)
+endif()
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/col_enc_test.c)
+  rm_test(col_enc LIBS col_enc)
 endif()

@@ -55,6 +55,7 @@
  * none for AF_UNIX; a tuple of another family is sent as family 0 (cookie
  * and ports kept); an all-zero tuple is left out (SegmentPart.in/out absent).
  * col_window -> WindowTotals: every field of t, capacity_ns, idle_ns.
+ * The bytes are written by col_enc.h (what protobuf-c would pack).
  */
 #ifndef COL_SENDER_H
 #define COL_SENDER_H
@@ -63,6 +64,7 @@
 #include <stdint.h>
 
 #include "col_backend.h"
+#include "col_enc.h"
 #include "rm_wire.h"
 
 #define COL_SENDER_MEM_LIMIT_DEFAULT (8u << 20)
@@ -121,6 +123,14 @@ int col_sender_open(struct col_sender **out, const struct col_sender_cfg *cfg);
  */
 int col_sender_submit(struct col_sender *s, const struct rm_part *parts, size_t nparts,
 		      const struct col_window *wins, size_t nwins);
+
+/*
+ * As col_sender_submit(), with parts already checked and encoded by
+ * col_enc_parts_add() (the collector encodes each part as it leaves the
+ * ring). ps is only read. RM_EINVAL also if ps is NULL.
+ */
+int col_sender_submit_enc(struct col_sender *s, const struct col_enc_parts *ps,
+			  const struct col_window *wins, size_t nwins);
 
 /*
  * Waits until every batch queued so far (spool included) has been acked or

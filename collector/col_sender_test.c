@@ -672,6 +672,48 @@ static void test_reopen(void)
 	tsrv_release(&t);
 }
 
+/* CRC-32 (IEEE, reflected, as zlib's crc32), bit by bit: the reference. */
+static uint32_t ref_crc32(const uint8_t *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+	int k;
+
+	while (n--) {
+		c ^= *p++;
+		for (k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+	}
+	return c ^ 0xffffffffu;
+}
+
+/* Every record of a spool file carries the reference CRC of its bytes; returns the records. */
+static int spool_check_crcs(const char *path)
+{
+	static uint8_t buf[1 << 20];
+	FILE *f = fopen(path, "rb");
+	size_t n, off = 16;
+	int records = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	CU_ASSERT_FATAL(n >= 16 && n < sizeof(buf));
+	CU_ASSERT_EQUAL(ref_crc32((const uint8_t *)"123456789", 9), 0xcbf43926u);
+	while (off + 8 <= n) {
+		uint32_t len = (uint32_t)buf[off] | (uint32_t)buf[off + 1] << 8 |
+			       (uint32_t)buf[off + 2] << 16 | (uint32_t)buf[off + 3] << 24;
+		uint32_t crc = (uint32_t)buf[off + 4] | (uint32_t)buf[off + 5] << 8 |
+			       (uint32_t)buf[off + 6] << 16 | (uint32_t)buf[off + 7] << 24;
+
+		CU_ASSERT_FATAL(off + 8 + len <= n);
+		CU_ASSERT_EQUAL(crc, ref_crc32(buf + off + 8, len));
+		off += 8 + len;
+		records++;
+	}
+	CU_ASSERT_EQUAL(off, n);
+	return records;
+}
+
 static void test_corrupt_spool(void)
 {
 	struct col_sender_cfg cfg;
@@ -691,6 +733,8 @@ static void test_corrupt_spool(void)
 	col_sender_close(a);
 	size = file_size(cfg.spool_path);
 	CU_ASSERT_FATAL(size > 100);
+	/* the checksums are CRC-32 as zlib computes it */
+	CU_ASSERT_EQUAL(spool_check_crcs(cfg.spool_path), 5);
 	/* crash in the middle of writing a sixth record: a torn tail */
 	fd = open(cfg.spool_path, O_WRONLY | O_APPEND);
 	CU_ASSERT_FATAL(fd >= 0);

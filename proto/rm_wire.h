@@ -71,7 +71,18 @@ int rm_wire_decode(const void *buf, size_t len, Rametr__Envelope **out, char *er
 int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint64_t *seq,
 		       char *err, size_t errlen);
 
-/* Frees an envelope returned by rm_wire_decode(); NULL-tolerant. */
+/*
+ * Tests only: with on != 0, rm_wire_decode() decodes every message with
+ * protobuf-c, never with its own fast path for batches (which must give the
+ * same envelopes). Process-wide.
+ */
+void rm_wire_set_slow(int on);
+
+/*
+ * Frees an envelope returned by rm_wire_decode() and everything in it, all
+ * at once (its parts live in one arena: never free or keep a part of it
+ * separately). NULL-tolerant.
+ */
 void rm_wire_free(Rametr__Envelope *env);
 
 /*

@@ -27,7 +27,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rv;
 
 	(void)rm_wire_peek_seq(data, size, &seq); /* any input: must not crash */
-	rv = rm_wire_decode_seq(data, size, &env, &seq, err, sizeof(err));
+	{
+		/* protobuf-c's verdict, to compare with the fast path for batches */
+		Rametr__Envelope *slow = NULL;
+		uint8_t *es = NULL;
+		size_t ls = 0;
+		char serr[256];
+		int srv;
+
+		rm_wire_set_slow(1);
+		srv = rm_wire_decode(data, size, &slow, serr, sizeof(serr));
+		rm_wire_set_slow(0);
+		rv = rm_wire_decode_seq(data, size, &env, &seq, err, sizeof(err));
+		if (rv != srv || strcmp(err, serr) != 0)
+			abort();
+		if (rv == RM_OK) {
+			if (rm_wire_encode(env, &b1, &l1) != RM_OK || rm_wire_encode(slow, &es, &ls) != RM_OK ||
+			    l1 != ls || memcmp(b1, es, l1) != 0)
+				abort();
+			free(b1);
+			b1 = NULL;
+		}
+		free(es);
+		rm_wire_free(slow);
+	}
 	if (rv != RM_OK) {
 		if (env || !err[0] || (rv != RM_EPROTO && rv != RM_EVERSION))
 			abort();

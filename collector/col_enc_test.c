@@ -1,0 +1,459 @@
+/*
+ * col_enc_test.c - tests of the collector's Batch encoder against
+ * protobuf-c: random batches (zero and huge values, every tuple family,
+ * absent tuples, unprintable and full-length comms, negative clock offsets,
+ * acked commands) are encoded by col_enc_batch() and, converted to protobuf-c
+ * structures field by field as col_sender.h describes, by rm_wire_encode();
+ * the bytes must be identical and decode with rm_wire_decode(). Then the
+ * inputs the encoder must refuse, with rm_wire_check()'s reasons.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "col_enc.h"
+#include "rm_wire.h"
+#include "rm_test.h"
+#include "banned.h"
+
+/* ---- the reference: protobuf-c structures, as col_sender.h describes ---- */
+
+struct ref_part {
+	Rametr__SegmentPart p;
+	Rametr__Tuple in, out;
+	char comm[RM_COMM_LEN];
+};
+
+static Rametr__Tuple *ref_tuple(Rametr__Tuple *t, const struct rm_tuple *k)
+{
+	rametr__tuple__init(t);
+	if (!k->cookie && !k->family && !k->lport && !k->rport)
+		return NULL;
+	t->cookie = k->cookie;
+	t->lport = k->lport;
+	t->rport = k->rport;
+	if (k->family == RM_AF_INET || k->family == RM_AF_INET6) {
+		size_t n = k->family == RM_AF_INET ? 4 : 16;
+
+		t->family = k->family;
+		t->laddr = (ProtobufCBinaryData){ n, (uint8_t *)k->laddr };
+		t->raddr = (ProtobufCBinaryData){ n, (uint8_t *)k->raddr };
+	} else {
+		t->family = k->family == RM_AF_UNIX ? RM_AF_UNIX : 0;
+	}
+	return t;
+}
+
+static void ref_part(struct ref_part *d, const struct rm_part *k)
+{
+	const uint8_t *c = (const uint8_t *)k->comm;
+	Rametr__SegmentPart *p = &d->p;
+	size_t i;
+
+	rametr__segment_part__init(p);
+	for (i = 0; i < RM_COMM_LEN - 1 && c[i]; i++)
+		d->comm[i] = c[i] >= 0x20 && c[i] < 0x7f ? (char)c[i] : '?';
+	d->comm[i] = '\0';
+	p->seg_id = k->seg_id;
+	p->win = k->win;
+	p->pid = k->pid;
+	p->tid = k->tid;
+	p->comm = d->comm;
+	p->start_ns = k->start_ns;
+	p->end_ns = k->end_ns;
+	p->cpu_ns = k->cpu_ns;
+	p->runq_ns = k->runq_ns;
+	p->rx_bytes = k->rx_bytes;
+	p->tx_bytes = k->tx_bytes;
+	p->disk_read = k->disk_read;
+	p->disk_write = k->disk_write;
+	p->flags = k->flags;
+	p->in = ref_tuple(&d->in, &k->in);
+	p->out = ref_tuple(&d->out, &k->out);
+	p->in_seq_start = k->in_seq_start;
+	p->in_seq_end = k->in_seq_end;
+	p->out_seq_start = k->out_seq_start;
+	p->out_seq_end = k->out_seq_end;
+	p->parent_seg = k->parent_seg;
+	p->domid = k->domid;
+	p->vcpu = k->vcpu;
+	p->blocked_ns = k->blocked_ns;
+}
+
+static void ref_win(Rametr__WindowTotals *w, const struct col_window *k)
+{
+	rametr__window_totals__init(w);
+	w->win = k->t.win;
+	w->busy_ns = k->t.busy_ns;
+	w->unseg_cpu_ns = k->t.unseg_cpu_ns;
+	w->rx_bytes = k->t.rx_bytes;
+	w->tx_bytes = k->t.tx_bytes;
+	w->disk_read = k->t.disk_read;
+	w->disk_write = k->t.disk_write;
+	w->unseg_rx = k->t.unseg_rx;
+	w->unseg_tx = k->t.unseg_tx;
+	w->unseg_disk_read = k->t.unseg_disk_read;
+	w->unseg_disk_write = k->t.unseg_disk_write;
+	w->lost_ns = k->t.lost_ns;
+	w->dropped_parts = k->t.dropped_parts;
+	w->dropped_cpu_ns = k->t.dropped_cpu_ns;
+	w->dropped_rx = k->t.dropped_rx;
+	w->dropped_tx = k->t.dropped_tx;
+	w->dropped_disk_read = k->t.dropped_disk_read;
+	w->dropped_disk_write = k->t.dropped_disk_write;
+	w->capacity_ns = k->capacity_ns;
+	w->idle_ns = k->idle_ns;
+}
+
+static int ref_encode(const struct col_enc_hdr *h, const struct rm_part *parts, size_t nparts,
+		      const struct col_window *wins, size_t nwins, const uint64_t *acks,
+		      size_t nacks, uint8_t **buf, size_t *len)
+{
+	Rametr__Envelope env = RAMETR__ENVELOPE__INIT;
+	Rametr__Batch b = RAMETR__BATCH__INIT;
+	struct ref_part *pp = calloc(nparts + 1, sizeof(*pp));
+	Rametr__SegmentPart **ppp = calloc(nparts + 1, sizeof(*ppp));
+	Rametr__WindowTotals *ww = calloc(nwins + 1, sizeof(*ww)), **www = calloc(nwins + 1, sizeof(*www));
+	size_t i;
+	int rv;
+
+	if (!pp || !ppp || !ww || !www)
+		abort();
+	for (i = 0; i < nparts; i++) {
+		ref_part(&pp[i], &parts[i]);
+		ppp[i] = &pp[i].p;
+	}
+	for (i = 0; i < nwins; i++) {
+		ref_win(&ww[i], &wins[i]);
+		www[i] = &ww[i];
+	}
+	b.node = (char *)h->node;
+	b.backend = (char *)h->backend;
+	b.instance = h->instance;
+	b.seq = h->seq;
+	b.window_ns = h->window_ns;
+	b.clock_offset_ns = h->clock_offset_ns;
+	b.n_parts = nparts;
+	b.parts = ppp;
+	b.n_windows = nwins;
+	b.windows = www;
+	b.n_acked_commands = nacks;
+	b.acked_commands = (uint64_t *)acks;
+	env.version = RM_PROTO_VERSION;
+	env.body_case = RAMETR__ENVELOPE__BODY_BATCH;
+	env.batch = &b;
+	rv = rm_wire_encode(&env, buf, len);
+	free(pp);
+	free(ppp);
+	free(ww);
+	free(www);
+	return rv;
+}
+
+/* ---- random input ---- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* 0 often, small values, values at varint boundaries, huge values */
+static uint64_t rval(uint64_t max)
+{
+	static const uint64_t edge[] = { 0, 1, 127, 128, 16383, 16384, 1ull << 32, UINT64_MAX };
+	uint64_t v;
+
+	switch (rnd() % 4) {
+	case 0:
+		v = 0;
+		break;
+	case 1:
+		v = rnd() % 300;
+		break;
+	case 2:
+		v = edge[rnd() % (sizeof(edge) / sizeof(edge[0]))];
+		break;
+	default:
+		v = rnd() >> (rnd() % 64);
+		break;
+	}
+	return max && v > max ? v % (max + 1) : v;
+}
+
+static void rtuple(struct rm_tuple *t)
+{
+	static const uint32_t fam[] = { 0, RM_AF_UNIX, RM_AF_INET, RM_AF_INET6, 16, 44 };
+	size_t i;
+
+	memset(t, 0, sizeof(*t));
+	if (rnd() % 4 == 0)
+		return; /* absent */
+	t->cookie = rval(0);
+	t->family = fam[rnd() % 6];
+	t->lport = (uint32_t)rval(65535);
+	t->rport = (uint32_t)rval(65535);
+	for (i = 0; i < 4; i++) {
+		t->laddr[i] = (uint32_t)rval(UINT32_MAX);
+		t->raddr[i] = (uint32_t)rval(UINT32_MAX);
+	}
+}
+
+static void rpart(struct rm_part *p)
+{
+	uint8_t *c = (uint8_t *)p->comm;
+	size_t i, n;
+
+	memset(p, 0, sizeof(*p));
+	p->seg_id = rval(0);
+	p->win = rval(0) | 1;
+	p->pid = (uint32_t)rval(UINT32_MAX);
+	p->tid = (uint32_t)rval(UINT32_MAX);
+	p->start_ns = rval(0);
+	p->end_ns = rval(0);
+	p->cpu_ns = rval(RM_WIRE_ABSURD_NS);
+	p->runq_ns = rval(RM_WIRE_ABSURD_NS);
+	p->rx_bytes = rval(0);
+	p->tx_bytes = rval(0);
+	p->disk_read = rval(0);
+	p->disk_write = rval(0);
+	p->flags = (uint32_t)rval(UINT32_MAX);
+	rtuple(&p->in);
+	rtuple(&p->out);
+	p->in_seq_start = rval(0);
+	p->in_seq_end = rval(0);
+	p->out_seq_start = rval(0);
+	p->out_seq_end = rval(0);
+	p->parent_seg = rval(0);
+	p->domid = (uint32_t)rval(UINT32_MAX);
+	p->vcpu = (uint32_t)rval(UINT32_MAX);
+	p->blocked_ns = rval(0);
+	n = rnd() % (RM_COMM_LEN + 1); /* 16: no NUL in the record at all */
+	for (i = 0; i < n; i++)
+		c[i] = (uint8_t)(rnd() % 5 == 0 ? rnd() % 256 : 'a' + rnd() % 26);
+	for (; i < RM_COMM_LEN; i++)
+		c[i] = 0;
+	if (n && c[0] == 0)
+		c[0] = 'x';
+}
+
+static void rwin(struct col_window *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->t.win = rval(0) | 1;
+	w->t.busy_ns = rval(0);
+	w->t.unseg_cpu_ns = rval(0);
+	w->t.rx_bytes = rval(0);
+	w->t.tx_bytes = rval(0);
+	w->t.disk_read = rval(0);
+	w->t.disk_write = rval(0);
+	w->t.unseg_rx = rval(0);
+	w->t.unseg_tx = rval(0);
+	w->t.unseg_disk_read = rval(0);
+	w->t.unseg_disk_write = rval(0);
+	w->t.lost_ns = rval(0);
+	w->t.dropped_parts = rval(0);
+	w->t.dropped_cpu_ns = rval(0);
+	w->t.dropped_rx = rval(0);
+	w->t.dropped_tx = rval(0);
+	w->t.dropped_disk_read = rval(0);
+	w->t.dropped_disk_write = rval(0);
+	w->capacity_ns = rval(0);
+	w->idle_ns = rval(0);
+}
+
+/* ---- cases ---- */
+
+static void test_identical(void)
+{
+	static const int64_t offs[] = { 0, 1, -1, 1700000000000000000ll, INT64_MIN };
+	struct col_enc e = { 0 };
+	struct rm_part parts[64];
+	struct col_window wins[4];
+	uint64_t acks[5];
+	int round, mismatches = 0;
+
+	for (round = 0; round < 2000; round++) {
+		struct col_enc_hdr h = {
+			.node = round % 3 ? "node-a" : "n",
+			.backend = round % 2 ? "ebpf" : "replay",
+			.instance = rval(0) | 1,
+			.seq = rval(0) | 1,
+			.window_ns = rval(0) | 1,
+			.clock_offset_ns = offs[round % 5],
+		};
+		size_t np = (size_t)(rnd() % 65), nw = (size_t)(rnd() % 5), na = (size_t)(rnd() % 6);
+		uint8_t *a = NULL, *b = NULL;
+		size_t alen = 0, blen = 0, i;
+		Rametr__Envelope *env = NULL;
+		char err[256];
+
+		for (i = 0; i < np; i++)
+			rpart(&parts[i]);
+		for (i = 0; i < nw; i++)
+			rwin(&wins[i]);
+		for (i = 0; i < na; i++)
+			acks[i] = rval(0) | 1;
+		CU_ASSERT_EQUAL_FATAL(col_enc_batch(&e, &h, parts, np, wins, nw, acks, na, &a, &alen,
+						    err, sizeof(err)),
+				      RM_OK);
+		CU_ASSERT_EQUAL_FATAL(ref_encode(&h, parts, np, wins, nw, acks, na, &b, &blen), RM_OK);
+		if (alen != blen || memcmp(a, b, alen) != 0) {
+			if (mismatches++ == 0)
+				fprintf(stderr, "round %d: %zu parts, %zu bytes vs protobuf-c's %zu\n",
+					round, np, alen, blen);
+		}
+		/* and the aggregator takes it */
+		CU_ASSERT_EQUAL(rm_wire_decode(a, alen, &env, err, sizeof(err)), RM_OK);
+		if (env) {
+			CU_ASSERT_EQUAL(env->batch->n_parts, np);
+			CU_ASSERT_EQUAL(env->batch->n_windows, nw);
+			CU_ASSERT_EQUAL(env->batch->n_acked_commands, na);
+		}
+		rm_wire_free(env);
+		free(a);
+		free(b);
+	}
+	CU_ASSERT_EQUAL(mismatches, 0);
+	col_enc_free(&e);
+}
+
+static void expect_refused(const struct rm_part *p, size_t np, const struct col_window *w,
+			   size_t nw, const char *why)
+{
+	struct col_enc e = { 0 };
+	struct col_enc_hdr h = { "node-a", "ebpf", 1, 1, 1000000000, 0 };
+	uint8_t *buf = (uint8_t *)1;
+	size_t len = 1;
+	char err[256];
+
+	CU_ASSERT_EQUAL(col_enc_batch(&e, &h, p, np, w, nw, NULL, 0, &buf, &len, err, sizeof(err)),
+			RM_EINVAL);
+	CU_ASSERT_PTR_NULL(buf);
+	CU_ASSERT_EQUAL(len, 0);
+	if (!strstr(err, why)) {
+		fprintf(stderr, "error '%s' does not say '%s'\n", err, why);
+		CU_FAIL("wrong reason");
+	}
+	col_enc_free(&e);
+}
+
+static void test_refused(void)
+{
+	struct rm_part p[3];
+	struct col_window w[2];
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		memset(&p[i], 0, sizeof(p[i]));
+		p[i].win = 7;
+		p[i].in.family = RM_AF_INET;
+		p[i].in.lport = 80;
+	}
+	memset(w, 0, sizeof(w));
+	w[0].t.win = w[1].t.win = 7;
+
+	p[2].win = 0;
+	expect_refused(p, 3, NULL, 0, "part 2: win 0");
+	p[2].win = 7;
+	p[1].cpu_ns = RM_WIRE_ABSURD_NS + 1;
+	expect_refused(p, 3, NULL, 0, "part 1: absurd cpu_ns 1000000000000001");
+	p[1].cpu_ns = 0;
+	p[1].runq_ns = UINT64_MAX;
+	expect_refused(p, 3, NULL, 0, "part 1: absurd runq_ns");
+	p[1].runq_ns = 0;
+	p[0].in.rport = 65536;
+	expect_refused(p, 3, NULL, 0, "part 0: in tuple has port 65536 out of range");
+	p[0].in.rport = 0;
+	p[2].out.lport = 70000;
+	expect_refused(p, 3, NULL, 0, "part 2: out tuple has port 70000 out of range");
+	p[2].out.lport = 0;
+	w[1].t.win = 0;
+	expect_refused(p, 3, w, 2, "window totals 1: win 0");
+	w[1].t.win = 7;
+	/* bad arguments */
+	expect_refused(NULL, 1, NULL, 0, "invalid arguments");
+	/* and the same input is fine once repaired */
+	{
+		struct col_enc e = { 0 };
+		struct col_enc_hdr h = { "node-a", "ebpf", 1, 1, 1000000000, 0 };
+		uint8_t *buf = NULL;
+		size_t len = 0;
+		char err[256];
+
+		CU_ASSERT_EQUAL(col_enc_batch(&e, &h, p, 3, w, 2, NULL, 0, &buf, &len, err, sizeof(err)),
+				RM_OK);
+		CU_ASSERT(len > 0);
+		free(buf);
+		col_enc_free(&e);
+	}
+}
+
+/* Too many parts for RM_WIRE_MAX_MSG: refused as too large, not truncated. */
+static void test_too_large(void)
+{
+	size_t n = RM_WIRE_MAX_MSG / 100, i;
+	struct rm_part *p = calloc(n, sizeof(*p));
+	struct col_enc e = { 0 };
+	struct col_enc_hdr h = { "node-a", "ebpf", 1, 1, 1000000000, 0 };
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	char err[256];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	for (i = 0; i < n; i++) {
+		p[i].win = UINT64_MAX;
+		p[i].seg_id = p[i].start_ns = p[i].end_ns = UINT64_MAX >> 14;
+		p[i].cpu_ns = RM_WIRE_ABSURD_NS;
+		p[i].in.family = RM_AF_INET6;
+		p[i].in.cookie = UINT64_MAX;
+		p[i].out = p[i].in;
+	}
+	CU_ASSERT_EQUAL(col_enc_batch(&e, &h, p, n, NULL, 0, NULL, 0, &buf, &len, err, sizeof(err)),
+			RM_EINVAL);
+	CU_ASSERT_PTR_NULL(buf);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "submit fewer at a time"));
+	col_enc_free(&e);
+	free(p);
+}
+
+/* One part alone (the aggregator's held-part blob): protobuf-c's pack of the same part. */
+static void test_part_alone(void)
+{
+	uint8_t a[512], b[512];
+	int round, mismatches = 0;
+
+	for (round = 0; round < 5000; round++) {
+		struct rm_part k;
+		struct ref_part r;
+		size_t na, nb;
+
+		rpart(&k);
+		if (round % 2)
+			memset(k.comm, 0, sizeof(k.comm)); /* as the aggregator holds them */
+		ref_part(&r, &k);
+		na = col_enc_part_size(&k);
+		nb = rametr__segment_part__get_packed_size(&r.p);
+		CU_ASSERT_FATAL(na <= sizeof(a) && nb <= sizeof(b));
+		CU_ASSERT_EQUAL(col_enc_part_put(a, &k) - a, (ptrdiff_t)na);
+		rametr__segment_part__pack(&r.p, b);
+		if (na != nb || memcmp(a, b, na) != 0)
+			mismatches++;
+	}
+	CU_ASSERT_EQUAL(mismatches, 0);
+}
+
+static CU_TestInfo cases[] = {
+	{ "bytes identical to protobuf-c's on random batches", test_identical },
+	{ "one part alone is encoded as protobuf-c packs it", test_part_alone },
+	{ "parts and windows breaking the wire rules are refused", test_refused },
+	{ "a batch over the message limit is refused", test_too_large },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("col_enc", cases)
