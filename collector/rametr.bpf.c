@@ -5,7 +5,8 @@
  * Hooks only what loads on a locked-down kernel and costs nothing on
  * unrelated syscalls (../shared/KERNEL.md): tp_btf sock_send_length /
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
- * sched_switch / sched_wakeup(_new) (on-CPU time, run-queue wait),
+ * sched_switch (on-CPU time, and run-queue wait from the scheduler's own
+ * sched_info: no wake-up hooks),
  * sched_process_fork / exit (thread lineage) and block_rq_issue (disk).
  * Segments are cut by segmenter.h, the same code the replay backend runs in
  * user space; per-thread state lives in task storage, and one record per
@@ -130,6 +131,7 @@ struct rm_env {
 	__u64 offset_ns;
 	__u32 cpu;
 	__u32 follow_replies;
+	__u64 win_lo, win_hi, win_cur; /* rm_win's last answer, within one hook */
 };
 
 #define RM_INLINE static __always_inline
@@ -181,22 +183,52 @@ RM_INLINE struct rm_wintot *rm_env_wintot(struct rm_env *e, __u64 win)
  * runqueue (at every schedule, wake-up and tick): 0 without paravirtual
  * steal accounting, and nothing is taken off.
  */
-RM_INLINE __u64 rm_env_steal(struct rm_env *e)
+RM_INLINE struct rq *rm_cur_rq(void)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct cfs_rq *cfs = cur->se.cfs_rq; /* direct (probe-mem) loads: no helper calls */
-	struct rq *rq;
 
-	if (!cfs)
-		return 0;
-	rq = cfs->rq;
+	return cfs ? cfs->rq : NULL;
+}
+
+RM_INLINE __u64 rm_env_steal(struct rm_env *e)
+{
+	struct rq *rq = rm_cur_rq();
+
 	return rq ? rq->prev_steal_time_rq : 0;
+}
+
+/*
+ * The run-queue wait of p so far (ns), from the scheduler's own sched_info
+ * (CONFIG_SCHED_INFO): the waits it completed (run_delay) plus, if it is
+ * queued on rq now (last_queued, in rq's clock), the wait still running.
+ * At sched_switch the scheduler has not yet folded next's current wait into
+ * run_delay (sched_info_switch runs after the tracepoint), rq->clock was
+ * just updated. This replaces sched_wakeup / sched_wakeup_new hooks (~120
+ * ns per wake-up, each with a clock read): the time a thread waits is read
+ * when it gets the CPU. 0 without sched_info.
+ */
+RM_INLINE __u64 rm_run_delay(struct task_struct *p, struct rq *rq)
+{
+	__u64 d, q, now;
+
+	if (!bpf_core_field_exists(p->sched_info))
+		return 0;
+	d = p->sched_info.run_delay;
+	q = p->sched_info.last_queued;
+	if (q && rq) {
+		now = rq->clock;
+		if (now > q)
+			d += now - q;
+	}
+	return d;
 }
 
 RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struct rm_counts *c)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP, avail;
 	struct rm_part *out;
+	struct rm_cpu *cpu;
 
 	if (RM_STOP_AT(RM_STAGE_NOEMIT))
 		return 0;
@@ -211,17 +243,22 @@ RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struc
 	out->disk_read = c->disk_read;
 	out->disk_write = c->disk_write;
 	/*
-	 * Wake the consumer when this record's reservation carried the unread
-	 * data across a multiple of wakeup_bytes (a power of 2): a wake-up is
-	 * irq work (a self-IPI, a VM exit here) that cost 1-2 us per record
-	 * when every record above the threshold asked for one. A crossing
-	 * missed because another CPU reserved in between is retried at the
-	 * next multiple, and the consumer's timed poll (col_bpf_poll) drains
-	 * whatever is there anyway.
+	 * Wake the consumer when the unread data crossed a multiple of
+	 * wakeup_bytes (a power of 2) within the last RM_QUERY_EVERY records
+	 * of this CPU: a wake-up is irq work (a self-IPI, a VM exit here) that
+	 * cost 1-2 us per record when every record above the threshold asked
+	 * for one, and the query itself is a helper call (~20 ns), made only
+	 * every RM_QUERY_EVERY records (a non-atomic count: a nested hook at
+	 * worst shifts the sampling). A crossing missed because other CPUs
+	 * reserved in between is retried at the next multiple, and the
+	 * consumer's timed poll (col_bpf_poll) drains whatever is there anyway.
 	 */
-	avail = bpf_ringbuf_query(&parts, BPF_RB_AVAIL_DATA);
-	if (avail >= wakeup_bytes && (avail & (wakeup_bytes - 1)) < sizeof(*out) + 8)
-		flags = BPF_RB_FORCE_WAKEUP;
+	cpu = rm_env_cpu(e);
+	if (cpu && (++cpu->emitted & (RM_QUERY_EVERY - 1)) == 0) {
+		avail = bpf_ringbuf_query(&parts, BPF_RB_AVAIL_DATA);
+		if (avail >= wakeup_bytes && (avail & (wakeup_bytes - 1)) < RM_QUERY_EVERY * (sizeof(*out) + 8))
+			flags = BPF_RB_FORCE_WAKEUP;
+	}
 	bpf_ringbuf_submit(out, flags);
 	return 0;
 }
@@ -249,6 +286,7 @@ RM_INLINE void rm_env_init(struct rm_env *e)
 	e->offset_ns = offset_ns;
 	e->cpu = bpf_get_smp_processor_id();
 	e->follow_replies = follow_replies;
+	e->win_lo = e->win_hi = e->win_cur = 0;
 }
 
 /*
@@ -347,7 +385,12 @@ RM_INLINE int rm_unix_range(struct sock *sk, const struct rm_tuple *tp, __u64 by
  */
 RM_INLINE int rm_tuple_get(struct sock *sk, const struct rm_task *t, int is_tcp, struct rm_tuple *tp)
 {
-	__u64 cookie = bpf_get_socket_cookie(sk);
+	/* the cookie the helper returns, read directly (~25 ns of helper call
+	 * saved per socket hook); the helper only for a socket without one yet */
+	__u64 cookie = sk->__sk_common.skc_cookie.counter;
+
+	if (!cookie)
+		cookie = bpf_get_socket_cookie(sk);
 
 	if (t && is_tcp && cookie) {
 		if (t->cur.in.cookie == cookie) {
@@ -412,6 +455,8 @@ RM_INLINE struct rm_task *rm_task_create(struct task_struct *task)
 		return NULL;
 	if (rm_excluded(task))
 		t->excluded = 1;
+	/* run-queue wait from now on (the thread is running, or not queued yet) */
+	t->run_delay = rm_run_delay(task, NULL);
 	/* the thread's name as its state is created: one copy per thread, not
 	 * one per segment (a thread that renames itself later keeps this one) */
 	bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), task->comm);
@@ -479,7 +524,7 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		if (in)
 			rm_inb_update(in, has_seq, start, ret);
 	}
-	pid_tgid = bpf_get_current_pid_tgid();
+	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + (int)pid_tgid; /* keep the reads */
 	rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
@@ -528,7 +573,7 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	/* whatever the mode: the cut inside rm_on_send may begin a chain */
 	if (srv)
 		inb = bpf_sk_storage_get(&inbs, sk, 0, 0);
-	pid_tgid = bpf_get_current_pid_tgid();
+	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + has_seq;
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
@@ -541,6 +586,7 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	struct rm_task *pt = NULL, *nt = NULL;
 	struct rm_env e;
+	__u64 now, wait = 0;
 	int prev_idle;
 
 	if (RM_STOP_AT(RM_STAGE_HOOKS))
@@ -553,25 +599,21 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (next->pid && rm_ours(next))
 		nt = bpf_task_storage_get(&tasks, next, 0, 0);
 	pt = rm_or_nostate(pt);
+	if (nt) {
+		__u64 rd = rm_run_delay(next, rm_cur_rq());
+
+		wait = rd > nt->run_delay ? rd - nt->run_delay : 0;
+		nt->run_delay = rd;
+	}
 	nt = rm_or_nostate(nt);
 	if (!pt || !nt || RM_STOP_AT(RM_STAGE_STATE))
 		return 0;
+	now = bpf_ktime_get_ns();
+	/* next's wait since it was last seen, as the wake-up time rm_on_switch takes */
+	nt->wake_ns = wait && wait < now ? now - wait : 0;
 	/* TASK_INTERRUPTIBLE (1): waiting for an event, not for disk I/O */
 	rm_on_switch(&e, pt, prev_idle, preempt || (prev_state & 0xff) == 0, !preempt && (prev_state & 0xff) == 1,
-		     nt, bpf_ktime_get_ns());
-	return 0;
-}
-
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
-{
-	struct rm_task *t;
-
-	if (RM_STOP_AT(RM_STAGE_HOOKS))
-		return 0;
-	t = bpf_task_storage_get(&tasks, p, 0, 0);
-	if (t && !RM_STOP_AT(RM_STAGE_STATE))
-		rm_on_wakeup(t, bpf_ktime_get_ns());
+		     nt, now);
 	return 0;
 }
 
@@ -621,19 +663,6 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	w->waking = 0;
 	if (inherited)
 		bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), p->comm);
-	return 0;
-}
-
-SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(rm_sched_wakeup_new, struct task_struct *p)
-{
-	struct rm_task *t;
-
-	if (RM_STOP_AT(RM_STAGE_HOOKS))
-		return 0;
-	t = bpf_task_storage_get(&tasks, p, 0, 0);
-	if (t && !RM_STOP_AT(RM_STAGE_STATE))
-		rm_on_wakeup(t, bpf_ktime_get_ns());
 	return 0;
 }
 

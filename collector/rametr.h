@@ -19,6 +19,7 @@
 #define RM_WIN_SLOTS 16       /* per-CPU window totals kept in the kernel */
 #define RM_MAX_SPLIT 4        /* windows one CPU slice is split across; older time is 'lost' */
 #define RM_COMM_LEN 16
+#define RM_QUERY_EVERY 8     /* the kernel reads the ring's fill once per this many records of a CPU */
 
 /* Thread modes. */
 #define RM_MODE_NONE 0   /* not in a segment: CPU and I/O are unsegmented */
@@ -123,6 +124,7 @@ struct rm_task {
 	__u64 chain;      /* open continuation chain (follow-replies), 0 if none */
 	__u32 excluded;   /* a Rametr process (or one the loader excluded): never segmented */
 	__u32 pad;
+	__u64 run_delay;  /* kernel: the thread's run-queue wait (sched_info) already seen, ns */
 	struct rm_part cur;
 };
 
@@ -155,7 +157,7 @@ struct rm_cpu {
 	__u64 last_ns;    /* 0 until the first event on this CPU */
 	__u64 next_seg;   /* per-CPU segment counter */
 	__u32 cur_tid;    /* thread on this CPU since last_ns (0 = idle or unknown) */
-	__u32 pad;
+	__u32 emitted;    /* records this CPU emitted (wrapping): the ring's fill is read every RM_QUERY_EVERY */
 	__u64 last_steal; /* the CPU's stolen-time count at the last cut; 0 = not read yet */
 };
 

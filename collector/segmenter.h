@@ -30,7 +30,8 @@
  * The includer defines, before including this header:
  *   RM_INLINE                    inline qualifier
  *   struct rm_env                with members window_ns, offset_ns (__u64), cpu and
- *                                   follow_replies (__u32)
+ *                                   follow_replies (__u32), and win_lo, win_hi,
+ *                                   win_cur (__u64), zeroed when the settings are set
  *   rm_env_cpu(e)                -> struct rm_cpu *  (per-CPU state of e->cpu; may be NULL)
  *   rm_env_wintot(e, win)        -> struct rm_wintot * (slot of e->cpu for win,
  *                                   zeroed and claimed if it held an older window;
@@ -61,9 +62,23 @@
  * whatever a nested hook adds after the read stays for the next emit. */
 #define RM_TAKE(p) (*(volatile __u64 *)(p) ? __sync_lock_test_and_set((p), 0) : 0)
 
-RM_INLINE __u64 rm_win(const struct rm_env *e, __u64 ts)
+/*
+ * The window of time ts. The last answer is kept in e ([win_lo, win_hi) is
+ * window win_cur; zeroed: empty): a hook asks for the window of its slice
+ * and of now several times, and a 64-bit division costs tens of cycles.
+ */
+RM_INLINE __u64 rm_win(struct rm_env *e, __u64 ts)
 {
-	return (ts + e->offset_ns) / e->window_ns;
+	__u64 w, lo;
+
+	if (ts >= e->win_lo && ts < e->win_hi)
+		return e->win_cur;
+	w = (ts + e->offset_ns) / e->window_ns;
+	lo = w * e->window_ns;
+	e->win_cur = w;
+	e->win_lo = lo >= e->offset_ns ? lo - e->offset_ns : 0;
+	e->win_hi = lo + e->window_ns - e->offset_ns;
+	return w;
 }
 
 RM_INLINE __u64 rm_win_start(const struct rm_env *e, __u64 w)
