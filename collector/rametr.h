@@ -6,7 +6,8 @@
  * vmlinux.h) and by user space (with <linux/types.h>).
  *
  * The kernel side emits one struct rm_part per (thread, segment, window) into
- * a ring buffer, and keeps per-CPU window totals (struct rm_wintot) in a ring
+ * a ring buffer - a ring record holds 1 to RM_BATCH parts back to back, the
+ * parts a CPU emitted in a row - and keeps per-CPU window totals (struct rm_wintot) in a ring
  * of RM_WIN_SLOTS slots indexed by window % RM_WIN_SLOTS that user space polls.
  */
 #ifndef RM_RAMETR_H
@@ -20,6 +21,8 @@
 #define RM_MAX_SPLIT 4        /* windows one CPU slice is split across; older time is 'lost' */
 #define RM_COMM_LEN 16
 #define RM_QUERY_EVERY 8     /* the kernel reads the ring's fill once per this many records of a CPU */
+#define RM_BATCH 8           /* parts per ring record at most (a power of 2) */
+#define RM_BATCH_NS 20000000ULL /* a CPU's batch is written out when it switches with a part this old */
 
 /* Thread modes. */
 #define RM_MODE_NONE 0   /* not in a segment: CPU and I/O are unsegmented */

@@ -37,7 +37,9 @@
  *                                   zeroed and claimed if it held an older window;
  *                                   NULL if it already holds a newer one)
  *   rm_env_emit(e, part, counts) emit a copy of *part whose six counters are
- *                                   *counts; returns 0, or negative if dropped
+ *                                   *counts; returns 0, or negative if dropped (an
+ *                                   emitter that drops later, e.g. a batch, calls
+ *                                   rm_drop_part itself and returns 0)
  *   rm_env_steal(e)              -> __u64, the time stolen from e->cpu by the
  *                                   hypervisor since boot (ns), 0 if unknown
  * and includes rametr.h.
@@ -86,6 +88,31 @@ RM_INLINE __u64 rm_win_start(const struct rm_env *e, __u64 w)
 	return w * e->window_ns - e->offset_ns;
 }
 
+/*
+ * A part of window win holding counters *c was dropped (the ring was full):
+ * its CPU becomes 'lost' in its window, its bytes unsegmented, so the
+ * identity holds; the dropped_* counters say how much of those the drop
+ * caused (reason 'dropped' at the aggregator).
+ */
+RM_INLINE void rm_drop_part(struct rm_env *e, __u64 win, const struct rm_counts *c)
+{
+	struct rm_wintot *w = rm_env_wintot(e, win);
+
+	if (!w)
+		return;
+	RM_ADD(&w->dropped_parts, 1);
+	RM_ADD(&w->lost_ns, c->cpu_ns);
+	RM_ADD(&w->unseg_rx, c->rx_bytes);
+	RM_ADD(&w->unseg_tx, c->tx_bytes);
+	RM_ADD(&w->unseg_disk_read, c->disk_read);
+	RM_ADD(&w->unseg_disk_write, c->disk_write);
+	RM_ADD(&w->dropped_cpu_ns, c->cpu_ns);
+	RM_ADD(&w->dropped_rx, c->rx_bytes);
+	RM_ADD(&w->dropped_tx, c->tx_bytes);
+	RM_ADD(&w->dropped_disk_read, c->disk_read);
+	RM_ADD(&w->dropped_disk_write, c->disk_write);
+}
+
 /* Emit t->cur if it holds anything (taking its counters), then clear its one-shot flags. */
 RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 {
@@ -102,27 +129,8 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 		c.disk_write = RM_TAKE(&p->disk_write);
 		if ((p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
 			t->chain_st |= RM_CHAIN_OUT; /* the chain's anchor must be emitted too */
-		if (rm_env_emit(e, p, &c) < 0) {
-			/* The ring is full: the part's CPU becomes 'lost' in its
-			 * window, its bytes unsegmented, so the identity holds;
-			 * the dropped_* counters say how much of those the drop
-			 * caused (reason 'dropped' at the aggregator). */
-			struct rm_wintot *w = rm_env_wintot(e, p->win);
-
-			if (w) {
-				RM_ADD(&w->dropped_parts, 1);
-				RM_ADD(&w->lost_ns, c.cpu_ns);
-				RM_ADD(&w->unseg_rx, c.rx_bytes);
-				RM_ADD(&w->unseg_tx, c.tx_bytes);
-				RM_ADD(&w->unseg_disk_read, c.disk_read);
-				RM_ADD(&w->unseg_disk_write, c.disk_write);
-				RM_ADD(&w->dropped_cpu_ns, c.cpu_ns);
-				RM_ADD(&w->dropped_rx, c.rx_bytes);
-				RM_ADD(&w->dropped_tx, c.tx_bytes);
-				RM_ADD(&w->dropped_disk_read, c.disk_read);
-				RM_ADD(&w->dropped_disk_write, c.disk_write);
-			}
-		}
+		if (rm_env_emit(e, p, &c) < 0)
+			rm_drop_part(e, p->win, &c);
 	}
 	p->flags &= (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_ASSOC | RM_PF_SEQ_SUSPECT | RM_PF_CONT | RM_PF_ANCHOR);
 }
