@@ -425,7 +425,8 @@ RM_INLINE __u64 rm_take_steal(struct rm_env *e, struct rm_cpu *c)
 {
 	__u64 now_st = rm_env_steal(e), old;
 
-	if (!now_st)
+	/* nothing stolen since the last cut (the common case): no locked exchange */
+	if (!now_st || now_st == *(volatile __u64 *)&c->last_steal)
 		return 0;
 	old = __sync_lock_test_and_set(&c->last_steal, now_st);
 	return old && now_st > old ? now_st - old : 0;
