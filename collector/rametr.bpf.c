@@ -722,13 +722,23 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		pt = bpf_task_storage_get(&tasks, prev, 0, 0);
 	if (next->pid && rm_ours(next))
 		nt = bpf_task_storage_get(&tasks, next, 0, 0);
-	pt = rm_or_nostate(pt);
-	if (nt) {
+	/*
+	 * Run-queue wait: a thread waits only while switched out, so its wait
+	 * is what its run_delay grew by since it was switched out (nothing is
+	 * pending while it runs). Only threads that leave and come back in a
+	 * charged part (SEG, CONT) are read: most come back in none (a server
+	 * woken in its recv), and reading sched_info, a cache line the
+	 * scheduler has not touched yet at the tracepoint, costs ~25 ns. A
+	 * thread that enters a segment while switched out (wake-up chains)
+	 * has its mark set then, a new thread at its state's creation.
+	 */
+	if (nt && (nt->mode == RM_MODE_SEG || nt->mode == RM_MODE_CONT)) {
 		__u64 rd = rm_run_delay(next, rm_cur_rq());
 
 		wait = rd > nt->run_delay ? rd - nt->run_delay : 0;
 		nt->run_delay = rd;
 	}
+	pt = rm_or_nostate(pt);
 	nt = rm_or_nostate(nt);
 	if (!pt || !nt || RM_STOP_AT(RM_STAGE_STATE))
 		return 0;
@@ -738,6 +748,9 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	/* TASK_INTERRUPTIBLE (1): waiting for an event, not for disk I/O */
 	rm_on_switch(&e, pt, prev_idle, preempt || (prev_state & 0xff) == 0, !preempt && (prev_state & 0xff) == 1,
 		     nt, now);
+	/* (rm_on_switch may have turned prev's associated part into a continuation) */
+	if (pt->mode == RM_MODE_SEG || pt->mode == RM_MODE_CONT)
+		pt->run_delay = rm_run_delay(prev, NULL);
 	/* parts do not wait in an idle CPU's batch */
 	rm_batch_age(&e, now, next->pid == 0);
 	return 0;
@@ -787,8 +800,10 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	w->waking = 1;
 	inherited = rm_on_wake_inherit(&e, w, t, bpf_ktime_get_ns(), p->tgid, p->pid);
 	w->waking = 0;
-	if (inherited)
+	if (inherited) {
 		bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), p->comm);
+		t->run_delay = rm_run_delay(p, NULL); /* not queued yet: its wait starts now */
+	}
 	return 0;
 }
 
