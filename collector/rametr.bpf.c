@@ -9,8 +9,9 @@
  * sched_info: no wake-up hooks),
  * sched_process_fork / exit (thread lineage) and block_rq_issue (disk).
  * Segments are cut by segmenter.h, the same code the replay backend runs in
- * user space; per-thread state lives in task storage, and one record per
- * (thread, segment, window) goes to the ring buffer, not one per syscall.
+ * user space; per-thread state lives in task storage, and one part per
+ * (thread, segment, window) goes to the ring buffer, not one per syscall,
+ * in per-CPU batches of up to RM_BATCH parts per ring record.
  * Per-window totals live in a per-CPU array that user space polls.
  */
 #include "vmlinux.h"
