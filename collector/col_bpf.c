@@ -61,19 +61,24 @@ static uint64_t col_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+/* A ring record: 1 to RM_BATCH parts back to back (rametr.h). */
 static int col_bpf_on_part(void *ctx, void *data, size_t len)
 {
 	struct col_bpf *b = ctx;
+	const struct rm_part *p = data;
+	size_t i, n = len / sizeof(struct rm_part);
 	int rv;
 
-	if (len < sizeof(struct rm_part)) {
-		rm_log_warn("ignoring short ring record (%zu bytes)", len);
+	if (n == 0 || n > RM_BATCH || len % sizeof(struct rm_part) != 0) {
+		rm_log_warn("ignoring ring record of %zu bytes: not 1 to %d parts", len, RM_BATCH);
 		return 0;
 	}
-	b->stats.parts++;
-	/* Never fail the callback: libbpf has already consumed the record. */
-	if (b->sink && !b->sink_err && (rv = b->sink->part(b->sink->arg, data)) != 0)
-		b->sink_err = rv;
+	for (i = 0; i < n; i++) {
+		b->stats.parts++;
+		/* Never fail the callback: libbpf has already consumed the record. */
+		if (b->sink && !b->sink_err && (rv = b->sink->part(b->sink->arg, &p[i])) != 0)
+			b->sink_err = rv;
+	}
 	return 0;
 }
 

@@ -222,6 +222,7 @@ static uint64_t seg_sum(uint64_t seg_id, pid_t tid, int field)
 		case 1: s += parts[i].rx_bytes; break;
 		case 2: s += parts[i].tx_bytes; break;
 		case 3: s += parts[i].disk_write; break;
+		case 4: s += parts[i].runq_ns; break;
 		}
 	}
 	return s;
@@ -1275,6 +1276,125 @@ static void test_exclusion(void)
 	check_identity();
 }
 
+/*
+ * Run-queue wait. The kernel side reads it from the scheduler's sched_info
+ * when a thread gets the CPU (no wake-up hooks); the thread's own
+ * /proc/thread-self/schedstat (run_delay, the same counter as the kernel
+ * keeps it) read around its segment's work is the reference.
+ */
+struct rq_srv {
+	int lfd;
+	volatile int stop;
+	pid_t tid;
+	uint64_t rd0, rd1; /* schedstat run_delay after the recv, before the send */
+};
+
+static void pin_cpu0(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static uint64_t run_delay_ns(void)
+{
+	unsigned long long on = 0, wait = 0;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &on, &wait) != 2)
+		wait = 0;
+	fclose(f);
+	return wait;
+}
+
+static void *rq_spinner(void *arg)
+{
+	struct rq_srv *x = arg;
+
+	pin_cpu0();
+	while (!x->stop)
+		burn_ms(1);
+	return NULL;
+}
+
+static void *rq_server(void *arg)
+{
+	struct rq_srv *x = arg;
+	char buf[64];
+	int fd;
+
+	pin_cpu0();
+	x->tid = (pid_t)syscall(SYS_gettid);
+	fd = accept(x->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	if (recv(fd, buf, 10, MSG_WAITALL) == 10) {
+		x->rd0 = run_delay_ns();
+		burn_ms(40); /* sharing CPU 0 with the spinner: waits about as long */
+		x->rd1 = run_delay_ns();
+		memset(buf, 'r', 10);
+		if (send(fd, buf, 10, 0) != 10)
+			x->rd1 = 0;
+	}
+	close(fd);
+	return NULL;
+}
+
+static void test_runq(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	struct rq_srv x = { 0 };
+	const struct rm_part *end;
+	struct col_bpf *b = NULL;
+	pthread_t srv, spin;
+	char buf[64];
+	uint64_t runq, ref;
+	int cfd, rv, i;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = open_or_skip(&b)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	x.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CU_ASSERT_FATAL(listen(x.lfd, 1) == 0);
+	CU_ASSERT_FATAL(getsockname(x.lfd, (struct sockaddr *)&a, &alen) == 0);
+	pthread_create(&spin, NULL, rq_spinner, &x);
+	pthread_create(&srv, NULL, rq_server, &x);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	memset(buf, 'q', 10);
+	CU_ASSERT_FATAL(send(cfd, buf, 10, 0) == 10);
+	CU_ASSERT(recv(cfd, buf, 10, MSG_WAITALL) == 10);
+	pthread_join(srv, NULL);
+	x.stop = 1;
+	pthread_join(spin, NULL);
+	close(cfd);
+	close(x.lfd);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT_EQUAL(col_bpf_finish(b, &sink), RM_OK);
+	col_bpf_close(b);
+	end = find_part(x.tid, RM_PF_END);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+	CU_ASSERT_FATAL(x.rd1 > x.rd0);
+	runq = seg_sum(end->seg_id, x.tid, 4);
+	ref = x.rd1 - x.rd0;
+	fprintf(stderr, "segment runq %.3f ms, schedstat run_delay %.3f ms\n", runq / 1e6, ref / 1e6);
+	/* it waited: the spinner holds CPU 0 about half the time */
+	CU_ASSERT(ref >= 10000000ULL);
+	/* the same waits, give or take what lies outside the reads (the last
+	 * wait before the send, the first after the recv) */
+	CU_ASSERT(runq + 5000000ULL >= ref);
+	CU_ASSERT(runq <= ref + ref / 5 + 5000000ULL);
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
@@ -1289,6 +1409,7 @@ static CU_TestInfo cases[] = {
 	{ "a unix stream socket's bytes carry both ends and their positions", test_unix_pairing },
 	{ "rametr processes and excluded pids never appear in parts", test_exclusion },
 	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },
+	{ "a segment's run-queue wait is the scheduler's own (sched_info)", test_runq },
 	CU_TEST_INFO_NULL,
 };
 

@@ -26,6 +26,7 @@ struct rm_env {
 	__u64 offset_ns;
 	__u32 cpu;
 	__u32 follow_replies;
+	__u64 win_lo, win_hi, win_cur; /* rm_win's last answer */
 	struct col_replay_run *run;
 };
 
@@ -661,6 +662,7 @@ static int col_replay_reader(struct col_replay_run *run, struct col_events *r, u
 	run->st.hdr = run->hdr;
 	run->env.window_ns = run->hdr.window_ns;
 	run->env.offset_ns = run->hdr.offset_ns;
+	run->env.win_lo = run->env.win_hi = run->env.win_cur = 0;
 	run->env.run = run;
 	run->env.follow_replies = run->follow_replies;
 	if ((rv = col_replay_load(run, r, &ev, &n)) != RM_OK)

@@ -5,11 +5,13 @@
  * Hooks only what loads on a locked-down kernel and costs nothing on
  * unrelated syscalls (../shared/KERNEL.md): tp_btf sock_send_length /
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
- * sched_switch / sched_wakeup(_new) (on-CPU time, run-queue wait),
+ * sched_switch (on-CPU time, and run-queue wait from the scheduler's own
+ * sched_info: no wake-up hooks),
  * sched_process_fork / exit (thread lineage) and block_rq_issue (disk).
  * Segments are cut by segmenter.h, the same code the replay backend runs in
- * user space; per-thread state lives in task storage, and one record per
- * (thread, segment, window) goes to the ring buffer, not one per syscall.
+ * user space; per-thread state lives in task storage, and one part per
+ * (thread, segment, window) goes to the ring buffer, not one per syscall,
+ * in per-CPU batches of up to RM_BATCH parts per ring record.
  * Per-window totals live in a per-CPU array that user space polls.
  */
 #include "vmlinux.h"
@@ -81,6 +83,33 @@ struct {
 } cpus SEC(".maps");
 
 /*
+ * Per-CPU batch of parts: a ring reservation and commit cost ~100 ns a
+ * record here (a spinlock with interrupts off, an atomic commit, a helper
+ * call each), so a CPU collects up to RM_BATCH parts and writes them as one
+ * ring record. busy: a hook of this CPU is filling or writing it; a hook
+ * that finds it busy (an interrupt's, or one that preempted the filler)
+ * writes its part to the ring directly. The batch is written out when
+ * full, when its CPU switches to idle or with a part older than
+ * RM_BATCH_NS, and by the sweep at shutdown: parts reach user space a
+ * little later, never out of their window's accounting (user space sums
+ * windows over all records, whenever they come; a thread's open part is
+ * held far longer).
+ */
+struct rm_batch {
+	__u32 busy;
+	__u32 n;                    /* parts held */
+	__u64 t0;                   /* end_ns of the first part held */
+	struct rm_part p[RM_BATCH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rm_batch);
+} batches SEC(".maps");
+
+/*
  * Stand-in state for threads that have none (mode NONE, so everything they
  * do is unsegmented). Passing it instead of NULL keeps the verifier happy
  * where clang hoists address computations above a NULL check.
@@ -130,6 +159,9 @@ struct rm_env {
 	__u64 offset_ns;
 	__u32 cpu;
 	__u32 follow_replies;
+	__u64 win_lo, win_hi, win_cur; /* rm_win's last answer, within one hook */
+	__u32 batch;                   /* parts go through this CPU's batch */
+	__u32 pad;
 };
 
 #define RM_INLINE static __always_inline
@@ -181,28 +213,118 @@ RM_INLINE struct rm_wintot *rm_env_wintot(struct rm_env *e, __u64 win)
  * runqueue (at every schedule, wake-up and tick): 0 without paravirtual
  * steal accounting, and nothing is taken off.
  */
-RM_INLINE __u64 rm_env_steal(struct rm_env *e)
+RM_INLINE struct rq *rm_cur_rq(void)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct cfs_rq *cfs = cur->se.cfs_rq; /* direct (probe-mem) loads: no helper calls */
-	struct rq *rq;
 
-	if (!cfs)
-		return 0;
-	rq = cfs->rq;
+	return cfs ? cfs->rq : NULL;
+}
+
+RM_INLINE __u64 rm_env_steal(struct rm_env *e)
+{
+	struct rq *rq = rm_cur_rq();
+
 	return rq ? rq->prev_steal_time_rq : 0;
 }
 
-RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struct rm_counts *c)
+/*
+ * The run-queue wait of p so far (ns), from the scheduler's own sched_info
+ * (CONFIG_SCHED_INFO): the waits it completed (run_delay) plus, if it is
+ * queued on rq now (last_queued, in rq's clock), the wait still running.
+ * At sched_switch the scheduler has not yet folded next's current wait into
+ * run_delay (sched_info_switch runs after the tracepoint), rq->clock was
+ * just updated. This replaces sched_wakeup / sched_wakeup_new hooks (~120
+ * ns per wake-up, each with a clock read): the time a thread waits is read
+ * when it gets the CPU. 0 without sched_info.
+ */
+RM_INLINE __u64 rm_run_delay(struct task_struct *p, struct rq *rq)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP, avail;
-	struct rm_part *out;
+	__u64 d, q, now;
 
-	if (RM_STOP_AT(RM_STAGE_NOEMIT))
+	if (!bpf_core_field_exists(p->sched_info))
 		return 0;
-	out = bpf_ringbuf_reserve(&parts, sizeof(*out), 0);
-	if (!out)
-		return -1;
+	d = p->sched_info.run_delay;
+	q = p->sched_info.last_queued;
+	if (q && rq) {
+		now = rq->clock;
+		if (now > q)
+			d += now - q;
+	}
+	return d;
+}
+
+RM_INLINE void rm_drop_part(struct rm_env *e, __u64 win, const struct rm_counts *c);
+
+/*
+ * Wake the consumer when the unread data crosses a multiple of wakeup_bytes
+ * (a power of 2) with the len bytes about to be written: a wake-up is irq
+ * work (a self-IPI, a VM exit here) that cost 1-2 us per record when every
+ * record above the threshold asked for one. A crossing missed because
+ * another CPU wrote in between is retried at the next multiple, and the
+ * consumer's timed poll (col_bpf_poll) drains whatever is there anyway.
+ */
+RM_INLINE __u64 rm_ring_flags(__u64 len)
+{
+	__u64 avail = bpf_ringbuf_query(&parts, BPF_RB_AVAIL_DATA);
+
+	if (avail + len >= wakeup_bytes && (avail & (wakeup_bytes - 1)) + len >= wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+struct rm_drop_ctx {
+	struct rm_env *e;
+	struct rm_batch *b;
+};
+
+/* bpf_loop body: account part i of a batch the ring had no room for. */
+static long rm_drop_one(__u64 i, void *arg)
+{
+	struct rm_drop_ctx *x = arg;
+	struct rm_part *p;
+	struct rm_counts c;
+
+	if (i >= RM_BATCH)
+		return 1;
+	p = &x->b->p[i];
+	c.cpu_ns = p->cpu_ns;
+	c.runq_ns = p->runq_ns;
+	c.rx_bytes = p->rx_bytes;
+	c.tx_bytes = p->tx_bytes;
+	c.disk_read = p->disk_read;
+	c.disk_write = p->disk_write;
+	rm_drop_part(x->e, p->win, &c);
+	return 0;
+}
+
+/* Write out what batch b holds as one ring record (its filler holds busy); a drop is accounted per part. */
+RM_INLINE void rm_batch_out(struct rm_env *e, struct rm_batch *b)
+{
+	struct rm_drop_ctx x = { e, b };
+	__u32 n = b->n;
+	__u64 len;
+
+	if (n == 0)
+		return;
+	if (n > RM_BATCH)
+		n = RM_BATCH;
+	len = n * sizeof(struct rm_part);
+	if (bpf_ringbuf_output(&parts, b->p, len, rm_ring_flags(len + 8)) != 0)
+		bpf_loop(n, rm_drop_one, &x, 0);
+	b->n = 0;
+}
+
+RM_INLINE struct rm_batch *rm_batch_get(void)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(&batches, &k);
+}
+
+/* Copy p with counters c into out. */
+RM_INLINE void rm_part_fill(struct rm_part *out, const struct rm_part *p, const struct rm_counts *c)
+{
 	__builtin_memcpy(out, p, sizeof(*out));
 	out->cpu_ns = c->cpu_ns;
 	out->runq_ns = c->runq_ns;
@@ -210,20 +332,59 @@ RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struc
 	out->tx_bytes = c->tx_bytes;
 	out->disk_read = c->disk_read;
 	out->disk_write = c->disk_write;
-	/*
-	 * Wake the consumer when this record's reservation carried the unread
-	 * data across a multiple of wakeup_bytes (a power of 2): a wake-up is
-	 * irq work (a self-IPI, a VM exit here) that cost 1-2 us per record
-	 * when every record above the threshold asked for one. A crossing
-	 * missed because another CPU reserved in between is retried at the
-	 * next multiple, and the consumer's timed poll (col_bpf_poll) drains
-	 * whatever is there anyway.
-	 */
-	avail = bpf_ringbuf_query(&parts, BPF_RB_AVAIL_DATA);
-	if (avail >= wakeup_bytes && (avail & (wakeup_bytes - 1)) < sizeof(*out) + 8)
-		flags = BPF_RB_FORCE_WAKEUP;
+}
+
+RM_INLINE int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struct rm_counts *c)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	struct rm_batch *b;
+	struct rm_part *out;
+	struct rm_cpu *cpu;
+
+	if (RM_STOP_AT(RM_STAGE_NOEMIT))
+		return 0;
+	if (e->batch && (b = rm_batch_get()) != NULL && !__sync_lock_test_and_set(&b->busy, 1)) {
+		__u32 n = b->n;
+
+		if (n >= RM_BATCH) {
+			rm_batch_out(e, b);
+			n = 0;
+		}
+		n &= RM_BATCH - 1;
+		rm_part_fill(&b->p[n], p, c);
+		if (n == 0)
+			b->t0 = p->end_ns;
+		b->n = n + 1;
+		if (n + 1 == RM_BATCH)
+			rm_batch_out(e, b);
+		*(volatile __u32 *)&b->busy = 0;
+		return 0;
+	}
+	/* a record of its own; the ring's fill is read once per RM_QUERY_EVERY
+	 * such records of a CPU (a helper call, ~20 ns; a non-atomic count: a
+	 * nested hook at worst shifts the sampling) */
+	out = bpf_ringbuf_reserve(&parts, sizeof(*out), 0);
+	if (!out)
+		return -1;
+	rm_part_fill(out, p, c);
+	cpu = rm_env_cpu(e);
+	if (cpu && (++cpu->emitted & (RM_QUERY_EVERY - 1)) == 0)
+		flags = rm_ring_flags(RM_QUERY_EVERY * (sizeof(*out) + 8));
 	bpf_ringbuf_submit(out, flags);
 	return 0;
+}
+
+/* Write out this CPU's batch if it holds a part older than RM_BATCH_NS at now, or if idle. */
+RM_INLINE void rm_batch_age(struct rm_env *e, __u64 now, int idle)
+{
+	struct rm_batch *b = rm_batch_get();
+
+	if (!b || !b->n || (!idle && now < b->t0 + RM_BATCH_NS))
+		return;
+	if (__sync_lock_test_and_set(&b->busy, 1))
+		return;
+	rm_batch_out(e, b);
+	*(volatile __u32 *)&b->busy = 0;
 }
 
 #include "segmenter.h"
@@ -249,6 +410,8 @@ RM_INLINE void rm_env_init(struct rm_env *e)
 	e->offset_ns = offset_ns;
 	e->cpu = bpf_get_smp_processor_id();
 	e->follow_replies = follow_replies;
+	e->win_lo = e->win_hi = e->win_cur = 0;
+	e->batch = 1;
 }
 
 /*
@@ -347,7 +510,12 @@ RM_INLINE int rm_unix_range(struct sock *sk, const struct rm_tuple *tp, __u64 by
  */
 RM_INLINE int rm_tuple_get(struct sock *sk, const struct rm_task *t, int is_tcp, struct rm_tuple *tp)
 {
-	__u64 cookie = bpf_get_socket_cookie(sk);
+	/* the cookie the helper returns, read directly (~25 ns of helper call
+	 * saved per socket hook); the helper only for a socket without one yet */
+	__u64 cookie = sk->__sk_common.skc_cookie.counter;
+
+	if (!cookie)
+		cookie = bpf_get_socket_cookie(sk);
 
 	if (t && is_tcp && cookie) {
 		if (t->cur.in.cookie == cookie) {
@@ -412,6 +580,8 @@ RM_INLINE struct rm_task *rm_task_create(struct task_struct *task)
 		return NULL;
 	if (rm_excluded(task))
 		t->excluded = 1;
+	/* run-queue wait from now on (the thread is running, or not queued yet) */
+	t->run_delay = rm_run_delay(task, NULL);
 	/* the thread's name as its state is created: one copy per thread, not
 	 * one per segment (a thread that renames itself later keeps this one) */
 	bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), task->comm);
@@ -479,7 +649,7 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		if (in)
 			rm_inb_update(in, has_seq, start, ret);
 	}
-	pid_tgid = bpf_get_current_pid_tgid();
+	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + (int)pid_tgid; /* keep the reads */
 	rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
@@ -528,7 +698,7 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	/* whatever the mode: the cut inside rm_on_send may begin a chain */
 	if (srv)
 		inb = bpf_sk_storage_get(&inbs, sk, 0, 0);
-	pid_tgid = bpf_get_current_pid_tgid();
+	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + has_seq;
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
@@ -541,6 +711,7 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	struct rm_task *pt = NULL, *nt = NULL;
 	struct rm_env e;
+	__u64 now, wait = 0;
 	int prev_idle;
 
 	if (RM_STOP_AT(RM_STAGE_HOOKS))
@@ -552,26 +723,37 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		pt = bpf_task_storage_get(&tasks, prev, 0, 0);
 	if (next->pid && rm_ours(next))
 		nt = bpf_task_storage_get(&tasks, next, 0, 0);
+	/*
+	 * Run-queue wait: a thread waits only while switched out, so its wait
+	 * is what its run_delay grew by since it was switched out (nothing is
+	 * pending while it runs). Only threads that leave and come back in a
+	 * charged part (SEG, CONT) are read: most come back in none (a server
+	 * woken in its recv), and reading sched_info, a cache line the
+	 * scheduler has not touched yet at the tracepoint, costs ~25 ns. A
+	 * thread that enters a segment while switched out (wake-up chains)
+	 * has its mark set then, a new thread at its state's creation.
+	 */
+	if (nt && (nt->mode == RM_MODE_SEG || nt->mode == RM_MODE_CONT)) {
+		__u64 rd = rm_run_delay(next, rm_cur_rq());
+
+		wait = rd > nt->run_delay ? rd - nt->run_delay : 0;
+		nt->run_delay = rd;
+	}
 	pt = rm_or_nostate(pt);
 	nt = rm_or_nostate(nt);
 	if (!pt || !nt || RM_STOP_AT(RM_STAGE_STATE))
 		return 0;
+	now = bpf_ktime_get_ns();
+	/* next's wait since it was last seen, as the wake-up time rm_on_switch takes */
+	nt->wake_ns = wait && wait < now ? now - wait : 0;
 	/* TASK_INTERRUPTIBLE (1): waiting for an event, not for disk I/O */
 	rm_on_switch(&e, pt, prev_idle, preempt || (prev_state & 0xff) == 0, !preempt && (prev_state & 0xff) == 1,
-		     nt, bpf_ktime_get_ns());
-	return 0;
-}
-
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(rm_sched_wakeup, struct task_struct *p)
-{
-	struct rm_task *t;
-
-	if (RM_STOP_AT(RM_STAGE_HOOKS))
-		return 0;
-	t = bpf_task_storage_get(&tasks, p, 0, 0);
-	if (t && !RM_STOP_AT(RM_STAGE_STATE))
-		rm_on_wakeup(t, bpf_ktime_get_ns());
+		     nt, now);
+	/* (rm_on_switch may have turned prev's associated part into a continuation) */
+	if (pt->mode == RM_MODE_SEG || pt->mode == RM_MODE_CONT)
+		pt->run_delay = rm_run_delay(prev, NULL);
+	/* parts do not wait in an idle CPU's batch */
+	rm_batch_age(&e, now, next->pid == 0);
 	return 0;
 }
 
@@ -653,21 +835,10 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	w->waking = 1;
 	inherited = rm_on_wake_inherit(&e, w, t, bpf_ktime_get_ns(), p->tgid, p->pid);
 	w->waking = 0;
-	if (inherited)
+	if (inherited) {
 		bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), p->comm);
-	return 0;
-}
-
-SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(rm_sched_wakeup_new, struct task_struct *p)
-{
-	struct rm_task *t;
-
-	if (RM_STOP_AT(RM_STAGE_HOOKS))
-		return 0;
-	t = bpf_task_storage_get(&tasks, p, 0, 0);
-	if (t && !RM_STOP_AT(RM_STAGE_STATE))
-		rm_on_wakeup(t, bpf_ktime_get_ns());
+		t->run_delay = rm_run_delay(p, NULL); /* not queued yet: its wait starts now */
+	}
 	return 0;
 }
 
@@ -723,7 +894,30 @@ int BPF_PROG(rm_block_rq_issue, struct request *rq)
 	return 0;
 }
 
-/* Run by the loader after detaching the hooks: emit what threads still hold. */
+#define RM_MAX_CPUS 1024
+
+/* bpf_loop body: write out CPU cpu's batch; stops past the last CPU. */
+static long rm_sweep_batch(__u64 cpu, void *arg)
+{
+	struct rm_env *e = arg;
+	struct rm_batch *b;
+	__u32 k = 0;
+
+	b = bpf_map_lookup_percpu_elem(&batches, &k, (__u32)cpu);
+	if (!b)
+		return 1;
+	if (b->n && !__sync_lock_test_and_set(&b->busy, 1)) {
+		rm_batch_out(e, b);
+		*(volatile __u32 *)&b->busy = 0;
+	}
+	return 0;
+}
+
+/*
+ * Run by the loader after detaching the hooks: emit what threads still hold
+ * (straight to the ring), then, at the end of the walk, what every CPU's
+ * batch holds.
+ */
 SEC("iter/task")
 int rm_sweep_tasks(struct bpf_iter__task *ctx)
 {
@@ -731,12 +925,15 @@ int rm_sweep_tasks(struct bpf_iter__task *ctx)
 	struct rm_task *t;
 	struct rm_env e;
 
-	if (!task)
+	rm_env_init(&e);
+	e.batch = 0;
+	if (!task) {
+		bpf_loop(RM_MAX_CPUS, rm_sweep_batch, &e, 0);
 		return 0;
+	}
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
 	if (!t)
 		return 0;
-	rm_env_init(&e);
 	rm_sweep(&e, t);
 	return 0;
 }

@@ -6,7 +6,8 @@
  * vmlinux.h) and by user space (with <linux/types.h>).
  *
  * The kernel side emits one struct rm_part per (thread, segment, window) into
- * a ring buffer, and keeps per-CPU window totals (struct rm_wintot) in a ring
+ * a ring buffer - a ring record holds 1 to RM_BATCH parts back to back, the
+ * parts a CPU emitted in a row - and keeps per-CPU window totals (struct rm_wintot) in a ring
  * of RM_WIN_SLOTS slots indexed by window % RM_WIN_SLOTS that user space polls.
  */
 #ifndef RM_RAMETR_H
@@ -19,6 +20,9 @@
 #define RM_WIN_SLOTS 16       /* per-CPU window totals kept in the kernel */
 #define RM_MAX_SPLIT 4        /* windows one CPU slice is split across; older time is 'lost' */
 #define RM_COMM_LEN 16
+#define RM_QUERY_EVERY 8     /* the kernel reads the ring's fill once per this many records of a CPU */
+#define RM_BATCH 8           /* parts per ring record at most (a power of 2) */
+#define RM_BATCH_NS 20000000ULL /* a CPU's batch is written out when it switches with a part this old */
 
 /* Thread modes. */
 #define RM_MODE_NONE 0   /* not in a segment: CPU and I/O are unsegmented */
@@ -133,6 +137,7 @@ struct rm_task {
 	__u64 chain;      /* open continuation chain (follow-replies), 0 if none */
 	__u32 excluded;   /* a Rametr process (or one the loader excluded): never segmented */
 	__u32 ans_st;     /* RM_ANS_*: ans, ans_seq_* hold the request of the thread's last reply */
+	__u64 run_delay;  /* kernel: the thread's run-queue wait (sched_info) already seen, ns */
 	struct rm_tuple ans;
 	__u64 ans_seq_start, ans_seq_end;
 	struct rm_part cur;
@@ -167,7 +172,7 @@ struct rm_cpu {
 	__u64 last_ns;    /* 0 until the first event on this CPU */
 	__u64 next_seg;   /* per-CPU segment counter */
 	__u32 cur_tid;    /* thread on this CPU since last_ns (0 = idle or unknown) */
-	__u32 pad;
+	__u32 emitted;    /* records this CPU emitted (wrapping): the ring's fill is read every RM_QUERY_EVERY */
 	__u64 last_steal; /* the CPU's stolen-time count at the last cut; 0 = not read yet */
 };
 

@@ -30,13 +30,16 @@
  * The includer defines, before including this header:
  *   RM_INLINE                    inline qualifier
  *   struct rm_env                with members window_ns, offset_ns (__u64), cpu and
- *                                   follow_replies (__u32)
+ *                                   follow_replies (__u32), and win_lo, win_hi,
+ *                                   win_cur (__u64), zeroed when the settings are set
  *   rm_env_cpu(e)                -> struct rm_cpu *  (per-CPU state of e->cpu; may be NULL)
  *   rm_env_wintot(e, win)        -> struct rm_wintot * (slot of e->cpu for win,
  *                                   zeroed and claimed if it held an older window;
  *                                   NULL if it already holds a newer one)
  *   rm_env_emit(e, part, counts) emit a copy of *part whose six counters are
- *                                   *counts; returns 0, or negative if dropped
+ *                                   *counts; returns 0, or negative if dropped (an
+ *                                   emitter that drops later, e.g. a batch, calls
+ *                                   rm_drop_part itself and returns 0)
  *   rm_env_steal(e)              -> __u64, the time stolen from e->cpu by the
  *                                   hypervisor since boot (ns), 0 if unknown
  * and includes rametr.h.
@@ -61,14 +64,53 @@
  * whatever a nested hook adds after the read stays for the next emit. */
 #define RM_TAKE(p) (*(volatile __u64 *)(p) ? __sync_lock_test_and_set((p), 0) : 0)
 
-RM_INLINE __u64 rm_win(const struct rm_env *e, __u64 ts)
+/*
+ * The window of time ts. The last answer is kept in e ([win_lo, win_hi) is
+ * window win_cur; zeroed: empty): a hook asks for the window of its slice
+ * and of now several times, and a 64-bit division costs tens of cycles.
+ */
+RM_INLINE __u64 rm_win(struct rm_env *e, __u64 ts)
 {
-	return (ts + e->offset_ns) / e->window_ns;
+	__u64 w, lo;
+
+	if (ts >= e->win_lo && ts < e->win_hi)
+		return e->win_cur;
+	w = (ts + e->offset_ns) / e->window_ns;
+	lo = w * e->window_ns;
+	e->win_cur = w;
+	e->win_lo = lo >= e->offset_ns ? lo - e->offset_ns : 0;
+	e->win_hi = lo + e->window_ns - e->offset_ns;
+	return w;
 }
 
 RM_INLINE __u64 rm_win_start(const struct rm_env *e, __u64 w)
 {
 	return w * e->window_ns - e->offset_ns;
+}
+
+/*
+ * A part of window win holding counters *c was dropped (the ring was full):
+ * its CPU becomes 'lost' in its window, its bytes unsegmented, so the
+ * identity holds; the dropped_* counters say how much of those the drop
+ * caused (reason 'dropped' at the aggregator).
+ */
+RM_INLINE void rm_drop_part(struct rm_env *e, __u64 win, const struct rm_counts *c)
+{
+	struct rm_wintot *w = rm_env_wintot(e, win);
+
+	if (!w)
+		return;
+	RM_ADD(&w->dropped_parts, 1);
+	RM_ADD(&w->lost_ns, c->cpu_ns);
+	RM_ADD(&w->unseg_rx, c->rx_bytes);
+	RM_ADD(&w->unseg_tx, c->tx_bytes);
+	RM_ADD(&w->unseg_disk_read, c->disk_read);
+	RM_ADD(&w->unseg_disk_write, c->disk_write);
+	RM_ADD(&w->dropped_cpu_ns, c->cpu_ns);
+	RM_ADD(&w->dropped_rx, c->rx_bytes);
+	RM_ADD(&w->dropped_tx, c->tx_bytes);
+	RM_ADD(&w->dropped_disk_read, c->disk_read);
+	RM_ADD(&w->dropped_disk_write, c->disk_write);
 }
 
 /* Emit t->cur if it holds anything (taking its counters), then clear its one-shot flags. */
@@ -87,27 +129,8 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 		c.disk_write = RM_TAKE(&p->disk_write);
 		if ((p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
 			t->chain_st |= RM_CHAIN_OUT; /* the chain's anchor must be emitted too */
-		if (rm_env_emit(e, p, &c) < 0) {
-			/* The ring is full: the part's CPU becomes 'lost' in its
-			 * window, its bytes unsegmented, so the identity holds;
-			 * the dropped_* counters say how much of those the drop
-			 * caused (reason 'dropped' at the aggregator). */
-			struct rm_wintot *w = rm_env_wintot(e, p->win);
-
-			if (w) {
-				RM_ADD(&w->dropped_parts, 1);
-				RM_ADD(&w->lost_ns, c.cpu_ns);
-				RM_ADD(&w->unseg_rx, c.rx_bytes);
-				RM_ADD(&w->unseg_tx, c.tx_bytes);
-				RM_ADD(&w->unseg_disk_read, c.disk_read);
-				RM_ADD(&w->unseg_disk_write, c.disk_write);
-				RM_ADD(&w->dropped_cpu_ns, c.cpu_ns);
-				RM_ADD(&w->dropped_rx, c.rx_bytes);
-				RM_ADD(&w->dropped_tx, c.tx_bytes);
-				RM_ADD(&w->dropped_disk_read, c.disk_read);
-				RM_ADD(&w->dropped_disk_write, c.disk_write);
-			}
-		}
+		if (rm_env_emit(e, p, &c) < 0)
+			rm_drop_part(e, p->win, &c);
 	}
 	p->flags &= (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_ASSOC | RM_PF_SEQ_SUSPECT | RM_PF_CONT | RM_PF_ANCHOR);
 }
@@ -433,7 +456,8 @@ RM_INLINE __u64 rm_take_steal(struct rm_env *e, struct rm_cpu *c)
 {
 	__u64 now_st = rm_env_steal(e), old;
 
-	if (!now_st)
+	/* nothing stolen since the last cut (the common case): no locked exchange */
+	if (!now_st || now_st == *(volatile __u64 *)&c->last_steal)
 		return 0;
 	old = __sync_lock_test_and_set(&c->last_steal, now_st);
 	return old && now_st > old ? now_st - old : 0;

@@ -1181,6 +1181,57 @@ static void test_steal(void)
 	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
 }
 
+/*
+ * rm_win keeps its last answer (the env's win_lo/win_hi/win_cur); times
+ * going back and forth across windows, on two CPUs, with an offset larger
+ * than the first times: window w is [w * 1000 - 700, (w + 1) * 1000 - 700),
+ * w0 = [0, 300), w1 = [300, 1300), w2 = [1300, 2300), w3 = [2300, 3300).
+ * A cut at 1350 on cpu0 asks for 1350 (w2), then 250 (w0), then 1349 (w2),
+ * after cpu1 asked for w1.
+ *   cpu0: [100,250) 101 without a segment: unsegmented 150 (w0);
+ *         [250,1350) 101's segment: parts w0 50 (START, rx 10), w1 1000,
+ *         w2 50 (END, tx 20); [1350,2500) unsegmented: w2 950, w3 200
+ *   cpu1: first event at 1250 (nothing before it); [1250,1260) unsegmented
+ *         10 (w1); [1260,1400) 201's segment: parts w1 40 (START, rx 5), w2
+ *         100 (END, tx 6); [1400,2500) unsegmented: w2 900, w3 200
+ *   busy: w0 200, w1 1000 + 50 = 1050, w2 1000 + 1000 = 2000, w3 400
+ */
+static void test_window_cache(void)
+{
+	static const uint32_t tid[] = { 101, 101, 101, 201, 201 }, flags[] = { RM_PF_START, 0, RM_PF_END, RM_PF_START,
+									       RM_PF_END };
+	static const uint64_t pwin[] = { 0, 1, 2, 1, 2 }, pcpu[] = { 50, 1000, 50, 40, 100 },
+			      rx[] = { 10, 0, 0, 5, 0 }, tx[] = { 0, 0, 20, 0, 6 };
+	size_t i;
+
+	replay("rametr-events 1 window_ns=1000 offset_ns=700 ncpu=2\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "250 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "1250 1 switch prev=0 prev_state=S next=201\n"
+	       "1260 1 recv tid=201 pid=200 sock=8 bytes=5\n"
+	       "1350 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "1400 1 send tid=201 pid=200 sock=8 bytes=6\n"
+	       "2500 0 switch prev=101 prev_state=S next=0\n"
+	       "2500 1 switch prev=201 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 5);
+	for (i = 0; i < 5; i++) {
+		CU_ASSERT_EQUAL(part(i)->tid, tid[i]);
+		CU_ASSERT_EQUAL(part(i)->win, pwin[i]);
+		CU_ASSERT_EQUAL(part(i)->cpu_ns, pcpu[i]);
+		CU_ASSERT_EQUAL(part(i)->flags, flags[i]);
+		CU_ASSERT_EQUAL(part(i)->rx_bytes, rx[i]);
+		CU_ASSERT_EQUAL(part(i)->tx_bytes, tx[i]);
+	}
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 200);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 150);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 1050);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 10);
+	CU_ASSERT_EQUAL(win(2)->busy_ns, 2000);
+	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 950 + 900);
+	CU_ASSERT_EQUAL(win(3)->busy_ns, 400);
+	CU_ASSERT_EQUAL(win(3)->unseg_cpu_ns, 400);
+}
+
 static CU_TestInfo cases[] = {
 	{ "simple recv, compute, send", test_simple },
 	{ "preemption mid-segment", test_preempt },
@@ -1210,6 +1261,7 @@ static CU_TestInfo cases[] = {
 	{ "follow-replies: hand-offs between a reader and a worker, both ways", test_follow_replies_handoff },
 	{ "follow-replies: without the waker only the tail before the first block is", test_follow_replies_handoff_unknown_waker },
 	{ "time stolen by the hypervisor is in nobody's CPU", test_steal },
+	{ "windows of times back and forth across window edges, offset larger than the first times", test_window_cache },
 	CU_TEST_INFO_NULL,
 };
 
