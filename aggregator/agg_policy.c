@@ -255,13 +255,16 @@ int agg_policy_window(struct agg_policy *p, const char *server, const struct agg
 						 c->ocap == 0 ? ", overload cap released" : "");
 					continue;
 				}
-				c->o_under = share[i] * 10 < eff * 8 ? c->o_under + 1 : 0;
+				/* does not bind: kept (the seed never lowers a limit for lack of
+				 * load; the server may be slowed by other work) unless the CE
+				 * uses less than half of it for release_windows windows */
+				c->o_under = share[i] * 2 < eff ? c->o_under + 1 : 0;
 				if (c->o_under >= p->cfg.release_windows) {
 					c->ocap = 0;
 					rule[i] = rule[i] ? rule[i] : AGG_RULE_OVERLOAD;
 					snprintf(ownwhy[i], sizeof(ownwhy[i]),
 						 "server CPU %.1f%% smoothed at or below %.1f%%, share below "
-						 "80%% of the cap for %u windows (%.1f%% now): overload cap "
+						 "half the cap for %u windows (%.1f%% now): overload cap "
 						 "released", s->smooth / 10.0, p->cfg.threshold_permille / 10.0,
 						 c->o_under, share[i] / 10.0);
 				}

@@ -23,9 +23,9 @@
  *             >= 90% of it), never below min_cap. While s <= threshold, an
  *             overload cap that binds grows by ai permille (additive
  *             increase: the seed raises a limit only while requests wait on
- *             it) and is released at 1000; one that does not bind (share
- *             below 80% of it) for release_windows judged windows in a row is
- *             released.
+ *             it) and is released at 1000; one that does not bind is kept,
+ *             and released once the CE's share stays below half of it for
+ *             release_windows judged windows in a row.
  *   hold      the seed decides once per 10 s control interval, each decision
  *             on an interval the previous one governed throughout. Here
  *             windows are shorter than the loop's delay (settle, the Ack, the

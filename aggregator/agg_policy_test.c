@@ -98,12 +98,13 @@ static void test_overload_rule(void)
 		{ 790, 100, 600, 100 },  /* 8: s = 800.6, held */
 		{ 790, 100, 600, 100 },  /* 9: s = 793.2, binds (600 >= 547.2): 617.5 -> 618, held to 12 */
 		{ 790, 100, 610, 100 },  /* 10: held */
-		{ 790, 100, 400, 100 },  /* 11: held: not counted */
-		{ 600, 100, 400, 100 },  /* 12: 400 < 80% of 618 (494.4): 1 */
-		{ 600, 100, 400, 100 },  /* 13: 2 */
-		{ 600, 100, 400, 100 },  /* 14: 3: released */
+		{ 790, 100, 200, 100 },  /* 11: held: not counted */
+		{ 600, 100, 400, 100 },  /* 12: does not bind (400 < 556.2), not below half: kept */
+		{ 600, 100, 300, 100 },  /* 13: 300 < 309: 1 */
+		{ 600, 100, 300, 100 },  /* 14: 2 */
+		{ 600, 100, 300, 100 },  /* 15: 3: released */
 	};
-	static const uint32_t want[] = { 0, 0, 675, 675, 675, 608, 608, 608, 618, 618, 618, 618, 618, 0 };
+	static const uint32_t want[] = { 0, 0, 675, 675, 675, 608, 608, 608, 618, 618, 618, 618, 618, 618, 0 };
 	size_t n, i;
 
 	agg_policy_cfg_default(&cfg);
@@ -131,14 +132,14 @@ static void test_overload_rule(void)
 		} else if (i == 8) {
 			CU_ASSERT_EQUAL_FATAL(n, 1);
 			CU_ASSERT(strstr(d[0].why, "presses on the cap: +10 permille") != NULL);
-		} else if (i == 13) {
+		} else if (i == 14) {
 			CU_ASSERT_EQUAL_FATAL(n, 1);
 			CU_ASSERT(strstr(d[0].why, "for 3 windows") != NULL);
 			CU_ASSERT(strstr(d[0].why, "released") != NULL);
 		}
 	}
 	/* an old or repeated window is ignored */
-	CU_ASSERT_EQUAL(feed(p, "db1", 14, &rows[2], d, 4, &n), RM_OK);
+	CU_ASSERT_EQUAL(feed(p, "db1", 15, &rows[2], d, 4, &n), RM_OK);
 	CU_ASSERT_EQUAL(n, 0);
 	CU_ASSERT_EQUAL(feed(p, "db1", 2, &rows[2], d, 4, &n), RM_OK);
 	CU_ASSERT_EQUAL(n, 0);

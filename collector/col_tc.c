@@ -120,8 +120,8 @@ static void *col_tc_main(void *arg)
 		pthread_mutex_lock(&t->mu);
 		for (i = 1; i < THR_MAX_SLOTS; i++)
 			if (t->slot[i].used && t->slot[i].expires_unix_ns <= now) {
-				rm_log_info("admission throttle of CE '%s' (command %" PRIu64 ") expired",
-					    t->slot[i].ce, t->slot[i].id);
+				rm_log_info("admission throttle of CE '%s' (command %" PRIu64 ") expired; "
+					    "cap 0 in force at %" PRId64, t->slot[i].ce, t->slot[i].id, now);
 				col_tc_release(t, i);
 				t->st.expired++;
 			}
@@ -181,6 +181,8 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 		if (s) {
 			col_tc_release(t, si);
 			t->st.released++;
+			rm_log_info("released CE '%s', command %" PRIu64 "; cap 0 in force at %" PRId64,
+				    c->ce, c->id, col_tc_real());
 		}
 		pthread_mutex_unlock(&t->mu);
 		return RM_OK;
@@ -241,7 +243,8 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 	s->expires_unix_ns = c->expires_unix_ns;
 	pthread_mutex_unlock(&t->mu);
 	rm_log_info("admission throttling CE '%s' to %" PRIu64 " inbound bytes/s (cap %u permille), "
-		    "command %" PRIu64, c->ce, c->rx_rate_bps, c->cap_permille, c->id);
+		    "command %" PRIu64 "; cap %u in force at %" PRId64, c->ce, c->rx_rate_bps,
+		    c->cap_permille, c->id, c->cap_permille, col_tc_real());
 	return RM_OK;
 }
 

@@ -350,8 +350,8 @@ static void col_thr_expire(struct col_throttle *t)
 	pthread_mutex_lock(&t->mu);
 	for (i = 1; i < THR_MAX_SLOTS; i++) {
 		if (t->slot[i].used && t->slot[i].expires_unix_ns <= now) {
-			rm_log_info("throttle of CE '%s' (command %" PRIu64 ") expired", t->slot[i].ce,
-				    t->slot[i].id);
+			rm_log_info("throttle of CE '%s' (command %" PRIu64 ") expired; cap 0 in force "
+				    "at %" PRId64, t->slot[i].ce, t->slot[i].id, now);
 			col_thr_release(t, i);
 			t->st.expired++;
 		}
@@ -483,6 +483,8 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 		if (s) {
 			col_thr_release(t, si);
 			t->st.released++;
+			rm_log_info("released CE '%s', command %" PRIu64 "; cap 0 in force at %" PRId64,
+				    c->ce, c->id, col_thr_real());
 		}
 		pthread_mutex_unlock(&t->mu);
 		return RM_OK;
@@ -570,9 +572,11 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 	s->cap_permille = c->cap_permille;
 	s->expires_unix_ns = c->expires_unix_ns;
 	pthread_mutex_unlock(&t->mu);
+	/* "cap N in force at T" (Unix ns): scripts/fig8.sh compares each window
+	 * with the caps in force during it */
 	rm_log_info("throttling CE '%s' to %u permille of %u CPUs (quota %" PRIu64 " us per %u us), "
-		    "command %" PRIu64, c->ce, c->cap_permille, t->ncpu, quota, COL_THROTTLE_PERIOD_US,
-		    c->id);
+		    "command %" PRIu64 "; cap %u in force at %" PRId64, c->ce, c->cap_permille, t->ncpu,
+		    quota, COL_THROTTLE_PERIOD_US, c->id, c->cap_permille, col_thr_real());
 	return RM_OK;
 fail:
 	if (fresh)
