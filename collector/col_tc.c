@@ -27,7 +27,9 @@
 struct col_tc_bucket {
 	uint32_t lock;
 	uint32_t pad;
-	uint64_t rate_bps, burst, tokens, last_ns, passed, dropped;
+	uint64_t rate_bps, burst;
+	int64_t tokens;
+	uint64_t last_ns, passed, dropped;
 };
 
 struct col_tc_slot {
@@ -212,9 +214,9 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 		memset(&b, 0, sizeof(b));
 	b.lock = 0;
 	b.rate_bps = c->rx_rate_bps;
-	b.burst = c->rx_rate_bps / 10 > 2048 ? c->rx_rate_bps / 10 : 2048;
-	if (!s->used || b.tokens > b.burst)
-		b.tokens = b.burst;
+	b.burst = c->rx_rate_bps / 10 > COL_TC_BURST_MIN ? c->rx_rate_bps / 10 : COL_TC_BURST_MIN;
+	if (!s->used || b.tokens > (int64_t)b.burst)
+		b.tokens = (int64_t)b.burst;
 	if (!s->used)
 		b.last_ns = col_tc_mono();
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b, BPF_ANY);
@@ -332,6 +334,9 @@ void col_tc_close(struct col_tc *t)
 			}
 		pthread_mutex_unlock(&t->mu);
 	}
+	if (t->st.passed || t->st.dropped)
+		rm_log_info("admission throttling: %" PRIu64 " payload bytes of throttled CEs passed, %" PRIu64
+			    " dropped", t->st.passed, t->st.dropped);
 	if (t->attached) {
 		struct bpf_tc_opts o = { .sz = sizeof(o), .handle = t->opts.handle, .priority = t->opts.priority };
 

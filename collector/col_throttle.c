@@ -745,6 +745,12 @@ void col_throttle_close(struct col_throttle *t)
 		pthread_mutex_unlock(&t->mu);
 	}
 	col_thr_detach(t);
+	if (t->st.enters || t->st.moves)
+		rm_log_info("per-thread throttling: %" PRIu64 " enters, %" PRIu64 " leaves, %" PRIu64
+			    " moves (%" PRIu64 " failed), kernel event to move done %.2f ms mean, %.2f ms max",
+			    t->st.enters, t->st.leaves, t->st.moves, t->st.move_fail,
+			    t->st.moves ? (double)t->st.move_ns_sum / (double)t->st.moves / 1e6 : 0.0,
+			    (double)t->st.move_ns_max / 1e6);
 	ring_buffer__free(t->rb);
 	throttle_bpf__destroy(t->skel);
 	if (t->parent[0] && rmdir(t->parent) != 0 && errno != ENOENT)

@@ -206,7 +206,7 @@ analyse() {
 			# time-weighted cap over [ws, we); not throttled throughout: skip
 			t = ws; sum = 0; chg = 0; ok = 1
 			for (; i <= ne && et[i] < we; i++) {
-				sum += c * (et[i] - t); t = et[i]; c = ec[i]; chg = 1
+				sum += c * (et[i] - t); t = et[i]; if (ec[i] != c) chg = 1; c = ec[i]
 				if (c <= 0) ok = 0 }
 			if (!ok) next
 			sum += c * (we - t); cap = sum / wl
