@@ -39,6 +39,9 @@ struct col_tc_slot {
 	int64_t expires_unix_ns;
 	int nmatch;
 	int match_idx[COL_THROTTLE_MAX_MATCHES];
+	uint32_t cap_permille;
+	int have_stat;
+	uint64_t dropped, passed;   /* the bucket's counters at the last second's report */
 };
 
 struct col_tc {
@@ -53,6 +56,7 @@ struct col_tc {
 	struct col_tc_slot slot[THR_MAX_SLOTS];
 	int match_used[THR_MAX_MATCHES];
 	struct col_tc_stats st;
+	int64_t last_sec;     /* Unix second of the last binding report */
 };
 
 static int64_t col_tc_real(void)
@@ -127,6 +131,26 @@ static void *col_tc_main(void *arg)
 				col_tc_release(t, i);
 				t->st.expired++;
 			}
+		/* once per second: whether each bucket dropped (its cap bound) */
+		if (now / 1000000000ll != t->last_sec) {
+			for (i = 1; i < THR_MAX_SLOTS; i++) {
+				struct col_tc_slot *s = &t->slot[i];
+				struct col_tc_bucket b;
+
+				if (!s->used ||
+				    bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) != 0)
+					continue;
+				if (t->last_sec && s->have_stat && b.dropped >= s->dropped)
+					rm_log_info("CE '%s' cap %u bound %" PRIu64 " of %" PRIu64
+						    " bytes in second %" PRId64, s->ce, s->cap_permille,
+						    b.dropped - s->dropped,
+						    b.dropped - s->dropped + b.passed - s->passed, t->last_sec);
+				s->have_stat = 1;
+				s->dropped = b.dropped;
+				s->passed = b.passed;
+			}
+			t->last_sec = now / 1000000000ll;
+		}
 		pthread_mutex_unlock(&t->mu);
 		usleep(20000);
 	}
@@ -242,6 +266,7 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 	s->used = 1;
 	snprintf(s->ce, sizeof(s->ce), "%s", c->ce);
 	s->id = c->id;
+	s->cap_permille = c->cap_permille;
 	s->expires_unix_ns = c->expires_unix_ns;
 	pthread_mutex_unlock(&t->mu);
 	rm_log_info("admission throttling CE '%s' to %" PRIu64 " inbound bytes/s (cap %u permille), "
