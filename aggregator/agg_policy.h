@@ -8,7 +8,8 @@
  * Shares are permille of the server's capacity (all its CPUs over the
  * window): share = cpu_ns * 1000 / capacity_ns.
  *
- * Two rules, combined by taking the lower cap when both hold a CE:
+ * Two rules, combined by taking the lower cap when both hold a CE (and a
+ * hold on the second):
  *   cap       a configured limit (CE c on server s <= cap): when the CE's
  *             share in a window exceeds it, the CE is capped at it; released
  *             after release_windows windows in a row below 80% of the cap

@@ -808,7 +808,8 @@ void col_throttle_close(struct col_throttle *t)
 	col_thr_detach(t);
 	if (t->st.enters || t->st.moves)
 		rm_log_info("per-thread throttling: %" PRIu64 " enters, %" PRIu64 " leaves, %" PRIu64
-			    " moves (%" PRIu64 " failed), kernel event to move done %.2f ms mean, %.2f ms max",
+			    " moves (%" PRIu64 " failed: thread gone or not movable), kernel event to move "
+			    "done %.2f ms mean, %.2f ms max",
 			    t->st.enters, t->st.leaves, t->st.moves, t->st.move_fail,
 			    t->st.moves ? (double)t->st.move_ns_sum / (double)t->st.moves / 1e6 : 0.0,
 			    (double)t->st.move_ns_max / 1e6);
