@@ -560,8 +560,8 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 	p.c->max_held = AGG_CONFIG_MAX_HELD_DEFAULT;
 	p.c->throttle.threshold_permille = 850;
 	p.c->throttle.alpha = 0.7;
-	p.c->throttle.decrease = 0.5;
-	p.c->throttle.increase_permille = 20;
+	p.c->throttle.decrease = 0.9;   /* seed 002 Table 4 (agg_policy.h) */
+	p.c->throttle.increase_permille = 10;
 	p.c->throttle.min_cap_permille = 10;
 	p.c->throttle.release_windows = 3;
 	p.c->throttle.min_share_permille = 50;

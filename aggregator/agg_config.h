@@ -37,8 +37,8 @@
  *   overload = on                      ; the EWMA overload rule (default off)
  *   threshold = 85%                    ; of the smoothed server CPU
  *   alpha = 0.7                        ; EWMA weight of the newest window
- *   decrease = 0.5                     ; multiplicative decrease factor
- *   increase = 2%                      ; additive increase per window
+ *   decrease = 0.9                     ; multiplicative decrease (seed 002 adj_d)
+ *   increase = 1%                      ; additive increase per judged window
  *   min_cap = 1%
  *   min_share = 5%                     ; overload: the top consumer must hold at
  *                                      ; least this share to be throttled
@@ -122,8 +122,8 @@ struct agg_throttle_cfg {
 	int overload;
 	uint32_t threshold_permille;   /* default 850 */
 	double alpha;                  /* default 0.7 */
-	double decrease;               /* default 0.5 */
-	uint32_t increase_permille;    /* default 20 */
+	double decrease;               /* default 0.9 */
+	uint32_t increase_permille;    /* default 10 */
 	uint32_t min_cap_permille;     /* default 10 */
 	uint32_t release_windows;      /* default 3 */
 	uint32_t min_share_permille;   /* default 50 */

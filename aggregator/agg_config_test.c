@@ -266,7 +266,8 @@ static void test_throttle(void)
 	CU_ASSERT_EQUAL(c->throttle.enabled, 0);
 	CU_ASSERT_EQUAL(c->throttle.threshold_permille, 850);
 	CU_ASSERT_DOUBLE_EQUAL(c->throttle.alpha, 0.7, 1e-12);
-	CU_ASSERT_DOUBLE_EQUAL(c->throttle.decrease, 0.5, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(c->throttle.decrease, 0.9, 1e-12);
+	CU_ASSERT_EQUAL(c->throttle.increase_permille, 10);
 	CU_ASSERT_EQUAL(c->throttle.lease_ns, 10000000000ull);
 	CU_ASSERT_STRING_EQUAL(c->throttle.source, "rametr");
 	CU_ASSERT_EQUAL(c->throttle.min_share_permille, 50);

@@ -19,6 +19,9 @@ struct agg_pol_ce {
 	double ocap;            /* overload cap, permille; 0 = none */
 	unsigned cap_under, o_under;
 	uint32_t eff;           /* effective cap last reported */
+	uint64_t changed_win;   /* window whose decision changed eff */
+	uint64_t hold_until;    /* the overload rule judges the CE from this window on */
+	int awaiting;           /* wait_applied: the collector has not reported eff yet */
 };
 
 struct agg_pol_srv {
@@ -26,6 +29,7 @@ struct agg_pol_srv {
 	int seen;
 	uint64_t last_win;
 	double smooth;          /* permille */
+	uint64_t len_ns;        /* window length, 0 = unknown */
 	struct agg_pol_ce ce[AGG_POLICY_MAX_CES];
 	size_t nce;
 };
@@ -47,6 +51,7 @@ void agg_policy_cfg_default(struct agg_policy_cfg *cfg)
 	cfg->min_cap_permille = AGG_POLICY_MIN_CAP_DEFAULT;
 	cfg->release_windows = AGG_POLICY_RELEASE_WINDOWS_DEFAULT;
 	cfg->min_share_permille = AGG_POLICY_MIN_SHARE_DEFAULT;
+	cfg->hold = AGG_POLICY_HOLD_DEFAULT;
 }
 
 int agg_policy_open(struct agg_policy **out, const struct agg_policy_cfg *cfg)
@@ -60,7 +65,8 @@ int agg_policy_open(struct agg_policy **out, const struct agg_policy_cfg *cfg)
 	if (cfg->threshold_permille < 1 || cfg->threshold_permille > 1000 || !(cfg->alpha > 0) ||
 	    cfg->alpha > 1 || !(cfg->md > 0) || !(cfg->md < 1) || cfg->ai_permille < 1 ||
 	    cfg->ai_permille > 1000 || cfg->min_cap_permille < 1 || cfg->min_cap_permille > 1000 ||
-	    cfg->release_windows < 1 || cfg->min_share_permille > 1000 || (cfg->ncaps && !cfg->caps))
+	    cfg->release_windows < 1 || cfg->min_share_permille > 1000 || cfg->hold > 100 ||
+	    (cfg->ncaps && !cfg->caps))
 		return RM_EINVAL;
 	for (i = 0; i < cfg->ncaps; i++)
 		if (!cfg->caps[i].ce[0] || !cfg->caps[i].server[0] || cfg->caps[i].cap_permille < 1 ||
@@ -174,6 +180,8 @@ int agg_policy_window(struct agg_policy *p, const char *server, const struct agg
 	s->smooth = s->seen ? p->cfg.alpha * util + (1 - p->cfg.alpha) * s->smooth : util;
 	s->seen = 1;
 	s->last_win = o->win;
+	if (o->len_ns)
+		s->len_ns = o->len_ns;
 
 	/* the cap rule */
 	for (i = 0; i < s->nce; i++) {
@@ -206,11 +214,11 @@ int agg_policy_window(struct agg_policy *p, const char *server, const struct agg
 		if (s->smooth > p->cfg.threshold_permille && top >= 0 &&
 		    share[top] >= p->cfg.min_share_permille) {
 			struct agg_pol_ce *c = &s->ce[top];
-			double was = c->ocap;
-
 			double eff = agg_pol_eff(c);
 
-			if (c->ocap == 0 || share[top] * 10 >= eff * 9) {
+			/* first throttle at once; a further decrease only on a window the
+			 * current cap governed, and while it binds */
+			if (c->ocap == 0 || (o->win >= c->hold_until && share[top] * 10 >= eff * 9)) {
 				double base = c->ocap == 0 ? share[top] : eff;
 
 				c->ocap = base * p->cfg.md;
@@ -223,28 +231,42 @@ int agg_policy_window(struct agg_policy *p, const char *server, const struct agg
 					 "top consumer at %.1f%%: x%.2f of %.1f%%",
 					 s->smooth / 10.0, p->cfg.alpha, util / 10.0,
 					 p->cfg.threshold_permille / 10.0, share[top] / 10.0, p->cfg.md,
-					 (was == 0 ? share[top] : eff) / 10.0);
+					 base / 10.0);
 			}
 		} else if (s->smooth <= p->cfg.threshold_permille) {
 			for (i = 0; i < s->nce; i++) {
 				struct agg_pol_ce *c = &s->ce[i];
+				double eff = agg_pol_eff(c);
 
-				if (c->ocap == 0)
+				if (c->ocap == 0 || o->win < c->hold_until)
 					continue;
-				c->o_under = share[i] * 2 < c->ocap ? c->o_under + 1 : 0;
-				c->ocap += p->cfg.ai_permille;
-				if (rule[i] == 0)
-					rule[i] = AGG_RULE_OVERLOAD;
-				if (c->ocap >= 1000 || c->o_under >= p->cfg.release_windows) {
-					c->ocap = 0;
+				if (share[i] * 10 >= eff * 9) {
+					/* binds: requests wait on it, raise it */
+					c->o_under = 0;
+					c->ocap += p->cfg.ai_permille;
+					rule[i] = rule[i] ? rule[i] : AGG_RULE_OVERLOAD;
+					if (c->ocap >= 1000)
+						c->ocap = 0;
 					snprintf(ownwhy[i], sizeof(ownwhy[i]),
-						 "server CPU %.1f%% smoothed at or below %.1f%%: overload cap "
-						 "released", s->smooth / 10.0, p->cfg.threshold_permille / 10.0);
-				} else {
-					snprintf(ownwhy[i], sizeof(ownwhy[i]),
-						 "server CPU %.1f%% smoothed at or below %.1f%%: +%u permille",
+						 "server CPU %.1f%% smoothed at or below %.1f%%, share %.1f%% "
+						 "presses on the cap: +%u permille%s",
 						 s->smooth / 10.0, p->cfg.threshold_permille / 10.0,
-						 p->cfg.ai_permille);
+						 share[i] / 10.0, p->cfg.ai_permille,
+						 c->ocap == 0 ? ", overload cap released" : "");
+					continue;
+				}
+				/* does not bind: kept (the seed never lowers a limit for lack of
+				 * load; the server may be slowed by other work) unless the CE
+				 * uses less than half of it for release_windows windows */
+				c->o_under = share[i] * 2 < eff ? c->o_under + 1 : 0;
+				if (c->o_under >= p->cfg.release_windows) {
+					c->ocap = 0;
+					rule[i] = rule[i] ? rule[i] : AGG_RULE_OVERLOAD;
+					snprintf(ownwhy[i], sizeof(ownwhy[i]),
+						 "server CPU %.1f%% smoothed at or below %.1f%%, share below "
+						 "half the cap for %u windows (%.1f%% now): overload cap "
+						 "released", s->smooth / 10.0, p->cfg.threshold_permille / 10.0,
+						 c->o_under, share[i] / 10.0);
 				}
 			}
 		}
@@ -273,6 +295,10 @@ int agg_policy_window(struct agg_policy *p, const char *server, const struct agg
 		}
 		nd++;
 		c->eff = e;
+		c->changed_win = o->win;
+		c->o_under = 0;
+		c->awaiting = p->cfg.wait_applied && e != 0;
+		c->hold_until = o->win + 1 + (c->awaiting ? AGG_POLICY_APPLY_WAIT : p->cfg.hold);
 	}
 	*n = nd < max ? nd : max;
 	return nd > max ? RM_EFULL : RM_OK;
@@ -286,6 +312,22 @@ int agg_policy_window_seen(const struct agg_policy *p, const char *server, uint6
 		if (strcmp(p->srv[i].name, server) == 0)
 			return p->srv[i].seen && win <= p->srv[i].last_win;
 	return 0;
+}
+
+int agg_policy_applied(struct agg_policy *p, const char *server, const char *ce, uint32_t cap_permille,
+		       int64_t applied_ns)
+{
+	struct agg_pol_srv *s;
+	struct agg_pol_ce *c;
+	uint64_t first;
+
+	if (!p || !server || !ce || applied_ns < 0 || !(s = agg_pol_server(p, server, 0)) ||
+	    !(c = agg_pol_ce(s, ce, 0)) || !c->awaiting || c->eff != cap_permille || !s->len_ns)
+		return 0;
+	first = ((uint64_t)applied_ns + s->len_ns - 1) / s->len_ns;
+	c->awaiting = 0;
+	c->hold_until = first > c->changed_win ? first : c->changed_win + 1;
+	return 1;
 }
 
 uint32_t agg_policy_cap_of(const struct agg_policy *p, const char *server, const char *ce)

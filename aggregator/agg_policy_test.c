@@ -26,7 +26,7 @@ static int feed(struct agg_policy *p, const char *srv, uint64_t win, const struc
 		{ "c2", (uint64_t)r->c2 * CAPNS / 1000 },
 		{ "c3", (uint64_t)r->c3 * CAPNS / 1000 },
 	};
-	struct agg_policy_obs o = { win, CAPNS, (uint64_t)r->util * CAPNS / 1000, u, 3 };
+	struct agg_policy_obs o = { win, CAPNS, (uint64_t)r->util * CAPNS / 1000, u, 3, 1000000000ull };
 
 	return agg_policy_window(p, srv, &o, d, max, n);
 }
@@ -80,6 +80,7 @@ static void test_cap_rule(void)
 	agg_policy_close(p);
 }
 
+/* Seed 002 Table 4 defaults (x0.9, +1%), each change held for 2 windows. */
 static void test_overload_rule(void)
 {
 	struct agg_policy_cfg cfg;
@@ -89,58 +90,104 @@ static void test_overload_rule(void)
 	static const struct row rows[] = {
 		{ 500, 100, 300, 100 },  /* 1: s = 500 */
 		{ 700, 100, 500, 100 },  /* 2: s = 640 */
-		{ 950, 100, 750, 100 },  /* 3: s = 857 > 850: c2 (top, 750) capped at 375 */
-		{ 900, 100, 370, 400 },  /* 4: s = 887.1: top is c3 (400): capped at 200 */
-		{ 600, 100, 370, 200 },  /* 5: s = 686.1: +20 each: c2 395, c3 220 */
-		{ 600, 100, 390, 100 },  /* 6: s = 625.8: c2 415; c3 100 < 220/2... no, 100 < 110: under 1, 240 */
-		{ 600, 100, 400, 100 },  /* 7: c2 435; c3 under 2 (100 < 120), 260 */
-		{ 600, 100, 400, 100 },  /* 8: c2 455; c3 under 3: released */
+		{ 950, 100, 750, 100 },  /* 3: s = 857 > 850: c2 (top, 750) capped at 675, held to 6 */
+		{ 900, 100, 700, 100 },  /* 4: s = 887.1, binds, but held */
+		{ 900, 100, 680, 100 },  /* 5: s = 896.1, held */
+		{ 880, 100, 675, 100 },  /* 6: s = 884.8, binds: 607.5 -> 608, held to 9 */
+		{ 800, 100, 600, 100 },  /* 7: s = 825.4 <= 850, held */
+		{ 790, 100, 600, 100 },  /* 8: s = 800.6, held */
+		{ 790, 100, 600, 100 },  /* 9: s = 793.2, binds (600 >= 547.2): 617.5 -> 618, held to 12 */
+		{ 790, 100, 610, 100 },  /* 10: held */
+		{ 790, 100, 200, 100 },  /* 11: held: not counted */
+		{ 600, 100, 400, 100 },  /* 12: does not bind (400 < 556.2), not below half: kept */
+		{ 600, 100, 300, 100 },  /* 13: 300 < 309: 1 */
+		{ 600, 100, 300, 100 },  /* 14: 2 */
+		{ 600, 100, 300, 100 },  /* 15: 3: released */
 	};
-	size_t n;
+	static const uint32_t want[] = { 0, 0, 675, 675, 675, 608, 608, 608, 618, 618, 618, 618, 618, 618, 0 };
+	size_t n, i;
 
 	agg_policy_cfg_default(&cfg);
 	cfg.overload = 1;
+	CU_ASSERT_DOUBLE_EQUAL(cfg.md, 0.9, 1e-12);
+	CU_ASSERT_EQUAL(cfg.ai_permille, 10);
+	CU_ASSERT_EQUAL(cfg.hold, 2);
 	CU_ASSERT_EQUAL_FATAL(agg_policy_open(&p, &cfg), RM_OK);
-	CU_ASSERT_EQUAL(feed(p, "db1", 1, &rows[0], d, 4, &n), RM_OK);
-	CU_ASSERT_EQUAL(n, 0);
-	CU_ASSERT_EQUAL(feed(p, "db1", 2, &rows[1], d, 4, &n), RM_OK);
-	CU_ASSERT_EQUAL(n, 0);
-	CU_ASSERT_EQUAL(feed(p, "db1", 3, &rows[2], d, 4, &n), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(n, 1);
-	CU_ASSERT_STRING_EQUAL(d[0].ce, "c2");
-	CU_ASSERT_EQUAL(d[0].cap_permille, 375);
-	CU_ASSERT_EQUAL(d[0].rule, AGG_RULE_OVERLOAD);
-	CU_ASSERT_EQUAL(d[0].smooth_permille, 857);
-	CU_ASSERT_EQUAL(d[0].util_permille, 950);
-	CU_ASSERT_STRING_EQUAL(d[0].why, "c2 on db1: server CPU 85.7% smoothed (EWMA a=0.70, 95.0% now) "
-					 "above 85.0%, top consumer at 75.0%: x0.50 of 75.0%");
-	CU_ASSERT_EQUAL(feed(p, "db1", 4, &rows[3], d, 4, &n), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(n, 1);
-	CU_ASSERT_STRING_EQUAL(d[0].ce, "c3");
-	CU_ASSERT_EQUAL(d[0].cap_permille, 200);
-	CU_ASSERT_EQUAL(agg_policy_cap_of(p, "db1", "c2"), 375);
-	CU_ASSERT_EQUAL(feed(p, "db1", 5, &rows[4], d, 4, &n), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(n, 2);
-	CU_ASSERT_EQUAL(d[0].cap_permille, 395);
-	CU_ASSERT_EQUAL(d[0].prev_permille, 375);
-	CU_ASSERT_EQUAL(d[1].cap_permille, 220);
-	CU_ASSERT(strstr(d[0].why, "+20 permille") != NULL);
-	CU_ASSERT_EQUAL(feed(p, "db1", 6, &rows[5], d, 4, &n), RM_OK);
-	CU_ASSERT_EQUAL(n, 2);
-	CU_ASSERT_EQUAL(feed(p, "db1", 7, &rows[6], d, 4, &n), RM_OK);
-	CU_ASSERT_EQUAL(n, 2);
-	CU_ASSERT_EQUAL(agg_policy_cap_of(p, "db1", "c3"), 260);
-	CU_ASSERT_EQUAL(feed(p, "db1", 8, &rows[7], d, 4, &n), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(n, 2);
-	CU_ASSERT_EQUAL(d[0].cap_permille, 455);
-	CU_ASSERT_STRING_EQUAL(d[1].ce, "c3");
-	CU_ASSERT_EQUAL(d[1].cap_permille, 0);
-	CU_ASSERT(strstr(d[1].why, "released") != NULL);
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		CU_ASSERT_EQUAL(feed(p, "db1", i + 1, &rows[i], d, 4, &n), RM_OK);
+		CU_ASSERT_EQUAL(agg_policy_cap_of(p, "db1", "c2"), want[i]);
+		CU_ASSERT_EQUAL(n, (i > 0 && want[i] != want[i - 1]) ? 1u : 0u);
+		if (i == 2) {
+			CU_ASSERT_EQUAL_FATAL(n, 1);
+			CU_ASSERT_STRING_EQUAL(d[0].ce, "c2");
+			CU_ASSERT_EQUAL(d[0].rule, AGG_RULE_OVERLOAD);
+			CU_ASSERT_EQUAL(d[0].smooth_permille, 857);
+			CU_ASSERT_EQUAL(d[0].util_permille, 950);
+			CU_ASSERT_STRING_EQUAL(d[0].why, "c2 on db1: server CPU 85.7% smoothed (EWMA a=0.70, "
+							 "95.0% now) above 85.0%, top consumer at 75.0%: x0.90 of 75.0%");
+		} else if (i == 5) {
+			CU_ASSERT_EQUAL_FATAL(n, 1);
+			CU_ASSERT_EQUAL(d[0].prev_permille, 675);
+			CU_ASSERT(strstr(d[0].why, "x0.90 of 67.5%") != NULL);
+		} else if (i == 8) {
+			CU_ASSERT_EQUAL_FATAL(n, 1);
+			CU_ASSERT(strstr(d[0].why, "presses on the cap: +10 permille") != NULL);
+		} else if (i == 14) {
+			CU_ASSERT_EQUAL_FATAL(n, 1);
+			CU_ASSERT(strstr(d[0].why, "for 3 windows") != NULL);
+			CU_ASSERT(strstr(d[0].why, "released") != NULL);
+		}
+	}
 	/* an old or repeated window is ignored */
-	CU_ASSERT_EQUAL(feed(p, "db1", 8, &rows[2], d, 4, &n), RM_OK);
+	CU_ASSERT_EQUAL(feed(p, "db1", 15, &rows[2], d, 4, &n), RM_OK);
 	CU_ASSERT_EQUAL(n, 0);
 	CU_ASSERT_EQUAL(feed(p, "db1", 2, &rows[2], d, 4, &n), RM_OK);
 	CU_ASSERT_EQUAL(n, 0);
+	agg_policy_close(p);
+}
+
+/* With wait_applied the hold ends at the first window starting after the
+ * collector applied the cap, or AGG_POLICY_APPLY_WAIT windows after. */
+static void test_overload_wait_applied(void)
+{
+	struct agg_policy_cfg cfg;
+	struct agg_policy *p;
+	struct agg_policy_decision d[4];
+	static const struct row over = { 950, 50, 750, 50 };
+	size_t n;
+	uint64_t w;
+
+	agg_policy_cfg_default(&cfg);
+	cfg.overload = 1;
+	cfg.wait_applied = 1;
+	CU_ASSERT_EQUAL_FATAL(agg_policy_open(&p, &cfg), RM_OK);
+	CU_ASSERT_EQUAL(feed(p, "db1", 100, &over, d, 4, &n), RM_OK);
+	CU_ASSERT_EQUAL(agg_policy_cap_of(p, "db1", "c2"), 675);
+	/* overloaded and binding, but not yet in force */
+	for (w = 101; w <= 104; w++) {
+		CU_ASSERT_EQUAL(feed(p, "db1", w, &over, d, 4, &n), RM_OK);
+		CU_ASSERT_EQUAL(n, 0);
+	}
+	/* another cap, another CE, another server: not this wait */
+	CU_ASSERT_EQUAL(agg_policy_applied(p, "db1", "c2", 700, 104500000000ll), 0);
+	CU_ASSERT_EQUAL(agg_policy_applied(p, "db1", "c1", 675, 104500000000ll), 0);
+	CU_ASSERT_EQUAL(agg_policy_applied(p, "web", "c2", 675, 104500000000ll), 0);
+	/* in force from 105.2 s: window 106 is the first it governs throughout */
+	CU_ASSERT_EQUAL(agg_policy_applied(p, "db1", "c2", 675, 105200000000ll), 1);
+	CU_ASSERT_EQUAL(agg_policy_applied(p, "db1", "c2", 675, 105200000000ll), 0); /* a renewal */
+	CU_ASSERT_EQUAL(feed(p, "db1", 105, &over, d, 4, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 0);
+	CU_ASSERT_EQUAL(feed(p, "db1", 106, &over, d, 4, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT_EQUAL(d[0].cap_permille, 608);
+	/* never reported: judged again AGG_POLICY_APPLY_WAIT windows after */
+	for (w = 107; w < 106 + 1 + AGG_POLICY_APPLY_WAIT; w++) {
+		CU_ASSERT_EQUAL(feed(p, "db1", w, &over, d, 4, &n), RM_OK);
+		CU_ASSERT_EQUAL(n, 0);
+	}
+	CU_ASSERT_EQUAL(feed(p, "db1", w, &over, d, 4, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT_EQUAL(d[0].cap_permille, 547);
 	agg_policy_close(p);
 }
 
@@ -161,7 +208,7 @@ static void test_overload_min_share(void)
 	CU_ASSERT_EQUAL(n, 0);   /* top consumer c2 at 4.0% < 5% */
 	CU_ASSERT_EQUAL(feed(p, "s", 2, &r2, d, 4, &n), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(n, 1);
-	CU_ASSERT_EQUAL(d[0].cap_permille, 30);
+	CU_ASSERT_EQUAL(d[0].cap_permille, 54);   /* x0.9 of 6.0% */
 	agg_policy_close(p);
 }
 
@@ -186,6 +233,8 @@ static void test_overload_again_and_floor(void)
 
 	agg_policy_cfg_default(&cfg);
 	cfg.overload = 1;
+	cfg.md = 0.5;
+	cfg.hold = 0;                 /* judge every window */
 	cfg.min_share_permille = 0;   /* follow it down to the floor */
 	CU_ASSERT_EQUAL_FATAL(agg_policy_open(&p, &cfg), RM_OK);
 	for (i = 0; i < 8; i++) {
@@ -206,6 +255,8 @@ static void test_both_rules(void)
 
 	agg_policy_cfg_default(&cfg);
 	cfg.overload = 1;
+	cfg.md = 0.5;
+	cfg.hold = 0;
 	cfg.caps = &cap;
 	cfg.ncaps = 1;
 	CU_ASSERT_EQUAL_FATAL(agg_policy_open(&p, &cfg), RM_OK);
@@ -239,7 +290,7 @@ static void test_refused(void)
 	struct agg_policy_cap cap = { "c2", "db1", 0 };
 	struct agg_policy_cfg cfg;
 	struct agg_policy *p = NULL;
-	struct agg_policy_obs o = { 1, 0, 0, NULL, 0 };
+	struct agg_policy_obs o = { 1, 0, 0, NULL, 0, 0 };
 	size_t n;
 
 	agg_policy_cfg_default(&cfg);
@@ -255,6 +306,9 @@ static void test_refused(void)
 	cfg.md = 1;
 	CU_ASSERT_EQUAL(agg_policy_open(&p, &cfg), RM_EINVAL);
 	cfg.md = 0.5;
+	cfg.hold = 101;
+	CU_ASSERT_EQUAL(agg_policy_open(&p, &cfg), RM_EINVAL);
+	cfg.hold = 2;
 	cfg.threshold_permille = 0;
 	CU_ASSERT_EQUAL(agg_policy_open(&p, &cfg), RM_EINVAL);
 	cfg.threshold_permille = 850;
@@ -266,7 +320,8 @@ static void test_refused(void)
 
 static CU_TestInfo cases[] = {
 	{ "a configured cap throttles above it and releases once not pressed", test_cap_rule },
-	{ "overload: EWMA, top consumer, multiplicative decrease, additive increase", test_overload_rule },
+	{ "overload: EWMA, top consumer, x0.9 / +1% while it binds, held, released", test_overload_rule },
+	{ "overload: the hold ends when the collector applied the cap", test_overload_wait_applied },
 	{ "overload: decrease again while the cap binds, floor at min_cap", test_overload_again_and_floor },
 	{ "overload: a top consumer below min_share is left alone", test_overload_min_share },
 	{ "both rules on one CE take the lower cap; too many decisions", test_both_rules },

@@ -324,6 +324,7 @@ static int agg_thr_windows(struct agg_throttle *t, int64_t now)
 		o.win = (uint64_t)(r->win_start_ns / r->win_len_ns);
 		o.capacity_ns = r->capacity;
 		o.busy_ns = r->total;
+		o.len_ns = (uint64_t)r->win_len_ns;
 		prv = t->src.window(t->src.arg, t->db, r->server, r->win_start_ns, r->win_len_ns, &o, use,
 				    AGG_THR_MAX_USE);
 		if (prv == RM_ENOENT) {
@@ -541,6 +542,8 @@ int agg_throttle_acked(struct agg_throttle *t, const char *node, const uint64_t 
 		if (rv == RM_OK && (strcmp(c.state, "sent") == 0 || strcmp(c.state, "pending") == 0)) {
 			rv = st_throttle_set_state(t->db, c.id, "applied", NULL, now);
 			t->st.applied++;
+			/* the policy judges this CE again from the first window the cap governs */
+			agg_policy_applied(t->pol, c.server, c.ce, c.cap_permille, now);
 		}
 	}
 	return rv;
@@ -573,6 +576,7 @@ int agg_throttle_open(struct agg_throttle **out, const struct agg_config *cfg, s
 	pc.min_cap_permille = tc->min_cap_permille;
 	pc.release_windows = tc->release_windows;
 	pc.min_share_permille = tc->min_share_permille;
+	pc.wait_applied = 1; /* acked() tells the policy when a cap is in force */
 	if (tc->ncaps && !(caps = calloc(tc->ncaps, sizeof(*caps)))) {
 		free(t);
 		return RM_ENOMEM;

@@ -24,7 +24,9 @@
  * each with the matches of its CE's rule (client CIDRs and ports) and, for
  * admission throttling, the inbound byte rate that keeps the CE at its cap
  * (cap x the server's CPU capacity x the CE's bytes per CPU ns over the
- * last 10 s before the command), and marks them sent; acked() marks the ids a collector acknowledged as applied.
+ * last 10 s before the command), and marks them sent; acked() marks the ids a collector acknowledged as applied
+ * and tells the policy (agg_policy_applied()) from when the cap is in force, so that the overload rule judges
+ * that CE again only on windows the cap governed throughout.
  *
  * Usage sources: "rametr" reads per-CE CPU of the window from storage (the
  * accounting); "lr" estimates it with LR (agg_est.h, seed 000 eq. 2) from

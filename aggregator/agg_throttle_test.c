@@ -310,10 +310,57 @@ static void test_sources(void)
 	fx_close(&f);
 }
 
+/* The overload rule judges a CE it throttled again only on a window that
+ * starts after the collector acknowledged the cap (the loop's delay). */
+static void test_hold_until_applied(void)
+{
+	static const char ov[] = "[ce c1]\nclient = 10.0.1.0/24\n[ce c2]\nclient = 10.0.2.7\n"
+				 "[ce c3]\nclient = 10.0.3.0/24\n[throttle]\noverload = on\nlease = 30s\n";
+	struct st_throttle *rows = NULL;
+	Rametr__ThrottleCommand **cmds;
+	uint64_t id;
+	size_t n;
+	struct fx f;
+	int i;
+
+	fx_open(&f, "hold", ov, NULL);
+	put_window(&f, 0, 950, 50, 800, 50);
+	CU_ASSERT_EQUAL(agg_throttle_tick(f.t, T0 + 2 * S), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(list(&f, "active", &rows), 1);
+	CU_ASSERT_EQUAL(rows[0].cap_permille, 720);      /* x0.9 of 80% */
+	free(rows);
+	/* still overloaded and pressing on the cap, but the cap is not in force */
+	for (i = 1; i <= 3; i++)
+		put_window(&f, i, 950, 50, 780, 50);
+	CU_ASSERT_EQUAL(agg_throttle_tick(f.t, T0 + 5 * S), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(list(&f, "active", &rows), 1);
+	CU_ASSERT_EQUAL(rows[0].cap_permille, 720);
+	free(rows);
+	CU_ASSERT_EQUAL(agg_throttle_commands_for(f.t, "db1", T0 + 5 * S, &cmds, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	id = cmds[0]->id;
+	/* acknowledged at 5.5 s: window 6 is the first the cap governs */
+	CU_ASSERT_EQUAL(agg_throttle_acked(f.t, "db1", &id, 1, T0 + 5 * S + S / 2), RM_OK);
+	put_window(&f, 4, 950, 50, 780, 50);
+	put_window(&f, 5, 950, 50, 780, 50);
+	CU_ASSERT_EQUAL(agg_throttle_tick(f.t, T0 + 7 * S), RM_OK);
+	CU_ASSERT_EQUAL(list(&f, "active", &rows), 1);
+	CU_ASSERT_EQUAL(rows ? rows[0].cap_permille : 0, 720);
+	free(rows);
+	put_window(&f, 6, 950, 50, 720, 50);
+	CU_ASSERT_EQUAL(agg_throttle_tick(f.t, T0 + 8 * S), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(list(&f, "active", &rows), 1);
+	CU_ASSERT_EQUAL(rows[0].cap_permille, 648);      /* x0.9 of 72% */
+	CU_ASSERT(strstr(rows[0].figures, "win=1800000006 ") != NULL);
+	free(rows);
+	fx_close(&f);
+}
+
 static CU_TestInfo cases[] = {
 	{ "settled windows become decisions, commands with matches, acks, renewal, expiry", test_policy_to_commands },
 	{ "operator commands are checked; bad ones refused with a reason", test_operator_commands },
 	{ "a plugged-in usage source and LR drive the policy", test_sources },
+	{ "an overload cap is judged again only once the collector applied it", test_hold_until_applied },
 	CU_TEST_INFO_NULL,
 };
 

@@ -27,7 +27,9 @@
 struct col_tc_bucket {
 	uint32_t lock;
 	uint32_t pad;
-	uint64_t rate_bps, burst, tokens, last_ns, passed, dropped;
+	uint64_t rate_bps, burst;
+	int64_t tokens;
+	uint64_t last_ns, passed, dropped;
 };
 
 struct col_tc_slot {
@@ -37,6 +39,9 @@ struct col_tc_slot {
 	int64_t expires_unix_ns;
 	int nmatch;
 	int match_idx[COL_THROTTLE_MAX_MATCHES];
+	uint32_t cap_permille;
+	int have_stat;
+	uint64_t dropped, passed;   /* the bucket's counters at the last second's report */
 };
 
 struct col_tc {
@@ -51,6 +56,7 @@ struct col_tc {
 	struct col_tc_slot slot[THR_MAX_SLOTS];
 	int match_used[THR_MAX_MATCHES];
 	struct col_tc_stats st;
+	int64_t last_sec;     /* Unix second of the last binding report */
 };
 
 static int64_t col_tc_real(void)
@@ -120,11 +126,31 @@ static void *col_tc_main(void *arg)
 		pthread_mutex_lock(&t->mu);
 		for (i = 1; i < THR_MAX_SLOTS; i++)
 			if (t->slot[i].used && t->slot[i].expires_unix_ns <= now) {
-				rm_log_info("admission throttle of CE '%s' (command %" PRIu64 ") expired",
-					    t->slot[i].ce, t->slot[i].id);
+				rm_log_info("admission throttle of CE '%s' (command %" PRIu64 ") expired; "
+					    "cap 0 in force at %" PRId64, t->slot[i].ce, t->slot[i].id, now);
 				col_tc_release(t, i);
 				t->st.expired++;
 			}
+		/* once per second: whether each bucket dropped (its cap bound) */
+		if (now / 1000000000ll != t->last_sec) {
+			for (i = 1; i < THR_MAX_SLOTS; i++) {
+				struct col_tc_slot *s = &t->slot[i];
+				struct col_tc_bucket b;
+
+				if (!s->used ||
+				    bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) != 0)
+					continue;
+				if (t->last_sec && s->have_stat && b.dropped >= s->dropped)
+					rm_log_info("CE '%s' cap %u bound %" PRIu64 " of %" PRIu64
+						    " bytes in second %" PRId64, s->ce, s->cap_permille,
+						    b.dropped - s->dropped,
+						    b.dropped - s->dropped + b.passed - s->passed, t->last_sec);
+				s->have_stat = 1;
+				s->dropped = b.dropped;
+				s->passed = b.passed;
+			}
+			t->last_sec = now / 1000000000ll;
+		}
 		pthread_mutex_unlock(&t->mu);
 		usleep(20000);
 	}
@@ -181,6 +207,8 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 		if (s) {
 			col_tc_release(t, si);
 			t->st.released++;
+			rm_log_info("released CE '%s', command %" PRIu64 "; cap 0 in force at %" PRId64,
+				    c->ce, c->id, col_tc_real());
 		}
 		pthread_mutex_unlock(&t->mu);
 		return RM_OK;
@@ -210,9 +238,9 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 		memset(&b, 0, sizeof(b));
 	b.lock = 0;
 	b.rate_bps = c->rx_rate_bps;
-	b.burst = c->rx_rate_bps / 10 > 2048 ? c->rx_rate_bps / 10 : 2048;
-	if (!s->used || b.tokens > b.burst)
-		b.tokens = b.burst;
+	b.burst = c->rx_rate_bps / 10 > COL_TC_BURST_MIN ? c->rx_rate_bps / 10 : COL_TC_BURST_MIN;
+	if (!s->used || b.tokens > (int64_t)b.burst)
+		b.tokens = (int64_t)b.burst;
 	if (!s->used)
 		b.last_ns = col_tc_mono();
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b, BPF_ANY);
@@ -238,10 +266,12 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 	s->used = 1;
 	snprintf(s->ce, sizeof(s->ce), "%s", c->ce);
 	s->id = c->id;
+	s->cap_permille = c->cap_permille;
 	s->expires_unix_ns = c->expires_unix_ns;
 	pthread_mutex_unlock(&t->mu);
 	rm_log_info("admission throttling CE '%s' to %" PRIu64 " inbound bytes/s (cap %u permille), "
-		    "command %" PRIu64, c->ce, c->rx_rate_bps, c->cap_permille, c->id);
+		    "command %" PRIu64 "; cap %u in force at %" PRId64, c->ce, c->rx_rate_bps,
+		    c->cap_permille, c->id, c->cap_permille, col_tc_real());
 	return RM_OK;
 }
 
@@ -329,6 +359,9 @@ void col_tc_close(struct col_tc *t)
 			}
 		pthread_mutex_unlock(&t->mu);
 	}
+	if (t->st.passed || t->st.dropped)
+		rm_log_info("admission throttling: %" PRIu64 " payload bytes of throttled CEs passed, %" PRIu64
+			    " dropped", t->st.passed, t->st.dropped);
 	if (t->attached) {
 		struct bpf_tc_opts o = { .sz = sizeof(o), .handle = t->opts.handle, .priority = t->opts.priority };
 

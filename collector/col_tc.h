@@ -5,8 +5,11 @@
  * behind it. tc_police.bpf.c on the clsact hook of one interface polices a
  * throttled CE's inbound TCP payload with a token bucket at the command's
  * rx_rate_bps (the aggregator derives it from the CE's bytes per CPU second
- * and its cap), burst 100 ms of the rate (at least 2 KiB); payload packets
- * beyond it are dropped and sent again by the client's TCP, so the server
+ * and its cap), burst 100 ms of the rate (at least COL_TC_BURST_MIN bytes);
+ * a payload packet passes while the bucket is not in debt and may take it
+ * into debt (so a burst smaller than a segment still lets segments through
+ * at the mean rate); the others are dropped and sent again by the client's
+ * TCP, so the server
  * reads that CE's requests no faster than the cap allows. Pure ACKs pass.
  * The application is not touched. Expiry and cap 0 as in col_throttle.h.
  *
@@ -20,6 +23,8 @@
 #include <stdint.h>
 
 #include "col_throttle.h"
+
+#define COL_TC_BURST_MIN 64   /* bytes (was 2 KiB: 128 16-byte requests at once) */
 
 struct col_tc;
 

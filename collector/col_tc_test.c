@@ -178,7 +178,7 @@ static void test_police(void)
 	CU_ASSERT(strstr(err, "no inbound rate") != NULL);
 	cmd.rx_rate_bps = 20 * REQ_BYTES;
 	CU_ASSERT_EQUAL_FATAL(col_tc_apply(t, &cmd, err, sizeof(err)), RM_OK);
-	usleep(500000);   /* the burst (2 KiB = 20 requests) drains */
+	usleep(500000);   /* the burst (100 ms of the rate: 2 requests) drains */
 	rates(1500, &r2b, &r3b);
 	col_tc_stats(t, &st);
 	fprintf(stderr, "\n  event loop, before: c2 %.0f req/s, c3 %.0f req/s; c2 policed at 20 req/s: "

@@ -42,6 +42,8 @@ struct col_thr_slot {
 	int tasks_fd;                 /* <dir>/tasks, kept open */
 	int nmatch;
 	int match_idx[COL_THROTTLE_MAX_MATCHES];
+	int have_stat;
+	uint64_t nr_periods, nr_throttled;   /* cpu.stat at the last second's report */
 };
 
 struct col_thr_moved {
@@ -66,6 +68,7 @@ struct col_throttle {
 	int match_used[THR_MAX_MATCHES];
 	struct col_thr_moved *moved;
 	size_t nmoved_hw;              /* high-water mark of used entries */
+	int64_t last_sec;              /* Unix second of the last binding report */
 	struct col_throttle_stats st;
 };
 
@@ -350,13 +353,70 @@ static void col_thr_expire(struct col_throttle *t)
 	pthread_mutex_lock(&t->mu);
 	for (i = 1; i < THR_MAX_SLOTS; i++) {
 		if (t->slot[i].used && t->slot[i].expires_unix_ns <= now) {
-			rm_log_info("throttle of CE '%s' (command %" PRIu64 ") expired", t->slot[i].ce,
-				    t->slot[i].id);
+			rm_log_info("throttle of CE '%s' (command %" PRIu64 ") expired; cap 0 in force "
+				    "at %" PRId64, t->slot[i].ce, t->slot[i].id, now);
 			col_thr_release(t, i);
 			t->st.expired++;
 		}
 	}
 	pthread_mutex_unlock(&t->mu);
+}
+
+/* nr_periods and nr_throttled of a group's cpu.stat; 0 or -1. */
+static int col_thr_cpu_stat(const char *dir, uint64_t *periods, uint64_t *throttled)
+{
+	char path[640], line[128];
+	FILE *f;
+	int got = 0;
+
+	snprintf(path, sizeof(path), "%s/cpu.stat", dir);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long v;
+
+		if (sscanf(line, "nr_periods %llu", &v) == 1) {
+			*periods = v;
+			got |= 1;
+		} else if (sscanf(line, "nr_throttled %llu", &v) == 1) {
+			*throttled = v;
+			got |= 2;
+		}
+	}
+	fclose(f);
+	return got == 3 ? 0 : -1;
+}
+
+/*
+ * Once per second (Unix, at the first tick after it ends): for each
+ * throttled CE, whether its quota bound in that second (CFS periods in which
+ * the group was throttled), so that a CE below its cap can be told apart
+ * from one its cap held down ("bound 3 of 10 periods in second S").
+ */
+static void col_thr_report(struct col_throttle *t)
+{
+	int64_t sec = col_thr_real() / 1000000000ll;
+	uint32_t i;
+
+	if (sec == t->last_sec)
+		return;
+	pthread_mutex_lock(&t->mu);
+	for (i = 1; i < THR_MAX_SLOTS; i++) {
+		struct col_thr_slot *s = &t->slot[i];
+		uint64_t p = 0, th = 0;
+
+		if (!s->used || col_thr_cpu_stat(s->dir, &p, &th) != 0)
+			continue;
+		if (t->last_sec && s->have_stat && p >= s->nr_periods && th >= s->nr_throttled)
+			rm_log_info("CE '%s' cap %u bound %" PRIu64 " of %" PRIu64 " periods in second %" PRId64,
+				    s->ce, s->cap_permille, th - s->nr_throttled, p - s->nr_periods,
+				    t->last_sec);
+		s->have_stat = 1;
+		s->nr_periods = p;
+		s->nr_throttled = th;
+	}
+	pthread_mutex_unlock(&t->mu);
+	t->last_sec = sec;
 }
 
 static void *col_thr_main(void *arg)
@@ -366,6 +426,7 @@ static void *col_thr_main(void *arg)
 	while (!t->stop) {
 		ring_buffer__poll(t->rb, COL_THR_TICK_MS);
 		col_thr_expire(t);
+		col_thr_report(t);
 	}
 	return NULL;
 }
@@ -483,6 +544,8 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 		if (s) {
 			col_thr_release(t, si);
 			t->st.released++;
+			rm_log_info("released CE '%s', command %" PRIu64 "; cap 0 in force at %" PRId64,
+				    c->ce, c->id, col_thr_real());
 		}
 		pthread_mutex_unlock(&t->mu);
 		return RM_OK;
@@ -570,9 +633,11 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 	s->cap_permille = c->cap_permille;
 	s->expires_unix_ns = c->expires_unix_ns;
 	pthread_mutex_unlock(&t->mu);
+	/* "cap N in force at T" (Unix ns): scripts/fig8.sh compares each window
+	 * with the caps in force during it */
 	rm_log_info("throttling CE '%s' to %u permille of %u CPUs (quota %" PRIu64 " us per %u us), "
-		    "command %" PRIu64, c->ce, c->cap_permille, t->ncpu, quota, COL_THROTTLE_PERIOD_US,
-		    c->id);
+		    "command %" PRIu64 "; cap %u in force at %" PRId64, c->ce, c->cap_permille, t->ncpu,
+		    quota, COL_THROTTLE_PERIOD_US, c->id, c->cap_permille, col_thr_real());
 	return RM_OK;
 fail:
 	if (fresh)
@@ -741,6 +806,13 @@ void col_throttle_close(struct col_throttle *t)
 		pthread_mutex_unlock(&t->mu);
 	}
 	col_thr_detach(t);
+	if (t->st.enters || t->st.moves)
+		rm_log_info("per-thread throttling: %" PRIu64 " enters, %" PRIu64 " leaves, %" PRIu64
+			    " moves (%" PRIu64 " failed: thread gone or not movable), kernel event to move "
+			    "done %.2f ms mean, %.2f ms max",
+			    t->st.enters, t->st.leaves, t->st.moves, t->st.move_fail,
+			    t->st.moves ? (double)t->st.move_ns_sum / (double)t->st.moves / 1e6 : 0.0,
+			    (double)t->st.move_ns_max / 1e6);
 	ring_buffer__free(t->rb);
 	throttle_bpf__destroy(t->skel);
 	if (t->parent[0] && rmdir(t->parent) != 0 && errno != ENOENT)

@@ -6,7 +6,7 @@
  * thread for everyone) receives a throttled CE's requests no faster than its
  * cap allows, without stalling the other CEs queued behind it. Packets
  * without payload (ACKs, SYN, FIN) always pass; a payload packet finding too
- * few tokens is dropped and the client's TCP sends it again later.
+ * bucket in debt is dropped and the client's TCP sends it again later.
  * Matches are those of throttle.h (remote = source address and port, local =
  * destination port). IPv4 and IPv6 without extension headers.
  */
@@ -28,7 +28,7 @@ struct tc_bucket {
 	struct bpf_spin_lock lock;
 	__u64 rate_bps;     /* bytes per second; 0 = slot unused */
 	__u64 burst;        /* bytes */
-	__u64 tokens;       /* bytes */
+	__s64 tokens;       /* bytes; below 0: in debt for the last packet */
 	__u64 last_ns;
 	__u64 passed, dropped;  /* payload bytes */
 };
@@ -135,10 +135,14 @@ int tc_police(struct __sk_buff *skb)
 	} else {
 		add = (now - b->last_ns) * b->rate_bps / 1000000000ull;
 		if (add > 0) {
-			b->tokens = b->tokens + add > b->burst ? b->burst : b->tokens + add;
+			b->tokens = b->tokens + (__s64)add > (__s64)b->burst ? (__s64)b->burst
+									  : b->tokens + (__s64)add;
 			b->last_ns = now;
 		}
-		pass = b->tokens >= payload;
+		/* a packet passes while the bucket is not in debt and may take it
+		 * into debt: the burst can be smaller than a segment, and the mean
+		 * rate still holds */
+		pass = b->tokens > 0;
 		if (pass) {
 			b->tokens -= payload;
 			b->passed += payload;
