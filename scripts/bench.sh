@@ -269,7 +269,7 @@ done
 row "collector CPU during the attached macro rounds" "$(calc "$col_macro_ns * 100 / $col_macro_wall" 1)% of one core" "-" "-"
 macro_parts=$(awk '/ebpf backend stopped:/ { p += $5; d += $10 } END { printf "%.0f %.0f\n", p, d }' "$out/collector.log")
 row "parts/s the collector handled during the attached macro rounds" "$(calc "${macro_parts% *} * 1e9 / $col_macro_wall" 0)/s" "-" "-"
-row "parts dropped in the kernel during the attached macro rounds (counted, charged as lost)" "${macro_parts#* }" "0" "$(met "${macro_parts#* } == 0")"
+row "parts dropped in the kernel during the attached macro rounds (counted, charged to V as 'dropped')" "${macro_parts#* }" "0" "$(met "${macro_parts#* } == 0")"
 row "aggregator CPU during the attached macro rounds (same host here)" "$(calc "$agg_macro_ns * 100 / $col_macro_wall" 1)% of one core" "-" "-"
 
 # ---------------------------------------------------------------- collector CPU and memory at a known segment rate
