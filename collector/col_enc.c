@@ -10,32 +10,18 @@
  * COL_ENC_WIN) are the only place they are written down here, used for both
  * sizes and bytes so the two cannot disagree.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "col_enc.h"
 #include "rm_wire.h"
+#include "rm_err.h"
 #include "banned.h"
 
 /* protobuf wire types */
 #define COL_WT_VARINT 0u
 #define COL_WT_LEN 2u
-
-static void col_enc_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void col_enc_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* bytes of v as a varint */
 static inline size_t col_vlen(uint64_t v)
@@ -177,23 +163,23 @@ static int col_part_check(const struct rm_part *k, size_t i, char *err, size_t e
 	int j;
 
 	if (k->win == 0) {
-		col_enc_err(err, errlen, "part %zu: win 0", i);
+		rm_errf(err, errlen, "part %zu: win 0", i);
 		return RM_EINVAL;
 	}
 	if (k->cpu_ns > RM_WIRE_ABSURD_NS) {
-		col_enc_err(err, errlen, "part %zu: absurd cpu_ns %llu", i,
+		rm_errf(err, errlen, "part %zu: absurd cpu_ns %llu", i,
 			    (unsigned long long)k->cpu_ns);
 		return RM_EINVAL;
 	}
 	if (k->runq_ns > RM_WIRE_ABSURD_NS) {
-		col_enc_err(err, errlen, "part %zu: absurd runq_ns %llu", i,
+		rm_errf(err, errlen, "part %zu: absurd runq_ns %llu", i,
 			    (unsigned long long)k->runq_ns);
 		return RM_EINVAL;
 	}
 	/* an absent tuple has ports 0 */
 	for (j = 0; j < 2; j++) {
 		if (t[j]->lport > 65535 || t[j]->rport > 65535) {
-			col_enc_err(err, errlen, "part %zu: %s tuple has port %u out of range", i,
+			rm_errf(err, errlen, "part %zu: %s tuple has port %u out of range", i,
 				    what[j], t[j]->lport > 65535 ? t[j]->lport : t[j]->rport);
 			return RM_EINVAL;
 		}
@@ -312,7 +298,7 @@ int col_enc_batch_parts(const struct col_enc_hdr *hdr, const struct col_enc_part
 		*len = 0;
 	if (!hdr || !hdr->node || !hdr->backend || !buf || !len || (nwins && !wins) ||
 	    (nacks && !acks)) {
-		col_enc_err(err, errlen, "invalid arguments");
+		rm_errf(err, errlen, "invalid arguments");
 		return RM_EINVAL;
 	}
 	nnode = strlen(hdr->node);
@@ -322,7 +308,7 @@ int col_enc_batch_parts(const struct col_enc_hdr *hdr, const struct col_enc_part
 		(nbackend ? col_lsz(6, nbackend) : 0) + plen;
 	for (i = 0; i < nwins; i++) {
 		if (wins[i].t.win == 0) {
-			col_enc_err(err, errlen, "window totals %zu: win 0", i);
+			rm_errf(err, errlen, "window totals %zu: win 0", i);
 			return RM_EINVAL;
 		}
 		bsize += col_lsz(8, col_win_size(&wins[i]));
@@ -333,7 +319,7 @@ int col_enc_batch_parts(const struct col_enc_hdr *hdr, const struct col_enc_part
 		bsize += col_lsz(9, asize);
 	total = 2 + col_lsz(3, bsize); /* version, batch */
 	if (total > RM_WIRE_MAX_MSG) {
-		col_enc_err(err, errlen, "encoded batch of %zu bytes (at most %u); submit fewer at a time",
+		rm_errf(err, errlen, "encoded batch of %zu bytes (at most %u); submit fewer at a time",
 			    total, RM_WIRE_MAX_MSG);
 		return RM_EINVAL;
 	}
@@ -371,7 +357,7 @@ int col_enc_batch_parts(const struct col_enc_hdr *hdr, const struct col_enc_part
 	if ((size_t)(p - b) != total) {
 		/* the two passes disagree: a bug here, never sent */
 		free(b);
-		col_enc_err(err, errlen, "internal error: encoded %zu bytes, sized %zu",
+		rm_errf(err, errlen, "internal error: encoded %zu bytes, sized %zu",
 			    (size_t)(p - b), total);
 		return RM_EINVAL;
 	}
@@ -392,7 +378,7 @@ int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct
 	if (len)
 		*len = 0;
 	if (!e || (nparts && !parts)) {
-		col_enc_err(err, errlen, "invalid arguments");
+		rm_errf(err, errlen, "invalid arguments");
 		return RM_EINVAL;
 	}
 	col_enc_parts_reset(&e->ps);

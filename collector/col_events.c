@@ -105,20 +105,6 @@ static int col_events_u64(struct col_events_tok t, uint64_t *out)
 	return 0;
 }
 
-static int col_events_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int col_events_set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return 0;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return 0;
-}
-
 /* Records "name:line: message" in r and makes RM_EPROTO sticky. */
 static int col_events_fail(struct col_events *r, int rv, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -273,7 +259,7 @@ static int col_events_new(struct col_events **out, const char *name, char *err, 
 	*out = NULL;
 	if (!r || !(r->name = strdup(name ? name : "<buffer>"))) {
 		free(r);
-		col_events_set_err(err, errlen, "out of memory");
+		rm_errf(err, errlen, "out of memory");
 		return RM_ENOMEM;
 	}
 	*out = r;
@@ -286,7 +272,7 @@ static int col_events_finish_open(struct col_events **out, struct col_events *r,
 	int rv = col_events_start(r);
 
 	if (rv != RM_OK) {
-		col_events_set_err(err, errlen, "%s", r->err);
+		rm_errf(err, errlen, "%s", r->err);
 		col_events_close(r);
 		return rv;
 	}
@@ -311,7 +297,7 @@ int col_events_open_buf(struct col_events **out, const char *buf, size_t len, co
 	r->data = malloc(len ? len : 1);
 	if (!r->data) {
 		col_events_close(r);
-		col_events_set_err(err, errlen, "out of memory");
+		rm_errf(err, errlen, "out of memory");
 		return RM_ENOMEM;
 	}
 	if (len)
@@ -335,11 +321,11 @@ int col_events_open(struct col_events **out, const char *path, char *err, size_t
 	*out = NULL;
 	if (!(f = fopen(path, "rb"))) {
 		rv = errno == ENOENT ? RM_ENOENT : RM_EIO;
-		col_events_set_err(err, errlen, "failed to open '%s': %s", path, strerror(errno));
+		rm_errf(err, errlen, "failed to open '%s': %s", path, strerror(errno));
 		return rv;
 	}
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-		col_events_set_err(err, errlen, "failed to read '%s': not a regular file", path);
+		rm_errf(err, errlen, "failed to read '%s': not a regular file", path);
 		fclose(f);
 		return RM_EIO;
 	}
@@ -351,12 +337,12 @@ int col_events_open(struct col_events **out, const char *path, char *err, size_t
 	if (!r->data) {
 		fclose(f);
 		col_events_close(r);
-		col_events_set_err(err, errlen, "out of memory reading '%s'", path);
+		rm_errf(err, errlen, "out of memory reading '%s'", path);
 		return RM_ENOMEM;
 	}
 	got = fread(r->data, 1, (size_t)st.st_size, f);
 	if (got != (size_t)st.st_size || ferror(f)) {
-		col_events_set_err(err, errlen, "failed to read '%s': %s", path,
+		rm_errf(err, errlen, "failed to read '%s': %s", path,
 				   ferror(f) ? strerror(errno) : "file changed while reading");
 		fclose(f);
 		col_events_close(r);

@@ -7,7 +7,6 @@
 #include <inttypes.h>
 #include <net/if.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,19 +72,6 @@ static uint64_t col_tc_mono(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void col_tc_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void col_tc_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 /* Caller holds mu. */
@@ -168,32 +154,32 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 	if (!t || !c || !c->ce || !c->ce[0] || strlen(c->ce) > 63)
 		return RM_EINVAL;
 	if (!c->resource || strcmp(c->resource, "cpu") != 0) {
-		col_tc_err(err, errlen, "resource '%s' cannot be throttled here (only cpu)",
+		rm_errf(err, errlen, "resource '%s' cannot be throttled here (only cpu)",
 			   c->resource ? c->resource : "");
 		return RM_EINVAL;
 	}
 	if (c->cap_permille > 1000) {
-		col_tc_err(err, errlen, "cap of %u permille (at most 1000)", c->cap_permille);
+		rm_errf(err, errlen, "cap of %u permille (at most 1000)", c->cap_permille);
 		return RM_EINVAL;
 	}
 	if (c->expires_unix_ns <= col_tc_real()) {
-		col_tc_err(err, errlen, "command %" PRIu64 " for CE '%s' has already expired", c->id, c->ce);
+		rm_errf(err, errlen, "command %" PRIu64 " for CE '%s' has already expired", c->id, c->ce);
 		return RM_ETIMEDOUT;
 	}
 	if (c->cap_permille && (c->nmatch == 0 || c->nmatch > COL_THROTTLE_MAX_MATCHES)) {
-		col_tc_err(err, errlen, "command for CE '%s' has %zu matches (1..%d)", c->ce, c->nmatch,
+		rm_errf(err, errlen, "command for CE '%s' has %zu matches (1..%d)", c->ce, c->nmatch,
 			   COL_THROTTLE_MAX_MATCHES);
 		return RM_EINVAL;
 	}
 	if (c->cap_permille && c->rx_rate_bps == 0) {
-		col_tc_err(err, errlen, "command for CE '%s' has no inbound rate: admission throttling "
+		rm_errf(err, errlen, "command for CE '%s' has no inbound rate: admission throttling "
 			   "needs the CE's bytes per CPU second", c->ce);
 		return RM_EINVAL;
 	}
 	for (i = 0; i < c->nmatch; i++)
 		if ((c->match[i].family != 2 && c->match[i].family != 10) ||
 		    c->match[i].prefix > (c->match[i].family == 2 ? 32u : 128u)) {
-			col_tc_err(err, errlen, "match %zu: family %u / prefix %u invalid", i,
+			rm_errf(err, errlen, "match %zu: family %u / prefix %u invalid", i,
 				   c->match[i].family, c->match[i].prefix);
 			return RM_EINVAL;
 		}
@@ -218,7 +204,7 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 			;
 		if (si == THR_MAX_SLOTS) {
 			pthread_mutex_unlock(&t->mu);
-			col_tc_err(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
+			rm_errf(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
 			return RM_EFULL;
 		}
 		s = &t->slot[si];
@@ -229,7 +215,7 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 			idx[n++] = (int)k;
 	if ((size_t)n < c->nmatch) {
 		pthread_mutex_unlock(&t->mu);
-		col_tc_err(err, errlen, "no room for %zu more matches", c->nmatch);
+		rm_errf(err, errlen, "no room for %zu more matches", c->nmatch);
 		return RM_EFULL;
 	}
 	/* the bucket first, full, then the matches that lead to it */

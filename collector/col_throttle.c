@@ -72,20 +72,6 @@ struct col_throttle {
 	struct col_throttle_stats st;
 };
 
-static void col_thr_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void col_thr_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static uint64_t col_thr_mono(void)
 {
 	struct timespec ts;
@@ -290,13 +276,13 @@ static int col_thr_attach(struct col_throttle *t, char *err, size_t errlen)
 		return RM_OK;
 	t->l_recv = bpf_program__attach(t->skel->progs.thr_sock_recv);
 	if (!t->l_recv) {
-		col_thr_err(err, errlen, "failed to attach sock_recv_length: %s", strerror(errno));
+		rm_errf(err, errlen, "failed to attach sock_recv_length: %s", strerror(errno));
 		return RM_EBPF;
 	}
 	if (t->release_at_send) {
 		t->l_send = bpf_program__attach(t->skel->progs.thr_sock_send);
 		if (!t->l_send) {
-			col_thr_err(err, errlen, "failed to attach sock_send_length: %s",
+			rm_errf(err, errlen, "failed to attach sock_send_length: %s",
 				    strerror(errno));
 			col_thr_detach(t);
 			return RM_EBPF;
@@ -479,22 +465,22 @@ static int col_thr_check_cmd(const struct col_throttle_cmd *c, char *err, size_t
 	size_t i;
 
 	if (col_thr_check_name(c->ce) != 0) {
-		col_thr_err(err, errlen, "bad CE name '%s'", c->ce ? c->ce : "");
+		rm_errf(err, errlen, "bad CE name '%s'", c->ce ? c->ce : "");
 		return RM_EINVAL;
 	}
 	if (!c->resource || strcmp(c->resource, "cpu") != 0) {
-		col_thr_err(err, errlen, "resource '%s' cannot be throttled here (only cpu)",
+		rm_errf(err, errlen, "resource '%s' cannot be throttled here (only cpu)",
 			    c->resource ? c->resource : "");
 		return RM_EINVAL;
 	}
 	if (c->cap_permille > 1000) {
-		col_thr_err(err, errlen, "cap of %u permille (at most 1000)", c->cap_permille);
+		rm_errf(err, errlen, "cap of %u permille (at most 1000)", c->cap_permille);
 		return RM_EINVAL;
 	}
 	if (c->cap_permille == 0)
 		return RM_OK;
 	if (c->nmatch == 0 || c->nmatch > COL_THROTTLE_MAX_MATCHES) {
-		col_thr_err(err, errlen, "command for CE '%s' has %zu matches (1..%d)", c->ce,
+		rm_errf(err, errlen, "command for CE '%s' has %zu matches (1..%d)", c->ce,
 			    c->nmatch, COL_THROTTLE_MAX_MATCHES);
 		return RM_EINVAL;
 	}
@@ -503,13 +489,13 @@ static int col_thr_check_cmd(const struct col_throttle_cmd *c, char *err, size_t
 
 		if ((m->family != 2 && m->family != 10) ||
 		    m->prefix > (m->family == 2 ? 32u : 128u)) {
-			col_thr_err(err, errlen, "match %zu: family %u / prefix %u invalid", i,
+			rm_errf(err, errlen, "match %zu: family %u / prefix %u invalid", i,
 				    m->family, m->prefix);
 			return RM_EINVAL;
 		}
 		if (m->cport_lo > m->cport_hi || m->cport_hi > 65535 || m->sport_lo > m->sport_hi ||
 		    m->sport_hi > 65535) {
-			col_thr_err(err, errlen, "match %zu: bad port range", i);
+			rm_errf(err, errlen, "match %zu: bad port range", i);
 			return RM_EINVAL;
 		}
 	}
@@ -530,7 +516,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 	if ((rv = col_thr_check_cmd(c, err, errlen)) != 0)
 		return rv;
 	if (c->expires_unix_ns <= col_thr_real()) {
-		col_thr_err(err, errlen, "command %" PRIu64 " for CE '%s' has already expired", c->id,
+		rm_errf(err, errlen, "command %" PRIu64 " for CE '%s' has already expired", c->id,
 			    c->ce);
 		return RM_ETIMEDOUT;
 	}
@@ -555,7 +541,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 			if (!t->slot[si].used)
 				break;
 		if (si == THR_MAX_SLOTS) {
-			col_thr_err(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
+			rm_errf(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
 			pthread_mutex_unlock(&t->mu);
 			return RM_EFULL;
 		}
@@ -564,14 +550,14 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 		s->tasks_fd = -1;
 		snprintf(s->dir, sizeof(s->dir), "%s/s%u", t->parent, si);
 		if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
-			col_thr_err(err, errlen, "failed to create cgroup '%s': %s", s->dir,
+			rm_errf(err, errlen, "failed to create cgroup '%s': %s", s->dir,
 				    strerror(errno));
 			pthread_mutex_unlock(&t->mu);
 			return RM_EIO;
 		}
 		snprintf(path, sizeof(path), "%s/tasks", s->dir);
 		if ((s->tasks_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
-			col_thr_err(err, errlen, "failed to open '%s': %s", path, strerror(errno));
+			rm_errf(err, errlen, "failed to open '%s': %s", path, strerror(errno));
 			rmdir(s->dir);
 			pthread_mutex_unlock(&t->mu);
 			return RM_EIO;
@@ -593,7 +579,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 		rv = col_thr_write_file(path, val);
 	}
 	if (rv != 0) {
-		col_thr_err(err, errlen, "failed to write '%s': %s", path, strerror(-rv));
+		rm_errf(err, errlen, "failed to write '%s': %s", path, strerror(-rv));
 		goto fail;
 	}
 	/* matches: take new entries, then drop the old ones */
@@ -601,7 +587,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 		if (!t->match_used[k])
 			idx[n++] = (int)k;
 	if ((size_t)n < c->nmatch) {
-		col_thr_err(err, errlen, "no room for %zu more matches (%d in all)", c->nmatch,
+		rm_errf(err, errlen, "no room for %zu more matches (%d in all)", c->nmatch,
 			    THR_MAX_MATCHES);
 		rv = RM_EFULL;
 		goto fail;
@@ -614,7 +600,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 		col_throttle_make_match(&c->match[i], si, &m);
 		k = (uint32_t)idx[i];
 		if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.matches), &k, &m, BPF_ANY) != 0) {
-			col_thr_err(err, errlen, "failed to update the match table: %s", strerror(errno));
+			rm_errf(err, errlen, "failed to update the match table: %s", strerror(errno));
 			rv = RM_EBPF;
 			goto fail;
 		}

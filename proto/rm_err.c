@@ -30,6 +30,17 @@ static const char *const rm_errstr[RM_ERR_COUNT] = {
 	[RM_ESTATE] = "invalid state",
 };
 
+void rm_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
 const char *rm_strerror(int rv)
 {
 	if (rv < 0 || rv >= RM_ERR_COUNT || !rm_errstr[rv])

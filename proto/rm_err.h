@@ -10,6 +10,8 @@
 #ifndef RM_ERR_H
 #define RM_ERR_H
 
+#include <stddef.h>
+
 enum rm_err {
 	RM_OK = 0,
 	RM_ENOMEM,     /* out of memory */
@@ -34,6 +36,13 @@ enum rm_err {
 
 /* Returns a static lowercase description of rv; never NULL. Thread-safe. */
 const char *rm_strerror(int rv);
+
+/*
+ * Formats a message into a caller's error buffer err of errlen bytes
+ * (truncated, always NUL-terminated); does nothing if err is NULL or errlen
+ * is 0. For functions that hand their reason back ("err, errlen" arguments).
+ */
+void rm_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /*
  * Diagnostics to stderr, one line each, prefixed by the program name set with

@@ -5,13 +5,13 @@
  * Owns no state; every function is reentrant.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rm_wire.h"
+#include "rm_err.h"
 #include "banned.h"
 
 /*
@@ -115,20 +115,6 @@ static void rm_wire_budget_free(void *data, void *ptr)
 	(void)ptr;
 }
 
-static void rm_wire_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void rm_wire_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Reads a varint at *p (< end); returns 0 and advances *p, or -1. */
 static int rm_wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
@@ -182,7 +168,7 @@ static int rm_wire_check_unknown(const ProtobufCMessage *m, char *err, size_t er
 		return RM_OK;
 	for (i = 0; i < m->n_unknown_fields; i++) {
 		if (m->unknown_fields[i].tag == 0) {
-			rm_wire_err(err, errlen, "field number 0 in %s", m->descriptor->short_name);
+			rm_errf(err, errlen, "field number 0 in %s", m->descriptor->short_name);
 			return RM_EPROTO;
 		}
 	}
@@ -261,19 +247,19 @@ int rm_wire_check_node(const char *node, char *err, size_t errlen)
 	size_t i, n;
 
 	if (!node || !node[0]) {
-		rm_wire_err(err, errlen, "empty node name");
+		rm_errf(err, errlen, "empty node name");
 		return RM_EINVAL;
 	}
 	n = strlen(node);
 	if (n > RM_WIRE_NODE_MAX) {
-		rm_wire_err(err, errlen, "node name of %zu bytes (at most %d)", n, RM_WIRE_NODE_MAX);
+		rm_errf(err, errlen, "node name of %zu bytes (at most %d)", n, RM_WIRE_NODE_MAX);
 		return RM_EINVAL;
 	}
 	for (i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)node[i];
 
 		if (c < 0x21 || c > 0x7e) {
-			rm_wire_err(err, errlen, "node name has non-printable byte 0x%02x at offset %zu",
+			rm_errf(err, errlen, "node name has non-printable byte 0x%02x at offset %zu",
 				    c, i);
 			return RM_EINVAL;
 		}
@@ -288,18 +274,18 @@ static int rm_wire_check_text(const char *what, const char *s, size_t min, size_
 	size_t i, n = s ? strlen(s) : 0;
 
 	if (n < min) {
-		rm_wire_err(err, errlen, "empty %s", what);
+		rm_errf(err, errlen, "empty %s", what);
 		return RM_EPROTO;
 	}
 	if (n > max) {
-		rm_wire_err(err, errlen, "%s of %zu bytes (at most %zu)", what, n, max);
+		rm_errf(err, errlen, "%s of %zu bytes (at most %zu)", what, n, max);
 		return RM_EPROTO;
 	}
 	for (i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 
 		if (c < 0x20 || c > 0x7e) {
-			rm_wire_err(err, errlen, "%s has non-printable byte 0x%02x at offset %zu", what,
+			rm_errf(err, errlen, "%s has non-printable byte 0x%02x at offset %zu", what,
 				    c, i);
 			return RM_EPROTO;
 		}
@@ -316,13 +302,13 @@ static int rm_wire_check_addr(const char *what, const char *side, uint32_t famil
 	if (a->len == 0)
 		return RM_OK;
 	if (a->len != 4 && a->len != 16) {
-		rm_wire_err(err, errlen, "part %zu: %s %s address of %zu bytes (expected 0, 4 or 16)",
+		rm_errf(err, errlen, "part %zu: %s %s address of %zu bytes (expected 0, 4 or 16)",
 			    i, what, side, a->len);
 		return RM_EPROTO;
 	}
 	want = family == 2 ? 4 : family == 10 ? 16 : 0;
 	if (a->len != want) {
-		rm_wire_err(err, errlen, "part %zu: %s %s address of %zu bytes does not match family %u",
+		rm_errf(err, errlen, "part %zu: %s %s address of %zu bytes does not match family %u",
 			    i, what, side, a->len, family);
 		return RM_EPROTO;
 	}
@@ -339,7 +325,7 @@ static int rm_wire_check_tuple(const char *what, const Rametr__Tuple *t, size_t 
 	if ((rv = rm_wire_check_unknown(&t->base, err, errlen)) != 0)
 		return rv;
 	if (t->family != 0 && t->family != 1 && t->family != 2 && t->family != 10) {
-		rm_wire_err(err, errlen, "part %zu: %s tuple has unknown family %u", i, what,
+		rm_errf(err, errlen, "part %zu: %s tuple has unknown family %u", i, what,
 			    t->family);
 		return RM_EPROTO;
 	}
@@ -348,7 +334,7 @@ static int rm_wire_check_tuple(const char *what, const Rametr__Tuple *t, size_t 
 	if ((rv = rm_wire_check_addr(what, "remote", t->family, &t->raddr, i, err, errlen)) != 0)
 		return rv;
 	if (t->lport > 65535 || t->rport > 65535) {
-		rm_wire_err(err, errlen, "part %zu: %s tuple has port %u out of range", i, what,
+		rm_errf(err, errlen, "part %zu: %s tuple has port %u out of range", i, what,
 			    t->lport > 65535 ? t->lport : t->rport);
 		return RM_EPROTO;
 	}
@@ -373,11 +359,11 @@ static int rm_wire_check_hello(const Rametr__Hello *h, char *err, size_t errlen)
 	if ((rv = rm_wire_check_text("hostname", h->hostname, 0, 255, err, errlen)) != 0)
 		return rv;
 	if (h->instance == 0) {
-		rm_wire_err(err, errlen, "hello has instance 0");
+		rm_errf(err, errlen, "hello has instance 0");
 		return RM_EPROTO;
 	}
 	if (h->window_ns == 0) {
-		rm_wire_err(err, errlen, "hello has window_ns 0");
+		rm_errf(err, errlen, "hello has window_ns 0");
 		return RM_EPROTO;
 	}
 	return RM_OK;
@@ -391,21 +377,21 @@ static int rm_wire_check_part(const Rametr__SegmentPart *p, size_t i, char *err,
 	if ((rv = rm_wire_check_unknown(&p->base, err, errlen)) != 0)
 		return rv;
 	if (p->win == 0) {
-		rm_wire_err(err, errlen, "part %zu: win 0", i);
+		rm_errf(err, errlen, "part %zu: win 0", i);
 		return RM_EPROTO;
 	}
 	n = p->comm ? strlen(p->comm) : 0;
 	if (n > RM_WIRE_COMM_MAX) {
-		rm_wire_err(err, errlen, "part %zu: comm of %zu bytes (at most %d)", i, n,
+		rm_errf(err, errlen, "part %zu: comm of %zu bytes (at most %d)", i, n,
 			    RM_WIRE_COMM_MAX);
 		return RM_EPROTO;
 	}
 	if (p->cpu_ns > RM_WIRE_ABSURD_NS) {
-		rm_wire_err(err, errlen, "part %zu: absurd cpu_ns %" PRIu64, i, p->cpu_ns);
+		rm_errf(err, errlen, "part %zu: absurd cpu_ns %" PRIu64, i, p->cpu_ns);
 		return RM_EPROTO;
 	}
 	if (p->runq_ns > RM_WIRE_ABSURD_NS) {
-		rm_wire_err(err, errlen, "part %zu: absurd runq_ns %" PRIu64, i, p->runq_ns);
+		rm_errf(err, errlen, "part %zu: absurd runq_ns %" PRIu64, i, p->runq_ns);
 		return RM_EPROTO;
 	}
 	if ((rv = rm_wire_check_tuple("in", p->in, i, err, errlen)) != 0)
@@ -425,15 +411,15 @@ static int rm_wire_check_batch(const Rametr__Batch *b, char *err, size_t errlen)
 	if ((rv = rm_wire_check_text("backend name", b->backend, 1, 63, err, errlen)) != 0)
 		return rv;
 	if (b->instance == 0) {
-		rm_wire_err(err, errlen, "batch has instance 0");
+		rm_errf(err, errlen, "batch has instance 0");
 		return RM_EPROTO;
 	}
 	if (b->seq == 0) {
-		rm_wire_err(err, errlen, "batch has seq 0");
+		rm_errf(err, errlen, "batch has seq 0");
 		return RM_EPROTO;
 	}
 	if (b->window_ns == 0) {
-		rm_wire_err(err, errlen, "batch has window_ns 0");
+		rm_errf(err, errlen, "batch has window_ns 0");
 		return RM_EPROTO;
 	}
 	for (i = 0; i < b->n_parts; i++)
@@ -443,7 +429,7 @@ static int rm_wire_check_batch(const Rametr__Batch *b, char *err, size_t errlen)
 		if ((rv = rm_wire_check_unknown(&b->windows[i]->base, err, errlen)) != 0)
 			return rv;
 		if (b->windows[i]->win == 0) {
-			rm_wire_err(err, errlen, "window totals %zu: win 0", i);
+			rm_errf(err, errlen, "window totals %zu: win 0", i);
 			return RM_EPROTO;
 		}
 	}
@@ -466,11 +452,11 @@ static int rm_wire_check_command(const Rametr__ThrottleCommand *c, char *err, si
 	if ((rv = rm_wire_check_text(what, c->reason, 0, 255, err, errlen)) != 0)
 		return rv;
 	if (c->server && c->server[0] && rm_wire_check_node(c->server, NULL, 0) != 0) {
-		rm_wire_err(err, errlen, "command %" PRIu64 ": invalid server name", c->id);
+		rm_errf(err, errlen, "command %" PRIu64 ": invalid server name", c->id);
 		return RM_EPROTO;
 	}
 	if (c->n_match > RM_WIRE_MAX_MATCH) {
-		rm_wire_err(err, errlen, "command %" PRIu64 ": %zu matches (at most %d)", c->id,
+		rm_errf(err, errlen, "command %" PRIu64 ": %zu matches (at most %d)", c->id,
 			    c->n_match, RM_WIRE_MAX_MATCH);
 		return RM_EPROTO;
 	}
@@ -480,19 +466,19 @@ static int rm_wire_check_command(const Rametr__ThrottleCommand *c, char *err, si
 		if ((rv = rm_wire_check_unknown(&m->base, err, errlen)) != 0)
 			return rv;
 		if ((m->family != 2 || m->addr.len != 4) && (m->family != 10 || m->addr.len != 16)) {
-			rm_wire_err(err, errlen,
+			rm_errf(err, errlen,
 				    "command %" PRIu64 " match %zu: family %u with a %zu-byte address",
 				    c->id, j, m->family, m->addr.len);
 			return RM_EPROTO;
 		}
 		if (m->prefix > (m->family == 2 ? 32u : 128u)) {
-			rm_wire_err(err, errlen, "command %" PRIu64 " match %zu: prefix %u too long",
+			rm_errf(err, errlen, "command %" PRIu64 " match %zu: prefix %u too long",
 				    c->id, j, m->prefix);
 			return RM_EPROTO;
 		}
 		if (m->cport_hi > 65535 || m->sport_hi > 65535 || m->cport_lo > m->cport_hi ||
 		    m->sport_lo > m->sport_hi) {
-			rm_wire_err(err, errlen, "command %" PRIu64 " match %zu: bad port range", c->id,
+			rm_errf(err, errlen, "command %" PRIu64 " match %zu: bad port range", c->id,
 				    j);
 			return RM_EPROTO;
 		}
@@ -509,7 +495,7 @@ static int rm_wire_check_ack(const Rametr__Ack *a, char *err, size_t errlen)
 		return rv;
 	if ((int)a->status < RAMETR__ACK__STATUS__ACK_OK ||
 	    (int)a->status > RAMETR__ACK__STATUS__ACK_RETRY) {
-		rm_wire_err(err, errlen, "unknown ack status %d", (int)a->status);
+		rm_errf(err, errlen, "unknown ack status %d", (int)a->status);
 		return RM_EPROTO;
 	}
 	for (i = 0; i < a->n_commands; i++) {
@@ -518,11 +504,11 @@ static int rm_wire_check_ack(const Rametr__Ack *a, char *err, size_t errlen)
 		if ((rv = rm_wire_check_unknown(&c->base, err, errlen)) != 0)
 			return rv;
 		if (c->id == 0) {
-			rm_wire_err(err, errlen, "command %zu: id 0", i);
+			rm_errf(err, errlen, "command %zu: id 0", i);
 			return RM_EPROTO;
 		}
 		if (c->cap_permille > 1000) {
-			rm_wire_err(err, errlen, "command %" PRIu64 ": cap of %u permille (at most 1000)",
+			rm_errf(err, errlen, "command %" PRIu64 ": cap of %u permille (at most 1000)",
 				    c->id, c->cap_permille);
 			return RM_EPROTO;
 		}
@@ -537,11 +523,11 @@ int rm_wire_check(const Rametr__Envelope *env, char *err, size_t errlen)
 	int rv;
 
 	if (!env) {
-		rm_wire_err(err, errlen, "no message");
+		rm_errf(err, errlen, "no message");
 		return RM_EPROTO;
 	}
 	if (env->version != RM_PROTO_VERSION) {
-		rm_wire_err(err, errlen, "unsupported protocol version %u (expected %d)", env->version,
+		rm_errf(err, errlen, "unsupported protocol version %u (expected %d)", env->version,
 			    RM_PROTO_VERSION);
 		return RM_EVERSION;
 	}
@@ -555,7 +541,7 @@ int rm_wire_check(const Rametr__Envelope *env, char *err, size_t errlen)
 	case RAMETR__ENVELOPE__BODY_ACK:
 		return rm_wire_check_ack(env->ack, err, errlen);
 	default:
-		rm_wire_err(err, errlen, "message has no body");
+		rm_errf(err, errlen, "message has no body");
 		return RM_EPROTO;
 	}
 }
@@ -899,9 +885,9 @@ int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint
 
 	if (seq)
 		*seq = 0;
-	rm_wire_err(err, errlen, "%s", "");
+	rm_errf(err, errlen, "%s", "");
 	if (!out) {
-		rm_wire_err(err, errlen, "no output envelope");
+		rm_errf(err, errlen, "no output envelope");
 		return RM_EINVAL;
 	}
 	*out = NULL;
@@ -940,11 +926,11 @@ int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint
 		rm_wire_chunks_free(budget.head);
 		if (len > 0 && len <= RM_WIRE_MAX_MSG && buf &&
 		    rm_wire_peek_version(buf, len, &ver) && ver != RM_PROTO_VERSION) {
-			rm_wire_err(err, errlen, "unsupported protocol version %u (expected %d)", ver,
+			rm_errf(err, errlen, "unsupported protocol version %u (expected %d)", ver,
 				    RM_PROTO_VERSION);
 			return RM_EVERSION;
 		}
-		rm_wire_err(err, errlen, "malformed message (%zu bytes)", len);
+		rm_errf(err, errlen, "malformed message (%zu bytes)", len);
 		return RM_EPROTO;
 	}
 	if (seq && env->body_case == RAMETR__ENVELOPE__BODY_BATCH)
