@@ -54,9 +54,10 @@
  *           thread. Everything but R means "not runnable".
  *   wakeup  tid=<tid> [by=<tid>]
  *           tid becomes runnable (sched_wakeup / sched_wakeup_new). by: the
- *           thread that woke it, running on <cpu> (sched_waking; the
- *           follow-replies option sees a request handed to another thread
- *           of the same process by it), 0 or left out if unknown.
+ *           thread that woke it, running on <cpu>, given only for a wake-up
+ *           between threads of one process from inside a futex wake or a
+ *           write (what the kernel backend takes for a hand-off under
+ *           follow-replies), 0 or left out otherwise.
  *   recv    tid=<tid> pid=<pid> sock=<cookie> bytes=<n>
  *           [comm=<comm>] [fam=4|6 laddr=<addr> raddr=<addr>] [fam=unix [lsk=<id>] [rsk=<id>]]
  *           [seq=<seq>] [srv=1]

@@ -477,8 +477,9 @@ static int col_replay_event(struct col_replay_run *run, const struct col_event *
 		struct col_replay_thread *t = col_replay_find(run, ev->u.wakeup.tid);
 		struct col_replay_thread *w = ev->u.wakeup.by ? col_replay_find(run, ev->u.wakeup.by) : NULL;
 
-		if (w && w != t && w->t.cur.pid && t && w->t.cur.pid == t->t.cur.pid)
-			rm_on_handoff(&run->env, &w->t, &t->t, ev->ts_ns);
+		/* by= names a waker of the same process; a pid both know must agree */
+		if (w && w != t && (!t || !w->t.cur.pid || !t->t.cur.pid || w->t.cur.pid == t->t.cur.pid))
+			rm_on_handoff(&run->env, &w->t, t ? &t->t : NULL, ev->ts_ns);
 		rm_on_wakeup(t ? &t->t : NULL, ev->ts_ns);
 		break;
 	}

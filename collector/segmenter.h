@@ -272,6 +272,7 @@ RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	if (t->mode != RM_MODE_CONT)
 		return;
+	t->ans_st = 0; /* the tail of its last reply, if any, ends here */
 	if (t->chain_st & RM_CHAIN_DONE) {
 		/* finishing another's request ends when it waits again */
 		rm_done_end(e, t, now);
@@ -758,7 +759,8 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
  *   the first block's fold (rm_cont_block), which alone misses the tail
  *   after a contended lock. What the wakee does from now on stays in its
  *   chain.
- * - A worker in the tail of a reply (nothing sent since) wakes a thread
+ * - A worker in the tail of a reply (nothing sent, no block, no new job
+ *   handed to it since) wakes a thread
  *   that handed a request over and holds none (RM_CHAIN_HANDED: a reader
  *   in its poll loop): to finish the request answered (take the connection
  *   back, watch it again). The wakee's work from now on until it waits
@@ -778,6 +780,8 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 		waker_t->chain_st |= RM_CHAIN_HANDED;
 		if (wakee_t && wakee_t->mode == RM_MODE_CONT && rm_cont_quiet(wakee_t))
 			rm_cont_fold(e, wakee_t, now);
+		if (wakee_t)
+			wakee_t->ans_st = 0; /* it has a new job: no longer in a reply's tail */
 		return;
 	}
 	if (!(waker_t->ans_st & RM_ANS_VALID) ||

@@ -1126,6 +1126,36 @@ static void test_follow_replies_handoff(void)
 	handoff_case(1, 200, 40, 10, 50 + 100 + 10 + 10);
 }
 
+/*
+ * The tail of a reply ends at the worker's first block: a wake-up of the
+ * reader after it is no completion hand-off. Reader 301 reads on 12 at 100
+ * and hands it to 302 (110); 302 replies on 12 at 300, blocks at 310, runs
+ * again at 400 and wakes 301 at 420; 301 runs [450,480) and reads on 13.
+ */
+static void test_follow_replies_handoff_after_block(void)
+{
+	size_t i;
+
+	follow_replies = 1;
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=301 next_pid=300\n"
+	       "100 0 recv tid=301 pid=300 sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.2:5002 bytes=10 seq=2000 srv=1\n"
+	       "110 0 wakeup tid=302 by=301\n"
+	       "120 0 switch prev=301 prev_state=S next=302 next_pid=300\n"
+	       "120 0 send tid=302 pid=300 sock=99 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.9:5009 bytes=1 seq=1 srv=1\n"
+	       "300 0 send tid=302 pid=300 sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.2:5002 bytes=20 seq=8000 srv=1\n"
+	       "310 0 switch prev=302 prev_state=S next=0\n"
+	       "400 0 switch prev=0 prev_state=S next=302 next_pid=300\n"
+	       "420 0 wakeup tid=301 by=302\n"
+	       "450 0 switch prev=302 prev_state=S next=301 next_pid=300\n"
+	       "480 0 recv tid=301 pid=300 sock=13 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.3:5003 bytes=10 seq=3000 srv=1\n"
+	       "490 0 switch prev=301 prev_state=S next=0\n");
+	for (i = 0; i < cap.nparts; i++)
+		CU_ASSERT(!(cap.parts[i].tid == 301 && (cap.parts[i].flags & RM_PF_CONT)));
+	/* 301's 30 ns after the wake-up are its loop's: unsegmented */
+	CU_ASSERT(win(0)->unseg_cpu_ns >= 30);
+}
+
 static void test_follow_replies_handoff_unknown_waker(void)
 {
 	handoff_case(0, 100 + 200, 50, 0, 50 + 10 + 10);
@@ -1260,6 +1290,8 @@ static CU_TestInfo cases[] = {
 	{ "follow-replies gives a client no chains and no more records", test_follow_replies_client },
 	{ "follow-replies: hand-offs between a reader and a worker, both ways", test_follow_replies_handoff },
 	{ "follow-replies: without the waker only the tail before the first block is", test_follow_replies_handoff_unknown_waker },
+	{ "follow-replies: a reader woken after the worker's tail has ended finishes no request",
+	  test_follow_replies_handoff_after_block },
 	{ "time stolen by the hypervisor is in nobody's CPU", test_steal },
 	{ "windows of times back and forth across window edges, offset larger than the first times", test_window_cache },
 	CU_TEST_INFO_NULL,
