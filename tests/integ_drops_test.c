@@ -26,38 +26,6 @@
 
 static char dir[256], conf[300], db[300], url[300], col_log[300];
 
-static pid_t spawn(const char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-/* Waits up to ms for pid; returns its exit status, or -1 on timeout. */
-static int wait_for(pid_t pid, int ms)
-{
-	int st, i;
-
-	for (i = 0; i < ms / 10; i++) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(10000);
-	}
-	return -1;
-}
-
 /* 1 once the file at path contains s. */
 static int log_has(const char *path, const char *s)
 {
@@ -166,15 +134,15 @@ static void test_drops_charged_to_v(void)
 	fprintf(f, "[aggregator]\nhorizon = 2s\n[ce local]\nclient = 127.0.0.1\n");
 	fclose(f);
 
-	agg = spawn(agg_argv, agg_log);
-	col = spawn(col_argv, col_log);
+	agg = rm_test_spawn(agg_argv, agg_log);
+	col = rm_test_spawn(col_argv, col_log);
 	for (i = 0; i < 3000 && !log_has(col_log, "ebpf backend attached"); i++)
 		usleep(10000);
 	if (!log_has(col_log, "ebpf backend attached")) {
 		kill(col, SIGKILL);
 		kill(agg, SIGKILL);
-		wait_for(col, 5000);
-		wait_for(agg, 5000);
+		rm_test_wait(col, 5000);
+		rm_test_wait(agg, 5000);
 		CU_FAIL_FATAL("the collector did not attach (see its log)");
 	}
 	CU_ASSERT_EQUAL(serve(20), 0); /* read as usual */
@@ -186,9 +154,9 @@ static void test_drops_charged_to_v(void)
 	CU_ASSERT_EQUAL(serve(20), 0);
 	usleep(1200000); /* let the window close */
 	kill(col, SIGINT);
-	CU_ASSERT_EQUAL(wait_for(col, 20000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(col, 20000), 0);
 	kill(agg, SIGTERM);
-	CU_ASSERT_EQUAL(wait_for(agg, 20000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(agg, 20000), 0);
 
 	CU_ASSERT_EQUAL_FATAL(st_open(&d, db, ST_OPEN_READONLY), RM_OK);
 	dcpu = reason_sum(d, "dropped", ST_R_CPU);

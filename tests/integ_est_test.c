@@ -72,37 +72,6 @@ static void write_stream(const char *path, uint64_t *truth)
 	CU_ASSERT_EQUAL(fclose(f), 0);
 }
 
-static pid_t spawn(const char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static int wait_for(pid_t pid, int ms)
-{
-	int st, i;
-
-	for (i = 0; i < ms / 10; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	return -1;
-}
-
 /* Per-CE sums of source (NULL = measured) over everything, and the total U they cover. */
 static void sums(st_db *d, const char *source, int64_t since, uint64_t *v, uint64_t *total)
 {
@@ -154,13 +123,13 @@ static void test_estimates_end_to_end(void)
 					"--events", events, "--spool", spool, NULL };
 
 		snprintf(log, sizeof(log), "%s/aggregator.log", dir);
-		agg = spawn(aargv, log);
+		agg = rm_test_spawn(aargv, log);
 		snprintf(log, sizeof(log), "%s/collector.log", dir);
-		col = spawn(cargv, log);
+		col = rm_test_spawn(cargv, log);
 	}
-	CU_ASSERT_EQUAL(wait_for(col, 60000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(col, 60000), 0);
 	kill(agg, SIGTERM);
-	CU_ASSERT_EQUAL(wait_for(agg, 20000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(agg, 20000), 0);
 
 	CU_ASSERT_EQUAL_FATAL(st_open(&d, db, ST_OPEN_READONLY), RM_OK);
 	sums(d, NULL, INT64_MIN, meas, &tm);

@@ -70,45 +70,13 @@ static void write_stream(const char *path, uint32_t base_tid, struct expect *ex)
 	CU_ASSERT_EQUAL(fclose(f), 0);
 }
 
-static pid_t spawn(const char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-/* Waits up to ms for pid; returns its exit status, or -1 on timeout. */
-static int wait_for(pid_t pid, int ms)
-{
-	int st, i;
-
-	for (i = 0; i < ms / 10; i++) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(10000);
-	}
-	return -1;
-}
-
 static pid_t start_aggregator(void)
 {
 	char log[300];
 	const char *argv[] = { AGG_BIN, "--config", conf, "--db", db, "--listen", url, NULL };
 
 	snprintf(log, sizeof(log), "%s/aggregator.log", dir);
-	return spawn(argv, log);
+	return rm_test_spawn(argv, log);
 }
 
 static pid_t start_collector(const char *node, const char *events, const char *spool, const char *batch)
@@ -118,7 +86,7 @@ static pid_t start_collector(const char *node, const char *events, const char *s
 			       "--events", events, "--spool", spool, "--batch-parts", batch, NULL };
 
 	snprintf(log, sizeof(log), "%s/collector-%s.log", dir, node);
-	return spawn(argv, log);
+	return rm_test_spawn(argv, log);
 }
 
 /* Sum of U_c (or V with ce = ST_CE_UNACCOUNTABLE) for node and resource; 0 if none. */
@@ -210,15 +178,15 @@ static void test_aggregator_killed_mid_stream(void)
 		CU_ASSERT_FATAL(seen > before);
 		CU_ASSERT_FATAL(seen < ex.cpu[0]); /* still mid-stream */
 		kill(agg, SIGKILL);
-		CU_ASSERT_EQUAL(wait_for(agg, 5000), 128 + SIGKILL);
+		CU_ASSERT_EQUAL(rm_test_wait(agg, 5000), 128 + SIGKILL);
 		fprintf(stderr, "killed the aggregator with c1 at %.1f%% of its cpu\n", 100.0 * seen / ex.cpu[0]);
 		usleep(300000);
 		agg = start_aggregator();
 	}
-	rv = wait_for(col, 60000);
+	rv = rm_test_wait(col, 60000);
 	CU_ASSERT_EQUAL(rv, 0);
 	kill(agg, SIGTERM);
-	CU_ASSERT_EQUAL(wait_for(agg, 10000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 0);
 	check_exact("n1", &ex);
 }
 
@@ -240,15 +208,15 @@ static void test_spool_survives_collector_restart(void)
 	fclose(f);
 	/* no aggregator: the collector gives up after its flush timeout and spools */
 	col = start_collector("n2", events, spool, "50");
-	CU_ASSERT_EQUAL(wait_for(col, 30000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(col, 30000), 0);
 	CU_ASSERT(access(spool, F_OK) == 0);
 	CU_ASSERT_EQUAL(stored("n2", "c1", ST_R_CPU), 0);
 	/* a new collector (new instance) on the same spool delivers it once */
 	agg = start_aggregator();
 	col = start_collector("n2", empty, spool, "50");
-	CU_ASSERT_EQUAL(wait_for(col, 30000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(col, 30000), 0);
 	kill(agg, SIGTERM);
-	CU_ASSERT_EQUAL(wait_for(agg, 10000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 0);
 	check_exact("n2", &ex);
 }
 
@@ -357,19 +325,19 @@ static void test_pending_parts_survive_restart(void)
 	agg = start_aggregator();
 	/* the downstream node first: all its parts wait for the upstream's bytes */
 	col = start_collector("down", down, spd, "50");
-	CU_ASSERT_EQUAL(wait_for(col, 60000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(col, 60000), 0);
 	held_parts(&held, &unresolved);
 	CU_ASSERT_EQUAL(unresolved, NPOOL);
 	CU_ASSERT_EQUAL(stored("down", "c1", ST_R_CPU), 0);
 	/* the aggregator dies holding them */
 	kill(agg, SIGKILL);
-	CU_ASSERT_EQUAL(wait_for(agg, 5000), 128 + SIGKILL);
+	CU_ASSERT_EQUAL(rm_test_wait(agg, 5000), 128 + SIGKILL);
 	agg = start_aggregator();
 	/* the upstream node's batches arrive after the restart */
 	col = start_collector("up", up, spu, "50");
-	CU_ASSERT_EQUAL(wait_for(col, 60000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(col, 60000), 0);
 	kill(agg, SIGTERM);
-	CU_ASSERT_EQUAL(wait_for(agg, 10000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 0);
 	check_node("up", &exu);
 	check_node("down", &exd);
 	held_parts(&held, &unresolved);

@@ -131,35 +131,6 @@ static void cli_stop(struct cli *c)
 	close(c->fd);
 }
 
-static pid_t spawn(const char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static int wait_for(pid_t pid, int ms)
-{
-	int st, i;
-
-	for (i = 0; i < ms / 10; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(10000);
-	}
-	return -1;
-}
-
 /* Runs rametrctl throttle ARGS..., output to log; returns its exit code. */
 static int ctl(const char *log, const char *const *args)
 {
@@ -172,8 +143,8 @@ static int ctl(const char *log, const char *const *args)
 	argv[i++] = "--db";
 	argv[i++] = db;
 	argv[i] = NULL;
-	pid = spawn(argv, log);
-	return wait_for(pid, 20000);
+	pid = rm_test_spawn(argv, log);
+	return rm_test_wait(pid, 20000);
 }
 
 static char *slurp(const char *path)
@@ -262,9 +233,9 @@ static void test_end_to_end(void)
 				     "--throttle", "cgroup", NULL };
 
 		snprintf(log, sizeof(log), "%s/aggregator.log", dir);
-		agg = spawn(av, log);
+		agg = rm_test_spawn(av, log);
 		snprintf(col_log, sizeof(col_log), "%s/collector.log", dir);
-		col = spawn(cv, col_log);
+		col = rm_test_spawn(cv, col_log);
 	}
 	cli_start(&c2, "127.0.0.3");
 	cli_start(&c3, "127.0.0.4");
@@ -394,9 +365,9 @@ static void test_end_to_end(void)
 	cli_stop(&c2);
 	cli_stop(&c3);
 	kill(col, SIGTERM);
-	CU_ASSERT_EQUAL(wait_for(col, 15000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(col, 15000), 0);
 	kill(agg, SIGTERM);
-	CU_ASSERT_EQUAL(wait_for(agg, 15000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(agg, 15000), 0);
 	shutdown(srv.lfd, SHUT_RDWR);
 	close(srv.lfd);
 	pthread_join(srv.acc, NULL);

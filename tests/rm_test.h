@@ -19,9 +19,12 @@
 #define RM_TEST_H
 
 #include <CUnit/Basic.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define RM_TEST_SKIP_CODE 77
@@ -104,6 +107,45 @@ static inline char *rm_test_capture_end(const char *path)
 	fclose(f);
 	fputs(text, stderr);
 	return text;
+}
+
+/*
+ * Starts the program argv[0] (a path, no PATH lookup) with stdout and stderr
+ * appended to log. Returns its pid, or -1 if it could not fork.
+ */
+static inline pid_t rm_test_spawn(const char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * Waits up to ms for pid to end; returns its exit status (128 + signal if
+ * killed), or -1 on timeout, after killing it (SIGKILL) and reaping it.
+ */
+static inline int rm_test_wait(pid_t pid, int ms)
+{
+	int st, i;
+
+	for (i = 0; i < ms / 10; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
 }
 
 #define RM_TEST_MAIN(suite_name, case_table)                                              \
