@@ -43,20 +43,10 @@ static int d_window(void *arg, const struct col_window *w)
 
 static int run(const char *const argv[], const char *log)
 {
-	pid_t pid = fork();
+	pid_t pid = rm_test_spawn(argv, log);
 	int st;
 
-	if (pid == 0) {
-		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &st, 0) != pid)
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
 		return -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
