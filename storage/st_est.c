@@ -383,14 +383,7 @@ int st_query_est(st_db *db, const struct st_query *q, const char *method, struct
 		return rv;
 	if ((i = sqlite3_bind_parameter_index(s, ":m")) > 0)
 		sqlite3_bind_text(s, i, method, -1, SQLITE_STATIC);
-	if ((i = sqlite3_bind_parameter_index(s, ":since")) > 0)
-		sqlite3_bind_int64(s, i, q->since_ns);
-	if ((i = sqlite3_bind_parameter_index(s, ":until")) > 0)
-		sqlite3_bind_int64(s, i, q->until_ns);
-	if ((i = sqlite3_bind_parameter_index(s, ":server")) > 0)
-		sqlite3_bind_text(s, i, q->server, -1, SQLITE_STATIC);
-	if ((i = sqlite3_bind_parameter_index(s, ":ce")) > 0)
-		sqlite3_bind_text(s, i, q->ce, -1, SQLITE_STATIC);
+	st_query_bind(s, q);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		struct st_row *row;
 		int64_t t = sqlite3_column_int64(s, 6), su = sqlite3_column_int64(s, 8);

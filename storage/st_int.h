@@ -52,6 +52,8 @@ int st_sql_err(const st_db *db, int rc, const char *what);
 /* Argument checks (log the problem and return RM_EINVAL, or RM_OK). */
 int st_check_name(const char *what, const char *name, size_t max);
 int st_check_query(const st_db *db, const struct st_query *q, void *rows, size_t *n);
+/* Binds q's fields to whichever of :since, :until, :server, :res, :ce statement s names (st_query.c). */
+void st_query_bind(sqlite3_stmt *s, const struct st_query *q);
 
 /* Column text, "" for NULL. */
 static inline const char *st_col_text(sqlite3_stmt *s, int col)

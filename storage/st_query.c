@@ -111,14 +111,10 @@ static int st_ctes(const struct st_query *q, int per_window, char *buf, size_t l
 	return r > 0 && (size_t)r < len ? RM_OK : RM_ENOMEM;
 }
 
-static int st_prepare(st_db *db, const struct st_query *q, const char *sql, sqlite3_stmt **out)
+void st_query_bind(sqlite3_stmt *s, const struct st_query *q)
 {
-	sqlite3_stmt *s;
-	int rc, i;
+	int i;
 
-	rc = sqlite3_prepare_v2(db->h, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return st_sql_err(db, rc, "failed to query");
 	if ((i = sqlite3_bind_parameter_index(s, ":since")) > 0)
 		sqlite3_bind_int64(s, i, q->since_ns);
 	if ((i = sqlite3_bind_parameter_index(s, ":until")) > 0)
@@ -129,6 +125,18 @@ static int st_prepare(st_db *db, const struct st_query *q, const char *sql, sqli
 		sqlite3_bind_int(s, i, q->resource);
 	if ((i = sqlite3_bind_parameter_index(s, ":ce")) > 0)
 		sqlite3_bind_text(s, i, q->ce, -1, SQLITE_STATIC);
+}
+
+static int st_prepare(st_db *db, const struct st_query *q, const char *sql, sqlite3_stmt **out)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	*out = NULL;
+	rc = sqlite3_prepare_v2(db->h, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to query");
+	st_query_bind(s, q);
 	*out = s;
 	return RM_OK;
 }
