@@ -350,12 +350,8 @@ RM_INLINE void rm_chain_close(struct rm_env *e, struct rm_task *t, __u64 now, co
 		} else {
 			__builtin_memset(&p->in, 0, sizeof(p->in));
 		}
-		if (rm_env_emit(e, p, &z) < 0) {
-			struct rm_wintot *w = rm_env_wintot(e, p->win);
-
-			if (w)
-				RM_ADD(&w->dropped_parts, 1);
-		}
+		if (rm_env_emit(e, p, &z) < 0)
+			rm_drop_part(e, p->win, &z); /* no cost: only dropped_parts moves */
 		__builtin_memcpy(&p->in, &save_in, sizeof(save_in));
 		p->seg_id = save_id;
 		p->win = save_win;
