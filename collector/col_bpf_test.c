@@ -923,6 +923,28 @@ static void *tail2_reader(void *arg)
 	return NULL;
 }
 
+/* Waits up to ms for thread tid of this process to sleep (state S); 1 if it does. */
+static int wait_sleeping(pid_t tid, int ms)
+{
+	char path[64], buf[256];
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	for (i = 0; i < ms; i++) {
+		FILE *f = fopen(path, "r");
+		const char *st = NULL;
+
+		if (f && fgets(buf, sizeof(buf), f) && (st = strrchr(buf, ')')) && st[1] == ' ' && st[2] == 'S') {
+			fclose(f);
+			return 1;
+		}
+		if (f)
+			fclose(f);
+		usleep(1000);
+	}
+	return 0;
+}
+
 static void test_follow_replies_tail(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -966,6 +988,8 @@ static void test_follow_replies_tail(void)
 			pthread_mutex_unlock(&t.busy);
 			while (!__atomic_load_n(&t.tail_done, __ATOMIC_ACQUIRE))
 				usleep(1000);
+			/* the next request is a hand-off only if the worker sleeps in its wait */
+			CU_ASSERT(wait_sleeping(t.worker, 1000));
 			usleep(20000);
 		}
 	}
