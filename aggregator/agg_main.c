@@ -218,10 +218,12 @@ int main(int argc, char **argv)
 	if (stitch) {
 		agg_stitch_get_stats(stitch, &ps);
 		rm_log_info("pairing: %llu parts by rule, %llu by bytes (%llu split), %llu at the horizon, "
-			    "%llu evicted, %llu without CE; %llu held (%llu pending) kept for the next start",
+			    "%llu evicted, %llu without CE; %llu sends to sockets the rules decide not indexed; "
+			    "%llu held (%llu pending) kept for the next start",
 			    (unsigned long long)ps.by_rule, (unsigned long long)ps.by_bytes,
 			    (unsigned long long)ps.split, (unsigned long long)ps.by_horizon,
 			    (unsigned long long)ps.evicted, (unsigned long long)ps.by_none,
+			    (unsigned long long)ps.ruled_sends,
 			    (unsigned long long)ps.held, (unsigned long long)ps.pending);
 	}
 	if (thr) {

@@ -1085,6 +1085,51 @@ static int agg_valid_range(uint64_t start, uint64_t end)
 	return end >= start && end - start <= AGG_MAX_RANGE;
 }
 
+#define AGG_RULE_NONE (-1)
+#define AGG_RULE_OTHER_END (-2)
+
+/*
+ * What the configuration rules say of a part received on socket t (step 2
+ * in agg_pair.h): the index of the rule naming t as a CE's entry;
+ * AGG_RULE_OTHER_END if a rule names t seen from its other end (t is the
+ * CE's own client); AGG_RULE_NONE if no rule applies (or t is not IP).
+ */
+static int agg_rule_of(const struct agg_pair *e, const struct rm_tuple *t)
+{
+	uint32_t fam, lfam;
+	uint8_t ra[16], la[16];
+	int i;
+
+	if (!agg_tuple_ip(t))
+		return AGG_RULE_NONE;
+	agg_norm_addr(t->family, t->raddr, &fam, ra);
+	i = agg_config_match_tuple(e->cfg, fam, ra, fam == RM_AF_INET ? 4 : 16, t->rport, t->lport);
+	if (i >= 0)
+		return i;
+	agg_norm_addr(t->family, t->laddr, &lfam, la);
+	if (lfam == fam &&
+	    agg_config_match_tuple(e->cfg, lfam, la, lfam == RM_AF_INET ? 4 : 16, t->lport, t->rport) >= 0)
+		return AGG_RULE_OTHER_END;
+	return AGG_RULE_NONE;
+}
+
+/*
+ * Whether bytes sent on out could ever be paired: not when the rules decide
+ * the socket that receives them (out seen from the other end), whichever
+ * node it is on, as step 2 comes before pairing. Such sends are not indexed,
+ * so a part whose sends are all of that kind is not held once resolved.
+ */
+static int agg_send_pairable(const struct agg_pair *e, const struct rm_tuple *out)
+{
+	struct rm_tuple m = *out;
+
+	memcpy(m.laddr, out->raddr, sizeof(m.laddr));
+	memcpy(m.raddr, out->laddr, sizeof(m.raddr));
+	m.lport = out->rport;
+	m.rport = out->lport;
+	return agg_rule_of(e, &m) == AGG_RULE_NONE;
+}
+
 /*
  * Decides what r (just linked) waits for or is: rule, V, or a receiver.
  * Sets *how_out for immediate resolutions, or leaves r pending on a flow.
@@ -1112,22 +1157,14 @@ static int agg_classify(struct agg_pair *e, struct agg_rec *r, const struct rm_p
 										  : AGG_REASON_NO_CE,
 				       AGG_PAIR_BY_NONE);
 	}
-	if (agg_tuple_ip(t)) {
-		uint32_t fam, lfam;
-		uint8_t ra[16], la[16];
-
-		agg_norm_addr(t->family, t->raddr, &fam, ra);
-		i = agg_config_match_tuple(e->cfg, fam, ra, fam == RM_AF_INET ? 4 : 16, t->rport, t->lport);
-		if (i >= 0)
-			goto rule;
-		/* seen from the other end this socket is one the rules name as a
-		 * CE's entry: these bytes are a reply to the CE's own client,
-		 * which is not a shared service; the chain ends here */
-		agg_norm_addr(t->family, t->laddr, &lfam, la);
-		if (lfam == fam &&
-		    agg_config_match_tuple(e->cfg, lfam, la, lfam == RM_AF_INET ? 4 : 16, t->lport, t->rport) >= 0)
-			return agg_resolve_one(e, r, NULL, AGG_REASON_NO_CE, AGG_PAIR_BY_NONE);
-	}
+	i = agg_rule_of(e, t);
+	if (i >= 0)
+		goto rule;
+	/* seen from the other end this socket is one the rules name as a CE's
+	 * entry: these bytes are a reply to the CE's own client, which is not
+	 * a shared service; the chain ends here */
+	if (i == AGG_RULE_OTHER_END)
+		return agg_resolve_one(e, r, NULL, AGG_REASON_NO_CE, AGG_PAIR_BY_NONE);
 	if (!(p->flags & RM_PF_IN_SEQ) || !agg_fkey_make(&k, t, 0, r->node_idx))
 		return agg_resolve_one(e, r, NULL, AGG_REASON_NO_CE, AGG_PAIR_BY_NONE);
 	if ((p->flags & RM_PF_SEQ_SUSPECT) || !agg_valid_range(p->in_seq_start, p->in_seq_end))
@@ -1222,8 +1259,11 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 		return agg_send_insert(e, r, &k, 0, AGG_CHAIN_LEN);
 	}
 	if ((p->flags & RM_PF_OUT_SEQ) && !(p->flags & RM_PF_DOMAIN) && p->out_seq_end > p->out_seq_start &&
-	    agg_valid_range(p->out_seq_start, p->out_seq_end) && agg_fkey_make(&k, &p->out, 1, r->node_idx))
-		return agg_send_insert(e, r, &k, p->out_seq_start, p->out_seq_end);
+	    agg_valid_range(p->out_seq_start, p->out_seq_end) && agg_fkey_make(&k, &p->out, 1, r->node_idx)) {
+		if (agg_send_pairable(e, &p->out))
+			return agg_send_insert(e, r, &k, p->out_seq_start, p->out_seq_end);
+		e->st.ruled_sends++;
+	}
 	return RM_OK;
 }
 

@@ -41,7 +41,10 @@
  * A part's own sends (RM_PF_OUT_SEQ, non-empty out range) enter the send
  * index whatever its resolution; a V resolution propagates to receivers as
  * V with the same reason, so work caused by unaccountable work stays
- * unaccountable.
+ * unaccountable. Except sends on a socket whose receiving end step 2
+ * decides (the rules name it, from either end: a CE's entry or its own
+ * client): no receiver would ever look them up, so they are not indexed
+ * (stats.ruled_sends) and their part, once resolved, is not held.
  *
  * Untrusted ranges: send ranges of *different* segments on one connection
  * that overlap (two threads sending at once: the kernel read write_seq after
@@ -230,6 +233,7 @@ struct agg_pair_stats {
 	uint64_t dropped_sends;  /* resolved parts dropped early (max_held) with their send */
 	uint64_t split;          /* resolved parts whose cost was split over several shares */
 	uint64_t late_overlaps;  /* overlaps found after a receiver of those bytes was resolved */
+	uint64_t ruled_sends;    /* send ranges not indexed: the rules decide their receiver */
 	uint64_t held, pending, sends, flows; /* current */
 };
 void agg_pair_get_stats(const struct agg_pair *e, struct agg_pair_stats *out);

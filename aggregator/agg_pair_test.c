@@ -891,6 +891,8 @@ static void test_rules_take_precedence(void)
 
 static void test_reply_to_ce_client(void)
 {
+	struct agg_pair_stats ps;
+	size_t held;
 	struct stream st[4];
 	struct item it[MAXP];
 	struct run R;
@@ -914,6 +916,22 @@ static void test_reply_to_ce_client(void)
 	CU_ASSERT_PTR_NULL(total_of(&R, "client1", "c1"));
 	/* and the shared services are charged as before */
 	check_pool_totals_with(&R, 1);
+	/* front's four responses go to CEs' clients, whose parts the rules
+	 * decide: not indexed, and not held once resolved; its requests on the
+	 * pool (db pairs them) are */
+	agg_pair_get_stats(R.e, &ps);
+	CU_ASSERT_EQUAL(ps.ruled_sends, 4 + 1); /* and client1's request C, to front's entry */
+	for (k = 0, held = 0; k < st[0].cap.nparts; k++) {
+		o = outcome_of(&R, 0, k);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+		if (o->held) {
+			held++;
+			CU_ASSERT_EQUAL(st[0].cap.parts[k].out.rport, 5432);
+		} else if (st[0].cap.parts[k].flags & RM_PF_OUT_SEQ) {
+			CU_ASSERT_NOT_EQUAL(st[0].cap.parts[k].out.rport, 5432);
+		}
+	}
+	CU_ASSERT_EQUAL(held, 4);
 	run_close(&R);
 	streams_free(st, 4);
 }
@@ -938,8 +956,10 @@ static void test_give_up(void)
 	CU_ASSERT_EQUAL(count_resolved(&R, 9), 9);
 	CU_ASSERT_EQUAL(tv(&R, "db", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 6250000);
 	CU_ASSERT_EQUAL(tv(&R, "front", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 260000);
-	/* their sends stay for receivers still to come */
-	CU_ASSERT_EQUAL(ps.sends, 9);
+	/* their sends stay for receivers still to come: db's five; front's
+	 * four responses go to CEs' clients, which the rules decide */
+	CU_ASSERT_EQUAL(ps.sends, 5);
+	CU_ASSERT_EQUAL(ps.ruled_sends, 4);
 	CU_ASSERT_EQUAL(agg_pair_give_up(R.e), RM_OK); /* nothing left: no-op */
 	run_close(&R);
 	streams_free(st, 3);
