@@ -119,6 +119,7 @@ int main(int argc, char **argv)
 	struct agg_est_run *est = NULL;
 	struct agg_server *srv = NULL;
 	struct agg_throttle *thr = NULL;
+	static struct agg_decided decided; /* borrowed by the server for its life */
 	struct agg_main m = { 0 };
 	struct agg_account_stats st;
 	struct agg_pair_stats ps;
@@ -184,6 +185,13 @@ int main(int argc, char **argv)
 			.commands_for = agg_commands_for,
 			.on_tick = agg_on_tick,
 		};
+
+		agg_throttle_decided(cfg, &decided);
+		h.decided = decided.n ? decided.pm : NULL;
+		h.ndecided = decided.n;
+		if (cfg->nrules && !decided.n)
+			rm_log_info("collectors send every part as is (%s)",
+				    cfg->nest ? "estimators configured" : "rules of too many clients");
 
 		m.stitch = stitch;
 		m.est = est;

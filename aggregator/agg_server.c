@@ -221,7 +221,7 @@ static Rametr__Ack__Status agg_status(int rv, int duplicate)
 
 /*
  * Encodes the Ack, with the node's commands if any and if they pass the wire
- * rules. Returns RM_OK or RM_ENOMEM.
+ * rules, and the decided matches. Returns RM_OK or RM_ENOMEM.
  */
 static int agg_build_ack(struct agg_server *s, Rametr__Ack__Status st, uint64_t seq,
 			 const char *error, const char *node, uint8_t **buf, size_t *len)
@@ -251,6 +251,10 @@ static int agg_build_ack(struct agg_server *s, Rametr__Ack__Status st, uint64_t 
 	ack.error = (char *)(error ? error : "");
 	ack.n_commands = n;
 	ack.commands = cmds;
+	if (st == RAMETR__ACK__STATUS__ACK_OK || st == RAMETR__ACK__STATUS__ACK_DUPLICATE) {
+		ack.n_decided = s->h.decided ? s->h.ndecided : 0;
+		ack.decided = s->h.decided;
+	}
 	env.version = RM_PROTO_VERSION;
 	env.body_case = RAMETR__ENVELOPE__BODY_ACK;
 	env.ack = &ack;

@@ -58,6 +58,10 @@ struct agg_handler {
 	   server send the Ack without commands (logged). A non-zero return is
 	   logged and the Ack goes without commands. */
 	int (*commands_for)(void *arg, const char *node, Rametr__ThrottleCommand ***cmds, size_t *n);
+	/* Optional: matches sent as Ack.decided in every ACK_OK / ACK_DUPLICATE
+	   (replies to a Hello included): borrowed, must outlive the server. */
+	Rametr__ThrottleMatch **decided;
+	size_t ndecided;
 	/* Optional: called about every tick_ms, also when no request arrives. */
 	void (*on_tick)(void *arg);
 };

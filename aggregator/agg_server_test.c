@@ -142,6 +142,12 @@ static void *srv_main(void *arg)
 	return NULL;
 }
 
+/* the sockets "the rules decide": one pattern, sent with every OK / DUPLICATE ack */
+static uint8_t dec_addr[4] = { 10, 1, 0, 0 };
+static Rametr__ThrottleMatch dec_m = { PROTOBUF_C_MESSAGE_INIT(&rametr__throttle_match__descriptor), 2,
+				       { 4, dec_addr }, 16, 0, 65535, 5432, 5432 };
+static Rametr__ThrottleMatch *dec_pm[1] = { &dec_m };
+
 static void srv_start(struct srv *v, const char *name, int tick_ms, const char *extra_url)
 {
 	static int fini_registered;
@@ -159,6 +165,8 @@ static void srv_start(struct srv *v, const char *name, int tick_ms, const char *
 	h.on_hello = th_on_hello;
 	h.on_batch = th_on_batch;
 	h.commands_for = th_commands;
+	h.decided = dec_pm;
+	h.ndecided = 1;
 	h.on_tick = th_tick;
 	urls[0] = v->url;
 	urls[1] = extra_url;
@@ -448,6 +456,13 @@ static void test_commands(void)
 	CU_ASSERT_EQUAL(env->ack->commands[0]->cap_permille, 300);
 	CU_ASSERT_STRING_EQUAL(env->ack->commands[0]->reason, "over budget");
 	CU_ASSERT_EQUAL(env->ack->commands[1]->id, 42);
+	/* and the sockets the rules decide */
+	CU_ASSERT_EQUAL_FATAL(env->ack->n_decided, 1);
+	CU_ASSERT_EQUAL(env->ack->decided[0]->family, 2);
+	CU_ASSERT_EQUAL(env->ack->decided[0]->addr.len, 4);
+	CU_ASSERT_EQUAL(env->ack->decided[0]->addr.data[1], 1);
+	CU_ASSERT_EQUAL(env->ack->decided[0]->prefix, 16);
+	CU_ASSERT_EQUAL(env->ack->decided[0]->sport_lo, 5432);
 	rm_wire_free(env);
 	free(b);
 	/* other nodes get none */
@@ -462,6 +477,7 @@ static void test_commands(void)
 	env = ask(c, b, len);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(env);
 	CU_ASSERT_EQUAL(env->ack->n_commands, 2);
+	CU_ASSERT_EQUAL(env->ack->n_decided, 1);
 	rm_wire_free(env);
 	free(b);
 	/* refused batches do not */
@@ -470,6 +486,7 @@ static void test_commands(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(env);
 	CU_ASSERT_EQUAL(env->ack->status, RAMETR__ACK__STATUS__ACK_RETRY);
 	CU_ASSERT_EQUAL(env->ack->n_commands, 0);
+	CU_ASSERT_EQUAL(env->ack->n_decided, 0);
 	rm_wire_free(env);
 	free(b);
 	/* commands that break the wire rules are not sent; the ack still is */

@@ -428,11 +428,49 @@ static uint64_t agg_thr_rx_rate(struct agg_throttle *t, const struct st_throttle
 	return (uint64_t)(c->cap_permille / 1000.0 * node.ncpu * 1e9 * rx / cpu);
 }
 
+/*
+ * The sockets rule r names, as wire matches into m[0..max) (addresses kept
+ * in addr[], pointers in pm[]): one per client CIDR, or both families with
+ * prefix 0 for a rule on any client; each with r's port ranges. Returns how
+ * many; if they do not fit, SIZE_MAX, or with `first` the first max.
+ */
+static size_t agg_rule_matches(const struct agg_rule *r, Rametr__ThrottleMatch *m, uint8_t (*addr)[16],
+			       Rametr__ThrottleMatch **pm, size_t max, int first)
+{
+	size_t k = 0, i, n = r->nclients ? r->nclients : 2;
+
+	if (n > max && !first)
+		return SIZE_MAX;
+	for (i = 0; i < r->nclients && k < max; i++, k++) {
+		rametr__throttle_match__init(&m[k]);
+		m[k].family = (uint32_t)r->clients[i].family;
+		memcpy(addr[k], r->clients[i].addr, 16);
+		m[k].addr.len = r->clients[i].family == 2 ? 4 : 16;
+		m[k].prefix = (uint32_t)r->clients[i].prefix;
+	}
+	if (r->nclients == 0)
+		/* any client: both families */
+		for (i = 0; i < 2 && k < max; i++, k++) {
+			rametr__throttle_match__init(&m[k]);
+			memset(addr[k], 0, 16);
+			m[k].family = i ? 10 : 2;
+			m[k].addr.len = i ? 16 : 4;
+		}
+	for (i = 0; i < k; i++) {
+		m[i].addr.data = addr[i];
+		m[i].cport_lo = r->cport_lo;
+		m[i].cport_hi = r->cport_hi;
+		m[i].sport_lo = r->sport_lo;
+		m[i].sport_hi = r->sport_hi;
+		pm[i] = &m[i];
+	}
+	return k;
+}
+
 static void agg_thr_build(struct agg_throttle *t, struct agg_thr_built *b)
 {
 	int ri = agg_config_find_ce(t->cfg, b->row.ce);
-	const struct agg_rule *r = ri >= 0 ? &t->cfg->rules[ri] : NULL;
-	size_t k = 0, i;
+	size_t k = 0;
 
 	rametr__throttle_command__init(&b->c);
 	b->c.id = b->row.id;
@@ -442,34 +480,33 @@ static void agg_thr_build(struct agg_throttle *t, struct agg_thr_built *b)
 	b->c.cap_permille = b->row.cap_permille;
 	b->c.expires_unix_ns = b->row.expires_ns;
 	b->c.reason = b->row.why;
-	for (i = 0; r && b->row.cap_permille && i < r->nclients && k < RM_WIRE_MAX_MATCH; i++, k++) {
-		rametr__throttle_match__init(&b->m[k]);
-		b->m[k].family = (uint32_t)r->clients[i].family;
-		memcpy(b->addr[k], r->clients[i].addr, 16);
-		b->m[k].addr.data = b->addr[k];
-		b->m[k].addr.len = r->clients[i].family == 2 ? 4 : 16;
-		b->m[k].prefix = (uint32_t)r->clients[i].prefix;
-	}
-	if (r && b->row.cap_permille && r->nclients == 0) {
-		/* any client: both families */
-		for (i = 0; i < 2; i++, k++) {
-			rametr__throttle_match__init(&b->m[k]);
-			memset(b->addr[k], 0, 16);
-			b->m[k].family = i ? 10 : 2;
-			b->m[k].addr.data = b->addr[k];
-			b->m[k].addr.len = i ? 16 : 4;
-		}
-	}
-	for (i = 0; i < k; i++) {
-		b->m[i].cport_lo = r->cport_lo;
-		b->m[i].cport_hi = r->cport_hi;
-		b->m[i].sport_lo = r->sport_lo;
-		b->m[i].sport_hi = r->sport_hi;
-		b->pm[i] = &b->m[i];
-	}
+	if (ri >= 0 && b->row.cap_permille) /* a rule of more clients than a command carries: the first */
+		k = agg_rule_matches(&t->cfg->rules[ri], b->m, b->addr, b->pm, RM_WIRE_MAX_MATCH, 1);
 	b->c.n_match = k;
 	b->c.match = k ? b->pm : NULL;
 	b->c.rx_rate_bps = b->row.cap_permille ? agg_thr_rx_rate(t, &b->row) : 0;
+}
+
+void agg_throttle_decided(const struct agg_config *cfg, struct agg_decided *d)
+{
+	size_t i, k;
+
+	d->n = 0;
+	if (cfg->nest)
+		return; /* estimators count requests and response times part by part */
+	for (i = 0; i < cfg->nrules; i++) {
+		const struct agg_rule *r = &cfg->rules[i];
+
+		if (r->ndomains && !r->nclients && r->cport_lo == 0 && r->cport_hi == 65535 &&
+		    r->sport_lo == 0 && r->sport_hi == 65535)
+			continue; /* Xen-only: names no socket (agg_config_match_tuple) */
+		k = agg_rule_matches(r, d->m + d->n, d->addr + d->n, d->pm + d->n, RM_WIRE_MAX_DECIDED - d->n, 0);
+		if (k == SIZE_MAX) {
+			d->n = 0;
+			return;
+		}
+		d->n += k;
+	}
 }
 
 int agg_throttle_commands_for(struct agg_throttle *t, const char *node, int64_t now,

@@ -45,6 +45,7 @@
 #include "agg_policy.h"
 #include "rametr.pb-c.h"
 #include "st.h"
+#include "rm_wire.h"
 
 #define AGG_THROTTLE_LOOKBACK_NS 30000000000ll  /* windows older than this are not fed */
 #define AGG_THROTTLE_LR_WINDOWS 30
@@ -97,5 +98,27 @@ struct agg_throttle_stats {
 	uint64_t renewed, expired, refused, accepted, sent, applied, bad_acks;
 };
 void agg_throttle_get_stats(const struct agg_throttle *t, struct agg_throttle_stats *out);
+
+/*
+ * The inbound sockets the configuration rules decide, as wire matches for
+ * Ack.decided (rametr.proto): collectors may sum the parts received on them
+ * (whose sends go to such sockets too) per socket, thread and window, as
+ * step 2 of agg_pair.h charges them by the rule alone. A rule on any client
+ * gives both families with prefix 0; Xen-only rules give none.
+ */
+struct agg_decided {
+	Rametr__ThrottleMatch m[RM_WIRE_MAX_DECIDED];
+	Rametr__ThrottleMatch *pm[RM_WIRE_MAX_DECIDED];
+	uint8_t addr[RM_WIRE_MAX_DECIDED][16];
+	size_t n;
+};
+
+/*
+ * Fills *d from cfg (borrowed: d points into itself only). n is 0 - no
+ * merging - when cfg has [estimate] sections (estimators count requests
+ * and response times part by part) or more matches than the wire allows.
+ * Pure.
+ */
+void agg_throttle_decided(const struct agg_config *cfg, struct agg_decided *d);
 
 #endif

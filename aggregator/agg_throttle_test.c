@@ -356,11 +356,67 @@ static void test_hold_until_applied(void)
 	fx_close(&f);
 }
 
+/* The sockets the rules decide, as collectors get them in every Ack. */
+static void test_decided(void)
+{
+	static const char conf[] =
+		"[ce c1]\nclient = 10.1.0.0/16\nclient = fd00::7\nserver_port = 5432\n"
+		"[ce any]\nclient_port = 7000-7010\n"
+		"[ce guest]\nxen_domain = 3\n";
+	struct agg_config *cfg = NULL;
+	static struct agg_decided d;
+	char big[4096];
+	size_t i, n;
+
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf, strlen(conf), "d.ini", &cfg), RM_OK);
+	agg_throttle_decided(cfg, &d);
+	/* c1: its two CIDRs; any: both families; guest: none (Xen only) */
+	CU_ASSERT_EQUAL_FATAL(d.n, 4);
+	CU_ASSERT_EQUAL(d.m[0].family, 2);
+	CU_ASSERT_EQUAL(d.m[0].addr.len, 4);
+	CU_ASSERT_EQUAL(d.m[0].addr.data[0], 10);
+	CU_ASSERT_EQUAL(d.m[0].addr.data[1], 1);
+	CU_ASSERT_EQUAL(d.m[0].prefix, 16);
+	CU_ASSERT_EQUAL(d.m[0].sport_lo, 5432);
+	CU_ASSERT_EQUAL(d.m[0].sport_hi, 5432);
+	CU_ASSERT_EQUAL(d.m[0].cport_lo, 0);
+	CU_ASSERT_EQUAL(d.m[0].cport_hi, 65535);
+	CU_ASSERT_EQUAL(d.m[1].family, 10);
+	CU_ASSERT_EQUAL(d.m[1].prefix, 128);
+	CU_ASSERT_EQUAL(d.m[1].addr.data[15], 7);
+	for (i = 2; i < 4; i++) {
+		CU_ASSERT_EQUAL(d.m[i].family, i == 2 ? 2 : 10);
+		CU_ASSERT_EQUAL(d.m[i].prefix, 0);
+		CU_ASSERT_EQUAL(d.m[i].cport_lo, 7000);
+		CU_ASSERT_EQUAL(d.m[i].cport_hi, 7010);
+		CU_ASSERT_EQUAL(d.m[i].sport_hi, 65535);
+	}
+	for (i = 0; i < d.n; i++)
+		CU_ASSERT_PTR_EQUAL(d.pm[i], &d.m[i]);
+	agg_config_free(cfg);
+	/* estimators count requests part by part: nothing may be merged */
+	snprintf(big, sizeof(big), "%s[estimate db1]\nmethod = lr\n", conf);
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(big, strlen(big), "e.ini", &cfg), RM_OK);
+	agg_throttle_decided(cfg, &d);
+	CU_ASSERT_EQUAL(d.n, 0);
+	agg_config_free(cfg);
+	/* more client ranges than the wire carries: none rather than some */
+	n = (size_t)snprintf(big, sizeof(big), "[ce many]\n");
+	for (i = 1; i <= RM_WIRE_MAX_DECIDED + 1; i++)
+		n += (size_t)snprintf(big + n, sizeof(big) - n, "client = 10.0.0.%zu\n", i);
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(big, strlen(big), "m.ini", &cfg), RM_OK);
+	CU_ASSERT_EQUAL(cfg->rules[0].nclients, RM_WIRE_MAX_DECIDED + 1);
+	agg_throttle_decided(cfg, &d);
+	CU_ASSERT_EQUAL(d.n, 0);
+	agg_config_free(cfg);
+}
+
 static CU_TestInfo cases[] = {
 	{ "settled windows become decisions, commands with matches, acks, renewal, expiry", test_policy_to_commands },
 	{ "operator commands are checked; bad ones refused with a reason", test_operator_commands },
 	{ "a plugged-in usage source and LR drive the policy", test_sources },
 	{ "an overload cap is judged again only once the collector applied it", test_hold_until_applied },
+	{ "the sockets the rules decide, for collectors", test_decided },
 	CU_TEST_INFO_NULL,
 };
 

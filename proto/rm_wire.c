@@ -436,6 +436,28 @@ static int rm_wire_check_batch(const Rametr__Batch *b, char *err, size_t errlen)
 	return RM_OK;
 }
 
+/* One ThrottleMatch (what: "command 7 match 0", for the error). */
+static int rm_wire_check_match(const char *what, const Rametr__ThrottleMatch *m, char *err, size_t errlen)
+{
+	int rv;
+
+	if ((rv = rm_wire_check_unknown(&m->base, err, errlen)) != 0)
+		return rv;
+	if ((m->family != 2 || m->addr.len != 4) && (m->family != 10 || m->addr.len != 16)) {
+		rm_errf(err, errlen, "%s: family %u with a %zu-byte address", what, m->family, m->addr.len);
+		return RM_EPROTO;
+	}
+	if (m->prefix > (m->family == 2 ? 32u : 128u)) {
+		rm_errf(err, errlen, "%s: prefix %u too long", what, m->prefix);
+		return RM_EPROTO;
+	}
+	if (m->cport_hi > 65535 || m->sport_hi > 65535 || m->cport_lo > m->cport_hi || m->sport_lo > m->sport_hi) {
+		rm_errf(err, errlen, "%s: bad port range", what);
+		return RM_EPROTO;
+	}
+	return RM_OK;
+}
+
 static int rm_wire_check_command(const Rametr__ThrottleCommand *c, char *err, size_t errlen)
 {
 	char what[64];
@@ -461,27 +483,9 @@ static int rm_wire_check_command(const Rametr__ThrottleCommand *c, char *err, si
 		return RM_EPROTO;
 	}
 	for (j = 0; j < c->n_match; j++) {
-		const Rametr__ThrottleMatch *m = c->match[j];
-
-		if ((rv = rm_wire_check_unknown(&m->base, err, errlen)) != 0)
+		snprintf(what, sizeof(what), "command %" PRIu64 " match %zu", c->id, j);
+		if ((rv = rm_wire_check_match(what, c->match[j], err, errlen)) != 0)
 			return rv;
-		if ((m->family != 2 || m->addr.len != 4) && (m->family != 10 || m->addr.len != 16)) {
-			rm_errf(err, errlen,
-				    "command %" PRIu64 " match %zu: family %u with a %zu-byte address",
-				    c->id, j, m->family, m->addr.len);
-			return RM_EPROTO;
-		}
-		if (m->prefix > (m->family == 2 ? 32u : 128u)) {
-			rm_errf(err, errlen, "command %" PRIu64 " match %zu: prefix %u too long",
-				    c->id, j, m->prefix);
-			return RM_EPROTO;
-		}
-		if (m->cport_hi > 65535 || m->sport_hi > 65535 || m->cport_lo > m->cport_hi ||
-		    m->sport_lo > m->sport_hi) {
-			rm_errf(err, errlen, "command %" PRIu64 " match %zu: bad port range", c->id,
-				    j);
-			return RM_EPROTO;
-		}
 	}
 	return RM_OK;
 }
@@ -513,6 +517,17 @@ static int rm_wire_check_ack(const Rametr__Ack *a, char *err, size_t errlen)
 			return RM_EPROTO;
 		}
 		if ((rv = rm_wire_check_command(c, err, errlen)) != 0)
+			return rv;
+	}
+	if (a->n_decided > RM_WIRE_MAX_DECIDED) {
+		rm_errf(err, errlen, "%zu decided matches (at most %d)", a->n_decided, RM_WIRE_MAX_DECIDED);
+		return RM_EPROTO;
+	}
+	for (i = 0; i < a->n_decided; i++) {
+		char what[40];
+
+		snprintf(what, sizeof(what), "decided match %zu", i);
+		if ((rv = rm_wire_check_match(what, a->decided[i], err, errlen)) != 0)
 			return rv;
 	}
 	return RM_OK;

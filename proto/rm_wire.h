@@ -25,7 +25,8 @@
  *     cap_permille <= 1000, ce of 0..63 and resource of 0..15 and reason of
  *     0..255 printable bytes, server empty or a valid node name, at most
  *     RM_WIRE_MAX_MATCH matches, each of family 2 or 10 with an address of
- *     the family's size, prefix <= 32 / 128, ports <= 65535 and lo <= hi.
+ *     the family's size, prefix <= 32 / 128, ports <= 65535 and lo <= hi;
+ *     at most RM_WIRE_MAX_DECIDED decided matches, each checked likewise.
  *
  * Thread safety: all functions are reentrant; they share no state.
  */
@@ -43,6 +44,7 @@
 #define RM_WIRE_NODE_MAX 63          /* bytes in a node name */
 #define RM_WIRE_COMM_MAX 15          /* bytes in SegmentPart.comm */
 #define RM_WIRE_MAX_MATCH 8           /* ThrottleCommand.match entries */
+#define RM_WIRE_MAX_DECIDED 64        /* Ack.decided entries */
 #define RM_WIRE_ABSURD_NS 1000000000000000ull /* 1e15 ns: no part has this much */
 
 /*

@@ -803,6 +803,65 @@ static void test_semantic(void)
 	expect_semantic(m_hello_host, "hostname of 256 bytes (at most 255)");
 }
 
+/* Encodes an Ack carrying n decided matches, each *m. */
+static void encode_decided(const Rametr__ThrottleMatch *m, size_t n, uint8_t **buf, size_t *len)
+{
+	Rametr__Envelope env = RAMETR__ENVELOPE__INIT;
+	Rametr__Ack ack = RAMETR__ACK__INIT;
+	Rametr__ThrottleMatch *pm[RM_WIRE_MAX_DECIDED + 1];
+	size_t i;
+
+	for (i = 0; i < n && i <= RM_WIRE_MAX_DECIDED; i++)
+		pm[i] = (Rametr__ThrottleMatch *)m;
+	ack.seq = 1;
+	ack.n_decided = n;
+	ack.decided = pm;
+	env.version = RM_PROTO_VERSION;
+	env.body_case = RAMETR__ENVELOPE__BODY_ACK;
+	env.ack = &ack;
+	CU_ASSERT_EQUAL_FATAL(rm_wire_encode(&env, buf, len), RM_OK);
+}
+
+static void test_ack_decided(void)
+{
+	Rametr__ThrottleMatch m;
+	Rametr__Envelope *d = NULL;
+	uint8_t a4[4] = { 10, 1, 0, 0 }, *buf;
+	size_t len;
+	char err[256];
+
+	rametr__throttle_match__init(&m);
+	m.family = 2;
+	m.addr.data = a4;
+	m.addr.len = 4;
+	m.prefix = 16;
+	m.cport_hi = 65535;
+	m.sport_lo = m.sport_hi = 5432;
+	encode_decided(&m, RM_WIRE_MAX_DECIDED, &buf, &len);
+	CU_ASSERT_EQUAL_FATAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(d->ack->n_decided, RM_WIRE_MAX_DECIDED);
+	CU_ASSERT_EQUAL(d->ack->decided[0]->sport_lo, 5432);
+	rm_wire_free(d);
+	d = NULL;
+	free(buf);
+	encode_decided(&m, RM_WIRE_MAX_DECIDED + 1, &buf, &len);
+	CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "65 decided matches (at most 64)");
+	free(buf);
+	m.prefix = 33;
+	encode_decided(&m, 1, &buf, &len);
+	CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "decided match 0: prefix 33 too long");
+	free(buf);
+	m.prefix = 16;
+	m.sport_lo = 5433;
+	encode_decided(&m, 2, &buf, &len);
+	CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "decided match 0: bad port range");
+	free(buf);
+	CU_ASSERT_PTR_NULL(d);
+}
+
 static void test_ack_rules(void)
 {
 	Rametr__ThrottleCommand c, *pc = &c;
@@ -923,6 +982,7 @@ static CU_TestInfo cases[] = {
 	{ "decode memory budget", test_budget },
 	{ "semantic rules", test_semantic },
 	{ "ack rules", test_ack_rules },
+	{ "ack decided matches", test_ack_decided },
 	{ "node name rule", test_check_node },
 	CU_TEST_INFO_NULL,
 };
