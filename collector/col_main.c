@@ -20,6 +20,7 @@
 
 #include "col_backend.h"
 #include "col_bpf.h"
+#include "col_merge.h"
 #include "col_replay.h"
 #include "col_sender.h"
 #include "col_tc.h"
@@ -66,14 +67,28 @@ struct col_batcher {
 	struct col_window wins[COL_MAX_WINS];
 	size_t nwins;
 	size_t batch_parts;   /* flush when this many parts are queued */
+	struct col_merge *merge; /* parts the aggregator's rules decide, summed (NULL: --no-merge) */
 	uint64_t total_parts, total_batches, refused_parts;
 	int err;
 };
 
+static int col_batch_enc(void *arg, const struct rm_part *p);
+
+/*
+ * Queues a batch of what is encoded, the merged records first (then the
+ * matches the aggregator sent last apply to the parts that follow).
+ */
 static int col_batch_flush(struct col_batcher *bt)
 {
 	int rv;
 
+	if (bt->merge) {
+		if ((rv = col_merge_drain(bt->merge, col_batch_enc, bt)) != 0)
+			return rv;
+		if (col_merge_sync(bt->merge))
+			rm_log_info("the aggregator's rules decide %zu socket patterns: their parts are sent "
+				    "summed per socket, thread and window", col_merge_nmatch(bt->merge));
+	}
 	if (bt->ep.n == 0 && bt->nwins == 0)
 		return RM_OK;
 	rv = col_sender_submit_enc(bt->sender, &bt->ep, bt->wins, bt->nwins);
@@ -87,7 +102,8 @@ static int col_batch_flush(struct col_batcher *bt)
 	return rv;
 }
 
-static int col_batch_part(void *arg, const struct rm_part *p)
+/* Encodes p into the next batch. */
+static int col_batch_enc(void *arg, const struct rm_part *p)
 {
 	struct col_batcher *bt = arg;
 	char err[256];
@@ -101,12 +117,44 @@ static int col_batch_part(void *arg, const struct rm_part *p)
 			rm_log_error("refusing a part from the backend: %s (further ones are counted)",
 				     err);
 		bt->err = rv;
-		return RM_OK;
 	}
+	return RM_OK;
+}
+
+static int col_batch_part(void *arg, const struct rm_part *p)
+{
+	struct col_batcher *bt = arg;
+	int rv;
+
 	bt->total_parts++;
+	if (bt->merge && col_merge_add(bt->merge, p))
+		return RM_OK;
+	if ((rv = col_batch_enc(bt, p)) != 0)
+		return rv;
 	if (bt->ep.n >= bt->batch_parts || bt->ep.len >= COL_BATCH_BYTES)
 		col_batch_flush(bt);
 	return RM_OK;
+}
+
+/* Ack.decided, on the sender's thread: staged for the next flush. */
+static void col_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
+{
+	struct col_merge_match mm[COL_MERGE_MAX_MATCH];
+	size_t i;
+
+	if (n > COL_MERGE_MAX_MATCH)
+		n = 0; /* rm_wire refuses more; nothing merged rather than some */
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < n; i++) {
+		mm[i].family = m[i]->family;
+		memcpy(mm[i].addr, m[i]->addr.data, m[i]->addr.len <= 16 ? m[i]->addr.len : 16);
+		mm[i].prefix = m[i]->prefix;
+		mm[i].cport_lo = m[i]->cport_lo;
+		mm[i].cport_hi = m[i]->cport_hi;
+		mm[i].sport_lo = m[i]->sport_lo;
+		mm[i].sport_hi = m[i]->sport_hi;
+	}
+	col_merge_stage(arg, mm, n);
 }
 
 static int col_batch_window(void *arg, const struct col_window *w)
@@ -185,7 +233,7 @@ struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups, follow_replies;
-	int count_rametr;
+	int count_rametr, no_merge;
 	uint32_t ring_bytes;
 	uint32_t exclude[16];
 	size_t n_exclude;
@@ -328,6 +376,8 @@ static void col_usage(FILE *f)
 		"  --exclude-pid PID  ebpf: never segment process PID (repeatable); the collector itself\n"
 		"                     and processes named rametr* (a local aggregator, rametrctl) never are\n"
 		"  --count-rametr     ebpf: segment processes named rametr* like any other\n"
+		"  --no-merge         send every part as is, also those the aggregator's rules decide\n"
+		"                     (by default those are sent summed per socket, thread and window)\n"
 		"  --ring-bytes N     ebpf: size of the kernel's part ring, a power of 2 >= 4096 (default 16 MiB);\n"
 		"                     parts it cannot take are charged to V as 'dropped'\n"
 		"  --window D         accounting window, e.g. 1s (ebpf), 100ms (xen default)\n"
@@ -427,6 +477,7 @@ int main(int argc, char **argv)
 		{ "follow-replies", no_argument, NULL, 'F' },
 		{ "exclude-pid", required_argument, NULL, 'X' },
 		{ "count-rametr", no_argument, NULL, 'R' },
+		{ "no-merge", no_argument, NULL, 'M' },
 		{ "ring-bytes", required_argument, NULL, 'r' },
 		{ "spool", required_argument, NULL, 's' },
 		{ "mem-limit", required_argument, NULL, 'm' },
@@ -463,6 +514,7 @@ int main(int argc, char **argv)
 		case 'W': o.follow_wakeups = 1; break;
 		case 'F': o.follow_replies = 1; break;
 		case 'R': o.count_rametr = 1; break;
+		case 'M': o.no_merge = 1; break;
 		case 'r': {
 			char *end;
 			unsigned long long v = strtoull(optarg, &end, 10);
@@ -565,9 +617,19 @@ int main(int argc, char **argv)
 	scfg.on_command = col_on_command;
 	scfg.cmd_arg = &enf;
 	enf.node = o.node;
+	if (!o.no_merge) {
+		if ((rv = col_merge_open(&bt.merge)) != 0) {
+			rm_log_error("failed to set up merging: %s", rm_strerror(rv));
+			col_enforcer_close(&enf);
+			return 1;
+		}
+		scfg.on_decided = col_on_decided;
+		scfg.decided_arg = bt.merge;
+	}
 	if ((rv = col_sender_open(&bt.sender, &scfg)) != 0) {
 		rm_log_error("failed to start the sender: %s", rm_strerror(rv));
 		col_enforcer_close(&enf);
+		col_merge_close(bt.merge);
 		return 1;
 	}
 
@@ -605,10 +667,19 @@ int main(int argc, char **argv)
 		    (unsigned long long)ss.batches_acked, (unsigned long long)ss.duplicates,
 		    (unsigned long long)ss.retries, (unsigned long long)ss.spooled,
 		    (unsigned long long)ss.lost_batches);
+	if (bt.merge) {
+		struct col_merge_stats ms;
+
+		col_merge_get_stats(bt.merge, &ms);
+		rm_log_info("%llu of those parts went summed in %llu records (the aggregator's rules decide "
+			    "them)%s", (unsigned long long)ms.merged, (unsigned long long)ms.records,
+			    ms.full ? "; some went as they are: too many sockets at once" : "");
+	}
 	if (bt.refused_parts)
 		rm_log_error("%llu parts from the backend were refused (broke the wire rules)",
 			     (unsigned long long)bt.refused_parts);
 	col_sender_close(bt.sender);
+	col_merge_close(bt.merge);
 	col_enforcer_close(&enf);
 	col_enc_parts_free(&bt.ep);
 	if (rv != RM_OK) {

@@ -62,6 +62,8 @@ struct col_sender {
 	uint64_t spool_limit;
 	int timeout_ms;
 	int (*on_command)(void *arg, const Rametr__ThrottleCommand *cmd);
+	void (*on_decided)(void *arg, Rametr__ThrottleMatch *const *m, size_t n);
+	void *decided_arg;
 	void *cmd_arg;
 	uint64_t instance;
 
@@ -768,6 +770,9 @@ static enum col_outcome col_request(struct col_sender *s, const uint8_t *buf, si
 		return COL_RETRY;
 	}
 	col_handle_commands(s, env->ack);
+	if (s->on_decided && (env->ack->status == RAMETR__ACK__STATUS__ACK_OK ||
+			      env->ack->status == RAMETR__ACK__STATUS__ACK_DUPLICATE))
+		s->on_decided(s->decided_arg, env->ack->decided, env->ack->n_decided);
 	switch (env->ack->status) {
 	case RAMETR__ACK__STATUS__ACK_OK:
 		out = COL_DONE;
@@ -1338,6 +1343,8 @@ int col_sender_open(struct col_sender **out, const struct col_sender_cfg *cfg)
 	s->spool_limit = cfg->spool_limit;
 	s->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : COL_SENDER_TIMEOUT_DEFAULT;
 	s->on_command = cfg->on_command;
+	s->on_decided = cfg->on_decided;
+	s->decided_arg = cfg->decided_arg;
 	s->cmd_arg = cfg->cmd_arg;
 	s->next_seq = 1;
 	atomic_store(&s->need_hello, 1);

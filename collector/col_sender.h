@@ -96,6 +96,12 @@ struct col_sender_cfg {
 	   col_sender_close() or col_sender_flush(). May be NULL. */
 	int (*on_command)(void *arg, const Rametr__ThrottleCommand *cmd);
 	void *cmd_arg;
+	/* Called on the sender's thread with Ack.decided (checked by rm_wire:
+	   at most RM_WIRE_MAX_DECIDED, n may be 0) of every ACK_OK or
+	   ACK_DUPLICATE, the Hello's included; m is valid during the call only.
+	   Must not block. May be NULL. */
+	void (*on_decided)(void *arg, Rametr__ThrottleMatch *const *m, size_t n);
+	void *decided_arg;
 };
 
 /*

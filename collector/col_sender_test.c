@@ -57,6 +57,7 @@ struct tsrv {
 	uint64_t reject_seq;   /* answer ACK_REJECTED to this seq */
 	uint64_t swallow_seq;  /* apply it, then "crash" without replying */
 	uint64_t cmd_id;       /* put this command in every ack until acked */
+	int decided;            /* acks (OK, DUPLICATE) carry one decided match */
 	uint64_t cmd_acked_by; /* seq of the batch that acknowledged it */
 	int reject_hellos;     /* refuse this many hellos first */
 	int delay_ms;
@@ -154,6 +155,30 @@ static int tsrv_handle(struct tsrv *t, const void *buf, size_t len, uint8_t **ac
 	cmd.ce = "tenant-x";
 	cmd.resource = "cpu";
 	cmd.cap_permille = 250;
+	if (t->decided && (st == RAMETR__ACK__STATUS__ACK_OK || st == RAMETR__ACK__STATUS__ACK_DUPLICATE)) {
+		static uint8_t a[4] = { 127, 0, 0, 1 };
+		Rametr__ThrottleMatch m = RAMETR__THROTTLE_MATCH__INIT, *pm = &m;
+		Rametr__Envelope out = RAMETR__ENVELOPE__INIT;
+		Rametr__Ack a_ = RAMETR__ACK__INIT;
+
+		m.family = 2;
+		m.addr.data = a;
+		m.addr.len = 4;
+		m.prefix = 32;
+		m.cport_hi = 65535;
+		m.sport_lo = m.sport_hi = 7000;
+		a_.status = st;
+		a_.seq = seq;
+		a_.error = "";
+		a_.n_commands = give_cmd ? 1 : 0;
+		a_.commands = &pcmd;
+		a_.n_decided = 1;
+		a_.decided = &pm;
+		out.version = RM_PROTO_VERSION;
+		out.body_case = RAMETR__ENVELOPE__BODY_ACK;
+		out.ack = &a_;
+		return rm_wire_encode(&out, ack, acklen) != RM_OK;
+	}
 	return rm_wire_encode_ack(st, seq, st == RAMETR__ACK__STATUS__ACK_OK ? NULL : err, &pcmd,
 				  give_cmd ? 1 : 0, ack, acklen) != RM_OK;
 }
@@ -863,6 +888,56 @@ struct cmdrec {
 	char ce[32];
 };
 
+struct decrec {
+	atomic_int calls;
+	size_t n;
+	uint32_t sport;
+};
+
+static void on_dec(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
+{
+	struct decrec *r = arg;
+
+	r->n = n;
+	r->sport = n ? m[0]->sport_lo : 0;
+	atomic_fetch_add(&r->calls, 1);
+}
+
+/* Ack.decided reaches on_decided with every OK ack, the Hello's included. */
+static void test_decided(void)
+{
+	struct col_sender_cfg cfg;
+	struct col_sender *s;
+	struct decrec r;
+	struct tsrv t;
+	int calls;
+
+	memset(&r, 0, sizeof(r));
+	tsrv_init(&t, "dec");
+	t.decided = 1;
+	tsrv_start(&t);
+	cfg_init(&cfg, &t, "dec.spool");
+	cfg.on_decided = on_dec;
+	cfg.decided_arg = &r;
+	CU_ASSERT_EQUAL_FATAL(col_sender_open(&s, &cfg), RM_OK);
+	submit_n(s, 1, 2, 2);
+	CU_ASSERT_EQUAL(col_sender_flush(s, 10000), RM_OK);
+	calls = atomic_load(&r.calls);
+	CU_ASSERT(calls >= 3); /* the Hello (one per connection nng made) and two batches */
+	CU_ASSERT_EQUAL(r.n, 1);
+	CU_ASSERT_EQUAL(r.sport, 7000);
+	/* an aggregator without rules: an empty set */
+	pthread_mutex_lock(&t.mu);
+	t.decided = 0;
+	pthread_mutex_unlock(&t.mu);
+	submit_n(s, 5, 1, 2);
+	CU_ASSERT_EQUAL(col_sender_flush(s, 10000), RM_OK);
+	CU_ASSERT_EQUAL(atomic_load(&r.calls), calls + 1);
+	CU_ASSERT_EQUAL(r.n, 0);
+	col_sender_close(s);
+	tsrv_release(&t);
+}
+
 static int on_cmd(void *arg, const Rametr__ThrottleCommand *c)
 {
 	struct cmdrec *r = arg;
@@ -1074,6 +1149,7 @@ static CU_TestInfo cases[] = {
 	{ "corrupt spool tail", test_corrupt_spool },
 	{ "a rejected batch goes to the dead-letter file", test_rejected },
 	{ "commands reach on_command and are acked, refused ones are not", test_commands },
+	{ "decided matches reach on_decided with every ack", test_decided },
 	{ "memory and spool full", test_full },
 	{ "a refused hello is retried; batches wait", test_hello_refused },
 	{ "bad input", test_bad_input },

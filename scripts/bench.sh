@@ -270,6 +270,9 @@ row "collector CPU during the attached macro rounds" "$(calc "$col_macro_ns * 10
 macro_parts=$(awk '/ebpf backend stopped:/ { p += $5; d += $10 } END { printf "%.0f %.0f\n", p, d }' "$out/collector.log")
 row "parts/s the collector handled during the attached macro rounds" "$(calc "${macro_parts% *} * 1e9 / $col_macro_wall" 0)/s" "-" "-"
 row "parts dropped in the kernel during the attached macro rounds (counted, charged to V as 'dropped')" "${macro_parts#* }" "0" "$(met "${macro_parts#* } == 0")"
+# "N of those parts went summed in M records": parts the aggregator's rules decide (col_merge.h)
+macro_merged=$(awk '/went summed in/ { p += $2; r += $9 } END { printf "%.0f %.0f\n", p, r }' "$out/collector.log")
+row "of those, parts sent summed per socket, thread and window (the rules decide them) -> records" "${macro_merged% *} -> ${macro_merged#* }" "-" "-"
 row "aggregator CPU during the attached macro rounds (same host here)" "$(calc "$agg_macro_ns * 100 / $col_macro_wall" 1)% of one core" "-" "-"
 
 # ---------------------------------------------------------------- collector CPU and memory at a known segment rate

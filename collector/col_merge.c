@@ -1,0 +1,265 @@
+/*
+ * col_merge.c - the part merger of col_merge.h. Owns the matches in force,
+ * the staged ones (behind a mutex: the sender's thread stages them), and an
+ * open-addressing table of records keyed by (window, inbound socket cookie,
+ * pid, tid), with the order in which its records were opened.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "col_merge.h"
+#include "rm_err.h"
+#include "banned.h"
+
+#define COL_MERGE_NOMERGE (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_INHERIT | RM_PF_DOMAIN | RM_PF_DRIVER)
+#define COL_MERGE_RANGES (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_SEQ_SUSPECT)
+#define COL_MERGE_HASH (COL_MERGE_SLOTS * 2) /* table size: a power of 2, half full at most */
+
+struct col_merge {
+	struct col_merge_match match[COL_MERGE_MAX_MATCH];
+	size_t nmatch;
+	/* staged by col_merge_stage */
+	pthread_mutex_t mu;
+	atomic_int staged;
+	struct col_merge_match st_match[COL_MERGE_MAX_MATCH];
+	size_t st_nmatch;
+	/* records, and the table of their indexes (-1: empty) */
+	struct rm_part rec[COL_MERGE_SLOTS];
+	size_t nrec;
+	int32_t slot[COL_MERGE_HASH];
+	struct col_merge_stats st;
+};
+
+int col_merge_open(struct col_merge **out)
+{
+	struct col_merge *m;
+
+	*out = NULL;
+	if (!(m = calloc(1, sizeof(*m))))
+		return RM_ENOMEM;
+	if (pthread_mutex_init(&m->mu, NULL) != 0) {
+		free(m);
+		return RM_ENOMEM;
+	}
+	memset(m->slot, 0xff, sizeof(m->slot));
+	*out = m;
+	return RM_OK;
+}
+
+void col_merge_close(struct col_merge *m)
+{
+	if (!m)
+		return;
+	pthread_mutex_destroy(&m->mu);
+	free(m);
+}
+
+int col_merge_stage(struct col_merge *m, const struct col_merge_match *mm, size_t n)
+{
+	if (n > COL_MERGE_MAX_MATCH || (n && !mm))
+		return RM_EINVAL;
+	pthread_mutex_lock(&m->mu);
+	if (n)
+		memcpy(m->st_match, mm, n * sizeof(*mm));
+	m->st_nmatch = n;
+	atomic_store(&m->staged, 1);
+	pthread_mutex_unlock(&m->mu);
+	return RM_OK;
+}
+
+int col_merge_sync(struct col_merge *m)
+{
+	int changed;
+
+	if (!atomic_load(&m->staged))
+		return 0;
+	pthread_mutex_lock(&m->mu);
+	changed = m->st_nmatch != m->nmatch ||
+		  (m->nmatch && memcmp(m->st_match, m->match, m->nmatch * sizeof(m->match[0])) != 0);
+	if (changed) {
+		memcpy(m->match, m->st_match, m->st_nmatch * sizeof(m->match[0]));
+		m->nmatch = m->st_nmatch;
+	}
+	atomic_store(&m->staged, 0);
+	pthread_mutex_unlock(&m->mu);
+	return changed;
+}
+
+size_t col_merge_nmatch(const struct col_merge *m)
+{
+	return m->nmatch;
+}
+
+static int col_is_v4mapped(const uint8_t *a)
+{
+	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return memcmp(a, pre, sizeof(pre)) == 0;
+}
+
+/* An address of a tuple as the aggregator compares it: IPv4-mapped IPv6 as IPv4. */
+static void col_norm(uint32_t family, const __u32 *in, uint32_t *fam, uint8_t out[16])
+{
+	uint8_t a[16];
+
+	memcpy(a, in, 16);
+	memset(out, 0, 16);
+	if (family == RM_AF_INET6 && col_is_v4mapped(a)) {
+		*fam = RM_AF_INET;
+		memcpy(out, a + 12, 4);
+	} else {
+		*fam = family;
+		memcpy(out, a, family == RM_AF_INET ? 4 : 16);
+	}
+}
+
+static int col_match_one(const struct col_merge_match *x, uint32_t fam, const uint8_t *a, uint32_t rport,
+			 uint32_t lport)
+{
+	uint32_t i;
+
+	if (x->family != fam || rport < x->cport_lo || rport > x->cport_hi || lport < x->sport_lo ||
+	    lport > x->sport_hi)
+		return 0;
+	for (i = 0; i < x->prefix; i++) {
+		uint8_t bit = (uint8_t)(0x80u >> (i % 8));
+
+		if ((a[i / 8] & bit) != (x->addr[i / 8] & bit))
+			return 0;
+	}
+	return 1;
+}
+
+static int col_match_any(const struct col_merge *m, uint32_t fam, const uint8_t *a, uint32_t rport,
+			 uint32_t lport)
+{
+	size_t i;
+
+	for (i = 0; i < m->nmatch; i++)
+		if (col_match_one(&m->match[i], fam, a, rport, lport))
+			return 1;
+	return 0;
+}
+
+/* The aggregator's agg_rule_of(t) != AGG_RULE_NONE (agg_pair.c). */
+static int col_decided(const struct col_merge *m, const struct rm_tuple *t)
+{
+	uint32_t fam, lfam;
+	uint8_t ra[16], la[16];
+
+	if (t->family != RM_AF_INET && t->family != RM_AF_INET6)
+		return 0;
+	col_norm(t->family, t->raddr, &fam, ra);
+	if (col_match_any(m, fam, ra, t->rport, t->lport))
+		return 1;
+	col_norm(t->family, t->laddr, &lfam, la);
+	return lfam == fam && col_match_any(m, lfam, la, t->lport, t->rport);
+}
+
+int col_merge_eligible(const struct col_merge *m, const struct rm_part *p)
+{
+	if (!m->nmatch || (p->flags & COL_MERGE_NOMERGE) || !col_decided(m, &p->in))
+		return 0;
+	if ((p->flags & RM_PF_OUT_SEQ) && p->out_seq_end != p->out_seq_start && !col_decided(m, &p->out))
+		return 0;
+	return 1;
+}
+
+static uint32_t col_merge_hash(const struct rm_part *p)
+{
+	uint64_t h = p->win * 0x9e3779b97f4a7c15ull;
+
+	h ^= p->in.cookie + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
+	h ^= ((uint64_t)p->pid << 32 | p->tid) + 0x8cb92ba72f3d8dd7ull + (h << 6) + (h >> 2);
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return (uint32_t)h & (COL_MERGE_HASH - 1);
+}
+
+static int col_same_key(const struct rm_part *a, const struct rm_part *b)
+{
+	return a->win == b->win && a->in.cookie == b->in.cookie && a->pid == b->pid && a->tid == b->tid;
+}
+
+int col_merge_add(struct col_merge *m, const struct rm_part *p)
+{
+	uint32_t h;
+	struct rm_part *r;
+
+	if (!col_merge_eligible(m, p))
+		return 0;
+	for (h = col_merge_hash(p); m->slot[h] >= 0; h = (h + 1) & (COL_MERGE_HASH - 1))
+		if (col_same_key(&m->rec[m->slot[h]], p))
+			break;
+	if (m->slot[h] < 0) {
+		if (m->nrec == COL_MERGE_SLOTS) {
+			m->st.full++;
+			return 0;
+		}
+		r = &m->rec[m->nrec];
+		*r = *p;
+		r->flags &= ~(__u32)COL_MERGE_RANGES;
+		r->in_seq_start = r->in_seq_end = 0;
+		r->out_seq_start = r->out_seq_end = 0;
+		m->slot[h] = (int32_t)m->nrec++;
+		m->st.merged++;
+		return 1;
+	}
+	r = &m->rec[m->slot[h]];
+	r->cpu_ns += p->cpu_ns;
+	r->runq_ns += p->runq_ns;
+	r->rx_bytes += p->rx_bytes;
+	r->tx_bytes += p->tx_bytes;
+	r->disk_read += p->disk_read;
+	r->disk_write += p->disk_write;
+	if (p->start_ns < r->start_ns)
+		r->start_ns = p->start_ns;
+	if (p->end_ns > r->end_ns)
+		r->end_ns = p->end_ns;
+	r->flags |= p->flags & ~(__u32)COL_MERGE_RANGES;
+	if (!r->out.family && !r->out.cookie)
+		r->out = p->out;
+	m->st.merged++;
+	return 1;
+}
+
+int col_merge_drain(struct col_merge *m, int (*emit)(void *arg, const struct rm_part *p), void *arg)
+{
+	size_t i, done;
+	int rv = RM_OK;
+
+	for (done = 0; done < m->nrec; done++)
+		if ((rv = emit(arg, &m->rec[done])) != 0)
+			break;
+	m->st.records += done;
+	if (done == m->nrec) {
+		m->nrec = 0;
+		memset(m->slot, 0xff, sizeof(m->slot));
+		return RM_OK;
+	}
+	/* keep the records not handed over, re-indexed */
+	memmove(m->rec, m->rec + done, (m->nrec - done) * sizeof(m->rec[0]));
+	m->nrec -= done;
+	memset(m->slot, 0xff, sizeof(m->slot));
+	for (i = 0; i < m->nrec; i++) {
+		uint32_t h = col_merge_hash(&m->rec[i]);
+
+		while (m->slot[h] >= 0)
+			h = (h + 1) & (COL_MERGE_HASH - 1);
+		m->slot[h] = (int32_t)i;
+	}
+	return rv;
+}
+
+size_t col_merge_held(const struct col_merge *m)
+{
+	return m->nrec;
+}
+
+void col_merge_get_stats(const struct col_merge *m, struct col_merge_stats *out)
+{
+	*out = m->st;
+}
