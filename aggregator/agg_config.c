@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "agg_config.h"
+#include "rm_addr.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -719,17 +720,9 @@ void agg_config_free(struct agg_config *c)
 
 static int agg_cidr_match(const struct agg_cidr *c, uint32_t family, const uint8_t *a, size_t alen)
 {
-	int i;
-
 	if ((int)family != c->family || alen != (c->family == AF_INET ? 4u : 16u))
 		return 0;
-	for (i = 0; i < c->prefix; i++) {
-		uint8_t m = 0x80u >> (i % 8);
-
-		if ((a[i / 8] & m) != (c->addr[i / 8] & m))
-			return 0;
-	}
-	return 1;
+	return rm_addr_prefix_eq(a, c->addr, (uint32_t)c->prefix);
 }
 
 int agg_config_match_tuple(const struct agg_config *c, uint32_t family, const uint8_t *raddr, size_t alen,

@@ -16,6 +16,7 @@
 
 #include "agg_account.h"
 #include "agg_pair.h"
+#include "rm_addr.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -399,32 +400,6 @@ static uint64_t agg_fkey_hash(const struct agg_fkey *k)
 	return h;
 }
 
-static int agg_is_v4mapped(const uint8_t *a)
-{
-	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	return memcmp(a, pre, sizeof(pre)) == 0;
-}
-
-/* Family and address of one end, IPv4-mapped IPv6 turned into IPv4. */
-static void agg_norm_addr(uint32_t family, const __u32 *in, uint32_t *fam, uint8_t out[16])
-{
-	uint8_t a[16];
-
-	memcpy(a, in, 16);
-	memset(out, 0, 16);
-	if (family == RM_AF_INET6 && agg_is_v4mapped(a)) {
-		*fam = RM_AF_INET;
-		memcpy(out, a + 12, 4);
-	} else if (family == RM_AF_INET) {
-		*fam = RM_AF_INET;
-		memcpy(out, a, 4);
-	} else {
-		*fam = family;
-		memcpy(out, a, 16);
-	}
-}
-
 static int agg_is_loopback(uint32_t fam, const uint8_t *a)
 {
 	static const uint8_t v6lo[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
@@ -460,8 +435,8 @@ static int agg_fkey_make(struct agg_fkey *k, const struct rm_tuple *t, int sendi
 	}
 	if (!agg_tuple_ip(t) || t->lport > 65535 || t->rport > 65535)
 		return 0;
-	agg_norm_addr(t->family, t->laddr, &fl, l);
-	agg_norm_addr(t->family, t->raddr, &fr, r);
+	rm_addr_norm(t->family, t->laddr, &fl, l);
+	rm_addr_norm(t->family, t->raddr, &fr, r);
 	if (fl != fr)
 		return 0;
 	k->family = fl;
@@ -1102,11 +1077,11 @@ static int agg_rule_of(const struct agg_pair *e, const struct rm_tuple *t)
 
 	if (!agg_tuple_ip(t))
 		return AGG_RULE_NONE;
-	agg_norm_addr(t->family, t->raddr, &fam, ra);
+	rm_addr_norm(t->family, t->raddr, &fam, ra);
 	i = agg_config_match_tuple(e->cfg, fam, ra, fam == RM_AF_INET ? 4 : 16, t->rport, t->lport);
 	if (i >= 0)
 		return i;
-	agg_norm_addr(t->family, t->laddr, &lfam, la);
+	rm_addr_norm(t->family, t->laddr, &lfam, la);
 	if (lfam == fam &&
 	    agg_config_match_tuple(e->cfg, lfam, la, lfam == RM_AF_INET ? 4 : 16, t->lport, t->rport) >= 0)
 		return AGG_RULE_OTHER_END;

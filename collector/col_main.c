@@ -136,24 +136,31 @@ static int col_batch_part(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
+/* Wire matches m[0..n) into out[0..n). */
+static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct col_throttle_match *out)
+{
+	size_t i;
+
+	memset(out, 0, n * sizeof(*out));
+	for (i = 0; i < n; i++) {
+		out[i].family = m[i]->family;
+		memcpy(out[i].addr, m[i]->addr.data, m[i]->addr.len <= 16 ? m[i]->addr.len : 16);
+		out[i].prefix = m[i]->prefix;
+		out[i].cport_lo = m[i]->cport_lo;
+		out[i].cport_hi = m[i]->cport_hi;
+		out[i].sport_lo = m[i]->sport_lo;
+		out[i].sport_hi = m[i]->sport_hi;
+	}
+}
+
 /* Ack.decided, on the sender's thread: staged for the next flush. */
 static void col_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
 {
-	struct col_merge_match mm[COL_MERGE_MAX_MATCH];
-	size_t i;
+	struct col_throttle_match mm[COL_MERGE_MAX_MATCH];
 
 	if (n > COL_MERGE_MAX_MATCH)
 		n = 0; /* rm_wire refuses more; nothing merged rather than some */
-	memset(mm, 0, sizeof(mm));
-	for (i = 0; i < n; i++) {
-		mm[i].family = m[i]->family;
-		memcpy(mm[i].addr, m[i]->addr.data, m[i]->addr.len <= 16 ? m[i]->addr.len : 16);
-		mm[i].prefix = m[i]->prefix;
-		mm[i].cport_lo = m[i]->cport_lo;
-		mm[i].cport_hi = m[i]->cport_hi;
-		mm[i].sport_lo = m[i]->sport_lo;
-		mm[i].sport_hi = m[i]->sport_hi;
-	}
+	col_matches(m, n, mm);
 	col_merge_stage(arg, mm, n);
 }
 
@@ -310,7 +317,6 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 	struct col_throttle_match m[COL_THROTTLE_MAX_MATCHES];
 	struct col_throttle_cmd cmd;
 	char err[256] = "";
-	size_t i;
 	int rv;
 
 	if (c->server[0] && strcmp(c->server, e->node) != 0) {
@@ -328,17 +334,7 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 		return RM_EINVAL;
 	}
 	memset(&cmd, 0, sizeof(cmd));
-	memset(m, 0, sizeof(m));
-	for (i = 0; i < c->n_match; i++) {
-		m[i].family = c->match[i]->family;
-		memcpy(m[i].addr, c->match[i]->addr.data,
-		       c->match[i]->addr.len <= 16 ? c->match[i]->addr.len : 16);
-		m[i].prefix = c->match[i]->prefix;
-		m[i].cport_lo = c->match[i]->cport_lo;
-		m[i].cport_hi = c->match[i]->cport_hi;
-		m[i].sport_lo = c->match[i]->sport_lo;
-		m[i].sport_hi = c->match[i]->sport_hi;
-	}
+	col_matches(c->match, c->n_match, m);
 	cmd.id = c->id;
 	cmd.ce = c->ce;
 	cmd.resource = c->resource;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "col_merge.h"
+#include "rm_addr.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -18,12 +19,12 @@
 #define COL_MERGE_HASH (COL_MERGE_SLOTS * 2) /* table size: a power of 2, half full at most */
 
 struct col_merge {
-	struct col_merge_match match[COL_MERGE_MAX_MATCH];
+	struct col_throttle_match match[COL_MERGE_MAX_MATCH];
 	size_t nmatch;
 	/* staged by col_merge_stage */
 	pthread_mutex_t mu;
 	atomic_int staged;
-	struct col_merge_match st_match[COL_MERGE_MAX_MATCH];
+	struct col_throttle_match st_match[COL_MERGE_MAX_MATCH];
 	size_t st_nmatch;
 	/* records, and the table of their indexes (-1: empty) */
 	struct rm_part rec[COL_MERGE_SLOTS];
@@ -56,7 +57,7 @@ void col_merge_close(struct col_merge *m)
 	free(m);
 }
 
-int col_merge_stage(struct col_merge *m, const struct col_merge_match *mm, size_t n)
+int col_merge_stage(struct col_merge *m, const struct col_throttle_match *mm, size_t n)
 {
 	if (n > COL_MERGE_MAX_MATCH || (n && !mm))
 		return RM_EINVAL;
@@ -92,44 +93,13 @@ size_t col_merge_nmatch(const struct col_merge *m)
 	return m->nmatch;
 }
 
-static int col_is_v4mapped(const uint8_t *a)
-{
-	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	return memcmp(a, pre, sizeof(pre)) == 0;
-}
-
-/* An address of a tuple as the aggregator compares it: IPv4-mapped IPv6 as IPv4. */
-static void col_norm(uint32_t family, const __u32 *in, uint32_t *fam, uint8_t out[16])
-{
-	uint8_t a[16];
-
-	memcpy(a, in, 16);
-	memset(out, 0, 16);
-	if (family == RM_AF_INET6 && col_is_v4mapped(a)) {
-		*fam = RM_AF_INET;
-		memcpy(out, a + 12, 4);
-	} else {
-		*fam = family;
-		memcpy(out, a, family == RM_AF_INET ? 4 : 16);
-	}
-}
-
-static int col_match_one(const struct col_merge_match *x, uint32_t fam, const uint8_t *a, uint32_t rport,
+static int col_match_one(const struct col_throttle_match *x, uint32_t fam, const uint8_t *a, uint32_t rport,
 			 uint32_t lport)
 {
-	uint32_t i;
-
 	if (x->family != fam || rport < x->cport_lo || rport > x->cport_hi || lport < x->sport_lo ||
 	    lport > x->sport_hi)
 		return 0;
-	for (i = 0; i < x->prefix; i++) {
-		uint8_t bit = (uint8_t)(0x80u >> (i % 8));
-
-		if ((a[i / 8] & bit) != (x->addr[i / 8] & bit))
-			return 0;
-	}
-	return 1;
+	return rm_addr_prefix_eq(a, x->addr, x->prefix);
 }
 
 static int col_match_any(const struct col_merge *m, uint32_t fam, const uint8_t *a, uint32_t rport,
@@ -151,10 +121,10 @@ static int col_decided(const struct col_merge *m, const struct rm_tuple *t)
 
 	if (t->family != RM_AF_INET && t->family != RM_AF_INET6)
 		return 0;
-	col_norm(t->family, t->raddr, &fam, ra);
+	rm_addr_norm(t->family, t->raddr, &fam, ra);
 	if (col_match_any(m, fam, ra, t->rport, t->lport))
 		return 1;
-	col_norm(t->family, t->laddr, &lfam, la);
+	rm_addr_norm(t->family, t->laddr, &lfam, la);
 	return lfam == fam && col_match_any(m, lfam, la, t->lport, t->rport);
 }
 

@@ -46,19 +46,11 @@
 #include <stdint.h>
 #include <linux/types.h>
 
+#include "col_throttle.h" /* struct col_throttle_match: a decoded rametr.proto ThrottleMatch */
 #include "rametr.h"
 
 #define COL_MERGE_MAX_MATCH 64  /* = RM_WIRE_MAX_DECIDED */
 #define COL_MERGE_SLOTS 4096    /* records held at most; further new keys go as they are */
-
-/* A decided socket pattern (rametr.proto ThrottleMatch). */
-struct col_merge_match {
-	uint32_t family;      /* 2 or 10 */
-	uint8_t addr[16];     /* network order; AF_INET uses 4 bytes */
-	uint32_t prefix;      /* 0..32 / 0..128 */
-	uint32_t cport_lo, cport_hi;
-	uint32_t sport_lo, sport_hi;
-};
 
 struct col_merge;
 
@@ -79,7 +71,7 @@ void col_merge_close(struct col_merge *m);
  * and RM_EINVAL is returned), copied, for the next col_merge_sync().
  * Staging the set in force again changes nothing. Thread-safe.
  */
-int col_merge_stage(struct col_merge *m, const struct col_merge_match *mm, size_t n);
+int col_merge_stage(struct col_merge *m, const struct col_throttle_match *mm, size_t n);
 
 /* Puts the staged matches in force, if any were staged. Returns 1 if the
  * set in force changed, else 0. */
