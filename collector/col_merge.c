@@ -17,6 +17,7 @@
 #define COL_MERGE_NOMERGE (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_INHERIT | RM_PF_DOMAIN | RM_PF_DRIVER)
 #define COL_MERGE_RANGES (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_SEQ_SUSPECT)
 #define COL_MERGE_HASH (COL_MERGE_SLOTS * 2) /* table size: a power of 2, half full at most */
+#define COL_MERGE_DCACHE 1024 /* decisions cached, by socket cookie (a power of 2) */
 
 struct col_merge {
 	struct col_throttle_match match[COL_MERGE_MAX_MATCH];
@@ -31,6 +32,13 @@ struct col_merge {
 	size_t nrec;
 	int32_t slot[COL_MERGE_HASH];
 	struct col_merge_stats st;
+	/* the last decision per socket tuple under the matches in force (gen) */
+	struct {
+		struct rm_tuple t;
+		uint32_t gen;
+		int decided;
+	} dcache[COL_MERGE_DCACHE];
+	uint32_t gen;
 };
 
 int col_merge_open(struct col_merge **out)
@@ -45,6 +53,7 @@ int col_merge_open(struct col_merge **out)
 		return RM_ENOMEM;
 	}
 	memset(m->slot, 0xff, sizeof(m->slot));
+	m->gen = 1; /* cache entries (gen 0) start invalid */
 	*out = m;
 	return RM_OK;
 }
@@ -82,6 +91,7 @@ int col_merge_sync(struct col_merge *m)
 	if (changed) {
 		memcpy(m->match, m->st_match, m->st_nmatch * sizeof(m->match[0]));
 		m->nmatch = m->st_nmatch;
+		m->gen++; /* cached decisions were for the old set */
 	}
 	atomic_store(&m->staged, 0);
 	pthread_mutex_unlock(&m->mu);
@@ -128,11 +138,38 @@ static int col_decided(const struct col_merge *m, const struct rm_tuple *t)
 	return lfam == fam && col_match_any(m, lfam, la, t->lport, t->rport);
 }
 
+/*
+ * col_decided through the cache: a connection's parts carry the same tuple
+ * again and again; the whole tuple is compared (its ports may read 0 after
+ * a reset), so the answer is always col_decided's.
+ */
+static int col_decided_cached(struct col_merge *m, const struct rm_tuple *t)
+{
+	uint32_t i = (uint32_t)((t->cookie * 0x9e3779b97f4a7c15ull) >> 54) & (COL_MERGE_DCACHE - 1);
+
+	if (m->dcache[i].gen == m->gen && memcmp(&m->dcache[i].t, t, sizeof(*t)) == 0)
+		return m->dcache[i].decided;
+	m->dcache[i].t = *t;
+	m->dcache[i].gen = m->gen;
+	m->dcache[i].decided = col_decided(m, t);
+	return m->dcache[i].decided;
+}
+
 int col_merge_eligible(const struct col_merge *m, const struct rm_part *p)
 {
 	if (!m->nmatch || (p->flags & COL_MERGE_NOMERGE) || !col_decided(m, &p->in))
 		return 0;
 	if ((p->flags & RM_PF_OUT_SEQ) && p->out_seq_end != p->out_seq_start && !col_decided(m, &p->out))
+		return 0;
+	return 1;
+}
+
+/* col_merge_eligible, with decisions cached. */
+static int col_eligible_cached(struct col_merge *m, const struct rm_part *p)
+{
+	if (!m->nmatch || (p->flags & COL_MERGE_NOMERGE) || !col_decided_cached(m, &p->in))
+		return 0;
+	if ((p->flags & RM_PF_OUT_SEQ) && p->out_seq_end != p->out_seq_start && !col_decided_cached(m, &p->out))
 		return 0;
 	return 1;
 }
@@ -159,7 +196,7 @@ int col_merge_add(struct col_merge *m, const struct rm_part *p)
 	uint32_t h;
 	struct rm_part *r;
 
-	if (!col_merge_eligible(m, p))
+	if (!col_eligible_cached(m, p))
 		return 0;
 	for (h = col_merge_hash(p); m->slot[h] >= 0; h = (h + 1) & (COL_MERGE_HASH - 1))
 		if (col_same_key(&m->rec[m->slot[h]], p))

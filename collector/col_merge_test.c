@@ -83,6 +83,13 @@ static int sink_emit(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
+static int drop_all(void *arg, const struct rm_part *p)
+{
+	(void)arg;
+	(void)p;
+	return RM_OK;
+}
+
 static void test_nothing_without_matches(void)
 {
 	struct col_merge *cm = NULL;
@@ -172,6 +179,14 @@ static void test_which_parts(void)
 	server_part(&p, 7, 301, 11, 10);
 	p.in.lport = 5433;
 	CU_ASSERT_EQUAL(col_merge_eligible(cm, &p), 0);
+	/* decisions are per tuple, not per cookie: the same socket reading another
+	 * local port (0 after a reset) is decided again */
+	server_part(&p, 7, 301, 11, 10);
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 1);
+	p.in.lport = 0;
+	p.out.lport = 0;
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 0);
+	CU_ASSERT_EQUAL_FATAL(col_merge_drain(cm, drop_all, NULL), RM_OK);
 	/* the client as an IPv4-mapped IPv6 address */
 	server_part(&p, 7, 301, 11, 10);
 	p.in.family = RM_AF_INET6;
@@ -229,6 +244,7 @@ static void test_staging(void)
 	CU_ASSERT_EQUAL(col_merge_sync(cm), 1);
 	CU_ASSERT_EQUAL(col_merge_nmatch(cm), 2);
 	CU_ASSERT_EQUAL(col_merge_eligible(cm, &p), 1);
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 1); /* (its decision is cached now) */
 	CU_ASSERT_EQUAL(col_merge_stage(cm, any, 2), RM_OK);
 	CU_ASSERT_EQUAL(col_merge_sync(cm), 0); /* the same set again */
 	CU_ASSERT_EQUAL(col_merge_sync(cm), 0); /* nothing staged */
@@ -239,6 +255,12 @@ static void test_staging(void)
 	CU_ASSERT_EQUAL(col_merge_stage(cm, NULL, 0), RM_OK);
 	CU_ASSERT_EQUAL(col_merge_sync(cm), 1);
 	CU_ASSERT_EQUAL(col_merge_eligible(cm, &p), 0);
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 0);
+	/* and back: decided again, not a stale "no" */
+	CU_ASSERT_EQUAL(col_merge_stage(cm, any, 2), RM_OK);
+	CU_ASSERT_EQUAL(col_merge_sync(cm), 1);
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 1);
+	CU_ASSERT_EQUAL(col_merge_held(cm), 1);
 	col_merge_close(cm);
 }
 
