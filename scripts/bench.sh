@@ -87,10 +87,11 @@ usage_of() {
 	"$ctl" usage --db "$1" --server "$2" --ce "$3" --resource "$4" -o csv --no-unaccountable |
 		awk -F, -v ce="$3" '$2 == ce { s += $4 } END { printf "%.0f\n", s }'
 }
-wait_log() { # file pattern pid seconds
-	local i
+wait_log() { # file pattern pid seconds [lines with pattern already there]
+	local i n
 	for ((i = 0; i < $4 * 10; i++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
+		n=$(grep -c "$2" "$1" 2>/dev/null) || true
+		[ "${n:-0}" -gt "${5:-0}" ] && return 0
 		kill -0 "$3" 2>/dev/null || return 1
 		sleep 0.1
 	done
@@ -180,11 +181,13 @@ redis-cli -p "$rport" ping >/dev/null || { cat "$out/redis/redis.log" >&2; echo 
 nginx_pids="$nginx_master $(pgrep -P "$nginx_master" | tr '\n' ' ')"
 
 col=
-start_collector() { # log
+start_collector() { # log (appended to: wait for this run's line, not an earlier run's)
+	local before
+	before=$(grep -c "ebpf backend attached" "$1" 2>/dev/null) || true
 	"$B/collector/rametr-collector" --aggregator "ipc://$out/agg.ipc" --node "$node" \
 		--spool "$out/spool" >>"$1" 2>&1 &
 	col=$!; pids+=($col)
-	wait_log "$1" "ebpf backend attached" "$col" 20 || { cat "$1" >&2; echo "bench: collector did not attach" >&2; exit 1; }
+	wait_log "$1" "ebpf backend attached" "$col" 20 "${before:-0}" || { cat "$1" >&2; echo "bench: collector did not attach" >&2; exit 1; }
 }
 stop_collector() {
 	kill -TERM "$col"; wait "$col" || { tail -20 "$out/collector.log" >&2; echo "bench: collector failed" >&2; exit 1; }
