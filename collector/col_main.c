@@ -66,7 +66,7 @@ struct col_batcher {
 	struct col_enc_parts ep;  /* the parts of the next batch, encoded */
 	struct col_window wins[COL_MAX_WINS];
 	size_t nwins;
-	size_t batch_parts;   /* flush when this many parts are queued */
+	size_t batch_parts;   /* flush when this many parts and merged records are queued */
 	struct col_merge *merge; /* parts the aggregator's rules decide, summed (NULL: --no-merge) */
 	uint64_t total_parts, total_batches, refused_parts;
 	int err;
@@ -127,11 +127,13 @@ static int col_batch_part(void *arg, const struct rm_part *p)
 	int rv;
 
 	bt->total_parts++;
-	if (bt->merge && col_merge_add(bt->merge, p))
-		return RM_OK;
-	if ((rv = col_batch_enc(bt, p)) != 0)
-		return rv;
-	if (bt->ep.n >= bt->batch_parts || bt->ep.len >= COL_BATCH_BYTES)
+	if (!bt->merge || !col_merge_add(bt->merge, p)) {
+		if ((rv = col_batch_enc(bt, p)) != 0)
+			return rv;
+	}
+	/* merged records count: they go in the next batch */
+	if (bt->ep.n + (bt->merge ? col_merge_held(bt->merge) : 0) >= bt->batch_parts ||
+	    bt->ep.len >= COL_BATCH_BYTES)
 		col_batch_flush(bt);
 	return RM_OK;
 }
@@ -380,7 +382,8 @@ static void col_usage(FILE *f)
 		"  --spool PATH       spool file for undelivered batches (default /var/lib/rametr/spool-NODE)\n"
 		"  --mem-limit BYTES  batches kept in memory before spooling (default 8 MiB)\n"
 		"  --flush-ms N       send a batch at least every N ms (default 250)\n"
-		"  --batch-parts N    send a batch at most N parts long (default 4096)\n"
+		"  --batch-parts N    send a batch at most N parts long, merged records included\n"
+		"                     (default 4096)\n"
 		"  --duration D       stop after D (default: run until SIGINT/SIGTERM)\n"
 		"  --throttle MODE    enforce the aggregator's throttle commands: off (default),\n"
 		"                     cgroup (per-thread CPU quota, thread-per-request servers),\n"
