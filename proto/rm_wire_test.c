@@ -286,6 +286,18 @@ static void test_roundtrip_hello(void)
 	free(buf);
 }
 
+/* A match of clients in a4/16 (a4: 4 bytes, e.g. 10.1.0.0) on server port 5432. */
+static void match_init(Rametr__ThrottleMatch *m, uint8_t *a4)
+{
+	rametr__throttle_match__init(m);
+	m->family = 2;
+	m->addr.data = a4;
+	m->addr.len = 4;
+	m->prefix = 16;
+	m->cport_hi = 65535;
+	m->sport_lo = m->sport_hi = 5432;
+}
+
 static void test_roundtrip_ack(void)
 {
 	Rametr__ThrottleCommand c[2], *pc[2];
@@ -299,13 +311,7 @@ static void test_roundtrip_ack(void)
 	for (st = RAMETR__ACK__STATUS__ACK_OK; st <= RAMETR__ACK__STATUS__ACK_RETRY; st++) {
 		rametr__throttle_command__init(&c[0]);
 		rametr__throttle_command__init(&c[1]);
-		rametr__throttle_match__init(&m);
-		m.family = 2;
-		m.addr.data = a4;
-		m.addr.len = 4;
-		m.prefix = 16;
-		m.cport_hi = 65535;
-		m.sport_lo = m.sport_hi = 5432;
+		match_init(&m, a4);
 		c[0].n_match = 1;
 		c[0].match = &pm;
 		c[0].id = 5;
@@ -830,13 +836,7 @@ static void test_ack_decided(void)
 	size_t len;
 	char err[256];
 
-	rametr__throttle_match__init(&m);
-	m.family = 2;
-	m.addr.data = a4;
-	m.addr.len = 4;
-	m.prefix = 16;
-	m.cport_hi = 65535;
-	m.sport_lo = m.sport_hi = 5432;
+	match_init(&m, a4);
 	encode_decided(&m, RM_WIRE_MAX_DECIDED, &buf, &len);
 	CU_ASSERT_EQUAL_FATAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(d->ack->n_decided, RM_WIRE_MAX_DECIDED);
