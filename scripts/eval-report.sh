@@ -349,8 +349,17 @@ if grep -q '^redis,' "$R"; then
 		r=$(rank <"$rdd/est-$t.txt")
 		row "$t (together)" "$rdd/est-$t.txt" "$r" >>"$md"
 		if [ "$t" = Rametr ]; then
-			[ "$r" = "$sep_rank" ] && check ok "redis: Rametr's rank order $r = the separate runs'" \
-				|| check FAIL "redis: Rametr's rank order '$r' differs from the separate runs' '$sep_rank'"
+			# The separate runs are a witness, not the truth, and a noisy one (each CE
+			# alone for a few seconds): c3 alone read 10.1 and 8.5 ms/s in two CI runs of
+			# the same code, against c2's 8.7 and 9.0. Rametr must order the CEs as they
+			# do wherever they tell two apart by more than 10%; closer ones are a tie.
+			bad=$(awk 'NR == FNR { s[$1] = $2; next } { r[$1] = $2 }
+				END { for (a in s) for (b in s) if (a != b && s[a] > 1.1 * s[b] && !(r[a] > r[b])) printf " %s>%s", a, b }' \
+				"$rdd/sep-s.txt" "$rdd/est-$t.txt")
+			ties=$(awk '{ s[$1] = $2 } END { for (a in s) for (b in s) if (a < b && s[a] <= 1.1 * s[b] && s[b] <= 1.1 * s[a]) printf " %s~%s", a, b }' \
+				"$rdd/sep-s.txt")
+			[ -z "$bad" ] && check ok "redis: Rametr's rank order $r agrees with the separate runs' $sep_rank${ties:+ (within 10%, a tie:$ties)}" \
+				|| check FAIL "redis: Rametr's rank order '$r' differs from the separate runs' '$sep_rank' (not in their order:$bad)"
 		fi
 	done
 	{
@@ -386,7 +395,7 @@ fi
 	echo
 	echo "Rametr's mean per-CE CPU error (MARE) ≤ ${tol}% on every synthetic configuration at both tiers, the right rank"
 	echo "order in every phase, ≤ ${pp} percentage points of the server's CPU against PostgreSQL's per-role"
-	echo "backends, and on redis the separate runs' rank order."
+	echo "backends, and on redis the separate runs' rank order (CEs they tell apart by more than 10%)."
 	echo
 	sed 's/^ok /- ok: /; s/^FAIL /- **FAILED**: /' "$CHK"
 	echo
