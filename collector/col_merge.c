@@ -155,17 +155,7 @@ static int col_decided_cached(struct col_merge *m, const struct rm_tuple *t)
 	return m->dcache[i].decided;
 }
 
-int col_merge_eligible(const struct col_merge *m, const struct rm_part *p)
-{
-	if (!m->nmatch || (p->flags & COL_MERGE_NOMERGE) || !col_decided(m, &p->in))
-		return 0;
-	if ((p->flags & RM_PF_OUT_SEQ) && p->out_seq_end != p->out_seq_start && !col_decided(m, &p->out))
-		return 0;
-	return 1;
-}
-
-/* col_merge_eligible, with decisions cached. */
-static int col_eligible_cached(struct col_merge *m, const struct rm_part *p)
+int col_merge_eligible(struct col_merge *m, const struct rm_part *p)
 {
 	if (!m->nmatch || (p->flags & COL_MERGE_NOMERGE) || !col_decided_cached(m, &p->in))
 		return 0;
@@ -196,7 +186,7 @@ int col_merge_add(struct col_merge *m, const struct rm_part *p)
 	uint32_t h;
 	struct rm_part *r;
 
-	if (!col_eligible_cached(m, p))
+	if (!col_merge_eligible(m, p))
 		return 0;
 	for (h = col_merge_hash(p); m->slot[h] >= 0; h = (h + 1) & (COL_MERGE_HASH - 1))
 		if (col_same_key(&m->rec[m->slot[h]], p))

@@ -80,8 +80,9 @@ int col_merge_sync(struct col_merge *m);
 /* Number of matches in force. */
 size_t col_merge_nmatch(const struct col_merge *m);
 
-/* Whether p would be merged under the matches in force (see above). Pure. */
-int col_merge_eligible(const struct col_merge *m, const struct rm_part *p);
+/* Whether p would be merged under the matches in force (see above). Fills
+ * m's cache of decisions per socket tuple, which never changes an answer. */
+int col_merge_eligible(struct col_merge *m, const struct rm_part *p);
 
 /* Absorbs p if it is eligible and a slot is free: returns 1, else 0 (the
  * caller sends p as is). */
