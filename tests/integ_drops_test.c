@@ -29,16 +29,7 @@ static char dir[256], conf[300], db[300], url[300], col_log[300];
 /* 1 once the file at path contains s. */
 static int log_has(const char *path, const char *s)
 {
-	char buf[8192];
-	size_t n;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	return strstr(buf, s) != NULL;
+	return strstr(rm_test_slurp(path), s) != NULL;
 }
 
 static void *server_main(void *arg)

@@ -32,25 +32,9 @@
 
 static char dir[256];
 
-/* The text of the file at path (static buffer, truncated to 64 KiB). */
-static const char *slurp(const char *path)
-{
-	static char buf[65536];
-	size_t n = 0;
-	FILE *f = fopen(path, "r");
-
-	buf[0] = '\0';
-	if (!f)
-		return buf;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	return buf;
-}
-
 static unsigned long long log_number(const char *path, const char *before)
 {
-	const char *p = strstr(slurp(path), before);
+	const char *p = strstr(rm_test_slurp(path), before);
 
 	return p ? strtoull(p + strlen(before), NULL, 10) : 0;
 }
@@ -191,7 +175,8 @@ static void test_merged_equals_unmerged(void)
 	}
 	/* attached, and the merging one has the aggregator's rules (first batch acked) */
 	for (i = 0; i < 3000; i++) {
-		if (strstr(slurp(col_log[0]), "socket patterns") && strstr(slurp(col_log[1]), "ebpf backend attached"))
+		if (strstr(rm_test_slurp(col_log[0]), "socket patterns") &&
+		    strstr(rm_test_slurp(col_log[1]), "ebpf backend attached"))
 			break;
 		usleep(10000);
 	}
@@ -218,8 +203,8 @@ static void test_merged_equals_unmerged(void)
 		balanced(d[k], node[k]);
 	}
 	fprintf(stderr, "parts decoded by the aggregators: %llu merged, %llu unmerged\n", parts[0], parts[1]);
-	CU_ASSERT(strstr(slurp(col_log[0]), "went summed in") != NULL);
-	CU_ASSERT(strstr(slurp(col_log[1]), "went summed in") == NULL);
+	CU_ASSERT(strstr(rm_test_slurp(col_log[0]), "went summed in") != NULL);
+	CU_ASSERT(strstr(rm_test_slurp(col_log[1]), "went summed in") == NULL);
 	/* 600 requests' parts at least, on both sides; merged: a few records per socket */
 	CU_ASSERT(parts[1] >= 2 * NCLIENTS * NREQ);
 	CU_ASSERT(parts[0] * 10 < parts[1]);

@@ -147,21 +147,6 @@ static int ctl(const char *log, const char *const *args)
 	return rm_test_wait(pid, 20000);
 }
 
-static char *slurp(const char *path)
-{
-	static char buf[16384];
-	FILE *f = fopen(path, "r");
-	size_t n = 0;
-
-	buf[0] = '\0';
-	if (f) {
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-	}
-	buf[n] = '\0';
-	return buf;
-}
-
 static void cgroup_of(int tid, char *buf, size_t len)
 {
 	char path[64], line[512];
@@ -265,7 +250,7 @@ static void test_end_to_end(void)
 
 		snprintf(log, sizeof(log), "%s/ctl-probe.log", dir);
 		CU_ASSERT_EQUAL(ctl(log, bad), 1);
-		CU_ASSERT(strstr(slurp(log), "refused: unknown CE 'nope'") != NULL);
+		CU_ASSERT(strstr(rm_test_slurp(log), "refused: unknown CE 'nope'") != NULL);
 	}
 	rates(700, &r0b, &r1b, &q1b);
 
@@ -278,14 +263,14 @@ static void test_end_to_end(void)
 		snprintf(log, sizeof(log), "%s/ctl-set.log", dir);
 		CU_ASSERT_EQUAL(ctl(log, set), 0);
 		/* accepted, sent or already applied by the time rametrctl looks */
-		CU_ASSERT(strstr(slurp(log), " by the aggregator") != NULL);
+		CU_ASSERT(strstr(rm_test_slurp(log), " by the aggregator") != NULL);
 		usleep(800000);
 		snprintf(log, sizeof(log), "%s/ctl-unk.log", dir);
 		CU_ASSERT_EQUAL(ctl(log, unk), 1);
-		CU_ASSERT(strstr(slurp(log), "unknown server 'db9'") != NULL);
+		CU_ASSERT(strstr(rm_test_slurp(log), "unknown server 'db9'") != NULL);
 		snprintf(log, sizeof(log), "%s/ctl-dup.log", dir);
 		CU_ASSERT_EQUAL(ctl(log, dup), 1);
-		CU_ASSERT(strstr(slurp(log), "duplicate of active command") != NULL);
+		CU_ASSERT(strstr(rm_test_slurp(log), "duplicate of active command") != NULL);
 	}
 	cgroup_of(atomic_load(&srv.c[0].tid), cg, sizeof(cg));
 	CU_ASSERT(strstr(cg, "rametr-throttle-") != NULL);
@@ -348,7 +333,7 @@ static void test_end_to_end(void)
 		usleep(100000);
 	}
 	CU_ASSERT_STRING_EQUAL(cg, orig);
-	CU_ASSERT(strstr(slurp(col_log), "expired") != NULL);
+	CU_ASSERT(strstr(rm_test_slurp(col_log), "expired") != NULL);
 	/* the aggregator marks it expired at its next tick */
 	for (i = 0; i < 50; i++) {
 		const char *lst[] = { "list", "--ce", "c2", "-o", "csv", NULL };
@@ -356,12 +341,12 @@ static void test_end_to_end(void)
 		snprintf(log, sizeof(log), "%s/ctl-list.log", dir);
 		unlink(log);
 		CU_ASSERT_EQUAL(ctl(log, lst), 0);
-		if (strstr(slurp(log), ",expired,"))
+		if (strstr(rm_test_slurp(log), ",expired,"))
 			break;
 		usleep(100000);
 	}
-	CU_ASSERT(strstr(slurp(log), ",expired,") != NULL);
-	CU_ASSERT(strstr(slurp(log), ",refused,") != NULL);
+	CU_ASSERT(strstr(rm_test_slurp(log), ",expired,") != NULL);
+	CU_ASSERT(strstr(rm_test_slurp(log), ",refused,") != NULL);
 	cli_stop(&c2);
 	cli_stop(&c3);
 	kill(col, SIGTERM);

@@ -148,6 +148,24 @@ static inline int rm_test_wait(pid_t pid, int ms)
 	return -1;
 }
 
+/*
+ * The text of the file at path (a spawned program's log), at most its first
+ * 64 KiB; "" if it cannot be read. A static buffer: valid until the next call.
+ */
+static inline const char *rm_test_slurp(const char *path)
+{
+	static char buf[65536];
+	size_t n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
 #define RM_TEST_MAIN(suite_name, case_table)                                              \
 	int main(int argc, char **argv)                                                      \
 	{                                                                                    \
