@@ -17,7 +17,11 @@
  *   attach: hooks runs=12345 ns=1234567
  * which, divided by the requests a load generator made meanwhile, is the
  * CPU the hooks took per request whatever else the machine was doing.
- * Usage: bench_attach [--profile]
+ * --stage hooks|clock|task|state|noemit|full runs the hooks only that far
+ * (rametr.h RM_STAGE_*; default full): the macro cost of being attached at
+ * all, of the clock read, of the threads' state lookups, of the socket
+ * reads, of the segmenter without records.
+ * Usage: bench_attach [--profile] [--stage NAME]
  */
 #include <signal.h>
 #include <bpf/bpf.h>
@@ -53,6 +57,31 @@ static int count_window(void *arg, const struct col_window *w)
 	return RM_OK;
 }
 
+/* The RM_STAGE_* named s into *out; 0 if s names none. */
+static int stage_of(const char *s, uint32_t *out)
+{
+	static const struct {
+		const char *name;
+		uint32_t stage;
+	} stages[] = {
+		{ "hooks", RM_STAGE_HOOKS },
+		{ "clock", RM_STAGE_CLOCK },
+		{ "task", RM_STAGE_TASK },
+		{ "state", RM_STAGE_STATE },
+		{ "noemit", RM_STAGE_NOEMIT },
+		{ "full", RM_STAGE_FULL },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
+		if (strcmp(s, stages[i].name) == 0) {
+			*out = stages[i].stage;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static double mono_s(void)
 {
 	struct timespec ts;
@@ -76,11 +105,16 @@ int main(int argc, char **argv)
 	int rv, prof = 0, sfd = -1, n, i;
 
 	rm_log_init("bench_attach");
-	if (argc == 2 && strcmp(argv[1], "--profile") == 0) {
-		prof = 1;
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: bench_attach [--profile] (runs until SIGINT or SIGTERM)\n");
-		return 2;
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--profile") == 0) {
+			prof = 1;
+		} else if (strcmp(argv[i], "--stage") == 0 && i + 1 < argc && stage_of(argv[i + 1], &cfg.bench_stage)) {
+			i++;
+		} else {
+			fprintf(stderr, "usage: bench_attach [--profile] [--stage hooks|clock|task|state|noemit|full]"
+					" (runs until SIGINT or SIGTERM)\n");
+			return 2;
+		}
 	}
 	clock_gettime(CLOCK_REALTIME, &rt);
 	clock_gettime(CLOCK_MONOTONIC, &mono);

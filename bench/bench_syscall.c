@@ -19,8 +19,9 @@
  * CPU meanwhile; its own CPU is reported per part, apart.
  *
  * --breakdown also runs the benchmark stages of rametr.h (hooks that return
- * at once; + state lookups and socket reads; + the segmenter without
- * records), so the cost of each piece is the difference between stages.
+ * at once; + the clock read; + the threads' state lookups; + socket reads;
+ * + the segmenter without records), so the cost of each piece is the
+ * difference between stages.
  *
  * Output (stable, one figure per line; scripts parse it):
  *   collector overhead, median of N alternating rounds (...)
@@ -28,8 +29,8 @@
  *   <label, 34 columns> <detached> <attached> <added> <ratio>
  * with labels "traced socket syscall (16 B TCP)", "untraced syscall (getppid)",
  * "context switch (pipe ping-pong)" (CPU time), the same prefixed "wall: ",
- * and with --breakdown the same prefixed "stage hooks: ", "stage state: ",
- * "stage noemit: " (CPU time); then
+ * and with --breakdown the same prefixed "stage hooks: ", "stage clock: ",
+ * "stage task: ", "stage state: ", "stage noemit: " (CPU time); then
  *   consumer CPU per part <ns> ns (collector thread, not the service)
  *   (<P> segment parts drained while attached, <D> dropped in the kernel)
  *   profile <stage>: parts <n> dropped <n>
@@ -75,6 +76,8 @@ static const struct {
 } variants[] = {
 	{ "", -1 },
 	{ "stage hooks: ", RM_STAGE_HOOKS },
+	{ "stage clock: ", RM_STAGE_CLOCK },
+	{ "stage task: ", RM_STAGE_TASK },
 	{ "stage state: ", RM_STAGE_STATE },
 	{ "stage noemit: ", RM_STAGE_NOEMIT },
 	{ "", RM_STAGE_FULL },
@@ -247,7 +250,7 @@ static uint32_t ring_bytes; /* --ring: part ring size, 0 = the collector's defau
 static int follow_wakeups;  /* --follow-wakeups: the collector option of that name */
 #define PROF_ROUNDS 3       /* profile runs per stage; the median is printed */
 
-static const char *stage_name[RM_STAGE_COUNT] = { "full", "hooks", "state", "noemit" };
+static const char *stage_name[RM_STAGE_COUNT] = { "full", "hooks", "clock", "task", "state", "noemit" };
 
 /* One run of the three workloads with the kernel's BPF run-time statistics on. */
 static int profile_once(int cfd, int stage, const struct col_sink *sink, struct col_bpf_prog_stat *ps, int *nps,

@@ -619,7 +619,11 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	rm_env_init(&e);
 	now = bpf_ktime_get_ns();
 	task = bpf_get_current_task_btf();
+	if (RM_STOP_AT(RM_STAGE_CLOCK))
+		return (int)now + task->pid; /* keep the reads */
 	t = rm_task_create(task);
+	if (RM_STOP_AT(RM_STAGE_TASK))
+		return t ? (int)t->mode : 0;
 	tcp = rm_tcp_sock(sk);
 	if (!t || t->excluded || rm_tuple_get(sk, t, tcp != NULL, &tup) < 0) {
 		rm_unseg_io(&e, now, ret, 0);
@@ -675,9 +679,13 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	rm_env_init(&e);
 	now = bpf_ktime_get_ns();
 	task = bpf_get_current_task_btf();
+	if (RM_STOP_AT(RM_STAGE_CLOCK))
+		return (int)now + task->pid; /* keep the reads */
 	srv = follow_replies && rm_is_server_side(sk);
 	/* follow-replies: a thread that replies is followed from then on */
 	t = srv ? rm_task_create(task) : bpf_task_storage_get(&tasks, task, 0, 0);
+	if (RM_STOP_AT(RM_STAGE_TASK))
+		return t ? (int)t->mode : 0;
 	tcp = rm_tcp_sock(sk);
 	/* an excluded thread's state is never in a segment: unsegmented below */
 	if (rm_tuple_get(sk, t, tcp != NULL, &tup) < 0) {
@@ -719,10 +727,15 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	/* a thread of another namespace is, for this host, an idle CPU */
 	prev_idle = prev->pid == 0 || !rm_ours(prev);
 	rm_env_init(&e);
+	now = bpf_ktime_get_ns();
+	if (RM_STOP_AT(RM_STAGE_CLOCK))
+		return (int)now + prev_idle;
 	if (!prev_idle && !(self_tgid && prev->tgid == self_tgid))
 		pt = bpf_task_storage_get(&tasks, prev, 0, 0);
 	if (next->pid && rm_ours(next))
 		nt = bpf_task_storage_get(&tasks, next, 0, 0);
+	if (RM_STOP_AT(RM_STAGE_TASK))
+		return (pt ? (int)pt->mode : 0) + (nt ? (int)nt->mode : 0);
 	/*
 	 * Run-queue wait: a thread waits only while switched out, so its wait
 	 * is what its run_delay grew by since it was switched out (nothing is
@@ -743,7 +756,6 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	nt = rm_or_nostate(nt);
 	if (!pt || !nt || RM_STOP_AT(RM_STAGE_STATE))
 		return 0;
-	now = bpf_ktime_get_ns();
 	/* next's wait since it was last seen, as the wake-up time rm_on_switch takes */
 	nt->wake_ns = wait && wait < now ? now - wait : 0;
 	/* TASK_INTERRUPTIBLE (1): waiting for an event, not for disk I/O */

@@ -57,9 +57,11 @@
  */
 #define RM_STAGE_FULL 0    /* everything (the default) */
 #define RM_STAGE_HOOKS 1   /* every hook returns at once: the cost of being attached */
-#define RM_STAGE_STATE 2   /* + filters, task-storage lookups, socket tuple and TCP range reads */
-#define RM_STAGE_NOEMIT 3  /* + the segmenter, but no ring-buffer records */
-#define RM_STAGE_COUNT 4
+#define RM_STAGE_CLOCK 2   /* socket and switch hooks: + argument checks, the clock read, the current task */
+#define RM_STAGE_TASK 3    /* + the task-storage lookups (the threads' state) */
+#define RM_STAGE_STATE 4   /* + socket tuple and TCP range reads, run-queue wait */
+#define RM_STAGE_NOEMIT 5  /* + the segmenter, but no ring-buffer records */
+#define RM_STAGE_COUNT 6
 
 /* Address families as on Linux. */
 #define RM_AF_UNIX 1
