@@ -21,12 +21,14 @@
  * (rametr.h RM_STAGE_*; default full): the macro cost of being attached at
  * all, of the clock read, of the threads' state lookups, of the socket
  * reads, of the segmenter without records.
- * Usage: bench_attach [--profile] [--stage NAME]
+ * --ring BYTES sizes the part ring (a power of 2; default the collector's).
+ * Usage: bench_attach [--profile] [--stage NAME] [--ring BYTES]
  */
 #include <signal.h>
 #include <bpf/bpf.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,9 +112,11 @@ int main(int argc, char **argv)
 			prof = 1;
 		} else if (strcmp(argv[i], "--stage") == 0 && i + 1 < argc && stage_of(argv[i + 1], &cfg.bench_stage)) {
 			i++;
+		} else if (strcmp(argv[i], "--ring") == 0 && i + 1 < argc) {
+			cfg.ring_bytes = (uint32_t)strtoul(argv[++i], NULL, 0);
 		} else {
 			fprintf(stderr, "usage: bench_attach [--profile] [--stage hooks|clock|task|state|noemit|full]"
-					" (runs until SIGINT or SIGTERM)\n");
+					" [--ring BYTES] (runs until SIGINT or SIGTERM)\n");
 			return 2;
 		}
 	}
