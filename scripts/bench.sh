@@ -209,7 +209,12 @@ redis_field() { awk -F, -v c="$2" '$1 == "\"GET\"" { gsub(/"/, "", $c); print $c
 # modes: 0 detached, 1 attached (rametr-collector -> aggregator -> SQLite),
 # 2 the kernel hooks alone (bench_attach: col_bpf draining into a counter)
 echo "== macro: $rounds rounds each detached / attached / hooks only (redis-benchmark -c 50 -n $redis_n GET; wrk -t1 -c 50 -d ${wrk_s}s)" >&2
-declare -A r_rps r_p99 n_rps n_p99
+declare -A r_rps r_p99 n_rps n_p99 r_srv r_lg n_srv n_lg
+# a load generator's own CPU: lg_run FILE CMD... runs CMD, then writes the
+# subshell's children times (bash 'times': user and system) to FILE
+lg_run() { ( "${@:2}"; rc=$?; times >"$1"; exit $rc ); }
+lg_ns() { awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { v = $i; sub(/s$/, "", v); split(v, a, "m"); t += a[1] * 60 + a[2] }
+	printf "%.0f\n", t * 1e9 }' "$1"; }
 redis_att_ns=0 nginx_att_ns=0 col_macro_ns=0 agg_macro_ns=0 col_macro_wall=0
 modes=(detached attached hooks-only)
 hooks=
@@ -224,11 +229,15 @@ for ((r = 1; r <= rounds; r++)); do
 			wait_log "$out/attach-$r.log" "attach: ready" $hooks 20 || { cat "$out/attach-$r.log" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
 		fi
 		rc0=$(cpu_sum $redis)
-		redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv >"$out/redis-$r-$tag.csv" 2>"$out/redis-$r-$tag.err"
+		lg_run "$out/lg" redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv >"$out/redis-$r-$tag.csv" 2>"$out/redis-$r-$tag.err"
 		rc1=$(cpu_sum $redis)
+		r_srv[$k]+=" $(((rc1 - rc0) / redis_n))" r_lg[$k]+=" $(($(lg_ns "$out/lg") / redis_n))"
 		nc0=$(cpu_sum $nginx_pids)
-		wrk -t1 -c50 -d"${wrk_s}s" --latency "http://127.0.0.1:$nport/index.html" >"$out/wrk-$r-$tag.txt" 2>&1
+		lg_run "$out/lg" wrk -t1 -c50 -d"${wrk_s}s" --latency "http://127.0.0.1:$nport/index.html" >"$out/wrk-$r-$tag.txt" 2>&1
 		nc1=$(cpu_sum $nginx_pids)
+		nreq=$(awk '$2 == "requests" && $3 == "in" { print $1 }' "$out/wrk-$r-$tag.txt")
+		[ "${nreq:-0}" -gt 0 ] || { cat "$out/wrk-$r-$tag.txt" >&2; echo "bench: wrk made no requests (round $r, $tag)" >&2; exit 1; }
+		n_srv[$k]+=" $(((nc1 - nc0) / nreq))" n_lg[$k]+=" $(($(lg_ns "$out/lg") / nreq))"
 		# a failed or erroring load generator must not become a figure
 		[ -n "$(redis_field "$out/redis-$r-$tag.csv" 7)" ] || { cat "$out/redis-$r-$tag.csv" "$out/redis-$r-$tag.err" >&2; echo "bench: redis-benchmark gave no result (round $r, $tag)" >&2; exit 1; }
 		if [ -z "$(wrk_p99 "$out/wrk-$r-$tag.txt")" ] || grep -q 'Non-2xx' "$out/wrk-$r-$tag.txt"; then
@@ -273,6 +282,15 @@ for s in redis nginx; do
 			row "$s with the kernel hooks only (bench_attach): throughput, p99 (median of the rounds' own ratios)" "$(sgn "-($loss)")%, $(sgn "$inc")%" "-" "-"
 		fi
 	done
+done
+# which process bounds each load (the busier one per request) and what
+# attaching added to each, from their own CPU: the server's /proc, the load
+# generator's times
+for s in redis nginx; do
+	if [ $s = redis ]; then d_s=${r_srv[0]} a_s=${r_srv[1]} d_l=${r_lg[0]} a_l=${r_lg[1]} lg=redis-benchmark
+	else d_s=${n_srv[0]} a_s=${n_srv[1]} d_l=${n_lg[0]} a_l=${n_lg[1]} lg=wrk; fi
+	row "$s: CPU per request of the server / of $lg, median us detached -> attached; median of the rounds' own ratios" \
+		"$(calc "$(med "$d_s") / 1000" 1) -> $(calc "$(med "$a_s") / 1000" 1) ($(sgn "($(ratio_med "$d_s" "$a_s") - 1) * 100")%) / $(calc "$(med "$d_l") / 1000" 1) -> $(calc "$(med "$a_l") / 1000" 1) ($(sgn "($(ratio_med "$d_l" "$a_l") - 1) * 100")%)" "-" "-"
 done
 # the attached rounds are only meaningful if the collector accounted the servers' work
 sleep 0.5
