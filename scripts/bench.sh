@@ -20,7 +20,7 @@
 #              the rate achieved is counted from the stored bytes
 # Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
-# load shorter). A full run takes about 6 minutes, --quick about 1.
+# load shorter). A full run takes about 6 minutes (8 with --rounds 15), --quick about 2.
 # Servers, ports, configs and the database live in DIR (default: a new
 # /tmp/rametr-bench.XXXX, kept); nothing is left running.
 set -euo pipefail
