@@ -6,8 +6,9 @@
  * nng to a rametr-aggregator of its own with a real SQLite file. The
  * service answers 3 clients x 100 requests on keep-alive connections, its
  * CE and its clients' decided by port rules. Both databases must hold the
- * same bytes per CE, exactly, and the same service CPU within 2% (each
- * collector's programs read the clock a few hundred ns apart); every window
+ * same bytes per CE, exactly, and the same CPU per CE (the service's
+ * within 2%, its clients' few-us segments within 5%: each collector's
+ * programs read the clock a few hundred ns apart); every window
  * balances; the merging collector's aggregator decoded a small fraction of
  * the parts.
  */
@@ -61,18 +62,28 @@ static void *server_main(void *arg)
 	return NULL;
 }
 
-static int serve(int lfd, const struct sockaddr_in *a)
+struct client {
+	const struct sockaddr_in *a;
+	int ok;
+};
+
+/*
+ * The clients, one after the other, in a thread of their own: its exit ends
+ * the segment its last reply opened, so neither collector charges the
+ * test's own work afterwards to CE cli (it would, until each collector
+ * stops, and they stop one after the other).
+ */
+static void *client_main(void *arg)
 {
+	struct client *cl = arg;
 	char buf[100];
-	pthread_t th;
-	int c, i, ok = 0;
+	int c, i;
 
 	memset(buf, 'r', sizeof(buf));
-	pthread_create(&th, NULL, server_main, &lfd);
 	for (c = 0; c < NCLIENTS; c++) {
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-		if (fd < 0 || connect(fd, (const struct sockaddr *)a, sizeof(*a)) != 0) {
+		if (fd < 0 || connect(fd, (const struct sockaddr *)cl->a, sizeof(*cl->a)) != 0) {
 			if (fd >= 0)
 				close(fd);
 			continue;
@@ -80,12 +91,23 @@ static int serve(int lfd, const struct sockaddr_in *a)
 		for (i = 0; i < NREQ; i++)
 			if (send(fd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf) &&
 			    recv(fd, buf, sizeof(buf), MSG_WAITALL) == (ssize_t)sizeof(buf))
-				ok++;
+				cl->ok++;
 		close(fd);
 	}
+	return NULL;
+}
+
+static int serve(int lfd, const struct sockaddr_in *a)
+{
+	struct client cl = { a, 0 };
+	pthread_t th, ct;
+
+	pthread_create(&th, NULL, server_main, &lfd);
+	pthread_create(&ct, NULL, client_main, &cl);
+	pthread_join(ct, NULL);
 	shutdown(lfd, SHUT_RDWR);
 	pthread_join(th, NULL);
-	return ok == NCLIENTS * NREQ ? 0 : -1;
+	return cl.ok == NCLIENTS * NREQ ? 0 : -1;
 }
 
 /* Sum over the whole run of CE ce's resource r on node. */
@@ -212,6 +234,7 @@ static void test_merged_equals_unmerged(void)
 		uint64_t cpu0 = usage(d[0], node[0], ces[c], ST_R_CPU), cpu1 = usage(d[1], node[1], ces[c], ST_R_CPU);
 		uint64_t rx0 = usage(d[0], node[0], ces[c], ST_R_NET_RX), rx1 = usage(d[1], node[1], ces[c], ST_R_NET_RX);
 		uint64_t tx0 = usage(d[0], node[0], ces[c], ST_R_NET_TX), tx1 = usage(d[1], node[1], ces[c], ST_R_NET_TX);
+		double tol;
 
 		fprintf(stderr, "CE %s: cpu %" PRIu64 " / %" PRIu64 " ns, rx %" PRIu64 " / %" PRIu64
 				", tx %" PRIu64 " / %" PRIu64 " B (merged / unmerged)\n",
@@ -220,11 +243,13 @@ static void test_merged_equals_unmerged(void)
 		CU_ASSERT_EQUAL(rx0, rx1);
 		CU_ASSERT_EQUAL(tx0, tx1);
 		CU_ASSERT(cpu0 > 0 && cpu1 > 0);
-		/* the service's ~0.1 ms per request; not the clients' few us, which
-		 * two collectors attached at once cut differently (each one's hooks
-		 * run inside the other's slices: 2x apart with --no-merge on both) */
-		if (c == 0)
-			CU_ASSERT(cpu0 >= cpu1 * 0.98 && cpu0 <= cpu1 * 1.02);
+		/* the service's ~0.1 ms per request within 2%; the clients' segments
+		 * of a few us within 5%: the other collector's hooks (~0.3 us a
+		 * run) fall inside them, in an order that differs at the two ends
+		 * (measured 0.0-2.1% apart once the client thread ends its last
+		 * segment by exiting) */
+		tol = c == 0 ? 0.02 : 0.05;
+		CU_ASSERT(cpu0 >= cpu1 * (1 - tol) && cpu0 <= cpu1 * (1 + tol));
 	}
 	st_close(d[0]);
 	st_close(d[1]);
