@@ -62,22 +62,12 @@ static int count_window(void *arg, const struct col_window *w)
 /* The RM_STAGE_* named s into *out; 0 if s names none. */
 static int stage_of(const char *s, uint32_t *out)
 {
-	static const struct {
-		const char *name;
-		uint32_t stage;
-	} stages[] = {
-		{ "hooks", RM_STAGE_HOOKS },
-		{ "clock", RM_STAGE_CLOCK },
-		{ "task", RM_STAGE_TASK },
-		{ "state", RM_STAGE_STATE },
-		{ "noemit", RM_STAGE_NOEMIT },
-		{ "full", RM_STAGE_FULL },
-	};
-	size_t i;
+	static const char *const names[RM_STAGE_COUNT] = RM_STAGE_NAMES;
+	uint32_t i;
 
-	for (i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
-		if (strcmp(s, stages[i].name) == 0) {
-			*out = stages[i].stage;
+	for (i = 0; i < RM_STAGE_COUNT; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
 			return 1;
 		}
 	}

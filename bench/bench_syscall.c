@@ -250,7 +250,7 @@ static uint32_t ring_bytes; /* --ring: part ring size, 0 = the collector's defau
 static int follow_wakeups;  /* --follow-wakeups: the collector option of that name */
 #define PROF_ROUNDS 3       /* profile runs per stage; the median is printed */
 
-static const char *stage_name[RM_STAGE_COUNT] = { "full", "hooks", "clock", "task", "state", "noemit" };
+static const char *stage_name[RM_STAGE_COUNT] = RM_STAGE_NAMES;
 
 /* One run of the three workloads with the kernel's BPF run-time statistics on. */
 static int profile_once(int cfd, int stage, const struct col_sink *sink, struct col_bpf_prog_stat *ps, int *nps,

@@ -62,6 +62,8 @@
 #define RM_STAGE_STATE 4   /* + socket tuple and TCP range reads, run-queue wait */
 #define RM_STAGE_NOEMIT 5  /* + the segmenter, but no ring-buffer records */
 #define RM_STAGE_COUNT 6
+/* Their names, indexed by stage (benchmarks' options and output). */
+#define RM_STAGE_NAMES { "full", "hooks", "clock", "task", "state", "noemit" }
 
 /* Address families as on Linux. */
 #define RM_AF_UNIX 1
