@@ -202,6 +202,16 @@ stop_collector() {
 wrk_p99() { awk '$1 == "99%" { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
 	f = (u == "us") ? 0.001 : (u == "s") ? 1000 : (u == "m") ? 60000 : 1; printf "%.3f\n", v * f }' "$1"; }
 wrk_rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
+wrk_reqs() { awk '$2 == "requests" && $3 == "in" { print $1 }' "$1"; }
+# the two loads, on stdout (every round and the hook budget run the same)
+redis_load() { redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv; }
+nginx_load() { wrk -t1 -c50 -d"${wrk_s}s" --latency "http://127.0.0.1:$nport/index.html"; }
+# bench_attach ARGS... in the background, logging to LOG, until attached: start_attach LOG [ARG...] (sets hooks)
+start_attach() {
+	"$B/bench/bench_attach" "${@:2}" >"$1" 2>&1 &
+	hooks=$!; pids+=($hooks)
+	wait_log "$1" "attach: ready" $hooks 20 || { cat "$1" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
+}
 # redis-benchmark --csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
 redis_field() { awk -F, -v c="$2" '$1 == "\"GET\"" { gsub(/"/, "", $c); print $c }' "$1"; }
 
@@ -223,19 +233,15 @@ for ((r = 1; r <= rounds; r++)); do
 	for k in $order; do
 		tag=${modes[$k]}
 		if [ $k = 1 ]; then start_collector "$out/collector.log"; c0=$(cpu_ns $col) a0=$(cpu_ns $agg) t0=$(date +%s%N); fi
-		if [ $k = 2 ]; then
-			"$B/bench/bench_attach" >"$out/attach-$r.log" 2>&1 &
-			hooks=$!; pids+=($hooks)
-			wait_log "$out/attach-$r.log" "attach: ready" $hooks 20 || { cat "$out/attach-$r.log" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
-		fi
+		if [ $k = 2 ]; then start_attach "$out/attach-$r.log"; fi
 		rc0=$(cpu_sum $redis)
-		lg_run "$out/lg" redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv >"$out/redis-$r-$tag.csv" 2>"$out/redis-$r-$tag.err"
+		lg_run "$out/lg" redis_load >"$out/redis-$r-$tag.csv" 2>"$out/redis-$r-$tag.err"
 		rc1=$(cpu_sum $redis)
 		r_srv[$k]+=" $(((rc1 - rc0) / redis_n))" r_lg[$k]+=" $(($(lg_ns "$out/lg") / redis_n))"
 		nc0=$(cpu_sum $nginx_pids)
-		lg_run "$out/lg" wrk -t1 -c50 -d"${wrk_s}s" --latency "http://127.0.0.1:$nport/index.html" >"$out/wrk-$r-$tag.txt" 2>&1
+		lg_run "$out/lg" nginx_load >"$out/wrk-$r-$tag.txt" 2>&1
 		nc1=$(cpu_sum $nginx_pids)
-		nreq=$(awk '$2 == "requests" && $3 == "in" { print $1 }' "$out/wrk-$r-$tag.txt")
+		nreq=$(wrk_reqs "$out/wrk-$r-$tag.txt")
 		[ "${nreq:-0}" -gt 0 ] || { cat "$out/wrk-$r-$tag.txt" >&2; echo "bench: wrk made no requests (round $r, $tag)" >&2; exit 1; }
 		n_srv[$k]+=" $(((nc1 - nc0) / nreq))" n_lg[$k]+=" $(($(lg_ns "$out/lg") / nreq))"
 		# a failed or erroring load generator must not become a figure
@@ -323,11 +329,11 @@ busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 tick_ns=$((1000000000 / $(getconf CLK_TCK)))
 budget_load() { # redis|nginx out-file: runs the load, prints the requests made
 	if [ "$1" = redis ]; then
-		redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv >"$2" 2>&1
+		redis_load >"$2" 2>&1
 		echo "$redis_n"
 	else
-		wrk -t1 -c50 -d"${wrk_s}s" "http://127.0.0.1:$nport/index.html" >"$2" 2>&1
-		awk '$2 == "requests" && $3 == "in" { print $1 }' "$2"
+		nginx_load >"$2" 2>&1
+		wrk_reqs "$2"
 	fi
 }
 stages=(hooks clock task state noemit full)
@@ -337,11 +343,9 @@ for s in redis nginx; do
 	b1=$(busy_ticks)
 	[ "${nreq:-0}" -gt 0 ] || { cat "$out/budget-$s-detached.txt" >&2; echo "bench: $s load gave no requests (hook budget)" >&2; exit 1; }
 	cpu_req=$(calc "($b1 - $b0) * $tick_ns / $nreq" 0)
-	vals= shares= empty=0 runs_req=
+	vals= empty=0 runs_req=
 	for st in "${stages[@]}"; do
-		"$B/bench/bench_attach" --profile --stage $st >"$out/budget-$s-$st.log" 2>&1 &
-		hooks=$!; pids+=($hooks)
-		wait_log "$out/budget-$s-$st.log" "attach: ready" $hooks 20 || { cat "$out/budget-$s-$st.log" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
+		start_attach "$out/budget-$s-$st.log" --profile --stage $st
 		nreq=$(budget_load $s "$out/budget-$s-$st.txt")
 		stop $hooks
 		[ "${nreq:-0}" -gt 0 ] || { cat "$out/budget-$s-$st.txt" >&2; echo "bench: $s load gave no requests (hook budget, $st)" >&2; exit 1; }
@@ -387,9 +391,7 @@ row "collector CPU scaled to 50k segments/s" "$scaled% of one core" "<= 2%" "$(m
 row "collector peak RSS (VmHWM)" "$(calc "$hwm / 1024" 1) MiB" "-" "-"
 # the same load with only the ring drain (bench_attach): what is left of the
 # collector's CPU is batching, encoding and sending
-"$B/bench/bench_attach" >"$out/attach-pp.log" 2>&1 &
-hooks=$!; pids+=($hooks)
-wait_log "$out/attach-pp.log" "attach: ready" $hooks 20 || { cat "$out/attach-pp.log" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
+start_attach "$out/attach-pp.log"
 h0=$(cpu_ns $hooks); t0=$(date +%s%N)
 "$B/bench/bench_pingpong" --port "$ppport" --rate $pp_rate --duration "$pp_s" --size $pp_size >"$out/pingpong-attach.txt"
 h1=$(cpu_ns $hooks); t1=$(date +%s%N)
