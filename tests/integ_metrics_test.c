@@ -6,6 +6,8 @@
  * passes Debian's `promtool check metrics`; per server and resource the
  * tenants' counters (V included) sum exactly to the server's total, and
  * every counter equals what the database holds once all windows settled.
+ * The Grafana dashboard in the repository is well-formed JSON (Debian's jq)
+ * and every metric its queries name is one the endpoint serves.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -24,6 +26,7 @@
 #define NCE 3
 #define NREQ 900
 #define PROMTOOL "/usr/bin/promtool"
+#define JQ "/usr/bin/jq"
 
 static const char *const nodes[2] = { "n1", "n2" };
 static const char *const ces[NCE] = { "c1", "c2", "c3" };
@@ -175,6 +178,35 @@ static int metrics_port(void)
 	return port;
 }
 
+/* Every rametr_* name in the dashboard's queries is a family of text. */
+static void check_dashboard(const char *text)
+{
+	char out[300], log[300], name[128], type[160];
+	const char *argv[] = { "/bin/sh", "-c", "exec " JQ " -r '.. | .expr? // empty' \"$0\" >\"$1\"", RM_DASHBOARD, out,
+			       NULL };
+	const char *p;
+	int names = 0;
+
+	snprintf(out, sizeof(out), "%s/exprs.txt", dir);
+	snprintf(log, sizeof(log), "%s/jq.log", dir);
+	if (access(JQ, X_OK) != 0) {
+		CU_FAIL("no " JQ " (Debian package jq)");
+		return;
+	}
+	CU_ASSERT_EQUAL_FATAL(rm_test_wait(rm_test_spawn(argv, log), 30000), 0);
+	for (p = rm_test_slurp(out); (p = strstr(p, "rametr_")) != NULL; p += strlen(name)) {
+		size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+
+		snprintf(name, sizeof(name), "%.*s", (int)n, p);
+		snprintf(type, sizeof(type), "# TYPE %s ", name);
+		if (!strstr(text, type))
+			fprintf(stderr, "the dashboard queries '%s', which /metrics does not serve\n", name);
+		CU_ASSERT_PTR_NOT_NULL(strstr(text, type));
+		names++;
+	}
+	CU_ASSERT(names >= 15);
+}
+
 static void test_metrics_end_to_end(void)
 {
 	char events[2][300], spool[2][300], murl[300], prom[300], plog[300];
@@ -272,6 +304,7 @@ static void test_metrics_end_to_end(void)
 	CU_ASSERT(counter(text, "rametr_batches_total{result=\"ok\"}", 0) >= 2 * NREQ / 40);
 	CU_ASSERT(counter(text, "rametr_aggregator_parts_total", 0) >= 2 * NREQ);
 	CU_ASSERT(counter(text, "rametr_collector_last_batch_age_seconds{node=\"n1\"}", 0) >= 0);
+	check_dashboard(text);
 	free(text);
 	kill(agg, SIGTERM);
 	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 0);
