@@ -879,7 +879,7 @@ int ctl_report_write(const struct ctl_report *r, FILE *f)
 			rp_chart(f, r, s, 0);
 			rp_chart(f, r, s, 1);
 			rp_chart(f, r, s, 2);
-			fprintf(f, "</div>\n<p class=\"note\">One point per %s bucket.</p>\n", bk);
+			fprintf(f, "</div>\n<p class=\"note\">One point per bucket of %s.</p>\n", bk);
 			rp_table(f, r, s);
 			rp_why_table(f, r, s);
 			fputs("</section>\n", f);
