@@ -459,18 +459,17 @@ static void am_value(FILE *f, int r, uint64_t v)
 		fprintf(f, " %" PRIu64 "\n", v);
 }
 
-static const struct agg_metrics *am_sort_m;
-
-static int am_ctr_cmp(const void *a, const void *b)
+static int am_ctr_cmp(const void *a, const void *b, void *arg)
 {
+	const struct agg_metrics *sm = arg;
 	const struct am_counter *x = *(const struct am_counter *const *)a, *y = *(const struct am_counter *const *)b;
-	int c = strcmp(am_sort_m->srv[x->sid], am_sort_m->srv[y->sid]);
+	int c = strcmp(sm->srv[x->sid], sm->srv[y->sid]);
 
 	if (c)
 		return c;
 	if ((x->tid < 0) != (y->tid < 0))
 		return x->tid < 0 ? 1 : -1; /* V after the tenants */
-	return x->tid < 0 ? 0 : strcmp(am_sort_m->ten[x->tid], am_sort_m->ten[y->tid]);
+	return x->tid < 0 ? 0 : strcmp(sm->ten[x->tid], sm->ten[y->tid]);
 }
 
 static const struct {
@@ -499,9 +498,7 @@ static void am_render_usage(struct agg_metrics *m, FILE *f)
 	for (i = 0; i < m->ctr_cap; i++)
 		if (m->ctr[i].used && m->ctr[i].tid != AM_T_SUM)
 			list[n++] = &m->ctr[i];
-	am_sort_m = m;
-	qsort(list, n, sizeof(*list), am_ctr_cmp);
-	am_sort_m = NULL;
+	qsort_r(list, n, sizeof(*list), am_ctr_cmp, m);
 	for (r = 0; r < ST_R_COUNT; r++) {
 		snprintf(help, sizeof(help), "%s charged to a tenant on a server over settled windows%s; tenant=\"%s\" "
 			 "is the unaccountable share, so the tenants sum to the server's total",

@@ -189,12 +189,10 @@ static int rp_names(struct ctl_report *r, const struct st_row *cur, size_t ncur)
 	return RM_OK;
 }
 
-static const struct ctl_report *rp_sort_ctx;
-
 /* Largest CPU over all servers first, then largest network, then name. */
-static int rp_ten_cmp(const void *a, const void *b)
+static int rp_ten_cmp(const void *a, const void *b, void *arg)
 {
-	const struct ctl_report *r = rp_sort_ctx;
+	const struct ctl_report *r = arg;
 	const int64_t *x = rp_at(r, r->cur, r->ns, *(const size_t *)a);
 	const int64_t *y = rp_at(r, r->cur, r->ns, *(const size_t *)b);
 
@@ -205,9 +203,9 @@ static int rp_ten_cmp(const void *a, const void *b)
 	return strcmp(r->ten[*(const size_t *)a], r->ten[*(const size_t *)b]);
 }
 
-static int rp_by_name_cmp(const void *a, const void *b)
+static int rp_by_name_cmp(const void *a, const void *b, void *arg)
 {
-	const struct ctl_report *r = rp_sort_ctx;
+	const struct ctl_report *r = arg;
 
 	return strcmp(r->ten[*(const size_t *)a], r->ten[*(const size_t *)b]);
 }
@@ -225,14 +223,12 @@ static int rp_order(struct ctl_report *r, const struct st_row *cur, size_t ncur)
 	for (i = 0; i < r->nt; i++)
 		r->ten_by_name[i] = ord[i] = i;
 	rp_collect(r, r->cur, cur, ncur, 1);
-	rp_sort_ctx = r;
-	qsort(ord, r->nt, sizeof(*ord), rp_ten_cmp);
+	qsort_r(ord, r->nt, sizeof(*ord), rp_ten_cmp, r);
 	for (i = 0; i < r->nt; i++)
 		memmove(ten[i], r->ten[ord[i]], RP_NAME);
 	free(r->ten);
 	r->ten = ten;
-	qsort(r->ten_by_name, r->nt, sizeof(size_t), rp_by_name_cmp);
-	rp_sort_ctx = NULL;
+	qsort_r(r->ten_by_name, r->nt, sizeof(size_t), rp_by_name_cmp, r);
 	free(ord);
 	/* collect again with the final indexes */
 	memset(r->cur, 0, cells * ST_R_COUNT * sizeof(int64_t));
