@@ -267,6 +267,7 @@ int ctl_report_new(struct ctl_report **out, const struct ctl_report_period *p, c
 		   size_t nwhy)
 {
 	struct ctl_report *r;
+	int64_t span;
 	size_t cells;
 	int rv;
 
@@ -274,7 +275,7 @@ int ctl_report_new(struct ctl_report **out, const struct ctl_report_period *p, c
 		return RM_EINVAL;
 	*out = NULL;
 	if (!p || p->bucket_ns <= 0 || p->nbuckets == 0 || p->nbuckets > CTL_REPORT_MAX_POINTS * 4 ||
-	    p->until_ns < p->since_ns || (ncur && !cur) || (nprev && !prev) || (nwhy && !why))
+	    p->until_ns < p->since_ns || __builtin_sub_overflow(p->until_ns, p->since_ns, &span) || (ncur && !cur) || (nprev && !prev) || (nwhy && !why))
 		return RM_EINVAL;
 	if (!(r = calloc(1, sizeof(*r))))
 		return RM_ENOMEM;
@@ -834,13 +835,13 @@ static void rp_cards(FILE *f, const struct ctl_report *r)
 
 int ctl_report_write(const struct ctl_report *r, FILE *f)
 {
-	int64_t span = r->p.until_ns - r->p.since_ns;
+	int64_t span = r->p.until_ns - r->p.since_ns, prev;
 	char t0[40], t1[40], tp[40], tg[40], sp[40], bk[40];
 	size_t s, l;
 
 	rp_fmt_time(t0, sizeof(t0), r->p.since_ns, 1, 1);
 	rp_fmt_time(t1, sizeof(t1), r->p.until_ns, 1, 1);
-	rp_fmt_time(tp, sizeof(tp), r->p.since_ns - span, 1, 1);
+	rp_fmt_time(tp, sizeof(tp), __builtin_sub_overflow(r->p.since_ns, span, &prev) ? INT64_MIN : prev, 1, 1);
 	rp_fmt_time(tg, sizeof(tg), r->p.generated_ns, 1, 1);
 	rp_fmt_span(sp, sizeof(sp), span);
 	rp_fmt_span(bk, sizeof(bk), r->p.bucket_ns);

@@ -55,7 +55,8 @@ struct ctl_report;
  * tenants of the report are those in cur. Copies what it needs (the rows
  * may be freed after the call). Returns RM_OK and *out (free with
  * ctl_report_free), RM_EINVAL (NULL out/p, bucket_ns <= 0, nbuckets 0 or
- * above CTL_REPORT_MAX_POINTS * 4, until < since) or RM_ENOMEM.
+ * above CTL_REPORT_MAX_POINTS * 4, until < since, a span beyond int64) or
+ * RM_ENOMEM.
  */
 int ctl_report_new(struct ctl_report **out, const struct ctl_report_period *p, const struct st_row *cur,
 		   size_t ncur, const struct st_row *prev, size_t nprev, const struct st_row *why,

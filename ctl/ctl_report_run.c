@@ -69,7 +69,8 @@ static int rpr_build(st_db *db, const struct ctl_report_period *p, const char *s
 	size_t ncur = 0, nprev = 0, nwhy = 0, n, b;
 	int rv;
 
-	pstart = p->since_ns - span < p->since_ns ? p->since_ns - span : INT64_MIN;
+	if (__builtin_sub_overflow(p->since_ns, span, &pstart))
+		pstart = INT64_MIN;
 	if ((rv = rpr_query(db, server, p->since_ns, p->until_ns, &cur, &ncur)) != 0 ||
 	    (rv = rpr_query(db, server, pstart, p->since_ns, &prev, &nprev)) != 0 ||
 	    (rv = st_query_unacct(db, &q, &why, &nwhy)) != 0 ||
