@@ -358,10 +358,33 @@ static void test_chromium(void)
 	free(text);
 }
 
+/* Exit codes: 2 for bad arguments, 1 for a database that cannot be read; no file then. */
+static void test_exit_codes(void)
+{
+	char out[300], log[300], missing[300];
+	const char *no_output[] = { RAMETRCTL_PATH, "report", "--db", "/nonexistent.db", NULL };
+	const char *bad_time[] = { RAMETRCTL_PATH, "report", "--since", "yesterday-ish", "-o", out, NULL };
+	const char *reversed[] = { RAMETRCTL_PATH, "report", "--since", "1h", "--until", "2h", "-o", out, NULL };
+	const char *extra[] = { RAMETRCTL_PATH, "report", "-o", out, "stray", NULL };
+	const char *no_db[] = { RAMETRCTL_PATH, "report", "--db", missing, "-o", out, NULL };
+
+	snprintf(out, sizeof(out), "%s/never.html", rm_test_tmpdir());
+	snprintf(log, sizeof(log), "%s/exit.log", rm_test_tmpdir());
+	snprintf(missing, sizeof(missing), "%s/missing.db", rm_test_tmpdir());
+	CU_ASSERT_EQUAL(run(no_output, log, 10000), 2);
+	CU_ASSERT_EQUAL(run(bad_time, log, 10000), 2);
+	CU_ASSERT_EQUAL(run(reversed, log, 10000), 2);
+	CU_ASSERT_EQUAL(run(extra, log, 10000), 2);
+	CU_ASSERT_EQUAL(run(no_db, log, 10000), 1);
+	CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(rm_test_slurp(log), "no output file"));
+}
+
 static CU_TestInfo cases[] = {
 	{ "chart buckets fit the bound", test_buckets },
 	{ "names are escaped for HTML", test_escape },
 	{ "an empty period says so", test_empty },
+	{ "bad arguments exit 2, an unreadable database 1", test_exit_codes },
 	{ "headless Chromium shows the database's amounts", test_chromium },
 	CU_TEST_INFO_NULL,
 };
