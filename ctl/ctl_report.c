@@ -35,6 +35,7 @@ struct ctl_report {
 	size_t ntop, nl;    /* tenants with their own layer; layers (+ other + V) */
 	int other;          /* a layer "other tenants" exists */
 	uint64_t *chart;    /* [s][group][layer][bucket] */
+	uint64_t *cap;      /* [s][bucket]: CPU capacity (ns) */
 };
 
 static const char *const rp_palette[CTL_REPORT_TOP] = {
@@ -290,7 +291,8 @@ int ctl_report_new(struct ctl_report **out, const struct ctl_report_period *p, c
 	if (!(r->cur = calloc(cells, ST_R_COUNT * sizeof(int64_t))) ||
 	    !(r->prev = calloc(cells, ST_R_COUNT * sizeof(int64_t))) || !(r->present = calloc(cells, 1)) ||
 	    !(r->ten_by_name = calloc(r->nt + 1, sizeof(size_t))) ||
-	    !(r->chart = calloc((r->ns ? r->ns : 1) * RP_GROUPS * r->nl * p->nbuckets, sizeof(uint64_t))))
+	    !(r->chart = calloc((r->ns ? r->ns : 1) * RP_GROUPS * r->nl * p->nbuckets, sizeof(uint64_t))) ||
+	    !(r->cap = calloc((r->ns ? r->ns : 1) * p->nbuckets, sizeof(uint64_t))))
 		goto fail;
 	if ((rv = rp_order(r, cur, ncur)) != 0 || (rv = rp_reasons(r, why, nwhy)) != 0)
 		goto fail;
@@ -328,6 +330,9 @@ int ctl_report_add_bucket(struct ctl_report *r, size_t b, const struct st_row *r
 		l = k == r->nt ? r->nl - 1 : k < r->ntop ? k : r->ntop;
 		c = rp_cell(r, s, rp_group(rows[i].resource), l, b);
 		*c = *c + rows[i].value < *c ? UINT64_MAX : *c + rows[i].value;
+		/* every row of a server and resource carries the same capacity */
+		if (rows[i].resource == ST_R_CPU && rows[i].capacity > r->cap[s * r->p.nbuckets + b])
+			r->cap[s * r->p.nbuckets + b] = rows[i].capacity;
 	}
 	return RM_OK;
 }
@@ -344,6 +349,7 @@ void ctl_report_free(struct ctl_report *r)
 	free(r->present);
 	free(r->why);
 	free(r->chart);
+	free(r->cap);
 	free(r);
 }
 
@@ -601,6 +607,12 @@ static int64_t rp_bucket_len(const struct ctl_report *r, size_t b)
 	return end > start ? end - start : r->p.bucket_ns;
 }
 
+/* CPU capacity of server s in bucket b, in cores (0 if unknown). */
+static double rp_cap(const struct ctl_report *r, size_t s, size_t b)
+{
+	return (double)r->cap[s * r->p.nbuckets + b] / (double)rp_bucket_len(r, b);
+}
+
 /* One stacked-area chart of server s, group g (0 cpu, 1 net, 2 disk). */
 static void rp_chart(FILE *f, const struct ctl_report *r, size_t s, int g)
 {
@@ -632,6 +644,8 @@ static void rp_chart(FILE *f, const struct ctl_report *r, size_t s, int g)
 		sum = sum / ((double)rp_bucket_len(r, b) / 1e9) / (g == 0 ? 1e9 : 1);
 		if (sum > top)
 			top = sum;
+		if (g == 0 && rp_cap(r, s, b) > top)
+			top = rp_cap(r, s, b);
 	}
 	if (g == 0) {
 		step = rp_nice_step(top > 0 ? top : 1, 4);
@@ -693,6 +707,21 @@ static void rp_chart(FILE *f, const struct ctl_report *r, size_t s, int g)
 		fputs("</title></path>\n", f);
 		drawn++;
 	}
+	/* the server's CPUs as a dashed line over the stack */
+	for (b = 0; g == 0 && b < nb; b++)
+		if (rp_cap(r, s, b) > 0)
+			break;
+	if (g == 0 && b < nb) {
+		fputs("<path class=\"capacity\" fill=\"none\" stroke=\"#3b4450\" stroke-width=\"1.2\" "
+		      "stroke-dasharray=\"5 4\" d=\"", f);
+		for (b = 0; b < nb; b++) {
+			double c = rp_cap(r, s, b), y = RP_T + ph - ph * (c > ymax ? 1 : c / ymax);
+
+			fprintf(f, "%s%.1f,%.1fL%.1f,%.1f", b ? "L" : "M", RP_L + pw * (double)b / (double)nb, y,
+				RP_L + pw * (double)(b + 1) / (double)nb, y);
+		}
+		fputs("\"><title>capacity (the server's CPUs)</title></path>\n", f);
+	}
 	if (!drawn)
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\" fill=\"#8a9199\">"
 			   "nothing recorded</text>\n", RP_L + pw / 2, RP_T + ph / 2);
@@ -700,7 +729,8 @@ static void rp_chart(FILE *f, const struct ctl_report *r, size_t s, int g)
 	if (g == 0)
 		fputs("<p class=\"note\">Average CPU cores in use per time bucket, stacked by tenant; the grey "
 		      "band on top is the unaccountable share V: CPU the server used that could not be tied to "
-		      "a tenant. The top edge of the stack is the server's total busy CPU.</p>\n", f);
+		      "a tenant. The top edge of the stack is the server's total busy CPU; the dashed line is its "
+		      "capacity (all its CPUs).</p>\n", f);
 	else if (g == 1)
 		fputs("<p class=\"note\">Bytes received and sent through sockets, per second, stacked by tenant "
 		      "(V on top).</p>\n", f);
