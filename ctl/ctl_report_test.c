@@ -122,7 +122,8 @@ static void fill(st_db *d, int prev)
 				CU_ASSERT_EQUAL(st_add_unacct(d, servers[s], t, SEC, res, "unsegmented", unseg), RM_OK);
 				if (lost)
 					CU_ASSERT_EQUAL(st_add_unacct(d, servers[s], t, SEC, res, "lost", lost), RM_OK);
-				CU_ASSERT_EQUAL(st_add_total(d, servers[s], t, SEC, res, sum + unseg + lost + rest, 0), RM_OK);
+				CU_ASSERT_EQUAL(st_add_total(d, servers[s], t, SEC, res, sum + unseg + lost + rest,
+							     res == ST_R_CPU ? 2 * SEC : 0), RM_OK);
 				(prev ? want_prev : want)[s][NT][res] += (int64_t)(unseg + lost + rest);
 				(prev ? want_prev : want)[s][NT + 1][res] += (int64_t)(sum + unseg + lost + rest);
 				if (!prev) {
@@ -139,7 +140,8 @@ static void fill(st_db *d, int prev)
  * every amount the page shows with its raw value, and whether the charts
  * were laid out and drawn. */
 static const char check_js[] =
-	"<script>(function(){var o=[],drawn=0,laid=0;"
+	"<script>(function(){var o=[],drawn=0,laid=0,caps=0;"
+	"document.querySelectorAll('svg path.capacity').forEach(function(p){if(p.getBBox().width>100)caps++;});"
 	"document.querySelectorAll('svg path.area').forEach(function(p){var b=p.getBBox();"
 	"if(b.width>100&&b.height>1)drawn++;});"
 	"document.querySelectorAll('.panel svg').forEach(function(s){if(s.getBoundingClientRect().width>150)laid++;});"
@@ -152,7 +154,7 @@ static const char check_js[] =
 	"tr.querySelectorAll('td[data-raw]').forEach(function(td){"
 	"o.push(['R',srv,tr.getAttribute('data-reason'),td.getAttribute('data-res'),td.getAttribute('data-raw')]);});});"
 	"var pre=document.createElement('pre');pre.id='rmcheck';"
-	"pre.textContent='drawn '+drawn+' laid '+laid+'\\n'+o.map(function(a){return a.map(function(x){return encodeURIComponent(x)||'-';}).join(' ');}).join('\\n')+'\\nend';"
+	"pre.textContent='drawn '+drawn+' laid '+laid+' caps '+caps+'\\n'+o.map(function(a){return a.map(function(x){return encodeURIComponent(x)||'-';}).join(' ');}).join('\\n')+'\\nend';"
 	"document.body.appendChild(pre);})();</script>";
 
 static char dir[256], db[300], html[300], page[300], dom[300];
@@ -264,7 +266,7 @@ static void test_chromium(void)
 {
 	char since[32], until[32], udir[300], log[300], *text, *p, *line, *save;
 	const char *chromium = "/usr/bin/chromium";
-	int ntable = 0, nreason = 0, bad = 0, drawn = -1, laid = -1;
+	int ntable = 0, nreason = 0, bad = 0, drawn = -1, laid = -1, caps = -1;
 	size_t len;
 	FILE *f;
 	st_db *d = NULL;
@@ -337,7 +339,8 @@ static void test_chromium(void)
 		free(text);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
 	p += strlen("<pre id=\"rmcheck\">");
-	CU_ASSERT_EQUAL(sscanf(p, "drawn %d laid %d", &drawn, &laid), 2);
+	CU_ASSERT_EQUAL(sscanf(p, "drawn %d laid %d caps %d", &drawn, &laid, &caps), 3);
+	CU_ASSERT_EQUAL(caps, NS); /* one capacity line per server's CPU chart */
 	/* per server: cpu, net and disk charts, each with 3 or 4 tenant layers and V */
 	CU_ASSERT(drawn >= NS * 3 * 3);
 	CU_ASSERT_EQUAL(laid, NS * 3);
