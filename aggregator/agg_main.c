@@ -123,7 +123,7 @@ static void agg_usage(FILE *f)
 		"TCP bytes across nodes, and stores U_c, V and U per window in SQLite.\n"
 		"  --config FILE   INI configuration ([aggregator] listen/db/horizon/max_held,\n"
 		"                  [ce NAME] rules, [estimate SERVER] LR/Kalman estimators,\n"
-		"                  [throttle] caps and overload rule)\n"
+		"                  [throttle] caps and overload rule, [metrics] listen)\n"
 		"  --db PATH       SQLite file (overrides the config's db)\n"
 		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; overrides the config)\n"
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
