@@ -13,6 +13,7 @@
 
 #include "agg_config.h"
 #include "rm_addr.h"
+#include "rm_dur.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -72,38 +73,6 @@ static int agg_parse_u32(const char *s, uint32_t max, uint32_t *out)
 		return -1;
 	*out = (uint32_t)v;
 	return 0;
-}
-
-/* "<n><unit>" with unit ns, us, ms, s, m or h (required) into ns. */
-static int agg_parse_duration(const char *s, uint64_t *out)
-{
-	static const struct {
-		const char *unit;
-		uint64_t ns;
-	} units[] = {
-		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 },
-		{ "m", 60000000000ULL }, { "h", 3600000000000ULL },
-	};
-	unsigned long long v;
-	char *end;
-	size_t i;
-
-	if (!isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	while (isspace((unsigned char)*end))
-		end++;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].unit) == 0) {
-			if (v > UINT64_MAX / units[i].ns)
-				return -1;
-			*out = v * units[i].ns;
-			return 0;
-		}
-	return -1;
 }
 
 static int agg_parse_range(const char *s, uint32_t *lo, uint32_t *hi)
@@ -300,7 +269,7 @@ static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *
 
 		if (strcmp(val, "auto") == 0)
 			e->kalman_q_ns = 0;
-		else if (agg_parse_duration(val, &ns) || ns == 0 || ns > AGG_CONFIG_HORIZON_MAX_NS)
+		else if (rm_dur_parse(val, 0, &ns, NULL) || ns == 0 || ns > AGG_CONFIG_HORIZON_MAX_NS)
 			agg_perr(p, "invalid kalman_q '%s' (auto, or CPU time per request from 1ns to 1h, e.g. 200us)%s",
 				 val, NULL);
 		else
@@ -425,7 +394,7 @@ static int agg_kv_throttle(struct agg_parse *p, char *key, char *val)
 		else
 			t->release_windows = u;
 	} else if (strcmp(key, "lease") == 0 || strcmp(key, "settle") == 0) {
-		if (agg_parse_duration(val, &ns) || ns < 1000000ull || ns > 3600000000000ull)
+		if (rm_dur_parse(val, 0, &ns, NULL) || ns < 1000000ull || ns > 3600000000000ull)
 			agg_perr(p, "invalid %s '%s' (a duration from 1ms to 1h)", key, val);
 		else if (key[0] == 'l')
 			t->lease_ns = ns;
@@ -485,7 +454,7 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 		} else if (strcmp(key, "horizon") == 0) {
 			uint64_t ns;
 
-			if (agg_parse_duration(val, &ns) || ns < AGG_CONFIG_HORIZON_MIN_NS ||
+			if (rm_dur_parse(val, 0, &ns, NULL) || ns < AGG_CONFIG_HORIZON_MIN_NS ||
 			    ns > AGG_CONFIG_HORIZON_MAX_NS)
 				agg_perr(p, "invalid horizon '%s' (a duration from 1ms to 1h, e.g. 10s)%s", val, NULL);
 			else

@@ -7,7 +7,8 @@
  *   db = /var/lib/rametr/rametr.db
  *   horizon = 10s                      ; how long a part may wait for the send
  *                                      ; that produced its bytes (default 10s):
- *                                      ; <n>ns|us|ms|s|m|h, 1ms .. 1h
+ *                                      ; a duration (rm_dur.h: 250ms, 10s,
+ *                                      ; 1.5m), 1ms .. 1h
  *   max_held = 262144                  ; parts held at most while pairing
  *                                      ; (default 262144, 1 .. 2^26)
  *
