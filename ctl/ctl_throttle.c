@@ -17,6 +17,7 @@
 #include "ctl_throttle.h"
 #include "ctl_time.h"
 #include "rm_err.h"
+#include "rm_rec.h"
 #include "st_throttle.h"
 #include "banned.h"
 
@@ -51,33 +52,6 @@ static int64_t ctl_thr_now(void)
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-static void ctl_thr_json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
-static void ctl_thr_csv_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 static void ctl_thr_print(FILE *f, enum ctl_fmt fmt, const struct st_throttle *r, size_t n)
 {
 	char t1[64], t2[64];
@@ -87,24 +61,25 @@ static void ctl_thr_print(FILE *f, enum ctl_fmt fmt, const struct st_throttle *r
 		fputs("[", f);
 		for (i = 0; i < n; i++) {
 			fprintf(f, "%s{\"id\":%" PRIu64 ",\"created\":", i ? ",\n " : "", r[i].id);
-			ctl_thr_json_str(f, ctl_time_format(r[i].created_ns, t1, sizeof(t1)));
+			rm_json_str(f, ctl_time_format(r[i].created_ns, t1, sizeof(t1)));
 			fputs(",\"who\":", f);
-			ctl_thr_json_str(f, r[i].who);
+			rm_json_str(f, r[i].who);
 			fputs(",\"server\":", f);
-			ctl_thr_json_str(f, r[i].server);
+			rm_json_str(f, r[i].server);
 			fputs(",\"ce\":", f);
-			ctl_thr_json_str(f, r[i].ce);
-			fprintf(f, ",\"resource\":\"%s\",\"cap_permille\":%u,\"expires\":", r[i].resource,
-				r[i].cap_permille);
-			ctl_thr_json_str(f, ctl_time_format(r[i].expires_ns, t2, sizeof(t2)));
+			rm_json_str(f, r[i].ce);
+			fputs(",\"resource\":", f);
+			rm_json_str(f, r[i].resource);
+			fprintf(f, ",\"cap_permille\":%u,\"expires\":", r[i].cap_permille);
+			rm_json_str(f, ctl_time_format(r[i].expires_ns, t2, sizeof(t2)));
 			fputs(",\"state\":", f);
-			ctl_thr_json_str(f, r[i].state);
+			rm_json_str(f, r[i].state);
 			fputs(",\"why\":", f);
-			ctl_thr_json_str(f, r[i].why);
+			rm_json_str(f, r[i].why);
 			fputs(",\"figures\":", f);
-			ctl_thr_json_str(f, r[i].figures);
+			rm_json_str(f, r[i].figures);
 			fputs(",\"error\":", f);
-			ctl_thr_json_str(f, r[i].error);
+			rm_json_str(f, r[i].error);
 			fputs("}", f);
 		}
 		fputs("]\n", f);
@@ -115,14 +90,21 @@ static void ctl_thr_print(FILE *f, enum ctl_fmt fmt, const struct st_throttle *r
 		fputs("id,created_ns,who,server,ce,resource,cap_permille,expires_ns,state,why,figures,error\n", f);
 		for (i = 0; i < n; i++) {
 			fprintf(f, "%" PRIu64 ",%" PRId64 ",", r[i].id, r[i].created_ns);
-			ctl_thr_csv_str(f, r[i].who);
-			fprintf(f, ",%s,%s,%s,%u,%" PRId64 ",%s,", r[i].server, r[i].ce, r[i].resource,
-				r[i].cap_permille, r[i].expires_ns, r[i].state);
-			ctl_thr_csv_str(f, r[i].why);
+			rm_csv_str(f, r[i].who);
 			fputc(',', f);
-			ctl_thr_csv_str(f, r[i].figures);
+			rm_csv_str(f, r[i].server);
 			fputc(',', f);
-			ctl_thr_csv_str(f, r[i].error);
+			rm_csv_str(f, r[i].ce);
+			fputc(',', f);
+			rm_csv_str(f, r[i].resource);
+			fprintf(f, ",%u,%" PRId64 ",", r[i].cap_permille, r[i].expires_ns);
+			rm_csv_str(f, r[i].state);
+			fputc(',', f);
+			rm_csv_str(f, r[i].why);
+			fputc(',', f);
+			rm_csv_str(f, r[i].figures);
+			fputc(',', f);
+			rm_csv_str(f, r[i].error);
 			fputc('\n', f);
 		}
 		return;
