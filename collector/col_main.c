@@ -27,6 +27,7 @@
 #include "col_throttle.h"
 #include "rm_dur.h"
 #include "rm_err.h"
+#include "rm_match.h"
 #ifdef RM_HAVE_XEN_BACKEND
 #include "col_xen.h"
 #endif
@@ -140,7 +141,7 @@ static int col_batch_part(void *arg, const struct rm_part *p)
 }
 
 /* Wire matches m[0..n) into out[0..n). */
-static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct col_throttle_match *out)
+static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct rm_match *out)
 {
 	size_t i;
 
@@ -159,7 +160,7 @@ static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct col_th
 /* Ack.decided, on the sender's thread: staged for the next flush. */
 static void col_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
 {
-	struct col_throttle_match mm[COL_MERGE_MAX_MATCH];
+	struct rm_match mm[COL_MERGE_MAX_MATCH];
 
 	if (n > COL_MERGE_MAX_MATCH)
 		n = 0; /* rm_wire refuses more; nothing merged rather than some */
@@ -301,7 +302,7 @@ static void col_enforcer_close(struct col_enforcer *e)
 static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 {
 	struct col_enforcer *e = arg;
-	struct col_throttle_match m[COL_THROTTLE_MAX_MATCHES];
+	struct rm_match m[COL_THROTTLE_MAX_MATCHES];
 	struct col_throttle_cmd cmd;
 	char err[256] = "";
 	int rv;

@@ -131,7 +131,7 @@ static void test_police(void)
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
 	struct col_tc_cfg cfg = { "lo", 0 };
-	struct col_throttle_match m;
+	struct rm_match m;
 	struct col_throttle_cmd cmd = { 0 };
 	struct col_tc_stats st;
 	struct col_tc *t = NULL;

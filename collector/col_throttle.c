@@ -433,27 +433,12 @@ static int col_thr_check_name(const char *ce)
 	return 0;
 }
 
-void col_throttle_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out)
+void col_throttle_make_match(const struct rm_match *in, uint32_t slot, struct thr_match *out)
 {
-	uint8_t mask[16] = { 0 };
-	unsigned i, bits = in->prefix;
-
 	memset(out, 0, sizeof(*out));
 	out->slot = slot;
 	out->family = in->family;
-	for (i = 0; i < 16 && bits; i++) {
-		unsigned b = bits >= 8 ? 8 : bits;
-
-		mask[i] = (uint8_t)(0xff00u >> b);
-		bits -= b;
-	}
-	memcpy(out->mask, mask, 16);
-	for (i = 0; i < 16; i++)
-		((uint8_t *)out->addr)[i] = in->addr[i] & mask[i];
-	if (in->family == 2) {
-		out->addr[1] = out->addr[2] = out->addr[3] = 0;
-		out->mask[1] = out->mask[2] = out->mask[3] = 0;
-	}
+	rm_match_mask(in, (uint8_t *)out->addr, (uint8_t *)out->mask);
 	out->cport_lo = in->cport_lo;
 	out->cport_hi = in->cport_hi;
 	out->sport_lo = in->sport_lo;
@@ -485,17 +470,10 @@ static int col_thr_check_cmd(const struct col_throttle_cmd *c, char *err, size_t
 		return RM_EINVAL;
 	}
 	for (i = 0; i < c->nmatch; i++) {
-		const struct col_throttle_match *m = &c->match[i];
+		char why[96];
 
-		if ((m->family != 2 && m->family != 10) ||
-		    m->prefix > (m->family == 2 ? 32u : 128u)) {
-			rm_errf(err, errlen, "match %zu: family %u / prefix %u invalid", i,
-				    m->family, m->prefix);
-			return RM_EINVAL;
-		}
-		if (m->cport_lo > m->cport_hi || m->cport_hi > 65535 || m->sport_lo > m->sport_hi ||
-		    m->sport_hi > 65535) {
-			rm_errf(err, errlen, "match %zu: bad port range", i);
+		if (rm_match_check(&c->match[i], why, sizeof(why)) != 0) {
+			rm_errf(err, errlen, "match %zu: %s", i, why);
 			return RM_EINVAL;
 		}
 	}

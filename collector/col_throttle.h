@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rm_match.h" /* which inbound sockets carry the CE's requests (from its rule) */
+
 #define COL_THROTTLE_ROOT_DEFAULT "/sys/fs/cgroup/cpu"
 #define COL_THROTTLE_PERIOD_US 100000u
 #define COL_THROTTLE_MAX_MATCHES 8   /* per command */
@@ -47,22 +49,13 @@ struct col_throttle_cfg {
 	int release_at_send;    /* move back at the segment's send instead of lazily */
 };
 
-/* Which inbound sockets carry the CE's requests (from the aggregator's rules). */
-struct col_throttle_match {
-	uint32_t family;        /* 2 or 10 */
-	uint8_t addr[16];       /* network order; AF_INET uses 4 bytes */
-	uint32_t prefix;        /* 0..32 / 0..128 */
-	uint32_t cport_lo, cport_hi;
-	uint32_t sport_lo, sport_hi;
-};
-
 struct col_throttle_cmd {
 	uint64_t id;
 	const char *ce;                 /* 1..63 bytes */
 	const char *resource;           /* "cpu" */
 	uint32_t cap_permille;          /* 0 = release, else 1..1000 */
 	int64_t expires_unix_ns;
-	const struct col_throttle_match *match;
+	const struct rm_match *match;
 	size_t nmatch;                  /* 1..COL_THROTTLE_MAX_MATCHES unless cap 0 */
 	uint64_t rx_rate_bps;           /* admission (col_tc.h): inbound payload bytes/s
 	                                   that keep the CE at its cap; 0 = unknown */
@@ -104,7 +97,7 @@ void col_throttle_stats(struct col_throttle *t, struct col_throttle_stats *out);
  * same struct thr_match.
  */
 struct thr_match;
-void col_throttle_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out);
+void col_throttle_make_match(const struct rm_match *in, uint32_t slot, struct thr_match *out);
 
 /* Path of the CE's group (for tests and logs), "" if the CE is not throttled. */
 void col_throttle_group(struct col_throttle *t, const char *ce, char *buf, size_t len);
