@@ -52,60 +52,57 @@ static int64_t ctl_thr_now(void)
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
+/* The fields of one stored command: times as RFC 3339 in JSON ("created",
+ * "expires"), as Unix ns in CSV ("created_ns", "expires_ns"). Returns how
+ * many (CTL_THR_NFIELDS). */
+#define CTL_THR_NFIELDS 12
+static size_t ctl_thr_fields(const struct st_throttle *r, int json, char t1[64], char t2[64],
+			     struct rm_field *fl)
+{
+	size_t n = 0;
+
+	fl[n++] = RM_FIELD_INT("id", r->id);
+	fl[n++] = json ? RM_FIELD_STR("created", ctl_time_format(r->created_ns, t1, 64))
+		       : RM_FIELD_INT("created_ns", r->created_ns);
+	fl[n++] = RM_FIELD_STR("who", r->who);
+	fl[n++] = RM_FIELD_STR("server", r->server);
+	fl[n++] = RM_FIELD_STR("ce", r->ce);
+	fl[n++] = RM_FIELD_STR("resource", r->resource);
+	fl[n++] = RM_FIELD_INT("cap_permille", r->cap_permille);
+	fl[n++] = json ? RM_FIELD_STR("expires", ctl_time_format(r->expires_ns, t2, 64))
+		       : RM_FIELD_INT("expires_ns", r->expires_ns);
+	fl[n++] = RM_FIELD_STR("state", r->state);
+	fl[n++] = RM_FIELD_STR("why", r->why);
+	fl[n++] = RM_FIELD_STR("figures", r->figures);
+	fl[n++] = RM_FIELD_STR("error", r->error);
+	return n;
+}
+
 static void ctl_thr_print(FILE *f, enum ctl_fmt fmt, const struct st_throttle *r, size_t n)
 {
+	struct rm_field fl[CTL_THR_NFIELDS];
 	char t1[64], t2[64];
-	size_t i;
+	size_t i, nf;
 
 	if (fmt == CTL_FMT_JSON) {
-		fputs("[", f);
+		fputc('[', f);
 		for (i = 0; i < n; i++) {
-			fprintf(f, "%s{\"id\":%" PRIu64 ",\"created\":", i ? ",\n " : "", r[i].id);
-			rm_json_str(f, ctl_time_format(r[i].created_ns, t1, sizeof(t1)));
-			fputs(",\"who\":", f);
-			rm_json_str(f, r[i].who);
-			fputs(",\"server\":", f);
-			rm_json_str(f, r[i].server);
-			fputs(",\"ce\":", f);
-			rm_json_str(f, r[i].ce);
-			fputs(",\"resource\":", f);
-			rm_json_str(f, r[i].resource);
-			fprintf(f, ",\"cap_permille\":%u,\"expires\":", r[i].cap_permille);
-			rm_json_str(f, ctl_time_format(r[i].expires_ns, t2, sizeof(t2)));
-			fputs(",\"state\":", f);
-			rm_json_str(f, r[i].state);
-			fputs(",\"why\":", f);
-			rm_json_str(f, r[i].why);
-			fputs(",\"figures\":", f);
-			rm_json_str(f, r[i].figures);
-			fputs(",\"error\":", f);
-			rm_json_str(f, r[i].error);
-			fputs("}", f);
+			nf = ctl_thr_fields(&r[i], 1, t1, t2, fl);
+			fputs(i ? ",\n  " : "\n  ", f);
+			rm_json_object(f, fl, nf);
 		}
-		fputs("]\n", f);
+		fputs(n ? "\n]\n" : "]\n", f);
 		return;
 	}
 	if (fmt == CTL_FMT_CSV) {
+		struct st_throttle none = { 0 };
+
 		/* for machines: times as Unix ns */
-		fputs("id,created_ns,who,server,ce,resource,cap_permille,expires_ns,state,why,figures,error\n", f);
+		nf = ctl_thr_fields(&none, 0, t1, t2, fl);
+		rm_csv_header(f, fl, nf);
 		for (i = 0; i < n; i++) {
-			fprintf(f, "%" PRIu64 ",%" PRId64 ",", r[i].id, r[i].created_ns);
-			rm_csv_str(f, r[i].who);
-			fputc(',', f);
-			rm_csv_str(f, r[i].server);
-			fputc(',', f);
-			rm_csv_str(f, r[i].ce);
-			fputc(',', f);
-			rm_csv_str(f, r[i].resource);
-			fprintf(f, ",%u,%" PRId64 ",", r[i].cap_permille, r[i].expires_ns);
-			rm_csv_str(f, r[i].state);
-			fputc(',', f);
-			rm_csv_str(f, r[i].why);
-			fputc(',', f);
-			rm_csv_str(f, r[i].figures);
-			fputc(',', f);
-			rm_csv_str(f, r[i].error);
-			fputc('\n', f);
+			nf = ctl_thr_fields(&r[i], 0, t1, t2, fl);
+			rm_csv_row(f, fl, nf);
 		}
 		return;
 	}
