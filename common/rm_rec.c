@@ -105,29 +105,28 @@ void rm_json_object(FILE *f, const struct rm_field *fl, size_t n)
 	fputc('}', f);
 }
 
-void rm_csv_header(FILE *f, const struct rm_field *fl, size_t n)
+/* One CSV line of fl[0..n): the names, or the values. */
+static void rm_csv_line(FILE *f, const struct rm_field *fl, size_t n, int names)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		if (i)
 			fputc(',', f);
-		rm_csv_str(f, fl[i].name);
-	}
-	fputc('\n', f);
-}
-
-void rm_csv_row(FILE *f, const struct rm_field *fl, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (i)
-			fputc(',', f);
-		if (fl[i].s)
-			rm_csv_str(f, fl[i].s);
+		if (names || fl[i].s)
+			rm_csv_str(f, names ? fl[i].name : fl[i].s);
 		else
 			fprintf(f, "%" PRId64, fl[i].i);
 	}
 	fputc('\n', f);
+}
+
+void rm_csv_header(FILE *f, const struct rm_field *fl, size_t n)
+{
+	rm_csv_line(f, fl, n, 1);
+}
+
+void rm_csv_row(FILE *f, const struct rm_field *fl, size_t n)
+{
+	rm_csv_line(f, fl, n, 0);
 }

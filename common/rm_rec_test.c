@@ -55,32 +55,30 @@ static char *capture(void (*fn)(FILE *, const char *), const char *s)
 	return buf;
 }
 
-static void test_json_strings(void)
+/* Every case through fn, against the output of the kind (0 JSON, 1 CSV). */
+static void check_escapes(void (*fn)(FILE *, const char *), int csv)
 {
 	size_t i;
 
 	for (i = 0; i < sizeof(esc_cases) / sizeof(esc_cases[0]); i++) {
-		char *out = capture(rm_json_str, esc_cases[i].in);
+		const char *want = csv ? esc_cases[i].csv : esc_cases[i].json;
+		char *out = capture(fn, esc_cases[i].in);
 
-		if (strcmp(out, esc_cases[i].json) != 0)
-			fprintf(stderr, "json case %zu: got <%s>, want <%s>\n", i, out, esc_cases[i].json);
-		CU_ASSERT_STRING_EQUAL(out, esc_cases[i].json);
+		if (strcmp(out, want) != 0)
+			fprintf(stderr, "%s case %zu: got <%s>, want <%s>\n", csv ? "csv" : "json", i, out, want);
+		CU_ASSERT_STRING_EQUAL(out, want);
 		free(out);
 	}
 }
 
+static void test_json_strings(void)
+{
+	check_escapes(rm_json_str, 0);
+}
+
 static void test_csv_fields(void)
 {
-	size_t i;
-
-	for (i = 0; i < sizeof(esc_cases) / sizeof(esc_cases[0]); i++) {
-		char *out = capture(rm_csv_str, esc_cases[i].in);
-
-		if (strcmp(out, esc_cases[i].csv) != 0)
-			fprintf(stderr, "csv case %zu: got <%s>, want <%s>\n", i, out, esc_cases[i].csv);
-		CU_ASSERT_STRING_EQUAL(out, esc_cases[i].csv);
-		free(out);
-	}
+	check_escapes(rm_csv_str, 1);
 }
 
 static void test_records(void)
