@@ -28,6 +28,7 @@
 #include "rm_dur.h"
 #include "rm_err.h"
 #include "rm_match.h"
+#include "rm_wire.h"
 #ifdef RM_HAVE_XEN_BACKEND
 #include "col_xen.h"
 #endif
@@ -145,16 +146,8 @@ static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct rm_mat
 {
 	size_t i;
 
-	memset(out, 0, n * sizeof(*out));
-	for (i = 0; i < n; i++) {
-		out[i].family = m[i]->family;
-		memcpy(out[i].addr, m[i]->addr.data, m[i]->addr.len <= 16 ? m[i]->addr.len : 16);
-		out[i].prefix = m[i]->prefix;
-		out[i].cport_lo = m[i]->cport_lo;
-		out[i].cport_hi = m[i]->cport_hi;
-		out[i].sport_lo = m[i]->sport_lo;
-		out[i].sport_hi = m[i]->sport_hi;
-	}
+	for (i = 0; i < n; i++)
+		rm_wire_match(m[i], &out[i]);
 }
 
 /* Ack.decided, on the sender's thread: staged for the next flush. */

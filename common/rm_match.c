@@ -11,8 +11,12 @@
 
 int rm_match_check(const struct rm_match *m, char *err, size_t errlen)
 {
-	if ((m->family != 2 && m->family != 10) || m->prefix > (m->family == 2 ? 32u : 128u)) {
-		rm_errf(err, errlen, "family %u / prefix %u invalid", m->family, m->prefix);
+	if (m->family != 2 && m->family != 10) {
+		rm_errf(err, errlen, "family %u invalid", m->family);
+		return RM_EINVAL;
+	}
+	if (m->prefix > (m->family == 2 ? 32u : 128u)) {
+		rm_errf(err, errlen, "prefix %u too long", m->prefix);
 		return RM_EINVAL;
 	}
 	if (m->cport_lo > m->cport_hi || m->cport_hi > 65535 || m->sport_lo > m->sport_hi ||

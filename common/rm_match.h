@@ -31,7 +31,7 @@ struct rm_match {
 /*
  * RM_OK if m is well formed (family 2 or 10, prefix within it, port ranges
  * within 0..65535 with lo <= hi); else RM_EINVAL with the reason in err
- * ("family 3 / prefix 8 invalid", "bad port range").
+ * ("family 3 invalid", "prefix 33 too long", "bad port range").
  */
 int rm_match_check(const struct rm_match *m, char *err, size_t errlen);
 
