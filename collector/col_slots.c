@@ -91,12 +91,23 @@ uint32_t col_slots_find(const struct col_slots *t, const char *ce)
 	return 0;
 }
 
-uint32_t col_slots_unused(const struct col_slots *t)
+uint32_t col_slots_unused(const struct col_slots *t, char *err, size_t errlen)
 {
 	uint32_t si;
 
 	for (si = 1; si < THR_MAX_SLOTS; si++)
 		if (!t->slot[si].used)
+			return si;
+	rm_errf(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
+	return 0;
+}
+
+uint32_t col_slots_next(const struct col_slots *t, uint32_t after)
+{
+	uint32_t si;
+
+	for (si = after + 1; si < THR_MAX_SLOTS; si++)
+		if (t->slot[si].used)
 			return si;
 	return 0;
 }

@@ -78,8 +78,13 @@ int col_slots_check(const struct col_throttle_cmd *c, int64_t now_unix_ns, char 
 /* The slot of CE ce, or 0 if it has none. */
 uint32_t col_slots_find(const struct col_slots *t, const char *ce);
 
-/* An unused slot, or 0 if all THR_MAX_SLOTS-1 are in use. */
-uint32_t col_slots_unused(const struct col_slots *t);
+/* An unused slot, or 0 with the reason in err if all THR_MAX_SLOTS-1 are
+ * in use. */
+uint32_t col_slots_unused(const struct col_slots *t, char *err, size_t errlen);
+
+/* The first used slot after slot `after` (0 to start), or 0 if none:
+ *   for (si = 0; (si = col_slots_next(t, si)) != 0;) ... */
+uint32_t col_slots_next(const struct col_slots *t, uint32_t after);
 
 /*
  * Puts command c (checked) in force in slot si (c->ce's slot, or an unused

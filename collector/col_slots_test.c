@@ -141,7 +141,7 @@ static void test_set_replace_clear(void)
 	reset(&t);
 	two[1].addr[1] = 2;
 	CU_ASSERT_EQUAL(col_slots_find(&t, "c2"), 0);
-	si = col_slots_unused(&t);
+	si = col_slots_unused(&t, NULL, 0);
 	CU_ASSERT_EQUAL(si, 1); /* slot 0 is the kernel's "none" */
 	c = cmd("c2", 1, two, 2);
 	CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, si, &c, err, sizeof(err)), RM_OK);
@@ -160,12 +160,12 @@ static void test_set_replace_clear(void)
 	CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, si, &c, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(entries_of(si), 1);
 	CU_ASSERT_EQUAL(t.slot[si].id, 2);
-	CU_ASSERT_EQUAL(col_slots_unused(&t), 2);
+	CU_ASSERT_EQUAL(col_slots_unused(&t, NULL, 0), 2);
 	/* release */
 	col_slots_clear(&t, si);
 	CU_ASSERT_EQUAL(entries_of(si), 0);
 	CU_ASSERT_EQUAL(col_slots_find(&t, "c2"), 0);
-	CU_ASSERT_EQUAL(col_slots_unused(&t), 1);
+	CU_ASSERT_EQUAL(col_slots_unused(&t, NULL, 0), 1);
 	col_slots_clear(&t, si); /* again: nothing */
 	col_slots_clear(&t, 0);
 }
@@ -185,22 +185,23 @@ static void test_full(void)
 	for (i = 0; i < THR_MAX_MATCHES / COL_THROTTLE_MAX_MATCHES; i++) {
 		snprintf(ce, sizeof(ce), "c%u", i);
 		c = cmd(ce, i + 1, eight, COL_THROTTLE_MAX_MATCHES);
-		CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, col_slots_unused(&t), &c, err, sizeof(err)), RM_OK);
+		CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, col_slots_unused(&t, NULL, 0), &c, err, sizeof(err)), RM_OK);
 	}
 	c = cmd("more", 99, eight, 1);
-	si = col_slots_unused(&t);
+	si = col_slots_unused(&t, NULL, 0);
 	CU_ASSERT_EQUAL(col_slots_set(&t, si, &c, err, sizeof(err)), RM_EFULL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no room"));
 	CU_ASSERT_EQUAL(col_slots_find(&t, "more"), 0);
-	CU_ASSERT_EQUAL(col_slots_unused(&t), si); /* as it was */
+	CU_ASSERT_EQUAL(col_slots_unused(&t, NULL, 0), si); /* as it was */
 	/* every slot in use */
 	reset(&t);
 	for (i = 1; i < THR_MAX_SLOTS; i++) {
 		snprintf(ce, sizeof(ce), "c%u", i);
 		c = cmd(ce, i, &m_ok, 1);
-		CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, col_slots_unused(&t), &c, err, sizeof(err)), RM_OK);
+		CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, col_slots_unused(&t, NULL, 0), &c, err, sizeof(err)), RM_OK);
 	}
-	CU_ASSERT_EQUAL(col_slots_unused(&t), 0);
+	CU_ASSERT_EQUAL(col_slots_unused(&t, err, sizeof(err)), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "CEs already throttled"));
 	CU_ASSERT_EQUAL(col_slots_set(&t, 0, &c, err, sizeof(err)), RM_EINVAL);
 }
 
@@ -250,7 +251,27 @@ static void test_expiry(void)
 	CU_ASSERT_EQUAL(col_slots_expired(&t, INT64_MAX), 0);
 }
 
+static void test_walk(void)
+{
+	struct col_slots t;
+	struct col_throttle_cmd c;
+	char err[256] = "";
+	uint32_t si, seen = 0, n = 0;
+
+	reset(&t);
+	CU_ASSERT_EQUAL(col_slots_next(&t, 0), 0);
+	c = cmd("c3", 1, &m_ok, 1);
+	CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, 3, &c, err, sizeof(err)), RM_OK);
+	c = cmd("c9", 2, &m_ok, 1);
+	CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, THR_MAX_SLOTS - 1, &c, err, sizeof(err)), RM_OK);
+	for (si = 0; (si = col_slots_next(&t, si)) != 0; n++)
+		seen |= 1u << si;
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT_EQUAL(seen, (1u << 3) | (1u << (THR_MAX_SLOTS - 1)));
+}
+
 static CU_TestInfo cases[] = {
+	{ "used slots walked in order", test_walk },
 	{ "commands checked, the stricter rules for both", test_check },
 	{ "set, replace and clear a slot's matches", test_set_replace_clear },
 	{ "out of entries or slots", test_full },

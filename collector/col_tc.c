@@ -103,13 +103,12 @@ static void *col_tc_main(void *arg)
 		}
 		/* once per second: whether each bucket dropped (its cap bound) */
 		if (now / 1000000000ll != t->last_sec) {
-			for (i = 1; i < THR_MAX_SLOTS; i++) {
+			for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
 				const struct col_slot *s = &t->tab.slot[i];
 				struct col_tc_seen *v = &t->seen[i];
 				struct col_tc_bucket b;
 
-				if (!s->used ||
-				    bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) != 0)
+				if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) != 0)
 					continue;
 				if (t->last_sec && v->have_stat && b.dropped >= v->dropped)
 					rm_log_info("CE '%s' cap %u bound %" PRIu64 " of %" PRIu64
@@ -156,9 +155,8 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 		return RM_OK;
 	}
 	fresh = !si;
-	if (fresh && !(si = col_slots_unused(&t->tab))) {
+	if (fresh && !(si = col_slots_unused(&t->tab, err, errlen))) {
 		pthread_mutex_unlock(&t->mu);
-		rm_errf(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
 		return RM_EFULL;
 	}
 	/* the bucket first, full, then the matches that lead to it */
@@ -195,8 +193,8 @@ void col_tc_stats(struct col_tc *t, struct col_tc_stats *out)
 
 	pthread_mutex_lock(&t->mu);
 	*out = t->st;
-	for (i = 1; i < THR_MAX_SLOTS; i++)
-		if (t->tab.slot[i].used && bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) == 0) {
+	for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;)
+		if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) == 0) {
 			out->passed += b.passed;
 			out->dropped += b.dropped;
 		}
@@ -266,11 +264,10 @@ void col_tc_close(struct col_tc *t)
 		pthread_join(t->th, NULL);
 	if (t->skel) {
 		pthread_mutex_lock(&t->mu);
-		for (i = 1; i < THR_MAX_SLOTS; i++)
-			if (t->tab.slot[i].used) {
-				col_tc_release(t, i);
-				t->st.released++;
-			}
+		for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
+			col_tc_release(t, i);
+			t->st.released++;
+		}
 		pthread_mutex_unlock(&t->mu);
 	}
 	if (t->st.passed || t->st.dropped)

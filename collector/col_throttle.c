@@ -378,12 +378,12 @@ static void col_thr_report(struct col_throttle *t)
 	if (sec == t->last_sec)
 		return;
 	pthread_mutex_lock(&t->mu);
-	for (i = 1; i < THR_MAX_SLOTS; i++) {
+	for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
 		const struct col_slot *s = &t->tab.slot[i];
 		struct col_thr_group *g = &t->grp[i];
 		uint64_t p = 0, th = 0;
 
-		if (!s->used || col_thr_cpu_stat(g->dir, &p, &th) != 0)
+		if (col_thr_cpu_stat(g->dir, &p, &th) != 0)
 			continue;
 		if (t->last_sec && g->have_stat && p >= g->nr_periods && th >= g->nr_throttled)
 			rm_log_info("CE '%s' cap %u bound %" PRIu64 " of %" PRIu64 " periods in second %" PRId64,
@@ -434,8 +434,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 		return RM_OK;
 	}
 	if (!si) {
-		if (!(si = col_slots_unused(&t->tab))) {
-			rm_errf(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
+		if (!(si = col_slots_unused(&t->tab, err, errlen))) {
 			pthread_mutex_unlock(&t->mu);
 			return RM_EFULL;
 		}
@@ -633,9 +632,8 @@ void col_throttle_group(struct col_throttle *t, const char *ce, char *buf, size_
 	if (len)
 		buf[0] = '\0';
 	pthread_mutex_lock(&t->mu);
-	for (i = 1; i < THR_MAX_SLOTS; i++)
-		if (t->tab.slot[i].used && strcmp(t->tab.slot[i].ce, ce) == 0)
-			snprintf(buf, len, "%s", t->grp[i].dir);
+	if ((i = col_slots_find(&t->tab, ce)) != 0)
+		snprintf(buf, len, "%s", t->grp[i].dir);
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -650,11 +648,10 @@ void col_throttle_close(struct col_throttle *t)
 		pthread_join(t->th, NULL);
 	if (t->skel) {
 		pthread_mutex_lock(&t->mu);
-		for (i = 1; i < THR_MAX_SLOTS; i++)
-			if (t->tab.slot[i].used) {
-				col_thr_release(t, i);
-				t->st.released++;
-			}
+		for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
+			col_thr_release(t, i);
+			t->st.released++;
+		}
 		pthread_mutex_unlock(&t->mu);
 	}
 	col_thr_detach(t);
