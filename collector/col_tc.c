@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "col_tc.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "throttle.h"
 #include "tc_police.skel.h"
@@ -52,22 +52,6 @@ struct col_tc {
 	int64_t last_sec;     /* Unix second of the last binding report */
 };
 
-static int64_t col_tc_real(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-static uint64_t col_tc_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Caller holds mu. */
 static void col_tc_release(struct col_tc *t, uint32_t si)
 {
@@ -92,7 +76,7 @@ static void *col_tc_main(void *arg)
 	uint32_t i;
 
 	while (!t->stop) {
-		int64_t now = col_tc_real();
+		int64_t now = rm_clock_unix_ns();
 
 		pthread_mutex_lock(&t->mu);
 		while ((i = col_slots_expired(&t->tab, now)) != 0) {
@@ -135,7 +119,7 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 
 	if (!t || !c)
 		return RM_EINVAL;
-	if ((rv = col_slots_check(c, col_tc_real(), err, errlen)) != 0)
+	if ((rv = col_slots_check(c, rm_clock_unix_ns(), err, errlen)) != 0)
 		return rv;
 	if (c->cap_permille && c->rx_rate_bps == 0) {
 		rm_errf(err, errlen, "command for CE '%s' has no inbound rate: admission throttling "
@@ -149,7 +133,7 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 			col_tc_release(t, si);
 			t->st.released++;
 			rm_log_info("released CE '%s', command %" PRIu64 "; cap 0 in force at %" PRId64,
-				    c->ce, c->id, col_tc_real());
+				    c->ce, c->id, rm_clock_unix_ns());
 		}
 		pthread_mutex_unlock(&t->mu);
 		return RM_OK;
@@ -169,7 +153,7 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 	if (fresh || b.tokens > (int64_t)b.burst)
 		b.tokens = (int64_t)b.burst;
 	if (fresh)
-		b.last_ns = col_tc_mono();
+		b.last_ns = rm_clock_mono_ns();
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b, BPF_ANY);
 	if ((rv = col_slots_set(&t->tab, si, c, err, errlen)) != 0) {
 		old.lock = 0; /* the bucket as it was */
@@ -182,7 +166,7 @@ int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, 
 	pthread_mutex_unlock(&t->mu);
 	rm_log_info("admission throttling CE '%s' to %" PRIu64 " inbound bytes/s (cap %u permille), "
 		    "command %" PRIu64 "; cap %u in force at %" PRId64, c->ce, c->rx_rate_bps,
-		    c->cap_permille, c->id, c->cap_permille, col_tc_real());
+		    c->cap_permille, c->id, c->cap_permille, rm_clock_unix_ns());
 	return RM_OK;
 }
 

@@ -18,13 +18,13 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "col_throttle.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "throttle.h"
 #include "throttle.skel.h"
@@ -66,22 +66,6 @@ struct col_throttle {
 	int64_t last_sec;              /* Unix second of the last binding report */
 	struct col_throttle_stats st;
 };
-
-static uint64_t col_thr_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t col_thr_real(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 static int col_thr_write_file(const char *path, const char *val)
 {
@@ -186,7 +170,7 @@ static void col_thr_move_back(struct col_throttle *t, struct col_thr_moved *m, u
 	if (rv == -ENOENT) /* its group is gone: the root then */
 		rv = col_thr_move_path(t->root, "/", m->tid);
 	if (rv == 0) {
-		uint64_t d = ev_ts ? col_thr_mono() - ev_ts : 0;
+		uint64_t d = ev_ts ? rm_clock_mono_ns() - ev_ts : 0;
 
 		t->st.moves++;
 		t->st.move_ns_sum += d;
@@ -247,7 +231,7 @@ static int col_thr_on_event(void *ctx, void *data, size_t len)
 		m->tid = 0;
 		goto out;
 	}
-	d = col_thr_mono() - e->ts_ns;
+	d = rm_clock_mono_ns() - e->ts_ns;
 	t->st.moves++;
 	t->st.move_ns_sum += d;
 	if (d > t->st.move_ns_max)
@@ -326,7 +310,7 @@ static void col_thr_release(struct col_throttle *t, uint32_t si)
 
 static void col_thr_expire(struct col_throttle *t)
 {
-	int64_t now = col_thr_real();
+	int64_t now = rm_clock_unix_ns();
 	uint32_t i;
 
 	pthread_mutex_lock(&t->mu);
@@ -372,7 +356,7 @@ static int col_thr_cpu_stat(const char *dir, uint64_t *periods, uint64_t *thrott
  */
 static void col_thr_report(struct col_throttle *t)
 {
-	int64_t sec = col_thr_real() / 1000000000ll;
+	int64_t sec = rm_clock_unix_ns() / 1000000000ll;
 	uint32_t i;
 
 	if (sec == t->last_sec)
@@ -419,7 +403,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 
 	if (!t || !c)
 		return RM_EINVAL;
-	if ((rv = col_slots_check(c, col_thr_real(), err, errlen)) != 0)
+	if ((rv = col_slots_check(c, rm_clock_unix_ns(), err, errlen)) != 0)
 		return rv;
 	pthread_mutex_lock(&t->mu);
 	si = col_slots_find(&t->tab, c->ce);
@@ -428,7 +412,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 			col_thr_release(t, si);
 			t->st.released++;
 			rm_log_info("released CE '%s', command %" PRIu64 "; cap 0 in force at %" PRId64,
-				    c->ce, c->id, col_thr_real());
+				    c->ce, c->id, rm_clock_unix_ns());
 		}
 		pthread_mutex_unlock(&t->mu);
 		return RM_OK;
@@ -484,7 +468,7 @@ int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c,
 	 * with the caps in force during it */
 	rm_log_info("throttling CE '%s' to %u permille of %u CPUs (quota %" PRIu64 " us per %u us), "
 		    "command %" PRIu64 "; cap %u in force at %" PRId64, c->ce, c->cap_permille, t->ncpu,
-		    quota, COL_THROTTLE_PERIOD_US, c->id, c->cap_permille, col_thr_real());
+		    quota, COL_THROTTLE_PERIOD_US, c->id, c->cap_permille, rm_clock_unix_ns());
 	return RM_OK;
 fail:
 	if (fresh) {

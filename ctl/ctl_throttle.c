@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl_out.h"
 #include "ctl_throttle.h"
 #include "ctl_time.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "rm_rec.h"
 #include "st_throttle.h"
@@ -43,14 +43,6 @@ static const char ctl_thr_help[] =
 	"       to accept or refuse it (unknown CE or server, expired, duplicate, ...).\n"
 	"clear  asks the aggregator to release CE C on server S now.\n"
 	"Exit codes: 0 ok, 1 failure or refused, 2 bad arguments.\n";
-
-static int64_t ctl_thr_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 /* The fields of one stored command: times as RFC 3339 in JSON ("created",
  * "expires"), as Unix ns in CSV ("created_ns", "expires_ns"). Returns how
@@ -175,7 +167,7 @@ int ctl_throttle_main(int argc, char **argv)
 	};
 	const char *sub, *db_path = getenv("RAMETR_DB"), *state = NULL, *server = NULL, *ce = NULL,
 			  *why = NULL, *err = NULL, *cap_s = NULL;
-	int64_t now = ctl_thr_now(), since = 0, dur = 60ll * 1000000000ll;
+	int64_t now = rm_clock_unix_ns(), since = 0, dur = 60ll * 1000000000ll;
 	enum ctl_fmt fmt = CTL_FMT_TABLE;
 	long limit = 0, wait_ms = CTL_WAIT_MS_DEFAULT;
 	uint32_t cap = 0;
@@ -309,7 +301,7 @@ int ctl_throttle_main(int argc, char **argv)
 		       cap ? cap_s : "released");
 		deadline = now + wait_ms * 1000000ll;
 		g = t;
-		while (wait_ms > 0 && strcmp(g.state, "requested") == 0 && ctl_thr_now() < deadline) {
+		while (wait_ms > 0 && strcmp(g.state, "requested") == 0 && rm_clock_unix_ns() < deadline) {
 			usleep(100000);
 			if ((rv = st_throttle_get(db, t.id, &g)) != 0)
 				break;
