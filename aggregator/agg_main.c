@@ -20,6 +20,7 @@
 #include "agg_server.h"
 #include "agg_stitch.h"
 #include "agg_throttle.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "st.h"
 #include "banned.h"
@@ -47,17 +48,9 @@ static int64_t agg_now_unix(void)
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-static int64_t agg_now_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
 static void agg_on_commit(void *arg, const struct agg_account_row *row)
 {
-	agg_metrics_usage(arg, row->node, row->start, row->len, row->ce, row->v, agg_now_mono());
+	agg_metrics_usage(arg, row->node, row->start, row->len, row->ce, row->v, (int64_t)rm_clock_mono_ns());
 	if (row->dropped_parts)
 		agg_metrics_dropped(arg, row->node, row->dropped_parts);
 }
@@ -81,7 +74,7 @@ static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char 
 	if (m->metrics)
 		agg_metrics_batch(m->metrics, b->node, rv == RM_OK ? (*duplicate ? AGG_METRICS_DUPLICATE : AGG_METRICS_OK)
 					  : rv == RM_EPROTO || rv == RM_EINVAL ? AGG_METRICS_REFUSED : AGG_METRICS_RETRY,
-				  agg_now_mono());
+				  (int64_t)rm_clock_mono_ns());
 	return rv;
 }
 
@@ -108,7 +101,7 @@ static void agg_on_tick(void *arg)
 		agg_stitch_get_stats(m->stitch, &ps);
 		h = (struct agg_metrics_health){ ps.added, ps.held, ps.pending, ps.evicted };
 		agg_metrics_set_health(m->metrics, &h);
-		agg_metrics_settle(m->metrics, agg_now_mono(), 0);
+		agg_metrics_settle(m->metrics, (int64_t)rm_clock_mono_ns(), 0);
 	}
 }
 

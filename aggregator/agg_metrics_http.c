@@ -7,12 +7,12 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
 #include "agg_metrics.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -25,15 +25,13 @@ static void amh_handle(nng_aio *aio)
 	nng_http_handler *h = nng_aio_get_input(aio, 1);
 	struct agg_metrics *m = nng_http_handler_get_data(h);
 	nng_http_res *res = NULL;
-	struct timespec ts;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	int rv = f ? 0 : NNG_ENOMEM;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (f) {
-		if (agg_metrics_render(m, f, (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec) != RM_OK)
+		if (agg_metrics_render(m, f, (int64_t)rm_clock_mono_ns()) != RM_OK)
 			rv = NNG_EINTERNAL;
 		if (fclose(f) != 0)
 			rv = NNG_ENOMEM;

@@ -8,11 +8,11 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl_report.h"
 #include "ctl_time.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "st.h"
 #include "banned.h"
@@ -148,13 +148,11 @@ int ctl_report_main(int argc, char **argv)
 	const char *db_path = NULL, *since = "7d", *until = "now", *server = NULL, *output = NULL, *why;
 	struct ctl_report_period p = { 0 };
 	struct ctl_report *r = NULL;
-	struct timespec ts;
 	st_db *db = NULL;
 	int64_t span;
 	int ch, rv;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	p.generated_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	p.generated_ns = rm_clock_unix_ns();
 	opterr = 0;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
