@@ -423,6 +423,8 @@ static int st_rollup_pass(st_db *db, const struct st_retention *r, int64_t horiz
 		}
 		if (hi > lo && (rv = st_roll_range(db, s, lo, hi)) != 0)
 			return rv;
+		if (st_max(lo, hi) == m.rolled[s])
+			continue; /* nothing new: no write */
 		m.rolled[s] = st_max(lo, hi);
 		if ((rv = st_series_store(db, s, m.rolled[s], m.kept[s])) != 0)
 			return rv;
