@@ -12,8 +12,6 @@
 #include "rm_err.h"
 #include "banned.h"
 
-#define CTL_MAXCOL 8
-#define CTL_CELL 96
 
 int ctl_fmt_parse(const char *s, enum ctl_fmt *out)
 {
@@ -76,16 +74,7 @@ int64_t ctl_row_amount(const struct st_row *row)
 
 /* ---- aligned tables ---- */
 
-struct ctl_table {
-	size_t ncol;
-	const char *head[CTL_MAXCOL];
-	int right[CTL_MAXCOL];
-	char (*cells)[CTL_MAXCOL][CTL_CELL];
-	size_t n, cap;
-};
-
-/* Appends a row; returns its cells (zeroed) or NULL when out of memory. */
-static char (*ctl_table_row(struct ctl_table *t))[CTL_CELL]
+char (*ctl_table_row(struct ctl_table *t))[CTL_CELL]
 {
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
@@ -118,7 +107,7 @@ static void ctl_table_line(FILE *f, const struct ctl_table *t, const size_t *w,
 	fputc('\n', f);
 }
 
-static void ctl_table_print(FILE *f, const struct ctl_table *t)
+void ctl_table_print(FILE *f, const struct ctl_table *t)
 {
 	size_t w[CTL_MAXCOL] = { 0 }, r, c;
 	const char *cells[CTL_MAXCOL];
@@ -138,12 +127,6 @@ static void ctl_table_print(FILE *f, const struct ctl_table *t)
 }
 
 /* ---- JSON and CSV records ---- */
-
-struct ctl_field {
-	const char *name;
-	const char *s; /* string value, or NULL for an integer */
-	int64_t i;
-};
 
 static void ctl_json_str(FILE *f, const char *s)
 {
@@ -176,8 +159,7 @@ static void ctl_csv_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void ctl_record(FILE *f, enum ctl_fmt fmt, const struct ctl_field *fl, size_t nf,
-		       int first)
+void ctl_record(FILE *f, enum ctl_fmt fmt, const struct ctl_field *fl, size_t nf, int first)
 {
 	size_t i;
 
@@ -256,7 +238,7 @@ static int ctl_records(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, siz
 	return RM_OK;
 }
 
-static int ctl_flush(FILE *f)
+int ctl_flush(FILE *f)
 {
 	if (fflush(f) != 0 || ferror(f))
 		return RM_EIO;

@@ -252,6 +252,16 @@ int st_query_identity(st_db *db, const struct st_query *q, struct st_row **rows,
  * checks. RM_OK, RM_EINVAL, RM_ESQL. */
 int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n);
 
+/*
+ * Names of servers or CEs (what: "server" or "ce") ever stored and still
+ * kept in some series. st_name_known() sets *known (RM_OK); st_names()
+ * returns them sorted in *names (one malloc'd block: free(*names) frees
+ * all; NULL when *n = 0). RM_EINVAL (bad what or name), RM_ESQL, RM_ENOMEM.
+ * Cheap for st_name_known; st_names reads every kept series' names.
+ */
+int st_name_known(st_db *db, const char *what, const char *name, int *known);
+int st_names(st_db *db, const char *what, char ***names, size_t *n);
+
 /* Frees rows returned by the queries. NULL-tolerant. */
 void st_rows_free(struct st_row *rows);
 

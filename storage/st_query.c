@@ -595,3 +595,123 @@ fail:
 	free(b.v);
 	return rv;
 }
+
+/* The rows naming `what` in every kept series: the windows, and of each
+ * rolled-up series the buckets the next coarser series has not rolled up
+ * (the 1 day series all), so that together they cover all time. */
+static int st_names_sql(st_db *db, const char *what, int exists, struct st_sb *b)
+{
+	const char *tab = strcmp(what, "ce") == 0 ? "usage" : "total";
+	struct st_series_map m;
+	int s, rv;
+
+	if ((rv = st_series_load(db, &m)) != 0)
+		return rv;
+	if (exists)
+		st_sb_add(b, "SELECT EXISTS (SELECT 1 FROM %s WHERE %s = :name)", tab, what);
+	else
+		st_sb_add(b, "SELECT DISTINCT %s FROM %s", what, tab);
+	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
+		long long from = s + 1 < ST_SERIES_COUNT ? (long long)m.rolled[s + 1] : (long long)INT64_MIN;
+
+		if (exists)
+			st_sb_add(b, " OR EXISTS (SELECT 1 FROM r_%s WHERE step = %lld AND win_start >= %lld "
+				     "AND %s = :name)", tab, (long long)st_series_step(s), from, what);
+		else
+			st_sb_add(b, " UNION SELECT %s FROM r_%s WHERE step = %lld AND win_start >= %lld", what,
+				  tab, (long long)st_series_step(s), from);
+	}
+	if (!exists)
+		st_sb_add(b, " ORDER BY 1");
+	return st_sb_done(db, b);
+}
+
+static int st_check_what(const char *what)
+{
+	if (what && (strcmp(what, "ce") == 0 || strcmp(what, "server") == 0))
+		return RM_OK;
+	rm_log_error("invalid name kind '%s' (server, ce)", what ? what : "(null)");
+	return RM_EINVAL;
+}
+
+int st_name_known(st_db *db, const char *what, const char *name, int *known)
+{
+	struct st_sb b = { 0 };
+	sqlite3_stmt *s;
+	int rc, rv = RM_EINVAL, i;
+
+	if (!db || !known || (rv = st_check_what(what)) != 0 ||
+	    (rv = st_check_name(what, name, ST_NAME_MAX)) != 0)
+		return rv ? rv : RM_EINVAL;
+	*known = 0;
+	if ((rv = st_names_sql(db, what, 1, &b)) != 0) {
+		free(b.s);
+		return rv;
+	}
+	rc = sqlite3_prepare_v2(db->h, b.s, -1, &s, NULL);
+	free(b.s);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to query");
+	if ((i = sqlite3_bind_parameter_index(s, ":name")) > 0)
+		sqlite3_bind_text(s, i, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*known = sqlite3_column_int(s, 0) != 0;
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? RM_OK : st_sql_err(db, rc, "failed to query");
+}
+
+int st_names(st_db *db, const char *what, char ***names, size_t *n)
+{
+	struct st_sb b = { 0 }, txt = { 0 };
+	sqlite3_stmt *s;
+	size_t cnt = 0, i, off;
+	char **v;
+	int rc, rv = RM_EINVAL;
+
+	if (!db || !names || !n || (rv = st_check_what(what)) != 0)
+		return rv ? rv : RM_EINVAL;
+	*names = NULL;
+	*n = 0;
+	if ((rv = st_names_sql(db, what, 0, &b)) != 0) {
+		free(b.s);
+		return rv;
+	}
+	rc = sqlite3_prepare_v2(db->h, b.s, -1, &s, NULL);
+	free(b.s);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to query");
+	/* the names one after the other, NUL-separated, then the pointers */
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		st_sb_add(&txt, "%s", st_col_text(s, 0));
+		st_sb_add(&txt, "%c", 1);
+		cnt++;
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		free(txt.s);
+		return st_sql_err(db, rc, "failed to query");
+	}
+	if ((rv = st_sb_done(db, &txt)) != 0 || !cnt) {
+		free(txt.s);
+		return rv;
+	}
+	if (!(v = malloc(cnt * sizeof(*v) + txt.len))) {
+		free(txt.s);
+		rm_log_error("failed to query '%s': %s", db->path, rm_strerror(RM_ENOMEM));
+		return RM_ENOMEM;
+	}
+	memcpy(v + cnt, txt.s, txt.len);
+	free(txt.s);
+	for (i = 0, off = 0; i < cnt; i++) {
+		char *p = (char *)(v + cnt) + off;
+		size_t l = strcspn(p, "\x01");
+
+		p[l] = '\0';
+		v[i] = p;
+		off += l + 1;
+	}
+	*names = v;
+	*n = cnt;
+	return RM_OK;
+}
