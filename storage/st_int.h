@@ -49,6 +49,16 @@ struct st_series_map {
 /* Reads the map from the database: RM_OK or st_sql_err's code. */
 int st_series_load(st_db *db, struct st_series_map *m);
 
+/*
+ * Runs the scans sql[0] (usage: server, resource, win_start, win_len, ce,
+ * value), sql[1] (unacct: ..., reason, value) and sql[2] (total: ...,
+ * value, capacity) -- NULL to skip one -- and returns the rows of
+ * st_query_usage (unacct = 0) or st_query_unacct (unacct = 1), grouped per
+ * range, per window (q->per_window) or per period (step > 0). st_agg.c.
+ */
+int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
+		 const char *const sql[3], struct st_row **rows, size_t *n);
+
 /* Loads db->rolled from the database: RM_OK or st_sql_err's code. */
 int st_rollup_cache(st_db *db);
 

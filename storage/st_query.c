@@ -387,67 +387,52 @@ static int st_collect_sb(st_db *db, const struct st_query *q, struct st_sb *b,
 	return rv;
 }
 
-static int st_usage(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
-		    size_t *n)
+/* st_query_usage / st_query_unacct through st_agg_query: plain scans of
+ * the series that answer the range. */
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+			 struct st_row **rows, size_t *n)
 {
-	static const struct st_collect_mode mode = {
-		.keep_zero = 1, .key_is_ce = 1, .group_key = ST_CE_UNACCOUNTABLE,
-	};
+	struct st_seg seg[ST_SEG_MAX];
+	struct st_sb b[3] = { { 0 } };
+	const char *sql[3];
 	enum st_group g;
-	struct st_sb b = { 0 };
-	int want_ce = 1, want_v = 1, rv;
+	size_t nseg;
+	int rv, t;
 
 	if ((rv = st_check_query(db, q, rows, n)) != 0)
 		return rv;
 	*rows = NULL;
 	*n = 0;
-	if (q->ce) {
-		if (strcmp(q->ce, ST_CE_UNACCOUNTABLE) == 0)
-			want_ce = 0;
-		else
-			want_v = 0;
-	}
 	g = st_group_of(q, step_ns);
-	if ((rv = st_ctes(db, q, step_ns, g, g == ST_G_WINDOW, &b)) != 0) {
-		free(b.s);
+	if ((rv = st_segments(db, q, step_ns, g, g == ST_G_WINDOW, seg, &nseg)) != 0)
 		return rv;
+	for (t = 0; t < 3; t++) {
+		sql[t] = NULL;
+		if (t == 1 && !unacct)
+			continue;
+		st_sb_add(&b[t], "SELECT * FROM ");
+		st_src(&b[t], (enum st_tab)t, q, seg, nseg);
+		if ((rv = st_sb_done(db, &b[t])) != 0)
+			goto done;
+		sql[t] = b[t].s;
 	}
-	/* The V row is the group row, for groups with any U_c or U. */
-	st_sb_add(&b,
-		  "SELECT cu.server, cu.resource, cu.ws, cu.wl, cu.ce, 0, cu.v, gt.t, gt.c, gt.s, gt.k "
-		  "FROM cu JOIN gt USING (server, resource, ws, wl) WHERE %s "
-		  "UNION ALL "
-		  "SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt WHERE %s AND hut"
-		  ST_ORDER,
-		  !want_ce ? "0" : q->ce ? "cu.ce = :ce" : "1", want_v ? "1" : "0");
-	return st_collect_sb(db, q, &b, &mode, rows, n);
+	rv = st_agg_query(db, q, g == ST_G_STEP ? step_ns : 0, unacct, sql, rows, n);
+done:
+	for (t = 0; t < 3; t++)
+		free(b[t].s);
+	return rv;
+}
+
+static int st_usage(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+		    size_t *n)
+{
+	return st_scan_query(db, q, step_ns, 0, rows, n);
 }
 
 static int st_unacct(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 		     size_t *n)
 {
-	static const struct st_collect_mode mode = {
-		.with_k = 1, .group_key = ST_REASON_UNEXPLAINED,
-	};
-	enum st_group g;
-	struct st_sb b = { 0 };
-	int rv;
-
-	if ((rv = st_check_query(db, q, rows, n)) != 0)
-		return rv;
-	*rows = NULL;
-	*n = 0;
-	g = st_group_of(q, step_ns);
-	if ((rv = st_ctes(db, q, step_ns, g, g == ST_G_WINDOW, &b)) != 0) {
-		free(b.s);
-		return rv;
-	}
-	st_sb_add(&b,
-		  "SELECT ku.server, ku.resource, ku.ws, ku.wl, ku.reason, 0, ku.v, gt.t, gt.c, gt.s, gt.k "
-		  "FROM ku JOIN gt USING (server, resource, ws, wl) WHERE ku.v != 0 "
-		  "UNION ALL "
-		  "SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt" ST_ORDER);
-	return st_collect_sb(db, q, &b, &mode, rows, n);
+	return st_scan_query(db, q, step_ns, 1, rows, n);
 }
 
 static int st_check_step(int64_t step_ns)
