@@ -20,6 +20,7 @@
  * usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] [--runs N]
  */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +50,15 @@ struct gen {
 	long long rows;
 };
 
-static unsigned rnd(struct gen *g)
+/* 48 pseudo-random bits (two steps of an LCG, 24 bits each). */
+static uint64_t rnd(struct gen *g)
 {
+	uint64_t hi;
+
 	g->x = g->x * 1103515245u + 12345u;
-	return g->x >> 8;
+	hi = g->x >> 8;
+	g->x = g->x * 1103515245u + 12345u;
+	return hi << 24 | g->x >> 8;
 }
 
 static int prep(sqlite3 *h, const char *sql, sqlite3_stmt **s)
