@@ -5,11 +5,17 @@
  * queries. Owns the exit codes: 0 ok, 1 failure (database, unbalanced
  * windows in check), 2 bad arguments.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "ctl_bill.h"
 #include "ctl_out.h"
 #include "ctl_throttle.h"
 #include "ctl_time.h"
@@ -17,6 +23,7 @@
 #include "rm_err.h"
 #include "st.h"
 #include "st_est.h"
+#include "st_rollup.h"
 #include "banned.h"
 
 #define CTL_DEFAULT_DB "/var/lib/rametr/rametr.db"
@@ -40,6 +47,7 @@ enum {
 	O_STEP = 1 << 11,
 	O_GROUP = 1 << 12,
 	O_TOP = 1 << 13,
+	O_BILL = 1 << 14, /* --period --rates --share-unaccountable --since-last --state --out */
 };
 
 struct ctl_opts {
@@ -48,11 +56,16 @@ struct ctl_opts {
 	const char *server, *ce;
 	int resource;
 	enum ctl_fmt fmt;
-	int per_window, show_v;
+	int per_window, show_v, fmt_given;
 	const char *source; /* NULL = measured, else ST_EST_LR / ST_EST_KALMAN */
 	int64_t step_ns;    /* usage: 0 = one row per range */
 	unsigned by;        /* usage: CTL_BY_* */
 	size_t top;         /* usage: 0 = all */
+	const char *rates;  /* bill: rate card file, NULL = all prices 0 */
+	enum ctl_share share;
+	int since_last;     /* bill: the job */
+	const char *state, *outdir;
+	int since_given;
 };
 
 struct ctl_cmd {
@@ -227,6 +240,276 @@ static int ctl_run_check(st_db *db, const struct ctl_opts *o)
 	return CTL_EXIT_FAIL;
 }
 
+/* Reads the rate card (or all-zero prices without one). */
+static int ctl_load_rates(const char *path, struct ctl_rates *rt)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rv;
+
+	if (!path)
+		return ctl_rates_parse("", 0, "(none)", rt);
+	if (!(f = fopen(path, "r"))) {
+		rm_log_error("failed to open '%s': %s", path, strerror(errno));
+		return RM_EIO;
+	}
+	text = malloc(1 << 20);
+	if (!text) {
+		fclose(f);
+		return RM_ENOMEM;
+	}
+	len = fread(text, 1, (1 << 20) - 1, f);
+	if (ferror(f) || !feof(f)) {
+		rm_log_error("failed to read '%s': %s", path, ferror(f) ? strerror(errno) : "larger than 1 MiB");
+		fclose(f);
+		free(text);
+		return RM_EIO;
+	}
+	fclose(f);
+	rv = ctl_rates_parse(text, len, path, rt);
+	free(text);
+	return rv;
+}
+
+/* The charges of [since, until) per charge period of o->step_ns. */
+static int ctl_bill_rows(st_db *db, const struct ctl_opts *o, const struct ctl_rates *rt,
+			 int64_t since, int64_t until, struct ctl_charge **c, size_t *n)
+{
+	struct st_query q;
+	struct st_row *rows;
+	size_t nr;
+	int rv;
+
+	ctl_query(o, &q);
+	q.since_ns = since;
+	q.until_ns = until;
+	q.ce = NULL;
+	if ((rv = st_query_usage_step(db, &q, o->step_ns, &rows, &nr)) != 0)
+		return rv;
+	rv = ctl_bill_compute(rows, nr, rt, o->share, c, n);
+	st_rows_free(rows);
+	if (rv)
+		rm_log_error("failed to compute the bill: %s", rv == RM_EINVAL ? "a cost exceeds the int64 "
+									  "limit" : rm_strerror(rv));
+	return rv;
+}
+
+/* Writes the whole of buf to path atomically: temp file, fsync, rename,
+ * fsync of the directory. */
+static int ctl_write_atomic(const char *path, const char *buf, size_t len)
+{
+	char tmp[4200], dir[4200], *slash;
+	int fd, dfd, rv = RM_OK;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+		rm_log_error("failed to create '%s': %s", tmp, strerror(errno));
+		return RM_EIO;
+	}
+	while (len) {
+		ssize_t w = write(fd, buf, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			rm_log_error("failed to write '%s': %s", tmp, strerror(errno));
+			rv = RM_EIO;
+			break;
+		}
+		buf += w;
+		len -= (size_t)w;
+	}
+	if (rv == RM_OK && fsync(fd) != 0) {
+		rm_log_error("failed to sync '%s': %s", tmp, strerror(errno));
+		rv = RM_EIO;
+	}
+	close(fd);
+	if (rv == RM_OK && rename(tmp, path) != 0) {
+		rm_log_error("failed to rename '%s' to '%s': %s", tmp, path, strerror(errno));
+		rv = RM_EIO;
+	}
+	if (rv != RM_OK) {
+		unlink(tmp);
+		return rv;
+	}
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return RM_OK;
+}
+
+/* The state of the job: RM_OK with *until set, RM_ENOENT if there is no
+ * file, RM_EINVAL if it is not ours. */
+static int ctl_state_read(const char *path, int64_t *until)
+{
+	char buf[128];
+	long long v;
+	size_t len;
+	FILE *f = fopen(path, "r");
+
+	if (!f) {
+		if (errno == ENOENT)
+			return RM_ENOENT;
+		rm_log_error("failed to open '%s': %s", path, strerror(errno));
+		return RM_EIO;
+	}
+	len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	if (sscanf(buf, "rametr-bill-state 1 exported_until %lld", &v) != 1) {
+		rm_log_error("invalid state file '%s' (not written by rametrctl bill)", path);
+		return RM_EINVAL;
+	}
+	*until = v;
+	return RM_OK;
+}
+
+static int ctl_state_write(const char *path, int64_t until)
+{
+	char buf[96];
+	int n = snprintf(buf, sizeof(buf), "rametr-bill-state 1 exported_until %lld\n", (long long)until);
+
+	return ctl_write_atomic(path, buf, (size_t)n);
+}
+
+/* An export of the job that starts at from, left by a run that stopped
+ * before moving the state: its end, or 0 (none). Removes the temporary
+ * files of runs that stopped while writing. */
+static int64_t ctl_export_done(const char *dir, int64_t from, const char *ext)
+{
+	struct dirent *e;
+	int64_t end = 0;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		long long a, b;
+		char x[8];
+		size_t l = strlen(e->d_name);
+
+		if (!strncmp(e->d_name, "bill-", 5) && l > 4 && !strcmp(e->d_name + l - 4, ".tmp")) {
+			char p[4200];
+
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			unlink(p);
+			continue;
+		}
+
+		if (sscanf(e->d_name, "bill-%lld-%lld.%7s", &a, &b, x) == 3 && a == from && b > a &&
+		    !strcmp(x, ext))
+			end = b;
+	}
+	closedir(d);
+	return end;
+}
+
+/* The job: exports each settled charge period exactly once across runs. */
+static int ctl_bill_job(st_db *db, const struct ctl_opts *o, const struct ctl_rates *rt)
+{
+	const char *ext = o->fmt == CTL_FMT_JSON ? "json" : "csv";
+	int64_t from, horizon, until, done;
+	struct ctl_charge *c;
+	char path[4200], *buf = NULL;
+	size_t n, blen = 0;
+	FILE *mf;
+	int rv;
+
+	if (access(o->outdir, W_OK) != 0) {
+		rm_log_error("failed to use --out '%s': %s", o->outdir, strerror(errno));
+		return CTL_EXIT_FAIL;
+	}
+	rv = ctl_state_read(o->state, &from);
+	if (rv == RM_ENOENT) {
+		if (!o->since_given) {
+			rm_log_error("no state in '%s' yet: give --since for the first run", o->state);
+			return CTL_EXIT_USAGE;
+		}
+		from = o->since_ns;
+	} else if (rv != RM_OK) {
+		return CTL_EXIT_FAIL;
+	}
+	/* a run stopped between writing its export and moving the state */
+	if ((done = ctl_export_done(o->outdir, from, ext)) != 0) {
+		if (ctl_state_write(o->state, done) != RM_OK)
+			return CTL_EXIT_FAIL;
+		from = done;
+	}
+	rv = st_horizon_get(db, &horizon);
+	if (rv == RM_ENOENT) {
+		fprintf(stderr, "rametrctl: nothing settled yet\n");
+		return CTL_EXIT_OK;
+	}
+	if (rv != RM_OK)
+		return CTL_EXIT_FAIL;
+	until = horizon - ((horizon % o->step_ns) + o->step_ns) % o->step_ns;
+	if (until <= from) {
+		fprintf(stderr, "rametrctl: nothing new settled (exported until %lld)\n", (long long)from);
+		return CTL_EXIT_OK;
+	}
+	if (ctl_bill_rows(db, o, rt, from, until, &c, &n) != RM_OK)
+		return CTL_EXIT_FAIL;
+	if (!(mf = open_memstream(&buf, &blen))) {
+		free(c);
+		return CTL_EXIT_FAIL;
+	}
+	rv = ctl_bill_print(mf, o->fmt, c, n, rt, from, until, 1);
+	free(c);
+	if (fclose(mf) != 0 || rv != RM_OK) {
+		free(buf);
+		return CTL_EXIT_FAIL;
+	}
+	snprintf(path, sizeof(path), "%s/bill-%lld-%lld.%s", o->outdir, (long long)from,
+		 (long long)until, ext);
+	/* the export first, then the state: a stop in between is found above */
+	rv = ctl_write_atomic(path, buf, blen);
+	free(buf);
+	if (rv != RM_OK || ctl_state_write(o->state, until) != RM_OK)
+		return CTL_EXIT_FAIL;
+	printf("%s\n", path);
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
+static int ctl_run_bill(st_db *db, const struct ctl_opts *o)
+{
+	struct ctl_rates *rt = malloc(sizeof(*rt));
+	struct ctl_charge *c;
+	size_t n;
+	int rv;
+
+	if (!rt)
+		return CTL_EXIT_FAIL;
+	if (ctl_load_rates(o->rates, rt) != RM_OK) {
+		free(rt);
+		return CTL_EXIT_FAIL;
+	}
+	if (o->since_last) {
+		rv = ctl_bill_job(db, o, rt);
+		free(rt);
+		return rv;
+	}
+	if (ctl_bill_rows(db, o, rt, o->since_ns, o->until_ns, &c, &n) != RM_OK) {
+		free(rt);
+		return CTL_EXIT_FAIL;
+	}
+	rv = ctl_bill_print(stdout, o->fmt, c, n, rt, o->since_ns, o->until_ns, 1);
+	free(c);
+	free(rt);
+	if (rv) {
+		ctl_print_rows_err("the bill", rv);
+		return CTL_EXIT_FAIL;
+	}
+	return CTL_EXIT_OK;
+}
+
 static const struct ctl_cmd ctl_cmds[] = {
 	{ "usage", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_CE | O_RESOURCE | O_OUTPUT |
 			   O_PER_WINDOW | O_NO_V | O_HELP | O_SOURCE | O_STEP | O_GROUP | O_TOP,
@@ -247,6 +530,13 @@ static const struct ctl_cmd ctl_cmds[] = {
 	  "[--db PATH] [--since T] [--until T] [--server S] [-o table|json|csv]\n"
 	  "       [--per-window]",
 	  ctl_run_splits },
+	{ "bill", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_RESOURCE | O_OUTPUT | O_STEP | O_HELP | O_BILL,
+	  "charges per tenant, server, resource and period as FOCUS rows",
+	  "[--db PATH] (--period P | --since T [--until T]) [--step D]\n"
+	  "       [--rates FILE] [--share-unaccountable none|weighted|even]\n"
+	  "       [--server S] [--resource R] [-o csv|json]\n"
+	  "   or: rametrctl bill --since-last --state FILE --out DIR [--since T] [...]",
+	  ctl_run_bill },
 	{ "check", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_RESOURCE | O_HELP,
 	  "verify sum_c U_c + V = U in every window (exit 1 if not)",
 	  "[--db PATH] [--since T] [--until T] [--server S] [--resource R]",
@@ -290,6 +580,16 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		       "                      resources always stay apart)\n"
 		       "  --top N             per period, resource (and server) the N largest CEs\n"
 		       "                      and the unaccountable share\n");
+	if (c->opts & O_BILL)
+		printf("  --period P          the billing period: 2026-11, last-month, 2026-11-05, ...\n"
+		       "  --step D            the charge period (default 1d; 1h, ...)\n"
+		       "  --rates FILE        the rate card (without one every price is 0: showback)\n"
+		       "  --share-unaccountable M\n"
+		       "                      none (default: rows of %s), weighted by\n"
+		       "                      the tenants' usage, or even\n"
+		       "  --since-last        export the charge periods settled since the last run\n"
+		       "                      (each exactly once) into --out DIR, remembered in\n"
+		       "                      --state FILE; the first run needs --since\n", ST_CE_UNACCOUNTABLE);
 	if (c->opts & O_NO_V)
 		printf("  --no-unaccountable  leave out the %s rows\n", ST_CE_UNACCOUNTABLE);
 	if (c->opts & O_SOURCE)
@@ -309,6 +609,12 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		       "servers in [estimate] sections, labelled in the table (first line) and\n"
 		       "in JSON (\"source\"); totals cover the windows the estimator solved.\n\n",
 		       ST_CE_UNACCOUNTABLE);
+	else if (c->run == ctl_run_bill)
+		printf("One FOCUS 1.2 row per tenant, server, resource and charge period (CSV by\n"
+		       "default): BilledCost = PricingQuantity x ListUnitPrice (core-hours or GiB),\n"
+		       "the 1.3 allocation columns and x_Rametr* columns with the raw integers.\n"
+		       "Per server, resource and period the x_RametrQuantity values sum to U.\n"
+		       "See docs/reports.md for the rate card format.\n\n");
 	else if (c->run == ctl_run_splits)
 		printf("A part (what one thread did for one segment in one window) is split\n"
 		       "when it received bytes that segments of several CEs had sent (or bytes\n"
@@ -351,6 +657,47 @@ static int ctl_time_opt(const char *cmd, const char *opt, const char *v, int64_t
 	}
 	if (rv != RM_ENOENT || ctl_time_parse(v, now, out, &why) != RM_OK) {
 		rm_log_error("invalid time '%s' for %s: %s", v, opt, why);
+		return ctl_usage_error(cmd);
+	}
+	return 0;
+}
+
+/* The billing period and the job's options. */
+static int ctl_bill_opts(const char *cmd, struct ctl_opts *o, const char *period, const char *since,
+			 const char *until)
+{
+	const char *why;
+
+	o->since_given = since != NULL;
+	if (!o->step_ns)
+		o->step_ns = 86400LL * 1000000000LL;
+	if (o->fmt == CTL_FMT_TABLE && !o->fmt_given)
+		o->fmt = CTL_FMT_CSV;
+	if (o->fmt == CTL_FMT_TABLE) {
+		rm_log_error("bill writes csv or json");
+		return ctl_usage_error(cmd);
+	}
+	if (o->since_last) {
+		if (!o->state || !o->outdir || period || until) {
+			rm_log_error("--since-last needs --state FILE and --out DIR, and no --period or --until");
+			return ctl_usage_error(cmd);
+		}
+		return 0;
+	}
+	if (o->state || o->outdir) {
+		rm_log_error("--state and --out go with --since-last");
+		return ctl_usage_error(cmd);
+	}
+	if (period && (since || until)) {
+		rm_log_error("give --period or --since/--until, not both");
+		return ctl_usage_error(cmd);
+	}
+	if (period && ctl_period_parse(period, o->now_ns, &o->since_ns, &o->until_ns, &why) != RM_OK) {
+		rm_log_error("invalid --period '%s' (2026-11, last-month, this-month, 2026-11-05, ...)", period);
+		return ctl_usage_error(cmd);
+	}
+	if (!period && !since) {
+		rm_log_error("give the billing period: --period or --since");
 		return ctl_usage_error(cmd);
 	}
 	return 0;
@@ -456,6 +803,13 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		{ "step", required_argument, NULL, 't' },
 		{ "group-by", required_argument, NULL, 'g' },
 		{ "top", required_argument, NULL, 'T' },
+		{ "period", required_argument, NULL, 'P' },
+		{ "rates", required_argument, NULL, 'R' },
+		{ "share-unaccountable", required_argument, NULL, 'A' },
+		{ "since-last", no_argument, NULL, 'L' },
+		{ "state", required_argument, NULL, 'F' },
+		{ "out", required_argument, NULL, 'O' },
+		{ "format", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -466,10 +820,11 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		{ 'D', O_DB }, { 'S', O_SINCE }, { 'U', O_UNTIL }, { 's', O_SERVER },
 		{ 'c', O_CE }, { 'r', O_RESOURCE }, { 'o', O_OUTPUT }, { 'w', O_PER_WINDOW },
 		{ 'n', O_NO_V }, { 'h', O_HELP }, { 'e', O_SOURCE }, { 't', O_STEP },
-		{ 'g', O_GROUP }, { 'T', O_TOP },
+		{ 'g', O_GROUP }, { 'T', O_TOP }, { 'P', O_BILL }, { 'R', O_BILL }, { 'A', O_BILL },
+		{ 'L', O_BILL }, { 'F', O_BILL }, { 'O', O_BILL },
 	};
 	struct ctl_opts o = { .resource = -1, .fmt = CTL_FMT_TABLE, .show_v = 1 };
-	const char *since = NULL, *until = NULL;
+	const char *since = NULL, *until = NULL, *period = NULL;
 	struct timespec ts;
 	enum st_resource res;
 	st_db *db;
@@ -537,6 +892,7 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 			o.resource = (int)res;
 			break;
 		case 'o':
+			o.fmt_given = 1;
 			if (ctl_fmt_parse(optarg, &o.fmt) != RM_OK) {
 				rm_log_error("unknown output format '%s' (table, json, csv)", optarg);
 				return ctl_usage_error(c->name);
@@ -575,6 +931,27 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 			o.top = v;
 			break;
 		}
+		case 'P':
+			period = optarg;
+			break;
+		case 'R':
+			o.rates = optarg;
+			break;
+		case 'A':
+			if (ctl_share_parse(optarg, &o.share) != RM_OK) {
+				rm_log_error("invalid --share-unaccountable '%s' (none, weighted, even)", optarg);
+				return ctl_usage_error(c->name);
+			}
+			break;
+		case 'L':
+			o.since_last = 1;
+			break;
+		case 'F':
+			o.state = optarg;
+			break;
+		case 'O':
+			o.outdir = optarg;
+			break;
 		case 'e':
 			if (strcmp(optarg, "measured") == 0) {
 				o.source = NULL;
@@ -605,6 +982,8 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 					until ? NULL : &o.until_ns)) != 0)
 		return rv;
 	if (until && (rv = ctl_time_opt(c->name, "--until", until, o.now_ns, &o.until_ns, NULL)) != 0)
+		return rv;
+	if (c->run == ctl_run_bill && (rv = ctl_bill_opts(c->name, &o, period, since, until)) != 0)
 		return rv;
 	if (o.step_ns && (rv = ctl_align_step(c->name, &o)) != 0)
 		return rv;
