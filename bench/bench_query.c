@@ -15,6 +15,8 @@
  * Then it times the real rametrctl binary (process start included) on
  *   usage --since END-30d --until END --step 1d
  *   usage --since END-30d --until END --group-by ce --top 10
+ *   usage --since END-30d --until END --step 1d --group-by ce --top 10
+ *   bill --period 2026-11 --share-unaccountable weighted
  * each run several times (median printed), output to /dev/null.
  *
  * usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] [--runs N]
@@ -221,7 +223,7 @@ static int cmp_d(const void *a, const void *b)
 /* Median wall time of `runs` runs of rametrctl with args, in ms. */
 static double time_cmd(const char *args, int runs)
 {
-	char cmd[4096];
+	char cmd[8192];
 	double t[64];
 	int i, st;
 
@@ -257,7 +259,7 @@ int main(int argc, char **argv)
 		{ "runs", required_argument, NULL, 'r' },    { NULL, 0, NULL, 0 },
 	};
 	struct gen g = { .tenants = 100, .servers = 50, .x = 42 };
-	char path[512] = "", since[40], until[40], args[3][1024], load[128] = "?";
+	char path[512] = "", since[40], until[40], args[4][1024], load[128] = "?";
 	int keep = 0, runs = 5, ch, i;
 	int64_t r1m = floor_to(END - 2 * MIN, MIN), r1h = floor_to(r1m, HOUR), r1d = floor_to(r1h, DAY);
 	int64_t edge = floor_to(END - 30 * DAY, HOUR);
@@ -349,6 +351,8 @@ int main(int argc, char **argv)
 		 path, since, until);
 	snprintf(args[2], sizeof(args[2]), "usage --db '%s' --since %s --until %s --step 1d --group-by ce "
 		 "--top 10", path, since, until);
+	snprintf(args[3], sizeof(args[3]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted",
+		 path);
 	if ((f = fopen("/proc/loadavg", "r"))) {
 		if (!fgets(load, sizeof(load), f))
 			snprintf(load, sizeof(load), "?");
@@ -357,13 +361,13 @@ int main(int argc, char **argv)
 	}
 	printf("\nqueries over 30 days (median of %d runs, rametrctl process included; loadavg %s):\n",
 	       runs, load);
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 4; i++) {
 		double ms = time_cmd(args[i], runs);
 
 		if (ms < 0)
 			return 1;
-		printf("  %8.1f ms  rametrctl %s\n", ms, strstr(args[i], "--since") ? strstr(args[i], "--since")
-										     : args[i]);
+		printf("  %8.1f ms  rametrctl %.*s %s\n", ms, (int)strcspn(args[i], " "), args[i],
+		       strstr(args[i], "' ") + 2);
 	}
 	if (!keep) {
 		char wal[600];
