@@ -32,7 +32,7 @@
 enum st_series { ST_SERIES_1S = 0, ST_SERIES_1M, ST_SERIES_1H, ST_SERIES_1D, ST_SERIES_COUNT };
 
 #define ST_NS_PER_S 1000000000LL
-#define ST_ROLLUP_MAX_SPAN_NS (6 * 3600 * ST_NS_PER_S) /* per series and call */
+#define ST_ROLLUP_MAX_SPAN_NS (3600 * ST_NS_PER_S) /* per series and call: one tick's work */
 
 /* Step of a series in ns (0 for ST_SERIES_1S: the stored windows), and its
  * name ("1s", "1m", "1h", "1d"; "?" out of range). Thread-safe. */
