@@ -456,7 +456,7 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		printf("  -o, --output FMT    table (default), json or csv\n"
 		       "  --per-window        one row per window instead of per range\n");
 	if (c->opts & O_STEP)
-		printf("  --step D            one row per period of D (30s, 5m, 1h, 1d, 1w; UTC);\n"
+		printf("  --step D            one row per period of D (30s, 5m, 1h, 1d, 7d; UTC);\n"
 		       "                      --since rounds down and --until up to a multiple of D\n"
 		       "  --group-by LIST     server, ce and/or resource, comma-separated or repeated\n"
 		       "                      (default server,ce; ce alone sums across servers;\n"

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "rm_rec.h"
 #include "st.h"
 
 enum ctl_fmt { CTL_FMT_TABLE, CTL_FMT_JSON, CTL_FMT_CSV };
@@ -31,16 +32,9 @@ char (*ctl_table_row(struct ctl_table *t))[CTL_CELL];
 /* Prints the header and the rows, columns padded to their widest cell. */
 void ctl_table_print(FILE *f, const struct ctl_table *t);
 
-/* One field of a JSON object / CSV line. */
-struct ctl_field {
-	const char *name;
-	const char *s; /* string value, or NULL for an integer */
-	int64_t i;
-};
-
 /* Prints one record: a JSON object (after "[" and with a leading ",\n"
  * unless first) or a CSV line (values only; print the header yourself). */
-void ctl_record(FILE *f, enum ctl_fmt fmt, const struct ctl_field *fl, size_t nf, int first);
+void ctl_record(FILE *f, enum ctl_fmt fmt, const struct rm_field *fl, size_t nf, int first);
 
 /* fflush + ferror: RM_OK or RM_EIO. */
 int ctl_flush(FILE *f);

@@ -13,7 +13,8 @@
  * Parses a time argument into Unix nanoseconds. Accepted forms:
  *   now                        now_ns
  *   <digits>                   Unix seconds, e.g. 1700000000
- *   <digits>{s,m,h,d}          now minus that many seconds/minutes/hours/days
+ *   <duration>                 now minus a duration in rm_dur.h's grammar
+ *                              (unit required), e.g. 30s, 10m, 2h, 7d, 1.5h
  *   YYYY-MM-DDThh:mm:ss[.f]Z   RFC 3339, with Z or a +hh:mm / -hh:mm offset,
  *                              optional fraction (digits past ns are dropped);
  *                              't', 'z' and ' ' as separator are accepted too;
@@ -38,8 +39,9 @@ char *ctl_time_format(int64_t ns, char *buf, size_t len);
 int ctl_period_parse(const char *s, int64_t now_ns, int64_t *start_ns, int64_t *end_ns,
 		     const char **why);
 
-/* Parses a step "<n>{s,m,h,d,w}" (n > 0, at most ten years) into ns.
- * RM_OK or RM_EINVAL with *why. Logs nothing. */
+/* Parses a step, a duration (rm_dur.h: 30s, 5m, 1h, 1d, 7d) of whole
+ * seconds, at least 1 s and at most ten years, into ns. RM_OK or RM_EINVAL
+ * with *why. Logs nothing. */
 int ctl_step_parse(const char *s, int64_t *step_ns, const char **why);
 
 #endif

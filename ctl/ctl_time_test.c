@@ -56,11 +56,14 @@ static void test_now_and_relative(void)
 	CU_ASSERT_EQUAL(parse_ok("2h"), NOW - 2 * 3600 * NS);
 	CU_ASSERT_EQUAL(parse_ok("7d"), NOW - 7 * 86400 * NS);
 	CU_ASSERT_EQUAL(parse_ok("0s"), NOW);
+	/* the shared duration grammar (rm_dur.h): its other units and fractions too */
+	CU_ASSERT_EQUAL(parse_ok("10ms"), NOW - 10000000LL);
+	CU_ASSERT_EQUAL(parse_ok("1.5h"), NOW - 5400 * NS);
+	CU_ASSERT_EQUAL(parse_ok("5 m"), NOW - 5 * 60 * NS);
 	parse_bad("10w");
-	parse_bad("10ms");
 	parse_bad("-5m");
 	parse_bad("m");
-	parse_bad("5 m");
+	parse_bad("5m ");
 	parse_bad("99999999999999999999d");
 	parse_bad("200000d"); /* now - 547 years: before 1678 */
 }
@@ -197,7 +200,8 @@ static void test_periods_and_steps(void)
 	CU_ASSERT_EQUAL(st, 300 * 1000000000LL);
 	CU_ASSERT_EQUAL(ctl_step_parse("1d", &st, &why), RM_OK);
 	CU_ASSERT_EQUAL(st, 86400 * 1000000000LL);
-	CU_ASSERT_EQUAL(ctl_step_parse("2w", &st, &why), RM_OK);
+	CU_ASSERT_EQUAL(ctl_step_parse("7d", &st, &why), RM_OK);
+	CU_ASSERT_EQUAL(ctl_step_parse("1500ms", &st, &why), RM_EINVAL);
 	CU_ASSERT_EQUAL(ctl_step_parse("0m", &st, &why), RM_EINVAL);
 	CU_ASSERT_EQUAL(ctl_step_parse("5", &st, &why), RM_EINVAL);
 	CU_ASSERT_EQUAL(ctl_step_parse("5y", &st, &why), RM_EINVAL);

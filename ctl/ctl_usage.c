@@ -325,7 +325,7 @@ static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsig
 int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size_t n, unsigned by,
 		    int per_period)
 {
-	struct ctl_field fl[CTL_MAXCOL + 2];
+	struct rm_field fl[CTL_MAXCOL + 2];
 	char s[40], e[40];
 	size_t i, nf;
 	int rv;
@@ -344,17 +344,17 @@ int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size
 		const struct ctl_urow *r = &rows[i];
 
 		nf = 0;
-		fl[nf++] = (struct ctl_field){ "period_start", ctl_time_format(r->start_ns, s, sizeof(s)), 0 };
-		fl[nf++] = (struct ctl_field){ "period_end", ctl_time_format(r->end_ns, e, sizeof(e)), 0 };
+		fl[nf++] = (struct rm_field){ "period_start", ctl_time_format(r->start_ns, s, sizeof(s)), 0 };
+		fl[nf++] = (struct rm_field){ "period_end", ctl_time_format(r->end_ns, e, sizeof(e)), 0 };
 		if (by & CTL_BY_SERVER)
-			fl[nf++] = (struct ctl_field){ "server", r->server, 0 };
+			fl[nf++] = (struct rm_field){ "server", r->server, 0 };
 		if (by & CTL_BY_CE)
-			fl[nf++] = (struct ctl_field){ "ce", r->ce, 0 };
-		fl[nf++] = (struct ctl_field){ "resource", st_resource_name(r->resource), 0 };
-		fl[nf++] = (struct ctl_field){ "value", NULL, r->value };
-		fl[nf++] = (struct ctl_field){ "total", NULL,
+			fl[nf++] = (struct rm_field){ "ce", r->ce, 0 };
+		fl[nf++] = (struct rm_field){ "resource", st_resource_name(r->resource), 0 };
+		fl[nf++] = (struct rm_field){ "value", NULL, r->value };
+		fl[nf++] = (struct rm_field){ "total", NULL,
 					      r->total > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->total };
-		fl[nf++] = (struct ctl_field){ "unit", st_resource_unit(r->resource), 0 };
+		fl[nf++] = (struct rm_field){ "unit", st_resource_unit(r->resource), 0 };
 		ctl_record(f, fmt, fl, nf, i == 0);
 	}
 	if (fmt == CTL_FMT_JSON)
