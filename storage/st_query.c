@@ -619,9 +619,23 @@ static int st_check_what(const char *what)
 	return RM_EINVAL;
 }
 
-int st_name_known(st_db *db, const char *what, const char *name, int *known)
+/* Prepares the names query of st_names_sql into *s. */
+static int st_names_prepare(st_db *db, const char *what, int exists, sqlite3_stmt **s)
 {
 	struct st_sb b = { 0 };
+	int rc, rv;
+
+	if ((rv = st_names_sql(db, what, exists, &b)) != 0) {
+		free(b.s);
+		return rv;
+	}
+	rc = sqlite3_prepare_v2(db->h, b.s, -1, s, NULL);
+	free(b.s);
+	return rc == SQLITE_OK ? RM_OK : st_sql_err(db, rc, "failed to query");
+}
+
+int st_name_known(st_db *db, const char *what, const char *name, int *known)
+{
 	sqlite3_stmt *s;
 	int rc, rv = RM_EINVAL, i;
 
@@ -629,14 +643,8 @@ int st_name_known(st_db *db, const char *what, const char *name, int *known)
 	    (rv = st_check_name(what, name, ST_NAME_MAX)) != 0)
 		return rv ? rv : RM_EINVAL;
 	*known = 0;
-	if ((rv = st_names_sql(db, what, 1, &b)) != 0) {
-		free(b.s);
+	if ((rv = st_names_prepare(db, what, 1, &s)) != 0)
 		return rv;
-	}
-	rc = sqlite3_prepare_v2(db->h, b.s, -1, &s, NULL);
-	free(b.s);
-	if (rc != SQLITE_OK)
-		return st_sql_err(db, rc, "failed to query");
 	if ((i = sqlite3_bind_parameter_index(s, ":name")) > 0)
 		sqlite3_bind_text(s, i, name, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
@@ -648,7 +656,7 @@ int st_name_known(st_db *db, const char *what, const char *name, int *known)
 
 int st_names(st_db *db, const char *what, char ***names, size_t *n)
 {
-	struct st_sb b = { 0 }, txt = { 0 };
+	struct st_sb txt = { 0 };
 	sqlite3_stmt *s;
 	size_t cnt = 0, i, off;
 	char **v;
@@ -658,14 +666,8 @@ int st_names(st_db *db, const char *what, char ***names, size_t *n)
 		return rv ? rv : RM_EINVAL;
 	*names = NULL;
 	*n = 0;
-	if ((rv = st_names_sql(db, what, 0, &b)) != 0) {
-		free(b.s);
+	if ((rv = st_names_prepare(db, what, 0, &s)) != 0)
 		return rv;
-	}
-	rc = sqlite3_prepare_v2(db->h, b.s, -1, &s, NULL);
-	free(b.s);
-	if (rc != SQLITE_OK)
-		return st_sql_err(db, rc, "failed to query");
 	/* the names one after the other, NUL-separated, then the pointers */
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		st_sb_add(&txt, "%s", st_col_text(s, 0));

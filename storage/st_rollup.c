@@ -213,44 +213,41 @@ int st_series_state(st_db *db, enum st_series s, int64_t *rolled_until, int64_t 
 	return RM_OK;
 }
 
-static int st_series_store(st_db *db, int s, int64_t rolled, int64_t kept)
+/* Runs a one-shot write binding v[0..nv) to ?1..?nv. */
+static int st_write_ints(st_db *db, const char *sql, const int64_t *v, int nv, const char *what)
 {
 	sqlite3_stmt *st;
-	int rc;
+	int rc, i;
 
-	rc = sqlite3_prepare_v2(db->h,
-				"INSERT OR REPLACE INTO series (series, rolled_until, kept_from) "
-				"VALUES (?1, ?2, ?3)", -1, &st, NULL);
+	rc = sqlite3_prepare_v2(db->h, sql, -1, &st, NULL);
 	if (rc != SQLITE_OK)
-		return st_sql_err(db, rc, "failed to roll up");
-	sqlite3_bind_int(st, 1, s);
-	sqlite3_bind_int64(st, 2, rolled);
-	sqlite3_bind_int64(st, 3, kept);
+		return st_sql_err(db, rc, what);
+	for (i = 0; i < nv; i++)
+		sqlite3_bind_int64(st, i + 1, v[i]);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, "failed to roll up");
+	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, what);
+}
+
+static int st_series_store(st_db *db, int s, int64_t rolled, int64_t kept)
+{
+	const int64_t v[3] = { s, rolled, kept };
+
+	return st_write_ints(db, "INSERT OR REPLACE INTO series (series, rolled_until, kept_from) "
+				 "VALUES (?1, ?2, ?3)", v, 3, "failed to roll up");
 }
 
 int st_horizon_set(st_db *db, int64_t settled_ns)
 {
-	sqlite3_stmt *s;
-	int rc;
-
 	if (!db)
 		return RM_EINVAL;
 	if (db->flags & ST_OPEN_READONLY) {
 		rm_log_error("failed to write to '%s': opened read-only", db->path);
 		return RM_EPERM;
 	}
-	rc = sqlite3_prepare_v2(db->h,
-				"INSERT INTO horizon (id, settled) VALUES (1, ?1) ON CONFLICT DO UPDATE "
-				"SET settled = max(settled, excluded.settled)", -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return st_sql_err(db, rc, "failed to write to");
-	sqlite3_bind_int64(s, 1, settled_ns);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, "failed to write to");
+	return st_write_ints(db, "INSERT INTO horizon (id, settled) VALUES (1, ?1) ON CONFLICT DO UPDATE "
+				 "SET settled = max(settled, excluded.settled)", &settled_ns, 1,
+			     "failed to write to");
 }
 
 int st_horizon_get(st_db *db, int64_t *settled_ns)
