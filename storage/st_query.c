@@ -387,10 +387,30 @@ static int st_collect_sb(st_db *db, const struct st_query *q, struct st_sb *b,
 	return rv;
 }
 
+/* One read transaction around a query, so that the series map and every
+ * scan see one snapshot even while the aggregator rolls up and deletes
+ * (nothing is done when the caller has a transaction open). */
+static int st_read_begin(st_db *db, int *own)
+{
+	int rc;
+
+	*own = sqlite3_get_autocommit(db->h);
+	if (!*own)
+		return RM_OK;
+	rc = sqlite3_exec(db->h, "BEGIN", NULL, NULL, NULL);
+	return rc == SQLITE_OK ? RM_OK : st_sql_err(db, rc, "failed to query");
+}
+
+static void st_read_end(st_db *db, int own)
+{
+	if (own && !sqlite3_get_autocommit(db->h))
+		sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL);
+}
+
 /* st_query_usage / st_query_unacct through st_agg_query: plain scans of
  * the series that answer the range. */
-static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
-			 struct st_row **rows, size_t *n)
+static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+			    struct st_row **rows, size_t *n)
 {
 	struct st_seg seg[ST_SEG_MAX];
 	struct st_sb b[3] = { { 0 } };
@@ -422,6 +442,9 @@ done:
 		free(b[t].s);
 	return rv;
 }
+
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+			 struct st_row **rows, size_t *n);
 
 static int st_usage(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 		    size_t *n)
@@ -466,7 +489,7 @@ int st_query_unacct_step(st_db *db, const struct st_query *q, int64_t step_ns, s
 	return st_check_step(step_ns) ? RM_EINVAL : st_unacct(db, q, step_ns, rows, n);
 }
 
-int st_query_identity(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+static int st_identity_in(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
 {
 	static const struct st_collect_mode mode = {
 		.with_k = 1, .key_is_ce = 1, .value_is_sum = 1, .group_key = "",
@@ -488,7 +511,7 @@ int st_query_identity(st_db *db, const struct st_query *q, struct st_row **rows,
 	return st_collect_sb(db, q, &b, &mode, rows, n);
 }
 
-int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n)
+static int st_count_in(st_db *db, const struct st_query *q, uint64_t *n)
 {
 	struct st_seg seg[ST_SEG_MAX];
 	struct st_sb b = { 0 };
@@ -522,7 +545,7 @@ int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n)
 	return rv;
 }
 
-int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+static int st_splits_in(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
 {
 	struct st_rowbuf b = { 0 };
 	struct st_seg seg[ST_SEG_MAX];
@@ -578,6 +601,61 @@ int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, s
 fail:
 	sqlite3_finalize(s);
 	free(b.v);
+	return rv;
+}
+
+/* ---- the public queries: each in one read snapshot ---- */
+
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+			 struct st_row **rows, size_t *n)
+{
+	int own, rv;
+
+	if (!db)
+		return st_scan_query_in(db, q, step_ns, unacct, rows, n);
+	if ((rv = st_read_begin(db, &own)) != 0)
+		return rv;
+	rv = st_scan_query_in(db, q, step_ns, unacct, rows, n);
+	st_read_end(db, own);
+	return rv;
+}
+
+int st_query_identity(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	int own, rv;
+
+	if (!db)
+		return st_identity_in(db, q, rows, n);
+	if ((rv = st_read_begin(db, &own)) != 0)
+		return rv;
+	rv = st_identity_in(db, q, rows, n);
+	st_read_end(db, own);
+	return rv;
+}
+
+int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n)
+{
+	int own, rv;
+
+	if (!db)
+		return st_count_in(db, q, n);
+	if ((rv = st_read_begin(db, &own)) != 0)
+		return rv;
+	rv = st_count_in(db, q, n);
+	st_read_end(db, own);
+	return rv;
+}
+
+int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	int own, rv;
+
+	if (!db)
+		return st_splits_in(db, q, rows, n);
+	if ((rv = st_read_begin(db, &own)) != 0)
+		return rv;
+	rv = st_splits_in(db, q, rows, n);
+	st_read_end(db, own);
 	return rv;
 }
 
