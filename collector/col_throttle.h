@@ -12,7 +12,7 @@
  * and back into the cgroup it came from (read from /proc/<pid>/task/<tid>/
  * cgroup at ENTER). Moving back lazily (at the next other CE's request rather
  * than at every send) halves the moves; a move costs 5 us .. 16 ms here
- * (../shared/KERNEL.md).
+ * (docs/kernel.md).
  *
  * Cap: cap_permille of the node's CPU capacity (ncpu CPUs): quota =
  * cap_permille * ncpu * period / 1000 (at least 1000 us), period 100 ms.
