@@ -31,7 +31,7 @@
  *                                      ; other nodes to these addresses, not from
  *                                      ; its own parts (for a server without a
  *                                      ; collector; see agg_est_run.h)
- *   [throttle]                         ; throttling (issue 6); absent = off
+ *   [throttle]                         ; throttling; absent = off
  *   cap = c2 db1 30%                   ; CE, server, cap (share of the server's
  *                                      ; CPU capacity, % or 0..1); repeatable
  *   overload = on                      ; the EWMA overload rule (default off)

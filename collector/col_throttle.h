@@ -1,6 +1,6 @@
 /*
- * col_throttle.h - per-thread CPU throttling at the collector (issue 6,
- * mechanism a): while a thread of a shared service works on a request of a
+ * col_throttle.h - per-thread CPU throttling at the collector
+ * (mechanism a): while a thread of a shared service works on a request of a
  * throttled CE, it runs in a cgroup v1 `cpu` group whose CFS quota is the
  * CE's cap; other threads (other CEs' requests) are not touched.
  *

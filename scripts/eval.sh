@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/eval.sh - the whole evaluation of issue 4 in one command: seed 000
+# scripts/eval.sh - the whole accuracy evaluation in one command: seed 000
 # §7.2 and seed 002's metric on the namespace testbed, Rametr beside the LR
 # and Kalman estimators on the same runs, and real services as witnesses.
 #
