@@ -8,12 +8,12 @@
  * CE and its clients' decided by port rules. Service and clients run in a
  * child process in a network namespace of its own, the one both collectors
  * account (--netns): other programs' traffic on the machine (other tests
- * running at the same time) stays out of both databases and part counts. Both databases must hold the
- * same bytes per CE, exactly, and the same CPU per CE (the service's
- * within 2%, its clients' few-us segments within 5%: each collector's
- * programs read the clock a few hundred ns apart); every window
- * balances; the merging collector's aggregator decoded a small fraction of
- * the parts.
+ * running at the same time) stays out of both databases and part counts.
+ * Both databases must hold the same bytes per CE, exactly, and the same CPU
+ * per CE (the service's within 2%, its clients' ~15 us segments within 5%:
+ * each collector's programs read the clock a few hundred ns apart); every
+ * window balances; the merging collector's aggregator decoded a small
+ * fraction of the parts.
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
