@@ -35,7 +35,7 @@
  *   [metrics]                          ; Prometheus /metrics over HTTP; absent = off
  *   listen = 127.0.0.1:9467            ; HOST:PORT or http://HOST:PORT (docs/metrics.md)
  *
- *   [throttle]                         ; throttling (issue 6); absent = off
+ *   [throttle]                         ; throttling; absent = off
  *   cap = c2 db1 30%                   ; CE, server, cap (share of the server's
  *                                      ; CPU capacity, % or 0..1); repeatable
  *   overload = on                      ; the EWMA overload rule (default off)

@@ -437,7 +437,7 @@ static void ctl_help_main(FILE *f)
 		   "Query the resource accounting database of Rametr.\n\nCommands:\n");
 	for (i = 0; i < CTL_NCMDS; i++)
 		fprintf(f, "  %-14s %s\n", ctl_cmds[i].name, ctl_cmds[i].summary);
-	fprintf(f, "  %-14s %s\n", "throttle", "list, set or clear CPU caps of CEs (issue 6)");
+	fprintf(f, "  %-14s %s\n", "throttle", "list, set or clear CPU caps of CEs");
 	fprintf(f, "  %-14s %s\n", "report", "a self-contained HTML report with charts, for people");
 	fprintf(f, "\nRun 'rametrctl <command> --help' for a command's options.\n");
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench.sh - the collector's overhead (issue 5), all figures in one
+# scripts/bench.sh - the collector's overhead, all figures in one
 # table: figure, value, target, met?
 #   micro      build/bench/bench_syscall (ns added per traced/untraced syscall
 #              and per context switch; its own alternating rounds)
