@@ -1,11 +1,10 @@
 /*
  * col_main.c - the rametr-collector program: runs one backend (ebpf,
- * replay, xen, xen-live), batches what it produces, and hands the batches to
- * the sender, which delivers them to the aggregator or spools them. Owns
- * the batching policy (flush every --flush-ms, every COL_BATCH_PARTS parts or
- * COL_BATCH_BYTES encoded bytes), the ring's drain interval
- * and the shutdown order: stop the backend, emit what it still holds, flush,
- * spool what the aggregator did not acknowledge.
+ * replay, xen, xen-live) into the batcher (col_batcher.h), whose batches
+ * the sender delivers to the aggregator or spools. Owns the options, the
+ * flush timer (--flush-ms), the ring's drain interval and the shutdown
+ * order: stop the backend, emit what it still holds, flush, spool what the
+ * aggregator did not acknowledge.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "col_backend.h"
+#include "col_batcher.h"
 #include "col_bpf.h"
 #include "col_merge.h"
 #include "col_replay.h"
@@ -31,8 +31,6 @@
 #endif
 #include "banned.h"
 
-#define COL_BATCH_PARTS 4096
-#define COL_MAX_WINS 64
 /*
  * The ring is drained at most every COL_DRAIN_MS: the kernel wakes the
  * consumer at the first record after it caught up, so a consumer that polls
@@ -51,147 +49,6 @@ static void col_on_signal(int sig)
 {
 	(void)sig;
 	col_stop = 1;
-}
-
-/*
- * Parts are encoded into the batch as they arrive (one read of the ring
- * record, one copy); a batch also goes when its encoding nears this size,
- * well under RM_WIRE_MAX_MSG.
- */
-#define COL_BATCH_BYTES (RM_WIRE_MAX_MSG / 2)
-
-/* The batching sink between a backend and the sender. */
-struct col_batcher {
-	struct col_sender *sender;
-	struct col_enc_parts ep;  /* the parts of the next batch, encoded */
-	struct col_window wins[COL_MAX_WINS];
-	size_t nwins;
-	size_t batch_parts;   /* flush when this many parts and merged records are queued */
-	struct col_merge *merge; /* parts the aggregator's rules decide, summed (NULL: --no-merge) */
-	uint64_t total_parts, total_batches, refused_parts;
-	int err;
-};
-
-static int col_batch_enc(void *arg, const struct rm_part *p);
-
-/*
- * Queues a batch of what is encoded, the merged records first (then the
- * matches the aggregator sent last apply to the parts that follow).
- */
-static int col_batch_flush(struct col_batcher *bt)
-{
-	int rv;
-
-	if (bt->merge) {
-		if ((rv = col_merge_drain(bt->merge, col_batch_enc, bt)) != 0)
-			return rv;
-		if (col_merge_sync(bt->merge))
-			rm_log_info("the aggregator's rules decide %zu socket patterns: their parts are sent "
-				    "summed per socket, thread and window", col_merge_nmatch(bt->merge));
-	}
-	if (bt->ep.n == 0 && bt->nwins == 0)
-		return RM_OK;
-	rv = col_sender_submit_enc(bt->sender, &bt->ep, bt->wins, bt->nwins);
-	if (rv != RM_OK) {
-		rm_log_error("failed to queue a batch of %zu parts: %s", bt->ep.n, rm_strerror(rv));
-		bt->err = rv;
-	}
-	bt->total_batches++;
-	col_enc_parts_reset(&bt->ep);
-	bt->nwins = 0;
-	return rv;
-}
-
-/* Encodes p into the next batch. */
-static int col_batch_enc(void *arg, const struct rm_part *p)
-{
-	struct col_batcher *bt = arg;
-	char err[256];
-	int rv;
-
-	if ((rv = col_enc_parts_add(&bt->ep, p, err, sizeof(err))) != 0) {
-		if (rv != RM_EINVAL)
-			return rv;
-		/* only this part is lost, not the batch; the exit status says so */
-		if (bt->refused_parts++ == 0)
-			rm_log_error("refusing a part from the backend: %s (further ones are counted)",
-				     err);
-		bt->err = rv;
-	}
-	return RM_OK;
-}
-
-static int col_batch_part(void *arg, const struct rm_part *p)
-{
-	struct col_batcher *bt = arg;
-	int rv;
-
-	bt->total_parts++;
-	if (!bt->merge || !col_merge_add(bt->merge, p)) {
-		if ((rv = col_batch_enc(bt, p)) != 0)
-			return rv;
-	}
-	/* merged records count: they go in the next batch */
-	if (bt->ep.n + (bt->merge ? col_merge_held(bt->merge) : 0) >= bt->batch_parts ||
-	    bt->ep.len >= COL_BATCH_BYTES)
-		col_batch_flush(bt);
-	return RM_OK;
-}
-
-/* Wire matches m[0..n) into out[0..n). */
-static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct col_throttle_match *out)
-{
-	size_t i;
-
-	memset(out, 0, n * sizeof(*out));
-	for (i = 0; i < n; i++) {
-		out[i].family = m[i]->family;
-		memcpy(out[i].addr, m[i]->addr.data, m[i]->addr.len <= 16 ? m[i]->addr.len : 16);
-		out[i].prefix = m[i]->prefix;
-		out[i].cport_lo = m[i]->cport_lo;
-		out[i].cport_hi = m[i]->cport_hi;
-		out[i].sport_lo = m[i]->sport_lo;
-		out[i].sport_hi = m[i]->sport_hi;
-	}
-}
-
-/* Ack.decided, on the sender's thread: staged for the next flush. */
-static void col_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
-{
-	struct col_throttle_match mm[COL_MERGE_MAX_MATCH];
-
-	if (n > COL_MERGE_MAX_MATCH)
-		n = 0; /* rm_wire refuses more; nothing merged rather than some */
-	col_matches(m, n, mm);
-	col_merge_stage(arg, mm, n);
-}
-
-static int col_batch_window(void *arg, const struct col_window *w)
-{
-	struct col_batcher *bt = arg;
-	struct col_window *d;
-	size_t i;
-
-	for (i = 0; i < bt->nwins; i++)
-		if (bt->wins[i].t.win == w->t.win)
-			break;
-	if (i == bt->nwins) {
-		if (bt->nwins == COL_MAX_WINS)
-			col_batch_flush(bt);
-		i = bt->nwins++;
-		memset(&bt->wins[i], 0, sizeof(bt->wins[i]));
-		bt->wins[i].t.win = w->t.win;
-	}
-	d = &bt->wins[i];
-#define ADD(f) d->t.f += w->t.f;
-	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
-	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
-	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
-	ADD(dropped_disk_write)
-#undef ADD
-	d->capacity_ns += w->capacity_ns;
-	d->idle_ns += w->idle_ns;
-	return RM_OK;
 }
 
 static uint64_t col_mono_ms(void)
@@ -336,7 +193,7 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 		return RM_EINVAL;
 	}
 	memset(&cmd, 0, sizeof(cmd));
-	col_matches(c->match, c->n_match, m);
+	col_batcher_matches(c->match, c->n_match, m);
 	cmd.id = c->id;
 	cmd.ce = c->ce;
 	cmd.resource = c->resource;
@@ -445,14 +302,14 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			now = col_mono_ms();
 		}
 		if (now - last_flush >= (uint64_t)o->flush_ms) {
-			col_batch_flush(bt);
+			col_batcher_flush(bt);
 			last_flush = now;
 		}
 		if (o->duration_ns && (now - start) * 1000000ULL >= o->duration_ns)
 			break;
 	}
 	rv = col_bpf_finish(b, sink);
-	col_batch_flush(bt);
+	col_batcher_flush(bt);
 	col_bpf_get_stats(b, &st);
 	rm_log_info("ebpf backend stopped: %llu parts, %llu window reports, %llu parts dropped in the kernel",
 		    (unsigned long long)st.parts, (unsigned long long)st.windows,
@@ -490,7 +347,7 @@ int main(int argc, char **argv)
 	};
 	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
 	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
-	struct col_sink sink = { &bt, col_batch_part, col_batch_window };
+	struct col_sink sink = { &bt, col_batcher_part, col_batcher_window };
 	struct col_sender_cfg scfg;
 	struct col_sender_stats ss;
 	struct col_enforcer enf = { 0 };
@@ -622,7 +479,7 @@ int main(int argc, char **argv)
 			col_enforcer_close(&enf);
 			return 1;
 		}
-		scfg.on_decided = col_on_decided;
+		scfg.on_decided = col_batcher_on_decided;
 		scfg.decided_arg = bt.merge;
 	}
 	if ((rv = col_sender_open(&bt.sender, &scfg)) != 0) {
@@ -638,7 +495,7 @@ int main(int argc, char **argv)
 		struct col_replay_opts ropts = { .follow_replies = o.follow_replies };
 
 		rv = col_replay_file(o.events, &sink, &ropts);
-		col_batch_flush(&bt);
+		col_batcher_flush(&bt);
 #ifdef RM_HAVE_XEN_BACKEND
 	} else {
 		struct col_xen_opts xo = { .window_ns = o.window_ns, .cpu_khz = o.xen_khz,
@@ -648,7 +505,7 @@ int main(int argc, char **argv)
 			rv = col_xen_replay_file(o.xen_trace, &xo, &sink);
 		else
 			rv = col_xen_live_run(&xo, &sink, &col_stop);
-		col_batch_flush(&bt);
+		col_batcher_flush(&bt);
 #else
 	} else {
 		rm_log_error("this build has no Xen backend");
@@ -680,7 +537,7 @@ int main(int argc, char **argv)
 	col_sender_close(bt.sender);
 	col_merge_close(bt.merge);
 	col_enforcer_close(&enf);
-	col_enc_parts_free(&bt.ep);
+	col_batcher_free(&bt);
 	if (rv != RM_OK) {
 		rm_log_error("backend '%s' failed: %s", o.backend, rm_strerror(rv));
 		return 1;
