@@ -708,6 +708,9 @@ void agg_config_free(struct agg_config *c)
 		free(c->listen[i]);
 	free(c->listen);
 	free(c->db);
+	free(c->tls_cert);
+	free(c->tls_ca);
+	free(c->secret_file);
 	for (i = 0; i < c->nrules; i++) {
 		free(c->rules[i].clients);
 		free(c->rules[i].domains);

@@ -21,12 +21,22 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
 
 #include "col_sender_int.h"
 #include "banned.h"
 
 #define COL_BACKOFF_MIN_MS 100
 #define COL_BACKOFF_MAX_MS 2000
+#define COL_DOWN_LOG_MS 30000 /* "still not answering" this often */
+
+static uint64_t col_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 /* Sleeps *backoff ms (unless stopped) and doubles it. Caller holds mu. */
 static void col_backoff(struct col_sender *s, int *backoff)
@@ -76,8 +86,21 @@ enum col_outcome { COL_DONE, COL_DUPLICATE, COL_RETRY, COL_DEAD };
 
 static void col_set_down(struct col_sender *s, const char *why)
 {
-	if (!s->down)
+	uint64_t now = col_now_ms();
+	size_t queued;
+
+	if (!s->down) {
 		rm_log_warn("aggregator at '%s' is not answering (%s); retrying", s->url, why);
+		s->down_since_ms = s->down_logged_ms = now;
+	} else if (now - s->down_logged_ms >= COL_DOWN_LOG_MS) {
+		pthread_mutex_lock(&s->mu);
+		queued = col_queued(s);
+		pthread_mutex_unlock(&s->mu);
+		rm_log_warn("aggregator at '%s' has not acknowledged for %" PRIu64 " s (%s); %zu "
+			    "batches waiting, still retrying",
+			    s->url, (now - s->down_since_ms) / 1000, why, queued);
+		s->down_logged_ms = now;
+	}
 	s->down = 1;
 }
 
@@ -214,6 +237,7 @@ void col_hello(const struct col_sender *s, Rametr__Envelope *env, Rametr__Hello 
 	h->window_ns = s->window_ns;
 	h->ncpu = s->ncpu;
 	h->hostname = s->hostname;
+	h->token = s->token ? s->token : (char *)"";
 	env->version = RM_PROTO_VERSION;
 	env->body_case = RAMETR__ENVELOPE__BODY_HELLO;
 	env->hello = h;
@@ -335,6 +359,61 @@ static void col_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 		atomic_store(&s->need_hello, 1);
 }
 
+/* The TLS configuration of a tls+tcp:// dialer. Returns RM_OK or RM_EINVAL (logged). */
+static int col_tls_setup(struct col_sender *s, nng_tls_config **out)
+{
+	nng_tls_config *c;
+	int rv;
+
+	if ((rv = nng_tls_config_alloc(&c, NNG_TLS_MODE_CLIENT)) != 0) {
+		rm_log_error("failed to set up TLS: %s", nng_strerror(rv));
+		return RM_EINVAL;
+	}
+	*out = c;
+	if ((rv = nng_tls_config_auth_mode(c, NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
+	    (rv = nng_tls_config_ca_file(c, s->tls_ca)) != 0) {
+		rm_log_error("failed to load the cluster CA '%s': %s", s->tls_ca, nng_strerror(rv));
+		return RM_EINVAL;
+	}
+	if ((rv = nng_tls_config_cert_key_file(c, s->tls_cert_key, NULL)) != 0) {
+		rm_log_error("failed to load the certificate and key '%s': %s", s->tls_cert_key,
+			     nng_strerror(rv));
+		return RM_EINVAL;
+	}
+	if (s->tls_server_name && (rv = nng_tls_config_server_name(c, s->tls_server_name)) != 0) {
+		rm_log_error("failed to set the aggregator's name '%s': %s", s->tls_server_name,
+			     nng_strerror(rv));
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+/* Dials s->url without waiting for the aggregator. RM_OK, RM_EINVAL or RM_EIO (logged). */
+static int col_dial(struct col_sender *s)
+{
+	nng_tls_config *tls = NULL;
+	int rv;
+
+	if (strncmp(s->url, "tls+tcp://", 10) != 0) {
+		if ((rv = nng_dial(s->sock, s->url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+			rm_log_error("failed to dial '%s': %s", s->url, nng_strerror(rv));
+			return RM_EIO;
+		}
+		return RM_OK;
+	}
+	rv = col_tls_setup(s, &tls);
+	s->tls = tls;
+	if (rv != RM_OK)
+		return rv;
+	if ((rv = nng_dialer_create(&s->dialer, s->sock, s->url)) != 0 ||
+	    (rv = nng_dialer_set_ptr(s->dialer, NNG_OPT_TLS_CONFIG, tls)) != 0 ||
+	    (rv = nng_dialer_start(s->dialer, NNG_FLAG_NONBLOCK)) != 0) {
+		rm_log_error("failed to dial '%s': %s", s->url, nng_strerror(rv));
+		return RM_EIO;
+	}
+	return RM_OK;
+}
+
 int col_link_start(struct col_sender *s)
 {
 	int rv;
@@ -354,10 +433,8 @@ int col_link_start(struct col_sender *s)
 		return RM_EIO;
 	}
 	nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE);
-	if ((rv = nng_dial(s->sock, s->url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
-		rm_log_error("failed to dial '%s': %s", s->url, nng_strerror(rv));
-		return RM_EIO;
-	}
+	if ((rv = col_dial(s)) != 0)
+		return rv;
 	if ((rv = pthread_create(&s->thread, NULL, col_sender_main, s)) != 0) {
 		rm_log_error("failed to start the sender thread: %s", strerror(rv));
 		return RM_ENOMEM;
@@ -387,4 +464,7 @@ void col_link_free(struct col_sender *s)
 	if (s->aio)
 		nng_aio_free(s->aio);
 	s->aio = NULL;
+	if (s->tls)
+		nng_tls_config_free(s->tls);
+	s->tls = NULL;
 }

@@ -97,6 +97,7 @@ static int64_t col_clock_offset_ns(void)
 
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
+	const char *tls_cert, *tls_ca, *tls_server_name, *token_file;
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups, follow_replies;
 	int count_rametr, no_merge;
@@ -208,6 +209,29 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 	return rv;
 }
 
+/* The first line of path, trimmed, into buf. RM_OK or RM_EIO/RM_EINVAL (logged). */
+static int col_read_token(const char *path, char *buf, size_t len)
+{
+	size_t n;
+	FILE *f;
+
+	if (!(f = fopen(path, "r"))) {
+		rm_log_error("failed to open token file '%s': %s", path, strerror(errno));
+		return RM_EIO;
+	}
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	fclose(f);
+	n = strlen(buf);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	if (n == 0) {
+		rm_log_error("token file '%s' is empty", path);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
 static void col_usage(FILE *f)
 {
 	fprintf(f,
@@ -215,7 +239,14 @@ static void col_usage(FILE *f)
 		"\n"
 		"Cuts threads' lives into segments (recv .. next send) and streams them to\n"
 		"the aggregator.\n"
-		"  --aggregator URL   tcp://HOST:PORT or ipc:///PATH of rametr-aggregator\n"
+		"  --aggregator URL   tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc:///PATH of\n"
+		"                     rametr-aggregator\n"
+		"  --tls-cert FILE    tls+tcp://: PEM file with this node's certificate and key\n"
+		"  --tls-ca FILE      tls+tcp://: PEM file of the cluster CA\n"
+		"  --tls-server-name NAME\n"
+		"                     tls+tcp://: the name in the aggregator's certificate\n"
+		"                     (default: the URL's host)\n"
+		"  --token-file FILE  this node's enrolment token (scripts/cert.sh issue)\n"
 		"  --node NAME        this node's id (unique in the cluster)\n"
 		"  --backend B        ebpf (default), replay, xen (trace file), xen-live\n"
 		"  --events FILE      replay: recorded event stream (format: collector/col_events.h)\n"
@@ -247,7 +278,9 @@ static void col_usage(FILE *f)
 		"                     tc:IFACE[:egress] (admission: the CE's inbound bytes policed at\n"
 		"                     IFACE's ingress, or egress, e.g. a namespace's root-side veth;\n"
 		"                     event-loop servers)\n"
-		"  -v, --verbose\n");
+		"  -v, --verbose\n"
+		"Exit status: 0 when everything was acknowledged; 3 when batches were left\n"
+		"unacknowledged (kept in the spool); 1 on other errors; 2 on bad usage.\n");
 }
 
 
@@ -341,6 +374,10 @@ int main(int argc, char **argv)
 		{ "batch-parts", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "throttle", required_argument, NULL, 'T' },
+		{ "tls-cert", required_argument, NULL, 'C' },
+		{ "tls-ca", required_argument, NULL, 'A' },
+		{ "tls-server-name", required_argument, NULL, 'S' },
+		{ "token-file", required_argument, NULL, 'K' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -352,7 +389,7 @@ int main(int argc, char **argv)
 	struct col_sender_stats ss;
 	struct col_enforcer enf = { 0 };
 	struct sigaction sa;
-	char host[256] = "", spool[512];
+	char host[256] = "", spool[512], token[256];
 	int64_t offset = col_clock_offset_ns();
 	int c, rv, frv;
 
@@ -415,6 +452,10 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'T': o.throttle = optarg; break;
+		case 'C': o.tls_cert = optarg; break;
+		case 'A': o.tls_ca = optarg; break;
+		case 'S': o.tls_server_name = optarg; break;
+		case 'K': o.token_file = optarg; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': col_usage(stdout); return 0;
 		default: col_usage(stderr); return 2;
@@ -470,6 +511,16 @@ int main(int argc, char **argv)
 	scfg.ncpu = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
 	scfg.spool_path = o.spool;
 	scfg.mem_limit = o.mem_limit;
+	scfg.tls_cert_key = o.tls_cert;
+	scfg.tls_ca = o.tls_ca;
+	scfg.tls_server_name = o.tls_server_name;
+	if (o.token_file) {
+		if (col_read_token(o.token_file, token, sizeof(token)) != RM_OK) {
+			col_enforcer_close(&enf);
+			return 1;
+		}
+		scfg.token = token;
+	}
 	scfg.on_command = col_on_command;
 	scfg.cmd_arg = &enf;
 	enf.node = o.node;
@@ -516,8 +567,8 @@ int main(int argc, char **argv)
 	frv = col_sender_flush(bt.sender, 5000);
 	col_sender_stats(bt.sender, &ss);
 	if (frv != RM_OK)
-		rm_log_warn("aggregator did not acknowledge everything in time: %zu batches kept in '%s'",
-			    ss.queued, o.spool);
+		rm_log_error("aggregator did not acknowledge everything in time: %zu batches kept in '%s'",
+			     ss.queued, o.spool);
 	rm_log_info("sent %llu parts in %llu batches; %llu acked, %llu duplicates, %llu retries, %llu spooled, %llu lost",
 		    (unsigned long long)bt.total_parts, (unsigned long long)bt.total_batches,
 		    (unsigned long long)ss.batches_acked, (unsigned long long)ss.duplicates,
@@ -542,5 +593,7 @@ int main(int argc, char **argv)
 		rm_log_error("backend '%s' failed: %s", o.backend, rm_strerror(rv));
 		return 1;
 	}
-	return bt.err ? 1 : 0;
+	if (bt.err)
+		return 1;
+	return ss.queued ? 3 : 0;
 }

@@ -385,6 +385,10 @@ static void col_sender_free(struct col_sender *s)
 	free(s->hostname);
 	free(s->spool_path);
 	free(s->dead_path);
+	free(s->tls_cert_key);
+	free(s->tls_ca);
+	free(s->tls_server_name);
+	free(s->token);
 	free(s);
 }
 
@@ -443,9 +447,14 @@ static int col_check_cfg(const struct col_sender_cfg *cfg)
 {
 	char err[128];
 
-	if (!cfg->url || (strncmp(cfg->url, "tcp://", 6) != 0 && strncmp(cfg->url, "ipc://", 6) != 0)) {
-		rm_log_error("unsupported aggregator url '%s' (use tcp:// or ipc://)",
+	if (!cfg->url || (strncmp(cfg->url, "tcp://", 6) != 0 && strncmp(cfg->url, "ipc://", 6) != 0 &&
+			  strncmp(cfg->url, "tls+tcp://", 10) != 0)) {
+		rm_log_error("unsupported aggregator url '%s' (use tcp://, tls+tcp:// or ipc://)",
 			     cfg->url ? cfg->url : "");
+		return RM_EINVAL;
+	}
+	if (strncmp(cfg->url, "tls+tcp://", 10) == 0 && (!cfg->tls_cert_key || !cfg->tls_ca)) {
+		rm_log_error("'%s' needs this node's certificate and key and the cluster CA", cfg->url);
 		return RM_EINVAL;
 	}
 	if (rm_wire_check_node(cfg->node, err, sizeof(err)) != RM_OK) {
@@ -508,7 +517,11 @@ int col_sender_open(struct col_sender **out, const struct col_sender_cfg *cfg)
 	if ((rv = col_strdup(&s->url, cfg->url)) != 0 || (rv = col_strdup(&s->node, cfg->node)) != 0 ||
 	    (rv = col_strdup(&s->backend, cfg->backend)) != 0 ||
 	    (rv = col_strdup(&s->hostname, cfg->hostname ? cfg->hostname : host)) != 0 ||
-	    (rv = col_strdup(&s->spool_path, cfg->spool_path)) != 0)
+	    (rv = col_strdup(&s->spool_path, cfg->spool_path)) != 0 ||
+	    (rv = col_strdup(&s->tls_cert_key, cfg->tls_cert_key)) != 0 ||
+	    (rv = col_strdup(&s->tls_ca, cfg->tls_ca)) != 0 ||
+	    (rv = col_strdup(&s->tls_server_name, cfg->tls_server_name)) != 0 ||
+	    (rv = col_strdup(&s->token, cfg->token)) != 0)
 		goto fail;
 	if (s->spool_path) {
 		snprintf(dead, sizeof(dead), "%s.rejected", s->spool_path);

@@ -17,6 +17,8 @@
  *   ACK_REJECTED                    the aggregator's error is logged and the
  *                                   batch is moved to the dead-letter file
  *                                   <spool_path>.rejected; the next one goes.
+ * While the aggregator does not answer, that is logged at once and again
+ * every 30 s with the number of batches waiting.
  * A Hello refused by the aggregator is logged and retried every 2 s;
  * batches wait behind it. nng's own REQ resend is disabled; the aggregator
  * deduplicates by (node, instance, seq), so a batch sent again after a lost
@@ -67,7 +69,14 @@
 struct col_sender;
 
 struct col_sender_cfg {
-	const char *url;          /* tcp://host:port or ipc:///path */
+	const char *url;          /* tcp://host:port, tls+tcp://host:port or ipc:///path */
+	/* tls+tcp:// only (required there): this node's certificate and key (one
+	   PEM file), the cluster CA that must have signed the aggregator's, and
+	   the name the aggregator's certificate must carry (NULL: the URL's host) */
+	const char *tls_cert_key;
+	const char *tls_ca;
+	const char *tls_server_name;
+	const char *token;        /* enrolment token sent in the Hello; NULL: none */
 	const char *node;         /* node id: rm_wire_check_node() rules */
 	const char *backend;      /* "ebpf", "replay", "xen" */
 	const char *hostname;     /* NULL: gethostname() */

@@ -35,6 +35,7 @@ enum col_cur_loc { COL_CUR_MEM, COL_CUR_SPOOL };
 struct col_sender {
 	/* configuration, immutable after open */
 	char *url, *node, *backend, *hostname, *spool_path, *dead_path;
+	char *tls_cert_key, *tls_ca, *tls_server_name, *token;
 	uint64_t window_ns;
 	int64_t clock_offset_ns;
 	uint32_t ncpu;
@@ -49,6 +50,8 @@ struct col_sender {
 	nng_socket sock;
 	int sock_open;
 	nng_aio *aio;              /* the thread's one socket operation */
+	nng_dialer dialer;
+	void *tls;                 /* nng_tls_config *, tls+tcp:// only */
 	pthread_mutex_t amu;
 	pthread_cond_t acv;
 	int adone;                 /* aio completed (under amu) */
@@ -88,6 +91,7 @@ struct col_sender {
 	struct col_enc enc;        /* encoder scratch (under submit_mu) */
 	uint64_t next_seq;
 	int down;                  /* the aggregator did not answer the last request */
+	uint64_t down_since_ms, down_logged_ms; /* thread only */
 	int hello_refused;         /* hellos refused in a row (thread only) */
 	struct col_sender_stats st;
 };
