@@ -369,11 +369,12 @@ int main(int argc, char **argv)
 		struct agg_server_stats ss;
 
 		agg_server_stats(srv, &ss);
-		rm_log_info("transport: %llu connections (%llu refused at the limit, %llu closed idle), "
+		rm_log_info("transport: %llu connections (%llu refused at the limit, %llu without a "
+			    "verified certificate, %llu closed idle), "
 			    "refused %llu malformed, %llu identity, %llu node conflicts, %llu windows out of "
 			    "tolerance, %llu by the stitcher; %llu duplicates",
 			    (unsigned long long)ss.conns_accepted, (unsigned long long)ss.conns_refused,
-			    (unsigned long long)ss.conns_idle_closed, (unsigned long long)ss.refused_malformed,
+			    (unsigned long long)ss.conns_unverified, (unsigned long long)ss.conns_idle_closed, (unsigned long long)ss.refused_malformed,
 			    (unsigned long long)ss.refused_identity, (unsigned long long)ss.refused_conflict,
 			    (unsigned long long)ss.refused_window, (unsigned long long)ss.refused_handler,
 			    (unsigned long long)ss.duplicates);

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,17 @@ struct agg_listen {
 	uint32_t nonce;
 	uint64_t started_ms, next_ms;
 	unsigned idle_polls;
+};
+
+/*
+ * The refusal log's rate limit, one per kind, so that a flood of connections
+ * does not hide the refused messages.
+ */
+enum agg_log_kind { AGG_LOG_CONN, AGG_LOG_MSG };
+struct agg_log_limit {
+	time_t window;
+	unsigned lines;
+	uint64_t suppressed;
 };
 
 /* One connection (nng pipe) of the socket. */
@@ -111,9 +123,7 @@ struct agg_server {
 	struct agg_listen *ls;
 	size_t nls;
 	/* refusal log rate limiter */
-	time_t log_window;
-	unsigned log_lines;
-	uint64_t log_suppressed;
+	struct agg_log_limit logs[2]; /* [AGG_LOG_CONN], [AGG_LOG_MSG] */
 };
 
 static uint64_t agg_now_ms(void)
@@ -216,30 +226,32 @@ static void agg_peer(nng_msg *msg, char *buf, size_t len)
 	agg_pipe_peer(nng_msg_get_pipe(msg), buf, len);
 }
 
-static void agg_log_refusal(struct agg_server *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+static void agg_log_refusal(struct agg_server *s, enum agg_log_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static void agg_log_refusal(struct agg_server *s, const char *fmt, ...)
+static void agg_log_refusal(struct agg_server *s, enum agg_log_kind kind, const char *fmt, ...)
 {
+	struct agg_log_limit *l = &s->logs[kind];
 	time_t now = time(NULL);
 	char line[1024];
 	va_list ap;
 
 	pthread_mutex_lock(&s->lmu);
-	if (now - s->log_window >= AGG_LOG_WINDOW_S) {
-		if (s->log_suppressed)
-			rm_log_warn("%" PRIu64 " more refused messages not logged in the last %d s",
-				    s->log_suppressed, AGG_LOG_WINDOW_S);
-		s->log_window = now;
-		s->log_lines = 0;
-		s->log_suppressed = 0;
+	if (now - l->window >= AGG_LOG_WINDOW_S) {
+		if (l->suppressed)
+			rm_log_warn("%" PRIu64 " more refused %s not logged in the last %d s",
+				    l->suppressed, kind == AGG_LOG_CONN ? "connections" : "messages",
+				    AGG_LOG_WINDOW_S);
+		l->window = now;
+		l->lines = 0;
+		l->suppressed = 0;
 	}
-	if (s->log_lines >= AGG_LOG_MAX) {
-		s->log_suppressed++;
+	if (l->lines >= AGG_LOG_MAX) {
+		l->suppressed++;
 		pthread_mutex_unlock(&s->lmu);
 		return;
 	}
-	s->log_lines++;
+	l->lines++;
 	pthread_mutex_unlock(&s->lmu);
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
@@ -330,6 +342,28 @@ static struct agg_conn *agg_conn_find(struct agg_server *s, uint32_t id)
 	return NULL;
 }
 
+/* Whether p came through a tls+tcp:// listener. */
+static int agg_pipe_is_tls(nng_pipe p)
+{
+	nng_listener l = nng_pipe_listener(p);
+	char *url = NULL;
+	int tls;
+
+	if (nng_listener_id(l) < 0 || nng_listener_get_string(l, NNG_OPT_URL, &url) != 0)
+		return 1; /* unknown: treated as TLS, so it must be verified */
+	tls = strncmp(url, "tls+tcp://", 10) == 0;
+	nng_strfree(url);
+	return tls;
+}
+
+/* Whether p's peer presented a certificate the cluster CA verified. */
+static int agg_pipe_verified(nng_pipe p)
+{
+	bool v = false;
+
+	return nng_pipe_get_bool(p, NNG_OPT_TLS_VERIFIED, &v) == 0 && v;
+}
+
 /* nng's pipe callback (nng's threads): caps and tracks connections. */
 static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
@@ -341,6 +375,15 @@ static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 	if (ev == NNG_PIPE_EV_ADD_PRE) {
 		agg_pipe_peer(p, peer, sizeof(peer));
+		if (s->tls && agg_pipe_is_tls(p) && !agg_pipe_verified(p)) {
+			pthread_mutex_lock(&s->pmu);
+			s->st.conns_unverified++;
+			pthread_mutex_unlock(&s->pmu);
+			nng_pipe_close(p);
+			agg_log_refusal(s, AGG_LOG_CONN, "refused a TLS connection from %s: no certificate signed by "
+					"the cluster CA", peer);
+			return;
+		}
 		pthread_mutex_lock(&s->pmu);
 		open = s->nconns;
 		if (s->nconns >= s->st.max_conns) {
@@ -359,7 +402,7 @@ static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 		pthread_mutex_unlock(&s->pmu);
 		if (refused) {
 			nng_pipe_close(p);
-			agg_log_refusal(s, "refused a connection from %s: %u connections open, the most "
+			agg_log_refusal(s, AGG_LOG_CONN, "refused a connection from %s: %u connections open, the most "
 					"allowed", peer, open);
 		}
 	} else if (ev == NNG_PIPE_EV_REM_POST) {
@@ -374,7 +417,7 @@ static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 		}
 		pthread_mutex_unlock(&s->pmu);
 		if (silent)
-			agg_log_refusal(s, "connection from %s ended without a complete message (hung "
+			agg_log_refusal(s, AGG_LOG_CONN, "connection from %s ended without a complete message (hung "
 					"up, or sent a frame over %zu bytes)", peer, s->max_msg);
 	}
 }
@@ -401,7 +444,7 @@ static void agg_sweep_idle(struct agg_server *s)
 	}
 	pthread_mutex_unlock(&s->pmu);
 	for (i = 0; i < n; i++) {
-		agg_log_refusal(s, "closing the connection from %s: no complete message in %d ms",
+		agg_log_refusal(s, AGG_LOG_CONN, "closing the connection from %s: no complete message in %d ms",
 				peer[i], s->cfg.idle_ms);
 		nng_pipe_close(close[i]);
 	}
@@ -623,7 +666,7 @@ static void agg_serve_one(struct agg_server *s, nng_msg *msg)
 	agg_count(s, st, rv == RM_OK, batch, why);
 	if (st == RAMETR__ACK__STATUS__ACK_DUPLICATE) {
 		agg_peer(msg, peer, sizeof(peer));
-		agg_log_refusal(s, "batch %" PRIu64 " of node '%s' from %s was already applied: "
+		agg_log_refusal(s, AGG_LOG_MSG, "batch %" PRIu64 " of node '%s' from %s was already applied: "
 				"nothing stored (sent again, or replayed)", seq, node, peer);
 	}
 	if (st != RAMETR__ACK__STATUS__ACK_OK && st != RAMETR__ACK__STATUS__ACK_DUPLICATE) {
@@ -639,10 +682,10 @@ static void agg_serve_one(struct agg_server *s, nng_msg *msg)
 		else
 			snprintf(desc, sizeof(desc), "message of %zu bytes", nng_msg_len(msg));
 		if (st == RAMETR__ACK__STATUS__ACK_RETRY)
-			agg_log_refusal(s, "could not take %s from %s now (%s): asked to retry", desc,
+			agg_log_refusal(s, AGG_LOG_MSG, "could not take %s from %s now (%s): asked to retry", desc,
 					peer, err);
 		else
-			agg_log_refusal(s, "refused %s from %s: %s: %s", desc, peer,
+			agg_log_refusal(s, AGG_LOG_MSG, "refused %s from %s: %s: %s", desc, peer,
 					rm_wire_ack_status_name(st), err);
 	} else {
 		err[0] = '\0';
@@ -836,7 +879,13 @@ static int agg_tls_setup(struct agg_server *s, const struct agg_server_cfg *cfg)
 		rm_log_error("failed to set up TLS: %s", nng_strerror(rv));
 		return RM_EINVAL;
 	}
-	if ((rv = nng_tls_config_auth_mode(s->tls, NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
+	/*
+	 * OPTIONAL, and every connection without a certificate the CA verified
+	 * is closed in agg_pipe_event() before any message: with REQUIRED,
+	 * nng 1.5.2 ends a failed handshake without telling us, so the refusal
+	 * could be neither logged nor counted.
+	 */
+	if ((rv = nng_tls_config_auth_mode(s->tls, NNG_TLS_AUTH_MODE_OPTIONAL)) != 0 ||
 	    (rv = nng_tls_config_ca_file(s->tls, cfg->tls_ca)) != 0) {
 		rm_log_error("failed to load the cluster CA '%s': %s", cfg->tls_ca, nng_strerror(rv));
 		return RM_EINVAL;
@@ -852,7 +901,10 @@ static int agg_tls_setup(struct agg_server *s, const struct agg_server_cfg *cfg)
 int agg_server_open(struct agg_server **out, const char *const *urls, size_t nurls,
 		    const struct agg_handler *h, int tick_ms)
 {
-	struct agg_server_cfg cfg = { .tick_ms = tick_ms };
+	/* messages up to RM_WIRE_MAX_MSG, as before the bounds existed */
+	struct agg_server_cfg cfg = { .tick_ms = tick_ms,
+				      .max_conns = AGG_SERVER_MAX_CONNS_DEFAULT,
+				      .mem_bound = (size_t)2 * AGG_SERVER_MAX_CONNS_DEFAULT * RM_WIRE_MAX_MSG };
 
 	return agg_server_open_cfg(out, urls, nurls, h, &cfg);
 }

@@ -19,7 +19,8 @@
  * bytes did not decode). After ACK_OK or ACK_DUPLICATE, commands_for() is
  * asked for the commands to embed for the node. Every refused message is
  * logged once with its peer (rate-limited: at most 10 lines per 10 s, then a
- * count of the suppressed ones). Messages larger than RM_WIRE_MAX_MSG are
+ * count of the suppressed ones; refused connections have a limit of their
+ * own, so that a flood of them does not hide refused messages). Messages larger than RM_WIRE_MAX_MSG are
  * refused by nng itself (NNG_OPT_RECVMAXSZ): the peer's connection is closed.
  *
  * ipc:// listeners are watched: nng 1.5.2 can leave one deaf after a peer
@@ -32,8 +33,10 @@
  * defaults, with no TLS, no tokens and no binding):
  *   tls+tcp:// listeners use nng's TLS (mbedTLS here) with mutual
  *   authentication: a peer must present a certificate signed by the cluster
- *   CA (NNG_TLS_AUTH_MODE_REQUIRED), or the connection is closed in the
- *   handshake. A tcp:// listener on an address that is not loopback is
+ *   CA, or its connection is closed as it arrives, before any message is
+ *   read (logged, counted: nng's REQUIRED mode would close it in the
+ *   handshake without a word, so the server asks for the certificate and
+ *   checks NNG_OPT_TLS_VERIFIED itself). A tcp:// listener on an address that is not loopback is
  *   warned about at open.
  *   With a cluster secret, a Hello must carry the node's enrolment token
  *   (agg_admit.h), or it is refused (ACK_REJECTED).
@@ -123,6 +126,8 @@ struct agg_server_stats {
 	uint64_t conns;              /* connections open now */
 	uint64_t conns_accepted;
 	uint64_t conns_refused;      /* closed on arrival: max_conns reached */
+	uint64_t conns_unverified;   /* closed on arrival: TLS without a certificate the
+	                                cluster CA signed */
 	uint64_t conns_idle_closed;  /* closed: no complete message in idle_ms */
 	uint64_t conns_silent;       /* ended before any complete message (hung up, frame
 	                                larger than max_msg, idle) */
@@ -150,7 +155,8 @@ struct agg_server_stats {
 int agg_server_open_cfg(struct agg_server **out, const char *const *urls, size_t nurls,
 			const struct agg_handler *h, const struct agg_server_cfg *cfg);
 
-/* agg_server_open_cfg() with every default but tick_ms (tcp:// and ipc:// only). */
+/* agg_server_open_cfg() with the defaults but tick_ms and messages up to
+   RM_WIRE_MAX_MSG (tcp:// and ipc:// only; for tests and benchmarks). */
 int agg_server_open(struct agg_server **out, const char *const *urls, size_t nurls,
 		    const struct agg_handler *h, int tick_ms);
 

@@ -25,11 +25,11 @@
 #define COL_BATCH_PARTS 4096  /* default batch_parts */
 #define COL_MAX_WINS 64
 /*
- * Parts are encoded into the batch as they arrive (one read of the ring
- * record, one copy); a batch also goes when its encoding nears this size,
- * well under RM_WIRE_MAX_MSG.
+ * A batch goes when its encoding reaches this size: with one more part (at
+ * most a few hundred bytes) and COL_MAX_WINS windows it stays well under the
+ * 2 MiB every aggregator takes (AGG_SERVER_MIN_MSG).
  */
-#define COL_BATCH_BYTES (RM_WIRE_MAX_MSG / 2)
+#define COL_BATCH_BYTES ((size_t)1 << 20)
 
 /* Zero it, then set sender, batch_parts (> 0) and merge (NULL: no merging). */
 struct col_batcher {
