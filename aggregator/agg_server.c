@@ -76,7 +76,10 @@ struct agg_listen {
  * The refusal log's rate limit, one per kind, so that a flood of connections
  * does not hide the refused messages.
  */
-enum agg_log_kind { AGG_LOG_CONN, AGG_LOG_MSG };
+enum agg_log_kind { AGG_LOG_CONN, AGG_LOG_DROP, AGG_LOG_MSG, AGG_LOG_KINDS };
+static const char *const agg_log_what[AGG_LOG_KINDS] = {
+	"refused connections", "closed connections", "refused messages"
+};
 struct agg_log_limit {
 	time_t window;
 	unsigned lines;
@@ -123,7 +126,7 @@ struct agg_server {
 	struct agg_listen *ls;
 	size_t nls;
 	/* refusal log rate limiter */
-	struct agg_log_limit logs[2]; /* [AGG_LOG_CONN], [AGG_LOG_MSG] */
+	struct agg_log_limit logs[AGG_LOG_KINDS];
 };
 
 static uint64_t agg_now_ms(void)
@@ -229,23 +232,40 @@ static void agg_peer(nng_msg *msg, char *buf, size_t len)
 static void agg_log_refusal(struct agg_server *s, enum agg_log_kind kind, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Starts a new window of l if its time is up, logging what it suppressed. Under lmu. */
+static void agg_log_roll(struct agg_log_limit *l, enum agg_log_kind kind, time_t now)
+{
+	if (now - l->window < AGG_LOG_WINDOW_S)
+		return;
+	if (l->suppressed)
+		rm_log_warn("%" PRIu64 " more %s not logged in the last %d s", l->suppressed,
+			    agg_log_what[kind], AGG_LOG_WINDOW_S);
+	l->window = now;
+	l->lines = 0;
+	l->suppressed = 0;
+}
+
+/* Logs the counts of suppressed lines whose window is over (the loop calls it). */
+static void agg_log_flush(struct agg_server *s)
+{
+	time_t now = time(NULL);
+	int k;
+
+	pthread_mutex_lock(&s->lmu);
+	for (k = 0; k < AGG_LOG_KINDS; k++)
+		if (s->logs[k].suppressed)
+			agg_log_roll(&s->logs[k], (enum agg_log_kind)k, now);
+	pthread_mutex_unlock(&s->lmu);
+}
+
 static void agg_log_refusal(struct agg_server *s, enum agg_log_kind kind, const char *fmt, ...)
 {
 	struct agg_log_limit *l = &s->logs[kind];
-	time_t now = time(NULL);
 	char line[1024];
 	va_list ap;
 
 	pthread_mutex_lock(&s->lmu);
-	if (now - l->window >= AGG_LOG_WINDOW_S) {
-		if (l->suppressed)
-			rm_log_warn("%" PRIu64 " more refused %s not logged in the last %d s",
-				    l->suppressed, kind == AGG_LOG_CONN ? "connections" : "messages",
-				    AGG_LOG_WINDOW_S);
-		l->window = now;
-		l->lines = 0;
-		l->suppressed = 0;
-	}
+	agg_log_roll(l, kind, time(NULL));
 	if (l->lines >= AGG_LOG_MAX) {
 		l->suppressed++;
 		pthread_mutex_unlock(&s->lmu);
@@ -417,7 +437,7 @@ static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 		}
 		pthread_mutex_unlock(&s->pmu);
 		if (silent)
-			agg_log_refusal(s, AGG_LOG_CONN, "connection from %s ended without a complete message (hung "
+			agg_log_refusal(s, AGG_LOG_DROP, "connection from %s ended without a complete message (hung "
 					"up, or sent a frame over %zu bytes)", peer, s->max_msg);
 	}
 }
@@ -444,7 +464,7 @@ static void agg_sweep_idle(struct agg_server *s)
 	}
 	pthread_mutex_unlock(&s->pmu);
 	for (i = 0; i < n; i++) {
-		agg_log_refusal(s, AGG_LOG_CONN, "closing the connection from %s: no complete message in %d ms",
+		agg_log_refusal(s, AGG_LOG_DROP, "closing the connection from %s: no complete message in %d ms",
 				peer[i], s->cfg.idle_ms);
 		nng_pipe_close(close[i]);
 	}
@@ -835,6 +855,7 @@ int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop)
 		}
 		agg_probe_tick(s, rv != 0);
 		agg_sweep_idle(s);
+		agg_log_flush(s);
 		now = agg_now_ms();
 		if (now >= next_tick) {
 			if (s->h.on_tick)

@@ -19,8 +19,9 @@
  * bytes did not decode). After ACK_OK or ACK_DUPLICATE, commands_for() is
  * asked for the commands to embed for the node. Every refused message is
  * logged once with its peer (rate-limited: at most 10 lines per 10 s, then a
- * count of the suppressed ones; refused connections have a limit of their
- * own, so that a flood of them does not hide refused messages). Messages larger than RM_WIRE_MAX_MSG are
+ * count of the suppressed ones, logged when the 10 s are over; refused
+ * connections, closed connections and refused messages have a limit each,
+ * so that a flood of one does not hide the others). Messages larger than RM_WIRE_MAX_MSG are
  * refused by nng itself (NNG_OPT_RECVMAXSZ): the peer's connection is closed.
  *
  * ipc:// listeners are watched: nng 1.5.2 can leave one deaf after a peer
