@@ -8,6 +8,8 @@ add_library(agg_server STATIC ${CMAKE_CURRENT_LIST_DIR}/agg_server.c
 target_include_directories(agg_server PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${NNG_INCLUDE})
 target_link_libraries(agg_server PUBLIC rm_proto ${NNG_LIB} ${MBEDCRYPTO_LIB} Threads::Threads)
 
+rm_test(agg_admit LIBS agg_server)
+
 if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/agg_server_test.c)
   rm_test(agg_server LIBS agg_server TIMEOUT 180)
   if(RM_SANITIZE)
