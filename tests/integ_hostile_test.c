@@ -30,6 +30,11 @@
 #include "col_sender.h"
 
 #define BOUND_MIB 256      /* the aggregator's default --mem-bound */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_LIMIT_MIB (2 * BOUND_MIB) /* ASan's shadow memory and quarantine come on top */
+#else
+#define RSS_LIMIT_MIB BOUND_MIB
+#endif
 #define BIG 16             /* peers declaring 64 MiB frames */
 #define IDLE_S 6           /* --idle-timeout of the aggregator here */
 #define FLOOD_S 12         /* seconds the collector is watched during the flood */
@@ -252,7 +257,7 @@ static void test_flood(void)
 		"bound %d MiB; seconds without an acknowledgement: %d\n",
 		(unsigned long long)(pushed >> 20), peak, base, BOUND_MIB, stalled);
 	CU_ASSERT(peak > 0);
-	CU_ASSERT(peak < (unsigned long)BOUND_MIB * 1024);
+	CU_ASSERT(peak < (unsigned long)RSS_LIMIT_MIB * 1024);
 	CU_ASSERT_EQUAL(stalled, 0);
 	col_sender_close(s);
 
@@ -283,7 +288,11 @@ static void test_flood(void)
 			close(peers[i].fd);
 	free(peers);
 	kill(agg, SIGTERM);
-	CU_ASSERT_EQUAL(rm_test_wait(agg, 20000), 0);
+	i = (unsigned)rm_test_wait(agg, 30000);
+	CU_ASSERT_EQUAL(i, 0);
+	if (i != 0)
+		fprintf(stderr, "aggregator ended with status %d; its log:\n%s\n", (int)i,
+			rm_test_slurp(log));
 	text = rm_test_slurp(log);
 	CU_ASSERT(strstr(text, "refused a connection from") != NULL);
 	/* closed holders: logged, or counted among the lines the rate limit held back */
@@ -300,8 +309,9 @@ static void test_flood(void)
 				       &conns, &refused, &unver, &idle_closed), 4);
 		fprintf(stderr, "aggregator: %llu connections taken, %llu refused at the limit, %llu "
 			"closed idle\n", conns, refused, idle_closed);
-		/* every hostile connection, the sender's and the collector's: taken or refused */
-		CU_ASSERT_EQUAL(conns + refused, opened + 2);
+		/* every hostile connection, the sender's and the collector's (which may
+		 * have had to dial again): taken or refused */
+		CU_ASSERT(conns + refused >= opened + 2);
 		CU_ASSERT(refused >= opened - 64 - BIG);
 		CU_ASSERT(idle_closed >= 1);
 	}
