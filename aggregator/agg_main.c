@@ -17,9 +17,11 @@
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_est_run.h"
+#include "agg_metrics.h"
 #include "agg_server.h"
 #include "agg_stitch.h"
 #include "agg_throttle.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "st.h"
 #include "banned.h"
@@ -36,6 +38,7 @@ struct agg_main {
 	struct agg_stitch *stitch;
 	struct agg_est_run *est;       /* NULL: no [estimate] section */
 	struct agg_throttle *thr;
+	struct agg_metrics *metrics;   /* NULL: no [metrics] listen */
 };
 
 static int64_t agg_now_unix(void)
@@ -44,6 +47,13 @@ static int64_t agg_now_unix(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void agg_on_commit(void *arg, const struct agg_account_row *row)
+{
+	agg_metrics_usage(arg, row->node, row->start, row->len, row->ce, row->v, (int64_t)rm_clock_mono_ns());
+	if (row->dropped_parts)
+		agg_metrics_dropped(arg, row->node, row->dropped_parts);
 }
 
 static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t errlen)
@@ -62,6 +72,10 @@ static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char 
 	 * failure to record them is logged and does not refuse the batch */
 	if (rv == RM_OK && b->n_acked_commands)
 		agg_throttle_acked(m->thr, b->node, b->acked_commands, b->n_acked_commands, agg_now_unix());
+	if (m->metrics)
+		agg_metrics_batch(m->metrics, b->node, rv == RM_OK ? (*duplicate ? AGG_METRICS_DUPLICATE : AGG_METRICS_OK)
+					  : rv == RM_EPROTO || rv == RM_EINVAL ? AGG_METRICS_REFUSED : AGG_METRICS_RETRY,
+				  (int64_t)rm_clock_mono_ns());
 	return rv;
 }
 
@@ -81,6 +95,15 @@ static void agg_on_tick(void *arg)
 	if (m->est)
 		agg_est_run_tick(m->est, 0);
 	agg_throttle_tick(m->thr, agg_now_unix());
+	if (m->metrics) {
+		struct agg_pair_stats ps;
+		struct agg_metrics_health h;
+
+		agg_stitch_get_stats(m->stitch, &ps);
+		h = (struct agg_metrics_health){ ps.added, ps.held, ps.pending, ps.evicted };
+		agg_metrics_set_health(m->metrics, &h);
+		agg_metrics_settle(m->metrics, (int64_t)rm_clock_mono_ns(), 0);
+	}
 }
 
 /* Security and bound flags; each overrides the configuration's field. */
@@ -100,16 +123,16 @@ static int agg_sec_number(struct agg_sec_opts *o, int c, const char *arg)
 	errno = 0;
 	v = strtoull(arg, &end, 10);
 	if (errno || end == arg || *end || arg[0] == '-' ||
-	    (c == 'M' && (v == 0 || v > 100000)) || (c == 'I' && (v == 0 || v > 86400)) ||
+	    (c == 'N' && (v == 0 || v > 100000)) || (c == 'I' && (v == 0 || v > 86400)) ||
 	    (c == 'W' && v > 100ull * 365 * 86400) || (c == 'B' && v == 0)) {
 		rm_log_error("invalid value '%s' for --%s", arg,
-			     c == 'M' ? "max-conns" : c == 'I' ? "idle-timeout" :
+			     c == 'N' ? "max-conns" : c == 'I' ? "idle-timeout" :
 			     c == 'W' ? "window-tolerance" : "mem-bound");
 		return RM_EINVAL;
 	}
 	switch (c) {
 	case 'W': o->window_tolerance_s = v; o->set_tolerance = 1; break;
-	case 'M': o->max_conns = (unsigned)v; o->set_conns = 1; break;
+	case 'N': o->max_conns = (unsigned)v; o->set_conns = 1; break;
 	case 'I': o->idle_timeout_s = v; o->set_idle = 1; break;
 	default: o->mem_bound = v; o->set_bound = 1; break;
 	}
@@ -149,14 +172,15 @@ static char *agg_read_secret(const char *path)
 static void agg_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rametr-aggregator --config FILE [--db PATH] [--listen URL]... [--keep-pending] [-v]\n"
+		"usage: rametr-aggregator --config FILE [--db PATH] [--listen URL]... [--keep-pending]\n"
+		"                         [--metrics-listen HOST:PORT] [-v]\n"
 		"\n"
 		"Receives segment batches from collectors, attributes them to chargeable\n"
 		"entities by the rules in FILE and by pairing sends with receives of the same\n"
 		"TCP bytes across nodes, and stores U_c, V and U per window in SQLite.\n"
 		"  --config FILE   INI configuration ([aggregator] listen/db/horizon/max_held,\n"
 		"                  [ce NAME] rules, [estimate SERVER] LR/Kalman estimators,\n"
-		"                  [throttle] caps and overload rule)\n"
+		"                  [throttle] caps and overload rule, [metrics] listen)\n"
 		"  --db PATH       SQLite file (overrides the config's db)\n"
 		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; overrides the config)\n"
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
@@ -179,6 +203,8 @@ static void agg_usage(FILE *f)
 		"  --mem-bound BYTES\n"
 		"                  memory for the messages of all connections (default 256 MiB;\n"
 		"                  the largest message is BYTES / (2 * max-conns))\n"
+		"  --metrics-listen HOST:PORT  serve Prometheus metrics on http://HOST:PORT/metrics\n"
+		"                  (overrides the config's [metrics] listen; default: not served)\n"
 		"  -v, --verbose   debug messages\n");
 }
 
@@ -193,20 +219,23 @@ int main(int argc, char **argv)
 		{ "tls-ca", required_argument, NULL, 'A' },
 		{ "cluster-secret", required_argument, NULL, 'S' },
 		{ "window-tolerance", required_argument, NULL, 'W' },
-		{ "max-conns", required_argument, NULL, 'M' },
+		{ "max-conns", required_argument, NULL, 'N' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "mem-bound", required_argument, NULL, 'B' },
+		{ "metrics-listen", required_argument, NULL, 'M' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *config = NULL, *db_path = NULL, *listen[16];
+	const char *config = NULL, *db_path = NULL, *listen[16], *metrics_listen = NULL;
 	struct agg_config *cfg = NULL;
 	struct agg_account *acct = NULL;
 	struct agg_stitch *stitch = NULL;
 	struct agg_est_run *est = NULL;
 	struct agg_server *srv = NULL;
 	struct agg_throttle *thr = NULL;
+	struct agg_metrics *metrics = NULL;
+	struct agg_metrics_http *mhttp = NULL;
 	static struct agg_decided decided; /* borrowed by the server for its life */
 	struct agg_main m = { 0 };
 	struct agg_account_stats st;
@@ -235,12 +264,13 @@ int main(int argc, char **argv)
 		case 'A': sec.tls_ca = optarg; break;
 		case 'S': sec.secret_file = optarg; break;
 		case 'W':
-		case 'M':
+		case 'N':
 		case 'I':
 		case 'B':
 			if (agg_sec_number(&sec, c, optarg) != RM_OK)
 				return 2;
 			break;
+		case 'M': metrics_listen = optarg; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': agg_usage(stdout); return 0;
 		default: agg_usage(stderr); return 2;
@@ -261,6 +291,8 @@ int main(int argc, char **argv)
 			listen[nlisten++] = cfg->listen[i];
 	if (nlisten == 0)
 		listen[nlisten++] = "tcp://127.0.0.1:7600";
+	if (!metrics_listen)
+		metrics_listen = cfg->metrics_listen;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = agg_on_signal;
@@ -271,6 +303,11 @@ int main(int argc, char **argv)
 	rv = st_open(&db, db_path, 0);
 	if (rv == RM_OK)
 		rv = agg_account_open(&acct, db);
+	/* usage settles into the metrics once quiet for the horizon (held parts are charged by then) */
+	if (rv == RM_OK && metrics_listen &&
+	    (rv = agg_metrics_open(&metrics, (int64_t)cfg->horizon_ns + 2000000000ll, agg_now_unix())) == RM_OK &&
+	    (rv = agg_metrics_http_open(&mhttp, metrics_listen, metrics)) == RM_OK)
+		agg_account_observe(acct, agg_on_commit, metrics);
 	if (rv == RM_OK)
 		rv = agg_stitch_open(&stitch, cfg, acct, NULL);
 	if (rv == RM_OK && cfg->nest)
@@ -296,6 +333,7 @@ int main(int argc, char **argv)
 		m.stitch = stitch;
 		m.est = est;
 		m.thr = thr;
+		m.metrics = metrics;
 
 		struct agg_server_cfg scfg = {
 			.tick_ms = 1000,
@@ -374,17 +412,20 @@ int main(int argc, char **argv)
 			    "refused %llu malformed, %llu identity, %llu node conflicts, %llu windows out of "
 			    "tolerance, %llu by the stitcher; %llu duplicates",
 			    (unsigned long long)ss.conns_accepted, (unsigned long long)ss.conns_refused,
-			    (unsigned long long)ss.conns_unverified, (unsigned long long)ss.conns_idle_closed, (unsigned long long)ss.refused_malformed,
+			    (unsigned long long)ss.conns_unverified, (unsigned long long)ss.conns_idle_closed,
+			    (unsigned long long)ss.refused_malformed,
 			    (unsigned long long)ss.refused_identity, (unsigned long long)ss.refused_conflict,
 			    (unsigned long long)ss.refused_window, (unsigned long long)ss.refused_handler,
 			    (unsigned long long)ss.duplicates);
 	}
 	agg_server_close(srv);
 	free(secret);
+	agg_metrics_http_close(mhttp);
 	agg_est_run_close(est);
 	agg_throttle_close(thr);
 	agg_stitch_close(stitch);
 	agg_account_close(acct);
+	agg_metrics_close(metrics);
 	st_close(db);
 	agg_config_free(cfg);
 	if (rv != RM_OK) {

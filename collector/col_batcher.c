@@ -71,25 +71,17 @@ int col_batcher_part(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
-void col_batcher_matches(Rametr__ThrottleMatch *const *m, size_t n, struct col_throttle_match *out)
+void col_batcher_matches(Rametr__ThrottleMatch *const *m, size_t n, struct rm_match *out)
 {
 	size_t i;
 
-	memset(out, 0, n * sizeof(*out));
-	for (i = 0; i < n; i++) {
-		out[i].family = m[i]->family;
-		memcpy(out[i].addr, m[i]->addr.data, m[i]->addr.len <= 16 ? m[i]->addr.len : 16);
-		out[i].prefix = m[i]->prefix;
-		out[i].cport_lo = m[i]->cport_lo;
-		out[i].cport_hi = m[i]->cport_hi;
-		out[i].sport_lo = m[i]->sport_lo;
-		out[i].sport_hi = m[i]->sport_hi;
-	}
+	for (i = 0; i < n; i++)
+		rm_wire_match(m[i], &out[i]);
 }
 
 void col_batcher_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
 {
-	struct col_throttle_match mm[COL_MERGE_MAX_MATCH];
+	struct rm_match mm[COL_MERGE_MAX_MATCH];
 
 	if (n > COL_MERGE_MAX_MATCH)
 		n = 0; /* rm_wire refuses more; nothing merged rather than some */

@@ -21,6 +21,7 @@
 #include "col_enc.h"
 #include "col_merge.h"
 #include "col_sender.h"
+#include "rm_match.h"
 
 #define COL_BATCH_PARTS 4096  /* default batch_parts */
 #define COL_MAX_WINS 64
@@ -61,8 +62,8 @@ int col_batcher_window(void *arg, const struct col_window *w);
  */
 void col_batcher_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n);
 
-/* Wire matches m[0..n) as col_throttle_match out[0..n). */
-void col_batcher_matches(Rametr__ThrottleMatch *const *m, size_t n, struct col_throttle_match *out);
+/* Wire matches m[0..n) (checked by rm_wire) as out[0..n). */
+void col_batcher_matches(Rametr__ThrottleMatch *const *m, size_t n, struct rm_match *out);
 
 /* Frees what the batcher holds (not the sender or the merge). */
 void col_batcher_free(struct col_batcher *bt);
