@@ -31,6 +31,16 @@
  */
 #define AGG_FAM_CHAIN 0x10000U     /* the flow of a chain (not an address family) */
 #define AGG_CHAIN_LEN (1ULL << 20)
+/*
+ * The work per part is bounded by design, whatever the stream: a receiver's
+ * evaluation examines at most AGG_MAX_SCAN send entries (the bytes past
+ * them go to V "too_many_sends"), an overlap check at most AGG_MAX_SCAN (a
+ * send not fully checked is untrusted), and a new or resolved send wakes at
+ * most AGG_MAX_WAKE receivers (the others wait for their horizon). Entries
+ * of one position are found by (position, id), never by walking them.
+ */
+#define AGG_MAX_SCAN 256
+#define AGG_MAX_WAKE 256
 
 /* A distribution: n shares, sorted (agg_share_cmp), weights > 0. */
 struct agg_dist {
@@ -54,10 +64,12 @@ struct agg_rec {
 	int64_t arrival;
 	int resolved;
 	int queued;                   /* on the work list */
+	int capped;                   /* counted in stats.too_many_sends */
 	int gc;                       /* on the forget-candidate list */
 	struct agg_dist dist;         /* once resolved */
 	struct agg_flow *in_flow;     /* while pending: the flow its bytes came on */
 	uint64_t in_a, in_b;          /* unwrapped inbound range */
+	uint64_t in_cut;              /* bytes from here on are past AGG_MAX_SCAN sends (last evaluation) */
 	struct agg_flow *out_flow;    /* while its send range is in the index */
 	uint64_t out_a, out_b;
 };
@@ -72,6 +84,7 @@ struct agg_fkey {
 
 struct agg_send {
 	uint64_t a, b;         /* unwrapped [a, b) */
+	uint64_t id;           /* its part's: entries are sorted by (a, id) */
 	int64_t expires;
 	int poisoned;          /* overlaps a send of another segment: untrusted */
 	int used;              /* a receiver was resolved with these bytes */
@@ -81,6 +94,7 @@ struct agg_send {
 /* A pending receiver on its flow. */
 struct agg_wait {
 	uint64_t a, b;         /* its unwrapped inbound range */
+	uint64_t id;           /* the receiver's: entries are sorted by (a, id) */
 	struct agg_rec *r;     /* NULL: removed (compacted away later) */
 };
 
@@ -95,10 +109,10 @@ struct agg_flow {
 	struct agg_fkey k;
 	struct agg_flow *hnext;
 	uint64_t ref;          /* unwrap reference: last range start seen */
-	uint64_t maxlen;       /* longest send range held */
+	uint64_t maxlen;       /* longest send range held (recomputed when compacted) */
 	struct agg_send *sends;
 	size_t nsends, capsends, livesends;
-	uint64_t wmaxlen;      /* longest receiver range held */
+	uint64_t wmaxlen;      /* longest receiver range held (recomputed when compacted) */
 	struct agg_wait *wait;
 	size_t nwait, capwait, livewait;
 	int gc;
@@ -217,6 +231,7 @@ found:
 static const char *const agg_reasons[] = {
 	AGG_REASON_NO_CE, AGG_REASON_DOM0, AGG_REASON_UNTRUSTED_RANGE, AGG_REASON_UNPAIRED,
 	AGG_REASON_PAST_HORIZON, AGG_REASON_UNSEGMENTED, AGG_REASON_LOST, AGG_REASON_UNANCHORED,
+	AGG_REASON_TOO_MANY_SENDS,
 };
 
 static int agg_share_cmp(const struct agg_pair_share *a, const struct agg_pair_share *b)
@@ -552,15 +567,39 @@ static void agg_flow_place(struct agg_flow *f, uint64_t start, uint64_t end, uin
 	f->ref = *a;
 }
 
-/* Index of the first send whose start is >= pos. */
-static size_t agg_send_lb(const struct agg_flow *f, uint64_t pos)
+/* Index of the first send at or after (pos, id) in (start, id) order. */
+static size_t agg_send_lb_id(const struct agg_flow *f, uint64_t pos, uint64_t id)
 {
 	size_t lo = 0, hi = f->nsends;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		const struct agg_send *m = &f->sends[mid];
 
-		if (f->sends[mid].a < pos)
+		if (m->a < pos || (m->a == pos && m->id < id))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Index of the first send whose start is >= pos. */
+static size_t agg_send_lb(const struct agg_flow *f, uint64_t pos)
+{
+	return agg_send_lb_id(f, pos, 0);
+}
+
+/* Index of the first waiting receiver at or after (pos, id) in (start, id) order. */
+static size_t agg_wait_lb_id(const struct agg_flow *f, uint64_t pos, uint64_t id)
+{
+	size_t lo = 0, hi = f->nwait;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct agg_wait *m = &f->wait[mid];
+
+		if (m->a < pos || (m->a == pos && m->id < id))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -571,17 +610,7 @@ static size_t agg_send_lb(const struct agg_flow *f, uint64_t pos)
 /* Index of the first waiting receiver whose start is >= pos. */
 static size_t agg_wait_lb(const struct agg_flow *f, uint64_t pos)
 {
-	size_t lo = 0, hi = f->nwait;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (f->wait[mid].a < pos)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return agg_wait_lb_id(f, pos, 0);
 }
 
 /* Range of f->sends that may overlap [a, b): [*lo, *hi). */
@@ -597,20 +626,24 @@ static void agg_flow_compact(struct agg_flow *f, int force)
 	size_t i, j;
 
 	if (force || (f->nsends > 32 && f->livesends * 2 < f->nsends)) {
+		f->maxlen = 0;
 		for (i = j = 0; i < f->nsends; i++)
-			if (f->sends[i].part)
+			if (f->sends[i].part) {
 				f->sends[j++] = f->sends[i];
+				if (f->sends[i].b - f->sends[i].a > f->maxlen)
+					f->maxlen = f->sends[i].b - f->sends[i].a;
+			}
 		f->nsends = j;
-		if (!j)
-			f->maxlen = 0;
 	}
 	if (force || (f->nwait > 32 && f->livewait * 2 < f->nwait)) {
+		f->wmaxlen = 0;
 		for (i = j = 0; i < f->nwait; i++)
-			if (f->wait[i].r)
+			if (f->wait[i].r) {
 				f->wait[j++] = f->wait[i];
+				if (f->wait[i].b - f->wait[i].a > f->wmaxlen)
+					f->wmaxlen = f->wait[i].b - f->wait[i].a;
+			}
 		f->nwait = j;
-		if (!j)
-			f->wmaxlen = 0;
 	}
 }
 
@@ -670,28 +703,35 @@ static int agg_fgc_push(struct agg_pair *e, struct agg_flow *f)
 	return RM_OK;
 }
 
-/* Queues the receivers waiting on f whose bytes overlap [a, b). */
+/*
+ * Queues the receivers waiting on f whose followed bytes overlap [a, b):
+ * at most AGG_MAX_WAKE entries are examined, those nearest to b.
+ */
 static int agg_trigger(struct agg_pair *e, struct agg_flow *f, uint64_t a, uint64_t b)
 {
 	size_t i = agg_wait_lb(f, a > f->wmaxlen ? a - f->wmaxlen : 0), hi = agg_wait_lb(f, b);
 	int rv;
 
+	if (hi - i > AGG_MAX_WAKE) {
+		i = hi - AGG_MAX_WAKE;
+		e->st.capped_wakes++;
+	}
+	e->st.scanned += hi - i;
 	for (; i < hi; i++) {
 		struct agg_rec *r = f->wait[i].r;
 
-		if (r && f->wait[i].b > a && (rv = agg_work_push(e, r)) != 0)
+		if (r && r->in_cut > a && (rv = agg_work_push(e, r)) != 0)
 			return rv;
 	}
 	return RM_OK;
 }
 
-static void agg_wait_remove(struct agg_flow *f, struct agg_rec *r)
+static void agg_wait_remove(struct agg_pair *e, struct agg_flow *f, struct agg_rec *r)
 {
-	size_t i;
+	size_t i = agg_wait_lb_id(f, r->in_a, r->id);
 
-	for (i = agg_wait_lb(f, r->in_a); i < f->nwait && f->wait[i].r != r; i++)
-		;
-	assert(i < f->nwait && "receiver not on its flow");
+	e->st.scanned++;
+	assert(i < f->nwait && f->wait[i].r == r && "receiver not on its flow");
 	f->wait[i].r = NULL;
 	f->livewait--;
 	agg_flow_compact(f, 0);
@@ -718,7 +758,7 @@ static int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how 
 		return rv;
 	r->resolved = 1;
 	if (r->in_flow) {
-		agg_wait_remove(r->in_flow, r);
+		agg_wait_remove(e, r->in_flow, r);
 		if ((rv = agg_fgc_push(e, r->in_flow)) != 0)
 			return rv;
 		r->in_flow = NULL;
@@ -799,11 +839,13 @@ static int agg_ev_cmp(const void *pa, const void *pb)
  * into e->acc. Sets *done when r can be resolved now: every byte covered by
  * a resolved send or an untrusted one; when final, anything left goes to V
  * ("unpaired": no send; "past_horizon": its sender is still pending).
+ * Examines at most AGG_MAX_SCAN send entries: the bytes from the first one
+ * not examined on (r->in_cut) go to V "too_many_sends" and do not wait.
  */
 static int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 {
 	struct agg_flow *f = r->in_flow;
-	uint64_t uncovered = 0, untrusted = 0, blocked = 0, pos = r->in_a, run = 0;
+	uint64_t uncovered = 0, untrusted = 0, blocked = 0, pos = r->in_a, run = 0, cut;
 	const struct agg_rec *run_part = NULL;
 	size_t lo, hi, i, nev = 0, nact = 0, npois = 0;
 	int rv;
@@ -811,20 +853,29 @@ static int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 	*done = 0;
 	e->nacc = 0;
 	agg_send_window(f, r->in_a, r->in_b, &lo, &hi);
+	/* the bytes past the first AGG_MAX_SCAN entries are not followed */
+	cut = r->in_b;
+	if (hi - lo > AGG_MAX_SCAN) {
+		hi = lo + AGG_MAX_SCAN;
+		if (f->sends[hi].a < cut)
+			cut = f->sends[hi].a > r->in_a ? f->sends[hi].a : r->in_a;
+	}
+	r->in_cut = cut;
 	if ((rv = agg_grow((void **)&e->evs, &e->capevs, 2 * (hi - lo) + 1, sizeof(*e->evs))) != 0 ||
 	    (rv = agg_grow((void **)&e->active, &e->capactive, hi - lo + 1, sizeof(*e->active))) != 0)
 		return rv;
+	e->st.scanned += hi - lo;
 	for (i = lo; i < hi; i++) {
 		struct agg_send *s = &f->sends[i];
 
-		if (!s->part || s->b <= r->in_a)
+		if (!s->part || s->b <= r->in_a || s->a >= cut)
 			continue;
 		e->evs[nev++] = (struct agg_ev){ s->a > r->in_a ? s->a : r->in_a, 1, s };
-		e->evs[nev++] = (struct agg_ev){ s->b < r->in_b ? s->b : r->in_b, 0, s };
+		e->evs[nev++] = (struct agg_ev){ s->b < cut ? s->b : cut, 0, s };
 	}
 	qsort(e->evs, nev, sizeof(*e->evs), agg_ev_cmp);
 	for (i = 0; i <= nev; i++) {
-		uint64_t next = i < nev ? e->evs[i].pos : r->in_b, len = next - pos;
+		uint64_t next = i < nev ? e->evs[i].pos : cut, len = next - pos;
 		const struct agg_rec *rep = NULL;
 		size_t j;
 
@@ -872,7 +923,12 @@ static int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 		e->nacc = 0;
 		return RM_OK;
 	}
-	if ((rv = agg_acc_add(e, NULL, AGG_REASON_UNTRUSTED_RANGE, untrusted)) != 0 ||
+	if (cut < r->in_b && !r->capped) {
+		r->capped = 1;
+		e->st.too_many_sends++;
+	}
+	if ((rv = agg_acc_add(e, NULL, AGG_REASON_TOO_MANY_SENDS, r->in_b - cut)) != 0 ||
+	    (rv = agg_acc_add(e, NULL, AGG_REASON_UNTRUSTED_RANGE, untrusted)) != 0 ||
 	    (rv = agg_acc_add(e, NULL, f->k.family == AGG_FAM_CHAIN ? AGG_REASON_UNANCHORED : AGG_REASON_UNPAIRED,
 			      uncovered)) != 0 ||
 	    (rv = agg_acc_add(e, NULL, AGG_REASON_PAST_HORIZON, blocked)) != 0)
@@ -936,9 +992,9 @@ static int agg_send_remove(struct agg_pair *e, struct agg_rec *r)
 
 	if (!f)
 		return RM_OK;
-	for (i = agg_send_lb(f, r->out_a); i < f->nsends && f->sends[i].part != r; i++)
-		;
-	assert(i < f->nsends);
+	i = agg_send_lb_id(f, r->out_a, r->id);
+	e->st.scanned++;
+	assert(i < f->nsends && f->sends[i].part == r);
 	f->sends[i].part = NULL;
 	f->livesends--;
 	e->st.sends--;
@@ -994,7 +1050,15 @@ static int agg_send_insert(struct agg_pair *e, struct agg_rec *r, const struct a
 	agg_flow_place(f, start, end, &s.a, &s.b);
 	s.expires = agg_deadline(e, r->arrival);
 	s.part = r;
+	s.id = r->id;
 	agg_send_window(f, s.a, s.b, &lo, &hi);
+	if (hi - lo > AGG_MAX_SCAN) {
+		/* too many sends around to check them all: not trusted */
+		lo = hi - AGG_MAX_SCAN;
+		s.poisoned = 1;
+		e->st.unchecked_sends++;
+	}
+	e->st.scanned += hi - lo;
 	for (i = lo; i < hi; i++) {
 		struct agg_send *o = &f->sends[i];
 
@@ -1012,9 +1076,7 @@ static int agg_send_insert(struct agg_pair *e, struct agg_rec *r, const struct a
 		if ((rv = agg_trigger(e, f, o->a, o->b)) != 0)
 			return rv;
 	}
-	at = agg_send_lb(f, s.a);
-	while (at < f->nsends && f->sends[at].a == s.a)
-		at++;
+	at = agg_send_lb_id(f, s.a, s.id);
 	memmove(&f->sends[at + 1], &f->sends[at], (f->nsends - at) * sizeof(*f->sends));
 	f->sends[at] = s;
 	f->nsends++;
@@ -1043,9 +1105,10 @@ static int agg_wait_on(struct agg_pair *e, struct agg_rec *r, const struct agg_f
 		return rv;
 	}
 	agg_flow_place(f, start, end, &r->in_a, &r->in_b);
-	at = agg_wait_lb(f, r->in_a + 1);
+	r->in_cut = r->in_b;
+	at = agg_wait_lb_id(f, r->in_a, r->id);
 	memmove(&f->wait[at + 1], &f->wait[at], (f->nwait - at) * sizeof(*f->wait));
-	f->wait[at] = (struct agg_wait){ r->in_a, r->in_b, r };
+	f->wait[at] = (struct agg_wait){ r->in_a, r->in_b, r->id, r };
 	f->nwait++;
 	f->livewait++;
 	if (r->in_b - r->in_a > f->wmaxlen)
@@ -1304,20 +1367,33 @@ int agg_pair_restore(struct agg_pair *e, uint64_t id, const struct agg_pair_src 
 	return agg_settle(e, r);
 }
 
-/* Gives up the pending parts whose horizon passed at now_ns (all of them if all). */
-static int agg_give_up(struct agg_pair *e, int64_t now_ns, int all)
+/*
+ * Gives up the pending parts whose horizon passed at now_ns (all of them if
+ * all), at most max of them (0: no limit); *more (if not NULL) says whether
+ * one is left.
+ */
+static int agg_give_up(struct agg_pair *e, int64_t now_ns, int all, size_t max, int *more)
 {
 	struct agg_rec *r, *nx;
+	size_t n = 0;
 	int rv, done;
 
+	if (more)
+		*more = 0;
 	/* oldest first: their receivers may follow them */
 	for (r = e->head; r && (all || agg_deadline(e, r->arrival) <= now_ns); r = nx) {
 		nx = r->next;
 		if (r->resolved)
 			continue;
+		if (max && n == max) {
+			if (more)
+				*more = 1;
+			break;
+		}
 		if ((rv = agg_eval(e, r, 1, &done)) != 0 || (rv = agg_resolve(e, r, AGG_PAIR_BY_HORIZON)) != 0 ||
 		    (rv = agg_drain(e)) != 0)
 			return rv;
+		n++;
 		/* nx is still held: parts are forgotten only by agg_collect */
 	}
 	return RM_OK;
@@ -1325,11 +1401,16 @@ static int agg_give_up(struct agg_pair *e, int64_t now_ns, int all)
 
 int agg_pair_give_up(struct agg_pair *e)
 {
+	return agg_pair_give_up_some(e, 0, 1, 0, NULL);
+}
+
+int agg_pair_give_up_some(struct agg_pair *e, int64_t now_ns, int all, size_t max, int *more)
+{
 	int rv;
 
 	if (!e)
 		return RM_EINVAL;
-	if ((rv = agg_give_up(e, 0, 1)) != 0)
+	if ((rv = agg_give_up(e, now_ns, all, max, more)) != 0)
 		return rv;
 	return agg_collect(e);
 }
@@ -1341,7 +1422,7 @@ int agg_pair_expire(struct agg_pair *e, int64_t now_ns)
 
 	if (!e)
 		return RM_EINVAL;
-	if ((rv = agg_give_up(e, now_ns, 0)) != 0)
+	if ((rv = agg_give_up(e, now_ns, 0, 0, NULL)) != 0)
 		return rv;
 	/* send ranges past their expiry, one pass per flow */
 	for (b = 0; b < e->fcap; b++) {
