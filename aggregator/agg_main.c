@@ -23,6 +23,10 @@
 #include "st.h"
 #include "banned.h"
 
+/* A stop charges pending parts for at most this long: a signal stops the
+   aggregator within a second, whatever it is doing. */
+#define AGG_STOP_BUDGET_NS 300000000LL
+
 static volatile sig_atomic_t agg_stop;
 
 static void agg_on_signal(int sig)
@@ -171,8 +175,11 @@ int main(int argc, char **argv)
 	rv = st_open(&db, db_path, 0);
 	if (rv == RM_OK)
 		rv = agg_account_open(&acct, db);
-	if (rv == RM_OK)
-		rv = agg_stitch_open(&stitch, cfg, acct, NULL);
+	if (rv == RM_OK) {
+		struct agg_stitch_opts so = { .stop = &agg_stop };
+
+		rv = agg_stitch_open(&stitch, cfg, acct, &so);
+	}
 	if (rv == RM_OK && cfg->nest)
 		rv = agg_est_run_open(&est, cfg, db);
 	if (rv == RM_OK && (rv = agg_throttle_open(&thr, cfg, db, NULL)) != RM_OK)
@@ -206,8 +213,15 @@ int main(int argc, char **argv)
 	}
 	/* a crash keeps pending parts (they are stored with every batch); a
 	 * stop decides them unless they are to wait for the next start */
-	if (stitch && !keep_pending && agg_stitch_give_up(stitch) != RM_OK)
-		rm_log_warn("failed to charge the parts still pending; they stay held for the next start");
+	if (stitch && !keep_pending) {
+		int grv = agg_stitch_give_up(stitch, AGG_STOP_BUDGET_NS);
+
+		if (grv == RM_ETIMEDOUT || grv == RM_ESTATE)
+			rm_log_warn("stopping without charging every part still pending; the rest stay held for the "
+				    "next start");
+		else if (grv != RM_OK)
+			rm_log_warn("failed to charge the parts still pending; they stay held for the next start");
+	}
 	if (est) {
 		uint64_t solved, unsolved;
 
@@ -227,11 +241,13 @@ int main(int argc, char **argv)
 		agg_stitch_get_stats(stitch, &ps);
 		rm_log_info("pairing: %llu parts by rule, %llu by bytes (%llu split), %llu at the horizon, "
 			    "%llu evicted, %llu without CE; %llu sends to sockets the rules decide not indexed; "
-			    "%llu held (%llu pending) kept for the next start",
+			    "%llu with bytes past the sends followed per part, %llu sends unchecked, %llu wake-ups "
+			    "capped; %llu held (%llu pending) kept for the next start",
 			    (unsigned long long)ps.by_rule, (unsigned long long)ps.by_bytes,
 			    (unsigned long long)ps.split, (unsigned long long)ps.by_horizon,
 			    (unsigned long long)ps.evicted, (unsigned long long)ps.by_none,
-			    (unsigned long long)ps.ruled_sends,
+			    (unsigned long long)ps.ruled_sends, (unsigned long long)ps.too_many_sends,
+			    (unsigned long long)ps.unchecked_sends, (unsigned long long)ps.capped_wakes,
 			    (unsigned long long)ps.held, (unsigned long long)ps.pending);
 	}
 	if (thr) {
@@ -246,6 +262,15 @@ int main(int argc, char **argv)
 				    (unsigned long long)ts.sent, (unsigned long long)ts.applied,
 				    (unsigned long long)ts.renewed, (unsigned long long)ts.expired);
 	}
+	if (srv) {
+		struct agg_server_health sh;
+
+		agg_server_get_health(srv, &sh);
+		rm_log_info("server: %llu requests answered; %llu times requests waited unread for %d ms or more "
+			    "(%llu ms in all, longest turn %llu ms)",
+			    (unsigned long long)sh.requests, (unsigned long long)sh.stalls, AGG_SERVER_STALL_MS,
+			    (unsigned long long)sh.stall_ms, (unsigned long long)sh.max_busy_ms);
+	}
 	agg_server_close(srv);
 	agg_est_run_close(est);
 	agg_throttle_close(thr);
@@ -253,6 +278,10 @@ int main(int argc, char **argv)
 	agg_account_close(acct);
 	st_close(db);
 	agg_config_free(cfg);
+	if (rv == RM_ESTATE && agg_stop) {
+		rm_log_info("stopped while putting back the held parts; they stay held for the next start");
+		rv = RM_OK;
+	}
 	if (rv != RM_OK) {
 		rm_log_error("stopped: %s", rm_strerror(rv));
 		return 1;

@@ -80,6 +80,11 @@ static int64_t agg_stitch_now(struct agg_stitch *s)
 	return now;
 }
 
+static int agg_stop_requested(const struct agg_stitch *s)
+{
+	return s->o.stop && *s->o.stop;
+}
+
 static int agg_reserve(void **arr, size_t *cap, size_t need, size_t size)
 {
 	void *na;
@@ -341,6 +346,12 @@ static int agg_stitch_load(struct agg_stitch *s, int at_open)
 		struct agg_loaded *l = &s->ld[i];
 		struct agg_pair_src src = { l->node, l->instance, l->window_ns };
 
+		if (i % AGG_STEP_PARTS == 0 && agg_stop_requested(s)) {
+			agg_account_abort(s->acct);
+			rv = RM_ESTATE;
+			goto out;
+		}
+
 		if ((rv = agg_pair_restore(s->pair, l->id, &src, &l->p, l->arrival, l->dist)) != 0) {
 			if (rv == RM_EINVAL)
 				rm_log_error("failed to restore held part %llu of node '%s': invalid",
@@ -440,6 +451,8 @@ static int agg_win_ok(uint64_t window_ns, uint64_t w)
 static void agg_stitch_failed(struct agg_stitch *s)
 {
 	s->broken = 1;
+	if (agg_stop_requested(s))
+		return; /* rebuilt at the next start, from the same storage */
 	if (agg_stitch_load(s, 0) != 0)
 		rm_log_warn("failed to rebuild the pairing state from storage; trying again with the next batch");
 }
@@ -491,6 +504,10 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicat
 		struct rm_part p;
 		uint64_t id;
 
+		if (i % AGG_STEP_PARTS == AGG_STEP_PARTS - 1 && agg_stop_requested(s)) {
+			rv = RM_ESTATE;
+			goto fail;
+		}
 		agg_part_in(&p, b->parts[i]);
 		if ((rv = agg_pair_add(s->pair, &src, &p, now, &id)) != 0)
 			goto fail;
@@ -558,6 +575,8 @@ fail:
 	if (rv == RM_EINVAL)
 		snprintf(err, errlen, "batch %llu from node '%s' has a part the pairing engine refuses",
 			 (unsigned long long)b->seq, b->node);
+	else if (rv == RM_ESTATE)
+		snprintf(err, errlen, "the aggregator is stopping");
 	return rv;
 bad_window:
 	snprintf(err, errlen, "batch %llu from node '%s' has a window beyond the representable time range",
@@ -565,21 +584,20 @@ bad_window:
 	return RM_EINVAL;
 }
 
-/* One expiry pass (give_up: every pending part) in one transaction. */
-static int agg_stitch_pass(struct agg_stitch *s, int give_up)
+/*
+ * One step in one transaction: gives up at most AGG_STEP_PARTS pending
+ * parts (past the horizon at now, or all), or, if expire, drops the send
+ * ranges past their expiry. *more: pending parts to give up are left.
+ */
+static int agg_stitch_step(struct agg_stitch *s, int64_t now, int all, int expire, int *more)
 {
-	struct agg_pair_stats st;
 	int rv;
 
-	if (s->broken && (rv = agg_stitch_load(s, 0)) != 0)
-		return rv;
-	agg_pair_get_stats(s->pair, &st);
-	if (st.held == 0 || (give_up && st.pending == 0))
-		return RM_OK;
+	*more = 0;
 	if ((rv = agg_account_begin(s->acct, NULL, NULL)) != 0)
 		return rv;
 	s->first_new = UINT64_MAX;
-	rv = give_up ? agg_pair_give_up(s->pair) : agg_pair_expire(s->pair, agg_stitch_now(s));
+	rv = expire ? agg_pair_expire(s->pair, now) : agg_pair_give_up_some(s->pair, now, all, AGG_STEP_PARTS, more);
 	if (rv != 0) {
 		agg_account_abort(s->acct);
 		agg_stitch_failed(s);
@@ -592,12 +610,41 @@ static int agg_stitch_pass(struct agg_stitch *s, int give_up)
 
 int agg_stitch_tick(struct agg_stitch *s)
 {
-	return agg_stitch_pass(s, 0);
+	struct agg_pair_stats st;
+	int64_t now;
+	int rv, more;
+
+	if (s->broken && (rv = agg_stitch_load(s, 0)) != 0)
+		return rv;
+	agg_pair_get_stats(s->pair, &st);
+	if (st.held == 0)
+		return RM_OK;
+	now = agg_stitch_now(s);
+	do {
+		if ((rv = agg_stitch_step(s, now, 0, 0, &more)) != 0)
+			return rv;
+	} while (more && !agg_stop_requested(s));
+	if (more) /* the rest at the next tick or start */
+		return RM_OK;
+	return agg_stitch_step(s, now, 0, 1, &more);
 }
 
-int agg_stitch_give_up(struct agg_stitch *s)
+int agg_stitch_give_up(struct agg_stitch *s, int64_t budget_ns)
 {
-	return agg_stitch_pass(s, 1);
+	struct agg_pair_stats st;
+	int64_t until = s->o.clock(s->o.clock_arg) + budget_ns;
+	int rv, more;
+
+	if (s->broken)
+		return RM_ESTATE; /* left mid-batch by a stop: the parts stay held in storage */
+	agg_pair_get_stats(s->pair, &st);
+	if (st.pending == 0)
+		return RM_OK;
+	do {
+		if ((rv = agg_stitch_step(s, 0, 1, 0, &more)) != 0)
+			return rv;
+	} while (more && s->o.clock(s->o.clock_arg) < until);
+	return more ? RM_ETIMEDOUT : RM_OK;
 }
 
 void agg_stitch_get_stats(const struct agg_stitch *s, struct agg_pair_stats *out)

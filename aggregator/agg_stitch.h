@@ -28,6 +28,7 @@
 #ifndef AGG_STITCH_H
 #define AGG_STITCH_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,11 +39,21 @@
 
 struct agg_stitch;
 
+/* Parts given up per transaction, and parts of a batch or of the restore
+   between two looks at a stop request: a bounded unit of work. */
+#define AGG_STEP_PARTS 1024
+
 struct agg_stitch_opts {
 	/* The aggregator's clock, ns, non-decreasing; NULL: CLOCK_MONOTONIC.
 	   Only differences matter (tests pass a clock they move by hand). */
 	int64_t (*clock)(void *arg);
 	void *clock_arg;
+	/* Optional (NULL: none): a stop request, e.g. set by a signal handler.
+	   Looked at between bounded steps (AGG_STEP_PARTS parts) of a batch,
+	   a tick and the restore at open; once set, a batch in progress is
+	   rolled back (RM_ESTATE: the collector sends it again), a tick leaves
+	   the rest for later and the restore stops (RM_ESTATE). */
+	volatile sig_atomic_t *stop;
 };
 
 /*
@@ -50,7 +61,7 @@ struct agg_stitch_opts {
  * whatever that resolves). cfg and acct are borrowed and must outlive the
  * stitcher; opts may be NULL. Returns RM_OK; RM_EINVAL; RM_ENOMEM; RM_ESQL
  * or RM_EPROTO (a held part in storage that does not decode) with the
- * problem logged.
+ * problem logged; RM_ESTATE if a stop was requested meanwhile.
  */
 int agg_stitch_open(struct agg_stitch **out, const struct agg_config *cfg, struct agg_account *acct,
 		    const struct agg_stitch_opts *opts);
@@ -68,19 +79,24 @@ int agg_stitch_hello(struct agg_stitch *s, const Rametr__Hello *h, char *err, si
 int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen);
 
 /*
- * Gives up held parts past the horizon (charging them) and drops expired
- * send ranges, in one transaction; call it about every second. Returns
- * RM_OK, or RM_ESQL / RM_ENOMEM (logged; the next call tries again).
+ * Gives up held parts past the horizon (charging them), in transactions of
+ * AGG_STEP_PARTS parts, then drops expired send ranges; call it about every
+ * second. On a stop request it leaves what is left for the next tick or
+ * start. Returns RM_OK, or RM_ESQL / RM_ENOMEM (logged; the next call tries
+ * again).
  */
 int agg_stitch_tick(struct agg_stitch *s);
 
 /*
- * For a stop that should leave every window balanced: gives up all pending
- * parts now, charging them as at the horizon, in one transaction. Resolved
- * parts whose sends later receives may need stay held for the next start.
- * Returns as agg_stitch_tick.
+ * For a stop that should leave every window balanced: gives up the pending
+ * parts now, charging them as at the horizon, in transactions of
+ * AGG_STEP_PARTS parts, for at most budget_ns on the stitcher's clock.
+ * Resolved parts whose sends later receives may need stay held for the next
+ * start, and so do the pending parts left when the budget runs out
+ * (RM_ETIMEDOUT) or when a stop interrupted a batch (RM_ESTATE). Otherwise
+ * returns as agg_stitch_tick.
  */
-int agg_stitch_give_up(struct agg_stitch *s);
+int agg_stitch_give_up(struct agg_stitch *s, int64_t budget_ns);
 
 /* The pairing engine's counters. */
 void agg_stitch_get_stats(const struct agg_stitch *s, struct agg_pair_stats *out);

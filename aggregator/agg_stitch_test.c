@@ -51,7 +51,7 @@ struct fixture {
 
 static void fx_start(struct fixture *f)
 {
-	struct agg_stitch_opts o = { fake_clock, NULL };
+	struct agg_stitch_opts o = { fake_clock, NULL, NULL };
 
 	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, f->path, 0), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, f->db), RM_OK);
@@ -414,7 +414,7 @@ static void test_give_up_at_stop(void)
 	deliver_all(&f, &st[0], 1);
 	CU_ASSERT(unbalanced(f.db, NULL) > 0);
 	/* stopping before the horizon: the part from nowhere is decided now */
-	CU_ASSERT_EQUAL(agg_stitch_give_up(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_give_up(f.st, 60 * SEC), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	held_count(f.db, &held, &unresolved);
