@@ -2,7 +2,8 @@
  * agg_stop_test.c - the real rametr-aggregator stops within a second of
  * SIGTERM while a collector keeps it busy: batches of the stream that made
  * the pairing spin (testdata/mux_gw.events, follow-replies: thousands of
- * parts that stay pending on one multiplexed connection), sent back to back
+ * parts that stay pending on one multiplexed connection), as the batches of
+ * one gateway node after another, sent back to back
  * over a real nng connection, the signal arriving while a batch is being
  * applied and with tens of thousands of parts pending.
  */
@@ -54,7 +55,7 @@ static int ask(nng_socket c, const uint8_t *buf, size_t len)
 static void test_sigterm_under_load(void)
 {
 	const char *dir = rm_test_tmpdir();
-	char conf[300], db[300], url[320], log[300], path[512], err[256];
+	char conf[300], db[300], url[320], log[300], path[512], err[256], node[32];
 	const char *argv[] = { AGG_BIN, "--config", conf, "--db", db, "--listen", url, NULL };
 	struct col_replay_opts ro = { 0 };
 	struct col_replay_capture cap;
@@ -115,12 +116,13 @@ static void test_sigterm_under_load(void)
 	if (rv != RAMETR__ACK__STATUS__ACK_OK)
 		goto out;
 
-	/* back to back, each batch a fresh collector run of the stream, for
+	/* back to back, each batch the stream of another gateway node, for
 	 * two seconds; then the signal with the next batch in flight */
 	t0 = mono_ms();
 	for (inst = 1;; inst++) {
-		struct col_enc_hdr hdr = { "gw", "replay", inst, 1, 1000000000, 0 };
+		struct col_enc_hdr hdr = { node, "replay", inst, 1, 1000000000, 0 };
 
+		snprintf(node, sizeof(node), "gw%llu", (unsigned long long)inst);
 		rv = col_enc_batch(&enc, &hdr, cap.parts, cap.nparts, cap.wins, cap.nwins, NULL, 0, &buf, &len, err,
 				   sizeof(err));
 		CU_ASSERT_EQUAL(rv, RM_OK);
