@@ -28,6 +28,7 @@ static const char conf[] =
 struct fixture {
 	struct agg_config *cfg;
 	st_db *db;
+	struct agg_store store;
 	struct agg_account *acct;
 	struct agg_stitch *st;
 };
@@ -39,7 +40,8 @@ static void fx_open(struct fixture *f, const char *name)
 	snprintf(path, sizeof(path), "%s/%s.db", rm_test_tmpdir(), name);
 	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf, strlen(conf), "t.ini", &f->cfg), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, f->db), RM_OK);
+	agg_store_st(&f->store, f->db);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, &f->store), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct, NULL), RM_OK);
 }
 
@@ -394,7 +396,8 @@ static void test_estimator_inputs_by_address(void)
 	snprintf(path, sizeof(path), "%s/addr.db", rm_test_tmpdir());
 	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf2, strlen(conf2), "t.ini", &f.cfg), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(st_open(&f.db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f.acct, f.db), RM_OK);
+	agg_store_st(&f.store, f.db);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f.acct, &f.store), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f.st, f.cfg, f.acct, NULL), RM_OK);
 	inet_pton(AF_INET, "10.0.0.2", dst[0]);
 	inet_pton(AF_INET, "10.0.0.9", dst[1]);

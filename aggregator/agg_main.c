@@ -129,6 +129,7 @@ int main(int argc, char **argv)
 	struct agg_pair_stats ps;
 	struct sigaction sa;
 	st_db *db = NULL;
+	struct agg_store store;
 	size_t nlisten = 0, i;
 	int c, rv, keep_pending = 0;
 
@@ -173,8 +174,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	rv = st_open(&db, db_path, 0);
-	if (rv == RM_OK)
-		rv = agg_account_open(&acct, db);
+	if (rv == RM_OK) {
+		agg_store_st(&store, db);
+		rv = agg_account_open(&acct, &store);
+	}
 	if (rv == RM_OK) {
 		struct agg_stitch_opts so = { .stop = &agg_stop };
 

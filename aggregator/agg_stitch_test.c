@@ -45,6 +45,7 @@ struct fixture {
 	char path[300];
 	struct agg_config *cfg;
 	st_db *db;
+	struct agg_store store;
 	struct agg_account *acct;
 	struct agg_stitch *st;
 };
@@ -54,7 +55,8 @@ static void fx_start(struct fixture *f)
 	struct agg_stitch_opts o = { fake_clock, NULL, NULL };
 
 	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, f->path, 0), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, f->db), RM_OK);
+	agg_store_st(&f->store, f->db);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, &f->store), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct, &o), RM_OK);
 }
 
