@@ -75,8 +75,10 @@ static int mem_state_copy(struct mem_state *d, const struct mem_state *s)
 		mem_state_free(d);
 		return RM_ENOMEM;
 	}
-	memcpy(d->rows, s->rows, s->nrows * sizeof(*d->rows));
-	memcpy(d->peers, s->peers, s->npeers * sizeof(*d->peers));
+	if (s->nrows)
+		memcpy(d->rows, s->rows, s->nrows * sizeof(*d->rows));
+	if (s->npeers)
+		memcpy(d->peers, s->peers, s->npeers * sizeof(*d->peers));
 	d->nrows = s->nrows;
 	d->npeers = s->npeers;
 	for (i = 0; i < s->nheld; i++) {
