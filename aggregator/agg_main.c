@@ -17,7 +17,7 @@
 #include "agg_config.h"
 #include "agg_est_run.h"
 #include "agg_server.h"
-#include "agg_stitch.h"
+#include "agg_stitch_run.h"
 #include "agg_throttle.h"
 #include "rm_err.h"
 #include "st.h"
@@ -36,7 +36,7 @@ static void agg_on_signal(int sig)
 }
 
 struct agg_main {
-	struct agg_stitch *stitch;
+	struct agg_stitch_run *stitch;
 	struct agg_est_run *est;       /* NULL: no [estimate] section */
 	struct agg_throttle *thr;
 };
@@ -53,13 +53,13 @@ static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t err
 {
 	struct agg_main *m = arg;
 
-	return agg_stitch_hello(m->stitch, h, err, errlen);
+	return agg_stitch_run_hello(m->stitch, h, err, errlen);
 }
 
 static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
 {
 	struct agg_main *m = arg;
-	int rv = agg_stitch_batch(m->stitch, b, duplicate, err, errlen);
+	int rv = agg_stitch_run_batch(m->stitch, b, duplicate, err, errlen);
 
 	/* the acks of throttle commands hold also for a batch sent twice; a
 	 * failure to record them is logged and does not refuse the batch */
@@ -80,7 +80,7 @@ static void agg_on_tick(void *arg)
 	struct agg_main *m = arg;
 
 	/* a failure is logged by storage; the next tick tries again */
-	agg_stitch_tick(m->stitch);
+	agg_stitch_run_tick(m->stitch);
 	if (m->est)
 		agg_est_run_tick(m->est, 0);
 	agg_throttle_tick(m->thr, agg_now_unix());
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 	const char *config = NULL, *db_path = NULL, *listen[16];
 	struct agg_config *cfg = NULL;
 	struct agg_account *acct = NULL;
-	struct agg_stitch *stitch = NULL;
+	struct agg_stitch_run *stitch = NULL;
 	struct agg_est_run *est = NULL;
 	struct agg_server *srv = NULL;
 	struct agg_throttle *thr = NULL;
@@ -179,9 +179,9 @@ int main(int argc, char **argv)
 		rv = agg_account_open(&acct, &store);
 	}
 	if (rv == RM_OK) {
-		struct agg_stitch_opts so = { .stop = &agg_stop };
+		struct agg_stitch_run_opts so = { .stop = &agg_stop };
 
-		rv = agg_stitch_open(&stitch, cfg, acct, &so);
+		rv = agg_stitch_run_open(&stitch, cfg, acct, &so);
 	}
 	if (rv == RM_OK && cfg->nest)
 		rv = agg_est_run_open(&est, cfg, db);
@@ -217,7 +217,7 @@ int main(int argc, char **argv)
 	/* a crash keeps pending parts (they are stored with every batch); a
 	 * stop decides them unless they are to wait for the next start */
 	if (stitch && !keep_pending) {
-		int grv = agg_stitch_give_up(stitch, AGG_STOP_BUDGET_NS);
+		int grv = agg_stitch_run_give_up(stitch, AGG_STOP_BUDGET_NS);
 
 		if (grv == RM_ETIMEDOUT || grv == RM_ESTATE)
 			rm_log_warn("stopping without charging every part still pending; the rest stay held for the "
@@ -241,7 +241,7 @@ int main(int argc, char **argv)
 			    (unsigned long long)st.gaps, (unsigned long long)st.charges);
 	}
 	if (stitch) {
-		agg_stitch_get_stats(stitch, &ps);
+		agg_stitch_run_get_stats(stitch, &ps);
 		rm_log_info("pairing: %llu parts by rule, %llu by bytes (%llu split), %llu at the horizon, "
 			    "%llu evicted, %llu without CE; %llu sends to sockets the rules decide not indexed; "
 			    "%llu with bytes past the sends followed per part, %llu sends unchecked, %llu wake-ups "
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
 	agg_server_close(srv);
 	agg_est_run_close(est);
 	agg_throttle_close(thr);
-	agg_stitch_close(stitch);
+	agg_stitch_run_close(stitch);
 	agg_account_close(acct);
 	st_close(db);
 	agg_config_free(cfg);

@@ -17,7 +17,7 @@
 #include "rm_test.h"
 #include "agg_account.h"
 #include "agg_config.h"
-#include "agg_stitch.h"
+#include "agg_stitch_run.h"
 #include "agg_store_mem.h"
 #include "col_replay.h"
 #include "rametr.h"
@@ -47,21 +47,21 @@ struct fixture {
 	struct agg_store_mem *db; /* survives a restart (fx_stop, fx_start) */
 	struct agg_store store;
 	struct agg_account *acct;
-	struct agg_stitch *st;
+	struct agg_stitch_run *st;
 };
 
 static void fx_start(struct fixture *f)
 {
-	struct agg_stitch_opts o = { fake_clock, NULL, NULL };
+	struct agg_stitch_run_opts o = { fake_clock, NULL, NULL };
 
 	agg_store_mem_bind(f->db, &f->store);
 	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, &f->store), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct, &o), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_open(&f->st, f->cfg, f->acct, &o), RM_OK);
 }
 
 static void fx_stop(struct fixture *f)
 {
-	agg_stitch_close(f->st);
+	agg_stitch_run_close(f->st);
 	agg_account_close(f->acct);
 	f->st = NULL;
 	f->acct = NULL;
@@ -196,7 +196,7 @@ static Rametr__Batch *wb_make(struct wb *m, const struct stream *s, uint64_t seq
 static int deliver(struct fixture *f, const Rametr__Batch *b, int *dup)
 {
 	char err[256] = "";
-	int d = -1, rv = agg_stitch_batch(f->st, b, &d, err, sizeof(err));
+	int d = -1, rv = agg_stitch_run_batch(f->st, b, &d, err, sizeof(err));
 
 	if (dup)
 		*dup = d;
@@ -295,7 +295,7 @@ static void test_hops_and_identity(void)
 	CU_ASSERT_EQUAL(unresolved, 0);
 	CU_ASSERT(held > 0);
 	fake_now += 10 * SEC;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	held_count(f.db, &held, &unresolved);
 	CU_ASSERT_EQUAL(held, 0);
 	check_pool_usage(f.db); /* expiry charged nothing twice */
@@ -350,10 +350,10 @@ static void test_horizon_by_tick(void)
 	CU_ASSERT_EQUAL(unresolved, 1);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 3); /* db's cpu, net_rx and net_tx */
 	fake_now += 10 * SEC - 1;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 0);
 	fake_now += 1;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_NET_RX), 70);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
@@ -377,7 +377,7 @@ static void test_give_up_at_stop(void)
 	deliver_all(&f, &st[0], 1);
 	CU_ASSERT(unbalanced(f.db, NULL) > 0);
 	/* stopping before the horizon: the part from nowhere is decided now */
-	CU_ASSERT_EQUAL(agg_stitch_give_up(f.st, 60 * SEC), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_give_up(f.st, 60 * SEC), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	held_count(f.db, &held, &unresolved);
@@ -386,7 +386,7 @@ static void test_give_up_at_stop(void)
 	fx_stop(&f);
 	fx_start(&f);
 	fake_now += 20 * SEC;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000); /* once */
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	held_count(f.db, &held, &unresolved);
@@ -415,14 +415,14 @@ static void test_pending_survive_restart(void)
 	/* down for an hour: the horizon does not run while the aggregator is down */
 	fake_now += 3600 * SEC;
 	fx_start(&f);
-	agg_stitch_get_stats(f.st, &ps);
+	agg_stitch_run_get_stats(f.st, &ps);
 	CU_ASSERT_EQUAL(ps.pending, 6);
 	CU_ASSERT_EQUAL(ps.restored, held);
 	/* a collector resends db's batch: recognised, not applied again */
 	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[1], 1, 0, st[1].cap.nparts, 1), &dup), RM_OK);
 	CU_ASSERT_EQUAL(dup, 1);
 	fake_now += 5 * SEC;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 0);
 	/* front's batch arrives after the restart: the held parts resolve */
 	deliver_all(&f, &st[0], 1);
@@ -432,7 +432,7 @@ static void test_pending_survive_restart(void)
 	fx_stop(&f);
 	fx_start(&f);
 	fake_now += 20 * SEC;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	check_pool_usage(f.db);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	held_count(f.db, &held, &unresolved);
@@ -467,7 +467,7 @@ static void test_failed_transaction_rebuilds(void)
 	held_count(f.db, &held, &unresolved);
 	CU_ASSERT_EQUAL(held, held0);
 	CU_ASSERT_EQUAL(unresolved, unresolved0);
-	agg_stitch_get_stats(f.st, &ps);
+	agg_stitch_run_get_stats(f.st, &ps);
 	CU_ASSERT_EQUAL(ps.pending, unresolved0);
 	CU_ASSERT_EQUAL(ps.held, held0);
 	/* the obstacle goes; the same batch is sent again and applies once */
