@@ -42,7 +42,7 @@ struct agg_stitch;
 
 /* Parts given up per transaction, and parts of a batch or of the restore
    between two looks at a stop request: a bounded unit of work. */
-#define AGG_STEP_PARTS 1024
+#define AGG_STEP_PARTS 256
 
 struct agg_stitch_opts {
 	/* Optional (NULL: none): a stop request, e.g. set by a signal handler.

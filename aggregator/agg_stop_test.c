@@ -52,6 +52,35 @@ static int ask(nng_socket c, const uint8_t *buf, size_t len)
 	return st;
 }
 
+/* A REQ socket that waits long for replies (the aggregator may be busy). */
+static nng_socket req_open(void)
+{
+	nng_socket c;
+
+	CU_ASSERT_EQUAL_FATAL(nng_req0_open(&c), 0);
+	nng_socket_set_ms(c, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	nng_socket_set_ms(c, NNG_OPT_RECVTIMEO, 20000);
+	nng_socket_set_ms(c, NNG_OPT_SENDTIMEO, 5000);
+	return c;
+}
+
+/* Sends SIGTERM to pid and waits for it; returns the ms it took (it must
+   exit 0 within a second; killed after 10 s). */
+static int64_t stop_within(pid_t pid, const char *log)
+{
+	int64_t t0 = mono_ms(), took;
+	int rv;
+
+	CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+	rv = rm_test_wait(pid, 10000);
+	took = mono_ms() - t0;
+	CU_ASSERT_EQUAL(rv, 0);
+	CU_ASSERT(took <= 1000);
+	if (rv != 0 || took > 1000)
+		fprintf(stderr, "%s\n", rm_test_slurp(log));
+	return took;
+}
+
 static void test_sigterm_under_load(void)
 {
 	const char *dir = rm_test_tmpdir();
@@ -88,10 +117,7 @@ static void test_sigterm_under_load(void)
 	snprintf(path, sizeof(path), "%s/mux_gw.events", AGG_TESTDATA);
 	CU_ASSERT_EQUAL_FATAL(col_replay_file(path, &sink, &ro), RM_OK);
 
-	CU_ASSERT_EQUAL_FATAL(nng_req0_open(&c), 0);
-	nng_socket_set_ms(c, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-	nng_socket_set_ms(c, NNG_OPT_RECVTIMEO, 20000);
-	nng_socket_set_ms(c, NNG_OPT_SENDTIMEO, 5000);
+	c = req_open();
 	pid = rm_test_spawn(argv, log);
 	CU_ASSERT_FATAL(pid > 0);
 	/* from here on, a failure still stops the aggregator (out:) */
@@ -140,26 +166,16 @@ static void test_sigterm_under_load(void)
 	CU_ASSERT_EQUAL(nng_send(c, buf, len, 0), 0);
 	free(buf);
 	usleep(20000); /* the aggregator is applying it */
-	t0 = mono_ms();
-	CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-	rv = rm_test_wait(pid, 10000);
+	took = stop_within(pid, log);
 	pid = 0;
-	took = mono_ms() - t0;
 	printf("\n    %d batches of %zu parts applied; stopped %lld ms after SIGTERM ", sent, cap.nparts,
 	       (long long)took);
-	CU_ASSERT_EQUAL(rv, 0);
-	CU_ASSERT(took <= 1000);
-	if (rv != 0 || took > 1000)
-		fprintf(stderr, "%s\n", rm_test_slurp(log));
 
 	/* again, with every part the first run left pending put back, the
 	 * signal arriving while idle: the stop charges pending parts for a
 	 * bounded time, and what it cannot charge stays held */
 	nng_close(c);
-	CU_ASSERT_EQUAL_FATAL(nng_req0_open(&c), 0);
-	nng_socket_set_ms(c, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-	nng_socket_set_ms(c, NNG_OPT_RECVTIMEO, 20000);
-	nng_socket_set_ms(c, NNG_OPT_SENDTIMEO, 5000);
+	c = req_open();
 	pid = rm_test_spawn(argv, log);
 	CU_ASSERT_FATAL(pid > 0);
 	for (rv = -1, t0 = mono_ms(); rv != RAMETR__ACK__STATUS__ACK_OK && mono_ms() - t0 < 20000;) {
@@ -175,16 +191,9 @@ static void test_sigterm_under_load(void)
 	if (rv != RAMETR__ACK__STATUS__ACK_OK)
 		goto out;
 	CU_ASSERT_PTR_NOT_NULL(strstr(rm_test_slurp(log), "restored "));
-	t0 = mono_ms();
-	CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-	rv = rm_test_wait(pid, 10000);
+	took = stop_within(pid, log);
 	pid = 0;
-	took = mono_ms() - t0;
 	printf("and %lld ms with the pending parts put back ", (long long)took);
-	CU_ASSERT_EQUAL(rv, 0);
-	CU_ASSERT(took <= 1000);
-	if (rv != 0 || took > 1000)
-		fprintf(stderr, "%s\n", rm_test_slurp(log));
 out:
 	if (pid > 0) {
 		kill(pid, SIGKILL);
