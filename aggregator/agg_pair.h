@@ -65,6 +65,15 @@
  * if still pending, all its cost goes to V "past_horizon"
  * (stats.evicted counts them).
  *
+ * Work is bounded per part, whatever the input: a receiver's bytes are
+ * followed through at most 256 send entries (the bytes past them go to V
+ * "too_many_sends", stats.too_many_sends), a send among more than 256
+ * others is not checked against all of them and is untrusted
+ * (stats.unchecked_sends), and a send or a resolved sender wakes at most
+ * the 256 nearest waiting receivers (stats.capped_wakes; the others are
+ * decided at their horizon). stats.scanned counts the index entries
+ * examined.
+ *
  * TCP sequence numbers are 32 bits: ranges are 64-bit start + length,
  * compared modulo 2^32; per connection they are unwrapped into one 64-bit
  * space relative to the last range seen on it (a range more than 2^31 bytes
