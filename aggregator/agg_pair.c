@@ -14,7 +14,6 @@
 
 #include "agg_account.h"
 #include "agg_pair_int.h"
-#include "rm_addr.h"
 #include "banned.h"
 
 int64_t agg_deadline(const struct agg_pair *e, int64_t arrival)

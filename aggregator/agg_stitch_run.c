@@ -4,9 +4,9 @@
  * bound of the stop's charging.
  */
 #include <stdlib.h>
-#include <time.h>
 
 #include "agg_stitch_run.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -16,21 +16,11 @@ struct agg_stitch_run {
 	int64_t clock0, base, last; /* horizon clock: base + (clock - clock0), never backwards */
 };
 
+/* The default source of the horizon clock. */
 static int64_t agg_mono_ns(void *arg)
 {
-	struct timespec ts;
-
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int64_t agg_now_unix_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	return (int64_t)rm_clock_mono_ns();
 }
 
 /* The horizon clock: runs with the aggregator, continues after a restart. */
@@ -83,7 +73,7 @@ void agg_stitch_run_close(struct agg_stitch_run *r)
 
 int agg_stitch_run_hello(struct agg_stitch_run *r, const Rametr__Hello *h, char *err, size_t errlen)
 {
-	return agg_stitch_hello(r->s, h, agg_now_unix_ns(), err, errlen);
+	return agg_stitch_hello(r->s, h, rm_clock_unix_ns(), err, errlen);
 }
 
 int agg_stitch_run_batch(struct agg_stitch_run *r, const Rametr__Batch *b, int *duplicate, char *err,

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -22,16 +21,14 @@
 #include "rm_test.h"
 #include "col_enc.h"
 #include "col_replay.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "rm_wire.h"
 #include "banned.h"
 
 static int64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(rm_clock_mono_ns() / 1000000);
 }
 
 /* Sends buf and waits for the Ack; returns its status, or -1 without one. */
