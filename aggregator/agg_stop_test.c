@@ -49,6 +49,20 @@ static int ask(nng_socket c, const uint8_t *buf, size_t len)
 	return st;
 }
 
+/* Encodes env, sends it and waits for the Ack; returns as ask. */
+static int ask_env(nng_socket c, const Rametr__Envelope *env)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int st;
+
+	if (rm_wire_encode(env, &buf, &len) != RM_OK)
+		return -1;
+	st = ask(c, buf, len);
+	free(buf);
+	return st;
+}
+
 /* A REQ socket that waits long for replies (the aggregator may be busy). */
 static nng_socket req_open(void)
 {
@@ -132,9 +146,7 @@ static void test_sigterm_under_load(void)
 	h.ncpu = 2;
 	env.body_case = RAMETR__ENVELOPE__BODY_HELLO;
 	env.hello = &h;
-	CU_ASSERT_EQUAL(rm_wire_encode(&env, &buf, &len), RM_OK);
-	rv = ask(c, buf, len);
-	free(buf);
+	rv = ask_env(c, &env);
 	CU_ASSERT_EQUAL(rv, RAMETR__ACK__STATUS__ACK_OK);
 	if (rv != RAMETR__ACK__STATUS__ACK_OK)
 		goto out;
@@ -180,9 +192,7 @@ static void test_sigterm_under_load(void)
 			usleep(20000);
 			continue;
 		}
-		CU_ASSERT_EQUAL(rm_wire_encode(&env, &buf, &len), RM_OK);
-		rv = ask(c, buf, len);
-		free(buf);
+		rv = ask_env(c, &env);
 	}
 	CU_ASSERT_EQUAL(rv, RAMETR__ACK__STATUS__ACK_OK);
 	if (rv != RAMETR__ACK__STATUS__ACK_OK)
