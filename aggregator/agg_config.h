@@ -151,6 +151,8 @@ struct agg_config {
 	size_t nlisten;
 	char *db;                      /* NULL if not given */
 	uint64_t horizon_ns;           /* pairing horizon (default AGG_CONFIG_HORIZON_DEFAULT_NS) */
+	int64_t retention_ns[4];       /* [retention] 1s, 1m, 1h, 1d: -1 not given (storage's
+					* default), 0 for ever, else ns */
 	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;
