@@ -28,7 +28,7 @@
 
 /* A stop charges pending parts for at most this long: a signal stops the
    aggregator within a second, whatever it is doing. */
-#define AGG_STOP_BUDGET_NS 200000000LL
+#define AGG_STOP_BUDGET_NS 100000000LL
 
 static volatile sig_atomic_t agg_stop;
 
