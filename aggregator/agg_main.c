@@ -20,6 +20,7 @@
 #include "agg_stitch.h"
 #include "agg_throttle.h"
 #include "rm_err.h"
+#include "rm_version.h"
 #include "st.h"
 #include "banned.h"
 
@@ -98,7 +99,8 @@ static void agg_usage(FILE *f)
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
 		"                  sender for the next start (default: charge them as at the\n"
 		"                  horizon, so every window balances once stopped)\n"
-		"  -v, --verbose   debug messages\n");
+		"  -v, --verbose   debug messages\n"
+		"  --version       print the version and exit\n");
 }
 
 int main(int argc, char **argv)
@@ -110,6 +112,7 @@ int main(int argc, char **argv)
 		{ "keep-pending", no_argument, NULL, 'k' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = NULL, *db_path = NULL, *listen[16];
@@ -143,6 +146,7 @@ int main(int argc, char **argv)
 		case 'k': keep_pending = 1; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': agg_usage(stdout); return 0;
+		case 'V': rm_version_print(stdout, "rametr-aggregator"); return 0;
 		default: agg_usage(stderr); return 2;
 		}
 	}

@@ -26,6 +26,7 @@
 #include "col_tc.h"
 #include "col_throttle.h"
 #include "rm_err.h"
+#include "rm_version.h"
 #ifdef RM_HAVE_XEN_BACKEND
 #include "col_xen.h"
 #endif
@@ -390,7 +391,8 @@ static void col_usage(FILE *f)
 		"                     tc:IFACE[:egress] (admission: the CE's inbound bytes policed at\n"
 		"                     IFACE's ingress, or egress, e.g. a namespace's root-side veth;\n"
 		"                     event-loop servers)\n"
-		"  -v, --verbose\n");
+		"  -v, --verbose\n"
+		"  --version          print the version and exit\n");
 }
 
 
@@ -486,6 +488,7 @@ int main(int argc, char **argv)
 		{ "throttle", required_argument, NULL, 'T' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
@@ -560,6 +563,7 @@ int main(int argc, char **argv)
 		case 'T': o.throttle = optarg; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': col_usage(stdout); return 0;
+		case 'V': rm_version_print(stdout, "rametr-collector"); return 0;
 		default: col_usage(stderr); return 2;
 		}
 	}

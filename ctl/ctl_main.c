@@ -14,6 +14,7 @@
 #include "ctl_throttle.h"
 #include "ctl_time.h"
 #include "rm_err.h"
+#include "rm_version.h"
 #include "st.h"
 #include "st_est.h"
 #include "banned.h"
@@ -220,6 +221,7 @@ static void ctl_help_main(FILE *f)
 	for (i = 0; i < CTL_NCMDS; i++)
 		fprintf(f, "  %-14s %s\n", ctl_cmds[i].name, ctl_cmds[i].summary);
 	fprintf(f, "  %-14s %s\n", "throttle", "list, set or clear CPU caps of CEs (issue 6)");
+	fprintf(f, "  %-14s %s\n", "version", "print the version (also --version)");
 	fprintf(f, "\nRun 'rametrctl <command> --help' for a command's options.\n");
 }
 
@@ -455,6 +457,10 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		ctl_help_main(stderr);
 		return CTL_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		rm_version_print(stdout, "rametrctl");
+		return CTL_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		if (argc > 2 && strcmp(argv[1], "help") == 0) {
