@@ -49,8 +49,14 @@ static int64_t agg_now_unix(void)
 static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t errlen)
 {
 	struct agg_main *m = arg;
+	int rv = agg_stitch_hello(m->stitch, h, err, errlen);
 
-	return agg_stitch_hello(m->stitch, h, err, errlen);
+	/* a collector says hello on every new connection */
+	if (rv == RM_OK)
+		rm_log_info("node '%s' connected (host '%s', backend %s, run %016llx, window %llu ms, %u CPUs)",
+			    h->node, h->hostname, h->backend, (unsigned long long)h->instance,
+			    (unsigned long long)(h->window_ns / 1000000), h->ncpu);
+	return rv;
 }
 
 static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
@@ -99,7 +105,8 @@ static void agg_usage(FILE *f)
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
 		"                  sender for the next start (default: charge them as at the\n"
 		"                  horizon, so every window balances once stopped)\n"
-		"  -v, --verbose   debug messages\n"
+		"  --log-level L   error, warning, info (default) or debug\n"
+		"  -v, --verbose   debug messages (--log-level debug)\n"
 		"  --version       print the version and exit\n");
 }
 
@@ -113,6 +120,7 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "log-level", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = NULL, *db_path = NULL, *listen[16];
@@ -145,6 +153,16 @@ int main(int argc, char **argv)
 			break;
 		case 'k': keep_pending = 1; break;
 		case 'v': rm_log_set_verbose(1); break;
+		case 'L': {
+			enum rm_log_level l;
+
+			if (rm_log_parse_level(optarg, &l) != RM_OK) {
+				rm_log_error("invalid --log-level '%s' (error, warning, info, debug)", optarg);
+				return 2;
+			}
+			rm_log_set_level(l);
+			break;
+		}
 		case 'h': agg_usage(stdout); return 0;
 		case 'V': rm_version_print(stdout, "rametr-aggregator"); return 0;
 		default: agg_usage(stderr); return 2;

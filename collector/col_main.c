@@ -391,7 +391,8 @@ static void col_usage(FILE *f)
 		"                     tc:IFACE[:egress] (admission: the CE's inbound bytes policed at\n"
 		"                     IFACE's ingress, or egress, e.g. a namespace's root-side veth;\n"
 		"                     event-loop servers)\n"
-		"  -v, --verbose\n"
+		"  --log-level L      error, warning, info (default) or debug\n"
+		"  -v, --verbose      debug messages (--log-level debug)\n"
 		"  --version          print the version and exit\n");
 }
 
@@ -489,6 +490,7 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "log-level", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
@@ -562,6 +564,16 @@ int main(int argc, char **argv)
 			break;
 		case 'T': o.throttle = optarg; break;
 		case 'v': rm_log_set_verbose(1); break;
+		case 'L': {
+			enum rm_log_level l;
+
+			if (rm_log_parse_level(optarg, &l) != RM_OK) {
+				rm_log_error("invalid --log-level '%s' (error, warning, info, debug)", optarg);
+				return 2;
+			}
+			rm_log_set_level(l);
+			break;
+		}
 		case 'h': col_usage(stdout); return 0;
 		case 'V': rm_version_print(stdout, "rametr-collector"); return 0;
 		default: col_usage(stderr); return 2;
