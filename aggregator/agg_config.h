@@ -16,6 +16,7 @@
  *   client_port = 40000-40999          ; optional port or range of the client
  *   server_port = 7000                 ; optional port or range on the server side
  *   xen_domain = 3, 4                  ; Xen domains charged to this CE
+ *   priority = 10                      ; wins over overlapping rules of lower priority
  *
  *   [estimate db1]                     ; estimate per-CE CPU of server (node) db1
  *   method = lr, kalman                ; one or both (required)
@@ -52,7 +53,11 @@
  *
  * A segment's inbound socket matches a rule when its remote end is in one of
  * the rule's clients (or the rule lists none) and the ports are in range.
- * Rules are tried in file order; the first match wins. CE names are
+ * Rules are tried by `priority` (a [ce] key, 0 to 1000000, default 0),
+ * highest first, then in file order; the first match wins. Two rules of the
+ * same priority whose client ranges overlap (with overlapping ports), or
+ * that list one Xen domain, are refused with both places; rules without
+ * clients (ports only) are not checked. CE names are
  * [A-Za-z0-9_.-]{1,63} and may not start with "__" (reserved).
  */
 #ifndef AGG_CONFIG_H
@@ -75,7 +80,9 @@ struct agg_rule {
 	uint32_t sport_lo, sport_hi;
 	uint32_t *domains;
 	size_t ndomains;
-	int line;                      /* where the [ce] section starts */
+	int priority;                  /* higher wins where rules overlap (default 0) */
+	const char *file;              /* where the [ce] section starts (c->files) */
+	int line;
 };
 
 #define AGG_CONFIG_HORIZON_DEFAULT_NS 10000000000ULL /* 10 s */
@@ -107,6 +114,7 @@ struct agg_est_conf {
 	uint32_t lr_windows;
 	uint64_t kalman_q_ns;          /* 0 = auto */
 	double kalman_r;
+	const char *file;              /* c->files */
 	int line;
 };
 
@@ -114,6 +122,7 @@ struct agg_throttle_cap {
 	char ce[64];
 	char server[64];
 	uint32_t cap_permille;         /* 1..1000 */
+	const char *file;              /* c->files */
 	int line;
 };
 
@@ -134,6 +143,14 @@ struct agg_throttle_cfg {
 	size_t ncaps;
 };
 
+/* A key of [aggregator] the rules do not use: one of the program's settings
+ * (rm_conf.h), checked by the program. */
+struct agg_config_kv {
+	char *key, *value;
+	const char *file;              /* c->files */
+	int line;
+};
+
 struct agg_config {
 	char **listen;
 	size_t nlisten;
@@ -145,6 +162,10 @@ struct agg_config {
 	struct agg_est_conf *est;      /* [estimate] sections */
 	size_t nest;
 	struct agg_throttle_cfg throttle;
+	struct agg_config_kv *settings; /* other [aggregator] keys, in file order */
+	size_t nsettings;
+	char **files;                  /* the names of the files read */
+	size_t nfiles;
 };
 
 /* Index of the rule of CE name; -1 if none. */
@@ -157,7 +178,8 @@ int agg_config_find_ce(const struct agg_config *c, const char *name);
  */
 int agg_config_parse(const char *text, size_t len, const char *name, struct agg_config **out);
 
-/* Read and parse a file: RM_EIO "failed to read '%s'" or as agg_config_parse. */
+/* Read and parse a file and its drop-ins (path.d/NAME.conf, rm_conf.h):
+ * RM_EIO "failed to read '%s'" or as agg_config_parse. */
 int agg_config_load(const char *path, struct agg_config **out);
 
 void agg_config_free(struct agg_config *c);

@@ -6,12 +6,13 @@
  * held parts past the horizon and to the estimators ([estimate] sections),
  * which get a final pass over every window at a stop.
  */
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agg_account.h"
 #include "agg_config.h"
@@ -19,10 +20,13 @@
 #include "agg_server.h"
 #include "agg_stitch.h"
 #include "agg_throttle.h"
+#include "rm_conf.h"
 #include "rm_err.h"
 #include "rm_version.h"
 #include "st.h"
 #include "banned.h"
+
+#define AGG_DEFAULT_CONFIG "/etc/rametr/aggregator.conf"
 
 static volatile sig_atomic_t agg_stop;
 
@@ -92,38 +96,136 @@ static void agg_on_tick(void *arg)
 static void agg_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rametr-aggregator --config FILE [--db PATH] [--listen URL]... [--keep-pending] [-v]\n"
+		"usage: rametr-aggregator [--config FILE] [--db PATH] [--listen URL]... [options]\n"
 		"\n"
 		"Receives segment batches from collectors, attributes them to chargeable\n"
 		"entities by the rules in FILE and by pairing sends with receives of the same\n"
 		"TCP bytes across nodes, and stores U_c, V and U per window in SQLite.\n"
-		"  --config FILE   INI configuration ([aggregator] listen/db/horizon/max_held,\n"
-		"                  [ce NAME] rules, [estimate SERVER] LR/Kalman estimators,\n"
-		"                  [throttle] caps and overload rule)\n"
-		"  --db PATH       SQLite file (overrides the config's db)\n"
-		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; overrides the config)\n"
+		"  --config FILE   INI configuration (default " AGG_DEFAULT_CONFIG "), then its\n"
+		"                  drop-ins FILE.d/*.conf: [aggregator] listen/db/horizon/max_held\n"
+		"                  and every option below, [ce NAME] rules, [estimate SERVER]\n"
+		"                  LR/Kalman estimators, [throttle] caps and overload rule;\n"
+		"                  options given here override the files\n"
+		"  --db PATH       SQLite file (default /var/lib/rametr/rametr.db)\n"
+		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; default\n"
+		"                  tcp://127.0.0.1:7600)\n"
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
 		"                  sender for the next start (default: charge them as at the\n"
 		"                  horizon, so every window balances once stopped)\n"
 		"  --log-level L   error, warning, info (default) or debug\n"
 		"  -v, --verbose   debug messages (--log-level debug)\n"
-		"  --version       print the version and exit\n");
+		"  --check-config  read the configuration, report problems, and exit\n"
+		"  --version       print the version and exit\n"
+		"SIGHUP reads the configuration again: CE rules, estimators, throttling and\n"
+		"the log level change without a restart (listen and db need one).\n");
+}
+
+/* The program's settings: options, and keys of [aggregator] (rm_conf.h). */
+enum agg_setting_id {
+	AGG_S_CONFIG, AGG_S_DB, AGG_S_LISTEN, AGG_S_KEEP_PENDING, AGG_S_LOG_LEVEL, AGG_S_VERBOSE,
+	AGG_S_CHECK, AGG_S_HELP, AGG_S_VERSION, AGG_S_COUNT
+};
+
+static const struct rm_setting agg_settings[AGG_S_COUNT] = {
+	[AGG_S_CONFIG] = { "config", 1, 0, 0, 'c' },
+	[AGG_S_DB] = { "db", 1, 0, 0, 'd' },          /* in files: agg_config's db */
+	[AGG_S_LISTEN] = { "listen", 1, 1, 0, 'l' },  /* in files: agg_config's listen */
+	[AGG_S_KEEP_PENDING] = { "keep-pending", 0, 0, 1, 'k' },
+	[AGG_S_LOG_LEVEL] = { "log-level", 1, 0, 1, 0 },
+	[AGG_S_VERBOSE] = { "verbose", 0, 0, 1, 'v' },
+	[AGG_S_CHECK] = { "check-config", 0, 0, 0, 0 },
+	[AGG_S_HELP] = { "help", 0, 0, 0, 'h' },
+	[AGG_S_VERSION] = { "version", 0, 0, 0, 0 },
+};
+
+struct agg_opts {
+	const char *config, *db;
+	const char *listen[16];
+	size_t nlisten;
+	int keep_pending, check;
+	enum rm_log_level level;
+};
+
+static int agg_set(void *arg, const struct rm_setval *v)
+{
+	struct agg_opts *o = arg;
+	int yes = strcmp(v->value, "yes") == 0;
+
+	switch (v->id) {
+	case AGG_S_CONFIG: o->config = v->value; break;
+	case AGG_S_DB: o->db = v->value; break;
+	case AGG_S_LISTEN:
+		if (o->nlisten == sizeof(o->listen) / sizeof(o->listen[0])) {
+			rm_log_error("%stoo many %s addresses (at most 16)", v->where, v->name);
+			return RM_EINVAL;
+		}
+		o->listen[o->nlisten++] = v->value;
+		break;
+	case AGG_S_KEEP_PENDING: o->keep_pending = yes; break;
+	case AGG_S_VERBOSE: o->level = yes ? RM_LOG_DEBUG : RM_LOG_INFO; break;
+	case AGG_S_CHECK: o->check = yes; break;
+	case AGG_S_LOG_LEVEL:
+		if (rm_log_parse_level(v->value, &o->level) != RM_OK) {
+			rm_log_error("%sinvalid %s '%s' (error, warning, info, debug)", v->where, v->name, v->value);
+			return RM_EINVAL;
+		}
+		break;
+	}
+	return RM_OK;
+}
+
+/*
+ * Loads the configuration files at o->config and applies their settings,
+ * then the command line's (cmd), to o. Returns RM_OK with *out, or an error
+ * after logging every problem (file:line).
+ */
+static int agg_load(struct agg_opts *o, const struct rm_setvals *cmd, struct rm_setvals *files,
+		    struct agg_config **out)
+{
+	struct agg_config *cfg = NULL;
+	size_t i;
+	int rv, errors = 0;
+
+	if ((rv = agg_config_load(o->config, &cfg)) != RM_OK)
+		return rv;
+	for (i = 0; i < cfg->nsettings; i++) {
+		const struct agg_config_kv *kv = &cfg->settings[i];
+
+		rv = rm_settings_key(agg_settings, AGG_S_COUNT, kv->file, kv->line, "aggregator", kv->key, kv->value,
+				     files);
+		if (rv == RM_ENOMEM) {
+			agg_config_free(cfg);
+			return rv;
+		}
+		errors += rv != RM_OK;
+	}
+	o->level = RM_LOG_INFO;
+	if (rm_settings_apply(agg_settings, files, cmd, agg_set, o) != RM_OK || errors) {
+		agg_config_free(cfg);
+		return RM_ECONFIG;
+	}
+	*out = cfg;
+	return RM_OK;
+}
+
+/* The database at path and its journal files, removed after a failed first start. */
+static void agg_remove_db(const char *path)
+{
+	static const char *const sfx[] = { "", "-wal", "-shm", "-journal" };
+	char p[4200];
+	size_t i;
+
+	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
+		unlink(p);
+	}
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "db", required_argument, NULL, 'd' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "keep-pending", no_argument, NULL, 'k' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *config = NULL, *db_path = NULL, *listen[16];
+	struct agg_opts o = { .config = AGG_DEFAULT_CONFIG };
+	struct rm_setvals cmd = { 0 }, files = { 0 };
+	const char *db_path, **listen;
 	struct agg_config *cfg = NULL;
 	struct agg_account *acct = NULL;
 	struct agg_stitch *stitch = NULL;
@@ -135,54 +237,51 @@ int main(int argc, char **argv)
 	struct agg_account_stats st;
 	struct agg_pair_stats ps;
 	struct sigaction sa;
+	struct stat dbst;
 	st_db *db = NULL;
-	size_t nlisten = 0, i;
-	int c, rv, keep_pending = 0;
+	size_t nlisten, i;
+	int rv, served = 0, db_existed;
 
 	rm_log_init("rametr-aggregator");
-	while ((c = getopt_long(argc, argv, "c:d:l:vh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'c': config = optarg; break;
-		case 'd': db_path = optarg; break;
-		case 'l':
-			if (nlisten == sizeof(listen) / sizeof(listen[0])) {
-				rm_log_error("too many --listen addresses");
-				return 2;
-			}
-			listen[nlisten++] = optarg;
-			break;
-		case 'k': keep_pending = 1; break;
-		case 'v': rm_log_set_verbose(1); break;
-		case 'L': {
-			enum rm_log_level l;
-
-			if (rm_log_parse_level(optarg, &l) != RM_OK) {
-				rm_log_error("invalid --log-level '%s' (error, warning, info, debug)", optarg);
-				return 2;
-			}
-			rm_log_set_level(l);
-			break;
-		}
-		case 'h': agg_usage(stdout); return 0;
-		case 'V': rm_version_print(stdout, "rametr-aggregator"); return 0;
-		default: agg_usage(stderr); return 2;
-		}
-	}
-	if (!config || optind != argc) {
+	if ((rv = rm_settings_argv(agg_settings, AGG_S_COUNT, argc, argv, &cmd)) != RM_OK) {
 		agg_usage(stderr);
-		return 2;
+		rm_setvals_free(&cmd);
+		return rv == RM_ENOMEM ? 1 : 2;
 	}
-	if ((rv = agg_config_load(config, &cfg)) != 0) {
-		rm_log_error("failed to load configuration '%s': %s", config, rm_strerror(rv));
+	if (rm_setvals_find(&cmd, AGG_S_HELP) >= 0 || rm_setvals_find(&cmd, AGG_S_VERSION) >= 0) {
+		if (rm_setvals_find(&cmd, AGG_S_HELP) >= 0)
+			agg_usage(stdout);
+		else
+			rm_version_print(stdout, "rametr-aggregator");
+		rm_setvals_free(&cmd);
+		return 0;
+	}
+	i = (size_t)rm_setvals_find(&cmd, AGG_S_CONFIG);
+	if ((int)i >= 0)
+		o.config = cmd.v[i].value;
+	if ((rv = agg_load(&o, &cmd, &files, &cfg)) != 0) {
+		rm_log_error("failed to load configuration '%s': %s", o.config, rm_strerror(rv));
+		rm_setvals_free(&cmd);
+		rm_setvals_free(&files);
 		return rv == RM_ECONFIG ? 2 : 1;
 	}
-	if (!db_path)
-		db_path = cfg->db ? cfg->db : "/var/lib/rametr/rametr.db";
-	if (nlisten == 0)
-		for (i = 0; i < cfg->nlisten && nlisten < sizeof(listen) / sizeof(listen[0]); i++)
-			listen[nlisten++] = cfg->listen[i];
-	if (nlisten == 0)
-		listen[nlisten++] = "tcp://127.0.0.1:7600";
+	rm_log_set_level(o.level);
+	db_path = o.db ? o.db : cfg->db ? cfg->db : "/var/lib/rametr/rametr.db";
+	if (!o.nlisten)
+		for (i = 0; i < cfg->nlisten && o.nlisten < sizeof(o.listen) / sizeof(o.listen[0]); i++)
+			o.listen[o.nlisten++] = cfg->listen[i];
+	if (!o.nlisten)
+		o.listen[o.nlisten++] = "tcp://127.0.0.1:7600";
+	listen = o.listen;
+	nlisten = o.nlisten;
+	if (o.check) {
+		printf("configuration '%s' is valid: %zu CE rules, %zu estimators, %zu throttle caps\n", o.config,
+		       cfg->nrules, cfg->nest, cfg->throttle.ncaps);
+		agg_config_free(cfg);
+		rm_setvals_free(&cmd);
+		rm_setvals_free(&files);
+		return 0;
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = agg_on_signal;
@@ -190,6 +289,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	db_existed = stat(db_path, &dbst) == 0;
 	rv = st_open(&db, db_path, 0);
 	if (rv == RM_OK)
 		rv = agg_account_open(&acct, db);
@@ -222,13 +322,14 @@ int main(int argc, char **argv)
 		rv = agg_server_open(&srv, listen, nlisten, &h, 1000);
 	}
 	if (rv == RM_OK) {
+		served = 1;
 		for (i = 0; i < nlisten; i++)
 			rm_log_info("listening on %s, storing to '%s', %zu CE rules", listen[i], db_path, cfg->nrules);
 		rv = agg_server_run(srv, &agg_stop);
 	}
 	/* a crash keeps pending parts (they are stored with every batch); a
 	 * stop decides them unless they are to wait for the next start */
-	if (stitch && !keep_pending && agg_stitch_give_up(stitch) != RM_OK)
+	if (stitch && !o.keep_pending && agg_stitch_give_up(stitch) != RM_OK)
 		rm_log_warn("failed to charge the parts still pending; they stay held for the next start");
 	if (est) {
 		uint64_t solved, unsolved;
@@ -275,6 +376,13 @@ int main(int argc, char **argv)
 	agg_account_close(acct);
 	st_close(db);
 	agg_config_free(cfg);
+	if (!served && !db_existed) {
+		/* nothing was stored: leave no empty database behind */
+		rm_log_info("removing '%s': created by this start, which failed", db_path);
+		agg_remove_db(db_path);
+	}
+	rm_setvals_free(&cmd);
+	rm_setvals_free(&files);
 	if (rv != RM_OK) {
 		rm_log_error("stopped: %s", rm_strerror(rv));
 		return 1;

@@ -8,7 +8,6 @@
  * spool what the aggregator did not acknowledge.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +24,7 @@
 #include "col_sender.h"
 #include "col_tc.h"
 #include "col_throttle.h"
+#include "rm_conf.h"
 #include "rm_err.h"
 #include "rm_version.h"
 #ifdef RM_HAVE_XEN_BACKEND
@@ -45,6 +45,8 @@
  */
 #define COL_DRAIN_MS 25
 #define COL_DRAIN_RING (16u << 20)
+
+#define COL_DEFAULT_CONFIG "/etc/rametr/collector.conf"
 
 static volatile sig_atomic_t col_stop;
 
@@ -358,7 +360,11 @@ static void col_usage(FILE *f)
 		"usage: rametr-collector --aggregator URL --node NAME [options]\n"
 		"\n"
 		"Cuts threads' lives into segments (recv .. next send) and streams them to\n"
-		"the aggregator.\n"
+		"the aggregator. Every option is also a key of [collector] in the\n"
+		"configuration file (yes/no for switches); options given here override it.\n"
+		"  --config FILE      configuration (default " COL_DEFAULT_CONFIG ", read if\n"
+		"                     present), then its drop-ins FILE.d/*.conf\n"
+		"  --check-config     read the configuration and options, report problems, exit\n"
 		"  --aggregator URL   tcp://HOST:PORT or ipc:///PATH of rametr-aggregator\n"
 		"  --node NAME        this node's id (unique in the cluster)\n"
 		"  --backend B        ebpf (default), replay, xen (trace file), xen-live\n"
@@ -464,122 +470,221 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	return rv;
 }
 
+/* The program's settings: options, and keys of [collector] (rm_conf.h). */
+enum col_setting_id {
+	COL_S_AGGREGATOR, COL_S_NODE, COL_S_BACKEND, COL_S_EVENTS, COL_S_XEN_TRACE, COL_S_XEN_KHZ, COL_S_WINDOW,
+	COL_S_NETNS, COL_S_FOLLOW_WAKEUPS, COL_S_FOLLOW_REPLIES, COL_S_EXCLUDE_PID, COL_S_COUNT_RAMETR,
+	COL_S_NO_MERGE, COL_S_RING_BYTES, COL_S_SPOOL, COL_S_MEM_LIMIT, COL_S_FLUSH_MS, COL_S_BATCH_PARTS,
+	COL_S_DURATION, COL_S_THROTTLE, COL_S_LOG_LEVEL, COL_S_VERBOSE, COL_S_CONFIG, COL_S_CHECK, COL_S_HELP,
+	COL_S_VERSION, COL_S_COUNT
+};
+
+static const struct rm_setting col_settings[COL_S_COUNT] = {
+	[COL_S_AGGREGATOR] = { "aggregator", 1, 0, 1, 0 },
+	[COL_S_NODE] = { "node", 1, 0, 1, 0 },
+	[COL_S_BACKEND] = { "backend", 1, 0, 1, 0 },
+	[COL_S_EVENTS] = { "events", 1, 0, 1, 0 },
+	[COL_S_XEN_TRACE] = { "xen-trace", 1, 0, 1, 0 },
+	[COL_S_XEN_KHZ] = { "xen-cpu-khz", 1, 0, 1, 0 },
+	[COL_S_WINDOW] = { "window", 1, 0, 1, 0 },
+	[COL_S_NETNS] = { "netns", 1, 0, 1, 0 },
+	[COL_S_FOLLOW_WAKEUPS] = { "follow-wakeups", 0, 0, 1, 0 },
+	[COL_S_FOLLOW_REPLIES] = { "follow-replies", 0, 0, 1, 0 },
+	[COL_S_EXCLUDE_PID] = { "exclude-pid", 1, 1, 1, 0 },
+	[COL_S_COUNT_RAMETR] = { "count-rametr", 0, 0, 1, 0 },
+	[COL_S_NO_MERGE] = { "no-merge", 0, 0, 1, 0 },
+	[COL_S_RING_BYTES] = { "ring-bytes", 1, 0, 1, 0 },
+	[COL_S_SPOOL] = { "spool", 1, 0, 1, 0 },
+	[COL_S_MEM_LIMIT] = { "mem-limit", 1, 0, 1, 0 },
+	[COL_S_FLUSH_MS] = { "flush-ms", 1, 0, 1, 0 },
+	[COL_S_BATCH_PARTS] = { "batch-parts", 1, 0, 1, 0 },
+	[COL_S_DURATION] = { "duration", 1, 0, 1, 0 },
+	[COL_S_THROTTLE] = { "throttle", 1, 0, 1, 0 },
+	[COL_S_LOG_LEVEL] = { "log-level", 1, 0, 1, 0 },
+	[COL_S_VERBOSE] = { "verbose", 0, 0, 1, 'v' },
+	[COL_S_CONFIG] = { "config", 1, 0, 0, 'c' },
+	[COL_S_CHECK] = { "check-config", 0, 0, 0, 0 },
+	[COL_S_HELP] = { "help", 0, 0, 0, 'h' },
+	[COL_S_VERSION] = { "version", 0, 0, 0, 0 },
+};
+
+
+struct col_settings_ctx {
+	struct col_opts *o;
+	struct col_batcher *bt;
+	enum rm_log_level level;
+	int check;
+};
+
+static int col_bad(const struct rm_setval *v, const char *why)
+{
+	rm_log_error("%sinvalid %s '%s' (%s)", v->where, v->name, v->value, why);
+	return RM_EINVAL;
+}
+
+/* Unsigned decimal value of v in lo..hi into *out, or an error logged. */
+static int col_set_u64(const struct rm_setval *v, unsigned long long lo, unsigned long long hi, const char *why,
+		       unsigned long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(v->value, &end, 10);
+	if (errno || end == v->value || *end || v->value[0] == '-' || *out < lo || *out > hi)
+		return col_bad(v, why);
+	return RM_OK;
+}
+
+static int col_set(void *arg, const struct rm_setval *v)
+{
+	struct col_settings_ctx *x = arg;
+	struct col_opts *o = x->o;
+	int yes = strcmp(v->value, "yes") == 0;
+	unsigned long long n;
+
+	switch (v->id) {
+	case COL_S_AGGREGATOR: o->url = v->value; break;
+	case COL_S_NODE: o->node = v->value; break;
+	case COL_S_BACKEND:
+		if (strcmp(v->value, "ebpf") && strcmp(v->value, "replay") && strcmp(v->value, "xen") &&
+		    strcmp(v->value, "xen-live"))
+			return col_bad(v, "ebpf, replay, xen, xen-live");
+		o->backend = v->value;
+		break;
+	case COL_S_EVENTS: o->events = v->value; break;
+	case COL_S_XEN_TRACE: o->xen_trace = v->value; break;
+	case COL_S_XEN_KHZ:
+		if (col_set_u64(v, 1, 100000000ULL, "the TSC frequency in kHz", &n))
+			return RM_EINVAL;
+		o->xen_khz = n;
+		break;
+	case COL_S_WINDOW:
+		if (!(o->window_ns = col_parse_dur_ns(v->value)))
+			return col_bad(v, "a duration such as 1s or 100ms");
+		break;
+	case COL_S_DURATION:
+		if (!(o->duration_ns = col_parse_dur_ns(v->value)))
+			return col_bad(v, "a duration such as 30s or 2h");
+		break;
+	case COL_S_NETNS: o->netns = v->value; break;
+	case COL_S_FOLLOW_WAKEUPS: o->follow_wakeups = yes; break;
+	case COL_S_FOLLOW_REPLIES: o->follow_replies = yes; break;
+	case COL_S_COUNT_RAMETR: o->count_rametr = yes; break;
+	case COL_S_NO_MERGE: o->no_merge = yes; break;
+	case COL_S_EXCLUDE_PID:
+		if (o->n_exclude == 16 || col_set_u64(v, 1, UINT32_MAX, "a pid; at most 16", &n))
+			return o->n_exclude == 16 ? col_bad(v, "a pid; at most 16") : RM_EINVAL;
+		o->exclude[o->n_exclude++] = (uint32_t)n;
+		break;
+	case COL_S_RING_BYTES:
+		if (col_set_u64(v, 4096, 1ULL << 30, "a power of 2, 4096 .. 1073741824", &n))
+			return RM_EINVAL;
+		if (n & (n - 1))
+			return col_bad(v, "a power of 2, 4096 .. 1073741824");
+		o->ring_bytes = (uint32_t)n;
+		break;
+	case COL_S_SPOOL: o->spool = v->value; break;
+	case COL_S_MEM_LIMIT:
+		if (col_set_u64(v, 0, 1ULL << 40, "bytes", &n))
+			return RM_EINVAL;
+		o->mem_limit = (size_t)n;
+		break;
+	case COL_S_FLUSH_MS:
+		if (col_set_u64(v, 1, 3600000, "milliseconds, 1 .. 3600000", &n))
+			return RM_EINVAL;
+		o->flush_ms = (int)n;
+		break;
+	case COL_S_BATCH_PARTS:
+		if (col_set_u64(v, 1, 1000000, "1 .. 1000000", &n))
+			return RM_EINVAL;
+		x->bt->batch_parts = (size_t)n;
+		break;
+	case COL_S_THROTTLE: o->throttle = v->value; break;
+	case COL_S_LOG_LEVEL:
+		if (rm_log_parse_level(v->value, &x->level) != RM_OK)
+			return col_bad(v, "error, warning, info, debug");
+		break;
+	case COL_S_VERBOSE: x->level = yes ? RM_LOG_DEBUG : RM_LOG_INFO; break;
+	case COL_S_CHECK: x->check = yes; break;
+	}
+	return RM_OK;
+}
+
+struct col_file_ctx {
+	struct rm_setvals *vals;
+};
+
+/* A line of the configuration files (rm_conf_fn): [collector] only. */
+static int col_conf_line(void *arg, const char *file, int line, char *section, char *key, char *value)
+{
+	struct col_file_ctx *f = arg;
+
+	if (!key) {
+		if (strcmp(section, "collector") != 0) {
+			rm_log_error("%s:%d: unknown section '[%s]' (the collector reads [collector])", file, line,
+				     section);
+			return RM_ECONFIG;
+		}
+		return RM_OK;
+	}
+	if (!section) {
+		rm_log_error("%s:%d: key '%s' outside of any section", file, line, key);
+		return RM_ECONFIG;
+	}
+	if (strcmp(section, "collector") != 0)
+		return RM_OK; /* reported at its header */
+	return rm_settings_key(col_settings, COL_S_COUNT, file, line, section, key, value, f->vals);
+}
+
 int main(int argc, char **argv)
 {
-	static const struct option lopts[] = {
-		{ "aggregator", required_argument, NULL, 'a' },
-		{ "node", required_argument, NULL, 'n' },
-		{ "backend", required_argument, NULL, 'b' },
-		{ "events", required_argument, NULL, 'e' },
-		{ "xen-trace", required_argument, NULL, 'x' },
-		{ "xen-cpu-khz", required_argument, NULL, 'k' },
-		{ "window", required_argument, NULL, 'w' },
-		{ "netns", required_argument, NULL, 'N' },
-		{ "follow-wakeups", no_argument, NULL, 'W' },
-		{ "follow-replies", no_argument, NULL, 'F' },
-		{ "exclude-pid", required_argument, NULL, 'X' },
-		{ "count-rametr", no_argument, NULL, 'R' },
-		{ "no-merge", no_argument, NULL, 'M' },
-		{ "ring-bytes", required_argument, NULL, 'r' },
-		{ "spool", required_argument, NULL, 's' },
-		{ "mem-limit", required_argument, NULL, 'm' },
-		{ "flush-ms", required_argument, NULL, 'f' },
-		{ "batch-parts", required_argument, NULL, 'p' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "throttle", required_argument, NULL, 'T' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
 	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
 	struct col_sink sink = { &bt, col_batch_part, col_batch_window };
+	struct col_settings_ctx sx = { &o, &bt, RM_LOG_INFO, 0 };
+	/* static: the options point into them until the end (and leak checkers
+	 * see them as still referenced at an early exit) */
+	static struct rm_setvals cmd, files;
+	struct col_file_ctx fx = { &files };
 	struct col_sender_cfg scfg;
 	struct col_sender_stats ss;
 	struct col_enforcer enf = { 0 };
 	struct sigaction sa;
 	char host[256] = "", spool[512];
+	const char *config = COL_DEFAULT_CONFIG;
 	int64_t offset = col_clock_offset_ns();
-	int c, rv, frv;
+	int rv, frv, ci;
 
 	rm_log_init("rametr-collector");
-	while ((c = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'a': o.url = optarg; break;
-		case 'n': o.node = optarg; break;
-		case 'b': o.backend = optarg; break;
-		case 'e': o.events = optarg; break;
-		case 'x': o.xen_trace = optarg; break;
-		case 'k': o.xen_khz = strtoull(optarg, NULL, 10); break;
-		case 's': o.spool = optarg; break;
-		case 'N': o.netns = optarg; break;
-		case 'W': o.follow_wakeups = 1; break;
-		case 'F': o.follow_replies = 1; break;
-		case 'R': o.count_rametr = 1; break;
-		case 'M': o.no_merge = 1; break;
-		case 'r': {
-			char *end;
-			unsigned long long v = strtoull(optarg, &end, 10);
-
-			if (*end || v < 4096 || v > (1ULL << 30) || (v & (v - 1))) {
-				rm_log_error("invalid --ring-bytes '%s' (a power of 2, 4096 .. 1073741824)", optarg);
-				return 2;
-			}
-			o.ring_bytes = (uint32_t)v;
-			break;
-		}
-		case 'X': {
-			char *end;
-			unsigned long pid = strtoul(optarg, &end, 10);
-
-			if (*end || pid == 0 || pid > UINT32_MAX || o.n_exclude == 16) {
-				rm_log_error("invalid --exclude-pid '%s' (a pid; at most 16)", optarg);
-				return 2;
-			}
-			o.exclude[o.n_exclude++] = (uint32_t)pid;
-			break;
-		}
-		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
-		case 'f': o.flush_ms = atoi(optarg); break;
-		case 'p':
-			bt.batch_parts = strtoul(optarg, NULL, 10);
-			if (bt.batch_parts == 0 || bt.batch_parts > 1000000) {
-				rm_log_error("invalid --batch-parts '%s' (1 .. 1000000)", optarg);
-				return 2;
-			}
-			break;
-		case 'w':
-			if (!(o.window_ns = col_parse_dur_ns(optarg))) {
-				rm_log_error("invalid --window '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'd':
-			if (!(o.duration_ns = col_parse_dur_ns(optarg))) {
-				rm_log_error("invalid --duration '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'T': o.throttle = optarg; break;
-		case 'v': rm_log_set_verbose(1); break;
-		case 'L': {
-			enum rm_log_level l;
-
-			if (rm_log_parse_level(optarg, &l) != RM_OK) {
-				rm_log_error("invalid --log-level '%s' (error, warning, info, debug)", optarg);
-				return 2;
-			}
-			rm_log_set_level(l);
-			break;
-		}
-		case 'h': col_usage(stdout); return 0;
-		case 'V': rm_version_print(stdout, "rametr-collector"); return 0;
-		default: col_usage(stderr); return 2;
-		}
+	if ((rv = rm_settings_argv(col_settings, COL_S_COUNT, argc, argv, &cmd)) != RM_OK) {
+		col_usage(stderr);
+		rm_setvals_free(&cmd);
+		return rv == RM_ENOMEM ? 1 : 2;
 	}
-	if (!o.url || !o.node || optind != argc || o.flush_ms <= 0) {
+	if (rm_setvals_find(&cmd, COL_S_HELP) >= 0 || rm_setvals_find(&cmd, COL_S_VERSION) >= 0) {
+		if (rm_setvals_find(&cmd, COL_S_HELP) >= 0)
+			col_usage(stdout);
+		else
+			rm_version_print(stdout, "rametr-collector");
+		rm_setvals_free(&cmd);
+		return 0;
+	}
+	/* the default file is read when it exists; a named one must */
+	if ((ci = rm_setvals_find(&cmd, COL_S_CONFIG)) >= 0)
+		config = cmd.v[ci].value;
+	if (ci >= 0 || access(config, F_OK) == 0)
+		rv = rm_conf_load(config, col_conf_line, &fx);
+	if (rv == RM_OK)
+		rv = rm_settings_apply(col_settings, &files, &cmd, col_set, &sx);
+	if (rv != RM_OK) {
+		if (rv != RM_ECONFIG || ci >= 0 || access(config, F_OK) == 0)
+			rm_log_error("failed to load configuration '%s': %s", config, rm_strerror(rv));
+		rm_setvals_free(&cmd);
+		rm_setvals_free(&files);
+		return rv == RM_ECONFIG || rv == RM_EIO ? 2 : 1;
+	}
+	rm_log_set_level(sx.level);
+	if (!o.url || !o.node || o.flush_ms <= 0) {
 		col_usage(stderr);
 		return 2;
 	}
@@ -591,10 +696,9 @@ int main(int argc, char **argv)
 		rm_log_error("--backend xen needs --xen-trace FILE");
 		return 2;
 	}
-	if (strcmp(o.backend, "ebpf") && strcmp(o.backend, "replay") && strcmp(o.backend, "xen") &&
-	    strcmp(o.backend, "xen-live")) {
-		rm_log_error("unknown backend '%s' (ebpf, replay, xen, xen-live)", o.backend);
-		return 2;
+	if (sx.check) {
+		printf("configuration is valid: node '%s', aggregator %s, backend %s\n", o.node, o.url, o.backend);
+		return 0;
 	}
 	if (!o.window_ns)
 		o.window_ns = !strncmp(o.backend, "xen", 3) ? 100000000ULL : 1000000000ULL;
