@@ -882,3 +882,100 @@ int agg_config_match_domain(const struct agg_config *c, uint32_t domid)
 				return (int)i;
 	return -1;
 }
+
+static int agg_est_same(const struct agg_est_conf *a, const struct agg_est_conf *b)
+{
+	size_t i;
+
+	if (strcmp(a->server, b->server) || a->naddr != b->naddr || a->methods != b->methods ||
+	    a->lr_windows != b->lr_windows || a->kalman_q_ns != b->kalman_q_ns || a->kalman_r != b->kalman_r)
+		return 0;
+	for (i = 0; i < a->naddr; i++)
+		if (a->addr[i].family != b->addr[i].family || a->addr[i].port != b->addr[i].port ||
+		    memcmp(a->addr[i].addr, b->addr[i].addr, sizeof(a->addr[i].addr)))
+			return 0;
+	return 1;
+}
+
+int agg_config_restart_diff(const struct agg_config *a, const struct agg_config *b, char *what, size_t len)
+{
+	size_t i;
+
+	if (a->horizon_ns != b->horizon_ns) {
+		rm_errf(what, len, "horizon");
+		return 1;
+	}
+	if (a->max_held != b->max_held) {
+		rm_errf(what, len, "max_held");
+		return 1;
+	}
+	for (i = 0; i < a->nest || i < b->nest; i++)
+		if (i >= a->nest || i >= b->nest || !agg_est_same(&a->est[i], &b->est[i])) {
+			rm_errf(what, len, "[estimate %s]", i < b->nest ? b->est[i].server : a->est[i].server);
+			return 1;
+		}
+	return 0;
+}
+
+static int agg_rule_same(const struct agg_rule *a, const struct agg_rule *b)
+{
+	return a->nclients == b->nclients && a->ndomains == b->ndomains && a->cport_lo == b->cport_lo &&
+	       a->cport_hi == b->cport_hi && a->sport_lo == b->sport_lo && a->sport_hi == b->sport_hi &&
+	       a->priority == b->priority &&
+	       (!a->nclients || memcmp(a->clients, b->clients, a->nclients * sizeof(*a->clients)) == 0) &&
+	       (!a->ndomains || memcmp(a->domains, b->domains, a->ndomains * sizeof(*a->domains)) == 0);
+}
+
+/* Appends "<sep><word> <name>" to out, the separator after the first. */
+static void agg_diff_add(char *out, size_t len, int *first, const char *word, const char *name)
+{
+	size_t n = strlen(out);
+
+	if (n + 1 >= len)
+		return;
+	snprintf(out + n, len - n, "%s%s %s", *first ? "" : ", ", word, name);
+	*first = 0;
+}
+
+int agg_config_diff(const struct agg_config *a, const struct agg_config *b, char *out, size_t len)
+{
+	const struct agg_throttle_cfg *x = &a->throttle, *y = &b->throttle;
+	size_t i, n;
+	int first = 1, order = a->nrules == b->nrules, caps = x->ncaps == y->ncaps;
+
+	if (!len)
+		return 0;
+	out[0] = '\0';
+	for (i = 0; i < b->nrules; i++) {
+		int j = agg_config_find_ce(a, b->rules[i].ce);
+
+		if (j < 0) {
+			agg_diff_add(out, len, &first, first ? "CE rules: added" : "added", b->rules[i].ce);
+		} else {
+			if (!agg_rule_same(&a->rules[j], &b->rules[i]))
+				agg_diff_add(out, len, &first, first ? "CE rules: changed" : "changed", b->rules[i].ce);
+			if ((size_t)j != i)
+				order = 0;
+		}
+	}
+	for (i = 0; i < a->nrules; i++)
+		if (agg_config_find_ce(b, a->rules[i].ce) < 0) {
+			agg_diff_add(out, len, &first, first ? "CE rules: removed" : "removed", a->rules[i].ce);
+			order = 0;
+		}
+	if (first && !order)
+		agg_diff_add(out, len, &first, "CE rules:", "reordered");
+	for (i = 0; caps && i < x->ncaps; i++)
+		caps = strcmp(x->caps[i].ce, y->caps[i].ce) == 0 && strcmp(x->caps[i].server, y->caps[i].server) == 0 &&
+		       x->caps[i].cap_permille == y->caps[i].cap_permille;
+	n = strlen(out);
+	if (x->enabled != y->enabled)
+		snprintf(out + n, len - n, "%sthrottling %s", n ? "; " : "", y->enabled ? "on" : "off");
+	else if (!caps || x->overload != y->overload || x->threshold_permille != y->threshold_permille ||
+		 x->alpha != y->alpha || x->decrease != y->decrease || x->increase_permille != y->increase_permille ||
+		 x->min_cap_permille != y->min_cap_permille || x->release_windows != y->release_windows ||
+		 x->min_share_permille != y->min_share_permille || x->lease_ns != y->lease_ns ||
+		 x->settle_ns != y->settle_ns || strcmp(x->source, y->source) != 0)
+		snprintf(out + n, len - n, "%sthrottle: %s", n ? "; " : "", caps ? "policy changed" : "caps changed");
+	return out[0] != '\0';
+}

@@ -185,6 +185,21 @@ int agg_config_load(const char *path, struct agg_config **out);
 void agg_config_free(struct agg_config *c);
 
 /*
+ * What a reload cannot change in a running aggregator: 0 if a and b agree on
+ * horizon, max_held and the [estimate] sections; otherwise 1 with the first
+ * difference named in what (len bytes). Pure.
+ */
+int agg_config_restart_diff(const struct agg_config *a, const struct agg_config *b, char *what, size_t len);
+
+/*
+ * Describes into out (len bytes, always terminated) how the CE rules and
+ * [throttle] of b differ from a's, e.g. "CE rules: added c4, removed c2,
+ * changed c1; throttle: caps changed"; "" when they agree. Returns 1 if they
+ * differ. Pure.
+ */
+int agg_config_diff(const struct agg_config *a, const struct agg_config *b, char *out, size_t len);
+
+/*
  * Index of the first rule matching an inbound socket whose remote end is
  * raddr:rport (alen 4 or 16 bytes, network order) and local port lport;
  * -1 if none. Pure, thread-safe.

@@ -36,11 +36,34 @@ static void agg_on_signal(int sig)
 	agg_stop = 1;
 }
 
+static volatile sig_atomic_t agg_reload;
+
+static void agg_on_hup(int sig)
+{
+	(void)sig;
+	agg_reload = 1;
+}
+
+struct agg_opts;
+struct rm_setvals;
+
 struct agg_main {
 	struct agg_stitch *stitch;
 	struct agg_est_run *est;       /* NULL: no [estimate] section */
 	struct agg_throttle *thr;
+	/* for a reload (SIGHUP), on the server's thread between requests: */
+	struct agg_config *cfg;        /* running; its contents are replaced */
+	struct agg_server *srv;
+	struct agg_decided *decided;   /* borrowed by srv */
+	st_db *db;
+	struct agg_opts *o;
+	const struct rm_setvals *cmd;  /* the command line, which overrides the files */
+	struct agg_throttle_stats thr_before; /* of the throttles replaced at reloads */
+	char last_node[64];            /* the last hello logged */
+	uint64_t last_instance;
 };
+
+static void agg_reload_config(struct agg_main *m);
 
 static int64_t agg_now_unix(void)
 {
@@ -55,11 +78,17 @@ static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t err
 	struct agg_main *m = arg;
 	int rv = agg_stitch_hello(m->stitch, h, err, errlen);
 
-	/* a collector says hello on every new connection */
-	if (rv == RM_OK)
+	/* a collector says hello on every new connection (twice at its start:
+	 * once per connection attempt that succeeds); a run is logged once */
+	if (rv == RM_OK && (h->instance != m->last_instance || strcmp(h->node, m->last_node) != 0)) {
 		rm_log_info("node '%s' connected (host '%s', backend %s, run %016llx, window %llu ms, %u CPUs)",
 			    h->node, h->hostname, h->backend, (unsigned long long)h->instance,
 			    (unsigned long long)(h->window_ns / 1000000), h->ncpu);
+		m->last_instance = h->instance;
+		snprintf(m->last_node, sizeof(m->last_node), "%s", h->node);
+	} else if (rv == RM_OK) {
+		rm_log_debug("node '%s' connected again (run %016llx)", h->node, (unsigned long long)h->instance);
+	}
 	return rv;
 }
 
@@ -70,7 +99,7 @@ static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char 
 
 	/* the acks of throttle commands hold also for a batch sent twice; a
 	 * failure to record them is logged and does not refuse the batch */
-	if (rv == RM_OK && b->n_acked_commands)
+	if (rv == RM_OK && b->n_acked_commands && m->thr)
 		agg_throttle_acked(m->thr, b->node, b->acked_commands, b->n_acked_commands, agg_now_unix());
 	return rv;
 }
@@ -79,6 +108,10 @@ static int agg_commands_for(void *arg, const char *node, Rametr__ThrottleCommand
 {
 	struct agg_main *m = arg;
 
+	if (!m->thr) {
+		*n = 0;
+		return RM_OK;
+	}
 	return agg_throttle_commands_for(m->thr, node, agg_now_unix(), cmds, n);
 }
 
@@ -86,11 +119,16 @@ static void agg_on_tick(void *arg)
 {
 	struct agg_main *m = arg;
 
+	if (agg_reload) {
+		agg_reload = 0;
+		agg_reload_config(m);
+	}
 	/* a failure is logged by storage; the next tick tries again */
 	agg_stitch_tick(m->stitch);
 	if (m->est)
 		agg_est_run_tick(m->est, 0);
-	agg_throttle_tick(m->thr, agg_now_unix());
+	if (m->thr)
+		agg_throttle_tick(m->thr, agg_now_unix());
 }
 
 static void agg_usage(FILE *f)
@@ -221,6 +259,121 @@ static void agg_remove_db(const char *path)
 	}
 }
 
+/* The listen addresses and database o and cfg give (flags over files). */
+static void agg_effective(struct agg_opts *o, const struct agg_config *cfg, const char **db)
+{
+	size_t i;
+
+	*db = o->db ? o->db : cfg->db ? cfg->db : "/var/lib/rametr/rametr.db";
+	if (!o->nlisten)
+		for (i = 0; i < cfg->nlisten && o->nlisten < sizeof(o->listen) / sizeof(o->listen[0]); i++)
+			o->listen[o->nlisten++] = cfg->listen[i];
+	if (!o->nlisten)
+		o->listen[o->nlisten++] = "tcp://127.0.0.1:7600";
+}
+
+static void agg_throttle_stats_add(struct agg_throttle_stats *to, const struct agg_throttle_stats *s)
+{
+	to->windows += s->windows;
+	to->decisions += s->decisions;
+	to->renewed += s->renewed;
+	to->expired += s->expired;
+	to->refused += s->refused;
+	to->accepted += s->accepted;
+	to->sent += s->sent;
+	to->applied += s->applied;
+	to->bad_acks += s->bad_acks;
+}
+
+/*
+ * SIGHUP: reads the files again and, if they are valid, replaces the CE
+ * rules, [throttle] and the log level of the running aggregator. Runs on
+ * the server's thread between two requests, so every batch is attributed
+ * wholly by the old or wholly by the new rules; parts still held are
+ * decided by the rules in force when they are decided. The throttle policy
+ * starts afresh (commands in force stay until their lease ends).
+ */
+static void agg_reload_config(struct agg_main *m)
+{
+	struct agg_opts no = { .config = m->o->config };
+	struct rm_setvals files = { 0 };
+	struct agg_config *nc = NULL, tmp;
+	struct agg_throttle_stats ts;
+	struct agg_throttle *thr = NULL;
+	char what[512];
+	const char *db, *ndb;
+	size_t i;
+	int rv, changed, listen_changed;
+
+	rm_log_info("SIGHUP: reading '%s' again", m->o->config);
+	if ((rv = agg_load(&no, m->cmd, &files, &nc)) != RM_OK) {
+		rm_log_error("reload refused: configuration '%s': %s; the running configuration is kept",
+			     m->o->config, rm_strerror(rv));
+		rm_setvals_free(&files);
+		return;
+	}
+	if (agg_config_restart_diff(m->cfg, nc, what, sizeof(what))) {
+		rm_log_error("reload refused: %s changed, which needs a restart; the running configuration is "
+			     "kept", what);
+		goto out;
+	}
+	agg_effective(m->o, m->cfg, &db);
+	agg_effective(&no, nc, &ndb);
+	listen_changed = strcmp(db, ndb) != 0 || no.nlisten != m->o->nlisten;
+	for (i = 0; !listen_changed && i < no.nlisten; i++)
+		listen_changed = strcmp(no.listen[i], m->o->listen[i]) != 0;
+	if (listen_changed)
+		rm_log_warn("listen addresses and the database change at the next start only; still listening "
+			    "on %s, storing to '%s'", m->o->listen[0], db);
+	changed = agg_config_diff(m->cfg, nc, what, sizeof(what));
+	if (changed) {
+		/* the new throttle gets the running config object, filled below */
+		agg_throttle_get_stats(m->thr, &ts);
+		agg_throttle_stats_add(&m->thr_before, &ts);
+		agg_throttle_close(m->thr);
+		m->thr = NULL;
+		tmp = *m->cfg;
+		*m->cfg = *nc;
+		*nc = tmp;
+		/* the estimators keep pointers into the old [estimate] array, equal
+		 * to the new one (agg_config_restart_diff): keep it running */
+		for (i = 0; i < nc->nest; i++) {
+			nc->est[i].file = m->cfg->est[i].file;
+			nc->est[i].line = m->cfg->est[i].line;
+		}
+		tmp.est = m->cfg->est;
+		m->cfg->est = nc->est;
+		nc->est = tmp.est;
+		if ((rv = agg_throttle_open(&thr, m->cfg, m->db, NULL)) != RM_OK) {
+			/* cannot happen for a config that parsed; go back to the old one */
+			rm_log_error("reload refused: failed to set up throttling: %s", rm_strerror(rv));
+			tmp = *m->cfg;
+			*m->cfg = *nc;
+			*nc = tmp;
+			tmp.est = m->cfg->est;
+			m->cfg->est = nc->est;
+			nc->est = tmp.est;
+			if (agg_throttle_open(&thr, m->cfg, m->db, NULL) != RM_OK)
+				rm_log_error("failed to set up throttling again; throttling is off until a restart");
+			m->thr = thr;
+			goto out;
+		}
+		m->thr = thr;
+		agg_throttle_decided(m->cfg, m->decided);
+		agg_server_set_decided(m->srv, m->decided->pm, m->decided->n);
+	}
+	if (no.level != rm_log_get_level())
+		rm_log_info("log level %s -> %s", rm_log_level_name(rm_log_get_level()), rm_log_level_name(no.level));
+	rm_log_set_level(no.level);
+	m->o->keep_pending = no.keep_pending;
+	rm_log_info("reloaded '%s': %s; %zu CE rules, %zu throttle caps, %zu sockets decided by rule", m->o->config,
+		    changed ? what : "rules and throttling unchanged", m->cfg->nrules, m->cfg->throttle.ncaps,
+		    m->decided->n);
+out:
+	agg_config_free(nc);
+	rm_setvals_free(&files);
+}
+
 int main(int argc, char **argv)
 {
 	struct agg_opts o = { .config = AGG_DEFAULT_CONFIG };
@@ -266,12 +419,7 @@ int main(int argc, char **argv)
 		return rv == RM_ECONFIG ? 2 : 1;
 	}
 	rm_log_set_level(o.level);
-	db_path = o.db ? o.db : cfg->db ? cfg->db : "/var/lib/rametr/rametr.db";
-	if (!o.nlisten)
-		for (i = 0; i < cfg->nlisten && o.nlisten < sizeof(o.listen) / sizeof(o.listen[0]); i++)
-			o.listen[o.nlisten++] = cfg->listen[i];
-	if (!o.nlisten)
-		o.listen[o.nlisten++] = "tcp://127.0.0.1:7600";
+	agg_effective(&o, cfg, &db_path);
 	listen = o.listen;
 	nlisten = o.nlisten;
 	if (o.check) {
@@ -287,6 +435,8 @@ int main(int argc, char **argv)
 	sa.sa_handler = agg_on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = agg_on_hup;
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	db_existed = stat(db_path, &dbst) == 0;
@@ -318,8 +468,14 @@ int main(int argc, char **argv)
 		m.stitch = stitch;
 		m.est = est;
 		m.thr = thr;
+		m.cfg = cfg;
+		m.decided = &decided;
+		m.db = db;
+		m.o = &o;
+		m.cmd = &cmd;
 
 		rv = agg_server_open(&srv, listen, nlisten, &h, 1000);
+		m.srv = srv;
 	}
 	if (rv == RM_OK) {
 		served = 1;
@@ -357,10 +513,15 @@ int main(int argc, char **argv)
 			    (unsigned long long)ps.ruled_sends,
 			    (unsigned long long)ps.held, (unsigned long long)ps.pending);
 	}
-	if (thr) {
-		struct agg_throttle_stats ts;
+	if (m.stitch)
+		thr = m.thr; /* replaced at reloads */
+	if (thr || m.thr_before.windows || m.thr_before.accepted || m.thr_before.refused) {
+		struct agg_throttle_stats ts = m.thr_before, now;
 
-		agg_throttle_get_stats(thr, &ts);
+		if (thr) {
+			agg_throttle_get_stats(thr, &now);
+			agg_throttle_stats_add(&ts, &now);
+		}
 		if (ts.windows || ts.accepted || ts.refused)
 			rm_log_info("throttling: %llu windows, %llu decisions, %llu operator commands "
 				    "accepted, %llu refused, %llu sent, %llu applied, %llu renewed, %llu expired",

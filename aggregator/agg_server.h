@@ -84,6 +84,10 @@ int agg_server_open(struct agg_server **out, const char *const *urls, size_t nur
  */
 int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop);
 
+/* Replaces the handler's decided matches (borrowed, as in agg_handler), for
+   the replies that follow. On the thread of agg_server_run() only (a handler
+   function), or while it does not run. */
+void agg_server_set_decided(struct agg_server *s, Rametr__ThrottleMatch **decided, size_t n);
 /* Closes the socket (collectors see the aggregator as down) and frees s.
    Not while agg_server_run() runs on another thread. NULL-tolerant. */
 void agg_server_close(struct agg_server *s);

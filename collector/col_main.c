@@ -56,6 +56,16 @@ static void col_on_signal(int sig)
 	col_stop = 1;
 }
 
+static volatile sig_atomic_t col_hup;
+
+static void col_on_hup(int sig)
+{
+	(void)sig;
+	col_hup = 1;
+}
+
+static void col_reload(void);
+
 /*
  * Parts are encoded into the batch as they arrive (one read of the ring
  * record, one copy); a batch also goes when its encoding nears this size,
@@ -85,6 +95,10 @@ static int col_batch_flush(struct col_batcher *bt)
 {
 	int rv;
 
+	if (col_hup) {
+		col_hup = 0;
+		col_reload();
+	}
 	if (bt->merge) {
 		if ((rv = col_merge_drain(bt->merge, col_batch_enc, bt)) != 0)
 			return rv;
@@ -636,15 +650,64 @@ static int col_conf_line(void *arg, const char *file, int line, char *section, c
 	return rm_settings_key(col_settings, COL_S_COUNT, file, line, section, key, value, f->vals);
 }
 
+/*
+ * The command line and the files' values: file scope, as the options point
+ * into them until the end (and leak checkers see them referenced at an
+ * early exit). col_config: the files to read again at a SIGHUP (NULL: none).
+ */
+static struct rm_setvals cmd, col_files_live;
+static const char *col_config;
+
+/*
+ * SIGHUP: reads the configuration files again. The log level changes at
+ * once; other settings (node, aggregator, backend, ...) need a restart,
+ * which the log says. A file with errors changes nothing.
+ */
+static void col_reload(void)
+{
+	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
+	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
+	struct col_settings_ctx sx = { &o, &bt, RM_LOG_INFO, 0 };
+	struct rm_setvals files = { 0 };
+	struct col_file_ctx fx = { &files };
+	size_t i, n = 0;
+	int rv = RM_OK;
+
+	if (!col_config) {
+		rm_log_info("SIGHUP: no configuration file to read again");
+		return;
+	}
+	rv = rm_conf_load(col_config, col_conf_line, &fx);
+	if (rv == RM_OK)
+		rv = rm_settings_apply(col_settings, &files, &cmd, col_set, &sx);
+	if (rv != RM_OK) {
+		rm_log_error("reload refused: configuration '%s': %s; the running settings are kept", col_config,
+			     rm_strerror(rv));
+		rm_setvals_free(&files);
+		return;
+	}
+	for (i = 0; i < files.n; i++) {
+		int k = rm_setvals_find(&col_files_live, files.v[i].id);
+
+		if (files.v[i].id != COL_S_LOG_LEVEL && files.v[i].id != COL_S_VERBOSE &&
+		    (k < 0 || strcmp(col_files_live.v[k].value, files.v[i].value) != 0))
+			n++;
+	}
+	if (sx.level != rm_log_get_level())
+		rm_log_info("log level %s -> %s", rm_log_level_name(rm_log_get_level()), rm_log_level_name(sx.level));
+	rm_log_set_level(sx.level);
+	rm_log_info("reloaded '%s'%s", col_config,
+		    n ? "; other changed settings take effect at the next start" : "");
+	rm_setvals_free(&files);
+}
+
 int main(int argc, char **argv)
 {
 	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
 	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
 	struct col_sink sink = { &bt, col_batch_part, col_batch_window };
 	struct col_settings_ctx sx = { &o, &bt, RM_LOG_INFO, 0 };
-	/* static: the options point into them until the end (and leak checkers
-	 * see them as still referenced at an early exit) */
-	static struct rm_setvals cmd, files;
+	struct rm_setvals files = { 0 };
 	struct col_file_ctx fx = { &files };
 	struct col_sender_cfg scfg;
 	struct col_sender_stats ss;
@@ -672,8 +735,10 @@ int main(int argc, char **argv)
 	/* the default file is read when it exists; a named one must */
 	if ((ci = rm_setvals_find(&cmd, COL_S_CONFIG)) >= 0)
 		config = cmd.v[ci].value;
-	if (ci >= 0 || access(config, F_OK) == 0)
+	if (ci >= 0 || access(config, F_OK) == 0) {
+		col_config = config;
 		rv = rm_conf_load(config, col_conf_line, &fx);
+	}
 	if (rv == RM_OK)
 		rv = rm_settings_apply(col_settings, &files, &cmd, col_set, &sx);
 	if (rv != RM_OK) {
@@ -684,6 +749,7 @@ int main(int argc, char **argv)
 		return rv == RM_ECONFIG || rv == RM_EIO ? 2 : 1;
 	}
 	rm_log_set_level(sx.level);
+	col_files_live = files;
 	if (!o.url || !o.node || o.flush_ms <= 0) {
 		col_usage(stderr);
 		return 2;
@@ -712,7 +778,11 @@ int main(int argc, char **argv)
 	sa.sa_handler = col_on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = col_on_hup;
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	rm_log_info("node '%s', backend %s, sending to %s%s%s", o.node, o.backend, o.url,
+		    col_config ? ", configuration " : "", col_config ? col_config : "");
 
 	if (!strcmp(o.backend, "replay")) {
 		/* windows of a recording come from its header, not from this clock */
@@ -777,6 +847,10 @@ int main(int argc, char **argv)
 	}
 
 	frv = col_sender_flush(bt.sender, 5000);
+	if (col_hup) {
+		col_hup = 0;
+		col_reload();
+	}
 	col_sender_stats(bt.sender, &ss);
 	if (frv != RM_OK)
 		rm_log_warn("aggregator did not acknowledge everything in time: %zu batches kept in '%s'",
