@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_est_run.h"
@@ -119,9 +121,13 @@ static void agg_on_tick(void *arg)
 {
 	struct agg_main *m = arg;
 
+	/* under systemd (NOTIFY_SOCKET): alive while the server loop turns */
+	sd_notify(0, "WATCHDOG=1");
 	if (agg_reload) {
 		agg_reload = 0;
+		sd_notify(0, "RELOADING=1\nSTATUS=reading the configuration again");
 		agg_reload_config(m);
+		sd_notifyf(0, "READY=1\nSTATUS=serving, %zu CE rules", m->cfg->nrules);
 	}
 	/* a failure is logged by storage; the next tick tries again */
 	agg_stitch_tick(m->stitch);
@@ -481,7 +487,9 @@ int main(int argc, char **argv)
 		served = 1;
 		for (i = 0; i < nlisten; i++)
 			rm_log_info("listening on %s, storing to '%s', %zu CE rules", listen[i], db_path, cfg->nrules);
+		sd_notifyf(0, "READY=1\nSTATUS=serving, %zu CE rules", cfg->nrules);
 		rv = agg_server_run(srv, &agg_stop);
+		sd_notify(0, "STOPPING=1\nSTATUS=stopping: deciding the parts still held");
 	}
 	/* a crash keeps pending parts (they are stored with every batch); a
 	 * stop decides them unless they are to wait for the next start */

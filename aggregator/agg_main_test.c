@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -362,11 +364,73 @@ static void test_collector_file_and_hup(void)
 	(void)ex;
 }
 
+/*
+ * Under systemd: the aggregator tells the service manager (NOTIFY_SOCKET,
+ * here a datagram socket of the test's own) READY=1 once it listens,
+ * WATCHDOG=1 every tick, RELOADING=1 then READY=1 at a SIGHUP, STOPPING=1.
+ */
+static void test_sd_notify(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { 0, 200000 };
+	char got[8192] = "", buf[512];
+	size_t len = 0;
+	pid_t agg;
+	int fd, i, hup = 0, term = 0;
+	ssize_t n;
+
+	setup("notify");
+	put_conf(conf_a);
+	CU_ASSERT_FATAL(strlen(dir) + 13 < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, dir, strlen(dir));
+	memcpy(sa.sun_path + strlen(dir), "/notify.sock", 13);
+	fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setenv("NOTIFY_SOCKET", sa.sun_path, 1);
+	agg = start_aggregator();
+	unsetenv("NOTIFY_SOCKET");
+	for (i = 0; i < 60; i++) {
+		if ((n = recv(fd, buf, sizeof(buf) - 1, 0)) > 0 && len + (size_t)n + 2 < sizeof(got)) {
+			memcpy(got + len, buf, (size_t)n);
+			len += (size_t)n;
+			got[len++] = '|';
+			got[len] = '\0';
+		}
+		if (!hup && strstr(got, "READY=1") && strstr(got, "WATCHDOG=1")) {
+			put_conf(conf_b);
+			kill(agg, SIGHUP);
+			hup = 1;
+		}
+		if (hup && !term && strstr(got, "RELOADING=1")) {
+			/* READY=1 again after the reload, then stop */
+			if (strstr(strstr(got, "RELOADING=1"), "READY=1")) {
+				kill(agg, SIGTERM);
+				term = 1;
+			}
+		}
+		if (term && strstr(got, "STOPPING=1"))
+			break;
+	}
+	if (!term)
+		kill(agg, SIGTERM);
+	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 0);
+	close(fd);
+	fprintf(stderr, "notifications: %s\n", got);
+	CU_ASSERT_PTR_NOT_NULL(strstr(got, "READY=1\nSTATUS=serving, 3 CE rules"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(got, "WATCHDOG=1"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(got, "RELOADING=1"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(got, "READY=1\nSTATUS=serving, 4 CE rules"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(got, "STOPPING=1"));
+}
+
 static CU_TestInfo cases[] = {
 	{ "SIGHUP mid-stream: nothing lost or counted twice, changes logged", test_reload_mid_stream },
 	{ "settings from files and drop-ins; flags override", test_files_and_flags },
 	{ "a bad --listen leaves no database behind", test_bad_listen_no_db },
 	{ "the collector's file; SIGHUP changes its log level", test_collector_file_and_hup },
+	{ "systemd notifications: ready, watchdog, reloading, stopping", test_sd_notify },
 	CU_TEST_INFO_NULL,
 };
 
