@@ -371,7 +371,7 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 static void col_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rametr-collector --aggregator URL --node NAME [options]\n"
+		"usage: rametr-collector --aggregator URL [--node NAME] [options]\n"
 		"\n"
 		"Cuts threads' lives into segments (recv .. next send) and streams them to\n"
 		"the aggregator. Every option is also a key of [collector] in the\n"
@@ -380,7 +380,7 @@ static void col_usage(FILE *f)
 		"                     present), then its drop-ins FILE.d/*.conf\n"
 		"  --check-config     read the configuration and options, report problems, exit\n"
 		"  --aggregator URL   tcp://HOST:PORT or ipc:///PATH of rametr-aggregator\n"
-		"  --node NAME        this node's id (unique in the cluster)\n"
+		"  --node NAME        this node's id (unique in the cluster; default: the host name)\n"
 		"  --backend B        ebpf (default), replay, xen (trace file), xen-live\n"
 		"  --events FILE      replay: recorded event stream (format: collector/col_events.h)\n"
 		"  --xen-trace FILE   xen: xentrace binary file\n"
@@ -750,6 +750,9 @@ int main(int argc, char **argv)
 	}
 	rm_log_set_level(sx.level);
 	col_files_live = files;
+	gethostname(host, sizeof(host) - 1);
+	if (!o.node && host[0])
+		o.node = host; /* the default node name */
 	if (!o.url || !o.node || o.flush_ms <= 0) {
 		col_usage(stderr);
 		return 2;
@@ -772,8 +775,6 @@ int main(int argc, char **argv)
 		snprintf(spool, sizeof(spool), "/var/lib/rametr/spool-%s", o.node);
 		o.spool = spool;
 	}
-	gethostname(host, sizeof(host) - 1);
-
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = col_on_signal;
 	sigaction(SIGINT, &sa, NULL);
