@@ -47,6 +47,9 @@
 #define COL_DRAIN_RING (16u << 20)
 
 #define COL_DEFAULT_CONFIG "/etc/rametr/collector.conf"
+#ifndef COL_PROG
+#define COL_PROG "rametr-collector" /* rametr-collector-xen: set by the build */
+#endif
 
 static volatile sig_atomic_t col_stop;
 
@@ -718,7 +721,7 @@ int main(int argc, char **argv)
 	int64_t offset = col_clock_offset_ns();
 	int rv, frv, ci;
 
-	rm_log_init("rametr-collector");
+	rm_log_init(COL_PROG);
 	if ((rv = rm_settings_argv(col_settings, COL_S_COUNT, argc, argv, &cmd)) != RM_OK) {
 		col_usage(stderr);
 		rm_setvals_free(&cmd);
@@ -728,7 +731,7 @@ int main(int argc, char **argv)
 		if (rm_setvals_find(&cmd, COL_S_HELP) >= 0)
 			col_usage(stdout);
 		else
-			rm_version_print(stdout, "rametr-collector");
+			rm_version_print(stdout, COL_PROG);
 		rm_setvals_free(&cmd);
 		return 0;
 	}
