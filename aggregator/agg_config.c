@@ -34,18 +34,6 @@ static void agg_perr(struct agg_parse *p, const char *fmt, const char *a, const 
 	p->errors++;
 }
 
-static char *agg_trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
-}
-
 static int agg_valid_ce(const char *n)
 {
 	size_t i, len = strlen(n);
@@ -115,10 +103,10 @@ static int agg_parse_range(const char *s, uint32_t *lo, uint32_t *hi)
 	dash = strchr(buf, '-');
 	if (dash) {
 		*dash = '\0';
-		if (agg_parse_u32(agg_trim(buf), 65535, lo) || agg_parse_u32(agg_trim(dash + 1), 65535, hi))
+		if (agg_parse_u32(rm_conf_trim(buf), 65535, lo) || agg_parse_u32(rm_conf_trim(dash + 1), 65535, hi))
 			return -1;
 	} else {
-		if (agg_parse_u32(agg_trim(buf), 65535, lo))
+		if (agg_parse_u32(rm_conf_trim(buf), 65535, lo))
 			return -1;
 		*hi = *lo;
 	}
@@ -176,7 +164,7 @@ static int agg_section(struct agg_parse *p, char *hdr)
 	char *name, *q;
 	struct agg_rule r;
 
-	hdr = agg_trim(hdr);
+	hdr = rm_conf_trim(hdr);
 	if (strcmp(hdr, "aggregator") == 0) {
 		p->sec = SEC_AGG;
 		return RM_OK;
@@ -187,7 +175,7 @@ static int agg_section(struct agg_parse *p, char *hdr)
 		return RM_OK;
 	}
 	if (strncmp(hdr, "ce", 2) == 0 && isspace((unsigned char)hdr[2])) {
-		name = agg_trim(hdr + 3);
+		name = rm_conf_trim(hdr + 3);
 		if (name[0] == '"') {
 			q = strchr(name + 1, '"');
 			if (!q || q[1] != '\0') {
@@ -215,7 +203,7 @@ static int agg_section(struct agg_parse *p, char *hdr)
 	if (strncmp(hdr, "estimate", 8) == 0 && isspace((unsigned char)hdr[8])) {
 		struct agg_est_conf e;
 
-		name = agg_trim(hdr + 9);
+		name = rm_conf_trim(hdr + 9);
 		if (!agg_valid_ce(name)) {
 			agg_perr(p, "invalid server name '%s' in [estimate] (use [A-Za-z0-9_.-], 1-63 chars)%s", name,
 				 NULL);
@@ -281,7 +269,7 @@ static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *
 
 		e->methods = 0;
 		for (tok = strtok_r(val, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			tok = agg_trim(tok);
+			tok = rm_conf_trim(tok);
 			if (strcmp(tok, "lr") == 0)
 				e->methods |= AGG_CONFIG_EST_LR;
 			else if (strcmp(tok, "kalman") == 0)
@@ -545,7 +533,7 @@ static int agg_kv(struct agg_parse *p, const char *section, char *key, char *val
 		for (tok = strtok_r(val, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 			uint32_t d;
 
-			tok = agg_trim(tok);
+			tok = rm_conf_trim(tok);
 			if (agg_parse_u32(tok, 0x7fff, &d)) {
 				agg_perr(p, "invalid Xen domain id '%s'%s", tok, NULL);
 				continue;

@@ -366,15 +366,6 @@ static void test_priority(void)
 	agg_config_free(c);
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	fputs(text, f);
-	fclose(f);
-}
-
 /* FILE, then FILE.d/NAME.conf in byte order; messages name the drop-in. */
 static void test_dropins(void)
 {
@@ -388,10 +379,10 @@ static void test_dropins(void)
 	snprintf(p2, sizeof(p2), "%s/20-more.conf", dir);
 	snprintf(p3, sizeof(p3), "%s/README", dir);
 	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
-	write_file(main_path, "[aggregator]\nlisten = tcp://127.0.0.1:7600\nlog_level = debug\n");
-	write_file(p2, "[aggregator]\ndb = /tmp/later.db\n[ce c2]\nclient = 10.2.0.0/16\n");
-	write_file(p1, "[aggregator]\ndb = /tmp/first.db\n[ce c1]\nclient = 10.1.0.0/16\n");
-	write_file(p3, "not ini at all, and not read\n");
+	rm_test_write_file(main_path, "[aggregator]\nlisten = tcp://127.0.0.1:7600\nlog_level = debug\n");
+	rm_test_write_file(p2, "[aggregator]\ndb = /tmp/later.db\n[ce c2]\nclient = 10.2.0.0/16\n");
+	rm_test_write_file(p1, "[aggregator]\ndb = /tmp/first.db\n[ce c1]\nclient = 10.1.0.0/16\n");
+	rm_test_write_file(p3, "not ini at all, and not read\n");
 	CU_ASSERT_EQUAL_FATAL(agg_config_load(main_path, &c), RM_OK);
 	CU_ASSERT_EQUAL(c->nrules, 2);
 	CU_ASSERT_STRING_EQUAL(c->rules[0].ce, "c1");
@@ -407,7 +398,7 @@ static void test_dropins(void)
 	agg_config_free(c);
 
 	/* a drop-in that overlaps a tenant of another file: both places named */
-	write_file(p2, "\n[ce c2]\nclient = 10.1.3.0/24\n");
+	rm_test_write_file(p2, "\n[ce c2]\nclient = 10.1.3.0/24\n");
 	rm_test_capture_start("dropin", log, sizeof(log));
 	CU_ASSERT_EQUAL(agg_config_load(main_path, &c), RM_ECONFIG);
 	out = rm_test_capture_end(log);
@@ -416,7 +407,7 @@ static void test_dropins(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, p3));
 	free(out);
 	/* a key before any section of a drop-in is outside of any section */
-	write_file(p2, "client = 10.1.3.0/24\n");
+	rm_test_write_file(p2, "client = 10.1.3.0/24\n");
 	rm_test_capture_start("dropin2", log, sizeof(log));
 	CU_ASSERT_EQUAL(agg_config_load(main_path, &c), RM_ECONFIG);
 	out = rm_test_capture_end(log);

@@ -63,22 +63,13 @@ static void write_stream(const char *path, int nreq, struct expect *ex)
 	CU_ASSERT_EQUAL(fclose(f), 0);
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	fputs(text, f);
-	CU_ASSERT_EQUAL(fclose(f), 0);
-}
-
 /* Replaces conf atomically (a reload may read it at any moment). */
 static void put_conf(const char *text)
 {
 	char tmp[320];
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", conf);
-	write_file(tmp, text);
+	rm_test_write_file(tmp, text);
 	CU_ASSERT_EQUAL(rename(tmp, conf), 0);
 }
 
@@ -268,7 +259,7 @@ static void test_files_and_flags(void)
 	put_conf("[aggregator]\nlog_level = warning\nkeep_pending = yes\n[ce c1]\nclient = 10.0.0.0/8\n");
 	snprintf(cmd, sizeof(cmd), "[aggregator]\ndb = %s\nlisten = %s\n[ce c2]\nclient = 10.9.0.0/16\npriority = 2\n",
 		 other_db, url);
-	write_file(drop, cmd);
+	rm_test_write_file(drop, cmd);
 	snprintf(cmd, sizeof(cmd), "'%s' --config '%s' --check-config", AGG_BIN, conf);
 	p = popen(cmd, "r");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -297,7 +288,7 @@ static void test_files_and_flags(void)
 	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 0);
 	CU_ASSERT(access(db, F_OK) == 0);
 	/* an unknown key is refused with its place */
-	write_file(drop, "[aggregator]\ncolour = red\n");
+	rm_test_write_file(drop, "[aggregator]\ncolour = red\n");
 	snprintf(cmd, sizeof(cmd), "'%s' --config '%s' --check-config 2>&1", AGG_BIN, conf);
 	p = popen(cmd, "r");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -323,7 +314,7 @@ static void test_bad_listen_no_db(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(rm_test_slurp(agg_log), "failed to listen on 'tcp://300.1.2.3:7600'"));
 	CU_ASSERT(access(db, F_OK) != 0);
 	/* an existing database is never removed */
-	write_file(db, "");
+	rm_test_write_file(db, "");
 	agg = rm_test_spawn(argv, agg_log);
 	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 1);
 	CU_ASSERT(access(db, F_OK) == 0);
@@ -349,11 +340,11 @@ static void test_collector_file_and_hup(void)
 	write_stream(events, NREQ, &ex);
 	snprintf(text, sizeof(text), "[collector]\naggregator = %s\nnode = n2\nbackend = replay\nevents = %s\n"
 		 "spool = %s/spool-n2\nbatch_parts = 7\n", url, events, dir);
-	write_file(ccfg, text);
+	rm_test_write_file(ccfg, text);
 	col = rm_test_spawn(argv, col_log);
 	CU_ASSERT(wait_log(col_log, "node 'n2', backend replay, sending to ipc://", 10000));
 	snprintf(text + strlen(text), sizeof(text) - strlen(text), "log_level = warning\n");
-	write_file(ccfg, text);
+	rm_test_write_file(ccfg, text);
 	kill(col, SIGHUP);
 	rv = rm_test_wait(col, 60000);
 	CU_ASSERT(rv >= 0 && rv < 128); /* not killed by the SIGHUP */

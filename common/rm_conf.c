@@ -15,7 +15,7 @@
 #include "rm_err.h"
 #include "banned.h"
 
-static char *rm_conf_trim(char *s)
+char *rm_conf_trim(char *s)
 {
 	char *e;
 

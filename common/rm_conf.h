@@ -47,6 +47,9 @@ int rm_conf_parse(const char *text, size_t len, const char *file, rm_conf_fn fn,
  */
 int rm_conf_load(const char *path, rm_conf_fn fn, void *arg);
 
+/* Removes white space at both ends of s, in place; returns the new start. */
+char *rm_conf_trim(char *s);
+
 /* One setting of a program (an entry of its table, index = id). */
 struct rm_setting {
 	const char *name;     /* --name; key `name` in a file ('-' or '_') */

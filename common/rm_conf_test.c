@@ -173,15 +173,6 @@ static void test_settings_errors(void)
 	rm_setvals_free(&v);
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	fputs(text, f);
-	fclose(f);
-}
-
 static void test_load_dropins(void)
 {
 	char path[300], dir[310], f[400];
@@ -189,18 +180,18 @@ static void test_load_dropins(void)
 
 	snprintf(path, sizeof(path), "%s/x.conf", rm_test_tmpdir());
 	snprintf(dir, sizeof(dir), "%s.d", path);
-	write_file(path, "[m]\nk = main\n");
+	rm_test_write_file(path, "[m]\nk = main\n");
 	CU_ASSERT_EQUAL(rm_conf_load(path, collect, &s), RM_OK);
 	CU_ASSERT_EQUAL(s.n, 2);
 	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
 	snprintf(f, sizeof(f), "%s/b.conf", dir);
-	write_file(f, "[m]\nk = b\n");
+	rm_test_write_file(f, "[m]\nk = b\n");
 	snprintf(f, sizeof(f), "%s/a.conf", dir);
-	write_file(f, "[m]\nk = a\n");
+	rm_test_write_file(f, "[m]\nk = a\n");
 	snprintf(f, sizeof(f), "%s/c.conf.dpkg-old", dir);
-	write_file(f, "[m]\nk = old\n");
+	rm_test_write_file(f, "[m]\nk = old\n");
 	snprintf(f, sizeof(f), "%s/.hidden.conf", dir);
-	write_file(f, "[m]\nk = hidden\n");
+	rm_test_write_file(f, "[m]\nk = hidden\n");
 	s.n = 0;
 	CU_ASSERT_EQUAL(rm_conf_load(path, collect, &s), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(s.n, 6);
