@@ -450,6 +450,8 @@ static int agg_kv(struct agg_parse *p, const char *section, char *key, char *val
 		agg_perr(p, "key '%s' outside of any section%s", key, NULL);
 		return RM_OK;
 	}
+	if (p->sec == SEC_UNKNOWN)
+		return RM_OK; /* its header was reported */
 	if (!*val) {
 		agg_perr(p, "empty value for '%s'%s", key, NULL);
 		return RM_OK;

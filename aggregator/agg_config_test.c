@@ -262,6 +262,8 @@ static void test_estimate(void)
 		log = rm_test_capture_end(path);
 		CU_ASSERT_PTR_NULL(c);
 		CU_ASSERT_PTR_NOT_NULL(strstr(log, "e.ini:"));
+		/* the keys of a refused section are not taken for another's */
+		CU_ASSERT_PTR_NULL(strstr(log, "in [ce"));
 		free(log);
 	}
 }
