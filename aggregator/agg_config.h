@@ -1,6 +1,8 @@
 /*
  * agg_config.h - the aggregator's INI configuration: where to listen, where
  * to store, and the rules that map clients to chargeable entities (CEs).
+ * Read from a file and its drop-ins (rm_conf.h), sections may come in any
+ * file; messages name the file and line.
  *
  *   [aggregator]
  *   listen = tcp://0.0.0.0:7600        ; repeatable
@@ -10,6 +12,9 @@
  *                                      ; <n>ns|us|ms|s|m|h, 1ms .. 1h
  *   max_held = 262144                  ; parts held at most while pairing
  *                                      ; (default 262144, 1 .. 2^26)
+ *   log_level = info                   ; any other key is one of the program's
+ *   keep_pending = no                  ; settings (agg_main.c), kept in
+ *                                      ; settings[] for it to check
  *
  *   [ce c1]                            ; or [ce "c1"]
  *   client = 127.0.0.2                 ; address or CIDR, IPv4 or IPv6; repeatable
