@@ -415,9 +415,8 @@ int main(int argc, char **argv)
 		rm_setvals_free(&cmd);
 		return 0;
 	}
-	i = (size_t)rm_setvals_find(&cmd, AGG_S_CONFIG);
-	if ((int)i >= 0)
-		o.config = cmd.v[i].value;
+	if ((rv = rm_setvals_find(&cmd, AGG_S_CONFIG)) >= 0)
+		o.config = cmd.v[rv].value;
 	if ((rv = agg_load(&o, &cmd, &files, &cfg)) != 0) {
 		rm_log_error("failed to load configuration '%s': %s", o.config, rm_strerror(rv));
 		rm_setvals_free(&cmd);
