@@ -189,7 +189,11 @@ static void test_reload_mid_stream(void)
 	write_stream(events, NREQ_LONG, &ex);
 	put_conf(conf_a);
 	agg = start_aggregator();
-	CU_ASSERT_FATAL(wait_log(agg_log, "listening on", 10000));
+	if (!wait_log(agg_log, "listening on", 10000)) {
+		kill(agg, SIGKILL); /* leave nothing running */
+		rm_test_wait(agg, 5000);
+		CU_FAIL_FATAL("the aggregator did not start");
+	}
 	next_hup = mono_ms() + 300;
 	while (ncol < 20) {
 		if (col > 0 && waitpid(col, &st, WNOHANG) == col) {
