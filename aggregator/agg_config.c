@@ -14,6 +14,7 @@
 #include "agg_config.h"
 #include "rm_addr.h"
 #include "rm_conf.h"
+#include "rm_dur.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -59,38 +60,6 @@ static int agg_parse_u32(const char *s, uint32_t max, uint32_t *out)
 		return -1;
 	*out = (uint32_t)v;
 	return 0;
-}
-
-/* "<n><unit>" with unit ns, us, ms, s, m or h (required) into ns. */
-static int agg_parse_duration(const char *s, uint64_t *out)
-{
-	static const struct {
-		const char *unit;
-		uint64_t ns;
-	} units[] = {
-		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 },
-		{ "m", 60000000000ULL }, { "h", 3600000000000ULL },
-	};
-	unsigned long long v;
-	char *end;
-	size_t i;
-
-	if (!isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	while (isspace((unsigned char)*end))
-		end++;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].unit) == 0) {
-			if (v > UINT64_MAX / units[i].ns)
-				return -1;
-			*out = v * units[i].ns;
-			return 0;
-		}
-	return -1;
 }
 
 static int agg_parse_range(const char *s, uint32_t *lo, uint32_t *hi)
@@ -289,7 +258,7 @@ static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *
 
 		if (strcmp(val, "auto") == 0)
 			e->kalman_q_ns = 0;
-		else if (agg_parse_duration(val, &ns) || ns == 0 || ns > AGG_CONFIG_HORIZON_MAX_NS)
+		else if (rm_dur_parse(val, 0, &ns, NULL) || ns == 0 || ns > AGG_CONFIG_HORIZON_MAX_NS)
 			agg_perr(p, "invalid kalman_q '%s' (auto, or CPU time per request from 1ns to 1h, e.g. 200us)%s",
 				 val, NULL);
 		else
@@ -415,7 +384,7 @@ static int agg_kv_throttle(struct agg_parse *p, char *key, char *val)
 		else
 			t->release_windows = u;
 	} else if (strcmp(key, "lease") == 0 || strcmp(key, "settle") == 0) {
-		if (agg_parse_duration(val, &ns) || ns < 1000000ull || ns > 3600000000000ull)
+		if (rm_dur_parse(val, 0, &ns, NULL) || ns < 1000000ull || ns > 3600000000000ull)
 			agg_perr(p, "invalid %s '%s' (a duration from 1ms to 1h)", key, val);
 		else if (key[0] == 'l')
 			t->lease_ns = ns;
@@ -473,7 +442,7 @@ static int agg_kv(struct agg_parse *p, const char *section, char *key, char *val
 		} else if (strcmp(key, "horizon") == 0) {
 			uint64_t ns;
 
-			if (agg_parse_duration(val, &ns) || ns < AGG_CONFIG_HORIZON_MIN_NS ||
+			if (rm_dur_parse(val, 0, &ns, NULL) || ns < AGG_CONFIG_HORIZON_MIN_NS ||
 			    ns > AGG_CONFIG_HORIZON_MAX_NS)
 				agg_perr(p, "invalid horizon '%s' (a duration from 1ms to 1h, e.g. 10s)%s", val, NULL);
 			else
@@ -564,11 +533,48 @@ static void agg_cidr_str(const struct agg_cidr *c, char *buf, size_t len)
 	snprintf(buf, len, "%s/%d", a, c->prefix);
 }
 
-/* A rule that only lists Xen domains matches no socket. */
+/* A Xen-only rule: domains, no client, no ports; it names no socket. */
 static int agg_rule_xen_only(const struct agg_rule *r)
 {
 	return r->ndomains && !r->nclients && r->cport_lo == 0 && r->cport_hi == 65535 && r->sport_lo == 0 &&
 	       r->sport_hi == 65535;
+}
+
+/* Fills c->match, c->match_rule and each rule's match/nmatch (agg_config.h). */
+static int agg_rules_matches(struct agg_config *c)
+{
+	size_t i, k, n = 0;
+
+	for (i = 0; i < c->nrules; i++)
+		n += agg_rule_xen_only(&c->rules[i]) ? 0 : c->rules[i].nclients ? c->rules[i].nclients : 2;
+	if (n && (!(c->match = calloc(n, sizeof(*c->match))) || !(c->match_rule = calloc(n, sizeof(int)))))
+		return RM_ENOMEM;
+	for (i = 0; i < c->nrules; i++) {
+		struct agg_rule *r = &c->rules[i];
+		struct rm_match *m = c->match + c->nmatch;
+
+		if (agg_rule_xen_only(r))
+			continue;
+		for (k = 0; k < r->nclients; k++) {
+			m[k].family = (uint32_t)r->clients[k].family;
+			memcpy(m[k].addr, r->clients[k].addr, 16);
+			m[k].prefix = (uint32_t)r->clients[k].prefix;
+		}
+		if (!r->nclients) { /* any client: both families */
+			m[k++].family = AF_INET;
+			m[k++].family = AF_INET6;
+		}
+		r->match = m;
+		r->nmatch = k;
+		for (k = 0; k < r->nmatch; k++) {
+			m[k].cport_lo = r->cport_lo;
+			m[k].cport_hi = r->cport_hi;
+			m[k].sport_lo = r->sport_lo;
+			m[k].sport_hi = r->sport_hi;
+			c->match_rule[c->nmatch++] = (int)i;
+		}
+	}
+	return RM_OK;
 }
 
 /*
@@ -740,6 +746,8 @@ static int agg_parse_end(struct agg_parse *p, int rv, struct agg_config **out)
 		agg_sort_rules(p->c);
 	if (rv == RM_OK && p->errors)
 		rv = RM_ECONFIG;
+	if (rv == RM_OK)
+		rv = agg_rules_matches(p->c); /* after the sort: match_rule holds rule indexes */
 	if (rv != RM_OK) {
 		agg_config_free(p->c);
 		return rv;
@@ -793,6 +801,8 @@ void agg_config_free(struct agg_config *c)
 		free(c->rules[i].domains);
 	}
 	free(c->rules);
+	free(c->match);
+	free(c->match_rule);
 	free(c->est);
 	free(c->throttle.caps);
 	for (i = 0; i < c->nsettings; i++) {
@@ -806,34 +816,30 @@ void agg_config_free(struct agg_config *c)
 	free(c);
 }
 
-static int agg_cidr_match(const struct agg_cidr *c, uint32_t family, const uint8_t *a, size_t alen)
-{
-	if ((int)family != c->family || alen != (c->family == AF_INET ? 4u : 16u))
-		return 0;
-	return rm_addr_prefix_eq(a, c->addr, (uint32_t)c->prefix);
-}
-
 int agg_config_match_tuple(const struct agg_config *c, uint32_t family, const uint8_t *raddr, size_t alen,
 			   uint32_t rport, uint32_t lport)
 {
-	size_t i, k;
+	size_t k;
 
-	for (i = 0; i < c->nrules; i++) {
-		const struct agg_rule *r = &c->rules[i];
-		int ok = r->nclients == 0;
+	if (alen != (family == AF_INET ? 4u : 16u))
+		return -1;
+	k = rm_match_first(c->match, c->nmatch, family, raddr, rport, lport);
+	return k < c->nmatch ? c->match_rule[k] : -1;
+}
 
-		if (r->ndomains && !r->nclients && r->cport_lo == 0 && r->cport_hi == 65535 &&
-		    r->sport_lo == 0 && r->sport_hi == 65535)
-			continue; /* a Xen-only rule does not match every socket */
-		for (k = 0; k < r->nclients && !ok; k++)
-			ok = agg_cidr_match(&r->clients[k], family, raddr, alen);
-		if (!ok)
-			continue;
-		if (rport < r->cport_lo || rport > r->cport_hi || lport < r->sport_lo || lport > r->sport_hi)
-			continue;
-		return (int)i;
+int agg_config_match_socket(const struct agg_config *c, uint32_t family, const uint8_t *laddr, uint32_t lport,
+			    const uint8_t *raddr, uint32_t rport)
+{
+	size_t k;
+
+	switch (rm_match_tuple(c->match, c->nmatch, family, laddr, lport, raddr, rport, &k)) {
+	case RM_MATCH_ENTRY:
+		return c->match_rule[k];
+	case RM_MATCH_OTHER_END:
+		return AGG_CONFIG_OTHER_END;
+	default:
+		return -1;
 	}
-	return -1;
 }
 
 int agg_config_match_est_addr(const struct agg_config *c, uint32_t family, const uint8_t *addr, size_t alen,

@@ -418,7 +418,53 @@ static void test_dropins(void)
 	free(out);
 }
 
+/* agg_config_match_socket: a part's socket from either end, rules in order;
+ * a rule without clients names any address of both families; a Xen-only
+ * rule names no socket. */
+static void test_match_socket(void)
+{
+	static const char text[] = "[ce xen]\nxen_domain = 3\n"
+				   "[ce db]\nclient = 10.1.0.0/16\nserver_port = 5432\n"
+				   "[ce web]\nserver_port = 80\n";
+	static const struct {
+		const char *name, *laddr;
+		uint32_t lport;
+		const char *raddr;
+		uint32_t rport;
+		int want;
+	} cases[] = {
+		{ "db server side", "10.0.0.5", 5432, "10.1.2.3", 40000, 1 },
+		{ "db client side", "10.1.2.3", 40000, "10.0.0.5", 5432, AGG_CONFIG_OTHER_END },
+		{ "db, ipv4-mapped", "::ffff:10.0.0.5", 5432, "::ffff:10.1.2.3", 40000, 1 },
+		{ "web, any ipv4 client", "10.0.0.5", 80, "192.0.2.1", 1234, 2 },
+		{ "web, any ipv6 client", "fd00::5", 80, "2001:db8::1", 1234, 2 },
+		{ "web client side", "2001:db8::1", 1234, "fd00::5", 80, AGG_CONFIG_OTHER_END },
+		{ "no rule", "10.0.0.5", 22, "192.0.2.1", 1234, -1 },
+	};
+	struct agg_config *c = NULL;
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(text, strlen(text), "m.ini", &c), RM_OK);
+	CU_ASSERT_EQUAL(c->rules[0].nmatch, 0); /* Xen-only */
+	CU_ASSERT_EQUAL(c->rules[1].nmatch, 1);
+	CU_ASSERT_EQUAL(c->rules[2].nmatch, 2);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t la[16] = { 0 }, ra[16] = { 0 };
+		uint32_t fam = strchr(cases[i].laddr, ':') ? AF_INET6 : AF_INET;
+		int got;
+
+		inet_pton((int)fam, cases[i].laddr, la);
+		inet_pton((int)fam, cases[i].raddr, ra);
+		got = agg_config_match_socket(c, fam, la, cases[i].lport, ra, cases[i].rport);
+		if (got != cases[i].want)
+			fprintf(stderr, "%s: got %d, want %d\n", cases[i].name, got, cases[i].want);
+		CU_ASSERT_EQUAL(got, cases[i].want);
+	}
+	agg_config_free(c);
+}
+
 static CU_TestInfo cases[] = {
+	{ "sockets from either end against the rules", test_match_socket },
 	{ "parses a good file and matches rules in order", test_good },
 	{ "refuses malformed files with file:line messages", test_malformed },
 	{ "horizon and max_held: defaults, units, limits", test_horizon },

@@ -1,6 +1,6 @@
 /*
  * ctl_time.c - parsing of rametrctl's time arguments (RFC 3339, 'now',
- * relative durations, Unix seconds) into Unix nanoseconds, and RFC 3339
+ * durations before now (rm_dur.h), Unix seconds) into Unix nanoseconds, and RFC 3339
  * formatting for display. Owns the proleptic Gregorian calendar arithmetic
  * (no timegm/gmtime: no dependence on TZ or libc ranges).
  */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ctl_time.h"
+#include "rm_dur.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -151,8 +152,7 @@ static int ctl_parse_rfc3339(const char *s, int64_t *out, const char **why)
 int ctl_time_parse(const char *s, int64_t now_ns, int64_t *out_ns, const char **why)
 {
 	const char *p;
-	uint64_t n;
-	int64_t unit, d;
+	uint64_t n, d;
 
 	if (why)
 		*why = NULL;
@@ -165,16 +165,14 @@ int ctl_time_parse(const char *s, int64_t now_ns, int64_t *out_ns, const char **
 		return RM_OK;
 	}
 	p = s;
-	if (ctl_uint(&p, &n) && (*p == '\0' || (p[1] == '\0' && strchr("smhd", *p)))) {
-		if (*p == '\0') {
-			if (n > (uint64_t)(INT64_MAX / NS))
-				return ctl_fail(why, "out of range");
-			*out_ns = (int64_t)n * NS;
-			return RM_OK;
-		}
-		unit = *p == 's' ? NS : *p == 'm' ? 60 * NS : *p == 'h' ? 3600 * NS : 86400 * NS;
-		if (n > (uint64_t)INT64_MAX || __builtin_mul_overflow((int64_t)n, unit, &d) ||
-		    __builtin_sub_overflow(now_ns, d, out_ns))
+	if (ctl_uint(&p, &n) && *p == '\0') {
+		if (n > (uint64_t)(INT64_MAX / NS))
+			return ctl_fail(why, "out of range");
+		*out_ns = (int64_t)n * NS;
+		return RM_OK;
+	}
+	if (rm_dur_parse(s, 0, &d, NULL) == RM_OK) {
+		if (d > (uint64_t)INT64_MAX || __builtin_sub_overflow(now_ns, (int64_t)d, out_ns))
 			return ctl_fail(why, "out of range");
 		return RM_OK;
 	}

@@ -13,7 +13,8 @@
  * Parses a time argument into Unix nanoseconds. Accepted forms:
  *   now                        now_ns
  *   <digits>                   Unix seconds, e.g. 1700000000
- *   <digits>{s,m,h,d}          now minus that many seconds/minutes/hours/days
+ *   <duration>                 now minus a duration in rm_dur.h's grammar
+ *                              (unit required), e.g. 30s, 10m, 2h, 7d, 1.5h
  *   YYYY-MM-DDThh:mm:ss[.f]Z   RFC 3339, with Z or a +hh:mm / -hh:mm offset,
  *                              optional fraction (digits past ns are dropped);
  *                              't', 'z' and ' ' as separator are accepted too;

@@ -56,11 +56,14 @@ static void test_now_and_relative(void)
 	CU_ASSERT_EQUAL(parse_ok("2h"), NOW - 2 * 3600 * NS);
 	CU_ASSERT_EQUAL(parse_ok("7d"), NOW - 7 * 86400 * NS);
 	CU_ASSERT_EQUAL(parse_ok("0s"), NOW);
+	/* the shared duration grammar (rm_dur.h): its other units and fractions too */
+	CU_ASSERT_EQUAL(parse_ok("10ms"), NOW - 10000000LL);
+	CU_ASSERT_EQUAL(parse_ok("1.5h"), NOW - 5400 * NS);
+	CU_ASSERT_EQUAL(parse_ok("5 m"), NOW - 5 * 60 * NS);
 	parse_bad("10w");
-	parse_bad("10ms");
 	parse_bad("-5m");
 	parse_bad("m");
-	parse_bad("5 m");
+	parse_bad("5m ");
 	parse_bad("99999999999999999999d");
 	parse_bad("200000d"); /* now - 547 years: before 1678 */
 }

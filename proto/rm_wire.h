@@ -38,6 +38,7 @@
 
 #include "rametr.pb-c.h"
 #include "rm_err.h"
+#include "rm_match.h"
 
 #define RM_PROTO_VERSION 1
 #define RM_WIRE_MAX_MSG (64u << 20)  /* largest message either side accepts */
@@ -124,5 +125,11 @@ int rm_wire_peek_seq(const void *buf, size_t len, uint64_t *seq);
 
 /* "ACK_OK", "ACK_DUPLICATE", ...; "ACK_UNKNOWN" for other values. Static. */
 const char *rm_wire_ack_status_name(int status);
+
+/*
+ * The match m says (rm_match.h) into *out: address bytes beyond m's (at
+ * most 16) zero. For a message rm_wire_check() accepted.
+ */
+void rm_wire_match(const Rametr__ThrottleMatch *m, struct rm_match *out);
 
 #endif
