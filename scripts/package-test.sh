@@ -65,9 +65,24 @@ unshare --net --fork bash -euo pipefail -c '
 	agg=$!
 	trap "kill -KILL $agg 2>/dev/null || true" EXIT
 	for i in $(seq 1 100); do grep -q "listening on" "$root/tmp/agg.log" && break; sleep 0.1; done
+	# requests over loopback for the collector to see (any process on the
+	# host counts; this one is sure to run while it attaches)
+	if command -v python3 >/dev/null; then
+		python3 -c "
+import socket, threading, time
+s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen()
+def serve():
+    c, _ = s.accept()
+    while c.recv(64): c.send(b\"pong\")
+threading.Thread(target=serve, daemon=True).start()
+k = socket.create_connection(s.getsockname()); t = time.time()
+while time.time() - t < 5: k.send(b\"ping\"); k.recv(64); time.sleep(0.002)
+" &
+	fi
 	in_root setpriv --bounding-set=-all,+bpf,+perfmon --no-new-privs \
 		rametr-collector --duration 4s >"$root/tmp/col.log" 2>&1
 	echo "collector exit status $?"
+	wait $(jobs -p | grep -v "^$agg\$") 2>/dev/null || true
 	kill -TERM $agg
 	rc=0
 	wait $agg || rc=$?
@@ -77,6 +92,7 @@ unshare --net --fork bash -euo pipefail -c '
 sed 's/^/  aggregator: /' "$root/tmp/agg.log"
 sed 's/^/  collector: /' "$root/tmp/col.log"
 grep -q "ebpf backend attached" "$root/tmp/col.log" || die "the collector did not attach"
+grep -q "sent [1-9][0-9]* parts" "$root/tmp/col.log" || die "the collector sent no parts"
 grep -q "connected (host" "$root/tmp/agg.log" || die "the collector did not reach the aggregator"
 in_root ls -l /var/lib/rametr
 in_root rametrctl usage --db /var/lib/rametr/rametr.db | head -8
