@@ -23,7 +23,7 @@ struct agg_parse {
 	int line;
 	int errors;
 	struct agg_config *c;
-	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_THROTTLE, SEC_UNKNOWN } sec;
+	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_THROTTLE, SEC_METRICS, SEC_UNKNOWN } sec;
 };
 
 static void agg_perr(struct agg_parse *p, const char *fmt, const char *a, const char *b)
@@ -136,6 +136,10 @@ static int agg_section(struct agg_parse *p, char *hdr)
 	hdr = rm_conf_trim(hdr);
 	if (strcmp(hdr, "aggregator") == 0) {
 		p->sec = SEC_AGG;
+		return RM_OK;
+	}
+	if (strcmp(hdr, "metrics") == 0) {
+		p->sec = SEC_METRICS;
 		return RM_OK;
 	}
 	if (strcmp(hdr, "throttle") == 0) {
@@ -472,6 +476,14 @@ static int agg_kv(struct agg_parse *p, const char *section, char *key, char *val
 	}
 	if (p->sec == SEC_THROTTLE)
 		return agg_kv_throttle(p, key, val);
+	if (p->sec == SEC_METRICS) {
+		if (strcmp(key, "listen") != 0) {
+			agg_perr(p, "unknown key '%s' in [metrics]%s", key, NULL);
+			return RM_OK;
+		}
+		free(p->c->metrics_listen);
+		return (p->c->metrics_listen = strdup(val)) ? RM_OK : RM_ENOMEM;
+	}
 	/* SEC_CE */
 	if (strcmp(key, "client") == 0) {
 		struct agg_cidr c;
@@ -796,6 +808,7 @@ void agg_config_free(struct agg_config *c)
 		free(c->listen[i]);
 	free(c->listen);
 	free(c->db);
+	free(c->metrics_listen);
 	for (i = 0; i < c->nrules; i++) {
 		free(c->rules[i].clients);
 		free(c->rules[i].domains);

@@ -38,6 +38,9 @@
  *                                      ; other nodes to these addresses, not from
  *                                      ; its own parts (for a server without a
  *                                      ; collector; see agg_est_run.h)
+ *   [metrics]                          ; Prometheus /metrics over HTTP; absent = off
+ *   listen = 127.0.0.1:9467            ; HOST:PORT or http://HOST:PORT (docs/metrics.md)
+ *
  *   [throttle]                         ; throttling (issue 6); absent = off
  *   cap = c2 db1 30%                   ; CE, server, cap (share of the server's
  *                                      ; CPU capacity, % or 0..1); repeatable
@@ -179,6 +182,7 @@ struct agg_config {
 	struct agg_est_conf *est;      /* [estimate] sections */
 	size_t nest;
 	struct agg_throttle_cfg throttle;
+	char *metrics_listen;          /* [metrics] listen; NULL = no /metrics */
 	struct agg_config_kv *settings; /* other [aggregator] keys, in file order */
 	size_t nsettings;
 	char **files;                  /* the names of the files read */

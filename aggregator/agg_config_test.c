@@ -21,6 +21,8 @@ static const char good[] =
 	"listen = ipc:///tmp/agg.ipc   ; second\n"
 	"db = /tmp/x.db\n"
 	"\n"
+	"[metrics]\n"
+	"listen = 127.0.0.1:9467\n"
 	"[ce c1]\n"
 	"client = 127.0.0.2\n"
 	"priority = 1                  ; wins over c3\n"
@@ -51,6 +53,16 @@ static void test_good(void)
 	CU_ASSERT_EQUAL(c->nlisten, 2);
 	CU_ASSERT_STRING_EQUAL(c->listen[1], "ipc:///tmp/agg.ipc");
 	CU_ASSERT_STRING_EQUAL(c->db, "/tmp/x.db");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(c->metrics_listen);
+	CU_ASSERT_STRING_EQUAL(c->metrics_listen, "127.0.0.1:9467");
+	{
+		struct agg_config *plain = NULL;
+
+		/* no [metrics] section: no endpoint */
+		CU_ASSERT_EQUAL_FATAL(agg_config_parse("[aggregator]\n", 13, "plain.ini", &plain), RM_OK);
+		CU_ASSERT_PTR_NULL(plain->metrics_listen);
+		agg_config_free(plain);
+	}
 	CU_ASSERT_EQUAL_FATAL(c->nrules, 4);
 	CU_ASSERT_STRING_EQUAL(c->rules[1].ce, "c2");
 	/* first match wins, in file order */
@@ -138,6 +150,7 @@ static void test_malformed(void)
 		{ "[throttle]\nlease = 2h\n", "invalid lease '2h'" },
 		{ "[throttle]\nsource = kalman\n", "invalid source 'kalman' (rametr or lr)" },
 		{ "[throttle]\nspeed = 3\n", "unknown key 'speed' in [throttle]" },
+		{ "[metrics]\nport = 9467\n", "bad.ini:2: unknown key 'port' in [metrics]" },
 		{ "[throttle]\nmin_share = 2\n", "invalid min_share '2'" },
 		/* two tenants over one address range, no priority: refused at both places */
 		{ "[ce a]\nclient = 10.0.0.0/8\n[ce b]\nclient = 10.1.2.0/24\n",

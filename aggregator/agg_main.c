@@ -19,10 +19,12 @@
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_est_run.h"
+#include "agg_metrics.h"
 #include "agg_server.h"
 #include "agg_stitch.h"
 #include "agg_throttle.h"
 #include "rm_conf.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "rm_version.h"
 #include "st.h"
@@ -63,6 +65,7 @@ struct agg_main {
 	struct agg_throttle_stats thr_before; /* of the throttles replaced at reloads */
 	char last_node[64];            /* the last hello logged */
 	uint64_t last_instance;
+	struct agg_metrics *metrics;   /* NULL: no [metrics] listen */
 };
 
 static void agg_reload_config(struct agg_main *m);
@@ -73,6 +76,13 @@ static int64_t agg_now_unix(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void agg_on_commit(void *arg, const struct agg_account_row *row)
+{
+	agg_metrics_usage(arg, row->node, row->start, row->len, row->ce, row->v, (int64_t)rm_clock_mono_ns());
+	if (row->dropped_parts)
+		agg_metrics_dropped(arg, row->node, row->dropped_parts);
 }
 
 static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t errlen)
@@ -103,6 +113,10 @@ static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char 
 	 * failure to record them is logged and does not refuse the batch */
 	if (rv == RM_OK && b->n_acked_commands && m->thr)
 		agg_throttle_acked(m->thr, b->node, b->acked_commands, b->n_acked_commands, agg_now_unix());
+	if (m->metrics)
+		agg_metrics_batch(m->metrics, b->node, rv == RM_OK ? (*duplicate ? AGG_METRICS_DUPLICATE : AGG_METRICS_OK)
+					  : rv == RM_EPROTO || rv == RM_EINVAL ? AGG_METRICS_REFUSED : AGG_METRICS_RETRY,
+				  (int64_t)rm_clock_mono_ns());
 	return rv;
 }
 
@@ -135,6 +149,15 @@ static void agg_on_tick(void *arg)
 		agg_est_run_tick(m->est, 0);
 	if (m->thr)
 		agg_throttle_tick(m->thr, agg_now_unix());
+	if (m->metrics) {
+		struct agg_pair_stats ps;
+		struct agg_metrics_health h;
+
+		agg_stitch_get_stats(m->stitch, &ps);
+		h = (struct agg_metrics_health){ ps.added, ps.held, ps.pending, ps.evicted };
+		agg_metrics_set_health(m->metrics, &h);
+		agg_metrics_settle(m->metrics, (int64_t)rm_clock_mono_ns(), 0);
+	}
 }
 
 static void agg_usage(FILE *f)
@@ -148,7 +171,8 @@ static void agg_usage(FILE *f)
 		"  --config FILE   INI configuration (default " AGG_DEFAULT_CONFIG "), then its\n"
 		"                  drop-ins FILE.d/*.conf: [aggregator] listen/db/horizon/max_held\n"
 		"                  and every option below, [ce NAME] rules, [estimate SERVER]\n"
-		"                  LR/Kalman estimators, [throttle] caps and overload rule;\n"
+		"                  LR/Kalman estimators, [throttle] caps and overload rule,\n"
+		"                  [metrics] listen;\n"
 		"                  options given here override the files\n"
 		"  --db PATH       SQLite file (default /var/lib/rametr/rametr.db)\n"
 		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; default\n"
@@ -156,6 +180,8 @@ static void agg_usage(FILE *f)
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
 		"                  sender for the next start (default: charge them as at the\n"
 		"                  horizon, so every window balances once stopped)\n"
+		"  --metrics-listen HOST:PORT  serve Prometheus metrics on http://HOST:PORT/metrics\n"
+		"                  (overrides the config's [metrics] listen; default: not served)\n"
 		"  --log-level L   error, warning, info (default) or debug\n"
 		"  -v, --verbose   debug messages (--log-level debug)\n"
 		"  --check-config  read the configuration, report problems, and exit\n"
@@ -166,8 +192,8 @@ static void agg_usage(FILE *f)
 
 /* The program's settings: options, and keys of [aggregator] (rm_conf.h). */
 enum agg_setting_id {
-	AGG_S_CONFIG, AGG_S_DB, AGG_S_LISTEN, AGG_S_KEEP_PENDING, AGG_S_LOG_LEVEL, AGG_S_VERBOSE,
-	AGG_S_CHECK, AGG_S_HELP, AGG_S_VERSION, AGG_S_COUNT
+	AGG_S_CONFIG, AGG_S_DB, AGG_S_LISTEN, AGG_S_KEEP_PENDING, AGG_S_METRICS_LISTEN, AGG_S_LOG_LEVEL,
+	AGG_S_VERBOSE, AGG_S_CHECK, AGG_S_HELP, AGG_S_VERSION, AGG_S_COUNT
 };
 
 static const struct rm_setting agg_settings[AGG_S_COUNT] = {
@@ -175,6 +201,7 @@ static const struct rm_setting agg_settings[AGG_S_COUNT] = {
 	[AGG_S_DB] = { "db", 1, 0, 0, 'd' },          /* in files: agg_config's db */
 	[AGG_S_LISTEN] = { "listen", 1, 1, 0, 'l' },  /* in files: agg_config's listen */
 	[AGG_S_KEEP_PENDING] = { "keep-pending", 0, 0, 1, 'k' },
+	[AGG_S_METRICS_LISTEN] = { "metrics-listen", 1, 0, 0, 0 }, /* in files: [metrics] listen */
 	[AGG_S_LOG_LEVEL] = { "log-level", 1, 0, 1, 0 },
 	[AGG_S_VERBOSE] = { "verbose", 0, 0, 1, 'v' },
 	[AGG_S_CHECK] = { "check-config", 0, 0, 0, 0 },
@@ -183,7 +210,7 @@ static const struct rm_setting agg_settings[AGG_S_COUNT] = {
 };
 
 struct agg_opts {
-	const char *config, *db;
+	const char *config, *db, *metrics_listen;
 	const char *listen[16];
 	size_t nlisten;
 	int keep_pending, check;
@@ -198,6 +225,7 @@ static int agg_set(void *arg, const struct rm_setval *v)
 	switch (v->id) {
 	case AGG_S_CONFIG: o->config = v->value; break;
 	case AGG_S_DB: o->db = v->value; break;
+	case AGG_S_METRICS_LISTEN: o->metrics_listen = v->value; break;
 	case AGG_S_LISTEN:
 		if (o->nlisten == sizeof(o->listen) / sizeof(o->listen[0])) {
 			rm_log_error("%stoo many %s addresses (at most 16)", v->where, v->name);
@@ -331,6 +359,10 @@ static void agg_reload_config(struct agg_main *m)
 	if (listen_changed)
 		rm_log_warn("listen addresses and the database change at the next start only; still listening "
 			    "on %s, storing to '%s'", m->o->listen[0], db);
+	if ((rv = rm_setvals_find(m->cmd, AGG_S_METRICS_LISTEN)) < 0 &&
+	    (!nc->metrics_listen != !m->o->metrics_listen ||
+	     (nc->metrics_listen && strcmp(nc->metrics_listen, m->o->metrics_listen) != 0)))
+		rm_log_warn("[metrics] listen changes at the next start only");
 	changed = agg_config_diff(m->cfg, nc, what, sizeof(what));
 	if (changed) {
 		/* the new throttle gets the running config object, filled below */
@@ -350,6 +382,10 @@ static void agg_reload_config(struct agg_main *m)
 		tmp.est = m->cfg->est;
 		m->cfg->est = nc->est;
 		nc->est = tmp.est;
+		/* the metrics server keeps its address until a restart */
+		tmp.metrics_listen = m->cfg->metrics_listen;
+		m->cfg->metrics_listen = nc->metrics_listen;
+		nc->metrics_listen = tmp.metrics_listen;
 		if ((rv = agg_throttle_open(&thr, m->cfg, m->db, NULL)) != RM_OK) {
 			/* cannot happen for a config that parsed; go back to the old one */
 			rm_log_error("reload refused: failed to set up throttling: %s", rm_strerror(rv));
@@ -359,6 +395,9 @@ static void agg_reload_config(struct agg_main *m)
 			tmp.est = m->cfg->est;
 			m->cfg->est = nc->est;
 			nc->est = tmp.est;
+			tmp.metrics_listen = m->cfg->metrics_listen;
+			m->cfg->metrics_listen = nc->metrics_listen;
+			nc->metrics_listen = tmp.metrics_listen;
 			if (agg_throttle_open(&thr, m->cfg, m->db, NULL) != RM_OK)
 				rm_log_error("failed to set up throttling again; throttling is off until a restart");
 			m->thr = thr;
@@ -391,6 +430,8 @@ int main(int argc, char **argv)
 	struct agg_est_run *est = NULL;
 	struct agg_server *srv = NULL;
 	struct agg_throttle *thr = NULL;
+	struct agg_metrics *metrics = NULL;
+	struct agg_metrics_http *mhttp = NULL;
 	static struct agg_decided decided; /* borrowed by the server for its life */
 	struct agg_main m = { 0 };
 	struct agg_account_stats st;
@@ -427,6 +468,8 @@ int main(int argc, char **argv)
 	agg_effective(&o, cfg, &db_path);
 	listen = o.listen;
 	nlisten = o.nlisten;
+	if (!o.metrics_listen)
+		o.metrics_listen = cfg->metrics_listen;
 	if (o.check) {
 		printf("configuration '%s' is valid: %zu CE rules, %zu estimators, %zu throttle caps\n", o.config,
 		       cfg->nrules, cfg->nest, cfg->throttle.ncaps);
@@ -448,6 +491,11 @@ int main(int argc, char **argv)
 	rv = st_open(&db, db_path, 0);
 	if (rv == RM_OK)
 		rv = agg_account_open(&acct, db);
+	/* usage settles into the metrics once quiet for the horizon (held parts are charged by then) */
+	if (rv == RM_OK && o.metrics_listen &&
+	    (rv = agg_metrics_open(&metrics, (int64_t)cfg->horizon_ns + 2000000000ll, agg_now_unix())) == RM_OK &&
+	    (rv = agg_metrics_http_open(&mhttp, o.metrics_listen, metrics)) == RM_OK)
+		agg_account_observe(acct, agg_on_commit, metrics);
 	if (rv == RM_OK)
 		rv = agg_stitch_open(&stitch, cfg, acct, NULL);
 	if (rv == RM_OK && cfg->nest)
@@ -478,6 +526,7 @@ int main(int argc, char **argv)
 		m.db = db;
 		m.o = &o;
 		m.cmd = &cmd;
+		m.metrics = metrics;
 
 		rv = agg_server_open(&srv, listen, nlisten, &h, 1000);
 		m.srv = srv;
@@ -538,10 +587,12 @@ int main(int argc, char **argv)
 				    (unsigned long long)ts.renewed, (unsigned long long)ts.expired);
 	}
 	agg_server_close(srv);
+	agg_metrics_http_close(mhttp);
 	agg_est_run_close(est);
 	agg_throttle_close(thr);
 	agg_stitch_close(stitch);
 	agg_account_close(acct);
+	agg_metrics_close(metrics);
 	st_close(db);
 	agg_config_free(cfg);
 	if (!served && !db_existed) {

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "ctl_out.h"
+#include "ctl_report.h"
 #include "ctl_throttle.h"
 #include "ctl_time.h"
 #include "rm_err.h"
@@ -221,6 +222,7 @@ static void ctl_help_main(FILE *f)
 	for (i = 0; i < CTL_NCMDS; i++)
 		fprintf(f, "  %-14s %s\n", ctl_cmds[i].name, ctl_cmds[i].summary);
 	fprintf(f, "  %-14s %s\n", "throttle", "list, set or clear CPU caps of CEs (issue 6)");
+	fprintf(f, "  %-14s %s\n", "report", "a self-contained HTML report with charts, for people");
 	fprintf(f, "  %-14s %s\n", "version", "print the version (also --version)");
 	fprintf(f, "\nRun 'rametrctl <command> --help' for a command's options.\n");
 }
@@ -478,6 +480,8 @@ int main(int argc, char **argv)
 			return ctl_main_cmd(&ctl_cmds[i], argc - 1, argv + 1);
 	if (!strcmp(argv[1], "throttle"))
 		return ctl_throttle_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "report"))
+		return ctl_report_main(argc - 1, argv + 1);
 	if (argv[1][0] == '-')
 		rm_log_error("unknown option '%s' (options go after the command)", argv[1]);
 	else
