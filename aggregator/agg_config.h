@@ -173,6 +173,8 @@ struct agg_config {
 	size_t nlisten;
 	char *db;                      /* NULL if not given */
 	uint64_t horizon_ns;           /* pairing horizon (default AGG_CONFIG_HORIZON_DEFAULT_NS) */
+	int64_t retention_ns[4];       /* [retention] 1s, 1m, 1h, 1d: -1 not given (storage's
+					* default), 0 for ever, else ns */
 	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;
@@ -213,8 +215,8 @@ void agg_config_free(struct agg_config *c);
 int agg_config_restart_diff(const struct agg_config *a, const struct agg_config *b, char *what, size_t len);
 
 /*
- * Describes into out (len bytes, always terminated) how the CE rules and
- * [throttle] of b differ from a's, e.g. "CE rules: added c4, removed c2,
+ * Describes into out (len bytes, always terminated) how the CE rules,
+ * [throttle] and [retention] of b differ from a's, e.g. "CE rules: added c4, removed c2,
  * changed c1; throttle: caps changed"; "" when they agree. Returns 1 if they
  * differ. Pure.
  */
