@@ -12,14 +12,14 @@
 #include <string.h>
 
 #include "agg_config.h"
+#include "rm_addr.h"
+#include "rm_conf.h"
 #include "rm_dur.h"
 #include "rm_err.h"
 #include "banned.h"
 
-#define AGG_MAX_LINE 4096
-
 struct agg_parse {
-	const char *name;
+	const char *name;              /* the file being read (owned by c->files) */
 	int line;
 	int errors;
 	struct agg_config *c;
@@ -33,18 +33,6 @@ static void agg_perr(struct agg_parse *p, const char *fmt, const char *a, const 
 	snprintf(msg, sizeof(msg), fmt, a ? a : "", b ? b : "");
 	rm_log_error("%s:%d: %s", p->name, p->line, msg);
 	p->errors++;
-}
-
-static char *agg_trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
 }
 
 static int agg_valid_ce(const char *n)
@@ -84,10 +72,10 @@ static int agg_parse_range(const char *s, uint32_t *lo, uint32_t *hi)
 	dash = strchr(buf, '-');
 	if (dash) {
 		*dash = '\0';
-		if (agg_parse_u32(agg_trim(buf), 65535, lo) || agg_parse_u32(agg_trim(dash + 1), 65535, hi))
+		if (agg_parse_u32(rm_conf_trim(buf), 65535, lo) || agg_parse_u32(rm_conf_trim(dash + 1), 65535, hi))
 			return -1;
 	} else {
-		if (agg_parse_u32(agg_trim(buf), 65535, lo))
+		if (agg_parse_u32(rm_conf_trim(buf), 65535, lo))
 			return -1;
 		*hi = *lo;
 	}
@@ -145,7 +133,7 @@ static int agg_section(struct agg_parse *p, char *hdr)
 	char *name, *q;
 	struct agg_rule r;
 
-	hdr = agg_trim(hdr);
+	hdr = rm_conf_trim(hdr);
 	if (strcmp(hdr, "aggregator") == 0) {
 		p->sec = SEC_AGG;
 		return RM_OK;
@@ -164,7 +152,7 @@ static int agg_section(struct agg_parse *p, char *hdr)
 		return RM_OK;
 	}
 	if (strncmp(hdr, "ce", 2) == 0 && isspace((unsigned char)hdr[2])) {
-		name = agg_trim(hdr + 3);
+		name = rm_conf_trim(hdr + 3);
 		if (name[0] == '"') {
 			q = strchr(name + 1, '"');
 			if (!q || q[1] != '\0') {
@@ -185,13 +173,14 @@ static int agg_section(struct agg_parse *p, char *hdr)
 		snprintf(r.ce, sizeof(r.ce), "%s", name);
 		r.cport_hi = r.sport_hi = 65535;
 		r.line = p->line;
+		r.file = p->name;
 		p->sec = SEC_CE;
 		return agg_push((void **)&p->c->rules, &p->c->nrules, sizeof(r), &r);
 	}
 	if (strncmp(hdr, "estimate", 8) == 0 && isspace((unsigned char)hdr[8])) {
 		struct agg_est_conf e;
 
-		name = agg_trim(hdr + 9);
+		name = rm_conf_trim(hdr + 9);
 		if (!agg_valid_ce(name)) {
 			agg_perr(p, "invalid server name '%s' in [estimate] (use [A-Za-z0-9_.-], 1-63 chars)%s", name,
 				 NULL);
@@ -203,6 +192,7 @@ static int agg_section(struct agg_parse *p, char *hdr)
 		e.lr_windows = AGG_CONFIG_LR_WINDOWS_DEFAULT;
 		e.kalman_r = AGG_CONFIG_KALMAN_R_DEFAULT;
 		e.line = p->line;
+		e.file = p->name;
 		p->sec = SEC_EST;
 		return agg_push((void **)&p->c->est, &p->c->nest, sizeof(e), &e);
 	}
@@ -256,7 +246,7 @@ static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *
 
 		e->methods = 0;
 		for (tok = strtok_r(val, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			tok = agg_trim(tok);
+			tok = rm_conf_trim(tok);
 			if (strcmp(tok, "lr") == 0)
 				e->methods |= AGG_CONFIG_EST_LR;
 			else if (strcmp(tok, "kalman") == 0)
@@ -365,6 +355,7 @@ static int agg_kv_throttle(struct agg_parse *p, char *key, char *val)
 		snprintf(c.ce, sizeof(c.ce), "%s", ce);
 		snprintf(c.server, sizeof(c.server), "%s", srv);
 		c.line = p->line;
+		c.file = p->name;
 		return agg_push((void **)&t->caps, &t->ncaps, sizeof(c), &c);
 	}
 	if (strcmp(key, "overload") == 0) {
@@ -455,18 +446,16 @@ static void agg_kv_retention(struct agg_parse *p, const char *key, const char *v
 	p->c->retention_ns[i] = (int64_t)ns;
 }
 
-static int agg_kv(struct agg_parse *p, char *key, char *val)
+static int agg_kv(struct agg_parse *p, const char *section, char *key, char *val)
 {
 	struct agg_rule *r = p->c->nrules ? &p->c->rules[p->c->nrules - 1] : NULL;
 
-	key = agg_trim(key);
-	val = agg_trim(val);
-	if (p->sec == SEC_UNKNOWN)
-		return RM_OK;
-	if (p->sec == SEC_NONE) {
+	if (!section) {
 		agg_perr(p, "key '%s' outside of any section%s", key, NULL);
 		return RM_OK;
 	}
+	if (p->sec == SEC_UNKNOWN)
+		return RM_OK; /* its header was reported */
 	if (!*val) {
 		agg_perr(p, "empty value for '%s'%s", key, NULL);
 		return RM_OK;
@@ -501,7 +490,14 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 			else
 				p->c->max_held = n;
 		} else {
-			agg_perr(p, "unknown key '%s' in [aggregator]%s", key, NULL);
+			struct agg_config_kv kv = { strdup(key), strdup(val), p->name, p->line };
+
+			if (!kv.key || !kv.value ||
+			    agg_push((void **)&p->c->settings, &p->c->nsettings, sizeof(kv), &kv)) {
+				free(kv.key);
+				free(kv.value);
+				return RM_ENOMEM;
+			}
 		}
 		return RM_OK;
 	}
@@ -540,13 +536,22 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 			agg_perr(p, "invalid port or range '%s' for '%s'", val, key);
 		return RM_OK;
 	}
+	if (strcmp(key, "priority") == 0) {
+		uint32_t pr;
+
+		if (agg_parse_u32(val, 1000000, &pr))
+			agg_perr(p, "invalid priority '%s' (0 to 1000000; higher wins)%s", val, NULL);
+		else
+			r->priority = (int)pr;
+		return RM_OK;
+	}
 	if (strcmp(key, "xen_domain") == 0) {
 		char *save = NULL, *tok;
 
 		for (tok = strtok_r(val, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 			uint32_t d;
 
-			tok = agg_trim(tok);
+			tok = rm_conf_trim(tok);
 			if (agg_parse_u32(tok, 0x7fff, &d)) {
 				agg_perr(p, "invalid Xen domain id '%s'%s", tok, NULL);
 				continue;
@@ -558,6 +563,21 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 	}
 	agg_perr(p, "unknown key '%s' in [ce %s]", key, r->ce);
 	return RM_OK;
+}
+
+static int agg_cidr_overlap(const struct agg_cidr *a, const struct agg_cidr *b)
+{
+	return a->family == b->family &&
+	       rm_addr_prefix_eq(a->addr, b->addr, (uint32_t)(a->prefix < b->prefix ? a->prefix : b->prefix));
+}
+
+static void agg_cidr_str(const struct agg_cidr *c, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN];
+
+	if (!inet_ntop(c->family, c->addr, a, sizeof(a)))
+		snprintf(a, sizeof(a), "?");
+	snprintf(buf, len, "%s/%d", a, c->prefix);
 }
 
 /* A Xen-only rule: domains, no client, no ports; it names no socket. */
@@ -604,161 +624,215 @@ static int agg_rules_matches(struct agg_config *c)
 	return RM_OK;
 }
 
+/*
+ * Writes into what (len bytes) the clients both rules match; 0 if their
+ * sockets are disjoint.
+ */
+static int agg_rules_overlap(const struct agg_rule *a, const struct agg_rule *b, char *what, size_t len)
+{
+	char x[64], y[64];
+	size_t i, k;
+
+	if (agg_rule_xen_only(a) || agg_rule_xen_only(b))
+		return 0;
+	if (a->cport_hi < b->cport_lo || b->cport_hi < a->cport_lo || a->sport_hi < b->sport_lo ||
+	    b->sport_hi < a->sport_lo)
+		return 0;
+	/* a rule without clients (ports only, e.g. a service and its callers)
+	 * is no address range: file order decides as always */
+	if (!a->nclients || !b->nclients)
+		return 0;
+	for (i = 0; i < a->nclients; i++)
+		for (k = 0; k < b->nclients; k++)
+			if (agg_cidr_overlap(&a->clients[i], &b->clients[k])) {
+				agg_cidr_str(&a->clients[i], x, sizeof(x));
+				agg_cidr_str(&b->clients[k], y, sizeof(y));
+				snprintf(what, len, "clients in %s and %s", x, y);
+				return 1;
+			}
+	return 0;
+}
+
+/*
+ * Two tenants whose client address ranges overlap (with overlapping ports),
+ * or that list the same Xen domain, must say which wins: a different
+ * `priority`. Otherwise refused.
+ */
+static int agg_check_overlaps(struct agg_parse *p)
+{
+	char what[160];
+	size_t i, j, k, l;
+
+	for (i = 0; i < p->c->nrules; i++)
+		for (j = 0; j < i; j++) {
+			const struct agg_rule *a = &p->c->rules[j], *b = &p->c->rules[i];
+			int dom = -1;
+
+			if (a->priority != b->priority || strcmp(a->ce, b->ce) == 0)
+				continue;
+			for (k = 0; k < a->ndomains && dom < 0; k++)
+				for (l = 0; l < b->ndomains; l++)
+					if (a->domains[k] == b->domains[l])
+						dom = (int)a->domains[k];
+			if (dom >= 0)
+				snprintf(what, sizeof(what), "Xen domain %d", dom);
+			else if (!agg_rules_overlap(a, b, what, sizeof(what)))
+				continue;
+			rm_log_error("%s:%d: [ce %s] overlaps [ce %s] at %s:%d (both match %s); give the one that "
+				     "wins a higher 'priority'", b->file, b->line, b->ce, a->ce, a->file, a->line, what);
+			p->errors++;
+		}
+	return RM_OK;
+}
+
+/* Rules by priority, highest first, file order among equals (stable). */
+static void agg_sort_rules(struct agg_config *c)
+{
+	size_t i, j;
+
+	for (i = 1; i < c->nrules; i++) {
+		struct agg_rule r = c->rules[i];
+
+		for (j = i; j > 0 && c->rules[j - 1].priority < r.priority; j--)
+			c->rules[j] = c->rules[j - 1];
+		c->rules[j] = r;
+	}
+}
+
+/* The name of the file being read, kept in c->files for later messages. */
+static int agg_file(struct agg_parse *p, const char *file)
+{
+	char *f;
+
+	if (p->name && strcmp(p->name, file) == 0)
+		return RM_OK;
+	if (!(f = strdup(file)) || agg_push((void **)&p->c->files, &p->c->nfiles, sizeof(f), &f)) {
+		free(f);
+		return RM_ENOMEM;
+	}
+	p->name = f;
+	p->sec = SEC_NONE;
+	return RM_OK;
+}
+
+/* One line of the text (rm_conf_fn). */
+static int agg_line(void *arg, const char *file, int line, char *section, char *key, char *value)
+{
+	struct agg_parse *p = arg;
+	int rv;
+
+	if ((rv = agg_file(p, file)) != RM_OK)
+		return rv;
+	p->line = line;
+	if (!key)
+		return agg_section(p, section);
+	return agg_kv(p, section, key, value);
+}
+
+static int agg_parse_begin(struct agg_parse *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (!(p->c = calloc(1, sizeof(*p->c))))
+		return RM_ENOMEM;
+	p->c->horizon_ns = AGG_CONFIG_HORIZON_DEFAULT_NS;
+	for (size_t i = 0; i < sizeof(p->c->retention_ns) / sizeof(p->c->retention_ns[0]); i++)
+		p->c->retention_ns[i] = -1;
+	p->c->max_held = AGG_CONFIG_MAX_HELD_DEFAULT;
+	p->c->throttle.threshold_permille = 850;
+	p->c->throttle.alpha = 0.7;
+	p->c->throttle.decrease = 0.9;   /* seed 002 Table 4 (agg_policy.h) */
+	p->c->throttle.increase_permille = 10;
+	p->c->throttle.min_cap_permille = 10;
+	p->c->throttle.release_windows = 3;
+	p->c->throttle.min_share_permille = 50;
+	p->c->throttle.lease_ns = 10000000000ull;
+	p->c->throttle.settle_ns = 1000000000ull;
+	snprintf(p->c->throttle.source, sizeof(p->c->throttle.source), "rametr");
+	return RM_OK;
+}
+
+/* Checks across sections once every file is read; takes rv of the reading. */
+static int agg_parse_end(struct agg_parse *p, int rv, struct agg_config **out)
+{
+	size_t i, j;
+
+	if (rv == RM_ECONFIG) {
+		p->errors++;
+		rv = RM_OK;
+	}
+	for (i = 0; rv == RM_OK && i < p->c->nrules; i++)
+		for (j = 0; j < i; j++)
+			if (strcmp(p->c->rules[i].ce, p->c->rules[j].ce) == 0) {
+				p->name = p->c->rules[i].file;
+				p->line = p->c->rules[i].line;
+				agg_perr(p, "duplicate section [ce %s]%s", p->c->rules[i].ce, NULL);
+			}
+	if (rv == RM_OK)
+		rv = agg_check_overlaps(p);
+	for (i = 0; rv == RM_OK && i < p->c->nest; i++) {
+		p->name = p->c->est[i].file;
+		p->line = p->c->est[i].line;
+		if (!p->c->est[i].methods)
+			agg_perr(p, "[estimate %s] needs 'method = lr', 'kalman' or 'lr, kalman'%s", p->c->est[i].server,
+				 NULL);
+		for (j = 0; j < i; j++)
+			if (strcmp(p->c->est[i].server, p->c->est[j].server) == 0)
+				agg_perr(p, "duplicate section [estimate %s]%s", p->c->est[i].server, NULL);
+	}
+	for (i = 0; rv == RM_OK && i < p->c->throttle.ncaps; i++) {
+		const struct agg_throttle_cap *c = &p->c->throttle.caps[i];
+
+		p->name = c->file;
+		p->line = c->line;
+		if (agg_config_find_ce(p->c, c->ce) < 0)
+			agg_perr(p, "cap for unknown CE '%s' (no [ce %s] section)", c->ce, c->ce);
+		for (j = 0; j < i; j++)
+			if (strcmp(p->c->throttle.caps[j].ce, c->ce) == 0 &&
+			    strcmp(p->c->throttle.caps[j].server, c->server) == 0)
+				agg_perr(p, "duplicate cap for CE '%s' on server '%s'", c->ce, c->server);
+	}
+	if (rv == RM_OK)
+		agg_sort_rules(p->c);
+	if (rv == RM_OK && p->errors)
+		rv = RM_ECONFIG;
+	if (rv == RM_OK)
+		rv = agg_rules_matches(p->c); /* after the sort: match_rule holds rule indexes */
+	if (rv != RM_OK) {
+		agg_config_free(p->c);
+		return rv;
+	}
+	*out = p->c;
+	return RM_OK;
+}
+
 int agg_config_parse(const char *text, size_t len, const char *name, struct agg_config **out)
 {
-	struct agg_parse p = { .name = name ? name : "config" };
-	char line[AGG_MAX_LINE];
-	size_t pos = 0, i, j;
-	int rv = RM_OK;
+	struct agg_parse p;
+	int rv;
 
 	*out = NULL;
 	if (!text)
 		return RM_EINVAL;
-	if (!(p.c = calloc(1, sizeof(*p.c))))
-		return RM_ENOMEM;
-	p.c->horizon_ns = AGG_CONFIG_HORIZON_DEFAULT_NS;
-	for (size_t i = 0; i < sizeof(p.c->retention_ns) / sizeof(p.c->retention_ns[0]); i++)
-		p.c->retention_ns[i] = -1;
-	p.c->max_held = AGG_CONFIG_MAX_HELD_DEFAULT;
-	p.c->throttle.threshold_permille = 850;
-	p.c->throttle.alpha = 0.7;
-	p.c->throttle.decrease = 0.9;   /* seed 002 Table 4 (agg_policy.h) */
-	p.c->throttle.increase_permille = 10;
-	p.c->throttle.min_cap_permille = 10;
-	p.c->throttle.release_windows = 3;
-	p.c->throttle.min_share_permille = 50;
-	p.c->throttle.lease_ns = 10000000000ull;
-	p.c->throttle.settle_ns = 1000000000ull;
-	snprintf(p.c->throttle.source, sizeof(p.c->throttle.source), "rametr");
-	while (pos < len && rv == RM_OK) {
-		size_t e = pos, n;
-		char *s, *eq;
-
-		while (e < len && text[e] != '\n')
-			e++;
-		n = e - pos;
-		p.line++;
-		if (n >= sizeof(line)) {
-			agg_perr(&p, "line longer than %s bytes%s", "4095", NULL);
-			pos = e + 1;
-			continue;
-		}
-		memcpy(line, text + pos, n);
-		line[n] = '\0';
-		pos = e + 1;
-		if (memchr(line, '\0', n)) {
-			agg_perr(&p, "NUL byte in line%s%s", NULL, NULL);
-			continue;
-		}
-		s = agg_trim(line);
-		if (!*s || *s == '#' || *s == ';')
-			continue;
-		if (*s == '[') {
-			char *close = strchr(s, ']');
-
-			if (!close || *agg_trim(close + 1)) {
-				agg_perr(&p, "malformed section header '%s'%s", s, NULL);
-				p.sec = SEC_UNKNOWN;
-				continue;
-			}
-			*close = '\0';
-			rv = agg_section(&p, s + 1);
-			continue;
-		}
-		/* strip trailing comments after whitespace */
-		for (eq = s; *eq; eq++)
-			if ((*eq == ';' || *eq == '#') && eq > s && isspace((unsigned char)eq[-1])) {
-				*eq = '\0';
-				break;
-			}
-		eq = strchr(s, '=');
-		if (!eq) {
-			agg_perr(&p, "expected 'key = value', got '%s'%s", s, NULL);
-			continue;
-		}
-		*eq = '\0';
-		rv = agg_kv(&p, s, eq + 1);
-	}
-	for (i = 0; rv == RM_OK && i < p.c->nrules; i++)
-		for (j = 0; j < i; j++)
-			if (strcmp(p.c->rules[i].ce, p.c->rules[j].ce) == 0) {
-				p.line = p.c->rules[i].line;
-				agg_perr(&p, "duplicate section [ce %s]%s", p.c->rules[i].ce, NULL);
-			}
-	for (i = 0; rv == RM_OK && i < p.c->nest; i++) {
-		p.line = p.c->est[i].line;
-		if (!p.c->est[i].methods)
-			agg_perr(&p, "[estimate %s] needs 'method = lr', 'kalman' or 'lr, kalman'%s", p.c->est[i].server,
-				 NULL);
-		for (j = 0; j < i; j++)
-			if (strcmp(p.c->est[i].server, p.c->est[j].server) == 0)
-				agg_perr(&p, "duplicate section [estimate %s]%s", p.c->est[i].server, NULL);
-	}
-	for (i = 0; rv == RM_OK && i < p.c->throttle.ncaps; i++) {
-		const struct agg_throttle_cap *c = &p.c->throttle.caps[i];
-
-		p.line = c->line;
-		if (agg_config_find_ce(p.c, c->ce) < 0)
-			agg_perr(&p, "cap for unknown CE '%s' (no [ce %s] section)", c->ce, c->ce);
-		for (j = 0; j < i; j++)
-			if (strcmp(p.c->throttle.caps[j].ce, c->ce) == 0 &&
-			    strcmp(p.c->throttle.caps[j].server, c->server) == 0)
-				agg_perr(&p, "duplicate cap for CE '%s' on server '%s'", c->ce, c->server);
-	}
-	if (rv == RM_OK && p.errors)
-		rv = RM_ECONFIG;
-	if (rv == RM_OK)
-		rv = agg_rules_matches(p.c);
-	if (rv != RM_OK) {
-		agg_config_free(p.c);
+	if ((rv = agg_parse_begin(&p)) != RM_OK)
 		return rv;
-	}
-	*out = p.c;
-	return RM_OK;
+	rv = rm_conf_parse(text, len, name ? name : "config", agg_line, &p);
+	return agg_parse_end(&p, rv, out);
 }
 
 int agg_config_load(const char *path, struct agg_config **out)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
+	struct agg_parse p;
 	int rv;
 
 	*out = NULL;
-	if (!f) {
-		rm_log_error("failed to read '%s': %s", path, strerror(errno));
-		return RM_EIO;
+	if ((rv = agg_parse_begin(&p)) != RM_OK)
+		return rv;
+	rv = rm_conf_load(path, agg_line, &p);
+	if (rv != RM_OK && rv != RM_ECONFIG) {
+		agg_config_free(p.c);
+		return rv;
 	}
-	for (;;) {
-		size_t n;
-
-		if (len + 4096 > cap) {
-			char *nb;
-
-			cap = cap ? cap * 2 : 8192;
-			if (cap > (16u << 20) || !(nb = realloc(buf, cap))) {
-				rm_log_error("failed to read '%s': too large", path);
-				free(buf);
-				fclose(f);
-				return RM_ECONFIG;
-			}
-			buf = nb;
-		}
-		n = fread(buf + len, 1, cap - len, f);
-		len += n;
-		if (n == 0)
-			break;
-	}
-	if (ferror(f)) {
-		rm_log_error("failed to read '%s': %s", path, strerror(errno));
-		free(buf);
-		fclose(f);
-		return RM_EIO;
-	}
-	fclose(f);
-	rv = agg_config_parse(buf ? buf : "", len, path, out);
-	free(buf);
-	return rv;
+	return agg_parse_end(&p, rv, out);
 }
 
 void agg_config_free(struct agg_config *c)
@@ -771,9 +845,6 @@ void agg_config_free(struct agg_config *c)
 		free(c->listen[i]);
 	free(c->listen);
 	free(c->db);
-	free(c->tls_cert);
-	free(c->tls_ca);
-	free(c->secret_file);
 	free(c->metrics_listen);
 	for (i = 0; i < c->nrules; i++) {
 		free(c->rules[i].clients);
@@ -784,6 +855,14 @@ void agg_config_free(struct agg_config *c)
 	free(c->match_rule);
 	free(c->est);
 	free(c->throttle.caps);
+	for (i = 0; i < c->nsettings; i++) {
+		free(c->settings[i].key);
+		free(c->settings[i].value);
+	}
+	free(c->settings);
+	for (i = 0; i < c->nfiles; i++)
+		free(c->files[i]);
+	free(c->files);
 	free(c);
 }
 
@@ -848,4 +927,104 @@ int agg_config_match_domain(const struct agg_config *c, uint32_t domid)
 			if (c->rules[i].domains[k] == domid)
 				return (int)i;
 	return -1;
+}
+
+static int agg_est_same(const struct agg_est_conf *a, const struct agg_est_conf *b)
+{
+	size_t i;
+
+	if (strcmp(a->server, b->server) || a->naddr != b->naddr || a->methods != b->methods ||
+	    a->lr_windows != b->lr_windows || a->kalman_q_ns != b->kalman_q_ns || a->kalman_r != b->kalman_r)
+		return 0;
+	for (i = 0; i < a->naddr; i++)
+		if (a->addr[i].family != b->addr[i].family || a->addr[i].port != b->addr[i].port ||
+		    memcmp(a->addr[i].addr, b->addr[i].addr, sizeof(a->addr[i].addr)))
+			return 0;
+	return 1;
+}
+
+int agg_config_restart_diff(const struct agg_config *a, const struct agg_config *b, char *what, size_t len)
+{
+	size_t i;
+
+	if (a->horizon_ns != b->horizon_ns) {
+		rm_errf(what, len, "horizon");
+		return 1;
+	}
+	if (a->max_held != b->max_held) {
+		rm_errf(what, len, "max_held");
+		return 1;
+	}
+	for (i = 0; i < a->nest || i < b->nest; i++)
+		if (i >= a->nest || i >= b->nest || !agg_est_same(&a->est[i], &b->est[i])) {
+			rm_errf(what, len, "[estimate %s]", i < b->nest ? b->est[i].server : a->est[i].server);
+			return 1;
+		}
+	return 0;
+}
+
+static int agg_rule_same(const struct agg_rule *a, const struct agg_rule *b)
+{
+	return a->nclients == b->nclients && a->ndomains == b->ndomains && a->cport_lo == b->cport_lo &&
+	       a->cport_hi == b->cport_hi && a->sport_lo == b->sport_lo && a->sport_hi == b->sport_hi &&
+	       a->priority == b->priority &&
+	       (!a->nclients || memcmp(a->clients, b->clients, a->nclients * sizeof(*a->clients)) == 0) &&
+	       (!a->ndomains || memcmp(a->domains, b->domains, a->ndomains * sizeof(*a->domains)) == 0);
+}
+
+/* Appends "<sep><word> <name>" to out, the separator after the first. */
+static void agg_diff_add(char *out, size_t len, int *first, const char *word, const char *name)
+{
+	size_t n = strlen(out);
+
+	if (n + 1 >= len)
+		return;
+	snprintf(out + n, len - n, "%s%s %s", *first ? "" : ", ", word, name);
+	*first = 0;
+}
+
+int agg_config_diff(const struct agg_config *a, const struct agg_config *b, char *out, size_t len)
+{
+	const struct agg_throttle_cfg *x = &a->throttle, *y = &b->throttle;
+	size_t i, n;
+	int first = 1, order = a->nrules == b->nrules, caps = x->ncaps == y->ncaps;
+
+	if (!len)
+		return 0;
+	out[0] = '\0';
+	for (i = 0; i < b->nrules; i++) {
+		int j = agg_config_find_ce(a, b->rules[i].ce);
+
+		if (j < 0) {
+			agg_diff_add(out, len, &first, first ? "CE rules: added" : "added", b->rules[i].ce);
+		} else {
+			if (!agg_rule_same(&a->rules[j], &b->rules[i]))
+				agg_diff_add(out, len, &first, first ? "CE rules: changed" : "changed", b->rules[i].ce);
+			if ((size_t)j != i)
+				order = 0;
+		}
+	}
+	for (i = 0; i < a->nrules; i++)
+		if (agg_config_find_ce(b, a->rules[i].ce) < 0) {
+			agg_diff_add(out, len, &first, first ? "CE rules: removed" : "removed", a->rules[i].ce);
+			order = 0;
+		}
+	if (first && !order)
+		agg_diff_add(out, len, &first, "CE rules:", "reordered");
+	for (i = 0; caps && i < x->ncaps; i++)
+		caps = strcmp(x->caps[i].ce, y->caps[i].ce) == 0 && strcmp(x->caps[i].server, y->caps[i].server) == 0 &&
+		       x->caps[i].cap_permille == y->caps[i].cap_permille;
+	n = strlen(out);
+	if (x->enabled != y->enabled)
+		snprintf(out + n, len - n, "%sthrottling %s", n ? "; " : "", y->enabled ? "on" : "off");
+	else if (!caps || x->overload != y->overload || x->threshold_permille != y->threshold_permille ||
+		 x->alpha != y->alpha || x->decrease != y->decrease || x->increase_permille != y->increase_permille ||
+		 x->min_cap_permille != y->min_cap_permille || x->release_windows != y->release_windows ||
+		 x->min_share_permille != y->min_share_permille || x->lease_ns != y->lease_ns ||
+		 x->settle_ns != y->settle_ns || strcmp(x->source, y->source) != 0)
+		snprintf(out + n, len - n, "%sthrottle: %s", n ? "; " : "", caps ? "policy changed" : "caps changed");
+	n = strlen(out);
+	if (memcmp(a->retention_ns, b->retention_ns, sizeof(a->retention_ns)) != 0)
+		snprintf(out + n, len - n, "%sretention changed", n ? "; " : "");
+	return out[0] != '\0';
 }

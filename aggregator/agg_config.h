@@ -1,6 +1,8 @@
 /*
  * agg_config.h - the aggregator's INI configuration: where to listen, where
  * to store, and the rules that map clients to chargeable entities (CEs).
+ * Read from a file and its drop-ins (rm_conf.h), sections may come in any
+ * file; messages name the file and line.
  *
  *   [aggregator]
  *   listen = tcp://0.0.0.0:7600        ; repeatable
@@ -11,12 +13,16 @@
  *                                      ; 1.5m), 1ms .. 1h
  *   max_held = 262144                  ; parts held at most while pairing
  *                                      ; (default 262144, 1 .. 2^26)
+ *   log_level = info                   ; any other key is one of the program's
+ *   keep_pending = no                  ; settings (agg_main.c), kept in
+ *                                      ; settings[] for it to check
  *
  *   [ce c1]                            ; or [ce "c1"]
  *   client = 127.0.0.2                 ; address or CIDR, IPv4 or IPv6; repeatable
  *   client_port = 40000-40999          ; optional port or range of the client
  *   server_port = 7000                 ; optional port or range on the server side
  *   xen_domain = 3, 4                  ; Xen domains charged to this CE
+ *   priority = 10                      ; wins over overlapping rules of lower priority
  *
  *   [estimate db1]                     ; estimate per-CE CPU of server (node) db1
  *   method = lr, kalman                ; one or both (required)
@@ -56,7 +62,11 @@
  *
  * A segment's inbound socket matches a rule when its remote end is in one of
  * the rule's clients (or the rule lists none) and the ports are in range.
- * Rules are tried in file order; the first match wins. CE names are
+ * Rules are tried by `priority` (a [ce] key, 0 to 1000000, default 0),
+ * highest first, then in file order; the first match wins. Two rules of the
+ * same priority whose client ranges overlap (with overlapping ports), or
+ * that list one Xen domain, are refused with both places; rules without
+ * clients (ports only) are not checked. CE names are
  * [A-Za-z0-9_.-]{1,63} and may not start with "__" (reserved).
  */
 #ifndef AGG_CONFIG_H
@@ -81,7 +91,9 @@ struct agg_rule {
 	uint32_t sport_lo, sport_hi;
 	uint32_t *domains;
 	size_t ndomains;
-	int line;                      /* where the [ce] section starts */
+	int priority;                  /* higher wins where rules overlap (default 0) */
+	const char *file;              /* where the [ce] section starts (c->files) */
+	int line;
 	/* the sockets the rule names: one match per client with the rule's
 	 * ports, or both families with prefix 0 if it lists no client; none for
 	 * a Xen-only rule (domains, no client, no ports). Points into
@@ -119,6 +131,7 @@ struct agg_est_conf {
 	uint32_t lr_windows;
 	uint64_t kalman_q_ns;          /* 0 = auto */
 	double kalman_r;
+	const char *file;              /* c->files */
 	int line;
 };
 
@@ -126,6 +139,7 @@ struct agg_throttle_cap {
 	char ce[64];
 	char server[64];
 	uint32_t cap_permille;         /* 1..1000 */
+	const char *file;              /* c->files */
 	int line;
 };
 
@@ -146,6 +160,14 @@ struct agg_throttle_cfg {
 	size_t ncaps;
 };
 
+/* A key of [aggregator] the rules do not use: one of the program's settings
+ * (rm_conf.h), checked by the program. */
+struct agg_config_kv {
+	char *key, *value;
+	const char *file;              /* c->files */
+	int line;
+};
+
 struct agg_config {
 	char **listen;
 	size_t nlisten;
@@ -162,15 +184,11 @@ struct agg_config {
 	struct agg_est_conf *est;      /* [estimate] sections */
 	size_t nest;
 	struct agg_throttle_cfg throttle;
-	/* transport security and bounds (docs/deploy.md); NULL / 0: not set */
-	char *tls_cert;                /* PEM: the aggregator's certificate and key */
-	char *tls_ca;                  /* PEM: the cluster CA */
-	char *secret_file;             /* the cluster secret of the enrolment tokens */
-	uint64_t window_tolerance_s;   /* refuse windows further from the clock than this */
-	unsigned max_conns;            /* connections at most */
-	uint64_t idle_timeout_s;       /* close a connection silent this long */
-	uint64_t mem_bound;            /* bytes for the messages of all connections */
 	char *metrics_listen;          /* [metrics] listen; NULL = no /metrics */
+	struct agg_config_kv *settings; /* other [aggregator] keys, in file order */
+	size_t nsettings;
+	char **files;                  /* the names of the files read */
+	size_t nfiles;
 };
 
 /* Index of the rule of CE name; -1 if none. */
@@ -183,10 +201,26 @@ int agg_config_find_ce(const struct agg_config *c, const char *name);
  */
 int agg_config_parse(const char *text, size_t len, const char *name, struct agg_config **out);
 
-/* Read and parse a file: RM_EIO "failed to read '%s'" or as agg_config_parse. */
+/* Read and parse a file and its drop-ins (path.d/NAME.conf, rm_conf.h):
+ * RM_EIO "failed to read '%s'" or as agg_config_parse. */
 int agg_config_load(const char *path, struct agg_config **out);
 
 void agg_config_free(struct agg_config *c);
+
+/*
+ * What a reload cannot change in a running aggregator: 0 if a and b agree on
+ * horizon, max_held and the [estimate] sections; otherwise 1 with the first
+ * difference named in what (len bytes). Pure.
+ */
+int agg_config_restart_diff(const struct agg_config *a, const struct agg_config *b, char *what, size_t len);
+
+/*
+ * Describes into out (len bytes, always terminated) how the CE rules,
+ * [throttle] and [retention] of b differ from a's, e.g. "CE rules: added c4, removed c2,
+ * changed c1; throttle: caps changed"; "" when they agree. Returns 1 if they
+ * differ. Pure.
+ */
+int agg_config_diff(const struct agg_config *a, const struct agg_config *b, char *out, size_t len);
 
 /*
  * Index of the first rule matching an inbound socket whose remote end is

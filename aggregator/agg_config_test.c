@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "rm_test.h"
 #include "agg_config.h"
 #include "rm_err.h"
@@ -23,6 +25,7 @@ static const char good[] =
 	"listen = 127.0.0.1:9467\n"
 	"[ce c1]\n"
 	"client = 127.0.0.2\n"
+	"priority = 1                  ; wins over c3\n"
 	"[ce \"c2\"]\n"
 	"client = 10.1.0.0/16\n"
 	"client = fd00::/8\n"
@@ -153,6 +156,16 @@ static void test_malformed(void)
 		{ "[throttle]\nspeed = 3\n", "unknown key 'speed' in [throttle]" },
 		{ "[metrics]\nport = 9467\n", "bad.ini:2: unknown key 'port' in [metrics]" },
 		{ "[throttle]\nmin_share = 2\n", "invalid min_share '2'" },
+		/* two tenants over one address range, no priority: refused at both places */
+		{ "[ce a]\nclient = 10.0.0.0/8\n[ce b]\nclient = 10.1.2.0/24\n",
+		  "bad.ini:3: [ce b] overlaps [ce a] at bad.ini:1 (both match clients in 10.0.0.0/8 and 10.1.2.0/24)" },
+		{ "[ce a]\nclient = fd00::/8\nserver_port = 80\n[ce b]\nclient = fd00::1\nserver_port = 1-100\n",
+		  "bad.ini:4: [ce b] overlaps [ce a] at bad.ini:1 (both match clients in fd00::/8 and fd00::1/128)" },
+		{ "[ce a]\nxen_domain = 3, 4\n[ce b]\nxen_domain = 4\n", "[ce b] overlaps [ce a] at bad.ini:1 (both "
+		  "match Xen domain 4)" },
+		{ "[ce a]\nclient = 10.0.0.1\npriority = 3\n[ce b]\nclient = 10.0.0.0/8\npriority = 3\n",
+		  "bad.ini:4: [ce b] overlaps [ce a]" },
+		{ "[ce a]\npriority = high\n", "bad.ini:2: invalid priority 'high'" },
 	};
 	char buf[2048];
 	size_t i;
@@ -266,6 +279,8 @@ static void test_estimate(void)
 		log = rm_test_capture_end(path);
 		CU_ASSERT_PTR_NULL(c);
 		CU_ASSERT_PTR_NOT_NULL(strstr(log, "e.ini:"));
+		/* the keys of a refused section are not taken for another's */
+		CU_ASSERT_PTR_NULL(strstr(log, "in [ce"));
 		free(log);
 	}
 }
@@ -342,6 +357,84 @@ static void test_load_missing(void)
 	CU_ASSERT_PTR_NULL(c);
 }
 
+/* Disjoint ranges, or different ports, are no conflict; a priority decides
+ * an overlap, higher first, whatever the file order. */
+static void test_priority(void)
+{
+	static const char text[] =
+		"[ce wide]\nclient = 10.0.0.0/8\n"
+		"[ce web]\nclient = 10.0.0.0/8\nserver_port = 80\npriority = 5\n"
+		"[ce other]\nclient = 192.168.0.0/16\n"
+		"[ce db]\nclient = 10.0.0.0/8\nserver_port = 5432\npriority = 5\n"
+		"[ce svc]\nserver_port = 7000\n[ce callers]\nclient_port = 7000\n"
+		"[ce v6]\nclient = fd00::/8\nserver_port = 80\n[ce v6b]\nclient = fd00::1\nserver_port = 81\n";
+	struct agg_config *c = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(text, strlen(text), "p.ini", &c), RM_OK);
+	CU_ASSERT_STRING_EQUAL(c->rules[0].ce, "web");
+	CU_ASSERT_STRING_EQUAL(c->rules[1].ce, "db");
+	CU_ASSERT_STRING_EQUAL(c->rules[2].ce, "wide");
+	CU_ASSERT_STRING_EQUAL(c->rules[3].ce, "other");
+	CU_ASSERT_STRING_EQUAL(c->rules[match4(c, "10.9.9.9", 40000, 80)].ce, "web");
+	CU_ASSERT_STRING_EQUAL(c->rules[match4(c, "10.9.9.9", 40000, 5432)].ce, "db");
+	CU_ASSERT_STRING_EQUAL(c->rules[match4(c, "10.9.9.9", 40000, 22)].ce, "wide");
+	CU_ASSERT_STRING_EQUAL(c->rules[match4(c, "192.168.1.1", 40000, 80)].ce, "other");
+	CU_ASSERT_EQUAL(match4(c, "172.16.0.1", 40000, 80), -1);
+	CU_ASSERT_STRING_EQUAL(c->rules[0].file, "p.ini");
+	CU_ASSERT_EQUAL(c->rules[0].line, 3);
+	agg_config_free(c);
+}
+
+/* FILE, then FILE.d/NAME.conf in byte order; messages name the drop-in. */
+static void test_dropins(void)
+{
+	char main_path[300], dir[310], p1[400], p2[400], p3[1400], log[512];
+	struct agg_config *c = NULL;
+	char *out;
+
+	snprintf(main_path, sizeof(main_path), "%s/aggregator.conf", rm_test_tmpdir());
+	snprintf(dir, sizeof(dir), "%s.d", main_path);
+	snprintf(p1, sizeof(p1), "%s/10-tenants.conf", dir);
+	snprintf(p2, sizeof(p2), "%s/20-more.conf", dir);
+	snprintf(p3, sizeof(p3), "%s/README", dir);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+	rm_test_write_file(main_path, "[aggregator]\nlisten = tcp://127.0.0.1:7600\nlog_level = debug\n");
+	rm_test_write_file(p2, "[aggregator]\ndb = /tmp/later.db\n[ce c2]\nclient = 10.2.0.0/16\n");
+	rm_test_write_file(p1, "[aggregator]\ndb = /tmp/first.db\n[ce c1]\nclient = 10.1.0.0/16\n");
+	rm_test_write_file(p3, "not ini at all, and not read\n");
+	CU_ASSERT_EQUAL_FATAL(agg_config_load(main_path, &c), RM_OK);
+	CU_ASSERT_EQUAL(c->nrules, 2);
+	CU_ASSERT_STRING_EQUAL(c->rules[0].ce, "c1");
+	CU_ASSERT_STRING_EQUAL(c->rules[0].file, p1);
+	CU_ASSERT_STRING_EQUAL(c->db, "/tmp/later.db");
+	CU_ASSERT_EQUAL(c->nlisten, 1);
+	/* keys of the program's settings are handed on with their place */
+	CU_ASSERT_EQUAL_FATAL(c->nsettings, 1);
+	CU_ASSERT_STRING_EQUAL(c->settings[0].key, "log_level");
+	CU_ASSERT_STRING_EQUAL(c->settings[0].value, "debug");
+	CU_ASSERT_STRING_EQUAL(c->settings[0].file, main_path);
+	CU_ASSERT_EQUAL(c->settings[0].line, 3);
+	agg_config_free(c);
+
+	/* a drop-in that overlaps a tenant of another file: both places named */
+	rm_test_write_file(p2, "\n[ce c2]\nclient = 10.1.3.0/24\n");
+	rm_test_capture_start("dropin", log, sizeof(log));
+	CU_ASSERT_EQUAL(agg_config_load(main_path, &c), RM_ECONFIG);
+	out = rm_test_capture_end(log);
+	CU_ASSERT_PTR_NULL(c);
+	snprintf(p3, sizeof(p3), "%s:2: [ce c2] overlaps [ce c1] at %s:3", p2, p1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, p3));
+	free(out);
+	/* a key before any section of a drop-in is outside of any section */
+	rm_test_write_file(p2, "client = 10.1.3.0/24\n");
+	rm_test_capture_start("dropin2", log, sizeof(log));
+	CU_ASSERT_EQUAL(agg_config_load(main_path, &c), RM_ECONFIG);
+	out = rm_test_capture_end(log);
+	snprintf(p3, sizeof(p3), "%s:1: key 'client' outside of any section", p2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, p3));
+	free(out);
+}
+
 static void test_retention(void)
 {
 	static const char text[] = "[retention]\n1s = 36h\n1m = 10d\n1d = forever\n";
@@ -410,6 +503,8 @@ static CU_TestInfo cases[] = {
 	{ "throttle section: caps, overload rule, defaults, refusals", test_throttle },
 	{ "survives binary garbage", test_binary_garbage },
 	{ "missing file is an i/o error", test_load_missing },
+	{ "overlapping tenants need a priority; higher wins", test_priority },
+	{ "drop-ins are read in order, messages name them", test_dropins },
 	CU_TEST_INFO_NULL,
 };
 

@@ -1086,6 +1086,12 @@ int agg_server_open_cfg(struct agg_server **out, const char *const *urls, size_t
 	return RM_OK;
 }
 
+void agg_server_set_decided(struct agg_server *s, Rametr__ThrottleMatch **decided, size_t n)
+{
+	s->h.decided = n ? decided : NULL;
+	s->h.ndecided = n;
+}
+
 void agg_server_close(struct agg_server *s)
 {
 	size_t i;

@@ -193,6 +193,10 @@ int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop);
    (e.g. from a handler) or after it returned. */
 void agg_server_get_health(const struct agg_server *s, struct agg_server_health *out);
 
+/* Replaces the handler's decided matches (borrowed, as in agg_handler), for
+   the replies that follow. On the thread of agg_server_run() only (a handler
+   function), or while it does not run. */
+void agg_server_set_decided(struct agg_server *s, Rametr__ThrottleMatch **decided, size_t n);
 /* Closes the socket (collectors see the aggregator as down) and frees s.
    Not while agg_server_run() runs on another thread. NULL-tolerant. */
 void agg_server_close(struct agg_server *s);

@@ -1,13 +1,13 @@
 /*
  * col_main.c - the rametr-collector program: runs one backend (ebpf,
- * replay, xen, xen-live) into the batcher (col_batcher.h), whose batches
- * the sender delivers to the aggregator or spools. Owns the options, the
+ * replay, xen, xen-live), batches what it produces, and hands the batches to
+ * the batcher (col_batcher.h), whose batches the sender delivers to the
+ * aggregator or spools. Owns the options and configuration files, the
  * flush timer (--flush-ms), the ring's drain interval and the shutdown
  * order: stop the backend, emit what it still holds, flush, spool what the
  * aggregator did not acknowledge.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,9 +25,11 @@
 #include "col_sender.h"
 #include "col_tc.h"
 #include "col_throttle.h"
+#include "rm_conf.h"
 #include "rm_dur.h"
 #include "rm_err.h"
 #include "rm_match.h"
+#include "rm_version.h"
 #include "rm_wire.h"
 #ifdef RM_HAVE_XEN_BACKEND
 #include "col_xen.h"
@@ -46,12 +48,40 @@
 #define COL_DRAIN_MS 25
 #define COL_DRAIN_RING (16u << 20)
 
+#define COL_DEFAULT_CONFIG "/etc/rametr/collector.conf"
+#ifndef COL_PROG
+#define COL_PROG "rametr-collector" /* rametr-collector-xen: set by the build */
+#endif
+
 static volatile sig_atomic_t col_stop;
 
 static void col_on_signal(int sig)
 {
 	(void)sig;
 	col_stop = 1;
+}
+
+static volatile sig_atomic_t col_hup;
+
+static void col_on_hup(int sig)
+{
+	(void)sig;
+	col_hup = 1;
+}
+
+static void col_reload(void);
+
+/*
+ * The batcher's window callback, which also serves a pending SIGHUP: windows
+ * arrive several times a second from every backend, on the main thread.
+ */
+static int col_sink_window(void *arg, const struct col_window *w)
+{
+	if (col_hup) {
+		col_hup = 0;
+		col_reload();
+	}
+	return col_batcher_window(arg, w);
 }
 
 static uint64_t col_mono_ms(void)
@@ -84,7 +114,6 @@ static int64_t col_clock_offset_ns(void)
 
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
-	const char *tls_cert, *tls_ca, *tls_server_name, *token_file;
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups, follow_replies;
 	int count_rametr, no_merge;
@@ -93,6 +122,7 @@ struct col_opts {
 	size_t n_exclude;
 	size_t mem_limit;
 	int flush_ms;
+	const char *tls_cert, *tls_ca, *tls_server_name, *token_file;
 };
 
 /*
@@ -196,36 +226,17 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 	return rv;
 }
 
-/* The first line of path, trimmed, into buf. RM_OK or RM_EIO/RM_EINVAL (logged). */
-static int col_read_token(const char *path, char *buf, size_t len)
-{
-	size_t n;
-	FILE *f;
-
-	if (!(f = fopen(path, "r"))) {
-		rm_log_error("failed to open token file '%s': %s", path, strerror(errno));
-		return RM_EIO;
-	}
-	if (!fgets(buf, (int)len, f))
-		buf[0] = '\0';
-	fclose(f);
-	n = strlen(buf);
-	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	if (n == 0) {
-		rm_log_error("token file '%s' is empty", path);
-		return RM_EINVAL;
-	}
-	return RM_OK;
-}
-
 static void col_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rametr-collector --aggregator URL --node NAME [options]\n"
+		"usage: rametr-collector --aggregator URL [--node NAME] [options]\n"
 		"\n"
 		"Cuts threads' lives into segments (recv .. next send) and streams them to\n"
-		"the aggregator.\n"
+		"the aggregator. Every option is also a key of [collector] in the\n"
+		"configuration file (yes/no for switches); options given here override it.\n"
+		"  --config FILE      configuration (default " COL_DEFAULT_CONFIG ", read if\n"
+		"                     present), then its drop-ins FILE.d/*.conf\n"
+		"  --check-config     read the configuration and options, report problems, exit\n"
 		"  --aggregator URL   tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc:///PATH of\n"
 		"                     rametr-aggregator\n"
 		"  --tls-cert FILE    tls+tcp://: PEM file with this node's certificate and key\n"
@@ -234,7 +245,7 @@ static void col_usage(FILE *f)
 		"                     tls+tcp://: the name in the aggregator's certificate\n"
 		"                     (default: the URL's host)\n"
 		"  --token-file FILE  this node's enrolment token (scripts/cert.sh issue)\n"
-		"  --node NAME        this node's id (unique in the cluster)\n"
+		"  --node NAME        this node's id (unique in the cluster; default: the host name)\n"
 		"  --backend B        ebpf (default), replay, xen (trace file), xen-live\n"
 		"  --events FILE      replay: recorded event stream (format: collector/col_events.h)\n"
 		"  --xen-trace FILE   xen: xentrace binary file\n"
@@ -265,7 +276,9 @@ static void col_usage(FILE *f)
 		"                     tc:IFACE[:egress] (admission: the CE's inbound bytes policed at\n"
 		"                     IFACE's ingress, or egress, e.g. a namespace's root-side veth;\n"
 		"                     event-loop servers)\n"
-		"  -v, --verbose\n"
+		"  --log-level L      error, warning, info (default) or debug\n"
+		"  -v, --verbose      debug messages (--log-level debug)\n"
+		"  --version          print the version and exit\n"
 		"Exit status: 0 when everything was acknowledged; 3 when batches were left\n"
 		"unacknowledged (kept in the spool); 1 on other errors; 2 on bad usage.\n");
 }
@@ -338,117 +351,307 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	return rv;
 }
 
-int main(int argc, char **argv)
+/* The program's settings: options, and keys of [collector] (rm_conf.h). */
+enum col_setting_id {
+	COL_S_AGGREGATOR, COL_S_NODE, COL_S_BACKEND, COL_S_EVENTS, COL_S_XEN_TRACE, COL_S_XEN_KHZ, COL_S_WINDOW,
+	COL_S_NETNS, COL_S_FOLLOW_WAKEUPS, COL_S_FOLLOW_REPLIES, COL_S_EXCLUDE_PID, COL_S_COUNT_RAMETR,
+	COL_S_NO_MERGE, COL_S_RING_BYTES, COL_S_SPOOL, COL_S_MEM_LIMIT, COL_S_FLUSH_MS, COL_S_BATCH_PARTS,
+	COL_S_DURATION, COL_S_THROTTLE, COL_S_LOG_LEVEL, COL_S_VERBOSE, COL_S_CONFIG, COL_S_CHECK, COL_S_HELP,
+	COL_S_VERSION, COL_S_TLS_CERT, COL_S_TLS_CA, COL_S_TLS_SERVER_NAME, COL_S_TOKEN_FILE, COL_S_COUNT
+};
+
+static const struct rm_setting col_settings[COL_S_COUNT] = {
+	[COL_S_AGGREGATOR] = { "aggregator", 1, 0, 1, 0 },
+	[COL_S_NODE] = { "node", 1, 0, 1, 0 },
+	[COL_S_BACKEND] = { "backend", 1, 0, 1, 0 },
+	[COL_S_EVENTS] = { "events", 1, 0, 1, 0 },
+	[COL_S_XEN_TRACE] = { "xen-trace", 1, 0, 1, 0 },
+	[COL_S_XEN_KHZ] = { "xen-cpu-khz", 1, 0, 1, 0 },
+	[COL_S_WINDOW] = { "window", 1, 0, 1, 0 },
+	[COL_S_NETNS] = { "netns", 1, 0, 1, 0 },
+	[COL_S_FOLLOW_WAKEUPS] = { "follow-wakeups", 0, 0, 1, 0 },
+	[COL_S_FOLLOW_REPLIES] = { "follow-replies", 0, 0, 1, 0 },
+	[COL_S_EXCLUDE_PID] = { "exclude-pid", 1, 1, 1, 0 },
+	[COL_S_COUNT_RAMETR] = { "count-rametr", 0, 0, 1, 0 },
+	[COL_S_NO_MERGE] = { "no-merge", 0, 0, 1, 0 },
+	[COL_S_RING_BYTES] = { "ring-bytes", 1, 0, 1, 0 },
+	[COL_S_SPOOL] = { "spool", 1, 0, 1, 0 },
+	[COL_S_MEM_LIMIT] = { "mem-limit", 1, 0, 1, 0 },
+	[COL_S_FLUSH_MS] = { "flush-ms", 1, 0, 1, 0 },
+	[COL_S_BATCH_PARTS] = { "batch-parts", 1, 0, 1, 0 },
+	[COL_S_DURATION] = { "duration", 1, 0, 1, 0 },
+	[COL_S_THROTTLE] = { "throttle", 1, 0, 1, 0 },
+	[COL_S_LOG_LEVEL] = { "log-level", 1, 0, 1, 0 },
+	[COL_S_VERBOSE] = { "verbose", 0, 0, 1, 'v' },
+	[COL_S_CONFIG] = { "config", 1, 0, 0, 'c' },
+	[COL_S_CHECK] = { "check-config", 0, 0, 0, 0 },
+	[COL_S_HELP] = { "help", 0, 0, 0, 'h' },
+	[COL_S_VERSION] = { "version", 0, 0, 0, 0 },
+	[COL_S_TLS_CERT] = { "tls-cert", 1, 0, 1, 0 },
+	[COL_S_TLS_CA] = { "tls-ca", 1, 0, 1, 0 },
+	[COL_S_TLS_SERVER_NAME] = { "tls-server-name", 1, 0, 1, 0 },
+	[COL_S_TOKEN_FILE] = { "token-file", 1, 0, 1, 0 },
+};
+
+
+struct col_settings_ctx {
+	struct col_opts *o;
+	struct col_batcher *bt;
+	enum rm_log_level level;
+	int check;
+};
+
+static int col_bad(const struct rm_setval *v, const char *why)
 {
-	static const struct option lopts[] = {
-		{ "aggregator", required_argument, NULL, 'a' },
-		{ "node", required_argument, NULL, 'n' },
-		{ "backend", required_argument, NULL, 'b' },
-		{ "events", required_argument, NULL, 'e' },
-		{ "xen-trace", required_argument, NULL, 'x' },
-		{ "xen-cpu-khz", required_argument, NULL, 'k' },
-		{ "window", required_argument, NULL, 'w' },
-		{ "netns", required_argument, NULL, 'N' },
-		{ "follow-wakeups", no_argument, NULL, 'W' },
-		{ "follow-replies", no_argument, NULL, 'F' },
-		{ "exclude-pid", required_argument, NULL, 'X' },
-		{ "count-rametr", no_argument, NULL, 'R' },
-		{ "no-merge", no_argument, NULL, 'M' },
-		{ "ring-bytes", required_argument, NULL, 'r' },
-		{ "spool", required_argument, NULL, 's' },
-		{ "mem-limit", required_argument, NULL, 'm' },
-		{ "flush-ms", required_argument, NULL, 'f' },
-		{ "batch-parts", required_argument, NULL, 'p' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "throttle", required_argument, NULL, 'T' },
-		{ "tls-cert", required_argument, NULL, 'C' },
-		{ "tls-ca", required_argument, NULL, 'A' },
-		{ "tls-server-name", required_argument, NULL, 'S' },
-		{ "token-file", required_argument, NULL, 'K' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
+	rm_log_error("%sinvalid %s '%s' (%s)", v->where, v->name, v->value, why);
+	return RM_EINVAL;
+}
+
+/* Unsigned decimal value of v in lo..hi into *out, or an error logged. */
+static int col_set_u64(const struct rm_setval *v, unsigned long long lo, unsigned long long hi, const char *why,
+		       unsigned long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(v->value, &end, 10);
+	if (errno || end == v->value || *end || v->value[0] == '-' || *out < lo || *out > hi)
+		return col_bad(v, why);
+	return RM_OK;
+}
+
+static int col_set(void *arg, const struct rm_setval *v)
+{
+	struct col_settings_ctx *x = arg;
+	struct col_opts *o = x->o;
+	int yes = strcmp(v->value, "yes") == 0;
+	unsigned long long n;
+
+	switch (v->id) {
+	case COL_S_AGGREGATOR: o->url = v->value; break;
+	case COL_S_NODE: o->node = v->value; break;
+	case COL_S_BACKEND:
+		if (strcmp(v->value, "ebpf") && strcmp(v->value, "replay") && strcmp(v->value, "xen") &&
+		    strcmp(v->value, "xen-live"))
+			return col_bad(v, "ebpf, replay, xen, xen-live");
+		o->backend = v->value;
+		break;
+	case COL_S_EVENTS: o->events = v->value; break;
+	case COL_S_XEN_TRACE: o->xen_trace = v->value; break;
+	case COL_S_XEN_KHZ:
+		if (col_set_u64(v, 1, 100000000ULL, "the TSC frequency in kHz", &n))
+			return RM_EINVAL;
+		o->xen_khz = n;
+		break;
+	case COL_S_WINDOW:
+		if (!(o->window_ns = col_parse_dur_ns(v->value)))
+			return col_bad(v, "a duration such as 1s or 100ms");
+		break;
+	case COL_S_DURATION:
+		if (!(o->duration_ns = col_parse_dur_ns(v->value)))
+			return col_bad(v, "a duration such as 30s or 2h");
+		break;
+	case COL_S_NETNS: o->netns = v->value; break;
+	case COL_S_FOLLOW_WAKEUPS: o->follow_wakeups = yes; break;
+	case COL_S_FOLLOW_REPLIES: o->follow_replies = yes; break;
+	case COL_S_COUNT_RAMETR: o->count_rametr = yes; break;
+	case COL_S_NO_MERGE: o->no_merge = yes; break;
+	case COL_S_EXCLUDE_PID:
+		if (o->n_exclude == 16 || col_set_u64(v, 1, UINT32_MAX, "a pid; at most 16", &n))
+			return o->n_exclude == 16 ? col_bad(v, "a pid; at most 16") : RM_EINVAL;
+		o->exclude[o->n_exclude++] = (uint32_t)n;
+		break;
+	case COL_S_RING_BYTES:
+		if (col_set_u64(v, 4096, 1ULL << 30, "a power of 2, 4096 .. 1073741824", &n))
+			return RM_EINVAL;
+		if (n & (n - 1))
+			return col_bad(v, "a power of 2, 4096 .. 1073741824");
+		o->ring_bytes = (uint32_t)n;
+		break;
+	case COL_S_SPOOL: o->spool = v->value; break;
+	case COL_S_MEM_LIMIT:
+		if (col_set_u64(v, 0, 1ULL << 40, "bytes", &n))
+			return RM_EINVAL;
+		o->mem_limit = (size_t)n;
+		break;
+	case COL_S_FLUSH_MS:
+		if (col_set_u64(v, 1, 3600000, "milliseconds, 1 .. 3600000", &n))
+			return RM_EINVAL;
+		o->flush_ms = (int)n;
+		break;
+	case COL_S_BATCH_PARTS:
+		if (col_set_u64(v, 1, 1000000, "1 .. 1000000", &n))
+			return RM_EINVAL;
+		x->bt->batch_parts = (size_t)n;
+		break;
+	case COL_S_THROTTLE: o->throttle = v->value; break;
+	case COL_S_TLS_CERT: o->tls_cert = v->value; break;
+	case COL_S_TLS_CA: o->tls_ca = v->value; break;
+	case COL_S_TLS_SERVER_NAME: o->tls_server_name = v->value; break;
+	case COL_S_TOKEN_FILE: o->token_file = v->value; break;
+	case COL_S_LOG_LEVEL:
+		if (rm_log_parse_level(v->value, &x->level) != RM_OK)
+			return col_bad(v, "error, warning, info, debug");
+		break;
+	case COL_S_VERBOSE: x->level = yes ? RM_LOG_DEBUG : RM_LOG_INFO; break;
+	case COL_S_CHECK: x->check = yes; break;
+	}
+	return RM_OK;
+}
+
+struct col_file_ctx {
+	struct rm_setvals *vals;
+};
+
+/* A line of the configuration files (rm_conf_fn): [collector] only. */
+static int col_conf_line(void *arg, const char *file, int line, char *section, char *key, char *value)
+{
+	struct col_file_ctx *f = arg;
+
+	if (!key) {
+		if (strcmp(section, "collector") != 0) {
+			rm_log_error("%s:%d: unknown section '[%s]' (the collector reads [collector])", file, line,
+				     section);
+			return RM_ECONFIG;
+		}
+		return RM_OK;
+	}
+	if (!section) {
+		rm_log_error("%s:%d: key '%s' outside of any section", file, line, key);
+		return RM_ECONFIG;
+	}
+	if (strcmp(section, "collector") != 0)
+		return RM_OK; /* reported at its header */
+	return rm_settings_key(col_settings, COL_S_COUNT, file, line, section, key, value, f->vals);
+}
+
+/*
+ * The command line and the files' values: file scope, as the options point
+ * into them until the end (and leak checkers see them referenced at an
+ * early exit). col_config: the files to read again at a SIGHUP (NULL: none).
+ */
+/* The first line of path, trimmed, into buf. RM_OK or RM_EIO/RM_EINVAL (logged). */
+static int col_read_token(const char *path, char *buf, size_t len)
+{
+	size_t n;
+	FILE *f;
+
+	if (!(f = fopen(path, "r"))) {
+		rm_log_error("failed to open token file '%s': %s", path, strerror(errno));
+		return RM_EIO;
+	}
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	fclose(f);
+	n = strlen(buf);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	if (n == 0) {
+		rm_log_error("token file '%s' is empty", path);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+static struct rm_setvals cmd, col_files_live;
+static const char *col_config;
+
+/*
+ * SIGHUP: reads the configuration files again. The log level changes at
+ * once; other settings (node, aggregator, backend, ...) need a restart,
+ * which the log says. A file with errors changes nothing.
+ */
+static void col_reload(void)
+{
 	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
 	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
-	struct col_sink sink = { &bt, col_batcher_part, col_batcher_window };
+	struct col_settings_ctx sx = { &o, &bt, RM_LOG_INFO, 0 };
+	struct rm_setvals files = { 0 };
+	struct col_file_ctx fx = { &files };
+	size_t i, n = 0;
+	int rv = RM_OK;
+
+	if (!col_config) {
+		rm_log_info("SIGHUP: no configuration file to read again");
+		return;
+	}
+	rv = rm_conf_load(col_config, col_conf_line, &fx);
+	if (rv == RM_OK)
+		rv = rm_settings_apply(col_settings, &files, &cmd, col_set, &sx);
+	if (rv != RM_OK) {
+		rm_log_error("reload refused: configuration '%s': %s; the running settings are kept", col_config,
+			     rm_strerror(rv));
+		rm_setvals_free(&files);
+		return;
+	}
+	for (i = 0; i < files.n; i++) {
+		int k = rm_setvals_find(&col_files_live, files.v[i].id);
+
+		if (files.v[i].id != COL_S_LOG_LEVEL && files.v[i].id != COL_S_VERBOSE &&
+		    (k < 0 || strcmp(col_files_live.v[k].value, files.v[i].value) != 0))
+			n++;
+	}
+	if (sx.level != rm_log_get_level())
+		rm_log_info("log level %s -> %s", rm_log_level_name(rm_log_get_level()), rm_log_level_name(sx.level));
+	rm_log_set_level(sx.level);
+	rm_log_info("reloaded '%s'%s", col_config,
+		    n ? "; other changed settings take effect at the next start" : "");
+	rm_setvals_free(&files);
+}
+
+int main(int argc, char **argv)
+{
+	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
+	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
+	struct col_sink sink = { &bt, col_batcher_part, col_sink_window };
+	struct col_settings_ctx sx = { &o, &bt, RM_LOG_INFO, 0 };
+	struct rm_setvals files = { 0 };
+	struct col_file_ctx fx = { &files };
 	struct col_sender_cfg scfg;
 	struct col_sender_stats ss;
 	struct col_enforcer enf = { 0 };
 	struct sigaction sa;
 	char host[256] = "", spool[512], token[256];
+	const char *config = COL_DEFAULT_CONFIG;
 	int64_t offset = col_clock_offset_ns();
-	int c, rv, frv;
+	int rv, frv, ci;
 
-	rm_log_init("rametr-collector");
-	while ((c = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'a': o.url = optarg; break;
-		case 'n': o.node = optarg; break;
-		case 'b': o.backend = optarg; break;
-		case 'e': o.events = optarg; break;
-		case 'x': o.xen_trace = optarg; break;
-		case 'k': o.xen_khz = strtoull(optarg, NULL, 10); break;
-		case 's': o.spool = optarg; break;
-		case 'N': o.netns = optarg; break;
-		case 'W': o.follow_wakeups = 1; break;
-		case 'F': o.follow_replies = 1; break;
-		case 'R': o.count_rametr = 1; break;
-		case 'M': o.no_merge = 1; break;
-		case 'r': {
-			char *end;
-			unsigned long long v = strtoull(optarg, &end, 10);
-
-			if (*end || v < 4096 || v > (1ULL << 30) || (v & (v - 1))) {
-				rm_log_error("invalid --ring-bytes '%s' (a power of 2, 4096 .. 1073741824)", optarg);
-				return 2;
-			}
-			o.ring_bytes = (uint32_t)v;
-			break;
-		}
-		case 'X': {
-			char *end;
-			unsigned long pid = strtoul(optarg, &end, 10);
-
-			if (*end || pid == 0 || pid > UINT32_MAX || o.n_exclude == 16) {
-				rm_log_error("invalid --exclude-pid '%s' (a pid; at most 16)", optarg);
-				return 2;
-			}
-			o.exclude[o.n_exclude++] = (uint32_t)pid;
-			break;
-		}
-		case 'm': o.mem_limit = strtoull(optarg, NULL, 10); break;
-		case 'f': o.flush_ms = atoi(optarg); break;
-		case 'p':
-			bt.batch_parts = strtoul(optarg, NULL, 10);
-			if (bt.batch_parts == 0 || bt.batch_parts > 1000000) {
-				rm_log_error("invalid --batch-parts '%s' (1 .. 1000000)", optarg);
-				return 2;
-			}
-			break;
-		case 'w':
-			if (!(o.window_ns = col_parse_dur_ns(optarg))) {
-				rm_log_error("invalid --window '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'd':
-			if (!(o.duration_ns = col_parse_dur_ns(optarg))) {
-				rm_log_error("invalid --duration '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'T': o.throttle = optarg; break;
-		case 'C': o.tls_cert = optarg; break;
-		case 'A': o.tls_ca = optarg; break;
-		case 'S': o.tls_server_name = optarg; break;
-		case 'K': o.token_file = optarg; break;
-		case 'v': rm_log_set_verbose(1); break;
-		case 'h': col_usage(stdout); return 0;
-		default: col_usage(stderr); return 2;
-		}
+	rm_log_init(COL_PROG);
+	if ((rv = rm_settings_argv(col_settings, COL_S_COUNT, argc, argv, &cmd)) != RM_OK) {
+		col_usage(stderr);
+		rm_setvals_free(&cmd);
+		return rv == RM_ENOMEM ? 1 : 2;
 	}
-	if (!o.url || !o.node || optind != argc || o.flush_ms <= 0) {
+	if (rm_setvals_find(&cmd, COL_S_HELP) >= 0 || rm_setvals_find(&cmd, COL_S_VERSION) >= 0) {
+		if (rm_setvals_find(&cmd, COL_S_HELP) >= 0)
+			col_usage(stdout);
+		else
+			rm_version_print(stdout, COL_PROG);
+		rm_setvals_free(&cmd);
+		return 0;
+	}
+	/* the default file is read when it exists; a named one must */
+	if ((ci = rm_setvals_find(&cmd, COL_S_CONFIG)) >= 0)
+		config = cmd.v[ci].value;
+	if (ci >= 0 || access(config, F_OK) == 0) {
+		col_config = config;
+		rv = rm_conf_load(config, col_conf_line, &fx);
+	}
+	if (rv == RM_OK)
+		rv = rm_settings_apply(col_settings, &files, &cmd, col_set, &sx);
+	if (rv != RM_OK) {
+		if (rv != RM_ECONFIG || ci >= 0 || access(config, F_OK) == 0)
+			rm_log_error("failed to load configuration '%s': %s", config, rm_strerror(rv));
+		rm_setvals_free(&cmd);
+		rm_setvals_free(&files);
+		return rv == RM_ECONFIG || rv == RM_EIO ? 2 : 1;
+	}
+	rm_log_set_level(sx.level);
+	col_files_live = files;
+	gethostname(host, sizeof(host) - 1);
+	if (!o.node && host[0])
+		o.node = host; /* the default node name */
+	if (!o.url || !o.node || o.flush_ms <= 0) {
 		col_usage(stderr);
 		return 2;
 	}
@@ -460,10 +663,9 @@ int main(int argc, char **argv)
 		rm_log_error("--backend xen needs --xen-trace FILE");
 		return 2;
 	}
-	if (strcmp(o.backend, "ebpf") && strcmp(o.backend, "replay") && strcmp(o.backend, "xen") &&
-	    strcmp(o.backend, "xen-live")) {
-		rm_log_error("unknown backend '%s' (ebpf, replay, xen, xen-live)", o.backend);
-		return 2;
+	if (sx.check) {
+		printf("configuration is valid: node '%s', aggregator %s, backend %s\n", o.node, o.url, o.backend);
+		return 0;
 	}
 	if (!o.window_ns)
 		o.window_ns = !strncmp(o.backend, "xen", 3) ? 100000000ULL : 1000000000ULL;
@@ -471,13 +673,15 @@ int main(int argc, char **argv)
 		snprintf(spool, sizeof(spool), "/var/lib/rametr/spool-%s", o.node);
 		o.spool = spool;
 	}
-	gethostname(host, sizeof(host) - 1);
-
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = col_on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = col_on_hup;
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	rm_log_info("node '%s', backend %s, sending to %s%s%s", o.node, o.backend, o.url,
+		    col_config ? ", configuration " : "", col_config ? col_config : "");
 
 	if (!strcmp(o.backend, "replay")) {
 		/* windows of a recording come from its header, not from this clock */
@@ -498,6 +702,8 @@ int main(int argc, char **argv)
 	scfg.ncpu = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
 	scfg.spool_path = o.spool;
 	scfg.mem_limit = o.mem_limit;
+	scfg.on_command = col_on_command;
+	scfg.cmd_arg = &enf;
 	scfg.tls_cert_key = o.tls_cert;
 	scfg.tls_ca = o.tls_ca;
 	scfg.tls_server_name = o.tls_server_name;
@@ -508,8 +714,6 @@ int main(int argc, char **argv)
 		}
 		scfg.token = token;
 	}
-	scfg.on_command = col_on_command;
-	scfg.cmd_arg = &enf;
 	enf.node = o.node;
 	if (!o.no_merge) {
 		if ((rv = col_merge_open(&bt.merge)) != 0) {
@@ -552,10 +756,14 @@ int main(int argc, char **argv)
 	}
 
 	frv = col_sender_flush(bt.sender, 5000);
+	if (col_hup) {
+		col_hup = 0;
+		col_reload();
+	}
 	col_sender_stats(bt.sender, &ss);
 	if (frv != RM_OK)
 		rm_log_error("aggregator did not acknowledge everything in time: %zu batches kept in '%s'",
-			     ss.queued, o.spool);
+			    ss.queued, o.spool);
 	rm_log_info("sent %llu parts in %llu batches; %llu acked, %llu duplicates, %llu retries, %llu spooled, %llu lost",
 		    (unsigned long long)bt.total_parts, (unsigned long long)bt.total_batches,
 		    (unsigned long long)ss.batches_acked, (unsigned long long)ss.duplicates,

@@ -22,6 +22,7 @@
 #include "ctl_time.h"
 #include "ctl_usage.h"
 #include "rm_err.h"
+#include "rm_version.h"
 #include "st.h"
 #include "st_est.h"
 #include "st_rollup.h"
@@ -439,6 +440,7 @@ static void ctl_help_main(FILE *f)
 		fprintf(f, "  %-14s %s\n", ctl_cmds[i].name, ctl_cmds[i].summary);
 	fprintf(f, "  %-14s %s\n", "throttle", "list, set or clear CPU caps of CEs");
 	fprintf(f, "  %-14s %s\n", "report", "a self-contained HTML report with charts, for people");
+	fprintf(f, "  %-14s %s\n", "version", "print the version (also --version)");
 	fprintf(f, "\nRun 'rametrctl <command> --help' for a command's options.\n");
 }
 
@@ -905,6 +907,10 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		ctl_help_main(stderr);
 		return CTL_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		rm_version_print(stdout, "rametrctl");
+		return CTL_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		if (argc > 2 && strcmp(argv[1], "help") == 0) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "rm_err.h"
+#include "rm_version.h"
 #include "tb_lsrv.h"
 #include "tb_proto.h"
 #include "tb_tier.h"
@@ -125,6 +126,7 @@ int main(int argc, char **argv)
 		{ "cpu-us-per-kb", required_argument, NULL, 'K' },
 		{ "max-conns", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tb_lsrv_cfg cfg;
@@ -167,6 +169,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'V':
+			rm_version_print(stdout, "tb-back");
+			return 0;
 		case 'h':
 			tb_usage(stdout);
 			return 0;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "rm_err.h"
+#include "rm_version.h"
 #include "st.h"
 #include "tb_proto.h"
 #include "tb_truth.h"
@@ -184,6 +185,7 @@ int main(int argc, char **argv)
 		{ "until", required_argument, NULL, 'U' },
 		{ "tolerance", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *truth_path = NULL, *db_path = NULL, *server = NULL;
@@ -231,6 +233,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'V':
+			rm_version_print(stdout, "tb-compare");
+			return 0;
 		case 'h':
 			tb_usage(stdout);
 			return 0;

@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "rm_err.h"
+#include "rm_version.h"
 #include "tb_cache.h"
 #include "tb_lsrv.h"
 #include "tb_proto.h"
@@ -950,6 +951,7 @@ int main(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "max-conns", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tb_front f;
@@ -1005,6 +1007,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'V':
+			rm_version_print(stdout, "tb-front");
+			return 0;
 		case 'h':
 			tb_usage(stdout);
 			return 0;

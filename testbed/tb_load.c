@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "rm_err.h"
+#include "rm_version.h"
 #include "tb_proto.h"
 #include "tb_rng.h"
 #include "tb_tier.h"
@@ -761,6 +762,7 @@ int main(int argc, char **argv)
 		{ "write-frac", required_argument, NULL, 'W' },
 		{ "size-kb", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tb_load l;
@@ -863,6 +865,9 @@ int main(int argc, char **argv)
 			if (tb_parse_range(optarg, TB_SIZE_KB_MIN, TB_SIZE_KB_MAX, &l.size_lo, &l.size_hi) != RM_OK)
 				return tb_bad("--size-kb", optarg, "LO:HI or N within 1..1024, LO <= HI");
 			break;
+		case 'V':
+			rm_version_print(stdout, "tb-load");
+			return 0;
 		case 'h':
 			tb_usage(stdout);
 			return 0;

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "rm_err.h"
+#include "rm_version.h"
 #include "tb_proto.h"
 #include "tb_truth.h"
 #include "banned.h"
@@ -486,6 +487,7 @@ int main(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "event-loop", no_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tb_srv srv;
@@ -514,6 +516,9 @@ int main(int argc, char **argv)
 		case 'e':
 			event_loop = 1;
 			break;
+		case 'V':
+			rm_version_print(stdout, "tb-server");
+			return 0;
 		case 'h':
 			tb_usage(stdout);
 			return 0;

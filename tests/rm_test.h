@@ -274,6 +274,16 @@ static inline const char *rm_test_slurp(const char *path)
 	return buf;
 }
 
+/* Writes text to the file at path (created or truncated); fails the case if it cannot. */
+static inline void rm_test_write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs(text, f);
+	CU_ASSERT_EQUAL(fclose(f), 0);
+}
+
 #define RM_TEST_MAIN(suite_name, case_table)                                              \
 	int main(int argc, char **argv)                                                      \
 	{                                                                                    \

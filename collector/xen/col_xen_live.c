@@ -349,7 +349,8 @@ int col_xen_live_run(const struct col_xen_opts *o, const struct col_sink *sink, 
 	(void)o;
 	(void)sink;
 	(void)stop;
-	rm_log_error("xen hypervisor not available: %s", "this build has no libxenctrl (RM_WITH_XEN=OFF)");
+	rm_log_error("xen hypervisor not available: %s", "this program has no libxenctrl; the live Xen backend "
+		     "is rametr-collector-xen (package rametr-collector-xen; built with libxen-dev and RM_WITH_XEN=ON)");
 	return RM_ENOTSUP;
 }
 
