@@ -158,17 +158,22 @@ static enum st_group st_group_of(const struct st_query *q, int64_t step_ns)
 }
 
 /* The segments answering q when grouped as g (finest series per window,
- * else the coarsest that fits). */
+ * else the coarsest that fits). A range that ends after the latest window
+ * starts holds the same rows as one that never ends, so it is read as
+ * such: the current minute, hour and day buckets (which every write
+ * reaches) then answer for its end instead of the windows. */
 static int st_segments(st_db *db, const struct st_query *q, int64_t step_ns, enum st_group g,
 		       int finest, struct st_seg *seg, size_t *nseg)
 {
 	struct st_series_map m;
-	int rv;
+	int64_t until = q->until_ns, last;
+	int rv, found;
 
-	if ((rv = st_series_load(db, &m)) != 0)
+	if ((rv = st_series_load(db, &m)) != 0 || (rv = st_last_start(db, &last, &found)) != 0)
 		return rv;
-	*nseg = st_cover(&m, q->since_ns, q->until_ns, g == ST_G_STEP ? step_ns : 0, finest,
-			 seg);
+	if (found && until > last)
+		until = INT64_MAX;
+	*nseg = st_cover(&m, q->since_ns, until, g == ST_G_STEP ? step_ns : 0, finest, seg);
 	return RM_OK;
 }
 
@@ -501,9 +506,10 @@ static int st_identity_in(st_db *db, const struct st_query *q, struct st_row **r
 		return rv;
 	*rows = NULL;
 	*n = 0;
-	/* per stored row of the coarsest series that fits: a rolled-up bucket
-	 * balances exactly when the sum of its windows' residuals is 0 */
-	if ((rv = st_ctes(db, q, 0, ST_G_WINDOW, 0, &b)) != 0) {
+	/* per stored row of the finest series holding each part: the windows
+	 * where they are kept, else the buckets (a bucket balances exactly
+	 * when the sum of its windows' residuals is 0) */
+	if ((rv = st_ctes(db, q, 0, ST_G_WINDOW, 1, &b)) != 0) {
 		free(b.s);
 		return rv;
 	}
@@ -522,7 +528,7 @@ static int st_count_in(st_db *db, const struct st_query *q, uint64_t *n)
 	if ((rv = st_check_query(db, q, n, &dummy)) != 0)
 		return rv;
 	*n = 0;
-	if ((rv = st_segments(db, q, 0, ST_G_WINDOW, 0, seg, &nseg)) != 0)
+	if ((rv = st_segments(db, q, 0, ST_G_WINDOW, 1, seg, &nseg)) != 0)
 		return rv;
 	st_sb_add(&b, "SELECT count(*) FROM (SELECT server, resource, win_start, win_len FROM ");
 	st_src(&b, ST_T_USAGE, q, seg, nseg);

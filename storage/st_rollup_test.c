@@ -1,9 +1,11 @@
 /*
  * st_rollup_test.c - tests of the 1 min / 1 h / 1 day series on real SQLite
- * files: two databases get the same writes, one is rolled up (and
- * thinned by retention), and every query must answer the same from both;
- * the migration of a v5 file; late writes; retention never deleting what is
- * not rolled up; the choice of series (st_cover).
+ * files: two databases get the same writes, one answers from its series
+ * (and is thinned by retention), the other from its 1 s rows only, and
+ * every query -- aligned and unaligned ranges, per range and per period --
+ * must answer the same from both; the migrations of a v5 and of a
+ * partly rolled-up v6 file; late writes; retention in bounded steps; the
+ * choice of series (st_cover).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -78,6 +80,19 @@ static void fill(st_db **dbs, int ndb, int64_t from, int64_t to)
 		write_window(dbs, ndb, t, (unsigned)(t / W));
 	for (d = 0; d < ndb; d++)
 		CU_ASSERT_EQUAL_FATAL(st_commit(dbs[d]), RM_OK);
+}
+
+/* Makes db answer from its 1 s rows only: its rolled-up series are emptied
+ * and marked as wholly deleted by retention, so st_cover never uses them. */
+static void windows_only(st_db *db)
+{
+	CU_ASSERT_EQUAL_FATAL(sqlite3_exec(db->h,
+					   "DELETE FROM r_usage; DELETE FROM r_unacct; DELETE FROM r_total; "
+					   "DELETE FROM r_split; INSERT OR REPLACE INTO series VALUES "
+					   "(1, 9223372036854775807, 9223372036854775807), "
+					   "(2, 9223372036854775807, 9223372036854775807), "
+					   "(3, 9223372036854775807, 9223372036854775807)",
+					   NULL, NULL, NULL), SQLITE_OK);
 }
 
 static void roll_all(st_db *db, const struct st_retention *r)
@@ -160,23 +175,22 @@ static void test_rolled_answers_equal_windows(void)
 	size_t n;
 	int i;
 
-	/* 26 hours of 10 s windows, from 10 min before a midnight */
+	/* 26 hours of 20 s windows, from 10 min before a midnight; no
+	 * horizon and no st_rollup call: the series are filled by the writes */
 	fill(dbs, 2, T0 - 10 * MIN, T0 + DAY + 2 * HOUR - 10 * MIN);
+	windows_only(dbs[1]);
 	CU_ASSERT_EQUAL(st_rollup(dbs[0], NULL, NULL), RM_OK); /* no horizon: nothing */
 	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, INT64_MIN);
-	CU_ASSERT_EQUAL(st_horizon_set(dbs[0], T0 + DAY + HOUR + 30 * SEC), RM_OK);
-	CU_ASSERT_EQUAL(st_horizon_set(dbs[0], T0), RM_OK); /* never back */
-	roll_all(dbs[0], NULL);
-	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + DAY + HOUR);
-	CU_ASSERT_EQUAL(kept, T0 - 10 * MIN);
-	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1H, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + DAY + HOUR);
-	CU_ASSERT_EQUAL(kept, T0 - HOUR);
-	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1D, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + DAY);
-
+	CU_ASSERT_EQUAL(rolled, INT64_MAX);
+	CU_ASSERT_EQUAL(kept, INT64_MIN);
+	/* aligned: whole days, hours and minutes, read from those series */
+	same_answers(dbs[0], dbs[1], range(T0, T0 + DAY), DAY);
+	same_answers(dbs[0], dbs[1], range(T0 - HOUR, T0 + DAY + 2 * HOUR), HOUR);
+	same_answers(dbs[0], dbs[1], range(T0 + DAY, T0 + DAY + 2 * HOUR), MIN);
+	/* the current (last, partial) day, hour and minute */
+	same_answers(dbs[0], dbs[1], range(T0 + DAY, T0 + 2 * DAY), DAY);
+	same_answers(dbs[0], dbs[1], range(T0 + DAY + HOUR, T0 + DAY + 2 * HOUR), HOUR);
+	/* everything, and unaligned ranges (edges from finer series) */
 	same_answers(dbs[0], dbs[1], range(INT64_MIN, INT64_MAX), DAY);
 	same_answers(dbs[0], dbs[1], range(T0, T0 + DAY), HOUR);
 	same_answers(dbs[0], dbs[1], range(T0 - 7 * SEC, T0 + DAY + 13 * MIN + 3 * SEC), 5 * MIN);
@@ -209,6 +223,7 @@ static void test_retention_and_late_writes(void)
 	size_t n;
 
 	fill(dbs, 2, T0, T0 + 12 * HOUR);
+	windows_only(dbs[1]);
 	CU_ASSERT_EQUAL(st_horizon_set(dbs[0], T0 + 12 * HOUR), RM_OK);
 	roll_all(dbs[0], &r);
 	/* 1 s rows older than 2 h before the horizon are gone, rolled up */
@@ -238,6 +253,7 @@ static void test_retention_and_late_writes(void)
 	/* a day later: the 1 s and 1 min rows of the first day go, the day
 	 * and hours stay; the whole day still answers the same */
 	fill(dbs, 2, T0 + 12 * HOUR, T0 + DAY + HOUR);
+	windows_only(dbs[1]);
 	CU_ASSERT_EQUAL(st_horizon_set(dbs[0], T0 + DAY + HOUR), RM_OK);
 	roll_all(dbs[0], &r);
 	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1M, &rolled, &kept), RM_OK);
@@ -248,29 +264,27 @@ static void test_retention_and_late_writes(void)
 	st_close(dbs[1]);
 }
 
-static void test_retention_waits_for_rollup(void)
+static void test_retention_in_steps(void)
 {
 	st_db *db = open_fresh("slow");
 	struct st_retention r = { { HOUR, HOUR, HOUR, 0 } };
-	int64_t rolled, kept, rolled1h, kept1h;
+	int64_t rolled, kept;
 	int more = 0;
 
 	fill(&db, 1, T0, T0 + 8 * HOUR);
 	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + 8 * HOUR), RM_OK);
-	/* one call rolls at most ST_ROLLUP_MAX_SPAN_NS of 1 min */
+	/* one call deletes at most ST_ROLLUP_MAX_SPAN_NS of 1 s rows */
 	CU_ASSERT_EQUAL(st_rollup(db, &r, &more), RM_OK);
 	CU_ASSERT_EQUAL(more, 1);
-	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + ST_ROLLUP_MAX_SPAN_NS);
-	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1H, &rolled1h, &kept1h), RM_OK);
-	/* nothing deleted beyond what the next series holds */
 	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1S, &rolled, &kept), RM_OK);
-	CU_ASSERT(kept <= T0 + ST_ROLLUP_MAX_SPAN_NS);
-	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT(kept <= rolled1h);
+	CU_ASSERT_EQUAL(kept, T0 + ST_ROLLUP_MAX_SPAN_NS);
+	CU_ASSERT_EQUAL(rolled, INT64_MAX);
 	roll_all(db, &r);
 	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1S, &rolled, &kept), RM_OK);
 	CU_ASSERT_EQUAL(kept, T0 + 7 * HOUR);
+	/* the hours are cut at a day: nothing of them is due yet */
+	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1H, &rolled, &kept), RM_OK);
+	CU_ASSERT_EQUAL(kept, INT64_MIN);
 	st_close(db);
 }
 
@@ -295,11 +309,10 @@ static void test_migrate_from_v5(void)
 				     NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(h);
 	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL(st_schema_version(db), 6);
-	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + 2 * MIN), RM_OK);
-	roll_all(db, NULL);
+	CU_ASSERT_EQUAL(st_schema_version(db), ST_SCHEMA_VERSION);
 	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + 2 * MIN);
+	CU_ASSERT_EQUAL(rolled, INT64_MAX);
+	/* the migration put the window in its buckets: no rollup needed */
 	CU_ASSERT_EQUAL(st_query_usage_step(db, &q, MIN, &rows, &n), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(n, 2);
 	CU_ASSERT_STRING_EQUAL(rows[0].ce, "web");
@@ -308,6 +321,91 @@ static void test_migrate_from_v5(void)
 	CU_ASSERT_EQUAL(rows[0].win_len_ns, MIN);
 	CU_ASSERT_EQUAL(rows[1].residual, 10);
 	st_rows_free(rows);
+	st_close(db);
+}
+
+/* A v6 file whose 1 min series was rolled up to T0 + 2 min and its 1 h
+ * series not at all (and a late write already in its minute): after the
+ * migration every series holds every window exactly once. */
+static void test_migrate_from_v6(void)
+{
+	char path[512];
+	sqlite3 *h;
+	st_db *db = NULL, *ref;
+	struct st_row *rows;
+	struct st_query q = range(T0, T0 + DAY);
+	int64_t t;
+	size_t n;
+	int before;
+
+	snprintf(path, sizeof(path), "%s/v6.db", rm_test_tmpdir());
+	unlink(path);
+	CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &h), SQLITE_OK);
+	CU_ASSERT_EQUAL_FATAL(st_schema_migrate(h, path, 6, 0, &before), RM_OK);
+	for (t = 0; t < 4; t++) {
+		char sql[512];
+
+		/* a window of 30 s at T0 + t min, 10 + t for web, total 20 + t */
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO usage VALUES ('s1', 0, %lld, 30000000000, 'web', %lld);"
+			 "INSERT INTO total VALUES ('s1', 0, %lld, 30000000000, %lld, 0);",
+			 (long long)(T0 + t * MIN), (long long)(10 + t), (long long)(T0 + t * MIN),
+			 (long long)(20 + t));
+		CU_ASSERT_EQUAL(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+		if (t < 2) {
+			snprintf(sql, sizeof(sql),
+				 "INSERT INTO r_usage VALUES (60000000000, %lld, 's1', 0, 'web', %lld);"
+				 "INSERT INTO r_total VALUES (60000000000, %lld, 's1', 0, %lld, 0);",
+				 (long long)(T0 + t * MIN), (long long)(10 + t), (long long)(T0 + t * MIN),
+				 (long long)(20 + t));
+			CU_ASSERT_EQUAL(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+		}
+	}
+	{
+		char sql[256];
+
+		snprintf(sql, sizeof(sql), "INSERT INTO series VALUES (1, %lld, %lld)",
+			 (long long)(T0 + 2 * MIN), (long long)T0);
+		CU_ASSERT_EQUAL(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+	}
+	sqlite3_close(h);
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_schema_version(db), ST_SCHEMA_VERSION);
+	/* per minute, per hour and per day: 46 for web of 86 */
+	CU_ASSERT_EQUAL(st_query_usage_step(db, &q, MIN, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 8);
+	for (t = 0; t < 4; t++) {
+		CU_ASSERT_EQUAL(rows[2 * t].win_start_ns, T0 + t * MIN);
+		CU_ASSERT_EQUAL(rows[2 * t].value, (uint64_t)(10 + t));
+		CU_ASSERT_EQUAL(rows[2 * t + 1].residual, 10);
+	}
+	st_rows_free(rows);
+	CU_ASSERT_EQUAL(st_query_usage_step(db, &q, DAY, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(rows[0].value, 46);
+	CU_ASSERT_EQUAL(rows[0].total, 86);
+	CU_ASSERT_EQUAL(rows[0].win_len_ns, DAY);
+	st_rows_free(rows);
+	/* the same as from the windows alone */
+	{
+		char p2[600];
+
+		snprintf(p2, sizeof(p2), "%s/v6-ref.db", rm_test_tmpdir());
+		unlink(p2);
+		CU_ASSERT_EQUAL_FATAL(st_open(&ref, p2, 0), RM_OK);
+		CU_ASSERT_EQUAL(st_begin(ref), RM_OK);
+		for (t = 0; t < 4; t++) {
+			CU_ASSERT_EQUAL(st_add_usage(ref, "s1", T0 + t * MIN, 30 * SEC, ST_R_CPU, "web",
+						     (uint64_t)(10 + t)), RM_OK);
+			CU_ASSERT_EQUAL(st_add_total(ref, "s1", T0 + t * MIN, 30 * SEC, ST_R_CPU,
+						     (uint64_t)(20 + t), 0), RM_OK);
+		}
+		CU_ASSERT_EQUAL(st_commit(ref), RM_OK);
+		windows_only(ref);
+		same_answers(db, ref, range(T0, T0 + DAY), HOUR);
+		same_answers(db, ref, range(T0 + 30 * SEC, T0 + 3 * MIN + 10 * SEC), MIN);
+		st_close(ref);
+	}
 	st_close(db);
 }
 
@@ -346,8 +444,9 @@ static void test_cover(void)
 static CU_TestInfo cases[] = {
 	{ "rolled-up series answer as the windows do", test_rolled_answers_equal_windows },
 	{ "retention and late writes keep the answers", test_retention_and_late_writes },
-	{ "retention never deletes what is not rolled up", test_retention_waits_for_rollup },
+	{ "retention deletes a backlog in bounded steps", test_retention_in_steps },
 	{ "migrates a v5 file", test_migrate_from_v5 },
+	{ "migrates a partly rolled-up v6 file", test_migrate_from_v6 },
 	{ "choice of series", test_cover },
 	CU_TEST_INFO_NULL,
 };
