@@ -288,6 +288,20 @@ static void test_retention_in_steps(void)
 	st_close(db);
 }
 
+/* A fresh file "v<version>.db" at that schema version, open in SQLite
+ * alone; its path in path. */
+static sqlite3 *open_old(char *path, size_t len, int version)
+{
+	sqlite3 *h = NULL;
+	int before;
+
+	snprintf(path, len, "%s/v%d.db", rm_test_tmpdir(), version);
+	unlink(path);
+	CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &h), SQLITE_OK);
+	CU_ASSERT_EQUAL_FATAL(st_schema_migrate(h, path, version, 0, &before), RM_OK);
+	return h;
+}
+
 static void test_migrate_from_v5(void)
 {
 	char path[512];
@@ -297,12 +311,8 @@ static void test_migrate_from_v5(void)
 	struct st_row *rows;
 	int64_t rolled, kept;
 	size_t n;
-	int before;
 
-	snprintf(path, sizeof(path), "%s/v5.db", rm_test_tmpdir());
-	unlink(path);
-	CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &h), SQLITE_OK);
-	CU_ASSERT_EQUAL_FATAL(st_schema_migrate(h, path, 5, 0, &before), RM_OK);
+	h = open_old(path, sizeof(path), 5);
 	CU_ASSERT_EQUAL(sqlite3_exec(h,
 				     "INSERT INTO usage VALUES ('s1', 0, 1700006400000000000, 10000000000, 'web', 40);"
 				     "INSERT INTO total VALUES ('s1', 0, 1700006400000000000, 10000000000, 50, 0);",
@@ -336,12 +346,8 @@ static void test_migrate_from_v6(void)
 	struct st_query q = range(T0, T0 + DAY);
 	int64_t t;
 	size_t n;
-	int before;
 
-	snprintf(path, sizeof(path), "%s/v6.db", rm_test_tmpdir());
-	unlink(path);
-	CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &h), SQLITE_OK);
-	CU_ASSERT_EQUAL_FATAL(st_schema_migrate(h, path, 6, 0, &before), RM_OK);
+	h = open_old(path, sizeof(path), 6);
 	for (t = 0; t < 4; t++) {
 		char sql[512];
 
