@@ -228,6 +228,19 @@ int st_query_unacct_step(st_db *db, const struct st_query *q, int64_t step_ns, s
 			 size_t *n);
 
 /*
+ * As st_query_usage (step_ns = 0) or st_query_usage_step, with the rows of
+ * every server summed into rows with server "": per (resource, range or
+ * period, CE) the sum of U_c, and one __unaccountable__ row whose value is
+ * the sum of each server's V row value (residual, total and capacity are
+ * summed too). So grouping st_query_usage_step's rows by CE gives the same
+ * numbers; the answer has no per-server rows to build or sort.
+ * q->per_window is ignored. Errors as st_query_usage (step_ns < 0:
+ * RM_EINVAL).
+ */
+int st_query_usage_all(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+		       size_t *n);
+
+/*
  * Breakdown of V = U - sum_c U_c per (server, resource, reason[, window]):
  * one row per stored reason with a nonzero sum (value = that sum, residual =
  * 0), plus a row with reason ST_REASON_UNEXPLAINED whose residual = V -

@@ -55,14 +55,18 @@ int st_last_start(st_db *db, int64_t *out, int *found);
 /* Reads the map from the database: RM_OK or st_sql_err's code. */
 int st_series_load(st_db *db, struct st_series_map *m);
 
+/* What st_agg_query returns: the rows of st_query_usage, st_query_unacct,
+ * st_query_usage_all. */
+enum { ST_AGG_USAGE = 0, ST_AGG_UNACCT = 1, ST_AGG_USAGE_ALL = 2 };
+
 /*
  * Runs the scans sql[0] (usage: server, resource, win_start, win_len, ce,
  * value), sql[1] (unacct: ..., reason, value) and sql[2] (total: ...,
- * value, capacity) -- NULL to skip one -- and returns the rows of
- * st_query_usage (unacct = 0) or st_query_unacct (unacct = 1), grouped per
- * range, per window (q->per_window) or per period (step > 0). st_agg.c.
+ * value, capacity) -- NULL to skip one -- and returns the rows of mode
+ * (ST_AGG_*), grouped per range, per window (q->per_window) or per period
+ * (step > 0). st_agg.c.
  */
-int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
+int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 		 const char *const sql[3], struct st_row **rows, size_t *n);
 
 /* A part of a query's range answered from one series: rows of series

@@ -414,7 +414,7 @@ static void st_read_end(st_db *db, int own)
 
 /* st_query_usage / st_query_unacct through st_agg_query: plain scans of
  * the series that answer the range. */
-static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns, int mode,
 			    struct st_row **rows, size_t *n)
 {
 	struct st_seg seg[ST_SEG_MAX];
@@ -433,7 +433,7 @@ static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns
 		return rv;
 	for (t = 0; t < 3; t++) {
 		sql[t] = NULL;
-		if (t == 1 && !unacct)
+		if (t == 1 && mode != ST_AGG_UNACCT)
 			continue;
 		st_sb_add(&b[t], "SELECT * FROM ");
 		st_src(&b[t], (enum st_tab)t, q, seg, nseg);
@@ -441,26 +441,26 @@ static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns
 			goto done;
 		sql[t] = b[t].s;
 	}
-	rv = st_agg_query(db, q, g == ST_G_STEP ? step_ns : 0, unacct, sql, rows, n);
+	rv = st_agg_query(db, q, g == ST_G_STEP ? step_ns : 0, mode, sql, rows, n);
 done:
 	for (t = 0; t < 3; t++)
 		free(b[t].s);
 	return rv;
 }
 
-static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int mode,
 			 struct st_row **rows, size_t *n);
 
 static int st_usage(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 		    size_t *n)
 {
-	return st_scan_query(db, q, step_ns, 0, rows, n);
+	return st_scan_query(db, q, step_ns, ST_AGG_USAGE, rows, n);
 }
 
 static int st_unacct(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 		     size_t *n)
 {
-	return st_scan_query(db, q, step_ns, 1, rows, n);
+	return st_scan_query(db, q, step_ns, ST_AGG_UNACCT, rows, n);
 }
 
 static int st_check_step(int64_t step_ns)
@@ -481,6 +481,20 @@ int st_query_usage_step(st_db *db, const struct st_query *q, int64_t step_ns, st
 			size_t *n)
 {
 	return st_check_step(step_ns) ? RM_EINVAL : st_usage(db, q, step_ns, rows, n);
+}
+
+int st_query_usage_all(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+		       size_t *n)
+{
+	struct st_query qq;
+
+	if (step_ns < 0)
+		return st_check_step(step_ns);
+	if (!q)
+		return st_check_query(db, q, rows, n);
+	qq = *q;
+	qq.per_window = 0;
+	return st_scan_query(db, &qq, step_ns, ST_AGG_USAGE_ALL, rows, n);
 }
 
 int st_query_unacct(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
@@ -612,16 +626,16 @@ fail:
 
 /* ---- the public queries: each in one read snapshot ---- */
 
-static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int mode,
 			 struct st_row **rows, size_t *n)
 {
 	int own, rv;
 
 	if (!db)
-		return st_scan_query_in(db, q, step_ns, unacct, rows, n);
+		return st_scan_query_in(db, q, step_ns, mode, rows, n);
 	if ((rv = st_read_begin(db, &own)) != 0)
 		return rv;
-	rv = st_scan_query_in(db, q, step_ns, unacct, rows, n);
+	rv = st_scan_query_in(db, q, step_ns, mode, rows, n);
 	st_read_end(db, own);
 	return rv;
 }

@@ -160,6 +160,52 @@ static void same_answers(st_db *a, st_db *b, struct st_query q, int64_t step)
 	}
 }
 
+/* st_query_usage_all equals the per-server rows of st_query_usage(_step)
+ * summed per (resource, period, CE), V as the sum of the servers' V rows. */
+static void same_as_summed(st_db *db, struct st_query q, int64_t step)
+{
+	struct st_row *ra, *rs;
+	size_t na, ns, i, j;
+	int64_t sum, tot, cap, resid;
+	int found, bad = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_usage_all(db, &q, step, &ra, &na), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(step ? st_query_usage_step(db, &q, step, &rs, &ns)
+				   : st_query_usage(db, &q, &rs, &ns), RM_OK);
+	CU_ASSERT(na > 0);
+	for (i = 0; i < na; i++) {
+		CU_ASSERT_STRING_EQUAL(ra[i].server, "");
+		sum = tot = cap = resid = 0;
+		found = 0;
+		for (j = 0; j < ns; j++) {
+			if (rs[j].resource != ra[i].resource || rs[j].win_start_ns != ra[i].win_start_ns)
+				continue;
+			if (!strcmp(rs[j].ce, ST_CE_UNACCOUNTABLE)) { /* one per server */
+				tot += (int64_t)rs[j].total;
+				cap += (int64_t)rs[j].capacity;
+			}
+			if (strcmp(rs[j].ce, ra[i].ce))
+				continue;
+			found++;
+			sum += (int64_t)rs[j].value;
+			resid += rs[j].residual;
+		}
+		bad += !found || sum != (int64_t)ra[i].value || tot != (int64_t)ra[i].total ||
+		       cap != (int64_t)ra[i].capacity || resid != ra[i].residual;
+	}
+	/* and nothing left out: as many (resource, period, CE) as the servers have */
+	for (j = 0; j < ns; j++) {
+		found = 0;
+		for (i = 0; i < na && !found; i++)
+			found = rs[j].resource == ra[i].resource && rs[j].win_start_ns == ra[i].win_start_ns &&
+				!strcmp(rs[j].ce, ra[i].ce);
+		bad += !found;
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	st_rows_free(ra);
+	st_rows_free(rs);
+}
+
 static struct st_query range(int64_t since, int64_t until)
 {
 	struct st_query q = { since, until, NULL, NULL, -1, 0 };
@@ -201,6 +247,10 @@ static void test_rolled_answers_equal_windows(void)
 
 		same_answers(dbs[0], dbs[1], range(a, b), 0);
 	}
+	/* summed over servers in storage as by grouping the servers' rows */
+	same_as_summed(dbs[0], range(T0 - 7 * SEC, T0 + DAY + 13 * MIN + 3 * SEC), HOUR);
+	same_as_summed(dbs[0], range(T0, T0 + 2 * DAY), DAY);
+	same_as_summed(dbs[0], range(T0 + 3 * HOUR + 10 * SEC, T0 + 5 * HOUR + 50 * SEC), 0);
 	/* the buckets balance: no unbalanced row anywhere */
 	{
 		struct st_query q = range(INT64_MIN, INT64_MAX);
