@@ -679,9 +679,10 @@ int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, s
 	return rv;
 }
 
-/* The rows naming `what` in every kept series: the windows, and of each
- * rolled-up series the buckets the next coarser series has not rolled up
- * (the 1 day series all), so that together they cover all time. */
+/* The rows naming `what` in every kept series: every write reaches every
+ * series, so the windows (first: found through their index by name) and
+ * of each rolled-up series the rows the next coarser one no longer holds
+ * (before its kept_from; the 1 day series all) cover all that is stored. */
 static int st_names_sql(st_db *db, const char *what, int exists, struct st_sb *b)
 {
 	const char *tab = strcmp(what, "ce") == 0 ? "usage" : "total";
@@ -690,19 +691,25 @@ static int st_names_sql(st_db *db, const char *what, int exists, struct st_sb *b
 
 	if ((rv = st_series_load(db, &m)) != 0)
 		return rv;
-	if (exists)
-		st_sb_add(b, "SELECT EXISTS (SELECT 1 FROM %s WHERE %s = :name)", tab, what);
-	else
-		st_sb_add(b, "SELECT DISTINCT %s FROM %s", what, tab);
-	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
-		long long from = s + 1 < ST_SERIES_COUNT ? (long long)m.rolled[s + 1] : (long long)INT64_MIN;
+	st_sb_add(b, "%s", exists ? "SELECT 0" : "SELECT NULL WHERE 0");
+	for (s = ST_SERIES_1S; s < ST_SERIES_COUNT; s++) {
+		long long below = s + 1 < ST_SERIES_COUNT ? (long long)m.kept[s + 1] : (long long)INT64_MAX;
+		char src[96];
 
-		if (exists)
-			st_sb_add(b, " OR EXISTS (SELECT 1 FROM r_%s WHERE step = %lld AND win_start >= %lld "
-				     "AND %s = :name)", tab, (long long)st_series_step(s), from, what);
+		if (s == ST_SERIES_1S)
+			below = (long long)INT64_MAX;
+		else if (below == (long long)INT64_MIN)
+			continue; /* the next series holds all of it */
+		if (s == ST_SERIES_1S)
+			snprintf(src, sizeof(src), "%s WHERE", tab);
 		else
-			st_sb_add(b, " UNION SELECT %s FROM r_%s WHERE step = %lld AND win_start >= %lld", what,
-				  tab, (long long)st_series_step(s), from);
+			snprintf(src, sizeof(src), "r_%s WHERE step = %lld AND", tab,
+				 (long long)st_series_step((enum st_series)s));
+		if (exists)
+			st_sb_add(b, " OR EXISTS (SELECT 1 FROM %s win_start < %lld AND %s = :name)", src,
+				  below, what);
+		else
+			st_sb_add(b, " UNION SELECT %s FROM %s win_start < %lld", what, src, below);
 	}
 	if (!exists)
 		st_sb_add(b, " ORDER BY 1");
