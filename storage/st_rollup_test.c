@@ -8,6 +8,7 @@
  * choice of series (st_cover).
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -338,6 +339,18 @@ static void test_retention_in_steps(void)
 	st_close(db);
 }
 
+/* Runs the SQL text fmt, ... on h. */
+__attribute__((format(printf, 2, 3))) static void exec_fmt(sqlite3 *h, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	CU_ASSERT_EQUAL(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
 /* A fresh file "v<version>.db" at that schema version, open in SQLite
  * alone; its path in path. */
 static sqlite3 *open_old(char *path, size_t len, int version)
@@ -399,31 +412,19 @@ static void test_migrate_from_v6(void)
 
 	h = open_old(path, sizeof(path), 6);
 	for (t = 0; t < 4; t++) {
-		char sql[512];
+		/* a window of 30 s at T0 + t min, 10 + t for web, total 20 + t;
+		 * the first two minutes rolled up as v6 did */
+		long long ws = (long long)(T0 + t * MIN);
 
-		/* a window of 30 s at T0 + t min, 10 + t for web, total 20 + t */
-		snprintf(sql, sizeof(sql),
-			 "INSERT INTO usage VALUES ('s1', 0, %lld, 30000000000, 'web', %lld);"
-			 "INSERT INTO total VALUES ('s1', 0, %lld, 30000000000, %lld, 0);",
-			 (long long)(T0 + t * MIN), (long long)(10 + t), (long long)(T0 + t * MIN),
-			 (long long)(20 + t));
-		CU_ASSERT_EQUAL(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
-		if (t < 2) {
-			snprintf(sql, sizeof(sql),
-				 "INSERT INTO r_usage VALUES (60000000000, %lld, 's1', 0, 'web', %lld);"
-				 "INSERT INTO r_total VALUES (60000000000, %lld, 's1', 0, %lld, 0);",
-				 (long long)(T0 + t * MIN), (long long)(10 + t), (long long)(T0 + t * MIN),
-				 (long long)(20 + t));
-			CU_ASSERT_EQUAL(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
-		}
+		exec_fmt(h, "INSERT INTO usage VALUES ('s1', 0, %lld, 30000000000, 'web', %lld);"
+			    "INSERT INTO total VALUES ('s1', 0, %lld, 30000000000, %lld, 0);",
+			 ws, (long long)(10 + t), ws, (long long)(20 + t));
+		if (t < 2)
+			exec_fmt(h, "INSERT INTO r_usage VALUES (60000000000, %lld, 's1', 0, 'web', %lld);"
+				    "INSERT INTO r_total VALUES (60000000000, %lld, 's1', 0, %lld, 0);",
+				 ws, (long long)(10 + t), ws, (long long)(20 + t));
 	}
-	{
-		char sql[256];
-
-		snprintf(sql, sizeof(sql), "INSERT INTO series VALUES (1, %lld, %lld)",
-			 (long long)(T0 + 2 * MIN), (long long)T0);
-		CU_ASSERT_EQUAL(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
-	}
+	exec_fmt(h, "INSERT INTO series VALUES (1, %lld, %lld)", (long long)(T0 + 2 * MIN), (long long)T0);
 	sqlite3_close(h);
 	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
 	CU_ASSERT_EQUAL(st_schema_version(db), ST_SCHEMA_VERSION);
