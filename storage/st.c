@@ -140,6 +140,9 @@ static const char *const st_stmt_sql[ST_S_COUNT] = {
 	[ST_S_R_SPLIT] =
 		"INSERT INTO r_split (step, win_start, server, parts) VALUES (?1, ?2, ?3, ?6) "
 		"ON CONFLICT DO UPDATE SET parts = parts + excluded.parts",
+	[ST_S_SP_BEGIN] = "SAVEPOINT st_write",
+	[ST_S_SP_RELEASE] = "RELEASE st_write",
+	[ST_S_SP_ROLLBACK] = "ROLLBACK TO st_write",
 };
 
 void st_close(st_db *db)
@@ -376,21 +379,19 @@ static int st_write(st_db *db, sqlite3_stmt *s, enum st_stmt which, const char *
 {
 	int rv;
 
-	if (sqlite3_exec(db->h, "SAVEPOINT st_write", NULL, NULL, NULL) != SQLITE_OK) {
-		rv = st_sql_err(db, sqlite3_errcode(db->h), "failed to write to");
+	/* prepared once: this runs for every row the aggregator writes */
+	if ((rv = st_run(db, db->stmt[ST_S_SP_BEGIN], "failed to write to", NULL)) != 0) {
 		sqlite3_reset(s);
 		sqlite3_clear_bindings(s);
 		return rv;
 	}
 	if ((rv = st_run(db, s, "failed to write to", NULL)) != 0 ||
 	    (rv = st_rollup_add(db, which, server, start, r, key, value, cap)) != 0) {
-		sqlite3_exec(db->h, "ROLLBACK TO st_write", NULL, NULL, NULL);
-		sqlite3_exec(db->h, "RELEASE st_write", NULL, NULL, NULL);
+		st_run(db, db->stmt[ST_S_SP_ROLLBACK], "failed to write to", NULL);
+		st_run(db, db->stmt[ST_S_SP_RELEASE], "failed to write to", NULL);
 		return rv;
 	}
-	if (sqlite3_exec(db->h, "RELEASE st_write", NULL, NULL, NULL) != SQLITE_OK)
-		return st_sql_err(db, sqlite3_errcode(db->h), "failed to write to");
-	return RM_OK;
+	return st_run(db, db->stmt[ST_S_SP_RELEASE], "failed to write to", NULL);
 }
 
 /* The shared body of st_add_usage and st_add_unacct. */

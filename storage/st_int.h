@@ -28,6 +28,10 @@ enum st_stmt {
 	ST_S_R_UNACCT,
 	ST_S_R_TOTAL,
 	ST_S_R_SPLIT,
+	/* the savepoint around a window's write and its buckets' */
+	ST_S_SP_BEGIN,
+	ST_S_SP_RELEASE,
+	ST_S_SP_ROLLBACK,
 	ST_S_COUNT
 };
 

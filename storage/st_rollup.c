@@ -401,7 +401,7 @@ int st_rollup(st_db *db, const struct st_retention *r, int *more)
 			return RM_EINVAL;
 		}
 	if (db->flags & ST_OPEN_READONLY) {
-		rm_log_error("failed to roll up '%s': opened read-only", db->path);
+		rm_log_error("failed to apply retention to '%s': opened read-only", db->path);
 		return RM_EPERM;
 	}
 	rv = st_horizon_get(db, &horizon);
