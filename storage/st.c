@@ -140,6 +140,14 @@ static const char *const st_stmt_sql[ST_S_COUNT] = {
 	[ST_S_R_SPLIT] =
 		"INSERT INTO r_split (step, win_start, server, parts) VALUES (?1, ?2, ?3, ?6) "
 		"ON CONFLICT DO UPDATE SET parts = parts + excluded.parts",
+	[ST_S_C_USAGE] =
+		"INSERT INTO r_ce_usage (step, win_start, resource, ce, value) "
+		"VALUES (?1, ?2, ?4, ?5, ?6) "
+		"ON CONFLICT DO UPDATE SET value = value + excluded.value",
+	[ST_S_C_TOTAL] =
+		"INSERT INTO r_ce_total (step, win_start, resource, value, capacity) "
+		"VALUES (?1, ?2, ?4, ?6, ?7) ON CONFLICT DO UPDATE SET "
+		"value = value + excluded.value, capacity = capacity + excluded.capacity",
 	[ST_S_SP_BEGIN] = "SAVEPOINT st_write",
 	[ST_S_SP_RELEASE] = "RELEASE st_write",
 	[ST_S_SP_ROLLBACK] = "ROLLBACK TO st_write",

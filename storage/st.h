@@ -230,12 +230,12 @@ int st_query_unacct_step(st_db *db, const struct st_query *q, int64_t step_ns, s
 /*
  * As st_query_usage (step_ns = 0) or st_query_usage_step, with the rows of
  * every server summed into rows with server "": per (resource, range or
- * period, CE) the sum of U_c, and one __unaccountable__ row whose value is
- * the sum of each server's V row value (residual, total and capacity are
- * summed too). So grouping st_query_usage_step's rows by CE gives the same
- * numbers; the answer has no per-server rows to build or sort.
- * q->per_window is ignored. Errors as st_query_usage (step_ns < 0:
- * RM_EINVAL).
+ * period, CE) the sum of U_c, and one __unaccountable__ row for the
+ * servers together: residual = sum U - sum U_c, value = max(residual, 0)
+ * (total and capacity summed). Without q->server, whole days are read from
+ * the day series summed over servers (500 rows a day for 100 CEs and 5
+ * resources, whatever the number of servers). q->per_window is ignored.
+ * Errors as st_query_usage (step_ns < 0: RM_EINVAL).
  */
 int st_query_usage_all(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 		       size_t *n);

@@ -291,10 +291,9 @@ static void st_fill(struct st_row *r, const struct st_cell *g)
 	r->capacity = st_pos(g->c);
 }
 
-/* Sums the per-server groups of a into groups without a server (server ""):
- * t, c, s, has summed; sum = the sum of the residuals t - s, sum2 = the sum
- * of max(t - s, 0) over the groups that have U_c or U (each server's V as
- * a per-server row shows it). */
+/* Sums the groups of a (per server, or already summed: server "") into
+ * groups without a server: t, c, s, has summed; sum = the sum of the
+ * residuals t - s, so V of all servers = sum U - sum U_c. */
 static int st_agg_fold(struct st_agg *a, struct st_map *all)
 {
 	size_t i;
@@ -308,8 +307,7 @@ static int st_agg_fold(struct st_agg *a, struct st_map *all)
 			return RM_ENOMEM;
 		G->has |= g->has;
 		if (st_agg_add(&G->t, g->t) || st_agg_add(&G->c, g->c) || st_agg_add(&G->s, g->s) ||
-		    __builtin_sub_overflow(g->t, g->s, &res) || st_agg_add(&G->sum, res) ||
-		    ((g->has & 3) && st_agg_add(&G->sum2, res > 0 ? res : 0))) {
+		    __builtin_sub_overflow(g->t, g->s, &res) || st_agg_add(&G->sum, res)) {
 			rm_log_error("failed to query '%s': a sum overflows int64", a->db->path);
 			return RM_ESQL;
 		}
@@ -383,7 +381,7 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 			st_fill(r, g);
 			snprintf(r->ce, sizeof(r->ce), "%s", ST_CE_UNACCOUNTABLE);
 			r->residual = g->sum;
-			r->value = st_pos(g->sum2);
+			r->value = st_pos(g->sum);
 			continue;
 		}
 		if (__builtin_sub_overflow(g->t, g->s, &res) ||

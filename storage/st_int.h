@@ -28,6 +28,9 @@ enum st_stmt {
 	ST_S_R_UNACCT,
 	ST_S_R_TOTAL,
 	ST_S_R_SPLIT,
+	/* usage and totals into the 1 day series summed over servers */
+	ST_S_C_USAGE,
+	ST_S_C_TOTAL,
 	/* the savepoint around a window's write and its buckets' */
 	ST_S_SP_BEGIN,
 	ST_S_SP_RELEASE,

@@ -122,16 +122,27 @@ static const char *const st_tab_cols[] = { "ce, value", "reason, value", "value,
  * A subquery over table t yielding (server, resource, win_start, win_len,
  * <its value columns>) for the rows of each segment's series starting in
  * the segment and matching q's server and resource (rolled-up rows have
- * win_len = their step; split rows resource 0).
+ * win_len = their step; split rows resource 0). all (q->server NULL): the
+ * usage and totals of day segments come summed over servers, server "".
  */
 static void st_src(struct st_sb *b, enum st_tab t, const struct st_query *q,
-		   const struct st_seg *seg, size_t nseg)
+		   const struct st_seg *seg, size_t nseg, int all)
 {
 	size_t i;
 
 	st_sb_add(b, "(");
 	for (i = 0; i < nseg; i++) {
 		int64_t step = st_series_step((enum st_series)seg[i].series);
+
+		if (all && seg[i].series == ST_SERIES_1D && (t == ST_T_USAGE || t == ST_T_TOTAL)) {
+			/* the day series summed over servers (server "") */
+			st_sb_add(b, "%sSELECT '' AS server, resource, win_start, step AS win_len, %s "
+				     "FROM r_ce_%s WHERE step = %lld AND win_start >= %lld AND win_start < %lld%s",
+				  i ? " UNION ALL " : "", st_tab_cols[t], st_tab_name[t], (long long)step,
+				  (long long)seg[i].lo, (long long)seg[i].hi,
+				  q->resource >= 0 ? " AND resource = :res" : "");
+			continue;
+		}
 
 		st_sb_add(b, "%sSELECT server, %s AS resource, win_start, %s AS win_len, %s FROM %s%s "
 			     "WHERE ", i ? " UNION ALL " : "", t == ST_T_SPLIT ? "0" : "resource",
@@ -215,17 +226,17 @@ static int st_ctes(st_db *db, const struct st_query *q, int64_t step_ns, enum st
 	st_group_exprs(step_ns, g, ws, sizeof(ws), wl, sizeof(wl));
 	st_sb_add(b, "WITH cu AS (SELECT server, resource, %s AS ws, %s AS wl, ce, SUM(value) AS v "
 		     "FROM ", ws, wl);
-	st_src(b, ST_T_USAGE, q, seg, nseg);
+	st_src(b, ST_T_USAGE, q, seg, nseg, 0);
 	st_sb_add(b, " GROUP BY 1, 2, 3, 4, 5), "
 		     "su AS (SELECT server, resource, ws, wl, SUM(v) AS s FROM cu GROUP BY 1, 2, 3, 4), "
 		     "ku AS (SELECT server, resource, %s AS ws, %s AS wl, reason, SUM(value) AS v FROM ",
 		  ws, wl);
-	st_src(b, ST_T_UNACCT, q, seg, nseg);
+	st_src(b, ST_T_UNACCT, q, seg, nseg, 0);
 	st_sb_add(b, " GROUP BY 1, 2, 3, 4, 5), "
 		     "sk AS (SELECT server, resource, ws, wl, SUM(v) AS k FROM ku GROUP BY 1, 2, 3, 4), "
 		     "tt AS (SELECT server, resource, %s AS ws, %s AS wl, SUM(value) AS t, "
 		     "SUM(capacity) AS c FROM ", ws, wl);
-	st_src(b, ST_T_TOTAL, q, seg, nseg);
+	st_src(b, ST_T_TOTAL, q, seg, nseg, 0);
 	st_sb_add(b, " GROUP BY 1, 2, 3, 4), "
 		     "g AS (SELECT server, resource, ws, wl FROM su UNION "
 		     "SELECT server, resource, ws, wl FROM sk UNION "
@@ -422,13 +433,14 @@ static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns
 	const char *sql[3];
 	enum st_group g;
 	size_t nseg;
-	int rv, t;
+	int rv, t, all;
 
 	if ((rv = st_check_query(db, q, rows, n)) != 0)
 		return rv;
 	*rows = NULL;
 	*n = 0;
 	g = st_group_of(q, step_ns);
+	all = mode == ST_AGG_USAGE_ALL && !q->server;
 	if ((rv = st_segments(db, q, step_ns, g, g == ST_G_WINDOW, seg, &nseg)) != 0)
 		return rv;
 	for (t = 0; t < 3; t++) {
@@ -436,7 +448,7 @@ static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns
 		if (t == 1 && mode != ST_AGG_UNACCT)
 			continue;
 		st_sb_add(&b[t], "SELECT * FROM ");
-		st_src(&b[t], (enum st_tab)t, q, seg, nseg);
+		st_src(&b[t], (enum st_tab)t, q, seg, nseg, all);
 		if ((rv = st_sb_done(db, &b[t])) != 0)
 			goto done;
 		sql[t] = b[t].s;
@@ -545,11 +557,11 @@ static int st_count_in(st_db *db, const struct st_query *q, uint64_t *n)
 	if ((rv = st_segments(db, q, 0, ST_G_WINDOW, 1, seg, &nseg)) != 0)
 		return rv;
 	st_sb_add(&b, "SELECT count(*) FROM (SELECT server, resource, win_start, win_len FROM ");
-	st_src(&b, ST_T_USAGE, q, seg, nseg);
+	st_src(&b, ST_T_USAGE, q, seg, nseg, 0);
 	st_sb_add(&b, " UNION SELECT server, resource, win_start, win_len FROM ");
-	st_src(&b, ST_T_UNACCT, q, seg, nseg);
+	st_src(&b, ST_T_UNACCT, q, seg, nseg, 0);
 	st_sb_add(&b, " UNION SELECT server, resource, win_start, win_len FROM ");
-	st_src(&b, ST_T_TOTAL, q, seg, nseg);
+	st_src(&b, ST_T_TOTAL, q, seg, nseg, 0);
 	st_sb_add(&b, ")");
 	if ((rv = st_sb_done(db, &b)) != 0 || (rv = st_prepare(db, q, b.s, &s)) != 0) {
 		free(b.s);
@@ -590,7 +602,7 @@ static int st_splits_in(st_db *db, const struct st_query *q, struct st_row **row
 		return rv;
 	st_group_exprs(0, g, ws, sizeof(ws), wl, sizeof(wl));
 	st_sb_add(&sb, "SELECT server, %s, %s, SUM(parts) FROM ", ws, wl);
-	st_src(&sb, ST_T_SPLIT, &qq, seg, nseg);
+	st_src(&sb, ST_T_SPLIT, &qq, seg, nseg, 0);
 	st_sb_add(&sb, " GROUP BY 1, 2, 3 HAVING SUM(parts) != 0 ORDER BY 1, 2, 3");
 	if ((rv = st_sb_done(db, &sb)) != 0 || (rv = st_prepare(db, &qq, sb.s, &s)) != 0) {
 		free(sb.s);

@@ -318,9 +318,13 @@ static int st_purge(st_db *db, int s, int64_t cutoff)
 	size_t t;
 	int rc;
 
-	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]); t++) {
+	/* the 1 day series also has its rows summed over servers */
+	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]) + (s == ST_SERIES_1D ? 2 : 0); t++) {
 		if (s == ST_SERIES_1S)
 			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE win_start < ?1", st_tables[t]);
+		else if (t >= sizeof(st_tables) / sizeof(st_tables[0]))
+			snprintf(sql, sizeof(sql), "DELETE FROM r_ce_%s WHERE step = ?2 AND win_start < ?1",
+				 t == sizeof(st_tables) / sizeof(st_tables[0]) ? "usage" : "total");
 		else
 			snprintf(sql, sizeof(sql), "DELETE FROM r_%s WHERE step = ?2 AND win_start < ?1",
 				 st_tables[t]);
@@ -420,32 +424,43 @@ int st_rollup(st_db *db, const struct st_retention *r, int *more)
 
 /* ---- writes ---- */
 
+/* Binds a bucket write of series step `step` to st (the parameters of
+ * ST_S_R_* and ST_S_C_*), steps and resets it. */
+static int st_bucket_write(st_db *db, sqlite3_stmt *st, int64_t step, const char *server,
+			   int64_t start, enum st_resource r, const char *key, uint64_t value,
+			   uint64_t cap)
+{
+	int rc;
+
+	sqlite3_bind_int64(st, 1, step);
+	sqlite3_bind_int64(st, 2, st_floor(start, step));
+	sqlite3_bind_text(st, 3, server, -1, SQLITE_STATIC);
+	if (sqlite3_bind_parameter_count(st) >= 4)
+		sqlite3_bind_int(st, 4, (int)r);
+	if (sqlite3_bind_parameter_count(st) >= 5)
+		sqlite3_bind_text(st, 5, key ? key : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)value);
+	if (sqlite3_bind_parameter_count(st) >= 7)
+		sqlite3_bind_int64(st, 7, (sqlite3_int64)cap);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, "failed to write to");
+}
+
 int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t start,
 		  enum st_resource r, const char *key, uint64_t value, uint64_t cap)
 {
 	enum st_stmt rs = which == ST_S_USAGE ? ST_S_R_USAGE : which == ST_S_UNACCT ? ST_S_R_UNACCT :
 			  which == ST_S_TOTAL ? ST_S_R_TOTAL : ST_S_R_SPLIT;
-	sqlite3_stmt *st = db->stmt[rs];
-	int s, rc;
+	int s, rv;
 
-	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
-		sqlite3_bind_int64(st, 1, st_steps[s]);
-		sqlite3_bind_int64(st, 2, st_floor(start, st_steps[s]));
-		sqlite3_bind_text(st, 3, server, -1, SQLITE_STATIC);
-		if (rs != ST_S_R_SPLIT)
-			sqlite3_bind_int(st, 4, (int)r);
-		if (rs == ST_S_R_USAGE || rs == ST_S_R_UNACCT)
-			sqlite3_bind_text(st, 5, key, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 6, (sqlite3_int64)value);
-		if (rs == ST_S_R_TOTAL)
-			sqlite3_bind_int64(st, 7, (sqlite3_int64)cap);
-		rc = sqlite3_step(st);
-		sqlite3_reset(st);
-		if (rc != SQLITE_DONE) {
-			sqlite3_clear_bindings(st);
-			return st_sql_err(db, rc, "failed to write to");
-		}
-	}
-	sqlite3_clear_bindings(st);
+	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++)
+		if ((rv = st_bucket_write(db, db->stmt[rs], st_steps[s], server, start, r, key, value,
+					  cap)) != 0)
+			return rv;
+	if (which == ST_S_USAGE || which == ST_S_TOTAL)
+		return st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL],
+				       DAY_NS, server, start, r, key, value, cap);
 	return RM_OK;
 }

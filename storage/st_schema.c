@@ -177,7 +177,24 @@ static const char *const st_schema_steps[] = {
 	"INSERT INTO r_split (step, win_start, server, parts) SELECT 86400000000000, win_start - (((win_start % 86400000000000) + 86400000000000) % 86400000000000) AS b, server, SUM(parts) "
 	"FROM r_split WHERE step = 3600000000000 AND win_start >= " ST_V7_FROM(3) " GROUP BY b, server "
 	"ON CONFLICT DO UPDATE SET parts = parts + excluded.parts;"
-	"UPDATE series SET rolled_until = 9223372036854775807;",
+	"UPDATE series SET rolled_until = 9223372036854775807;"
+	/* the 1 day series summed over servers, per resource and CE (and the
+	 * servers' totals per resource), for queries that do not group by
+	 * server: 500 rows a day where r_usage has 25 500 at 50 servers */
+	"CREATE TABLE r_ce_usage ("
+	"  step INTEGER NOT NULL, win_start INTEGER NOT NULL,"
+	"  resource INTEGER NOT NULL, ce TEXT NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  PRIMARY KEY (step, win_start, resource, ce)) WITHOUT ROWID;"
+	"CREATE TABLE r_ce_total ("
+	"  step INTEGER NOT NULL, win_start INTEGER NOT NULL, resource INTEGER NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  capacity INTEGER NOT NULL CHECK (typeof(capacity) = 'integer' AND capacity >= 0),"
+	"  PRIMARY KEY (step, win_start, resource)) WITHOUT ROWID;"
+	"INSERT INTO r_ce_usage SELECT step, win_start, resource, ce, SUM(value) FROM r_usage "
+	"WHERE step = 86400000000000 GROUP BY 1, 2, 3, 4;"
+	"INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), SUM(capacity) FROM r_total "
+	"WHERE step = 86400000000000 GROUP BY 1, 2, 3;",
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));
