@@ -137,7 +137,7 @@ static int agg_commands_for(void *arg, const char *node, Rametr__ThrottleCommand
 }
 
 /* The settled horizon is the end of the latest stored window less the
- * pairing horizon; the windows before it are rolled up (st_rollup.h). */
+ * pairing horizon; retention counts back from it (st_rollup.h). */
 static void agg_rollup_tick(struct agg_main *m)
 {
 	struct st_retention r;

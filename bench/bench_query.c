@@ -3,14 +3,16 @@
  * deployment, and how big the database is per day of retention.
  *
  * Builds a database (default 100 tenants x 50 servers x 5 resources, every
- * tenant on every server) as the aggregator's rollup leaves it at END: the
+ * tenant on every server) as the aggregator's writes leave it at END: the
  * 1 day and 1 h series over 31 days, the 1 min series where the queries'
- * edges fall (the hours around END - 30 d and the last hour), and the 1 s
- * windows of the last minutes that are not rolled up yet. The 1 min and 1 s
- * series are not generated for the whole month (1.1e9 and 5.4e10 rows): the
- * queries below read no other rows of them, and the size per day of each
- * series is computed from the bytes per row measured here. Values are
- * integers that balance (sum U_c + V = U) in every bucket.
+ * edges fall (the hours around END - 30 d and the last hour), the 1 s
+ * windows of the last minutes, and the current day, hour and minute
+ * buckets (which every write reaches), and the day series summed over
+ * servers (from the day rows, as the writes leave it). The 1 min and 1 s series are not
+ * generated for the whole month (1.1e9 and 5.4e10 rows): the queries below
+ * read no other rows of them, and the size per day of each series is
+ * computed from the bytes per row measured here. Values are integers that
+ * balance (sum U_c + V = U) in every bucket.
  *
  * Then it times the real rametrctl binary (process start included) on
  *   usage --since END-30d --until END --step 1d
@@ -19,7 +21,9 @@
  *   bill --period 2026-11 --share-unaccountable weighted
  * each run several times (median printed), output to /dev/null.
  *
- * usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] [--runs N]
+ * usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] [--reuse] [--runs N]
+ * (--reuse: time the queries on the database --db PATH built by an earlier
+ * --keep run, without building it again; sizes are then not printed)
  */
 #include <getopt.h>
 #include <stdint.h>
@@ -256,17 +260,19 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "tenants", required_argument, NULL, 't' }, { "servers", required_argument, NULL, 's' },
 		{ "db", required_argument, NULL, 'd' },      { "keep", no_argument, NULL, 'k' },
-		{ "runs", required_argument, NULL, 'r' },    { NULL, 0, NULL, 0 },
+		{ "runs", required_argument, NULL, 'r' },    { "reuse", no_argument, NULL, 'u' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct gen g = { .tenants = 100, .servers = 50, .x = 42 };
 	char path[512] = "", since[40], until[40], args[4][1024], load[128] = "?";
-	int keep = 0, runs = 5, ch, i;
+	int keep = 0, reuse = 0, runs = 5, ch, i;
 	int64_t r1m = floor_to(END - 2 * MIN, MIN), r1h = floor_to(r1m, HOUR), r1d = floor_to(r1h, DAY);
 	int64_t edge = floor_to(END - 30 * DAY, HOUR);
 	struct series_gen sg[4] = {
-		{ "1d", DAY, DAY, { r1d - 31 * DAY, 0 }, { r1d, 0 }, 0, 0 },
-		{ "1h", HOUR, HOUR, { r1d - 31 * DAY, 0 }, { r1h, 0 }, 0, 0 },
-		{ "1m", MIN, MIN, { edge - HOUR, r1h }, { edge + 2 * HOUR, r1m }, 0, 0 },
+		/* up to the current bucket of each series */
+		{ "1d", DAY, DAY, { r1d - 31 * DAY, 0 }, { r1d + DAY, 0 }, 0, 0 },
+		{ "1h", HOUR, HOUR, { r1d - 31 * DAY, 0 }, { r1h + HOUR, 0 }, 0, 0 },
+		{ "1m", MIN, MIN, { edge - HOUR, r1h }, { edge + 2 * HOUR, r1m + MIN }, 0, 0 },
 		{ "1s", 0, SEC, { r1m, 0 }, { END, 0 }, 0, 0 },
 	};
 	const double per_day[4] = { 1, 24, 1440, 86400 };
@@ -282,9 +288,10 @@ int main(int argc, char **argv)
 		case 'd': snprintf(path, sizeof(path), "%s", optarg); break;
 		case 'k': keep = 1; break;
 		case 'r': runs = atoi(optarg); break;
+		case 'u': reuse = keep = 1; break;
 		default:
 			fprintf(stderr, "usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] "
-					"[--runs N]\n");
+					"[--reuse] [--runs N]\n");
 			return 2;
 		}
 	}
@@ -294,6 +301,13 @@ int main(int argc, char **argv)
 	}
 	if (!path[0])
 		snprintf(path, sizeof(path), "/tmp/bench_query.%d.db", (int)getpid());
+	if (reuse) {
+		if (access(path, R_OK) != 0) {
+			fprintf(stderr, "bench_query: --reuse: no database at '%s'\n", path);
+			return 2;
+		}
+		goto timed;
+	}
 	unlink(path);
 	rm_log_init("bench_query");
 	if (st_open(&db, path, 0) != RM_OK)
@@ -319,13 +333,29 @@ int main(int argc, char **argv)
 		snprintf(sql, sizeof(sql),
 			 "INSERT INTO series VALUES (0, %lld, %lld), (1, %lld, %lld), (2, %lld, %lld), "
 			 "(3, %lld, %lld); INSERT INTO horizon VALUES (1, %lld)",
-			 (long long)INT64_MAX, (long long)r1m, (long long)r1m, (long long)(edge - HOUR),
-			 (long long)r1h, (long long)(r1d - 31 * DAY), (long long)r1d,
+			 (long long)INT64_MAX, (long long)r1m, (long long)INT64_MAX, (long long)(edge - HOUR),
+			 (long long)INT64_MAX, (long long)(r1d - 31 * DAY), (long long)INT64_MAX,
 			 (long long)(r1d - 31 * DAY), (long long)(END - 10 * SEC));
 		if (sqlite3_exec(g.h, sql, NULL, NULL, NULL) != SQLITE_OK) {
 			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
 			return 1;
 		}
+	}
+	{
+		/* the day series summed over servers, as the writes leave it */
+		double ts = now_s();
+		long long before = db_bytes(g.h);
+
+		if (sqlite3_exec(g.h, "INSERT INTO r_ce_usage SELECT step, win_start, resource, ce, "
+				      "SUM(value) FROM r_usage WHERE step = 86400000000000 GROUP BY 1, 2, 3, 4; "
+				      "INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), "
+				      "SUM(capacity) FROM r_total WHERE step = 86400000000000 GROUP BY 1, 2, 3",
+				 NULL, NULL, NULL) != SQLITE_OK) {
+			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
+			return 1;
+		}
+		printf("  generated 1d series summed over servers: %8.1f MB (%.1f KB/day) in %.1f s\n",
+		       (db_bytes(g.h) - before) / 1e6, (db_bytes(g.h) - before) / 1e3 / 32, now_s() - ts);
 	}
 	sqlite3_close(g.h);
 	printf("  built in %.1f s\n\nsize per day of retention (bytes per row measured above):\n",
@@ -343,6 +373,7 @@ int main(int argc, char **argv)
 			printf("  kept for ever\n");
 	}
 
+timed:
 	fmt_time(END - 30 * DAY, since, sizeof(since));
 	fmt_time(END, until, sizeof(until));
 	snprintf(args[0], sizeof(args[0]), "usage --db '%s' --since %s --until %s --step 1d -o csv", path,

@@ -374,49 +374,121 @@ static void check_exports(const char *dir, int64_t from, int64_t to, long long *
 	CU_ASSERT_EQUAL(n ? span[n - 1].b : -1, to);
 }
 
+/* A fingerprint of what the job has written so far: the state file's
+ * inode, size and mtime, and the names of the exports in dir. */
+static unsigned long long job_mark(const char *state, const char *dir)
+{
+	unsigned long long h = 1469598103934665603ULL;
+	struct stat sb;
+	struct dirent *e;
+	DIR *d;
+
+	if (stat(state, &sb) == 0)
+		h = (h ^ (unsigned long long)sb.st_ino ^ (unsigned long long)sb.st_size << 20 ^
+		     (unsigned long long)sb.st_mtim.tv_nsec << 7 ^ (unsigned long long)sb.st_mtim.tv_sec) *
+		    1099511628211ULL;
+	if ((d = opendir(dir))) {
+		while ((e = readdir(d))) {
+			const char *c;
+
+			if (strncmp(e->d_name, "bill-", 5) || strstr(e->d_name, ".tmp"))
+				continue;
+			for (c = e->d_name; *c; c++)
+				h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+			h += 0x9e3779b97f4a7c15ULL;
+		}
+		closedir(d);
+	}
+	return h;
+}
+
+static double mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* Starts the --since-last job on db into state/dir; its output to /dev/null. */
+static pid_t job_start(const char *db, const char *state, const char *dir, int weighted)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(RAMETRCTL_PATH, "rametrctl", "bill", "--db", db, "--since", "2026-11-02",
+		      "--since-last", "--state", state, "--out", dir, "--step", "1h",
+		      "--share-unaccountable", weighted ? "weighted" : "even", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
 static void test_since_last_killed(void)
 {
-	char dir[400], state[400], args[2000], db[400];
+	char dir[400], state[400], args[2000], db[400], tdir[400], tstate[400];
 	int64_t horizon = D0;
 	long long exported, want;
+	double t0, run_us;
 	st_db *h;
-	int i, killed = 0;
+	int i, st, killed = 0, progressed = 0;
+	pid_t pid;
 
 	snprintf(db, sizeof(db), "%s", fixture());
 	snprintf(dir, sizeof(dir), "%.200s/exports", rm_test_tmpdir());
 	snprintf(state, sizeof(state), "%.200s/bill.state", rm_test_tmpdir());
+	snprintf(tdir, sizeof(tdir), "%.200s/timed", rm_test_tmpdir());
+	snprintf(tstate, sizeof(tstate), "%.200s/timed.state", rm_test_tmpdir());
 	mkdir(dir, 0755);
+	mkdir(tdir, 0755);
 	unlink(state);
+	unlink(tstate);
 	srand((unsigned)time(NULL));
 	CU_ASSERT_EQUAL_FATAL(st_open(&h, db, 0), RM_OK);
-	for (i = 0; i < 50; i++) {
-		pid_t pid;
-		int st;
+	/* one run that is not killed, exporting 2 hours into a scratch
+	 * directory: how long a run that writes takes */
+	CU_ASSERT_EQUAL(st_horizon_set(h, D0 + 2 * HOUR), RM_OK);
+	t0 = mono_us();
+	pid = job_start(db, tstate, tdir, 1);
+	CU_ASSERT_FATAL(pid > 0);
+	CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+	run_us = mono_us() - t0;
+	CU_ASSERT_FATAL(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CU_ASSERT_NOT_EQUAL(job_mark(tstate, tdir), job_mark("/nonexistent", "/nonexistent"));
+	/* at least 50 runs, and on until 3 killed runs had written (at most
+	 * 150: the horizon reaches the end of the data after about 96) */
+	for (i = 0; i < 150 && (i < 50 || progressed < 3); i++) {
+		unsigned long long before = job_mark(state, dir);
 
-		/* the horizon moves by 0 to 2 hours between runs */
-		horizon += (rand() % 3) * HOUR - (rand() % 2) * 17 * SEC;
+		/* the horizon moves by 0 or 1 hour between runs (never back:
+		 * it starts where the timed run left it) */
+		horizon += (rand() % 2) * HOUR - (rand() % 2) * 17 * SEC;
+		if (horizon < D0 + 2 * HOUR)
+			horizon = D0 + 2 * HOUR;
 		if (horizon > D0 + 48 * HOUR)
 			horizon = D0 + 48 * HOUR;
 		CU_ASSERT_EQUAL(st_horizon_set(h, horizon), RM_OK);
-		pid = fork();
-		CU_ASSERT_FATAL(pid >= 0);
-		if (pid == 0) {
-			int fd = open("/dev/null", O_WRONLY);
-
-			dup2(fd, 1);
-			dup2(fd, 2);
-			execl(RAMETRCTL_PATH, "rametrctl", "bill", "--db", db, "--since", "2026-11-02",
-			      "--since-last", "--state", state, "--out", dir, "--step", "1h",
-			      "--share-unaccountable", i % 2 ? "weighted" : "even", (char *)NULL);
-			_exit(127);
-		}
-		/* SIGKILL after 0 to 8 ms: before, during or after its writes */
-		usleep((useconds_t)(rand() % 8000));
+		pid = job_start(db, state, dir, i % 2);
+		CU_ASSERT_FATAL(pid > 0);
+		/* SIGKILL at a uniformly random point over 1.5 times a run:
+		 * before, during or after its writes */
+		usleep((useconds_t)(1.5 * run_us * (rand() / ((double)RAND_MAX + 1))));
 		kill(pid, SIGKILL);
 		CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
-		killed += WIFSIGNALED(st);
 		CU_ASSERT(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 0));
+		if (WIFSIGNALED(st)) {
+			killed++;
+			progressed += job_mark(state, dir) != before;
+		}
 	}
+	/* the kills fell on runs that had got as far as writing, and on some
+	 * that had not finished */
+	CU_ASSERT(killed > 0);
+	CU_ASSERT(progressed > 0);
 	st_close(h);
 	/* a last run that is not killed brings it up to the horizon */
 	snprintf(args, sizeof(args), "bill --db '%s' --since 2026-11-02 --since-last --state '%s' --out '%s' "
@@ -444,7 +516,8 @@ static void test_since_last_killed(void)
 		}
 	}
 	CU_ASSERT_EQUAL(exported, want);
-	fprintf(stderr, "since-last: 50 runs, %d killed, exported %lld (U %lld)\n", killed, exported, want);
+	fprintf(stderr, "since-last: a run takes %.1f ms; %d runs, %d killed, %d of them after writing; "
+		"exported %lld (U %lld)\n", run_us / 1e3, i, killed, progressed, exported, want);
 }
 
 static CU_TestInfo cases[] = {

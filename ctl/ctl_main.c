@@ -134,8 +134,12 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 
 	ctl_query(o, &q);
 	q.per_window = 0;
-	rv = o->step_ns ? st_query_usage_step(db, &q, o->step_ns, &rows, &n)
-			: st_query_usage(db, &q, &rows, &n);
+	/* without servers in the rows, storage sums them over servers */
+	if (!(o->by & CTL_BY_SERVER))
+		rv = st_query_usage_all(db, &q, o->step_ns, &rows, &n);
+	else
+		rv = o->step_ns ? st_query_usage_step(db, &q, o->step_ns, &rows, &n)
+				: st_query_usage(db, &q, &rows, &n);
 	if (rv != 0)
 		return CTL_EXIT_FAIL;
 	rv = ctl_usage_group(rows, n, o->by, o->show_v, o->top, o->since_ns, o->until_ns, &g, &ng);

@@ -547,7 +547,7 @@ static const char *fixture_month(int rolled)
 	}
 	CU_ASSERT_EQUAL(st_commit(db), RM_OK);
 	if (rolled) {
-		/* rolled up to 2 h, and the windows before 1 h deleted */
+		/* the windows before 2 h deleted: the buckets answer for them */
 		struct st_retention r = { { 1, 0, 0, 0 } };
 		int more = 1;
 

@@ -127,6 +127,30 @@ static const char *const st_stmt_sql[ST_S_COUNT] = {
 		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_S_HELD_RESOLVE] = "UPDATE held SET dist = ?2 WHERE id = ?1",
 	[ST_S_HELD_DELETE] = "DELETE FROM held WHERE id = ?1",
+	[ST_S_R_USAGE] =
+		"INSERT INTO r_usage (step, win_start, server, resource, ce, value) "
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET value = value + excluded.value",
+	[ST_S_R_UNACCT] =
+		"INSERT INTO r_unacct (step, win_start, server, resource, reason, value) "
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET value = value + excluded.value",
+	[ST_S_R_TOTAL] =
+		"INSERT INTO r_total (step, win_start, server, resource, value, capacity) "
+		"VALUES (?1, ?2, ?3, ?4, ?6, ?7) ON CONFLICT DO UPDATE SET "
+		"value = value + excluded.value, capacity = capacity + excluded.capacity",
+	[ST_S_R_SPLIT] =
+		"INSERT INTO r_split (step, win_start, server, parts) VALUES (?1, ?2, ?3, ?6) "
+		"ON CONFLICT DO UPDATE SET parts = parts + excluded.parts",
+	[ST_S_C_USAGE] =
+		"INSERT INTO r_ce_usage (step, win_start, resource, ce, value) "
+		"VALUES (?1, ?2, ?4, ?5, ?6) "
+		"ON CONFLICT DO UPDATE SET value = value + excluded.value",
+	[ST_S_C_TOTAL] =
+		"INSERT INTO r_ce_total (step, win_start, resource, value, capacity) "
+		"VALUES (?1, ?2, ?4, ?6, ?7) ON CONFLICT DO UPDATE SET "
+		"value = value + excluded.value, capacity = capacity + excluded.capacity",
+	[ST_S_SP_BEGIN] = "SAVEPOINT st_write",
+	[ST_S_SP_RELEASE] = "RELEASE st_write",
+	[ST_S_SP_ROLLBACK] = "ROLLBACK TO st_write",
 };
 
 void st_close(st_db *db)
@@ -234,8 +258,6 @@ int st_open(st_db **out, const char *path, unsigned flags)
 	if ((rv = st_schema_migrate(db->h, path, ST_SCHEMA_VERSION, readonly, &db->version)) != 0)
 		goto fail;
 	db->version = ST_SCHEMA_VERSION;
-	if (!readonly && (rv = st_rollup_cache(db)) != 0)
-		goto fail;
 
 	for (i = 0; i < ST_S_COUNT; i++) {
 		if (readonly && i != ST_S_PEER_GET && i != ST_S_NODE_GET)
@@ -356,32 +378,28 @@ static int st_check_value(const char *what, uint64_t v)
 }
 
 /*
- * Steps the bound write statement s of table `which`; a window already
- * rolled up is also added to its buckets (st_rollup_late), both in one
- * savepoint so that they stay equal.
+ * Steps the bound write statement s of table `which` and adds the same
+ * value to the window's bucket in every rolled-up series (st_rollup_add),
+ * all in one savepoint so that they stay equal.
  */
 static int st_write(st_db *db, sqlite3_stmt *s, enum st_stmt which, const char *server,
 		    int64_t start, enum st_resource r, const char *key, uint64_t value, uint64_t cap)
 {
 	int rv;
 
-	if (start >= db->rolled[ST_SERIES_1M])
-		return st_run(db, s, "failed to write to", NULL);
-	if (sqlite3_exec(db->h, "SAVEPOINT st_late", NULL, NULL, NULL) != SQLITE_OK) {
-		rv = st_sql_err(db, sqlite3_errcode(db->h), "failed to write to");
+	/* prepared once: this runs for every row the aggregator writes */
+	if ((rv = st_run(db, db->stmt[ST_S_SP_BEGIN], "failed to write to", NULL)) != 0) {
 		sqlite3_reset(s);
 		sqlite3_clear_bindings(s);
 		return rv;
 	}
 	if ((rv = st_run(db, s, "failed to write to", NULL)) != 0 ||
-	    (rv = st_rollup_late(db, which, server, start, r, key, value, cap)) != 0) {
-		sqlite3_exec(db->h, "ROLLBACK TO st_late", NULL, NULL, NULL);
-		sqlite3_exec(db->h, "RELEASE st_late", NULL, NULL, NULL);
+	    (rv = st_rollup_add(db, which, server, start, r, key, value, cap)) != 0) {
+		st_run(db, db->stmt[ST_S_SP_ROLLBACK], "failed to write to", NULL);
+		st_run(db, db->stmt[ST_S_SP_RELEASE], "failed to write to", NULL);
 		return rv;
 	}
-	if (sqlite3_exec(db->h, "RELEASE st_late", NULL, NULL, NULL) != SQLITE_OK)
-		return st_sql_err(db, sqlite3_errcode(db->h), "failed to write to");
-	return RM_OK;
+	return st_run(db, db->stmt[ST_S_SP_RELEASE], "failed to write to", NULL);
 }
 
 /* The shared body of st_add_usage and st_add_unacct. */

@@ -66,7 +66,7 @@ const char *st_resource_unit(enum st_resource r);
 #define ST_NAME_MAX 63    /* server, CE and node names */
 #define ST_REASON_MAX 31  /* reasons of unaccountable usage */
 #define ST_BUSY_TIMEOUT_MS 5000
-#define ST_SCHEMA_VERSION 6 /* schema version this code creates and reads */
+#define ST_SCHEMA_VERSION 7 /* schema version this code creates and reads */
 
 #define ST_OPEN_READONLY 0x1
 
@@ -226,6 +226,19 @@ int st_query_usage_step(st_db *db, const struct st_query *q, int64_t step_ns, st
 			size_t *n);
 int st_query_unacct_step(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 			 size_t *n);
+
+/*
+ * As st_query_usage (step_ns = 0) or st_query_usage_step, with the rows of
+ * every server summed into rows with server "": per (resource, range or
+ * period, CE) the sum of U_c, and one __unaccountable__ row for the
+ * servers together: residual = sum U - sum U_c, value = max(residual, 0)
+ * (total and capacity summed). Without q->server, whole days are read from
+ * the day series summed over servers (500 rows a day for 100 CEs and 5
+ * resources, whatever the number of servers). q->per_window is ignored.
+ * Errors as st_query_usage (step_ns < 0: RM_EINVAL).
+ */
+int st_query_usage_all(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+		       size_t *n);
 
 /*
  * Breakdown of V = U - sum_c U_c per (server, resource, reason[, window]):

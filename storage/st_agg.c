@@ -177,6 +177,7 @@ struct st_agg {
 	int64_t step;        /* > 0: per period */
 	int per_window;
 	int unacct;          /* st_query_unacct: U_c only as sums per group */
+	int all_servers;     /* ST_AGG_USAGE_ALL: keyed cells without their server */
 	struct st_intern in;
 	const char *empty;
 	struct st_map keyed; /* per CE or reason */
@@ -228,7 +229,7 @@ static int st_agg_scan(struct st_agg *a, const char *sql, int t)
 				goto overflow;
 			continue;
 		}
-		if (!(c = st_map_get(&a->keyed, server, res, ws, wl, key))) {
+		if (!(c = st_map_get(&a->keyed, a->all_servers ? a->empty : server, res, ws, wl, key))) {
 			rv = RM_ENOMEM;
 			break;
 		}
@@ -290,10 +291,37 @@ static void st_fill(struct st_row *r, const struct st_cell *g)
 	r->capacity = st_pos(g->c);
 }
 
-int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
+/* Sums the groups of a (per server, or already summed: server "") into
+ * groups without a server: t, c, s, has summed; sum = the sum of the
+ * residuals t - s, so V of all servers = sum U - sum U_c. */
+static int st_agg_fold(struct st_agg *a, struct st_map *all)
+{
+	size_t i;
+
+	for (i = 0; i < a->group.n; i++) {
+		const struct st_cell *g = &a->group.v[i];
+		struct st_cell *G = st_map_get(all, a->empty, g->resource, g->ws, g->wl, a->empty);
+		int64_t res;
+
+		if (!G)
+			return RM_ENOMEM;
+		G->has |= g->has;
+		if (st_agg_add(&G->t, g->t) || st_agg_add(&G->c, g->c) || st_agg_add(&G->s, g->s) ||
+		    __builtin_sub_overflow(g->t, g->s, &res) || st_agg_add(&G->sum, res)) {
+			rm_log_error("failed to query '%s': a sum overflows int64", a->db->path);
+			return RM_ESQL;
+		}
+	}
+	return RM_OK;
+}
+
+int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 		 const char *const sql[3], struct st_row **rows, size_t *n)
 {
-	struct st_agg a = { .db = db, .q = q, .step = step, .per_window = q->per_window, .unacct = unacct };
+	int unacct = mode == ST_AGG_UNACCT;
+	struct st_agg a = { .db = db, .q = q, .step = step, .per_window = q->per_window, .unacct = unacct,
+			    .all_servers = mode == ST_AGG_USAGE_ALL };
+	struct st_map all = { 0 }, *groups = &a.group;
 	struct st_row *out = NULL;
 	size_t i, no = 0, cap;
 	int want_ce = 1, want_v = 1, rv = RM_OK, t;
@@ -305,15 +333,22 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
 	for (t = 0; t < 3 && rv == RM_OK; t++)
 		if (sql[t])
 			rv = st_agg_scan(&a, sql[t], t);
-	if (rv != RM_OK)
+	if (rv == RM_OK && a.all_servers) {
+		rv = st_agg_fold(&a, &all);
+		groups = &all;
+	}
+	if (rv != RM_OK) {
+		if (rv == RM_ENOMEM)
+			rm_log_error("failed to query '%s': %s", db->path, rm_strerror(rv));
 		goto done;
+	}
 	if (!unacct && q->ce) {
 		if (strcmp(q->ce, ST_CE_UNACCOUNTABLE) == 0)
 			want_ce = 0;
 		else
 			want_v = 0;
 	}
-	cap = a.keyed.n + a.group.n;
+	cap = a.keyed.n + groups->n;
 	if (cap && !(out = calloc(cap, sizeof(*out)))) {
 		rv = RM_ENOMEM;
 		rm_log_error("failed to query '%s': %s", db->path, rm_strerror(rv));
@@ -321,7 +356,7 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
 	}
 	for (i = 0; i < a.keyed.n; i++) {
 		const struct st_cell *c = &a.keyed.v[i];
-		const struct st_cell *g = st_map_get(&a.group, c->server, c->resource, c->ws, c->wl, a.empty);
+		const struct st_cell *g = st_map_get(groups, c->server, c->resource, c->ws, c->wl, a.empty);
 		struct st_row *r;
 
 		if (unacct ? (c->has != 4 || c->sum == 0) : (c->has != 1 || !want_ce || (q->ce && strcmp(c->key, q->ce))))
@@ -334,13 +369,21 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
 			snprintf(r->ce, sizeof(r->ce), "%s", c->key);
 		r->value = st_pos(c->sum);
 	}
-	for (i = 0; i < a.group.n; i++) {
-		const struct st_cell *g = &a.group.v[i];
+	for (i = 0; i < groups->n; i++) {
+		const struct st_cell *g = &groups->v[i];
 		int64_t res;
 		struct st_row *r;
 
 		if (unacct ? 0 : (!want_v || !(g->has & 3)))
 			continue;
+		if (a.all_servers) {
+			r = &out[no++];
+			st_fill(r, g);
+			snprintf(r->ce, sizeof(r->ce), "%s", ST_CE_UNACCOUNTABLE);
+			r->residual = g->sum;
+			r->value = st_pos(g->sum);
+			continue;
+		}
 		if (__builtin_sub_overflow(g->t, g->s, &res) ||
 		    (unacct && __builtin_sub_overflow(res, g->k, &res))) {
 			rm_log_error("failed to query '%s': residual overflows int64", db->path);
@@ -363,6 +406,7 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
 done:
 	st_map_free(&a.keyed);
 	st_map_free(&a.group);
+	st_map_free(&all);
 	st_names_free(&a.in.all);
 	free(a.in.slot);
 	if (rv != RM_OK || !no) {

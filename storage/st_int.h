@@ -23,6 +23,18 @@ enum st_stmt {
 	ST_S_HELD_PUT,
 	ST_S_HELD_RESOLVE,
 	ST_S_HELD_DELETE,
+	/* the same writes into a bucket of a rolled-up series (?1 = step) */
+	ST_S_R_USAGE,
+	ST_S_R_UNACCT,
+	ST_S_R_TOTAL,
+	ST_S_R_SPLIT,
+	/* usage and totals into the 1 day series summed over servers */
+	ST_S_C_USAGE,
+	ST_S_C_TOTAL,
+	/* the savepoint around a window's write and its buckets' */
+	ST_S_SP_BEGIN,
+	ST_S_SP_RELEASE,
+	ST_S_SP_ROLLBACK,
 	ST_S_COUNT
 };
 
@@ -32,35 +44,37 @@ struct st_db {
 	unsigned flags;   /* ST_OPEN_* */
 	int version;      /* schema version of the file */
 	sqlite3_stmt *stmt[ST_S_COUNT];
-	/* rolled_until per series as this handle last saw it (read-write
-	 * handles): writes to windows before rolled[ST_SERIES_1M] also go to
-	 * the rolled-up buckets (st_rollup_late) */
-	int64_t rolled[ST_SERIES_COUNT];
 };
 
 /* Where each series holds complete data: series s has the buckets starting
- * in [kept[s], rolled[s]) (rolled[ST_SERIES_1S] = INT64_MAX; a series never
- * rolled up has kept = rolled = INT64_MIN). */
+ * in [kept[s], rolled[s]). Every write goes to every series at once, so
+ * rolled[s] = INT64_MAX; kept[s] is where retention stopped (INT64_MIN:
+ * nothing deleted). */
 struct st_series_map {
 	int64_t rolled[ST_SERIES_COUNT];
 	int64_t kept[ST_SERIES_COUNT];
 };
 
+/* The latest window start of any table (*found = 0: no window): RM_OK or
+ * st_sql_err's code. */
+int st_last_start(st_db *db, int64_t *out, int *found);
+
 /* Reads the map from the database: RM_OK or st_sql_err's code. */
 int st_series_load(st_db *db, struct st_series_map *m);
+
+/* What st_agg_query returns: the rows of st_query_usage, st_query_unacct,
+ * st_query_usage_all. */
+enum { ST_AGG_USAGE = 0, ST_AGG_UNACCT = 1, ST_AGG_USAGE_ALL = 2 };
 
 /*
  * Runs the scans sql[0] (usage: server, resource, win_start, win_len, ce,
  * value), sql[1] (unacct: ..., reason, value) and sql[2] (total: ...,
- * value, capacity) -- NULL to skip one -- and returns the rows of
- * st_query_usage (unacct = 0) or st_query_unacct (unacct = 1), grouped per
- * range, per window (q->per_window) or per period (step > 0). st_agg.c.
+ * value, capacity) -- NULL to skip one -- and returns the rows of mode
+ * (ST_AGG_*), grouped per range, per window (q->per_window) or per period
+ * (step > 0). st_agg.c.
  */
-int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
+int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 		 const char *const sql[3], struct st_row **rows, size_t *n);
-
-/* Loads db->rolled from the database: RM_OK or st_sql_err's code. */
-int st_rollup_cache(st_db *db);
 
 /* A part of a query's range answered from one series: rows of series
  * `series` whose start is in [lo, hi). */
@@ -82,12 +96,12 @@ struct st_seg {
 size_t st_cover(const struct st_series_map *m, int64_t since, int64_t until, int64_t step_ns,
 		int finest, struct st_seg *out);
 
-/* Adds a late write (window start `start`) to every series that already
- * rolled up its bucket. which: ST_S_USAGE, ST_S_UNACCT (key = CE or
- * reason), ST_S_TOTAL (value, cap), ST_S_SPLIT (value = parts; r unused).
- * Call in the savepoint of the raw write. RM_OK or st_sql_err's code. */
-int st_rollup_late(st_db *db, enum st_stmt which, const char *server, int64_t start,
-		   enum st_resource r, const char *key, uint64_t value, uint64_t cap);
+/* Adds a write (window start `start`) to its bucket in every rolled-up
+ * series. which: ST_S_USAGE, ST_S_UNACCT (key = CE or reason), ST_S_TOTAL
+ * (value, cap), ST_S_SPLIT (value = parts; r unused). Call in the
+ * savepoint of the window's write. RM_OK or st_sql_err's code. */
+int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t start,
+		  enum st_resource r, const char *key, uint64_t value, uint64_t cap);
 
 /* Number of migration steps; step i (0-based) brings a file to version i+1. */
 extern const int st_schema_nsteps;

@@ -122,16 +122,27 @@ static const char *const st_tab_cols[] = { "ce, value", "reason, value", "value,
  * A subquery over table t yielding (server, resource, win_start, win_len,
  * <its value columns>) for the rows of each segment's series starting in
  * the segment and matching q's server and resource (rolled-up rows have
- * win_len = their step; split rows resource 0).
+ * win_len = their step; split rows resource 0). all (q->server NULL): the
+ * usage and totals of day segments come summed over servers, server "".
  */
 static void st_src(struct st_sb *b, enum st_tab t, const struct st_query *q,
-		   const struct st_seg *seg, size_t nseg)
+		   const struct st_seg *seg, size_t nseg, int all)
 {
 	size_t i;
 
 	st_sb_add(b, "(");
 	for (i = 0; i < nseg; i++) {
 		int64_t step = st_series_step((enum st_series)seg[i].series);
+
+		if (all && seg[i].series == ST_SERIES_1D && (t == ST_T_USAGE || t == ST_T_TOTAL)) {
+			/* the day series summed over servers (server "") */
+			st_sb_add(b, "%sSELECT '' AS server, resource, win_start, step AS win_len, %s "
+				     "FROM r_ce_%s WHERE step = %lld AND win_start >= %lld AND win_start < %lld%s",
+				  i ? " UNION ALL " : "", st_tab_cols[t], st_tab_name[t], (long long)step,
+				  (long long)seg[i].lo, (long long)seg[i].hi,
+				  q->resource >= 0 ? " AND resource = :res" : "");
+			continue;
+		}
 
 		st_sb_add(b, "%sSELECT server, %s AS resource, win_start, %s AS win_len, %s FROM %s%s "
 			     "WHERE ", i ? " UNION ALL " : "", t == ST_T_SPLIT ? "0" : "resource",
@@ -158,17 +169,22 @@ static enum st_group st_group_of(const struct st_query *q, int64_t step_ns)
 }
 
 /* The segments answering q when grouped as g (finest series per window,
- * else the coarsest that fits). */
+ * else the coarsest that fits). A range that ends after the latest window
+ * starts holds the same rows as one that never ends, so it is read as
+ * such: the current minute, hour and day buckets (which every write
+ * reaches) then answer for its end instead of the windows. */
 static int st_segments(st_db *db, const struct st_query *q, int64_t step_ns, enum st_group g,
 		       int finest, struct st_seg *seg, size_t *nseg)
 {
 	struct st_series_map m;
-	int rv;
+	int64_t until = q->until_ns, last;
+	int rv, found;
 
-	if ((rv = st_series_load(db, &m)) != 0)
+	if ((rv = st_series_load(db, &m)) != 0 || (rv = st_last_start(db, &last, &found)) != 0)
 		return rv;
-	*nseg = st_cover(&m, q->since_ns, q->until_ns, g == ST_G_STEP ? step_ns : 0, finest,
-			 seg);
+	if (found && until > last)
+		until = INT64_MAX;
+	*nseg = st_cover(&m, q->since_ns, until, g == ST_G_STEP ? step_ns : 0, finest, seg);
 	return RM_OK;
 }
 
@@ -210,17 +226,17 @@ static int st_ctes(st_db *db, const struct st_query *q, int64_t step_ns, enum st
 	st_group_exprs(step_ns, g, ws, sizeof(ws), wl, sizeof(wl));
 	st_sb_add(b, "WITH cu AS (SELECT server, resource, %s AS ws, %s AS wl, ce, SUM(value) AS v "
 		     "FROM ", ws, wl);
-	st_src(b, ST_T_USAGE, q, seg, nseg);
+	st_src(b, ST_T_USAGE, q, seg, nseg, 0);
 	st_sb_add(b, " GROUP BY 1, 2, 3, 4, 5), "
 		     "su AS (SELECT server, resource, ws, wl, SUM(v) AS s FROM cu GROUP BY 1, 2, 3, 4), "
 		     "ku AS (SELECT server, resource, %s AS ws, %s AS wl, reason, SUM(value) AS v FROM ",
 		  ws, wl);
-	st_src(b, ST_T_UNACCT, q, seg, nseg);
+	st_src(b, ST_T_UNACCT, q, seg, nseg, 0);
 	st_sb_add(b, " GROUP BY 1, 2, 3, 4, 5), "
 		     "sk AS (SELECT server, resource, ws, wl, SUM(v) AS k FROM ku GROUP BY 1, 2, 3, 4), "
 		     "tt AS (SELECT server, resource, %s AS ws, %s AS wl, SUM(value) AS t, "
 		     "SUM(capacity) AS c FROM ", ws, wl);
-	st_src(b, ST_T_TOTAL, q, seg, nseg);
+	st_src(b, ST_T_TOTAL, q, seg, nseg, 0);
 	st_sb_add(b, " GROUP BY 1, 2, 3, 4), "
 		     "g AS (SELECT server, resource, ws, wl FROM su UNION "
 		     "SELECT server, resource, ws, wl FROM sk UNION "
@@ -409,7 +425,7 @@ static void st_read_end(st_db *db, int own)
 
 /* st_query_usage / st_query_unacct through st_agg_query: plain scans of
  * the series that answer the range. */
-static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns, int mode,
 			    struct st_row **rows, size_t *n)
 {
 	struct st_seg seg[ST_SEG_MAX];
@@ -417,45 +433,46 @@ static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns
 	const char *sql[3];
 	enum st_group g;
 	size_t nseg;
-	int rv, t;
+	int rv, t, all;
 
 	if ((rv = st_check_query(db, q, rows, n)) != 0)
 		return rv;
 	*rows = NULL;
 	*n = 0;
 	g = st_group_of(q, step_ns);
+	all = mode == ST_AGG_USAGE_ALL && !q->server;
 	if ((rv = st_segments(db, q, step_ns, g, g == ST_G_WINDOW, seg, &nseg)) != 0)
 		return rv;
 	for (t = 0; t < 3; t++) {
 		sql[t] = NULL;
-		if (t == 1 && !unacct)
+		if (t == 1 && mode != ST_AGG_UNACCT)
 			continue;
 		st_sb_add(&b[t], "SELECT * FROM ");
-		st_src(&b[t], (enum st_tab)t, q, seg, nseg);
+		st_src(&b[t], (enum st_tab)t, q, seg, nseg, all);
 		if ((rv = st_sb_done(db, &b[t])) != 0)
 			goto done;
 		sql[t] = b[t].s;
 	}
-	rv = st_agg_query(db, q, g == ST_G_STEP ? step_ns : 0, unacct, sql, rows, n);
+	rv = st_agg_query(db, q, g == ST_G_STEP ? step_ns : 0, mode, sql, rows, n);
 done:
 	for (t = 0; t < 3; t++)
 		free(b[t].s);
 	return rv;
 }
 
-static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int mode,
 			 struct st_row **rows, size_t *n);
 
 static int st_usage(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 		    size_t *n)
 {
-	return st_scan_query(db, q, step_ns, 0, rows, n);
+	return st_scan_query(db, q, step_ns, ST_AGG_USAGE, rows, n);
 }
 
 static int st_unacct(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 		     size_t *n)
 {
-	return st_scan_query(db, q, step_ns, 1, rows, n);
+	return st_scan_query(db, q, step_ns, ST_AGG_UNACCT, rows, n);
 }
 
 static int st_check_step(int64_t step_ns)
@@ -476,6 +493,20 @@ int st_query_usage_step(st_db *db, const struct st_query *q, int64_t step_ns, st
 			size_t *n)
 {
 	return st_check_step(step_ns) ? RM_EINVAL : st_usage(db, q, step_ns, rows, n);
+}
+
+int st_query_usage_all(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+		       size_t *n)
+{
+	struct st_query qq;
+
+	if (step_ns < 0)
+		return st_check_step(step_ns);
+	if (!q)
+		return st_check_query(db, q, rows, n);
+	qq = *q;
+	qq.per_window = 0;
+	return st_scan_query(db, &qq, step_ns, ST_AGG_USAGE_ALL, rows, n);
 }
 
 int st_query_unacct(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
@@ -501,9 +532,10 @@ static int st_identity_in(st_db *db, const struct st_query *q, struct st_row **r
 		return rv;
 	*rows = NULL;
 	*n = 0;
-	/* per stored row of the coarsest series that fits: a rolled-up bucket
-	 * balances exactly when the sum of its windows' residuals is 0 */
-	if ((rv = st_ctes(db, q, 0, ST_G_WINDOW, 0, &b)) != 0) {
+	/* per stored row of the finest series holding each part: the windows
+	 * where they are kept, else the buckets (a bucket balances exactly
+	 * when the sum of its windows' residuals is 0) */
+	if ((rv = st_ctes(db, q, 0, ST_G_WINDOW, 1, &b)) != 0) {
 		free(b.s);
 		return rv;
 	}
@@ -522,14 +554,14 @@ static int st_count_in(st_db *db, const struct st_query *q, uint64_t *n)
 	if ((rv = st_check_query(db, q, n, &dummy)) != 0)
 		return rv;
 	*n = 0;
-	if ((rv = st_segments(db, q, 0, ST_G_WINDOW, 0, seg, &nseg)) != 0)
+	if ((rv = st_segments(db, q, 0, ST_G_WINDOW, 1, seg, &nseg)) != 0)
 		return rv;
 	st_sb_add(&b, "SELECT count(*) FROM (SELECT server, resource, win_start, win_len FROM ");
-	st_src(&b, ST_T_USAGE, q, seg, nseg);
+	st_src(&b, ST_T_USAGE, q, seg, nseg, 0);
 	st_sb_add(&b, " UNION SELECT server, resource, win_start, win_len FROM ");
-	st_src(&b, ST_T_UNACCT, q, seg, nseg);
+	st_src(&b, ST_T_UNACCT, q, seg, nseg, 0);
 	st_sb_add(&b, " UNION SELECT server, resource, win_start, win_len FROM ");
-	st_src(&b, ST_T_TOTAL, q, seg, nseg);
+	st_src(&b, ST_T_TOTAL, q, seg, nseg, 0);
 	st_sb_add(&b, ")");
 	if ((rv = st_sb_done(db, &b)) != 0 || (rv = st_prepare(db, q, b.s, &s)) != 0) {
 		free(b.s);
@@ -570,7 +602,7 @@ static int st_splits_in(st_db *db, const struct st_query *q, struct st_row **row
 		return rv;
 	st_group_exprs(0, g, ws, sizeof(ws), wl, sizeof(wl));
 	st_sb_add(&sb, "SELECT server, %s, %s, SUM(parts) FROM ", ws, wl);
-	st_src(&sb, ST_T_SPLIT, &qq, seg, nseg);
+	st_src(&sb, ST_T_SPLIT, &qq, seg, nseg, 0);
 	st_sb_add(&sb, " GROUP BY 1, 2, 3 HAVING SUM(parts) != 0 ORDER BY 1, 2, 3");
 	if ((rv = st_sb_done(db, &sb)) != 0 || (rv = st_prepare(db, &qq, sb.s, &s)) != 0) {
 		free(sb.s);
@@ -606,16 +638,16 @@ fail:
 
 /* ---- the public queries: each in one read snapshot ---- */
 
-static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int mode,
 			 struct st_row **rows, size_t *n)
 {
 	int own, rv;
 
 	if (!db)
-		return st_scan_query_in(db, q, step_ns, unacct, rows, n);
+		return st_scan_query_in(db, q, step_ns, mode, rows, n);
 	if ((rv = st_read_begin(db, &own)) != 0)
 		return rv;
-	rv = st_scan_query_in(db, q, step_ns, unacct, rows, n);
+	rv = st_scan_query_in(db, q, step_ns, mode, rows, n);
 	st_read_end(db, own);
 	return rv;
 }
@@ -659,9 +691,10 @@ int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, s
 	return rv;
 }
 
-/* The rows naming `what` in every kept series: the windows, and of each
- * rolled-up series the buckets the next coarser series has not rolled up
- * (the 1 day series all), so that together they cover all time. */
+/* The rows naming `what` in every kept series: every write reaches every
+ * series, so the windows (first: found through their index by name) and
+ * of each rolled-up series the rows the next coarser one no longer holds
+ * (before its kept_from; the 1 day series all) cover all that is stored. */
 static int st_names_sql(st_db *db, const char *what, int exists, struct st_sb *b)
 {
 	const char *tab = strcmp(what, "ce") == 0 ? "usage" : "total";
@@ -670,19 +703,25 @@ static int st_names_sql(st_db *db, const char *what, int exists, struct st_sb *b
 
 	if ((rv = st_series_load(db, &m)) != 0)
 		return rv;
-	if (exists)
-		st_sb_add(b, "SELECT EXISTS (SELECT 1 FROM %s WHERE %s = :name)", tab, what);
-	else
-		st_sb_add(b, "SELECT DISTINCT %s FROM %s", what, tab);
-	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
-		long long from = s + 1 < ST_SERIES_COUNT ? (long long)m.rolled[s + 1] : (long long)INT64_MIN;
+	st_sb_add(b, "%s", exists ? "SELECT 0" : "SELECT NULL WHERE 0");
+	for (s = ST_SERIES_1S; s < ST_SERIES_COUNT; s++) {
+		long long below = s + 1 < ST_SERIES_COUNT ? (long long)m.kept[s + 1] : (long long)INT64_MAX;
+		char src[96];
 
-		if (exists)
-			st_sb_add(b, " OR EXISTS (SELECT 1 FROM r_%s WHERE step = %lld AND win_start >= %lld "
-				     "AND %s = :name)", tab, (long long)st_series_step(s), from, what);
+		if (s == ST_SERIES_1S)
+			below = (long long)INT64_MAX;
+		else if (below == (long long)INT64_MIN)
+			continue; /* the next series holds all of it */
+		if (s == ST_SERIES_1S)
+			snprintf(src, sizeof(src), "%s WHERE", tab);
 		else
-			st_sb_add(b, " UNION SELECT %s FROM r_%s WHERE step = %lld AND win_start >= %lld", what,
-				  tab, (long long)st_series_step(s), from);
+			snprintf(src, sizeof(src), "r_%s WHERE step = %lld AND", tab,
+				 (long long)st_series_step((enum st_series)s));
+		if (exists)
+			st_sb_add(b, " OR EXISTS (SELECT 1 FROM %s win_start < %lld AND %s = :name)", src,
+				  below, what);
+		else
+			st_sb_add(b, " UNION SELECT %s FROM %s win_start < %lld", what, src, below);
 	}
 	if (!exists)
 		st_sb_add(b, " ORDER BY 1");

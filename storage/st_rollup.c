@@ -1,9 +1,8 @@
 /*
- * st_rollup.c - the 1 min / 1 h / 1 day series: rolling the finer rows up
- * into them as the settled horizon moves, retention per series, the stored
- * horizon, late writes into buckets already rolled up, and the choice of
- * the series that answer a query's range (st_cover). Owns the tables
- * r_usage, r_unacct, r_total, r_split, series and horizon (schema v6).
+ * st_rollup.c - the 1 min / 1 h / 1 day series: adding each write to its
+ * buckets, retention per series, the stored horizon, and the choice of the
+ * series that answer a query's range (st_cover). Owns the tables r_usage,
+ * r_unacct, r_total, r_split, series and horizon (schema v6, v7).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -175,21 +174,19 @@ int st_series_load(st_db *db, struct st_series_map *m)
 	sqlite3_stmt *s;
 	int rc, i;
 
+	/* every write reaches every series: each is complete from kept on */
 	for (i = 0; i < ST_SERIES_COUNT; i++) {
-		m->rolled[i] = i == ST_SERIES_1S ? INT64_MAX : INT64_MIN;
+		m->rolled[i] = INT64_MAX;
 		m->kept[i] = INT64_MIN;
 	}
-	rc = sqlite3_prepare_v2(db->h, "SELECT series, rolled_until, kept_from FROM series", -1, &s,
-				NULL);
+	rc = sqlite3_prepare_v2(db->h, "SELECT series, kept_from FROM series", -1, &s, NULL);
 	if (rc != SQLITE_OK)
 		return st_sql_err(db, rc, "failed to query");
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		i = sqlite3_column_int(s, 0);
 		if (i < 0 || i >= ST_SERIES_COUNT)
 			continue;
-		if (i != ST_SERIES_1S)
-			m->rolled[i] = sqlite3_column_int64(s, 1);
-		m->kept[i] = sqlite3_column_int64(s, 2);
+		m->kept[i] = sqlite3_column_int64(s, 1);
 	}
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE)
@@ -229,12 +226,15 @@ static int st_write_ints(st_db *db, const char *sql, const int64_t *v, int nv, c
 	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, what);
 }
 
-static int st_series_store(st_db *db, int s, int64_t rolled, int64_t kept)
+/* Stores where retention stopped in series s (rolled_until: always the
+ * maximum since schema v7). */
+static int st_series_store(st_db *db, int s, int64_t kept)
 {
-	const int64_t v[3] = { s, rolled, kept };
+	const int64_t v[2] = { s, kept };
 
 	return st_write_ints(db, "INSERT OR REPLACE INTO series (series, rolled_until, kept_from) "
-				 "VALUES (?1, ?2, ?3)", v, 3, "failed to roll up");
+				 "VALUES (?1, 9223372036854775807, ?2)", v, 2,
+			     "failed to apply retention to");
 }
 
 int st_horizon_set(st_db *db, int64_t settled_ns)
@@ -276,34 +276,11 @@ int st_latest_end(st_db *db, int64_t *end_ns)
 	return found ? RM_OK : RM_ENOENT;
 }
 
-int st_rollup_cache(st_db *db)
-{
-	struct st_series_map m;
-	int rv;
-
-	if ((rv = st_series_load(db, &m)) != 0)
-		return rv;
-	memcpy(db->rolled, m.rolled, sizeof(db->rolled));
-	return RM_OK;
-}
-
-/* ---- rolling up ---- */
+/* ---- retention ---- */
 
 /* The tables of one series: "usage" or "r_usage" etc., and the filter
  * that selects the series' rows (with ?3 = its step for rolled series). */
 static const char *const st_tables[] = { "usage", "unacct", "total", "split" };
-
-/* Columns summed / grouped per table. */
-static const char *const st_keys[] = { "server, resource, ce", "server, resource, reason",
-				       "server, resource", "server" };
-static const char *const st_sums[] = { "SUM(value)", "SUM(value)", "SUM(value), SUM(capacity)",
-				       "SUM(parts)" };
-static const char *const st_vals[] = { "value", "value", "value, capacity", "parts" };
-static const char *const st_upd[] = {
-	"value = value + excluded.value", "value = value + excluded.value",
-	"value = value + excluded.value, capacity = capacity + excluded.capacity",
-	"parts = parts + excluded.parts",
-};
 
 /* The smallest start in series s (its rows of any table), *found = 0 if none. */
 static int st_series_min(st_db *db, int s, int64_t *out, int *found)
@@ -325,41 +302,12 @@ static int st_series_min(st_db *db, int s, int64_t *out, int *found)
 	return st_int_get(db, sql, &step, s == ST_SERIES_1S ? 0 : 1, out, found);
 }
 
-/* Rolls the rows of series s - 1 starting in [lo, hi) into series s. */
-static int st_roll_range(st_db *db, int s, int64_t lo, int64_t hi)
+int st_last_start(st_db *db, int64_t *out, int *found)
 {
-	int64_t step = st_steps[s], from = st_steps[s - 1];
-	char sql[1024], src[128];
-	sqlite3_stmt *st;
-	size_t t;
-	int rc;
-
-	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]); t++) {
-		if (s - 1 == ST_SERIES_1S)
-			snprintf(src, sizeof(src), "%s WHERE", st_tables[t]);
-		else
-			snprintf(src, sizeof(src), "r_%s WHERE step = ?4 AND", st_tables[t]);
-		snprintf(sql, sizeof(sql),
-			 "INSERT INTO r_%s (step, win_start, %s, %s) "
-			 "SELECT ?3, win_start - (((win_start %% ?3) + ?3) %% ?3) AS b, %s, %s "
-			 "FROM %s win_start >= ?1 AND win_start < ?2 GROUP BY b, %s "
-			 "ON CONFLICT DO UPDATE SET %s",
-			 st_tables[t], st_keys[t], st_vals[t], st_keys[t], st_sums[t], src,
-			 st_keys[t], st_upd[t]);
-		rc = sqlite3_prepare_v2(db->h, sql, -1, &st, NULL);
-		if (rc != SQLITE_OK)
-			return st_sql_err(db, rc, "failed to roll up");
-		sqlite3_bind_int64(st, 1, lo);
-		sqlite3_bind_int64(st, 2, hi);
-		sqlite3_bind_int64(st, 3, step);
-		if (s - 1 != ST_SERIES_1S)
-			sqlite3_bind_int64(st, 4, from);
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE)
-			return st_sql_err(db, rc, "failed to roll up");
-	}
-	return RM_OK;
+	/* each a lookup at the end of a time index */
+	return st_int_get(db, "SELECT max(m) FROM (SELECT max(win_start) AS m FROM usage UNION ALL "
+			      "SELECT max(win_start) FROM unacct UNION ALL SELECT max(win_start) FROM total "
+			      "UNION ALL SELECT max(win_start) FROM split)", NULL, 0, out, found);
 }
 
 /* Deletes the rows of series s starting before cutoff. */
@@ -370,9 +318,13 @@ static int st_purge(st_db *db, int s, int64_t cutoff)
 	size_t t;
 	int rc;
 
-	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]); t++) {
+	/* the 1 day series also has its rows summed over servers */
+	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]) + (s == ST_SERIES_1D ? 2 : 0); t++) {
 		if (s == ST_SERIES_1S)
 			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE win_start < ?1", st_tables[t]);
+		else if (t >= sizeof(st_tables) / sizeof(st_tables[0]))
+			snprintf(sql, sizeof(sql), "DELETE FROM r_ce_%s WHERE step = ?2 AND win_start < ?1",
+				 t == sizeof(st_tables) / sizeof(st_tables[0]) ? "usage" : "total");
 		else
 			snprintf(sql, sizeof(sql), "DELETE FROM r_%s WHERE step = ?2 AND win_start < ?1",
 				 st_tables[t]);
@@ -390,60 +342,45 @@ static int st_purge(st_db *db, int s, int64_t cutoff)
 	return RM_OK;
 }
 
-/* One pass over every series; in the caller's transaction. */
+/* One pass of retention over every series, deleting at most
+ * max(ST_ROLLUP_MAX_SPAN_NS, the next series' step) of each; in the
+ * caller's transaction. */
 static int st_rollup_pass(st_db *db, const struct st_retention *r, int64_t horizon, int *more)
 {
 	struct st_series_map m;
-	int64_t target, lo, hi, cutoff, first;
+	int64_t cutoff, lo, first;
 	int s, found, rv;
 
 	if ((rv = st_series_load(db, &m)) != 0)
 		return rv;
-	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
-		int64_t step = st_steps[s];
-
-		target = st_floor(s == ST_SERIES_1M ? horizon : m.rolled[s - 1], step);
-		lo = m.rolled[s];
-		if (lo == INT64_MIN) {
-			/* first rollup: start at the finer series' first row */
-			if ((rv = st_series_min(db, s - 1, &first, &found)) != 0)
-				return rv;
-			lo = found ? st_floor(first, step) : target;
-			if (lo > target)
-				lo = target;
-			m.kept[s] = lo;
-		}
-		hi = target;
-		if (hi - lo > ST_ROLLUP_MAX_SPAN_NS) {
-			hi = lo + ST_ROLLUP_MAX_SPAN_NS;
-			*more = 1;
-		}
-		if (hi > lo && (rv = st_roll_range(db, s, lo, hi)) != 0)
-			return rv;
-		if (st_max(lo, hi) == m.rolled[s])
-			continue; /* nothing new: no write */
-		m.rolled[s] = st_max(lo, hi);
-		if ((rv = st_series_store(db, s, m.rolled[s], m.kept[s])) != 0)
-			return rv;
-	}
 	for (s = ST_SERIES_1S; s < ST_SERIES_COUNT; s++) {
+		/* the cut falls on a bucket of the next series, which then
+		 * answers for what is deleted */
 		int64_t align = st_steps[s + 1 < ST_SERIES_COUNT ? s + 1 : s];
+		int64_t span = st_max(ST_ROLLUP_MAX_SPAN_NS, align);
 
 		if (r->keep_ns[s] == 0 || horizon < INT64_MIN + r->keep_ns[s])
 			continue;
 		cutoff = st_floor(horizon - r->keep_ns[s], align);
-		if (s + 1 < ST_SERIES_COUNT)
-			cutoff = st_min(cutoff, m.rolled[s + 1]); /* never what is not rolled up */
 		if (cutoff <= m.kept[s])
 			continue;
+		lo = m.kept[s];
+		if (lo == INT64_MIN) {
+			if ((rv = st_series_min(db, s, &first, &found)) != 0)
+				return rv;
+			lo = found ? st_floor(first, align) : cutoff;
+		}
+		if (cutoff <= lo)
+			continue; /* nothing that old */
+		if (cutoff - lo > span) {
+			cutoff = lo + span;
+			*more = 1;
+		}
 		if ((rv = st_purge(db, s, cutoff)) != 0)
 			return rv;
-		m.kept[s] = cutoff;
-		if ((rv = st_series_store(db, s, s == ST_SERIES_1S ? INT64_MAX : m.rolled[s],
-					  cutoff)) != 0)
+		if ((rv = st_series_store(db, s, cutoff)) != 0)
 			return rv;
 	}
-	memcpy(db->rolled, m.rolled, sizeof(db->rolled));
 	return RM_OK;
 }
 
@@ -468,7 +405,7 @@ int st_rollup(st_db *db, const struct st_retention *r, int *more)
 			return RM_EINVAL;
 		}
 	if (db->flags & ST_OPEN_READONLY) {
-		rm_log_error("failed to roll up '%s': opened read-only", db->path);
+		rm_log_error("failed to apply retention to '%s': opened read-only", db->path);
 		return RM_EPERM;
 	}
 	rv = st_horizon_get(db, &horizon);
@@ -480,47 +417,50 @@ int st_rollup(st_db *db, const struct st_retention *r, int *more)
 		return rv;
 	if ((rv = st_rollup_pass(db, r, horizon, more)) != 0 || (rv = st_commit(db)) != 0) {
 		st_rollback(db);
-		st_rollup_cache(db);
 		return rv;
 	}
 	return RM_OK;
 }
 
-/* ---- late writes ---- */
+/* ---- writes ---- */
 
-int st_rollup_late(st_db *db, enum st_stmt which, const char *server, int64_t start,
-		   enum st_resource r, const char *key, uint64_t value, uint64_t cap)
+/* Binds a bucket write of series step `step` to st (the parameters of
+ * ST_S_R_* and ST_S_C_*), steps and resets it. */
+static int st_bucket_write(st_db *db, sqlite3_stmt *st, int64_t step, const char *server,
+			   int64_t start, enum st_resource r, const char *key, uint64_t value,
+			   uint64_t cap)
 {
-	int t = which == ST_S_USAGE ? 0 : which == ST_S_UNACCT ? 1 : which == ST_S_TOTAL ? 2 : 3;
-	sqlite3_stmt *st;
-	char sql[512];
-	int s, rc, i;
+	int rc;
 
-	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
-		if (start >= db->rolled[s])
-			continue;
-		snprintf(sql, sizeof(sql),
-			 "INSERT INTO r_%s (step, win_start, %s, %s) VALUES (?1, ?2, ?3%s%s, ?5%s) "
-			 "ON CONFLICT DO UPDATE SET %s",
-			 st_tables[t], st_keys[t], st_vals[t], t < 3 ? ", ?4" : "", t < 2 ? ", ?6" : "",
-			 t == 2 ? ", ?7" : "", st_upd[t]);
-		rc = sqlite3_prepare_v2(db->h, sql, -1, &st, NULL);
-		if (rc != SQLITE_OK)
-			return st_sql_err(db, rc, "failed to write to");
-		sqlite3_bind_int64(st, 1, st_steps[s]);
-		sqlite3_bind_int64(st, 2, st_floor(start, st_steps[s]));
-		sqlite3_bind_text(st, 3, server, -1, SQLITE_STATIC);
-		if ((i = sqlite3_bind_parameter_index(st, "?4")) > 0)
-			sqlite3_bind_int(st, i, (int)r);
-		sqlite3_bind_int64(st, 5, (sqlite3_int64)value);
-		if ((i = sqlite3_bind_parameter_index(st, "?6")) > 0)
-			sqlite3_bind_text(st, i, key, -1, SQLITE_STATIC);
-		if ((i = sqlite3_bind_parameter_index(st, "?7")) > 0)
-			sqlite3_bind_int64(st, i, (sqlite3_int64)cap);
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE)
-			return st_sql_err(db, rc, "failed to write to");
-	}
+	sqlite3_bind_int64(st, 1, step);
+	sqlite3_bind_int64(st, 2, st_floor(start, step));
+	sqlite3_bind_text(st, 3, server, -1, SQLITE_STATIC);
+	if (sqlite3_bind_parameter_count(st) >= 4)
+		sqlite3_bind_int(st, 4, (int)r);
+	if (sqlite3_bind_parameter_count(st) >= 5)
+		sqlite3_bind_text(st, 5, key ? key : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)value);
+	if (sqlite3_bind_parameter_count(st) >= 7)
+		sqlite3_bind_int64(st, 7, (sqlite3_int64)cap);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, "failed to write to");
+}
+
+int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t start,
+		  enum st_resource r, const char *key, uint64_t value, uint64_t cap)
+{
+	enum st_stmt rs = which == ST_S_USAGE ? ST_S_R_USAGE : which == ST_S_UNACCT ? ST_S_R_UNACCT :
+			  which == ST_S_TOTAL ? ST_S_R_TOTAL : ST_S_R_SPLIT;
+	int s, rv;
+
+	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++)
+		if ((rv = st_bucket_write(db, db->stmt[rs], st_steps[s], server, start, r, key, value,
+					  cap)) != 0)
+			return rv;
+	if (which == ST_S_USAGE || which == ST_S_TOTAL)
+		return st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL],
+				       DAY_NS, server, start, r, key, value, cap);
 	return RM_OK;
 }

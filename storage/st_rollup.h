@@ -11,16 +11,19 @@
  * in the windows it sums, and a query whose bounds are multiples of a step
  * gives the same numbers from that series as from the 1 s rows.
  *
- * Rolling up follows the settled horizon: the time before which the
- * aggregator expects no more writes (st_horizon_set). Buckets that end at or
- * before the horizon are rolled up (1 min from the windows, 1 h from 1 min,
- * 1 day from 1 h), at most ST_ROLLUP_MAX_SPAN_NS of each series per call.
- * A write that still arrives for a window already rolled up is added to the
- * rolled-up buckets as well (by the handle that rolled up: one writer).
+ * Rolling up happens as windows are written: each write of a window (an
+ * additive upsert) also adds its value to the window's bucket in each of
+ * the three series, in the same savepoint. So every series is complete up
+ * to the latest window and a query whose bounds are multiples of a step
+ * reads no finer rows; a write that arrives late (for an old window) is
+ * counted in every series alike. The settled horizon (st_horizon_set: the
+ * time before which the aggregator expects no more writes) decides only
+ * what retention deletes and what a billing job may export as final.
  *
  * Retention deletes the rows of a series that start more than keep_ns
- * before the horizon, but never a row whose bucket the next coarser series
- * has not rolled up yet. Queries (st.h) then answer from the coarser series.
+ * before the horizon (cut at a bucket boundary of the next coarser series,
+ * which holds the same sums). Queries (st.h) then answer from the coarser
+ * series.
  */
 #ifndef RM_ST_ROLLUP_H
 #define RM_ST_ROLLUP_H
@@ -32,7 +35,7 @@
 enum st_series { ST_SERIES_1S = 0, ST_SERIES_1M, ST_SERIES_1H, ST_SERIES_1D, ST_SERIES_COUNT };
 
 #define ST_NS_PER_S 1000000000LL
-#define ST_ROLLUP_MAX_SPAN_NS (3600 * ST_NS_PER_S) /* per series and call: one tick's work */
+#define ST_ROLLUP_MAX_SPAN_NS (3600 * ST_NS_PER_S) /* retention per series and call: one tick's work */
 
 /* Step of a series in ns (0 for ST_SERIES_1S: the stored windows), and its
  * name ("1s", "1m", "1h", "1d"; "?" out of range). Thread-safe. */
@@ -65,19 +68,19 @@ int st_horizon_get(st_db *db, int64_t *settled_ns);
 int st_latest_end(st_db *db, int64_t *end_ns);
 
 /*
- * Rolls every series up towards the stored horizon (at most
- * ST_ROLLUP_MAX_SPAN_NS per series and call) and applies retention r (NULL:
- * st_retention_default), in one transaction of its own (RM_ESTATE if one is
- * open). *more (if not NULL) is set when a series stopped at the span
- * limit: call again. Without a horizon nothing happens (RM_OK). Returns
- * RM_OK, RM_EINVAL (negative keep), RM_EPERM, RM_ESQL (e.g. a sum beyond
- * int64; nothing is changed).
+ * Applies retention r (NULL: st_retention_default) relative to the stored
+ * horizon, deleting at most max(ST_ROLLUP_MAX_SPAN_NS, the next series'
+ * step) of each series per call, in one transaction of its own (RM_ESTATE
+ * if one is open). *more (if not NULL) is set when a series stopped at
+ * that limit: call again. Without a horizon nothing happens (RM_OK).
+ * Returns RM_OK, RM_EINVAL (negative keep), RM_EPERM, RM_ESQL (nothing is
+ * changed).
  */
 int st_rollup(st_db *db, const struct st_retention *r, int *more);
 
-/* State of series s: buckets starting before *rolled_until are rolled up
- * (ST_SERIES_1S: INT64_MAX), rows starting before *kept_from were deleted
- * by retention (INT64_MIN: none). RM_OK, RM_EINVAL, RM_ESQL. */
+/* State of series s: *rolled_until = INT64_MAX (every series holds every
+ * write), rows starting before *kept_from were deleted by retention
+ * (INT64_MIN: none). RM_OK, RM_EINVAL, RM_ESQL. */
 int st_series_state(st_db *db, enum st_series s, int64_t *rolled_until, int64_t *kept_from);
 
 #endif

@@ -1,11 +1,14 @@
 /*
  * st_rollup_test.c - tests of the 1 min / 1 h / 1 day series on real SQLite
- * files: two databases get the same writes, one is rolled up (and
- * thinned by retention), and every query must answer the same from both;
- * the migration of a v5 file; late writes; retention never deleting what is
- * not rolled up; the choice of series (st_cover).
+ * files: two databases get the same writes, one answers from its series
+ * (and is thinned by retention), the other from its 1 s rows only, and
+ * every query -- aligned and unaligned ranges, per range and per period --
+ * must answer the same from both; the migrations of a v5 and of a
+ * partly rolled-up v6 file; late writes; retention in bounded steps; the
+ * choice of series (st_cover).
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -80,6 +83,20 @@ static void fill(st_db **dbs, int ndb, int64_t from, int64_t to)
 		CU_ASSERT_EQUAL_FATAL(st_commit(dbs[d]), RM_OK);
 }
 
+/* Makes db answer from its 1 s rows only: its rolled-up series are emptied
+ * and marked as wholly deleted by retention, so st_cover never uses them. */
+static void windows_only(st_db *db)
+{
+	CU_ASSERT_EQUAL_FATAL(sqlite3_exec(db->h,
+					   "DELETE FROM r_usage; DELETE FROM r_unacct; DELETE FROM r_total; "
+					   "DELETE FROM r_split; DELETE FROM r_ce_usage; DELETE FROM r_ce_total; "
+					   "INSERT OR REPLACE INTO series VALUES "
+					   "(1, 9223372036854775807, 9223372036854775807), "
+					   "(2, 9223372036854775807, 9223372036854775807), "
+					   "(3, 9223372036854775807, 9223372036854775807)",
+					   NULL, NULL, NULL), SQLITE_OK);
+}
+
 static void roll_all(st_db *db, const struct st_retention *r)
 {
 	int more = 1, guard = 0;
@@ -145,6 +162,69 @@ static void same_answers(st_db *a, st_db *b, struct st_query q, int64_t step)
 	}
 }
 
+/* st_query_usage_all equals the per-server rows of st_query_usage(_step)
+ * summed per (resource, period, CE); V's residual is the sum of the
+ * servers' residuals, its value that sum if positive. */
+static void same_as_summed(st_db *db, struct st_query q, int64_t step)
+{
+	struct st_row *ra, *rs;
+	size_t na, ns, i, j;
+	int64_t sum, tot, cap, resid;
+	int found, bad = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_usage_all(db, &q, step, &ra, &na), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(step ? st_query_usage_step(db, &q, step, &rs, &ns)
+				   : st_query_usage(db, &q, &rs, &ns), RM_OK);
+	CU_ASSERT(na > 0);
+	for (i = 0; i < na; i++) {
+		CU_ASSERT_STRING_EQUAL(ra[i].server, "");
+		sum = tot = cap = resid = 0;
+		found = 0;
+		for (j = 0; j < ns; j++) {
+			if (rs[j].resource != ra[i].resource || rs[j].win_start_ns != ra[i].win_start_ns)
+				continue;
+			if (!strcmp(rs[j].ce, ST_CE_UNACCOUNTABLE)) { /* one per server */
+				tot += (int64_t)rs[j].total;
+				cap += (int64_t)rs[j].capacity;
+			}
+			if (strcmp(rs[j].ce, ra[i].ce))
+				continue;
+			found++;
+			sum += (int64_t)rs[j].value;
+			resid += rs[j].residual;
+		}
+		if (!strcmp(ra[i].ce, ST_CE_UNACCOUNTABLE))
+			sum = resid > 0 ? resid : 0;
+		bad += !found || sum != (int64_t)ra[i].value || tot != (int64_t)ra[i].total ||
+		       cap != (int64_t)ra[i].capacity || resid != ra[i].residual;
+	}
+	/* and nothing left out: as many (resource, period, CE) as the servers have */
+	for (j = 0; j < ns; j++) {
+		found = 0;
+		for (i = 0; i < na && !found; i++)
+			found = rs[j].resource == ra[i].resource && rs[j].win_start_ns == ra[i].win_start_ns &&
+				!strcmp(rs[j].ce, ra[i].ce);
+		bad += !found;
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	st_rows_free(ra);
+	st_rows_free(rs);
+}
+
+/* Both databases answer st_query_usage_all alike. */
+static void same_all(st_db *a, st_db *b, struct st_query q, int64_t step)
+{
+	struct st_row *ra, *rb;
+	size_t na, nb;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_usage_all(a, &q, step, &ra, &na), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(st_query_usage_all(b, &q, step, &rb, &nb), RM_OK);
+	CU_ASSERT(na > 0);
+	CU_ASSERT(rows_equal(ra, na, rb, nb));
+	st_rows_free(ra);
+	st_rows_free(rb);
+}
+
 static struct st_query range(int64_t since, int64_t until)
 {
 	struct st_query q = { since, until, NULL, NULL, -1, 0 };
@@ -160,23 +240,22 @@ static void test_rolled_answers_equal_windows(void)
 	size_t n;
 	int i;
 
-	/* 26 hours of 10 s windows, from 10 min before a midnight */
+	/* 26 hours of 20 s windows, from 10 min before a midnight; no
+	 * horizon and no st_rollup call: the series are filled by the writes */
 	fill(dbs, 2, T0 - 10 * MIN, T0 + DAY + 2 * HOUR - 10 * MIN);
+	windows_only(dbs[1]);
 	CU_ASSERT_EQUAL(st_rollup(dbs[0], NULL, NULL), RM_OK); /* no horizon: nothing */
 	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, INT64_MIN);
-	CU_ASSERT_EQUAL(st_horizon_set(dbs[0], T0 + DAY + HOUR + 30 * SEC), RM_OK);
-	CU_ASSERT_EQUAL(st_horizon_set(dbs[0], T0), RM_OK); /* never back */
-	roll_all(dbs[0], NULL);
-	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + DAY + HOUR);
-	CU_ASSERT_EQUAL(kept, T0 - 10 * MIN);
-	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1H, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + DAY + HOUR);
-	CU_ASSERT_EQUAL(kept, T0 - HOUR);
-	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1D, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + DAY);
-
+	CU_ASSERT_EQUAL(rolled, INT64_MAX);
+	CU_ASSERT_EQUAL(kept, INT64_MIN);
+	/* aligned: whole days, hours and minutes, read from those series */
+	same_answers(dbs[0], dbs[1], range(T0, T0 + DAY), DAY);
+	same_answers(dbs[0], dbs[1], range(T0 - HOUR, T0 + DAY + 2 * HOUR), HOUR);
+	same_answers(dbs[0], dbs[1], range(T0 + DAY, T0 + DAY + 2 * HOUR), MIN);
+	/* the current (last, partial) day, hour and minute */
+	same_answers(dbs[0], dbs[1], range(T0 + DAY, T0 + 2 * DAY), DAY);
+	same_answers(dbs[0], dbs[1], range(T0 + DAY + HOUR, T0 + DAY + 2 * HOUR), HOUR);
+	/* everything, and unaligned ranges (edges from finer series) */
 	same_answers(dbs[0], dbs[1], range(INT64_MIN, INT64_MAX), DAY);
 	same_answers(dbs[0], dbs[1], range(T0, T0 + DAY), HOUR);
 	same_answers(dbs[0], dbs[1], range(T0 - 7 * SEC, T0 + DAY + 13 * MIN + 3 * SEC), 5 * MIN);
@@ -187,6 +266,22 @@ static void test_rolled_answers_equal_windows(void)
 
 		same_answers(dbs[0], dbs[1], range(a, b), 0);
 	}
+	/* summed over servers (whole days from the day series summed over
+	 * servers) as from the windows, and as by grouping the servers' rows */
+	same_all(dbs[0], dbs[1], range(T0 - DAY, T0 + 2 * DAY), DAY);
+	same_all(dbs[0], dbs[1], range(T0 - 7 * SEC, T0 + DAY + 13 * MIN + 3 * SEC), 0);
+	same_all(dbs[0], dbs[1], range(T0 - 7 * SEC, T0 + DAY + 13 * MIN + 3 * SEC), HOUR);
+	{
+		struct st_query qr = range(T0, T0 + 2 * DAY);
+
+		qr.resource = ST_R_NET_TX;
+		same_all(dbs[0], dbs[1], qr, DAY);
+		qr.server = "s2";
+		same_all(dbs[0], dbs[1], qr, DAY);
+	}
+	same_as_summed(dbs[0], range(T0 - 7 * SEC, T0 + DAY + 13 * MIN + 3 * SEC), HOUR);
+	same_as_summed(dbs[0], range(T0, T0 + 2 * DAY), DAY);
+	same_as_summed(dbs[0], range(T0 + 3 * HOUR + 10 * SEC, T0 + 5 * HOUR + 50 * SEC), 0);
 	/* the buckets balance: no unbalanced row anywhere */
 	{
 		struct st_query q = range(INT64_MIN, INT64_MAX);
@@ -209,6 +304,7 @@ static void test_retention_and_late_writes(void)
 	size_t n;
 
 	fill(dbs, 2, T0, T0 + 12 * HOUR);
+	windows_only(dbs[1]);
 	CU_ASSERT_EQUAL(st_horizon_set(dbs[0], T0 + 12 * HOUR), RM_OK);
 	roll_all(dbs[0], &r);
 	/* 1 s rows older than 2 h before the horizon are gone, rolled up */
@@ -238,6 +334,7 @@ static void test_retention_and_late_writes(void)
 	/* a day later: the 1 s and 1 min rows of the first day go, the day
 	 * and hours stay; the whole day still answers the same */
 	fill(dbs, 2, T0 + 12 * HOUR, T0 + DAY + HOUR);
+	windows_only(dbs[1]);
 	CU_ASSERT_EQUAL(st_horizon_set(dbs[0], T0 + DAY + HOUR), RM_OK);
 	roll_all(dbs[0], &r);
 	CU_ASSERT_EQUAL(st_series_state(dbs[0], ST_SERIES_1M, &rolled, &kept), RM_OK);
@@ -248,30 +345,54 @@ static void test_retention_and_late_writes(void)
 	st_close(dbs[1]);
 }
 
-static void test_retention_waits_for_rollup(void)
+static void test_retention_in_steps(void)
 {
 	st_db *db = open_fresh("slow");
 	struct st_retention r = { { HOUR, HOUR, HOUR, 0 } };
-	int64_t rolled, kept, rolled1h, kept1h;
+	int64_t rolled, kept;
 	int more = 0;
 
 	fill(&db, 1, T0, T0 + 8 * HOUR);
 	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + 8 * HOUR), RM_OK);
-	/* one call rolls at most ST_ROLLUP_MAX_SPAN_NS of 1 min */
+	/* one call deletes at most ST_ROLLUP_MAX_SPAN_NS of 1 s rows */
 	CU_ASSERT_EQUAL(st_rollup(db, &r, &more), RM_OK);
 	CU_ASSERT_EQUAL(more, 1);
-	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + ST_ROLLUP_MAX_SPAN_NS);
-	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1H, &rolled1h, &kept1h), RM_OK);
-	/* nothing deleted beyond what the next series holds */
 	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1S, &rolled, &kept), RM_OK);
-	CU_ASSERT(kept <= T0 + ST_ROLLUP_MAX_SPAN_NS);
-	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT(kept <= rolled1h);
+	CU_ASSERT_EQUAL(kept, T0 + ST_ROLLUP_MAX_SPAN_NS);
+	CU_ASSERT_EQUAL(rolled, INT64_MAX);
 	roll_all(db, &r);
 	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1S, &rolled, &kept), RM_OK);
 	CU_ASSERT_EQUAL(kept, T0 + 7 * HOUR);
+	/* the hours are cut at a day: nothing of them is due yet */
+	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1H, &rolled, &kept), RM_OK);
+	CU_ASSERT_EQUAL(kept, INT64_MIN);
 	st_close(db);
+}
+
+/* Runs the SQL text fmt, ... on h. */
+__attribute__((format(printf, 2, 3))) static void exec_fmt(sqlite3 *h, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	CU_ASSERT_EQUAL(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
+/* A fresh file "v<version>.db" at that schema version, open in SQLite
+ * alone; its path in path. */
+static sqlite3 *open_old(char *path, size_t len, int version)
+{
+	sqlite3 *h = NULL;
+	int before;
+
+	snprintf(path, len, "%s/v%d.db", rm_test_tmpdir(), version);
+	unlink(path);
+	CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &h), SQLITE_OK);
+	CU_ASSERT_EQUAL_FATAL(st_schema_migrate(h, path, version, 0, &before), RM_OK);
+	return h;
 }
 
 static void test_migrate_from_v5(void)
@@ -283,23 +404,18 @@ static void test_migrate_from_v5(void)
 	struct st_row *rows;
 	int64_t rolled, kept;
 	size_t n;
-	int before;
 
-	snprintf(path, sizeof(path), "%s/v5.db", rm_test_tmpdir());
-	unlink(path);
-	CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &h), SQLITE_OK);
-	CU_ASSERT_EQUAL_FATAL(st_schema_migrate(h, path, 5, 0, &before), RM_OK);
+	h = open_old(path, sizeof(path), 5);
 	CU_ASSERT_EQUAL(sqlite3_exec(h,
 				     "INSERT INTO usage VALUES ('s1', 0, 1700006400000000000, 10000000000, 'web', 40);"
 				     "INSERT INTO total VALUES ('s1', 0, 1700006400000000000, 10000000000, 50, 0);",
 				     NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(h);
 	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL(st_schema_version(db), 6);
-	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + 2 * MIN), RM_OK);
-	roll_all(db, NULL);
+	CU_ASSERT_EQUAL(st_schema_version(db), ST_SCHEMA_VERSION);
 	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1M, &rolled, &kept), RM_OK);
-	CU_ASSERT_EQUAL(rolled, T0 + 2 * MIN);
+	CU_ASSERT_EQUAL(rolled, INT64_MAX);
+	/* the migration put the window in its buckets: no rollup needed */
 	CU_ASSERT_EQUAL(st_query_usage_step(db, &q, MIN, &rows, &n), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(n, 2);
 	CU_ASSERT_STRING_EQUAL(rows[0].ce, "web");
@@ -308,6 +424,76 @@ static void test_migrate_from_v5(void)
 	CU_ASSERT_EQUAL(rows[0].win_len_ns, MIN);
 	CU_ASSERT_EQUAL(rows[1].residual, 10);
 	st_rows_free(rows);
+	st_close(db);
+}
+
+/* A v6 file whose 1 min series was rolled up to T0 + 2 min and its 1 h
+ * series not at all (and a late write already in its minute): after the
+ * migration every series holds every window exactly once. */
+static void test_migrate_from_v6(void)
+{
+	char path[512];
+	sqlite3 *h;
+	st_db *db = NULL, *ref;
+	struct st_row *rows;
+	struct st_query q = range(T0, T0 + DAY);
+	int64_t t;
+	size_t n;
+
+	h = open_old(path, sizeof(path), 6);
+	for (t = 0; t < 4; t++) {
+		/* a window of 30 s at T0 + t min, 10 + t for web, total 20 + t;
+		 * the first two minutes rolled up as v6 did */
+		long long ws = (long long)(T0 + t * MIN);
+
+		exec_fmt(h, "INSERT INTO usage VALUES ('s1', 0, %lld, 30000000000, 'web', %lld);"
+			    "INSERT INTO total VALUES ('s1', 0, %lld, 30000000000, %lld, 0);",
+			 ws, (long long)(10 + t), ws, (long long)(20 + t));
+		if (t < 2)
+			exec_fmt(h, "INSERT INTO r_usage VALUES (60000000000, %lld, 's1', 0, 'web', %lld);"
+				    "INSERT INTO r_total VALUES (60000000000, %lld, 's1', 0, %lld, 0);",
+				 ws, (long long)(10 + t), ws, (long long)(20 + t));
+	}
+	exec_fmt(h, "INSERT INTO series VALUES (1, %lld, %lld)", (long long)(T0 + 2 * MIN), (long long)T0);
+	sqlite3_close(h);
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_schema_version(db), ST_SCHEMA_VERSION);
+	/* per minute, per hour and per day: 46 for web of 86 */
+	CU_ASSERT_EQUAL(st_query_usage_step(db, &q, MIN, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 8);
+	for (t = 0; t < 4; t++) {
+		CU_ASSERT_EQUAL(rows[2 * t].win_start_ns, T0 + t * MIN);
+		CU_ASSERT_EQUAL(rows[2 * t].value, (uint64_t)(10 + t));
+		CU_ASSERT_EQUAL(rows[2 * t + 1].residual, 10);
+	}
+	st_rows_free(rows);
+	CU_ASSERT_EQUAL(st_query_usage_step(db, &q, DAY, &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(rows[0].value, 46);
+	CU_ASSERT_EQUAL(rows[0].total, 86);
+	CU_ASSERT_EQUAL(rows[0].win_len_ns, DAY);
+	st_rows_free(rows);
+	/* the same as from the windows alone */
+	{
+		char p2[600];
+
+		snprintf(p2, sizeof(p2), "%s/v6-ref.db", rm_test_tmpdir());
+		unlink(p2);
+		CU_ASSERT_EQUAL_FATAL(st_open(&ref, p2, 0), RM_OK);
+		CU_ASSERT_EQUAL(st_begin(ref), RM_OK);
+		for (t = 0; t < 4; t++) {
+			CU_ASSERT_EQUAL(st_add_usage(ref, "s1", T0 + t * MIN, 30 * SEC, ST_R_CPU, "web",
+						     (uint64_t)(10 + t)), RM_OK);
+			CU_ASSERT_EQUAL(st_add_total(ref, "s1", T0 + t * MIN, 30 * SEC, ST_R_CPU,
+						     (uint64_t)(20 + t), 0), RM_OK);
+		}
+		CU_ASSERT_EQUAL(st_commit(ref), RM_OK);
+		windows_only(ref);
+		same_answers(db, ref, range(T0, T0 + DAY), HOUR);
+		same_all(db, ref, range(T0, T0 + DAY), DAY); /* the day summed over servers */
+		same_answers(db, ref, range(T0 + 30 * SEC, T0 + 3 * MIN + 10 * SEC), MIN);
+		st_close(ref);
+	}
 	st_close(db);
 }
 
@@ -346,8 +532,9 @@ static void test_cover(void)
 static CU_TestInfo cases[] = {
 	{ "rolled-up series answer as the windows do", test_rolled_answers_equal_windows },
 	{ "retention and late writes keep the answers", test_retention_and_late_writes },
-	{ "retention never deletes what is not rolled up", test_retention_waits_for_rollup },
+	{ "retention deletes a backlog in bounded steps", test_retention_in_steps },
 	{ "migrates a v5 file", test_migrate_from_v5 },
+	{ "migrates a partly rolled-up v6 file", test_migrate_from_v6 },
 	{ "choice of series", test_cover },
 	CU_TEST_INFO_NULL,
 };
