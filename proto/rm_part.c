@@ -74,7 +74,7 @@ void rm_tuple_set(struct rm_wtuple *d, uint64_t cookie, uint32_t family, const v
 		memcpy(d->laddr, la, alen);
 		memcpy(d->raddr, ra, alen);
 	} else if (!alen) {
-		d->family = family;
+		d->family = rm_wire_family(family);
 	}
 }
 
@@ -146,6 +146,16 @@ int rm_part_check(const struct rm_wpart *p, size_t i, char *err, size_t errlen)
 }
 
 /* ---- decoding ---- */
+
+/* comm from n bytes: up to the first NUL, at most RM_WIRE_COMM_MAX (d zeroed) */
+static void rm_comm_set(char *d, const uint8_t *s, size_t n)
+{
+	const uint8_t *z = memchr(s, 0, n);
+
+	if (z)
+		n = (size_t)(z - s);
+	memcpy(d, s, n < RM_WIRE_COMM_MAX ? n : RM_WIRE_COMM_MAX);
+}
 
 /*
  * The next field in [*q, end): its tag (number << 3 | wire type), and its
@@ -227,7 +237,7 @@ static int rm_tuple_get(struct rm_wtuple *d, const uint8_t *q, size_t len)
 #define RM_PGET_COMM(n, m)                                                              \
 	case RM_KEY(n, 2):                                                              \
 		memset(p->m, 0, sizeof(p->m));                                          \
-		memcpy(p->m, sub, sublen < RM_WIRE_COMM_MAX ? sublen : RM_WIRE_COMM_MAX); \
+		rm_comm_set(p->m, sub, sublen);                                         \
 		break;
 #define RM_PGET_TUPLE(n, m)                                                             \
 	case RM_KEY(n, 2):                                                              \

@@ -76,8 +76,9 @@ uint8_t *rm_part_put(uint8_t *b, const struct rm_wpart *p);
 /*
  * Decodes a SegmentPart from buf[0..len) into *p (zeroed first): any
  * protobuf encoding of it (fields in any order, the last of a repeated one
- * kept, unknown fields skipped), tuples normalised as struct rm_wtuple says,
- * comm cut at RM_WIRE_COMM_MAX bytes. Values are not checked (see
+ * kept, unknown fields skipped), tuples normalised as struct rm_wtuple says
+ * (a family the wire does not know becomes 0), comm cut at its first NUL or
+ * RM_WIRE_COMM_MAX bytes. rm_part_put() of the result decodes to the same. Values are not checked (see
  * rm_part_check). Returns RM_OK, or RM_EPROTO if the bytes do not decode.
  */
 int rm_part_get(struct rm_wpart *p, const void *buf, size_t len);
