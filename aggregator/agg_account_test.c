@@ -13,7 +13,7 @@
 #include "agg_config.h"
 #include "agg_stitch.h"
 #include "st_est.h"
-#include "rametr.h"
+#include "rm_part.h"
 #include "rm_err.h"
 
 static const char conf[] =

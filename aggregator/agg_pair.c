@@ -407,7 +407,7 @@ static int agg_is_loopback(uint32_t fam, const uint8_t *a)
 	return fam == RM_AF_INET ? a[0] == 127 : memcmp(a, v6lo, 16) == 0;
 }
 
-static int agg_tuple_ip(const struct rm_tuple *t)
+static int agg_tuple_ip(const struct rm_wtuple *t)
 {
 	return t->family == RM_AF_INET || t->family == RM_AF_INET6;
 }
@@ -417,7 +417,7 @@ static int agg_tuple_ip(const struct rm_tuple *t)
  * go from t's local end to its remote end, else from remote to local.
  * Returns 0 if t is neither a TCP/IP tuple nor a unix one with both ends.
  */
-static int agg_fkey_make(struct agg_fkey *k, const struct rm_tuple *t, int sending, uint32_t node_idx)
+static int agg_fkey_make(struct agg_fkey *k, const struct rm_wtuple *t, int sending, uint32_t node_idx)
 {
 	uint32_t fl, fr;
 	uint8_t l[16], r[16];
@@ -460,12 +460,12 @@ static void agg_chain_key(struct agg_fkey *k, uint32_t node_idx, uint64_t instan
 }
 
 /* A part of a chain that waits for its anchor; an anchor record of a chain. */
-static int agg_is_chain_part(const struct rm_part *p)
+static int agg_is_chain_part(const struct rm_wpart *p)
 {
 	return (p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT && p->parent_seg;
 }
 
-static int agg_is_chain_anchor(const struct rm_part *p)
+static int agg_is_chain_anchor(const struct rm_wpart *p)
 {
 	return (p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_ANCHOR && p->parent_seg;
 }
@@ -1069,7 +1069,7 @@ static int agg_valid_range(uint64_t start, uint64_t end)
  * AGG_RULE_OTHER_END if a rule names t seen from its other end (t is the
  * CE's own client); AGG_RULE_NONE if no rule applies (or t is not IP).
  */
-static int agg_rule_of(const struct agg_pair *e, const struct rm_tuple *t)
+static int agg_rule_of(const struct agg_pair *e, const struct rm_wtuple *t)
 {
 	uint32_t fam, lfam;
 	uint8_t ra[16], la[16];
@@ -1094,9 +1094,9 @@ static int agg_rule_of(const struct agg_pair *e, const struct rm_tuple *t)
  * node it is on, as step 2 comes before pairing. Such sends are not indexed,
  * so a part whose sends are all of that kind is not held once resolved.
  */
-static int agg_send_pairable(const struct agg_pair *e, const struct rm_tuple *out)
+static int agg_send_pairable(const struct agg_pair *e, const struct rm_wtuple *out)
 {
-	struct rm_tuple m = *out;
+	struct rm_wtuple m = *out;
 
 	memcpy(m.laddr, out->raddr, sizeof(m.laddr));
 	memcpy(m.raddr, out->laddr, sizeof(m.raddr));
@@ -1109,9 +1109,9 @@ static int agg_send_pairable(const struct agg_pair *e, const struct rm_tuple *ou
  * Decides what r (just linked) waits for or is: rule, V, or a receiver.
  * Sets *how_out for immediate resolutions, or leaves r pending on a flow.
  */
-static int agg_classify(struct agg_pair *e, struct agg_rec *r, const struct rm_part *p)
+static int agg_classify(struct agg_pair *e, struct agg_rec *r, const struct rm_wpart *p)
 {
-	const struct rm_tuple *t = &p->in;
+	const struct rm_wtuple *t = &p->in;
 	struct agg_fkey k;
 	int i = -1;
 
@@ -1180,7 +1180,7 @@ static int agg_evict(struct agg_pair *e)
 	return RM_OK;
 }
 
-static int agg_check_src(const struct agg_pair_src *src, const struct rm_part *p)
+static int agg_check_src(const struct agg_pair_src *src, const struct rm_wpart *p)
 {
 	size_t n;
 
@@ -1191,7 +1191,7 @@ static int agg_check_src(const struct agg_pair_src *src, const struct rm_part *p
 }
 
 /* Creates and links the record of part p (id, arrival given); registers its send. */
-static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_part *p,
+static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_wpart *p,
 		       int64_t arrival, struct agg_rec **out)
 {
 	struct agg_rec *r;
@@ -1252,7 +1252,7 @@ static int agg_settle(struct agg_pair *e, struct agg_rec *r)
 	return agg_evict(e);
 }
 
-int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struct rm_part *p, int64_t now_ns,
+int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struct rm_wpart *p, int64_t now_ns,
 		 uint64_t *id)
 {
 	struct agg_rec *r;
@@ -1273,7 +1273,7 @@ int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struc
 	return agg_settle(e, r);
 }
 
-int agg_pair_restore(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_part *p,
+int agg_pair_restore(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_wpart *p,
 		     int64_t arrival_ns, const char *dist)
 {
 	struct agg_rec *r;

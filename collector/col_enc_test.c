@@ -81,33 +81,33 @@ static void ref_part(struct ref_part *d, const struct rm_part *k)
 	p->blocked_ns = k->blocked_ns;
 }
 
-static void ref_win(Rametr__WindowTotals *w, const struct col_window *k)
+static void ref_win(Rametr__WindowTotals *w, const struct rm_totals *k)
 {
 	rametr__window_totals__init(w);
-	w->win = k->t.win;
-	w->busy_ns = k->t.busy_ns;
-	w->unseg_cpu_ns = k->t.unseg_cpu_ns;
-	w->rx_bytes = k->t.rx_bytes;
-	w->tx_bytes = k->t.tx_bytes;
-	w->disk_read = k->t.disk_read;
-	w->disk_write = k->t.disk_write;
-	w->unseg_rx = k->t.unseg_rx;
-	w->unseg_tx = k->t.unseg_tx;
-	w->unseg_disk_read = k->t.unseg_disk_read;
-	w->unseg_disk_write = k->t.unseg_disk_write;
-	w->lost_ns = k->t.lost_ns;
-	w->dropped_parts = k->t.dropped_parts;
-	w->dropped_cpu_ns = k->t.dropped_cpu_ns;
-	w->dropped_rx = k->t.dropped_rx;
-	w->dropped_tx = k->t.dropped_tx;
-	w->dropped_disk_read = k->t.dropped_disk_read;
-	w->dropped_disk_write = k->t.dropped_disk_write;
+	w->win = k->win;
+	w->busy_ns = k->busy_ns;
+	w->unseg_cpu_ns = k->unseg_cpu_ns;
+	w->rx_bytes = k->rx_bytes;
+	w->tx_bytes = k->tx_bytes;
+	w->disk_read = k->disk_read;
+	w->disk_write = k->disk_write;
+	w->unseg_rx = k->unseg_rx;
+	w->unseg_tx = k->unseg_tx;
+	w->unseg_disk_read = k->unseg_disk_read;
+	w->unseg_disk_write = k->unseg_disk_write;
+	w->lost_ns = k->lost_ns;
+	w->dropped_parts = k->dropped_parts;
+	w->dropped_cpu_ns = k->dropped_cpu_ns;
+	w->dropped_rx = k->dropped_rx;
+	w->dropped_tx = k->dropped_tx;
+	w->dropped_disk_read = k->dropped_disk_read;
+	w->dropped_disk_write = k->dropped_disk_write;
 	w->capacity_ns = k->capacity_ns;
 	w->idle_ns = k->idle_ns;
 }
 
 static int ref_encode(const struct col_enc_hdr *h, const struct rm_part *parts, size_t nparts,
-		      const struct col_window *wins, size_t nwins, const uint64_t *acks,
+		      const struct rm_totals *wins, size_t nwins, const uint64_t *acks,
 		      size_t nacks, uint8_t **buf, size_t *len)
 {
 	Rametr__Envelope env = RAMETR__ENVELOPE__INIT;
@@ -242,27 +242,27 @@ static void rpart(struct rm_part *p)
 		c[0] = 'x';
 }
 
-static void rwin(struct col_window *w)
+static void rwin(struct rm_totals *w)
 {
 	memset(w, 0, sizeof(*w));
-	w->t.win = rval(0) | 1;
-	w->t.busy_ns = rval(0);
-	w->t.unseg_cpu_ns = rval(0);
-	w->t.rx_bytes = rval(0);
-	w->t.tx_bytes = rval(0);
-	w->t.disk_read = rval(0);
-	w->t.disk_write = rval(0);
-	w->t.unseg_rx = rval(0);
-	w->t.unseg_tx = rval(0);
-	w->t.unseg_disk_read = rval(0);
-	w->t.unseg_disk_write = rval(0);
-	w->t.lost_ns = rval(0);
-	w->t.dropped_parts = rval(0);
-	w->t.dropped_cpu_ns = rval(0);
-	w->t.dropped_rx = rval(0);
-	w->t.dropped_tx = rval(0);
-	w->t.dropped_disk_read = rval(0);
-	w->t.dropped_disk_write = rval(0);
+	w->win = rval(0) | 1;
+	w->busy_ns = rval(0);
+	w->unseg_cpu_ns = rval(0);
+	w->rx_bytes = rval(0);
+	w->tx_bytes = rval(0);
+	w->disk_read = rval(0);
+	w->disk_write = rval(0);
+	w->unseg_rx = rval(0);
+	w->unseg_tx = rval(0);
+	w->unseg_disk_read = rval(0);
+	w->unseg_disk_write = rval(0);
+	w->lost_ns = rval(0);
+	w->dropped_parts = rval(0);
+	w->dropped_cpu_ns = rval(0);
+	w->dropped_rx = rval(0);
+	w->dropped_tx = rval(0);
+	w->dropped_disk_read = rval(0);
+	w->dropped_disk_write = rval(0);
 	w->capacity_ns = rval(0);
 	w->idle_ns = rval(0);
 }
@@ -274,7 +274,7 @@ static void test_identical(void)
 	static const int64_t offs[] = { 0, 1, -1, 1700000000000000000ll, INT64_MIN };
 	struct col_enc e = { 0 };
 	struct rm_part parts[64];
-	struct col_window wins[4];
+	struct rm_totals wins[4];
 	uint64_t acks[5];
 	int round, mismatches = 0;
 
@@ -323,7 +323,7 @@ static void test_identical(void)
 	col_enc_free(&e);
 }
 
-static void expect_refused(const struct rm_part *p, size_t np, const struct col_window *w,
+static void expect_refused(const struct rm_part *p, size_t np, const struct rm_totals *w,
 			   size_t nw, const char *why)
 {
 	struct col_enc e = { 0 };
@@ -346,7 +346,7 @@ static void expect_refused(const struct rm_part *p, size_t np, const struct col_
 static void test_refused(void)
 {
 	struct rm_part p[3];
-	struct col_window w[2];
+	struct rm_totals w[2];
 	size_t i;
 
 	for (i = 0; i < 3; i++) {
@@ -356,7 +356,7 @@ static void test_refused(void)
 		p[i].in.lport = 80;
 	}
 	memset(w, 0, sizeof(w));
-	w[0].t.win = w[1].t.win = 7;
+	w[0].win = w[1].win = 7;
 
 	p[2].win = 0;
 	expect_refused(p, 3, NULL, 0, "part 2: win 0");
@@ -373,9 +373,9 @@ static void test_refused(void)
 	p[2].out.lport = 70000;
 	expect_refused(p, 3, NULL, 0, "part 2: out tuple has port 70000 out of range");
 	p[2].out.lport = 0;
-	w[1].t.win = 0;
+	w[1].win = 0;
 	expect_refused(p, 3, w, 2, "window totals 1: win 0");
-	w[1].t.win = 7;
+	w[1].win = 7;
 	/* bad arguments */
 	expect_refused(NULL, 1, NULL, 0, "invalid arguments");
 	/* and the same input is fine once repaired */
@@ -422,7 +422,7 @@ static void test_too_large(void)
 	free(p);
 }
 
-/* One part alone (the aggregator's held-part blob): protobuf-c's pack of the same part. */
+/* One kernel record alone, as a wire part: protobuf-c's pack of the same part. */
 static void test_part_alone(void)
 {
 	uint8_t a[512], b[512];
@@ -430,17 +430,19 @@ static void test_part_alone(void)
 
 	for (round = 0; round < 5000; round++) {
 		struct rm_part k;
+		struct rm_wpart w;
 		struct ref_part r;
 		size_t na, nb;
 
 		rpart(&k);
 		if (round % 2)
-			memset(k.comm, 0, sizeof(k.comm)); /* as the aggregator holds them */
+			memset(k.comm, 0, sizeof(k.comm));
 		ref_part(&r, &k);
-		na = col_enc_part_size(&k);
+		col_part_to_wire(&w, &k);
+		na = rm_part_size(&w);
 		nb = rametr__segment_part__get_packed_size(&r.p);
 		CU_ASSERT_FATAL(na <= sizeof(a) && nb <= sizeof(b));
-		CU_ASSERT_EQUAL(col_enc_part_put(a, &k) - a, (ptrdiff_t)na);
+		CU_ASSERT_EQUAL(rm_part_put(a, &w) - a, (ptrdiff_t)na);
 		rametr__segment_part__pack(&r.p, b);
 		if (na != nb || memcmp(a, b, na) != 0)
 			mismatches++;
@@ -450,7 +452,7 @@ static void test_part_alone(void)
 
 static CU_TestInfo cases[] = {
 	{ "bytes identical to protobuf-c's on random batches", test_identical },
-	{ "one part alone is encoded as protobuf-c packs it", test_part_alone },
+	{ "one record alone, as a wire part, is encoded as protobuf-c packs it", test_part_alone },
 	{ "parts and windows breaking the wire rules are refused", test_refused },
 	{ "a batch over the message limit is refused", test_too_large },
 	CU_TEST_INFO_NULL,

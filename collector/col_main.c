@@ -64,7 +64,7 @@ static void col_on_signal(int sig)
 struct col_batcher {
 	struct col_sender *sender;
 	struct col_enc_parts ep;  /* the parts of the next batch, encoded */
-	struct col_window wins[COL_MAX_WINS];
+	struct rm_totals wins[COL_MAX_WINS];
 	size_t nwins;
 	size_t batch_parts;   /* flush when this many parts and merged records are queued */
 	struct col_merge *merge; /* parts the aggregator's rules decide, summed (NULL: --no-merge) */
@@ -166,31 +166,22 @@ static void col_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
 	col_merge_stage(arg, mm, n);
 }
 
-static int col_batch_window(void *arg, const struct col_window *w)
+static int col_batch_window(void *arg, const struct rm_totals *w)
 {
 	struct col_batcher *bt = arg;
-	struct col_window *d;
 	size_t i;
 
 	for (i = 0; i < bt->nwins; i++)
-		if (bt->wins[i].t.win == w->t.win)
+		if (bt->wins[i].win == w->win)
 			break;
 	if (i == bt->nwins) {
 		if (bt->nwins == COL_MAX_WINS)
 			col_batch_flush(bt);
 		i = bt->nwins++;
 		memset(&bt->wins[i], 0, sizeof(bt->wins[i]));
-		bt->wins[i].t.win = w->t.win;
+		bt->wins[i].win = w->win;
 	}
-	d = &bt->wins[i];
-#define ADD(f) d->t.f += w->t.f;
-	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
-	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
-	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
-	ADD(dropped_disk_write)
-#undef ADD
-	d->capacity_ns += w->capacity_ns;
-	d->idle_ns += w->idle_ns;
+	rm_totals_add(&bt->wins[i], w);
 	return RM_OK;
 }
 
