@@ -15,42 +15,10 @@
 #include "rm_part.h"
 #include "rm_wire.h"
 #include "rm_test.h"
+#include "rm_wire_ref.h"
 #include "banned.h"
 
 /* ---- random input ---- */
-
-static uint64_t rng = 0x243f6a8885a308d3ull;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-/* 0 often, small values, values at varint boundaries, huge values */
-static uint64_t rval(uint64_t max)
-{
-	static const uint64_t edge[] = { 0, 1, 127, 128, 16383, 16384, 1ull << 32, UINT64_MAX };
-	uint64_t v;
-
-	switch (rnd() % 4) {
-	case 0:
-		v = 0;
-		break;
-	case 1:
-		v = rnd() % 300;
-		break;
-	case 2:
-		v = edge[rnd() % (sizeof(edge) / sizeof(edge[0]))];
-		break;
-	default:
-		v = rnd() >> (rnd() % 64);
-		break;
-	}
-	return max && v > max ? v % (max + 1) : v;
-}
 
 /* a tuple as decoding leaves one (addresses only for IP families) */
 static void rtuple(struct rm_wtuple *t)
@@ -59,16 +27,16 @@ static void rtuple(struct rm_wtuple *t)
 	size_t i, alen;
 
 	memset(t, 0, sizeof(*t));
-	if (rnd() % 4 == 0)
+	if (rm_ref_rnd() % 4 == 0)
 		return; /* absent */
-	t->cookie = rval(0);
-	t->family = fam[rnd() % 4];
-	t->lport = (uint32_t)rval(65535);
-	t->rport = (uint32_t)rval(65535);
+	t->cookie = rm_ref_rval(0);
+	t->family = fam[rm_ref_rnd() % 4];
+	t->lport = (uint32_t)rm_ref_rval(65535);
+	t->rport = (uint32_t)rm_ref_rval(65535);
 	alen = t->family == RM_AF_INET ? 1 : t->family == RM_AF_INET6 ? 4 : 0;
 	for (i = 0; i < alen; i++) {
-		t->laddr[i] = (uint32_t)rval(UINT32_MAX);
-		t->raddr[i] = (uint32_t)rval(UINT32_MAX);
+		t->laddr[i] = (uint32_t)rm_ref_rval(UINT32_MAX);
+		t->raddr[i] = (uint32_t)rm_ref_rval(UINT32_MAX);
 	}
 }
 
@@ -77,32 +45,32 @@ static void rpart(struct rm_wpart *p)
 	size_t i, n;
 
 	memset(p, 0, sizeof(*p));
-	p->seg_id = rval(0);
-	p->win = rval(0) | 1;
-	p->pid = (uint32_t)rval(UINT32_MAX);
-	p->tid = (uint32_t)rval(UINT32_MAX);
-	p->start_ns = rval(0);
-	p->end_ns = rval(0);
-	p->cpu_ns = rval(RM_WIRE_ABSURD_NS);
-	p->runq_ns = rval(RM_WIRE_ABSURD_NS);
-	p->rx_bytes = rval(0);
-	p->tx_bytes = rval(0);
-	p->disk_read = rval(0);
-	p->disk_write = rval(0);
-	p->flags = (uint32_t)rval(UINT32_MAX);
+	p->seg_id = rm_ref_rval(0);
+	p->win = rm_ref_rval(0) | 1;
+	p->pid = (uint32_t)rm_ref_rval(UINT32_MAX);
+	p->tid = (uint32_t)rm_ref_rval(UINT32_MAX);
+	p->start_ns = rm_ref_rval(0);
+	p->end_ns = rm_ref_rval(0);
+	p->cpu_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);
+	p->runq_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);
+	p->rx_bytes = rm_ref_rval(0);
+	p->tx_bytes = rm_ref_rval(0);
+	p->disk_read = rm_ref_rval(0);
+	p->disk_write = rm_ref_rval(0);
+	p->flags = (uint32_t)rm_ref_rval(UINT32_MAX);
 	rtuple(&p->in);
 	rtuple(&p->out);
-	p->in_seq_start = rval(0);
-	p->in_seq_end = rval(0);
-	p->out_seq_start = rval(0);
-	p->out_seq_end = rval(0);
-	p->parent_seg = rval(0);
-	p->domid = (uint32_t)rval(UINT32_MAX);
-	p->vcpu = (uint32_t)rval(UINT32_MAX);
-	p->blocked_ns = rval(0);
-	n = rnd() % (RM_WIRE_COMM_MAX + 1);
+	p->in_seq_start = rm_ref_rval(0);
+	p->in_seq_end = rm_ref_rval(0);
+	p->out_seq_start = rm_ref_rval(0);
+	p->out_seq_end = rm_ref_rval(0);
+	p->parent_seg = rm_ref_rval(0);
+	p->domid = (uint32_t)rm_ref_rval(UINT32_MAX);
+	p->vcpu = (uint32_t)rm_ref_rval(UINT32_MAX);
+	p->blocked_ns = rm_ref_rval(0);
+	n = rm_ref_rnd() % (RM_WIRE_COMM_MAX + 1);
 	for (i = 0; i < n; i++)
-		p->comm[i] = (char)(0x20 + rnd() % 95);
+		p->comm[i] = (char)(0x20 + rm_ref_rnd() % 95);
 }
 
 static void rtotals(struct rm_totals *t)
@@ -111,7 +79,7 @@ static void rtotals(struct rm_totals *t)
 	size_t i;
 
 	for (i = 0; i < sizeof(*t) / sizeof(*v); i++)
-		v[i] = rval(0);
+		v[i] = rm_ref_rval(0);
 	t->win |= 1;
 }
 
@@ -171,31 +139,6 @@ static void ref_part(struct ref_part *d, const struct rm_wpart *k)
 	p->domid = k->domid;
 	p->vcpu = k->vcpu;
 	p->blocked_ns = k->blocked_ns;
-}
-
-static void ref_totals(Rametr__WindowTotals *w, const struct rm_totals *k)
-{
-	rametr__window_totals__init(w);
-	w->win = k->win;
-	w->busy_ns = k->busy_ns;
-	w->unseg_cpu_ns = k->unseg_cpu_ns;
-	w->rx_bytes = k->rx_bytes;
-	w->tx_bytes = k->tx_bytes;
-	w->disk_read = k->disk_read;
-	w->disk_write = k->disk_write;
-	w->unseg_rx = k->unseg_rx;
-	w->unseg_tx = k->unseg_tx;
-	w->unseg_disk_read = k->unseg_disk_read;
-	w->unseg_disk_write = k->unseg_disk_write;
-	w->lost_ns = k->lost_ns;
-	w->dropped_parts = k->dropped_parts;
-	w->capacity_ns = k->capacity_ns;
-	w->idle_ns = k->idle_ns;
-	w->dropped_cpu_ns = k->dropped_cpu_ns;
-	w->dropped_rx = k->dropped_rx;
-	w->dropped_tx = k->dropped_tx;
-	w->dropped_disk_read = k->dropped_disk_read;
-	w->dropped_disk_write = k->dropped_disk_write;
 }
 
 /* ---- cases ---- */
@@ -472,7 +415,7 @@ static void test_totals(void)
 		size_t na, nb;
 
 		rtotals(&t);
-		ref_totals(&w, &t);
+		rm_ref_totals(&w, &t);
 		na = rm_totals_size(&t);
 		nb = rametr__window_totals__get_packed_size(&w);
 		CU_ASSERT_FATAL(na <= sizeof(a) && nb <= sizeof(b));
