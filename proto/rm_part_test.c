@@ -83,6 +83,41 @@ static void rtotals(struct rm_totals *t)
 	t->win |= 1;
 }
 
+/* ---- the tables against rametr.proto (protobuf-c's descriptors) ---- */
+
+struct tab_field {
+	unsigned n;
+	const char *name;
+};
+
+#define TAB_PART_(n, m, kind, rule) { n, #m },
+#define TAB_F_(n, m, kind) { n, #m },
+
+static void expect_table(const ProtobufCMessageDescriptor *d, const struct tab_field *t, size_t nt)
+{
+	size_t i;
+
+	CU_ASSERT_EQUAL(nt, d->n_fields);
+	for (i = 0; i < nt; i++) {
+		const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, t[i].n);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		CU_ASSERT_STRING_EQUAL(f->name, t[i].name);
+		CU_ASSERT(i == 0 || t[i].n > t[i - 1].n); /* number order: the order protobuf-c writes */
+	}
+}
+
+static void test_tables_match_proto(void)
+{
+	static const struct tab_field part[] = { RM_PART_FIELDS(TAB_PART_) };
+	static const struct tab_field tuple[] = { RM_TUPLE_FIELDS(TAB_F_) };
+	static const struct tab_field totals[] = { RM_TOTALS_FIELDS(TAB_F_) };
+
+	expect_table(&rametr__segment_part__descriptor, part, sizeof(part) / sizeof(part[0]));
+	expect_table(&rametr__tuple__descriptor, tuple, sizeof(tuple) / sizeof(tuple[0]));
+	expect_table(&rametr__window_totals__descriptor, totals, sizeof(totals) / sizeof(totals[0]));
+}
+
 /* ---- the reference: protobuf-c structures, field by field ---- */
 
 struct ref_part {
@@ -454,6 +489,7 @@ static void test_totals(void)
 }
 
 static CU_TestInfo cases[] = {
+	{ "the field tables name every field of rametr.proto, in number order", test_tables_match_proto },
 	{ "random parts encode as protobuf-c packs them and decode back", test_part_identical },
 	{ "protobuf-c's bytes with unknown fields decode as protobuf-c's", test_part_from_protobuf_c },
 	{ "IP tuples without both addresses and long names are normalised", test_part_normalised },
