@@ -24,7 +24,7 @@
  */
 #define COL_KADD_K(n, m) d->m += (n) == 1 ? 0 : s->m;
 #define COL_KADD_N(n, m)
-#define COL_KADD_(n, m, kind) COL_KADD_##kind(n, m)
+#define COL_KADD_(n, m, kind, rule) COL_KADD_##kind(n, m)
 static inline void col_totals_add_kernel(struct rm_totals *d, const struct rm_wintot *s)
 {
 	RM_TOTALS_FIELDS(COL_KADD_)

@@ -202,7 +202,7 @@ static struct rm_totals *col_acc_get(struct col_win_acc *acc, uint64_t win)
 		l->m = v->m;                       \
 	}
 #define COL_WT_DELTA_N(n, m)
-#define COL_WT_DELTA_(n, m, kind) COL_WT_DELTA_##kind(n, m)
+#define COL_WT_DELTA_(n, m, kind, rule) COL_WT_DELTA_##kind(n, m)
 
 static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
 {

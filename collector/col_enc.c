@@ -112,10 +112,8 @@ int col_enc_batch_parts(const struct col_enc_hdr *hdr, const struct col_enc_part
 		rm_pb_fsz(4, hdr->window_ns) + rm_pb_fsz(5, (uint64_t)hdr->clock_offset_ns) +
 		(nbackend ? rm_pb_lsz(6, nbackend) : 0) + plen;
 	for (i = 0; i < nwins; i++) {
-		if (wins[i].win == 0) {
-			rm_errf(err, errlen, "window totals %zu: win 0", i);
+		if (rm_totals_check(&wins[i], i, err, errlen) != 0)
 			return RM_EINVAL;
-		}
 		bsize += rm_pb_lsz(8, rm_totals_size(&wins[i]));
 	}
 	for (i = 0; i < nacks; i++)

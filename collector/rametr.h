@@ -144,7 +144,7 @@ struct rm_inb {
  */
 #define RM_WINTOT_MEMBER_K(m) __u64 m;
 #define RM_WINTOT_MEMBER_N(m)
-#define RM_WINTOT_MEMBER_(n, m, kind) RM_WINTOT_MEMBER_##kind(m)
+#define RM_WINTOT_MEMBER_(n, m, kind, rule) RM_WINTOT_MEMBER_##kind(m)
 struct rm_wintot {
 	RM_TOTALS_FIELDS(RM_WINTOT_MEMBER_)
 };

@@ -135,9 +135,10 @@ uint8_t *rm_part_put(uint8_t *b, const struct rm_wpart *p)
 
 int rm_part_check(const struct rm_wpart *p, size_t i, char *err, size_t errlen)
 {
+	const char *what = "part";
 	int rv;
 
-	RM_PART_FIELDS(RM_PART_RULE_)
+	RM_PART_FIELDS(RM_RULE_)
 	if ((rv = rm_tuple_check("in", rm_wire_family(p->in.family), p->in.lport, p->in.rport, i, err,
 				 errlen)) != 0)
 		return rv;
@@ -269,21 +270,29 @@ int rm_part_get(struct rm_wpart *p, const void *buf, size_t len)
 
 /* ---- WindowTotals ---- */
 
-#define RM_WADD_(n, m, kind) d->m += (n) == 1 ? 0 : s->m;
+#define RM_WADD_(n, m, kind, rule) d->m += (n) == 1 ? 0 : s->m;
 
 void rm_totals_add(struct rm_totals *d, const struct rm_totals *s)
 {
 	RM_TOTALS_FIELDS(RM_WADD_)
 }
 
-#define RM_WSZ_(n, m, kind) +rm_pb_fsz(n, t->m)
+int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errlen)
+{
+	const char *what = "window totals";
+
+	RM_TOTALS_FIELDS(RM_RULE_)
+	return RM_OK;
+}
+
+#define RM_WSZ_(n, m, kind, rule) +rm_pb_fsz(n, t->m)
 
 size_t rm_totals_size(const struct rm_totals *t)
 {
 	return 0 RM_TOTALS_FIELDS(RM_WSZ_);
 }
 
-#define RM_WPUT_(n, m, kind) b = rm_pb_put_f(b, n, t->m);
+#define RM_WPUT_(n, m, kind, rule) b = rm_pb_put_f(b, n, t->m);
 
 uint8_t *rm_totals_put(uint8_t *b, const struct rm_totals *t)
 {

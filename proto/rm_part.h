@@ -38,7 +38,7 @@
 #define RM_MEMBER_TUPLE(m) struct rm_wtuple m;
 #define RM_TUPLE_MEMBER_(n, m, kind) RM_MEMBER_##kind(m)
 #define RM_PART_MEMBER_(n, m, kind, rule) RM_MEMBER_##kind(m)
-#define RM_TOTALS_MEMBER_(n, m, kind) uint64_t m;
+#define RM_TOTALS_MEMBER_(n, m, kind, rule) uint64_t m;
 
 /*
  * A socket as seen by one end. family is 0 (none), RM_AF_UNIX (laddr[0..1],
@@ -106,24 +106,31 @@ void rm_tuple_set(struct rm_wtuple *d, uint64_t cookie, uint32_t family, const v
 		  size_t lalen, uint32_t lport, const void *ra, size_t ralen, uint32_t rport);
 
 /*
- * The value rules of rm_part_check's table, for any struct with the table's
- * scalar member names: RM_PART_FIELDS(RM_PART_RULE_) in a function with p
- * (a pointer to it), i, err and errlen in scope; a broken rule returns
- * RM_EPROTO from that function (rm_err.h needed).
+ * The value rules of the tables, for any struct with a table's member
+ * names: RM_PART_FIELDS(RM_RULE_) or RM_TOTALS_FIELDS(RM_RULE_) in a
+ * function with p (a pointer to it), what ("part", "window totals"), i,
+ * err and errlen in scope; a broken rule returns RM_EPROTO from that
+ * function with the reason, e.g. "part 3: win 0" (rm_err.h needed).
  */
-#define RM_PART_RULE_ANY(p, m)
-#define RM_PART_RULE_NONZERO(p, m)                                                \
+#define RM_RULE_ANY(p, m)
+#define RM_RULE_NONZERO(p, m)                                                     \
 	if ((p)->m == 0) {                                                         \
-		rm_errf(err, errlen, "part %zu: " #m " 0", i);                     \
+		rm_errf(err, errlen, "%s %zu: " #m " 0", what, i);                 \
 		return RM_EPROTO;                                                  \
 	}
-#define RM_PART_RULE_NS(p, m)                                                     \
+#define RM_RULE_NS(p, m)                                                          \
 	if ((p)->m > RM_WIRE_ABSURD_NS) {                                          \
-		rm_errf(err, errlen, "part %zu: absurd " #m " %llu", i,            \
+		rm_errf(err, errlen, "%s %zu: absurd " #m " %llu", what, i,        \
 			(unsigned long long)(p)->m);                                \
 		return RM_EPROTO;                                                  \
 	}
-#define RM_PART_RULE_(n, m, kind, rule) RM_PART_RULE_##rule(p, m)
+#define RM_RULE_(n, m, kind, rule) RM_RULE_##rule(p, m)
+
+/*
+ * The value rules of window totals (named i in the reason): win != 0.
+ * Returns RM_OK, or RM_EPROTO with the reason in err ("window totals 1: win 0").
+ */
+int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errlen);
 
 /* d->m += s->m for every total but win. */
 void rm_totals_add(struct rm_totals *d, const struct rm_totals *s);

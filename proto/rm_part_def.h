@@ -12,8 +12,7 @@
  * name (string), TUPLE a nested Tuple, FAMILY a tuple's address family
  * (written as 0 unless one of RM_AF_*), ADDR an address (bytes: 4 or 16 by
  * family, none for the others), K / N a window total the kernel keeps per CPU / one only the
- * collector knows. Rules (SegmentPart): ANY, NONZERO, NS (at most
- * RM_WIRE_ABSURD_NS).
+ * collector knows. Rules: ANY, NONZERO, NS (at most RM_WIRE_ABSURD_NS).
  */
 #ifndef RM_PART_DEF_H
 #define RM_PART_DEF_H
@@ -64,11 +63,12 @@
 
 /* rametr.proto WindowTotals: all uint64; win (1) is the window index. */
 #define RM_TOTALS_FIELDS(X)                                                                  \
-	X(1, win, K) X(2, busy_ns, K) X(3, unseg_cpu_ns, K) X(4, rx_bytes, K)                \
-	X(5, tx_bytes, K) X(6, disk_read, K) X(7, disk_write, K) X(8, unseg_rx, K)           \
-	X(9, unseg_tx, K) X(10, unseg_disk_read, K) X(11, unseg_disk_write, K)               \
-	X(12, lost_ns, K) X(13, dropped_parts, K) X(14, capacity_ns, N) X(15, idle_ns, N)    \
-	X(16, dropped_cpu_ns, K) X(17, dropped_rx, K) X(18, dropped_tx, K)                   \
-	X(19, dropped_disk_read, K) X(20, dropped_disk_write, K)
+	X(1, win, K, NONZERO) X(2, busy_ns, K, ANY) X(3, unseg_cpu_ns, K, ANY)                 \
+	X(4, rx_bytes, K, ANY) X(5, tx_bytes, K, ANY) X(6, disk_read, K, ANY)                  \
+	X(7, disk_write, K, ANY) X(8, unseg_rx, K, ANY) X(9, unseg_tx, K, ANY)                 \
+	X(10, unseg_disk_read, K, ANY) X(11, unseg_disk_write, K, ANY) X(12, lost_ns, K, ANY)  \
+	X(13, dropped_parts, K, ANY) X(14, capacity_ns, N, ANY) X(15, idle_ns, N, ANY)         \
+	X(16, dropped_cpu_ns, K, ANY) X(17, dropped_rx, K, ANY) X(18, dropped_tx, K, ANY)      \
+	X(19, dropped_disk_read, K, ANY) X(20, dropped_disk_write, K, ANY)
 
 #endif

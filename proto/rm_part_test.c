@@ -111,7 +111,7 @@ static void test_tables_match_proto(void)
 {
 	static const struct tab_field part[] = { RM_PART_FIELDS(TAB_PART_) };
 	static const struct tab_field tuple[] = { RM_TUPLE_FIELDS(TAB_F_) };
-	static const struct tab_field totals[] = { RM_TOTALS_FIELDS(TAB_F_) };
+	static const struct tab_field totals[] = { RM_TOTALS_FIELDS(TAB_PART_) };
 
 	expect_table(&rametr__segment_part__descriptor, part, sizeof(part) / sizeof(part[0]));
 	expect_table(&rametr__tuple__descriptor, tuple, sizeof(tuple) / sizeof(tuple[0]));
@@ -443,6 +443,7 @@ static void test_totals(void)
 	uint8_t a[512], b[512];
 	size_t round, mismatches = 0;
 	struct rm_totals d, s, want;
+	char err[128];
 
 	for (round = 0; round < 5000; round++) {
 		Rametr__WindowTotals w;
@@ -461,6 +462,11 @@ static void test_totals(void)
 			mismatches++;
 	}
 	CU_ASSERT_EQUAL(mismatches, 0);
+	rtotals(&d);
+	CU_ASSERT_EQUAL(rm_totals_check(&d, 0, err, sizeof(err)), RM_OK);
+	d.win = 0;
+	CU_ASSERT_EQUAL(rm_totals_check(&d, 1, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 1: win 0");
 
 	rtotals(&d);
 	rtotals(&s);

@@ -361,13 +361,14 @@ static int rm_wire_check_hello(const Rametr__Hello *h, char *err, size_t errlen)
 
 static int rm_wire_check_part(const Rametr__SegmentPart *p, size_t i, char *err, size_t errlen)
 {
+	const char *what = "part";
 	size_t n;
 	int rv;
 
 	if ((rv = rm_wire_check_unknown(&p->base, err, errlen)) != 0)
 		return rv;
 	/* the value rules of rm_part_check, on the protobuf-c form */
-	RM_PART_FIELDS(RM_PART_RULE_)
+	RM_PART_FIELDS(RM_RULE_)
 	n = p->comm ? strlen(p->comm) : 0;
 	if (n > RM_WIRE_COMM_MAX) {
 		rm_errf(err, errlen, "part %zu: comm of %zu bytes (at most %d)", i, n,
@@ -406,12 +407,13 @@ static int rm_wire_check_batch(const Rametr__Batch *b, char *err, size_t errlen)
 		if ((rv = rm_wire_check_part(b->parts[i], i, err, errlen)) != 0)
 			return rv;
 	for (i = 0; i < b->n_windows; i++) {
-		if ((rv = rm_wire_check_unknown(&b->windows[i]->base, err, errlen)) != 0)
+		const Rametr__WindowTotals *p = b->windows[i];
+		const char *what = "window totals";
+
+		if ((rv = rm_wire_check_unknown(&p->base, err, errlen)) != 0)
 			return rv;
-		if (b->windows[i]->win == 0) {
-			rm_errf(err, errlen, "window totals %zu: win 0", i);
-			return RM_EPROTO;
-		}
+		/* the value rules of rm_totals_check, on the protobuf-c form */
+		RM_TOTALS_FIELDS(RM_RULE_)
 	}
 	return RM_OK;
 }
@@ -642,7 +644,7 @@ static int rm_fast_bytes(struct rm_wire_budget *b, ProtobufCBinaryData *dst, con
 #define RM_FAST_N(n, m) RM_FAST_U64(n, m)
 #define RM_FAST_TUPLE_(n, m, kind) RM_FAST_##kind(n, m)
 #define RM_FAST_PART_(n, m, kind, rule) RM_FAST_##kind(n, m)
-#define RM_FAST_TOTALS_(n, m, kind) RM_FAST_##kind(n, m)
+#define RM_FAST_TOTALS_(n, m, kind, rule) RM_FAST_##kind(n, m)
 
 static int rm_fast_tuple(struct rm_wire_budget *b, Rametr__Tuple **out, const uint8_t *buf,
 			 size_t len)
@@ -990,7 +992,7 @@ void rm_wire_part_in(struct rm_wpart *d, const Rametr__SegmentPart *p)
 	RM_PART_FIELDS(RM_IN_PART_)
 }
 
-#define RM_IN_TOTALS_(n, m, kind) d->m = w->m;
+#define RM_IN_TOTALS_(n, m, kind, rule) d->m = w->m;
 
 void rm_wire_totals_in(struct rm_totals *d, const Rametr__WindowTotals *w)
 {
