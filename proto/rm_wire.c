@@ -977,18 +977,21 @@ int rm_wire_encode_ack(Rametr__Ack__Status status, uint64_t seq, const char *err
 #define RM_IN_U64(m) d->m = p->m;
 #define RM_IN_U32(m) d->m = p->m;
 #define RM_IN_COMM(m)                                                  \
+	memset(d->m, 0, sizeof(d->m));                                 \
 	if (p->m)                                                      \
 		memcpy(d->m, p->m, strnlen(p->m, RM_WIRE_COMM_MAX));
 #define RM_IN_TUPLE(m)                                                                   \
 	if (p->m)                                                                        \
 		rm_tuple_set(&d->m, p->m->cookie, p->m->family, p->m->laddr.data,          \
 			     p->m->laddr.len, p->m->lport, p->m->raddr.data, p->m->raddr.len, \
-			     p->m->rport);
+			     p->m->rport);                                                \
+	else                                                                             \
+		memset(&d->m, 0, sizeof(d->m));
 #define RM_IN_PART_(n, m, kind, rule) RM_IN_##kind(m)
 
+/* every member is set (no memset of the whole struct: once per part received) */
 void rm_wire_part_in(struct rm_wpart *d, const Rametr__SegmentPart *p)
 {
-	memset(d, 0, sizeof(*d));
 	RM_PART_FIELDS(RM_IN_PART_)
 }
 
