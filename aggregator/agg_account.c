@@ -32,6 +32,8 @@ struct agg_account {
 	struct agg_batch_meta m;
 	uint64_t nch, nsplit;  /* of the open transaction */
 	struct agg_account_stats stats;
+	agg_account_observer obs; /* told what each commit wrote */
+	void *obs_arg;
 };
 
 int agg_account_open(struct agg_account **out, st_db *db)
@@ -202,6 +204,16 @@ static int agg_win_start(uint64_t window_ns, uint64_t win, int64_t *start)
 	return RM_OK;
 }
 
+/* A window's node totals (U) by resource (ST_R_*). */
+static void agg_totals_of(const struct rm_totals *t, uint64_t v[ST_R_COUNT])
+{
+	v[ST_R_CPU] = t->busy_ns;
+	v[ST_R_NET_RX] = t->rx_bytes;
+	v[ST_R_NET_TX] = t->tx_bytes;
+	v[ST_R_DISK_READ] = t->disk_read;
+	v[ST_R_DISK_WRITE] = t->disk_write;
+}
+
 static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw)
 {
 	const struct agg_batch_meta *m = &a->m;
@@ -246,9 +258,7 @@ static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw
 		const struct rm_totals *t = &w[i];
 		/* the node's totals (U), the part done outside segments, and what
 		 * dropped parts held, by resource */
-		uint64_t total[ST_R_COUNT] = { [ST_R_CPU] = t->busy_ns, [ST_R_NET_RX] = t->rx_bytes,
-					       [ST_R_NET_TX] = t->tx_bytes, [ST_R_DISK_READ] = t->disk_read,
-					       [ST_R_DISK_WRITE] = t->disk_write };
+		uint64_t total[ST_R_COUNT];
 		uint64_t unseg_of[ST_R_COUNT] = { [ST_R_CPU] = t->unseg_cpu_ns, [ST_R_NET_RX] = t->unseg_rx,
 						  [ST_R_NET_TX] = t->unseg_tx,
 						  [ST_R_DISK_READ] = t->unseg_disk_read,
@@ -258,6 +268,8 @@ static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw
 						 [ST_R_DISK_READ] = t->dropped_disk_read,
 						 [ST_R_DISK_WRITE] = t->dropped_disk_write };
 		uint64_t drop[ST_R_COUNT], lost = w[i].lost_ns;
+
+		agg_totals_of(t, total);
 
 		if ((rv = agg_win_start(m->window_ns, w[i].win, &start)) != 0)
 			return rv;
@@ -335,6 +347,42 @@ int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int
 	return RM_OK;
 }
 
+void agg_account_observe(struct agg_account *a, agg_account_observer fn, void *arg)
+{
+	a->obs = fn;
+	a->obs_arg = arg;
+}
+
+/* Tells the observer what the committed transaction wrote. */
+static void agg_observe(const struct agg_account *a, const struct rm_totals *w, size_t nw)
+{
+	struct agg_account_row row;
+	size_t i;
+
+	for (i = 0; i < a->cap; i++) {
+		const struct agg_sum *e = &a->tab[i];
+
+		if (e->kind != AGG_K_CE || agg_win_start(e->window_ns, e->win, &row.start) != 0)
+			continue;
+		row.node = e->node;
+		row.ce = e->key;
+		row.len = (int64_t)e->window_ns;
+		memcpy(row.v, e->v, sizeof(row.v));
+		row.dropped_parts = 0;
+		a->obs(a->obs_arg, &row);
+	}
+	for (i = 0; i < nw; i++) {
+		if (agg_win_start(a->m.window_ns, w[i].win, &row.start) != 0)
+			continue;
+		row.node = a->m.node;
+		row.ce = NULL;
+		row.len = (int64_t)a->m.window_ns;
+		agg_totals_of(&w[i], row.v);
+		row.dropped_parts = w[i].dropped_parts;
+		a->obs(a->obs_arg, &row);
+	}
+}
+
 int agg_account_commit(struct agg_account *a, const struct rm_totals *w, size_t nw)
 {
 	int rv;
@@ -354,6 +402,8 @@ int agg_account_commit(struct agg_account *a, const struct rm_totals *w, size_t 
 		a->stats.passes++;
 	a->stats.charges += a->nch;
 	a->stats.splits += a->nsplit;
+	if (a->obs)
+		agg_observe(a, w, nw);
 	return RM_OK;
 fail:
 	agg_account_abort(a);

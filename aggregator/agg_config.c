@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "agg_config.h"
-#include "rm_addr.h"
+#include "rm_dur.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -23,7 +23,7 @@ struct agg_parse {
 	int line;
 	int errors;
 	struct agg_config *c;
-	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_THROTTLE, SEC_UNKNOWN } sec;
+	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_THROTTLE, SEC_METRICS, SEC_RETENTION, SEC_UNKNOWN } sec;
 };
 
 static void agg_perr(struct agg_parse *p, const char *fmt, const char *a, const char *b)
@@ -72,38 +72,6 @@ static int agg_parse_u32(const char *s, uint32_t max, uint32_t *out)
 		return -1;
 	*out = (uint32_t)v;
 	return 0;
-}
-
-/* "<n><unit>" with unit ns, us, ms, s, m or h (required) into ns. */
-static int agg_parse_duration(const char *s, uint64_t *out)
-{
-	static const struct {
-		const char *unit;
-		uint64_t ns;
-	} units[] = {
-		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 },
-		{ "m", 60000000000ULL }, { "h", 3600000000000ULL },
-	};
-	unsigned long long v;
-	char *end;
-	size_t i;
-
-	if (!isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	while (isspace((unsigned char)*end))
-		end++;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].unit) == 0) {
-			if (v > UINT64_MAX / units[i].ns)
-				return -1;
-			*out = v * units[i].ns;
-			return 0;
-		}
-	return -1;
 }
 
 static int agg_parse_range(const char *s, uint32_t *lo, uint32_t *hi)
@@ -182,9 +150,17 @@ static int agg_section(struct agg_parse *p, char *hdr)
 		p->sec = SEC_AGG;
 		return RM_OK;
 	}
+	if (strcmp(hdr, "metrics") == 0) {
+		p->sec = SEC_METRICS;
+		return RM_OK;
+	}
 	if (strcmp(hdr, "throttle") == 0) {
 		p->sec = SEC_THROTTLE;
 		p->c->throttle.enabled = 1;
+		return RM_OK;
+	}
+	if (strcmp(hdr, "retention") == 0) {
+		p->sec = SEC_RETENTION;
 		return RM_OK;
 	}
 	if (strncmp(hdr, "ce", 2) == 0 && isspace((unsigned char)hdr[2])) {
@@ -300,7 +276,7 @@ static void agg_kv_est(struct agg_parse *p, struct agg_est_conf *e, const char *
 
 		if (strcmp(val, "auto") == 0)
 			e->kalman_q_ns = 0;
-		else if (agg_parse_duration(val, &ns) || ns == 0 || ns > AGG_CONFIG_HORIZON_MAX_NS)
+		else if (rm_dur_parse(val, 0, &ns, NULL) || ns == 0 || ns > AGG_CONFIG_HORIZON_MAX_NS)
 			agg_perr(p, "invalid kalman_q '%s' (auto, or CPU time per request from 1ns to 1h, e.g. 200us)%s",
 				 val, NULL);
 		else
@@ -425,7 +401,7 @@ static int agg_kv_throttle(struct agg_parse *p, char *key, char *val)
 		else
 			t->release_windows = u;
 	} else if (strcmp(key, "lease") == 0 || strcmp(key, "settle") == 0) {
-		if (agg_parse_duration(val, &ns) || ns < 1000000ull || ns > 3600000000000ull)
+		if (rm_dur_parse(val, 0, &ns, NULL) || ns < 1000000ull || ns > 3600000000000ull)
 			agg_perr(p, "invalid %s '%s' (a duration from 1ms to 1h)", key, val);
 		else if (key[0] == 'l')
 			t->lease_ns = ns;
@@ -450,6 +426,33 @@ int agg_config_find_ce(const struct agg_config *c, const char *name)
 		if (strcmp(c->rules[i].ce, name) == 0)
 			return (int)i;
 	return -1;
+}
+
+/* A key of [retention]: a series ("1s", "1m", "1h", "1d") = how long it is
+ * kept (a duration of at least a minute, e.g. 36h, 30d) or "forever". */
+static void agg_kv_retention(struct agg_parse *p, const char *key, const char *val)
+{
+	static const char *const series[] = { "1s", "1m", "1h", "1d" };
+	uint64_t ns;
+	size_t i;
+
+	for (i = 0; i < sizeof(series) / sizeof(series[0]); i++)
+		if (strcmp(key, series[i]) == 0)
+			break;
+	if (i == sizeof(series) / sizeof(series[0])) {
+		agg_perr(p, "unknown key '%s' in [retention] (1s, 1m, 1h, 1d)%s", key, NULL);
+		return;
+	}
+	if (strcmp(val, "forever") == 0) {
+		p->c->retention_ns[i] = 0;
+		return;
+	}
+	if (rm_dur_parse(val, 0, &ns, NULL) || ns < 60000000000ULL || ns > (uint64_t)INT64_MAX) {
+		agg_perr(p, "invalid retention '%s' for '%s' (e.g. 2d, 36h, forever; at least 1m)", val,
+			 key);
+		return;
+	}
+	p->c->retention_ns[i] = (int64_t)ns;
 }
 
 static int agg_kv(struct agg_parse *p, char *key, char *val)
@@ -485,7 +488,7 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 		} else if (strcmp(key, "horizon") == 0) {
 			uint64_t ns;
 
-			if (agg_parse_duration(val, &ns) || ns < AGG_CONFIG_HORIZON_MIN_NS ||
+			if (rm_dur_parse(val, 0, &ns, NULL) || ns < AGG_CONFIG_HORIZON_MIN_NS ||
 			    ns > AGG_CONFIG_HORIZON_MAX_NS)
 				agg_perr(p, "invalid horizon '%s' (a duration from 1ms to 1h, e.g. 10s)%s", val, NULL);
 			else
@@ -508,6 +511,18 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 	}
 	if (p->sec == SEC_THROTTLE)
 		return agg_kv_throttle(p, key, val);
+	if (p->sec == SEC_METRICS) {
+		if (strcmp(key, "listen") != 0) {
+			agg_perr(p, "unknown key '%s' in [metrics]%s", key, NULL);
+			return RM_OK;
+		}
+		free(p->c->metrics_listen);
+		return (p->c->metrics_listen = strdup(val)) ? RM_OK : RM_ENOMEM;
+	}
+	if (p->sec == SEC_RETENTION) {
+		agg_kv_retention(p, key, val);
+		return RM_OK;
+	}
 	/* SEC_CE */
 	if (strcmp(key, "client") == 0) {
 		struct agg_cidr c;
@@ -545,6 +560,50 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 	return RM_OK;
 }
 
+/* A Xen-only rule: domains, no client, no ports; it names no socket. */
+static int agg_rule_xen_only(const struct agg_rule *r)
+{
+	return r->ndomains && !r->nclients && r->cport_lo == 0 && r->cport_hi == 65535 && r->sport_lo == 0 &&
+	       r->sport_hi == 65535;
+}
+
+/* Fills c->match, c->match_rule and each rule's match/nmatch (agg_config.h). */
+static int agg_rules_matches(struct agg_config *c)
+{
+	size_t i, k, n = 0;
+
+	for (i = 0; i < c->nrules; i++)
+		n += agg_rule_xen_only(&c->rules[i]) ? 0 : c->rules[i].nclients ? c->rules[i].nclients : 2;
+	if (n && (!(c->match = calloc(n, sizeof(*c->match))) || !(c->match_rule = calloc(n, sizeof(int)))))
+		return RM_ENOMEM;
+	for (i = 0; i < c->nrules; i++) {
+		struct agg_rule *r = &c->rules[i];
+		struct rm_match *m = c->match + c->nmatch;
+
+		if (agg_rule_xen_only(r))
+			continue;
+		for (k = 0; k < r->nclients; k++) {
+			m[k].family = (uint32_t)r->clients[k].family;
+			memcpy(m[k].addr, r->clients[k].addr, 16);
+			m[k].prefix = (uint32_t)r->clients[k].prefix;
+		}
+		if (!r->nclients) { /* any client: both families */
+			m[k++].family = AF_INET;
+			m[k++].family = AF_INET6;
+		}
+		r->match = m;
+		r->nmatch = k;
+		for (k = 0; k < r->nmatch; k++) {
+			m[k].cport_lo = r->cport_lo;
+			m[k].cport_hi = r->cport_hi;
+			m[k].sport_lo = r->sport_lo;
+			m[k].sport_hi = r->sport_hi;
+			c->match_rule[c->nmatch++] = (int)i;
+		}
+	}
+	return RM_OK;
+}
+
 int agg_config_parse(const char *text, size_t len, const char *name, struct agg_config **out)
 {
 	struct agg_parse p = { .name = name ? name : "config" };
@@ -558,6 +617,8 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 	if (!(p.c = calloc(1, sizeof(*p.c))))
 		return RM_ENOMEM;
 	p.c->horizon_ns = AGG_CONFIG_HORIZON_DEFAULT_NS;
+	for (size_t i = 0; i < sizeof(p.c->retention_ns) / sizeof(p.c->retention_ns[0]); i++)
+		p.c->retention_ns[i] = -1;
 	p.c->max_held = AGG_CONFIG_MAX_HELD_DEFAULT;
 	p.c->throttle.threshold_permille = 850;
 	p.c->throttle.alpha = 0.7;
@@ -646,6 +707,8 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 	}
 	if (rv == RM_OK && p.errors)
 		rv = RM_ECONFIG;
+	if (rv == RM_OK)
+		rv = agg_rules_matches(p.c);
 	if (rv != RM_OK) {
 		agg_config_free(p.c);
 		return rv;
@@ -708,44 +771,43 @@ void agg_config_free(struct agg_config *c)
 		free(c->listen[i]);
 	free(c->listen);
 	free(c->db);
+	free(c->metrics_listen);
 	for (i = 0; i < c->nrules; i++) {
 		free(c->rules[i].clients);
 		free(c->rules[i].domains);
 	}
 	free(c->rules);
+	free(c->match);
+	free(c->match_rule);
 	free(c->est);
 	free(c->throttle.caps);
 	free(c);
 }
 
-static int agg_cidr_match(const struct agg_cidr *c, uint32_t family, const uint8_t *a, size_t alen)
-{
-	if ((int)family != c->family || alen != (c->family == AF_INET ? 4u : 16u))
-		return 0;
-	return rm_addr_prefix_eq(a, c->addr, (uint32_t)c->prefix);
-}
-
 int agg_config_match_tuple(const struct agg_config *c, uint32_t family, const uint8_t *raddr, size_t alen,
 			   uint32_t rport, uint32_t lport)
 {
-	size_t i, k;
+	size_t k;
 
-	for (i = 0; i < c->nrules; i++) {
-		const struct agg_rule *r = &c->rules[i];
-		int ok = r->nclients == 0;
+	if (alen != (family == AF_INET ? 4u : 16u))
+		return -1;
+	k = rm_match_first(c->match, c->nmatch, family, raddr, rport, lport);
+	return k < c->nmatch ? c->match_rule[k] : -1;
+}
 
-		if (r->ndomains && !r->nclients && r->cport_lo == 0 && r->cport_hi == 65535 &&
-		    r->sport_lo == 0 && r->sport_hi == 65535)
-			continue; /* a Xen-only rule does not match every socket */
-		for (k = 0; k < r->nclients && !ok; k++)
-			ok = agg_cidr_match(&r->clients[k], family, raddr, alen);
-		if (!ok)
-			continue;
-		if (rport < r->cport_lo || rport > r->cport_hi || lport < r->sport_lo || lport > r->sport_hi)
-			continue;
-		return (int)i;
+int agg_config_match_socket(const struct agg_config *c, uint32_t family, const uint8_t *laddr, uint32_t lport,
+			    const uint8_t *raddr, uint32_t rport)
+{
+	size_t k;
+
+	switch (rm_match_tuple(c->match, c->nmatch, family, laddr, lport, raddr, rport, &k)) {
+	case RM_MATCH_ENTRY:
+		return c->match_rule[k];
+	case RM_MATCH_OTHER_END:
+		return AGG_CONFIG_OTHER_END;
+	default:
+		return -1;
 	}
-	return -1;
 }
 
 int agg_config_match_est_addr(const struct agg_config *c, uint32_t family, const uint8_t *addr, size_t alen,

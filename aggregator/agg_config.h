@@ -7,7 +7,8 @@
  *   db = /var/lib/rametr/rametr.db
  *   horizon = 10s                      ; how long a part may wait for the send
  *                                      ; that produced its bytes (default 10s):
- *                                      ; <n>ns|us|ms|s|m|h, 1ms .. 1h
+ *                                      ; a duration (rm_dur.h: 250ms, 10s,
+ *                                      ; 1.5m), 1ms .. 1h
  *   max_held = 262144                  ; parts held at most while pairing
  *                                      ; (default 262144, 1 .. 2^26)
  *
@@ -31,6 +32,9 @@
  *                                      ; other nodes to these addresses, not from
  *                                      ; its own parts (for a server without a
  *                                      ; collector; see agg_est_run.h)
+ *   [metrics]                          ; Prometheus /metrics over HTTP; absent = off
+ *   listen = 127.0.0.1:9467            ; HOST:PORT or http://HOST:PORT (docs/metrics.md)
+ *
  *   [throttle]                         ; throttling (issue 6); absent = off
  *   cap = c2 db1 30%                   ; CE, server, cap (share of the server's
  *                                      ; CPU capacity, % or 0..1); repeatable
@@ -61,6 +65,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rm_match.h"
+
 struct agg_cidr {
 	int family;         /* 2 = AF_INET, 10 = AF_INET6 */
 	uint8_t addr[16];   /* network order, masked */
@@ -76,6 +82,12 @@ struct agg_rule {
 	uint32_t *domains;
 	size_t ndomains;
 	int line;                      /* where the [ce] section starts */
+	/* the sockets the rule names: one match per client with the rule's
+	 * ports, or both families with prefix 0 if it lists no client; none for
+	 * a Xen-only rule (domains, no client, no ports). Points into
+	 * agg_config.match. */
+	const struct rm_match *match;
+	size_t nmatch;
 };
 
 #define AGG_CONFIG_HORIZON_DEFAULT_NS 10000000000ULL /* 10 s */
@@ -139,12 +151,18 @@ struct agg_config {
 	size_t nlisten;
 	char *db;                      /* NULL if not given */
 	uint64_t horizon_ns;           /* pairing horizon (default AGG_CONFIG_HORIZON_DEFAULT_NS) */
+	int64_t retention_ns[4];       /* [retention] 1s, 1m, 1h, 1d: -1 not given (storage's
+					* default), 0 for ever, else ns */
 	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;
+	struct rm_match *match;        /* every rule's matches, in file order */
+	int *match_rule;               /* the rule of each */
+	size_t nmatch;
 	struct agg_est_conf *est;      /* [estimate] sections */
 	size_t nest;
 	struct agg_throttle_cfg throttle;
+	char *metrics_listen;          /* [metrics] listen; NULL = no /metrics */
 };
 
 /* Index of the rule of CE name; -1 if none. */
@@ -169,6 +187,18 @@ void agg_config_free(struct agg_config *c);
  */
 int agg_config_match_tuple(const struct agg_config *c, uint32_t family, const uint8_t *raddr, size_t alen,
 			   uint32_t rport, uint32_t lport);
+
+#define AGG_CONFIG_OTHER_END (-2)
+
+/*
+ * What the rules say of the socket of a segment part (family 2 or 10, local
+ * end laddr:lport, remote end raddr:rport, 16-byte addresses as rametr.h's
+ * tuples carry them; rm_match_tuple()): the index of the first rule naming
+ * it as a CE's entry; AGG_CONFIG_OTHER_END if a rule names it seen from its
+ * other end (the CE's own client); -1 if none. Pure, thread-safe.
+ */
+int agg_config_match_socket(const struct agg_config *c, uint32_t family, const uint8_t *laddr, uint32_t lport,
+			    const uint8_t *raddr, uint32_t rport);
 
 /* Index of the [estimate] section whose `address` list holds addr:port
  * (alen 4 or 16, network order); -1 if none. Pure, thread-safe. */

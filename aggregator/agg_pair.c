@@ -1061,7 +1061,7 @@ static int agg_valid_range(uint64_t start, uint64_t end)
 }
 
 #define AGG_RULE_NONE (-1)
-#define AGG_RULE_OTHER_END (-2)
+#define AGG_RULE_OTHER_END AGG_CONFIG_OTHER_END
 
 /*
  * What the configuration rules say of a part received on socket t (step 2
@@ -1071,21 +1071,10 @@ static int agg_valid_range(uint64_t start, uint64_t end)
  */
 static int agg_rule_of(const struct agg_pair *e, const struct rm_wtuple *t)
 {
-	uint32_t fam, lfam;
-	uint8_t ra[16], la[16];
-	int i;
-
 	if (!agg_tuple_ip(t))
 		return AGG_RULE_NONE;
-	rm_addr_norm(t->family, t->raddr, &fam, ra);
-	i = agg_config_match_tuple(e->cfg, fam, ra, fam == RM_AF_INET ? 4 : 16, t->rport, t->lport);
-	if (i >= 0)
-		return i;
-	rm_addr_norm(t->family, t->laddr, &lfam, la);
-	if (lfam == fam &&
-	    agg_config_match_tuple(e->cfg, lfam, la, lfam == RM_AF_INET ? 4 : 16, t->lport, t->rport) >= 0)
-		return AGG_RULE_OTHER_END;
-	return AGG_RULE_NONE;
+	return agg_config_match_socket(e->cfg, t->family, (const uint8_t *)t->laddr, t->lport,
+				       (const uint8_t *)t->raddr, t->rport);
 }
 
 /*

@@ -429,40 +429,31 @@ static uint64_t agg_thr_rx_rate(struct agg_throttle *t, const struct st_throttle
 }
 
 /*
- * The sockets rule r names, as wire matches into m[0..max) (addresses kept
- * in addr[], pointers in pm[]): one per client CIDR, or both families with
- * prefix 0 for a rule on any client; each with r's port ranges. Returns how
- * many; if they do not fit, SIZE_MAX, or with `first` the first max.
+ * The sockets rule r names (agg_rule.match), as wire matches into m[0..max)
+ * (addresses kept in addr[], pointers in pm[]). Returns how many; if they
+ * do not fit, SIZE_MAX, or with `first` the first max.
  */
 static size_t agg_rule_matches(const struct agg_rule *r, Rametr__ThrottleMatch *m, uint8_t (*addr)[16],
 			       Rametr__ThrottleMatch **pm, size_t max, int first)
 {
-	size_t k = 0, i, n = r->nclients ? r->nclients : 2;
+	size_t k;
 
-	if (n > max && !first)
+	if (r->nmatch > max && !first)
 		return SIZE_MAX;
-	for (i = 0; i < r->nclients && k < max; i++, k++) {
+	for (k = 0; k < r->nmatch && k < max; k++) {
+		const struct rm_match *x = &r->match[k];
+
 		rametr__throttle_match__init(&m[k]);
-		m[k].family = (uint32_t)r->clients[i].family;
-		memcpy(addr[k], r->clients[i].addr, 16);
-		m[k].addr.len = r->clients[i].family == 2 ? 4 : 16;
-		m[k].prefix = (uint32_t)r->clients[i].prefix;
-	}
-	if (r->nclients == 0)
-		/* any client: both families */
-		for (i = 0; i < 2 && k < max; i++, k++) {
-			rametr__throttle_match__init(&m[k]);
-			memset(addr[k], 0, 16);
-			m[k].family = i ? 10 : 2;
-			m[k].addr.len = i ? 16 : 4;
-		}
-	for (i = 0; i < k; i++) {
-		m[i].addr.data = addr[i];
-		m[i].cport_lo = r->cport_lo;
-		m[i].cport_hi = r->cport_hi;
-		m[i].sport_lo = r->sport_lo;
-		m[i].sport_hi = r->sport_hi;
-		pm[i] = &m[i];
+		m[k].family = x->family;
+		memcpy(addr[k], x->addr, 16);
+		m[k].addr.data = addr[k];
+		m[k].addr.len = x->family == 2 ? 4 : 16;
+		m[k].prefix = x->prefix;
+		m[k].cport_lo = x->cport_lo;
+		m[k].cport_hi = x->cport_hi;
+		m[k].sport_lo = x->sport_lo;
+		m[k].sport_hi = x->sport_hi;
+		pm[k] = &m[k];
 	}
 	return k;
 }
@@ -497,9 +488,6 @@ void agg_throttle_decided(const struct agg_config *cfg, struct agg_decided *d)
 	for (i = 0; i < cfg->nrules; i++) {
 		const struct agg_rule *r = &cfg->rules[i];
 
-		if (r->ndomains && !r->nclients && r->cport_lo == 0 && r->cport_hi == 65535 &&
-		    r->sport_lo == 0 && r->sport_hi == 65535)
-			continue; /* Xen-only: names no socket (agg_config_match_tuple) */
 		k = agg_rule_matches(r, d->m + d->n, d->addr + d->n, d->pm + d->n, RM_WIRE_MAX_DECIDED - d->n, 0);
 		if (k == SIZE_MAX) {
 			d->n = 0;

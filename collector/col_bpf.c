@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -23,6 +22,7 @@
 
 #include "col_bpf.h"
 #include "col_probe.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "rametr.skel.h"
 #include "banned.h"
@@ -51,14 +51,6 @@ static int col_bpf_libbpf_print(enum libbpf_print_level level, const char *fmt, 
 	if (level == LIBBPF_DEBUG)
 		return 0;
 	return vfprintf(stderr, fmt, ap);
-}
-
-static uint64_t col_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
 /* A ring record: 1 to RM_BATCH parts back to back (rametr.h). */
@@ -160,7 +152,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	/* capacity starts before the first hook is attached: attaching the
 	 * others can take tens of ms (RCU grace periods under load), while the
 	 * first already counts busy time */
-	b->cap_ts = col_mono_ns();
+	b->cap_ts = rm_clock_mono_ns();
 	if ((err = rametr_bpf__attach(b->skel)) != 0) {
 		rm_log_error("failed to attach bpf programs: %s", strerror(-err));
 		col_bpf_close(b);
@@ -206,7 +198,7 @@ static struct rm_totals *col_acc_get(struct col_win_acc *acc, uint64_t win)
 
 static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
 {
-	uint64_t now = col_mono_ns(), t;
+	uint64_t now = rm_clock_mono_ns(), t;
 	uint32_t k;
 	int cpu;
 
@@ -280,7 +272,7 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 	b->sink = NULL;
 	if (b->sink_err)
 		return b->sink_err;
-	now = col_mono_ns();
+	now = rm_clock_mono_ns();
 	if (now - b->report_ts < COL_BPF_REPORT_MS * 1000000ull)
 		return RM_OK;
 	b->report_ts = now;

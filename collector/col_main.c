@@ -25,7 +25,10 @@
 #include "col_sender.h"
 #include "col_tc.h"
 #include "col_throttle.h"
+#include "rm_dur.h"
 #include "rm_err.h"
+#include "rm_match.h"
+#include "rm_wire.h"
 #ifdef RM_HAVE_XEN_BACKEND
 #include "col_xen.h"
 #endif
@@ -139,26 +142,18 @@ static int col_batch_part(void *arg, const struct rm_part *p)
 }
 
 /* Wire matches m[0..n) into out[0..n). */
-static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct col_throttle_match *out)
+static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct rm_match *out)
 {
 	size_t i;
 
-	memset(out, 0, n * sizeof(*out));
-	for (i = 0; i < n; i++) {
-		out[i].family = m[i]->family;
-		memcpy(out[i].addr, m[i]->addr.data, m[i]->addr.len <= 16 ? m[i]->addr.len : 16);
-		out[i].prefix = m[i]->prefix;
-		out[i].cport_lo = m[i]->cport_lo;
-		out[i].cport_hi = m[i]->cport_hi;
-		out[i].sport_lo = m[i]->sport_lo;
-		out[i].sport_hi = m[i]->sport_hi;
-	}
+	for (i = 0; i < n; i++)
+		rm_wire_match(m[i], &out[i]);
 }
 
 /* Ack.decided, on the sender's thread: staged for the next flush. */
 static void col_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
 {
-	struct col_throttle_match mm[COL_MERGE_MAX_MATCH];
+	struct rm_match mm[COL_MERGE_MAX_MATCH];
 
 	if (n > COL_MERGE_MAX_MATCH)
 		n = 0; /* rm_wire refuses more; nothing merged rather than some */
@@ -193,31 +188,15 @@ static uint64_t col_mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* "250ms", "1s", "2m", "1h", or plain seconds. Returns 0 on error. */
+/* A positive duration in rm_dur.h's grammar, plain numbers as seconds
+ * ("250ms", "1s", "2m", "1h", "0.5"), at most 1e18 ns. Returns 0 on error. */
 static uint64_t col_parse_dur_ns(const char *s)
 {
-	char *end;
-	double v;
+	uint64_t ns;
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v <= 0)
+	if (rm_dur_parse(s, RM_DUR_BARE_SECONDS, &ns, NULL) != 0 || ns > 1000000000000000000ull)
 		return 0;
-	if (!strcmp(end, "ms"))
-		v *= 1e6;
-	else if (!strcmp(end, "s") || !*end)
-		v *= 1e9;
-	else if (!strcmp(end, "m"))
-		v *= 60e9;
-	else if (!strcmp(end, "h"))
-		v *= 3600e9;
-	else if (!strcmp(end, "us"))
-		v *= 1e3;
-	else
-		return 0;
-	if (v < 1 || v > 1e18)
-		return 0;
-	return (uint64_t)v;
+	return ns;
 }
 
 static int64_t col_clock_offset_ns(void)
@@ -307,7 +286,7 @@ static void col_enforcer_close(struct col_enforcer *e)
 static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 {
 	struct col_enforcer *e = arg;
-	struct col_throttle_match m[COL_THROTTLE_MAX_MATCHES];
+	struct rm_match m[COL_THROTTLE_MAX_MATCHES];
 	struct col_throttle_cmd cmd;
 	char err[256] = "";
 	int rv;

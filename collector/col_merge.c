@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "col_merge.h"
-#include "rm_addr.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -20,12 +19,12 @@
 #define COL_MERGE_DCACHE 1024 /* decisions cached, by socket cookie (a power of 2) */
 
 struct col_merge {
-	struct col_throttle_match match[COL_MERGE_MAX_MATCH];
+	struct rm_match match[COL_MERGE_MAX_MATCH];
 	size_t nmatch;
 	/* staged by col_merge_stage */
 	pthread_mutex_t mu;
 	atomic_int staged;
-	struct col_throttle_match st_match[COL_MERGE_MAX_MATCH];
+	struct rm_match st_match[COL_MERGE_MAX_MATCH];
 	size_t st_nmatch;
 	/* records, and the table of their indexes (-1: empty) */
 	struct rm_part rec[COL_MERGE_SLOTS];
@@ -66,7 +65,7 @@ void col_merge_close(struct col_merge *m)
 	free(m);
 }
 
-int col_merge_stage(struct col_merge *m, const struct col_throttle_match *mm, size_t n)
+int col_merge_stage(struct col_merge *m, const struct rm_match *mm, size_t n)
 {
 	if (n > COL_MERGE_MAX_MATCH || (n && !mm))
 		return RM_EINVAL;
@@ -103,39 +102,11 @@ size_t col_merge_nmatch(const struct col_merge *m)
 	return m->nmatch;
 }
 
-static int col_match_one(const struct col_throttle_match *x, uint32_t fam, const uint8_t *a, uint32_t rport,
-			 uint32_t lport)
-{
-	if (x->family != fam || rport < x->cport_lo || rport > x->cport_hi || lport < x->sport_lo ||
-	    lport > x->sport_hi)
-		return 0;
-	return rm_addr_prefix_eq(a, x->addr, x->prefix);
-}
-
-static int col_match_any(const struct col_merge *m, uint32_t fam, const uint8_t *a, uint32_t rport,
-			 uint32_t lport)
-{
-	size_t i;
-
-	for (i = 0; i < m->nmatch; i++)
-		if (col_match_one(&m->match[i], fam, a, rport, lport))
-			return 1;
-	return 0;
-}
-
 /* The aggregator's agg_rule_of(t) != AGG_RULE_NONE (agg_pair.c). */
 static int col_decided(const struct col_merge *m, const struct rm_tuple *t)
 {
-	uint32_t fam, lfam;
-	uint8_t ra[16], la[16];
-
-	if (t->family != RM_AF_INET && t->family != RM_AF_INET6)
-		return 0;
-	rm_addr_norm(t->family, t->raddr, &fam, ra);
-	if (col_match_any(m, fam, ra, t->rport, t->lport))
-		return 1;
-	rm_addr_norm(t->family, t->laddr, &lfam, la);
-	return lfam == fam && col_match_any(m, lfam, la, t->lport, t->rport);
+	return rm_match_tuple(m->match, m->nmatch, t->family, (const uint8_t *)t->laddr, t->lport,
+			      (const uint8_t *)t->raddr, t->rport, NULL) != RM_MATCH_NONE;
 }
 
 /*

@@ -17,10 +17,8 @@
  * force:
  *   - it is none of: a continuation or anchor record (follow-replies), an
  *     inherited segment, a Xen domain or driver part;
- *   - its inbound socket is IPv4/IPv6 and decided: its remote end (IPv4-
- *     mapped IPv6 taken as IPv4) and ports match a match (remote address in
- *     addr/prefix, remote port in [cport_lo, cport_hi], local port in
- *     [sport_lo, sport_hi]), or the same holds with the ends swapped;
+ *   - its inbound socket is IPv4/IPv6 and decided: rm_match_tuple() finds
+ *     a match naming it, from either end;
  *   - it sent no bytes (no RM_PF_OUT_SEQ range), or sent them on a decided
  *     socket.
  * Merged parts with the same (window, inbound socket cookie, pid, tid) make
@@ -46,8 +44,8 @@
 #include <stdint.h>
 #include <linux/types.h>
 
-#include "col_throttle.h" /* struct col_throttle_match: a decoded rametr.proto ThrottleMatch */
 #include "rametr.h"
+#include "rm_match.h" /* the sockets decided: decoded rametr.proto ThrottleMatches */
 
 #define COL_MERGE_MAX_MATCH 64  /* = RM_WIRE_MAX_DECIDED */
 #define COL_MERGE_SLOTS 4096    /* records held at most; further new keys go as they are */
@@ -71,7 +69,7 @@ void col_merge_close(struct col_merge *m);
  * and RM_EINVAL is returned), copied, for the next col_merge_sync().
  * Staging the set in force again changes nothing. Thread-safe.
  */
-int col_merge_stage(struct col_merge *m, const struct col_throttle_match *mm, size_t n);
+int col_merge_stage(struct col_merge *m, const struct rm_match *mm, size_t n);
 
 /* Puts the staged matches in force, if any were staged. Returns 1 if the
  * set in force changed, else 0. */

@@ -16,7 +16,7 @@
 #include "banned.h"
 
 /* [ce c1] client = 10.1.0.0/16, server_port = 5432 (as agg_throttle_decided makes it) */
-static const struct col_throttle_match c1 = { 2, { 10, 1 }, 16, 0, 65535, 5432, 5432 };
+static const struct rm_match c1 = { 2, { 10, 1 }, 16, 0, 65535, 5432, 5432 };
 
 static void tuple4(struct rm_tuple *t, uint64_t cookie, const char *laddr, uint32_t lport, const char *raddr,
 		   uint32_t rport)
@@ -53,7 +53,7 @@ static void server_part(struct rm_part *p, uint64_t win, uint32_t tid, uint64_t 
 	p->out_seq_end = 9200;
 }
 
-static struct col_merge *open_with(const struct col_throttle_match *m, size_t n)
+static struct col_merge *open_with(const struct rm_match *m, size_t n)
 {
 	struct col_merge *cm = NULL;
 
@@ -231,7 +231,7 @@ static void test_which_parts(void)
 static void test_staging(void)
 {
 	struct col_merge *cm = NULL;
-	struct col_throttle_match any[2] = { { 2, { 0 }, 0, 7000, 7010, 0, 65535 },
+	struct rm_match any[2] = { { 2, { 0 }, 0, 7000, 7010, 0, 65535 },
 					  { 10, { 0 }, 0, 7000, 7010, 0, 65535 } };
 	struct rm_part p;
 

@@ -1,7 +1,7 @@
 /*
  * col_tc.c - admission throttling (col_tc.h): loads tc_police.bpf.c, owns
- * its tc hook and attachment, the slots (one per throttled CE: matches and
- * token bucket) and the expiry thread.
+ * its tc hook and attachment, a token bucket per slot of its throttled-CE
+ * table (col_slots.h) and the expiry thread.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "col_tc.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "throttle.h"
 #include "tc_police.skel.h"
@@ -31,14 +31,8 @@ struct col_tc_bucket {
 	uint64_t last_ns, passed, dropped;
 };
 
-struct col_tc_slot {
-	int used;
-	char ce[64];
-	uint64_t id;
-	int64_t expires_unix_ns;
-	int nmatch;
-	int match_idx[COL_THROTTLE_MAX_MATCHES];
-	uint32_t cap_permille;
+/* What the binding report last saw of a slot's bucket (col_slots.h). */
+struct col_tc_seen {
 	int have_stat;
 	uint64_t dropped, passed;   /* the bucket's counters at the last second's report */
 };
@@ -52,52 +46,27 @@ struct col_tc {
 	struct bpf_tc_hook hook;
 	struct bpf_tc_opts opts;
 	int hook_created, attached;
-	struct col_tc_slot slot[THR_MAX_SLOTS];
-	int match_used[THR_MAX_MATCHES];
+	struct col_slots tab;       /* the throttled CEs and their matches */
+	struct col_tc_seen seen[THR_MAX_SLOTS];
 	struct col_tc_stats st;
 	int64_t last_sec;     /* Unix second of the last binding report */
 };
 
-static int64_t col_tc_real(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-static uint64_t col_tc_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Caller holds mu. */
 static void col_tc_release(struct col_tc *t, uint32_t si)
 {
-	struct col_tc_slot *s = &t->slot[si];
-	struct thr_match zero = { 0 };
 	struct col_tc_bucket b;
-	int j;
 
-	if (!s->used)
+	if (!t->tab.slot[si].used)
 		return;
-	for (j = 0; j < s->nmatch; j++) {
-		uint32_t k = (uint32_t)s->match_idx[j];
-
-		bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_matches), &k, &zero, BPF_ANY);
-		t->match_used[k] = 0;
-	}
+	col_slots_clear(&t->tab, si);
 	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b) == 0) {
 		t->st.passed += b.passed;
 		t->st.dropped += b.dropped;
 	}
 	memset(&b, 0, sizeof(b));
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b, BPF_ANY);
-	s->used = 0;
-	s->nmatch = 0;
+	memset(&t->seen[si], 0, sizeof(t->seen[si]));
 	t->st.active--;
 }
 
@@ -107,33 +76,32 @@ static void *col_tc_main(void *arg)
 	uint32_t i;
 
 	while (!t->stop) {
-		int64_t now = col_tc_real();
+		int64_t now = rm_clock_unix_ns();
 
 		pthread_mutex_lock(&t->mu);
-		for (i = 1; i < THR_MAX_SLOTS; i++)
-			if (t->slot[i].used && t->slot[i].expires_unix_ns <= now) {
-				rm_log_info("admission throttle of CE '%s' (command %" PRIu64 ") expired; "
-					    "cap 0 in force at %" PRId64, t->slot[i].ce, t->slot[i].id, now);
-				col_tc_release(t, i);
-				t->st.expired++;
-			}
+		while ((i = col_slots_expired(&t->tab, now)) != 0) {
+			rm_log_info("admission throttle of CE '%s' (command %" PRIu64 ") expired; "
+				    "cap 0 in force at %" PRId64, t->tab.slot[i].ce, t->tab.slot[i].id, now);
+			col_tc_release(t, i);
+			t->st.expired++;
+		}
 		/* once per second: whether each bucket dropped (its cap bound) */
 		if (now / 1000000000ll != t->last_sec) {
-			for (i = 1; i < THR_MAX_SLOTS; i++) {
-				struct col_tc_slot *s = &t->slot[i];
+			for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
+				const struct col_slot *s = &t->tab.slot[i];
+				struct col_tc_seen *v = &t->seen[i];
 				struct col_tc_bucket b;
 
-				if (!s->used ||
-				    bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) != 0)
+				if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) != 0)
 					continue;
-				if (t->last_sec && s->have_stat && b.dropped >= s->dropped)
+				if (t->last_sec && v->have_stat && b.dropped >= v->dropped)
 					rm_log_info("CE '%s' cap %u bound %" PRIu64 " of %" PRIu64
 						    " bytes in second %" PRId64, s->ce, s->cap_permille,
-						    b.dropped - s->dropped,
-						    b.dropped - s->dropped + b.passed - s->passed, t->last_sec);
-				s->have_stat = 1;
-				s->dropped = b.dropped;
-				s->passed = b.passed;
+						    b.dropped - v->dropped,
+						    b.dropped - v->dropped + b.passed - v->passed, t->last_sec);
+				v->have_stat = 1;
+				v->dropped = b.dropped;
+				v->passed = b.passed;
 			}
 			t->last_sec = now / 1000000000ll;
 		}
@@ -145,119 +113,60 @@ static void *col_tc_main(void *arg)
 
 int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *c, char *err, size_t errlen)
 {
-	struct col_tc_slot *s = NULL;
-	struct col_tc_bucket b;
-	uint32_t si, k;
-	size_t i;
-	int idx[COL_THROTTLE_MAX_MATCHES], n = 0;
+	struct col_tc_bucket b, old;
+	uint32_t si;
+	int rv, fresh;
 
-	if (!t || !c || !c->ce || !c->ce[0] || strlen(c->ce) > 63)
+	if (!t || !c)
 		return RM_EINVAL;
-	if (!c->resource || strcmp(c->resource, "cpu") != 0) {
-		rm_errf(err, errlen, "resource '%s' cannot be throttled here (only cpu)",
-			   c->resource ? c->resource : "");
-		return RM_EINVAL;
-	}
-	if (c->cap_permille > 1000) {
-		rm_errf(err, errlen, "cap of %u permille (at most 1000)", c->cap_permille);
-		return RM_EINVAL;
-	}
-	if (c->expires_unix_ns <= col_tc_real()) {
-		rm_errf(err, errlen, "command %" PRIu64 " for CE '%s' has already expired", c->id, c->ce);
-		return RM_ETIMEDOUT;
-	}
-	if (c->cap_permille && (c->nmatch == 0 || c->nmatch > COL_THROTTLE_MAX_MATCHES)) {
-		rm_errf(err, errlen, "command for CE '%s' has %zu matches (1..%d)", c->ce, c->nmatch,
-			   COL_THROTTLE_MAX_MATCHES);
-		return RM_EINVAL;
-	}
+	if ((rv = col_slots_check(c, rm_clock_unix_ns(), err, errlen)) != 0)
+		return rv;
 	if (c->cap_permille && c->rx_rate_bps == 0) {
 		rm_errf(err, errlen, "command for CE '%s' has no inbound rate: admission throttling "
 			   "needs the CE's bytes per CPU second", c->ce);
 		return RM_EINVAL;
 	}
-	for (i = 0; i < c->nmatch; i++)
-		if ((c->match[i].family != 2 && c->match[i].family != 10) ||
-		    c->match[i].prefix > (c->match[i].family == 2 ? 32u : 128u)) {
-			rm_errf(err, errlen, "match %zu: family %u / prefix %u invalid", i,
-				   c->match[i].family, c->match[i].prefix);
-			return RM_EINVAL;
-		}
 	pthread_mutex_lock(&t->mu);
-	for (si = 1; si < THR_MAX_SLOTS; si++)
-		if (t->slot[si].used && strcmp(t->slot[si].ce, c->ce) == 0) {
-			s = &t->slot[si];
-			break;
-		}
+	si = col_slots_find(&t->tab, c->ce);
 	if (c->cap_permille == 0) {
-		if (s) {
+		if (si) {
 			col_tc_release(t, si);
 			t->st.released++;
 			rm_log_info("released CE '%s', command %" PRIu64 "; cap 0 in force at %" PRId64,
-				    c->ce, c->id, col_tc_real());
+				    c->ce, c->id, rm_clock_unix_ns());
 		}
 		pthread_mutex_unlock(&t->mu);
 		return RM_OK;
 	}
-	if (!s) {
-		for (si = 1; si < THR_MAX_SLOTS && t->slot[si].used; si++)
-			;
-		if (si == THR_MAX_SLOTS) {
-			pthread_mutex_unlock(&t->mu);
-			rm_errf(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
-			return RM_EFULL;
-		}
-		s = &t->slot[si];
-		memset(s, 0, sizeof(*s));
-	}
-	for (k = 0; k < THR_MAX_MATCHES && (size_t)n < c->nmatch; k++)
-		if (!t->match_used[k])
-			idx[n++] = (int)k;
-	if ((size_t)n < c->nmatch) {
+	fresh = !si;
+	if (fresh && !(si = col_slots_unused(&t->tab, err, errlen))) {
 		pthread_mutex_unlock(&t->mu);
-		rm_errf(err, errlen, "no room for %zu more matches", c->nmatch);
 		return RM_EFULL;
 	}
 	/* the bucket first, full, then the matches that lead to it */
-	memset(&b, 0, sizeof(b));
-	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b) != 0)
-		memset(&b, 0, sizeof(b));
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &old) != 0)
+		memset(&old, 0, sizeof(old));
+	b = old;
 	b.lock = 0;
 	b.rate_bps = c->rx_rate_bps;
 	b.burst = c->rx_rate_bps / 10 > COL_TC_BURST_MIN ? c->rx_rate_bps / 10 : COL_TC_BURST_MIN;
-	if (!s->used || b.tokens > (int64_t)b.burst)
+	if (fresh || b.tokens > (int64_t)b.burst)
 		b.tokens = (int64_t)b.burst;
-	if (!s->used)
-		b.last_ns = col_tc_mono();
+	if (fresh)
+		b.last_ns = rm_clock_mono_ns();
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &b, BPF_ANY);
-	for (i = 0; i < c->nmatch; i++) {
-		struct thr_match m;
-
-		col_throttle_make_match(&c->match[i], si, &m);
-		k = (uint32_t)idx[i];
-		bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_matches), &k, &m, BPF_ANY);
-		t->match_used[k] = 1;
+	if ((rv = col_slots_set(&t->tab, si, c, err, errlen)) != 0) {
+		old.lock = 0; /* the bucket as it was */
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_buckets), &si, &old, BPF_ANY);
+		pthread_mutex_unlock(&t->mu);
+		return rv;
 	}
-	for (i = 0; i < (size_t)s->nmatch; i++) {
-		struct thr_match zero = { 0 };
-
-		k = (uint32_t)s->match_idx[i];
-		bpf_map_update_elem(bpf_map__fd(t->skel->maps.tc_matches), &k, &zero, BPF_ANY);
-		t->match_used[k] = 0;
-	}
-	memcpy(s->match_idx, idx, sizeof(idx));
-	s->nmatch = (int)c->nmatch;
-	if (!s->used)
+	if (fresh)
 		t->st.active++;
-	s->used = 1;
-	snprintf(s->ce, sizeof(s->ce), "%s", c->ce);
-	s->id = c->id;
-	s->cap_permille = c->cap_permille;
-	s->expires_unix_ns = c->expires_unix_ns;
 	pthread_mutex_unlock(&t->mu);
 	rm_log_info("admission throttling CE '%s' to %" PRIu64 " inbound bytes/s (cap %u permille), "
 		    "command %" PRIu64 "; cap %u in force at %" PRId64, c->ce, c->rx_rate_bps,
-		    c->cap_permille, c->id, c->cap_permille, col_tc_real());
+		    c->cap_permille, c->id, c->cap_permille, rm_clock_unix_ns());
 	return RM_OK;
 }
 
@@ -268,8 +177,8 @@ void col_tc_stats(struct col_tc *t, struct col_tc_stats *out)
 
 	pthread_mutex_lock(&t->mu);
 	*out = t->st;
-	for (i = 1; i < THR_MAX_SLOTS; i++)
-		if (t->slot[i].used && bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) == 0) {
+	for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;)
+		if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.tc_buckets), &i, &b) == 0) {
 			out->passed += b.passed;
 			out->dropped += b.dropped;
 		}
@@ -297,6 +206,7 @@ int col_tc_open(struct col_tc **out, const struct col_tc_cfg *cfg)
 		rv = RM_EBPF;
 		goto fail;
 	}
+	col_slots_init(&t->tab, col_slots_put_map, (void *)(intptr_t)bpf_map__fd(t->skel->maps.tc_matches));
 	t->hook.sz = sizeof(t->hook);
 	t->hook.ifindex = (int)idx;
 	t->hook.attach_point = cfg->egress ? BPF_TC_EGRESS : BPF_TC_INGRESS;
@@ -338,11 +248,10 @@ void col_tc_close(struct col_tc *t)
 		pthread_join(t->th, NULL);
 	if (t->skel) {
 		pthread_mutex_lock(&t->mu);
-		for (i = 1; i < THR_MAX_SLOTS; i++)
-			if (t->slot[i].used) {
-				col_tc_release(t, i);
-				t->st.released++;
-			}
+		for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
+			col_tc_release(t, i);
+			t->st.released++;
+		}
 		pthread_mutex_unlock(&t->mu);
 	}
 	if (t->st.passed || t->st.dropped)

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "col_throttle.h"
+#include "col_slots.h" /* struct col_throttle_cmd, the checks, the slot table */
 
 #define COL_TC_BURST_MIN 64   /* bytes (was 2 KiB: 128 16-byte requests at once) */
 
@@ -39,7 +39,8 @@ struct col_tc_cfg {
  * RM_ENOMEM. */
 int col_tc_open(struct col_tc **out, const struct col_tc_cfg *cfg);
 
-/* As col_throttle_apply(); RM_EINVAL also for a cap without rx_rate_bps. */
+/* As col_throttle_apply() (the same checks, col_slots_check()); RM_EINVAL
+ * also for a cap without rx_rate_bps. */
 int col_tc_apply(struct col_tc *t, const struct col_throttle_cmd *cmd, char *err, size_t errlen);
 
 struct col_tc_stats {

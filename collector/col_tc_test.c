@@ -131,7 +131,7 @@ static void test_police(void)
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
 	struct col_tc_cfg cfg = { "lo", 0 };
-	struct col_throttle_match m;
+	struct rm_match m;
 	struct col_throttle_cmd cmd = { 0 };
 	struct col_tc_stats st;
 	struct col_tc *t = NULL;
@@ -177,6 +177,17 @@ static void test_police(void)
 	CU_ASSERT_EQUAL(col_tc_apply(t, &cmd, err, sizeof(err)), RM_EINVAL);  /* no rate */
 	CU_ASSERT(strstr(err, "no inbound rate") != NULL);
 	cmd.rx_rate_bps = 20 * REQ_BYTES;
+	/* the checks of per-thread throttling apply here too (col_slots_check) */
+	cmd.ce = "c 2";
+	CU_ASSERT_EQUAL(col_tc_apply(t, &cmd, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT(strstr(err, "bad CE name") != NULL);
+	cmd.ce = "c2";
+	m.sport_lo = port + 1;
+	CU_ASSERT_EQUAL(col_tc_apply(t, &cmd, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT(strstr(err, "port range") != NULL);
+	m.sport_lo = port;
+	col_tc_stats(t, &st);
+	CU_ASSERT_EQUAL(st.active, 0);
 	CU_ASSERT_EQUAL_FATAL(col_tc_apply(t, &cmd, err, sizeof(err)), RM_OK);
 	usleep(500000);   /* the burst (100 ms of the rate: 2 requests) drains */
 	rates(1500, &r2b, &r3b);

@@ -1,7 +1,8 @@
 /*
  * col_throttle.c - per-thread CPU throttling (see col_throttle.h): loads and
  * attaches throttle.bpf.c, owns the cgroup v1 groups rametr-throttle-<pid>/
- * s<slot>, the table of moved threads (tid -> group it came from), and the
+ * s<slot> (one per slot of its throttled-CE table, col_slots.h), the table
+ * of moved threads (tid -> group it came from), and the
  * thread that drains the kernel's enter/leave records, moves threads and
  * expires throttles.
  */
@@ -17,13 +18,13 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "col_throttle.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "throttle.h"
 #include "throttle.skel.h"
@@ -32,16 +33,10 @@
 #define COL_THR_MAX_MOVED 8192
 #define COL_THR_TICK_MS 20
 
-struct col_thr_slot {
-	int used;
-	char ce[64];
-	uint64_t id;
-	uint32_t cap_permille;
-	int64_t expires_unix_ns;
+/* The cgroup of a slot of the table (col_slots.h), while the slot is used. */
+struct col_thr_group {
 	char dir[512];
-	int tasks_fd;                 /* <dir>/tasks, kept open */
-	int nmatch;
-	int match_idx[COL_THROTTLE_MAX_MATCHES];
+	int tasks_fd;                 /* <dir>/tasks, kept open; -1 = none */
 	int have_stat;
 	uint64_t nr_periods, nr_throttled;   /* cpu.stat at the last second's report */
 };
@@ -64,29 +59,13 @@ struct col_throttle {
 	char parent[384];
 	uint32_t ncpu;
 	int release_at_send;
-	struct col_thr_slot slot[THR_MAX_SLOTS];
-	int match_used[THR_MAX_MATCHES];
+	struct col_slots tab;          /* the throttled CEs and their matches */
+	struct col_thr_group grp[THR_MAX_SLOTS];
 	struct col_thr_moved *moved;
 	size_t nmoved_hw;              /* high-water mark of used entries */
 	int64_t last_sec;              /* Unix second of the last binding report */
 	struct col_throttle_stats st;
 };
-
-static uint64_t col_thr_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t col_thr_real(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 static int col_thr_write_file(const char *path, const char *val)
 {
@@ -191,7 +170,7 @@ static void col_thr_move_back(struct col_throttle *t, struct col_thr_moved *m, u
 	if (rv == -ENOENT) /* its group is gone: the root then */
 		rv = col_thr_move_path(t->root, "/", m->tid);
 	if (rv == 0) {
-		uint64_t d = ev_ts ? col_thr_mono() - ev_ts : 0;
+		uint64_t d = ev_ts ? rm_clock_mono_ns() - ev_ts : 0;
 
 		t->st.moves++;
 		t->st.move_ns_sum += d;
@@ -212,7 +191,7 @@ static int col_thr_on_event(void *ctx, void *data, size_t len)
 	struct col_throttle *t = ctx;
 	const struct thr_event *e = data;
 	struct col_thr_moved *m;
-	struct col_thr_slot *s;
+	struct col_thr_group *g;
 	uint64_t d;
 	int rv;
 
@@ -226,8 +205,8 @@ static int col_thr_on_event(void *ctx, void *data, size_t len)
 		goto out;
 	}
 	t->st.enters++;
-	s = &t->slot[e->slot];
-	if (!s->used)
+	g = &t->grp[e->slot];
+	if (!t->tab.slot[e->slot].used)
 		goto out; /* released meanwhile */
 	m = col_thr_find(t, e->tid);
 	if (!m) {
@@ -243,16 +222,16 @@ static int col_thr_on_event(void *ctx, void *data, size_t len)
 		m->tid = e->tid;
 	}
 	m->slot = e->slot;
-	rv = col_thr_move_fd(s->tasks_fd, e->tid);
+	rv = col_thr_move_fd(g->tasks_fd, e->tid);
 	if (rv != 0) {
 		t->st.move_fail++;
 		if (rv != -ESRCH)
-			rm_log_warn("failed to move thread %u into '%s': %s", e->tid, s->dir,
+			rm_log_warn("failed to move thread %u into '%s': %s", e->tid, g->dir,
 				    strerror(-rv));
 		m->tid = 0;
 		goto out;
 	}
-	d = col_thr_mono() - e->ts_ns;
+	d = rm_clock_mono_ns() - e->ts_ns;
 	t->st.moves++;
 	t->st.move_ns_sum += d;
 	if (d > t->st.move_ns_max)
@@ -292,23 +271,26 @@ static int col_thr_attach(struct col_throttle *t, char *err, size_t errlen)
 	return RM_OK;
 }
 
+/* Removes slot si's group (closed, rmdir'ed). Caller holds mu. */
+static void col_thr_group_remove(struct col_throttle *t, uint32_t si)
+{
+	struct col_thr_group *g = &t->grp[si];
+
+	if (g->tasks_fd >= 0)
+		close(g->tasks_fd);
+	g->tasks_fd = -1;
+	if (rmdir(g->dir) != 0 && errno != ENOENT)
+		rm_log_warn("failed to remove cgroup '%s': %s", g->dir, strerror(errno));
+}
+
 /* Ends a throttle: matches off, threads back, group removed. Caller holds mu. */
 static void col_thr_release(struct col_throttle *t, uint32_t si)
 {
-	struct col_thr_slot *s = &t->slot[si];
-	struct thr_match zero = { 0 };
 	size_t i;
-	int j;
 
-	if (!s->used)
+	if (!t->tab.slot[si].used)
 		return;
-	for (j = 0; j < s->nmatch; j++) {
-		uint32_t k = (uint32_t)s->match_idx[j];
-
-		bpf_map_update_elem(bpf_map__fd(t->skel->maps.matches), &k, &zero, BPF_ANY);
-		t->match_used[k] = 0;
-	}
-	s->nmatch = 0;
+	col_slots_clear(&t->tab, si);
 	/* threads still inside: back, and out of the kernel's table */
 	for (i = 0; i < t->nmoved_hw; i++) {
 		struct col_thr_moved *m = &t->moved[i];
@@ -320,12 +302,7 @@ static void col_thr_release(struct col_throttle *t, uint32_t si)
 			col_thr_move_back(t, m, 0);
 		}
 	}
-	if (s->tasks_fd >= 0)
-		close(s->tasks_fd);
-	s->tasks_fd = -1;
-	if (rmdir(s->dir) != 0 && errno != ENOENT)
-		rm_log_warn("failed to remove cgroup '%s': %s", s->dir, strerror(errno));
-	s->used = 0;
+	col_thr_group_remove(t, si);
 	t->st.active--;
 	if (t->st.active == 0)
 		col_thr_detach(t);
@@ -333,17 +310,15 @@ static void col_thr_release(struct col_throttle *t, uint32_t si)
 
 static void col_thr_expire(struct col_throttle *t)
 {
-	int64_t now = col_thr_real();
+	int64_t now = rm_clock_unix_ns();
 	uint32_t i;
 
 	pthread_mutex_lock(&t->mu);
-	for (i = 1; i < THR_MAX_SLOTS; i++) {
-		if (t->slot[i].used && t->slot[i].expires_unix_ns <= now) {
-			rm_log_info("throttle of CE '%s' (command %" PRIu64 ") expired; cap 0 in force "
-				    "at %" PRId64, t->slot[i].ce, t->slot[i].id, now);
-			col_thr_release(t, i);
-			t->st.expired++;
-		}
+	while ((i = col_slots_expired(&t->tab, now)) != 0) {
+		rm_log_info("throttle of CE '%s' (command %" PRIu64 ") expired; cap 0 in force "
+			    "at %" PRId64, t->tab.slot[i].ce, t->tab.slot[i].id, now);
+		col_thr_release(t, i);
+		t->st.expired++;
 	}
 	pthread_mutex_unlock(&t->mu);
 }
@@ -381,25 +356,26 @@ static int col_thr_cpu_stat(const char *dir, uint64_t *periods, uint64_t *thrott
  */
 static void col_thr_report(struct col_throttle *t)
 {
-	int64_t sec = col_thr_real() / 1000000000ll;
+	int64_t sec = rm_clock_unix_ns() / 1000000000ll;
 	uint32_t i;
 
 	if (sec == t->last_sec)
 		return;
 	pthread_mutex_lock(&t->mu);
-	for (i = 1; i < THR_MAX_SLOTS; i++) {
-		struct col_thr_slot *s = &t->slot[i];
+	for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
+		const struct col_slot *s = &t->tab.slot[i];
+		struct col_thr_group *g = &t->grp[i];
 		uint64_t p = 0, th = 0;
 
-		if (!s->used || col_thr_cpu_stat(s->dir, &p, &th) != 0)
+		if (col_thr_cpu_stat(g->dir, &p, &th) != 0)
 			continue;
-		if (t->last_sec && s->have_stat && p >= s->nr_periods && th >= s->nr_throttled)
+		if (t->last_sec && g->have_stat && p >= g->nr_periods && th >= g->nr_throttled)
 			rm_log_info("CE '%s' cap %u bound %" PRIu64 " of %" PRIu64 " periods in second %" PRId64,
-				    s->ce, s->cap_permille, th - s->nr_throttled, p - s->nr_periods,
+				    s->ce, s->cap_permille, th - g->nr_throttled, p - g->nr_periods,
 				    t->last_sec);
-		s->have_stat = 1;
-		s->nr_periods = p;
-		s->nr_throttled = th;
+		g->have_stat = 1;
+		g->nr_periods = p;
+		g->nr_throttled = th;
 	}
 	pthread_mutex_unlock(&t->mu);
 	t->last_sec = sec;
@@ -417,217 +393,89 @@ static void *col_thr_main(void *arg)
 	return NULL;
 }
 
-static int col_thr_check_name(const char *ce)
-{
-	size_t i, n = ce ? strlen(ce) : 0;
-
-	if (n == 0 || n > 63)
-		return -1;
-	for (i = 0; i < n; i++) {
-		char c = ce[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '.' || c == '-'))
-			return -1;
-	}
-	return 0;
-}
-
-void col_throttle_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out)
-{
-	uint8_t mask[16] = { 0 };
-	unsigned i, bits = in->prefix;
-
-	memset(out, 0, sizeof(*out));
-	out->slot = slot;
-	out->family = in->family;
-	for (i = 0; i < 16 && bits; i++) {
-		unsigned b = bits >= 8 ? 8 : bits;
-
-		mask[i] = (uint8_t)(0xff00u >> b);
-		bits -= b;
-	}
-	memcpy(out->mask, mask, 16);
-	for (i = 0; i < 16; i++)
-		((uint8_t *)out->addr)[i] = in->addr[i] & mask[i];
-	if (in->family == 2) {
-		out->addr[1] = out->addr[2] = out->addr[3] = 0;
-		out->mask[1] = out->mask[2] = out->mask[3] = 0;
-	}
-	out->cport_lo = in->cport_lo;
-	out->cport_hi = in->cport_hi;
-	out->sport_lo = in->sport_lo;
-	out->sport_hi = in->sport_hi;
-}
-
-static int col_thr_check_cmd(const struct col_throttle_cmd *c, char *err, size_t errlen)
-{
-	size_t i;
-
-	if (col_thr_check_name(c->ce) != 0) {
-		rm_errf(err, errlen, "bad CE name '%s'", c->ce ? c->ce : "");
-		return RM_EINVAL;
-	}
-	if (!c->resource || strcmp(c->resource, "cpu") != 0) {
-		rm_errf(err, errlen, "resource '%s' cannot be throttled here (only cpu)",
-			    c->resource ? c->resource : "");
-		return RM_EINVAL;
-	}
-	if (c->cap_permille > 1000) {
-		rm_errf(err, errlen, "cap of %u permille (at most 1000)", c->cap_permille);
-		return RM_EINVAL;
-	}
-	if (c->cap_permille == 0)
-		return RM_OK;
-	if (c->nmatch == 0 || c->nmatch > COL_THROTTLE_MAX_MATCHES) {
-		rm_errf(err, errlen, "command for CE '%s' has %zu matches (1..%d)", c->ce,
-			    c->nmatch, COL_THROTTLE_MAX_MATCHES);
-		return RM_EINVAL;
-	}
-	for (i = 0; i < c->nmatch; i++) {
-		const struct col_throttle_match *m = &c->match[i];
-
-		if ((m->family != 2 && m->family != 10) ||
-		    m->prefix > (m->family == 2 ? 32u : 128u)) {
-			rm_errf(err, errlen, "match %zu: family %u / prefix %u invalid", i,
-				    m->family, m->prefix);
-			return RM_EINVAL;
-		}
-		if (m->cport_lo > m->cport_hi || m->cport_hi > 65535 || m->sport_lo > m->sport_hi ||
-		    m->sport_hi > 65535) {
-			rm_errf(err, errlen, "match %zu: bad port range", i);
-			return RM_EINVAL;
-		}
-	}
-	return RM_OK;
-}
-
 int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *c, char *err, size_t errlen)
 {
-	struct col_thr_slot *s = NULL;
+	struct col_thr_group *g;
 	char path[600], val[32];
 	uint64_t quota;
-	uint32_t si, k;
-	size_t i;
-	int rv, fresh = 0, idx[COL_THROTTLE_MAX_MATCHES], n = 0;
+	uint32_t si;
+	int rv, fresh = 0;
 
 	if (!t || !c)
 		return RM_EINVAL;
-	if ((rv = col_thr_check_cmd(c, err, errlen)) != 0)
+	if ((rv = col_slots_check(c, rm_clock_unix_ns(), err, errlen)) != 0)
 		return rv;
-	if (c->expires_unix_ns <= col_thr_real()) {
-		rm_errf(err, errlen, "command %" PRIu64 " for CE '%s' has already expired", c->id,
-			    c->ce);
-		return RM_ETIMEDOUT;
-	}
 	pthread_mutex_lock(&t->mu);
-	for (si = 1; si < THR_MAX_SLOTS; si++)
-		if (t->slot[si].used && strcmp(t->slot[si].ce, c->ce) == 0) {
-			s = &t->slot[si];
-			break;
-		}
+	si = col_slots_find(&t->tab, c->ce);
 	if (c->cap_permille == 0) {
-		if (s) {
+		if (si) {
 			col_thr_release(t, si);
 			t->st.released++;
 			rm_log_info("released CE '%s', command %" PRIu64 "; cap 0 in force at %" PRId64,
-				    c->ce, c->id, col_thr_real());
+				    c->ce, c->id, rm_clock_unix_ns());
 		}
 		pthread_mutex_unlock(&t->mu);
 		return RM_OK;
 	}
-	if (!s) {
-		for (si = 1; si < THR_MAX_SLOTS; si++)
-			if (!t->slot[si].used)
-				break;
-		if (si == THR_MAX_SLOTS) {
-			rm_errf(err, errlen, "%d CEs already throttled", THR_MAX_SLOTS - 1);
+	if (!si) {
+		if (!(si = col_slots_unused(&t->tab, err, errlen))) {
 			pthread_mutex_unlock(&t->mu);
 			return RM_EFULL;
 		}
-		s = &t->slot[si];
-		memset(s, 0, sizeof(*s));
-		s->tasks_fd = -1;
-		snprintf(s->dir, sizeof(s->dir), "%s/s%u", t->parent, si);
-		if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
-			rm_errf(err, errlen, "failed to create cgroup '%s': %s", s->dir,
+		g = &t->grp[si];
+		memset(g, 0, sizeof(*g));
+		g->tasks_fd = -1;
+		snprintf(g->dir, sizeof(g->dir), "%s/s%u", t->parent, si);
+		if (mkdir(g->dir, 0755) != 0 && errno != EEXIST) {
+			rm_errf(err, errlen, "failed to create cgroup '%s': %s", g->dir,
 				    strerror(errno));
 			pthread_mutex_unlock(&t->mu);
 			return RM_EIO;
 		}
-		snprintf(path, sizeof(path), "%s/tasks", s->dir);
-		if ((s->tasks_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+		snprintf(path, sizeof(path), "%s/tasks", g->dir);
+		if ((g->tasks_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
 			rm_errf(err, errlen, "failed to open '%s': %s", path, strerror(errno));
-			rmdir(s->dir);
+			rmdir(g->dir);
 			pthread_mutex_unlock(&t->mu);
 			return RM_EIO;
 		}
-		snprintf(s->ce, sizeof(s->ce), "%s", c->ce);
-		s->used = 1;
-		t->st.active++;
 		fresh = 1;
 	}
+	g = &t->grp[si];
 	/* quota */
 	quota = (uint64_t)c->cap_permille * t->ncpu * COL_THROTTLE_PERIOD_US / 1000u;
 	if (quota < 1000)
 		quota = 1000;
-	snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", s->dir);
+	snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", g->dir);
 	snprintf(val, sizeof(val), "%u", COL_THROTTLE_PERIOD_US);
 	if ((rv = col_thr_write_file(path, val)) == 0) {
-		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", s->dir);
+		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", g->dir);
 		snprintf(val, sizeof(val), "%" PRIu64, quota);
 		rv = col_thr_write_file(path, val);
 	}
 	if (rv != 0) {
 		rm_errf(err, errlen, "failed to write '%s': %s", path, strerror(-rv));
+		rv = RM_EIO;
 		goto fail;
 	}
-	/* matches: take new entries, then drop the old ones */
-	for (k = 0; k < THR_MAX_MATCHES && (size_t)n < c->nmatch; k++)
-		if (!t->match_used[k])
-			idx[n++] = (int)k;
-	if ((size_t)n < c->nmatch) {
-		rm_errf(err, errlen, "no room for %zu more matches (%d in all)", c->nmatch,
-			    THR_MAX_MATCHES);
-		rv = RM_EFULL;
+	/* the hooks, then the matches that make them act */
+	if ((rv = col_thr_attach(t, err, errlen)) != 0 || (rv = col_slots_set(&t->tab, si, c, err, errlen)) != 0)
 		goto fail;
-	}
-	if ((rv = col_thr_attach(t, err, errlen)) != 0)
-		goto fail;
-	for (i = 0; i < c->nmatch; i++) {
-		struct thr_match m;
-
-		col_throttle_make_match(&c->match[i], si, &m);
-		k = (uint32_t)idx[i];
-		if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.matches), &k, &m, BPF_ANY) != 0) {
-			rm_errf(err, errlen, "failed to update the match table: %s", strerror(errno));
-			rv = RM_EBPF;
-			goto fail;
-		}
-		t->match_used[k] = 1;
-	}
-	for (i = 0; i < (size_t)s->nmatch; i++) {
-		struct thr_match zero = { 0 };
-
-		k = (uint32_t)s->match_idx[i];
-		bpf_map_update_elem(bpf_map__fd(t->skel->maps.matches), &k, &zero, BPF_ANY);
-		t->match_used[k] = 0;
-	}
-	memcpy(s->match_idx, idx, sizeof(idx));
-	s->nmatch = (int)c->nmatch;
-	s->id = c->id;
-	s->cap_permille = c->cap_permille;
-	s->expires_unix_ns = c->expires_unix_ns;
+	if (fresh)
+		t->st.active++;
 	pthread_mutex_unlock(&t->mu);
 	/* "cap N in force at T" (Unix ns): scripts/fig8.sh compares each window
 	 * with the caps in force during it */
 	rm_log_info("throttling CE '%s' to %u permille of %u CPUs (quota %" PRIu64 " us per %u us), "
 		    "command %" PRIu64 "; cap %u in force at %" PRId64, c->ce, c->cap_permille, t->ncpu,
-		    quota, COL_THROTTLE_PERIOD_US, c->id, c->cap_permille, col_thr_real());
+		    quota, COL_THROTTLE_PERIOD_US, c->id, c->cap_permille, rm_clock_unix_ns());
 	return RM_OK;
 fail:
-	if (fresh)
-		col_thr_release(t, si);
+	if (fresh) {
+		col_thr_group_remove(t, si);
+		if (t->st.active == 0)
+			col_thr_detach(t);
+	}
 	pthread_mutex_unlock(&t->mu);
 	return rv;
 }
@@ -698,7 +546,7 @@ int col_throttle_open(struct col_throttle **out, const struct col_throttle_cfg *
 	}
 	pthread_mutex_init(&t->mu, NULL);
 	for (i = 0; i < THR_MAX_SLOTS; i++)
-		t->slot[i].tasks_fd = -1;
+		t->grp[i].tasks_fd = -1;
 	snprintf(t->root, sizeof(t->root), "%s", cfg->root ? cfg->root : COL_THROTTLE_ROOT_DEFAULT);
 	n = sysconf(_SC_NPROCESSORS_ONLN);
 	t->ncpu = cfg->ncpu ? cfg->ncpu : (uint32_t)(n > 0 ? n : 1);
@@ -736,6 +584,7 @@ int col_throttle_open(struct col_throttle **out, const struct col_throttle_cfg *
 		rv = RM_EBPF;
 		goto fail;
 	}
+	col_slots_init(&t->tab, col_slots_put_map, (void *)(intptr_t)bpf_map__fd(t->skel->maps.matches));
 	if (!(t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.thr_events), col_thr_on_event, t, NULL))) {
 		rm_log_error("failed to open the throttle ring buffer: %s", strerror(errno));
 		rv = RM_EBPF;
@@ -767,9 +616,8 @@ void col_throttle_group(struct col_throttle *t, const char *ce, char *buf, size_
 	if (len)
 		buf[0] = '\0';
 	pthread_mutex_lock(&t->mu);
-	for (i = 1; i < THR_MAX_SLOTS; i++)
-		if (t->slot[i].used && strcmp(t->slot[i].ce, ce) == 0)
-			snprintf(buf, len, "%s", t->slot[i].dir);
+	if ((i = col_slots_find(&t->tab, ce)) != 0)
+		snprintf(buf, len, "%s", t->grp[i].dir);
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -784,11 +632,10 @@ void col_throttle_close(struct col_throttle *t)
 		pthread_join(t->th, NULL);
 	if (t->skel) {
 		pthread_mutex_lock(&t->mu);
-		for (i = 1; i < THR_MAX_SLOTS; i++)
-			if (t->slot[i].used) {
-				col_thr_release(t, i);
-				t->st.released++;
-			}
+		for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
+			col_thr_release(t, i);
+			t->st.released++;
+		}
 		pthread_mutex_unlock(&t->mu);
 	}
 	col_thr_detach(t);

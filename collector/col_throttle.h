@@ -33,9 +33,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "col_slots.h" /* struct col_throttle_cmd, the checks, the slot table */
+
 #define COL_THROTTLE_ROOT_DEFAULT "/sys/fs/cgroup/cpu"
 #define COL_THROTTLE_PERIOD_US 100000u
-#define COL_THROTTLE_MAX_MATCHES 8   /* per command */
 
 struct col_throttle;
 
@@ -45,27 +46,6 @@ struct col_throttle_cfg {
 	uint32_t ncpu;          /* CPUs the cap is a share of; 0 = online CPUs */
 	uint32_t netns_ino;     /* nonzero: only threads of this network namespace */
 	int release_at_send;    /* move back at the segment's send instead of lazily */
-};
-
-/* Which inbound sockets carry the CE's requests (from the aggregator's rules). */
-struct col_throttle_match {
-	uint32_t family;        /* 2 or 10 */
-	uint8_t addr[16];       /* network order; AF_INET uses 4 bytes */
-	uint32_t prefix;        /* 0..32 / 0..128 */
-	uint32_t cport_lo, cport_hi;
-	uint32_t sport_lo, sport_hi;
-};
-
-struct col_throttle_cmd {
-	uint64_t id;
-	const char *ce;                 /* 1..63 bytes */
-	const char *resource;           /* "cpu" */
-	uint32_t cap_permille;          /* 0 = release, else 1..1000 */
-	int64_t expires_unix_ns;
-	const struct col_throttle_match *match;
-	size_t nmatch;                  /* 1..COL_THROTTLE_MAX_MATCHES unless cap 0 */
-	uint64_t rx_rate_bps;           /* admission (col_tc.h): inbound payload bytes/s
-	                                   that keep the CE at its cap; 0 = unknown */
 };
 
 /*
@@ -78,11 +58,10 @@ struct col_throttle_cmd {
 int col_throttle_open(struct col_throttle **out, const struct col_throttle_cfg *cfg);
 
 /*
- * Applies a command. Returns RM_OK; RM_EINVAL with the reason in err for a
- * bad command (unknown resource, cap > 1000, no match, bad family or prefix,
- * bad CE name); RM_ETIMEDOUT if it has already expired (err says so);
- * RM_EFULL if THR_MAX_SLOTS-1 CEs or THR_MAX_MATCHES matches are in use;
- * RM_EIO / RM_EBPF if the group or the hooks could not be set up (err).
+ * Applies a command. Returns RM_OK; RM_EINVAL or RM_ETIMEDOUT with the
+ * reason in err for a command col_slots_check() refuses; RM_EFULL if
+ * THR_MAX_SLOTS-1 CEs or THR_MAX_MATCHES matches are in use; RM_EIO /
+ * RM_EBPF if the group or the hooks could not be set up (err).
  */
 int col_throttle_apply(struct col_throttle *t, const struct col_throttle_cmd *cmd, char *err,
 		       size_t errlen);
@@ -96,15 +75,6 @@ struct col_throttle_stats {
 	int attached;                /* hooks attached now */
 };
 void col_throttle_stats(struct col_throttle *t, struct col_throttle_stats *out);
-
-/*
- * The map entry (throttle.h) of match in for slot: address masked to its
- * prefix, ports as given. Pure; shared by both enforcers (this file's
- * cgroup one and col_tc.c's admission one), whose BPF programs read the
- * same struct thr_match.
- */
-struct thr_match;
-void col_throttle_make_match(const struct col_throttle_match *in, uint32_t slot, struct thr_match *out);
 
 /* Path of the CE's group (for tests and logs), "" if the CE is not throttled. */
 void col_throttle_group(struct col_throttle *t, const char *ce, char *buf, size_t len);

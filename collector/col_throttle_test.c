@@ -268,7 +268,7 @@ static struct col_throttle *open_or_skip(void)
 	return t;
 }
 
-static void mk_match(struct col_throttle_match *m, const char *addr, uint32_t prefix, uint16_t sport)
+static void mk_match(struct rm_match *m, const char *addr, uint32_t prefix, uint16_t sport)
 {
 	memset(m, 0, sizeof(*m));
 	m->family = 2;
@@ -283,7 +283,7 @@ static void test_cap_and_expiry(void)
 {
 	struct col_throttle *t;
 	struct col_throttle_stats st;
-	struct col_throttle_match m;
+	struct rm_match m;
 	struct col_throttle_cmd cmd = { 0 };
 	struct srv s;
 	struct cli a, b;
@@ -378,7 +378,7 @@ static void test_cap_and_expiry(void)
 static void test_refused(void)
 {
 	struct col_throttle *t;
-	struct col_throttle_match m;
+	struct rm_match m;
 	struct col_throttle_cmd cmd = { 0 };
 	struct col_throttle_stats st;
 	char err[256] = "";
@@ -465,7 +465,7 @@ static void *mux_main(void *arg)
 static void test_lazy_leave(void)
 {
 	struct col_throttle *t;
-	struct col_throttle_match m;
+	struct rm_match m;
 	struct col_throttle_cmd cmd = { 0 };
 	struct col_throttle_stats st;
 	struct sockaddr_in a = { .sin_family = AF_INET };

@@ -1,7 +1,7 @@
 /*
  * ctl_out.c - rametrctl's output: the aligned table (with amounts in
- * seconds or bytes and shares in percent), JSON and CSV writers (raw
- * integers, escaped strings), for the usage, unaccountable, splits and
+ * seconds or bytes and shares in percent), JSON and CSV records (raw
+ * integers; escaping in rm_rec.h), for the usage, unaccountable, splits and
  * check commands. Owns the small table buffer used to align columns.
  */
 #include <stdlib.h>
@@ -10,10 +10,9 @@
 #include "ctl_out.h"
 #include "ctl_time.h"
 #include "rm_err.h"
+#include "rm_rec.h"
 #include "banned.h"
 
-#define CTL_MAXCOL 8
-#define CTL_CELL 96
 
 int ctl_fmt_parse(const char *s, enum ctl_fmt *out)
 {
@@ -76,16 +75,7 @@ int64_t ctl_row_amount(const struct st_row *row)
 
 /* ---- aligned tables ---- */
 
-struct ctl_table {
-	size_t ncol;
-	const char *head[CTL_MAXCOL];
-	int right[CTL_MAXCOL];
-	char (*cells)[CTL_MAXCOL][CTL_CELL];
-	size_t n, cap;
-};
-
-/* Appends a row; returns its cells (zeroed) or NULL when out of memory. */
-static char (*ctl_table_row(struct ctl_table *t))[CTL_CELL]
+char (*ctl_table_row(struct ctl_table *t))[CTL_CELL]
 {
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
@@ -118,7 +108,7 @@ static void ctl_table_line(FILE *f, const struct ctl_table *t, const size_t *w,
 	fputc('\n', f);
 }
 
-static void ctl_table_print(FILE *f, const struct ctl_table *t)
+void ctl_table_print(FILE *f, const struct ctl_table *t)
 {
 	size_t w[CTL_MAXCOL] = { 0 }, r, c;
 	const char *cells[CTL_MAXCOL];
@@ -139,108 +129,53 @@ static void ctl_table_print(FILE *f, const struct ctl_table *t)
 
 /* ---- JSON and CSV records ---- */
 
-struct ctl_field {
-	const char *name;
-	const char *s; /* string value, or NULL for an integer */
-	int64_t i;
-};
-
-static void ctl_json_str(FILE *f, const char *s)
+void ctl_record(FILE *f, enum ctl_fmt fmt, const struct rm_field *fl, size_t nf, int first)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
+	if (fmt == CTL_FMT_JSON) {
+		fputs(first ? "\n  " : ",\n  ", f);
+		rm_json_object(f, fl, nf);
+	} else {
+		rm_csv_row(f, fl, nf);
 	}
-	fputc('"', f);
-}
-
-static void ctl_csv_str(FILE *f, const char *s)
-{
-	if (!strpbrk(s, ",\"\r\n")) {
-		fputs(s, f);
-		return;
-	}
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
-static void ctl_record(FILE *f, enum ctl_fmt fmt, const struct ctl_field *fl, size_t nf,
-		       int first)
-{
-	size_t i;
-
-	if (fmt == CTL_FMT_JSON)
-		fputs(first ? "\n  {" : ",\n  {", f);
-	for (i = 0; i < nf; i++) {
-		if (fmt == CTL_FMT_JSON) {
-			fprintf(f, "%s\"%s\": ", i ? ", " : "", fl[i].name);
-			if (fl[i].s)
-				ctl_json_str(f, fl[i].s);
-			else
-				fprintf(f, "%lld", (long long)fl[i].i);
-		} else {
-			if (i)
-				fputc(',', f);
-			if (fl[i].s)
-				ctl_csv_str(f, fl[i].s);
-			else
-				fprintf(f, "%lld", (long long)fl[i].i);
-		}
-	}
-	fputs(fmt == CTL_FMT_JSON ? "}" : "\n", f);
 }
 
 /* Fields of one row: kind 'u' (usage) or 'v' (unaccountable breakdown);
  * source (JSON only) labels estimates. */
 static size_t ctl_fields(const struct st_row *r, int kind, int per_window, const char *source,
-			 struct ctl_field *fl)
+			 struct rm_field *fl)
 {
 	size_t n = 0;
 
-	fl[n++] = (struct ctl_field){ "server", r->server, 0 };
+	fl[n++] = (struct rm_field){ "server", r->server, 0 };
 	if (kind == 'u')
-		fl[n++] = (struct ctl_field){ "ce", r->ce, 0 };
-	fl[n++] = (struct ctl_field){ "resource", st_resource_name(r->resource), 0 };
+		fl[n++] = (struct rm_field){ "ce", r->ce, 0 };
+	fl[n++] = (struct rm_field){ "resource", st_resource_name(r->resource), 0 };
 	if (kind == 'v')
-		fl[n++] = (struct ctl_field){ "reason", r->reason, 0 };
-	fl[n++] = (struct ctl_field){ "value", NULL, ctl_row_amount(r) };
-	fl[n++] = (struct ctl_field){ "total", NULL,
+		fl[n++] = (struct rm_field){ "reason", r->reason, 0 };
+	fl[n++] = (struct rm_field){ "value", NULL, ctl_row_amount(r) };
+	fl[n++] = (struct rm_field){ "total", NULL,
 				      r->total > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->total };
-	fl[n++] = (struct ctl_field){ "unit", st_resource_unit(r->resource), 0 };
+	fl[n++] = (struct rm_field){ "unit", st_resource_unit(r->resource), 0 };
 	if (per_window) {
-		fl[n++] = (struct ctl_field){ "window_start", NULL, r->win_start_ns };
-		fl[n++] = (struct ctl_field){ "window_len", NULL, r->win_len_ns };
+		fl[n++] = (struct rm_field){ "window_start", NULL, r->win_start_ns };
+		fl[n++] = (struct rm_field){ "window_len", NULL, r->win_len_ns };
 	}
 	if (source)
-		fl[n++] = (struct ctl_field){ "source", source, 0 };
+		fl[n++] = (struct rm_field){ "source", source, 0 };
 	return n;
 }
 
 static int ctl_records(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n, int kind,
 		       int per_window, int show_v, const char *source)
 {
-	struct ctl_field fl[CTL_MAXCOL + 2];
+	struct rm_field fl[CTL_MAXCOL + 2];
 	struct st_row dummy = { .resource = ST_R_CPU };
-	size_t nf, i, k;
+	size_t nf, i;
 	int first = 1;
 
 	if (fmt == CTL_FMT_CSV) {
 		nf = ctl_fields(&dummy, kind, per_window, NULL, fl); /* CSV columns never change */
-		for (k = 0; k < nf; k++)
-			fprintf(f, "%s%s", k ? "," : "", fl[k].name);
-		fputc('\n', f);
+		rm_csv_header(f, fl, nf);
 	} else {
 		fputc('[', f);
 	}
@@ -256,7 +191,7 @@ static int ctl_records(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, siz
 	return RM_OK;
 }
 
-static int ctl_flush(FILE *f)
+int ctl_flush(FILE *f)
 {
 	if (fflush(f) != 0 || ferror(f))
 		return RM_EIO;
@@ -366,7 +301,7 @@ int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_
 int ctl_print_splits(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n, int per_window)
 {
 	struct ctl_table t = { .ncol = 0 };
-	struct ctl_field fl[4];
+	struct rm_field fl[4];
 	char(*c)[CTL_CELL];
 	size_t i, k, nf;
 
@@ -377,13 +312,13 @@ int ctl_print_splits(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_
 			fputc('[', f);
 		for (i = 0; i < n; i++) {
 			nf = 0;
-			fl[nf++] = (struct ctl_field){ "server", rows[i].server, 0 };
-			fl[nf++] = (struct ctl_field){ "split_parts", NULL,
+			fl[nf++] = (struct rm_field){ "server", rows[i].server, 0 };
+			fl[nf++] = (struct rm_field){ "split_parts", NULL,
 						       rows[i].value > (uint64_t)INT64_MAX ? INT64_MAX
 											 : (int64_t)rows[i].value };
 			if (per_window) {
-				fl[nf++] = (struct ctl_field){ "window_start", NULL, rows[i].win_start_ns };
-				fl[nf++] = (struct ctl_field){ "window_len", NULL, rows[i].win_len_ns };
+				fl[nf++] = (struct rm_field){ "window_start", NULL, rows[i].win_start_ns };
+				fl[nf++] = (struct rm_field){ "window_len", NULL, rows[i].win_len_ns };
 			}
 			ctl_record(f, fmt, fl, nf, i == 0);
 		}

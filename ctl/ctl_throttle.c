@@ -10,13 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl_out.h"
 #include "ctl_throttle.h"
 #include "ctl_time.h"
+#include "rm_clock.h"
 #include "rm_err.h"
+#include "rm_rec.h"
 #include "st_throttle.h"
 #include "banned.h"
 
@@ -43,87 +44,57 @@ static const char ctl_thr_help[] =
 	"clear  asks the aggregator to release CE C on server S now.\n"
 	"Exit codes: 0 ok, 1 failure or refused, 2 bad arguments.\n";
 
-static int64_t ctl_thr_now(void)
+/* The fields of one stored command: times as RFC 3339 in JSON ("created",
+ * "expires"), as Unix ns in CSV ("created_ns", "expires_ns"). Returns how
+ * many (CTL_THR_NFIELDS). */
+#define CTL_THR_NFIELDS 12
+static size_t ctl_thr_fields(const struct st_throttle *r, int json, char t1[64], char t2[64],
+			     struct rm_field *fl)
 {
-	struct timespec ts;
+	size_t n = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-static void ctl_thr_json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
-static void ctl_thr_csv_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
+	fl[n++] = RM_FIELD_INT("id", r->id);
+	fl[n++] = json ? RM_FIELD_STR("created", ctl_time_format(r->created_ns, t1, 64))
+		       : RM_FIELD_INT("created_ns", r->created_ns);
+	fl[n++] = RM_FIELD_STR("who", r->who);
+	fl[n++] = RM_FIELD_STR("server", r->server);
+	fl[n++] = RM_FIELD_STR("ce", r->ce);
+	fl[n++] = RM_FIELD_STR("resource", r->resource);
+	fl[n++] = RM_FIELD_INT("cap_permille", r->cap_permille);
+	fl[n++] = json ? RM_FIELD_STR("expires", ctl_time_format(r->expires_ns, t2, 64))
+		       : RM_FIELD_INT("expires_ns", r->expires_ns);
+	fl[n++] = RM_FIELD_STR("state", r->state);
+	fl[n++] = RM_FIELD_STR("why", r->why);
+	fl[n++] = RM_FIELD_STR("figures", r->figures);
+	fl[n++] = RM_FIELD_STR("error", r->error);
+	return n;
 }
 
 static void ctl_thr_print(FILE *f, enum ctl_fmt fmt, const struct st_throttle *r, size_t n)
 {
+	struct rm_field fl[CTL_THR_NFIELDS];
 	char t1[64], t2[64];
-	size_t i;
+	size_t i, nf;
 
 	if (fmt == CTL_FMT_JSON) {
-		fputs("[", f);
+		fputc('[', f);
 		for (i = 0; i < n; i++) {
-			fprintf(f, "%s{\"id\":%" PRIu64 ",\"created\":", i ? ",\n " : "", r[i].id);
-			ctl_thr_json_str(f, ctl_time_format(r[i].created_ns, t1, sizeof(t1)));
-			fputs(",\"who\":", f);
-			ctl_thr_json_str(f, r[i].who);
-			fputs(",\"server\":", f);
-			ctl_thr_json_str(f, r[i].server);
-			fputs(",\"ce\":", f);
-			ctl_thr_json_str(f, r[i].ce);
-			fprintf(f, ",\"resource\":\"%s\",\"cap_permille\":%u,\"expires\":", r[i].resource,
-				r[i].cap_permille);
-			ctl_thr_json_str(f, ctl_time_format(r[i].expires_ns, t2, sizeof(t2)));
-			fputs(",\"state\":", f);
-			ctl_thr_json_str(f, r[i].state);
-			fputs(",\"why\":", f);
-			ctl_thr_json_str(f, r[i].why);
-			fputs(",\"figures\":", f);
-			ctl_thr_json_str(f, r[i].figures);
-			fputs(",\"error\":", f);
-			ctl_thr_json_str(f, r[i].error);
-			fputs("}", f);
+			nf = ctl_thr_fields(&r[i], 1, t1, t2, fl);
+			fputs(i ? ",\n  " : "\n  ", f);
+			rm_json_object(f, fl, nf);
 		}
-		fputs("]\n", f);
+		fputs(n ? "\n]\n" : "]\n", f);
 		return;
 	}
 	if (fmt == CTL_FMT_CSV) {
+		struct st_throttle none = { 0 };
+
 		/* for machines: times as Unix ns */
-		fputs("id,created_ns,who,server,ce,resource,cap_permille,expires_ns,state,why,figures,error\n", f);
+		nf = ctl_thr_fields(&none, 0, t1, t2, fl);
+		rm_csv_header(f, fl, nf);
 		for (i = 0; i < n; i++) {
-			fprintf(f, "%" PRIu64 ",%" PRId64 ",", r[i].id, r[i].created_ns);
-			ctl_thr_csv_str(f, r[i].who);
-			fprintf(f, ",%s,%s,%s,%u,%" PRId64 ",%s,", r[i].server, r[i].ce, r[i].resource,
-				r[i].cap_permille, r[i].expires_ns, r[i].state);
-			ctl_thr_csv_str(f, r[i].why);
-			fputc(',', f);
-			ctl_thr_csv_str(f, r[i].figures);
-			fputc(',', f);
-			ctl_thr_csv_str(f, r[i].error);
-			fputc('\n', f);
+			nf = ctl_thr_fields(&r[i], 0, t1, t2, fl);
+			rm_csv_row(f, fl, nf);
 		}
 		return;
 	}
@@ -196,7 +167,7 @@ int ctl_throttle_main(int argc, char **argv)
 	};
 	const char *sub, *db_path = getenv("RAMETR_DB"), *state = NULL, *server = NULL, *ce = NULL,
 			  *why = NULL, *err = NULL, *cap_s = NULL;
-	int64_t now = ctl_thr_now(), since = 0, dur = 60ll * 1000000000ll;
+	int64_t now = rm_clock_unix_ns(), since = 0, dur = 60ll * 1000000000ll;
 	enum ctl_fmt fmt = CTL_FMT_TABLE;
 	long limit = 0, wait_ms = CTL_WAIT_MS_DEFAULT;
 	uint32_t cap = 0;
@@ -330,7 +301,7 @@ int ctl_throttle_main(int argc, char **argv)
 		       cap ? cap_s : "released");
 		deadline = now + wait_ms * 1000000ll;
 		g = t;
-		while (wait_ms > 0 && strcmp(g.state, "requested") == 0 && ctl_thr_now() < deadline) {
+		while (wait_ms > 0 && strcmp(g.state, "requested") == 0 && rm_clock_unix_ns() < deadline) {
 			usleep(100000);
 			if ((rv = st_throttle_get(db, t.id, &g)) != 0)
 				break;

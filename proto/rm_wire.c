@@ -418,9 +418,24 @@ static int rm_wire_check_batch(const Rametr__Batch *b, char *err, size_t errlen)
 	return RM_OK;
 }
 
+void rm_wire_match(const Rametr__ThrottleMatch *m, struct rm_match *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->family = m->family;
+	if (m->addr.data)
+		memcpy(out->addr, m->addr.data, m->addr.len <= 16 ? m->addr.len : 16);
+	out->prefix = m->prefix;
+	out->cport_lo = m->cport_lo;
+	out->cport_hi = m->cport_hi;
+	out->sport_lo = m->sport_lo;
+	out->sport_hi = m->sport_hi;
+}
+
 /* One ThrottleMatch (what: "command 7 match 0", for the error). */
 static int rm_wire_check_match(const char *what, const Rametr__ThrottleMatch *m, char *err, size_t errlen)
 {
+	struct rm_match x;
+	char why[96];
 	int rv;
 
 	if ((rv = rm_wire_check_unknown(&m->base, err, errlen)) != 0)
@@ -429,12 +444,9 @@ static int rm_wire_check_match(const char *what, const Rametr__ThrottleMatch *m,
 		rm_errf(err, errlen, "%s: family %u with a %zu-byte address", what, m->family, m->addr.len);
 		return RM_EPROTO;
 	}
-	if (m->prefix > (m->family == 2 ? 32u : 128u)) {
-		rm_errf(err, errlen, "%s: prefix %u too long", what, m->prefix);
-		return RM_EPROTO;
-	}
-	if (m->cport_hi > 65535 || m->sport_hi > 65535 || m->cport_lo > m->cport_hi || m->sport_lo > m->sport_hi) {
-		rm_errf(err, errlen, "%s: bad port range", what);
+	rm_wire_match(m, &x);
+	if (rm_match_check(&x, why, sizeof(why)) != 0) { /* the check every holder of a match makes */
+		rm_errf(err, errlen, "%s: %s", what, why);
 		return RM_EPROTO;
 	}
 	return RM_OK;

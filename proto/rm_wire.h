@@ -38,6 +38,7 @@
 
 #include "rametr.pb-c.h"
 #include "rm_err.h"
+#include "rm_match.h"
 #include "rm_part.h"
 
 #define RM_PROTO_VERSION 1
@@ -131,5 +132,11 @@ void rm_wire_totals_in(struct rm_totals *d, const Rametr__WindowTotals *w);
 
 /* "ACK_OK", "ACK_DUPLICATE", ...; "ACK_UNKNOWN" for other values. Static. */
 const char *rm_wire_ack_status_name(int status);
+
+/*
+ * The match m says (rm_match.h) into *out: address bytes beyond m's (at
+ * most 16) zero. For a message rm_wire_check() accepted.
+ */
+void rm_wire_match(const Rametr__ThrottleMatch *m, struct rm_match *out);
 
 #endif
