@@ -206,7 +206,17 @@ static int agg_win_start(uint64_t window_ns, uint64_t win, int64_t *start)
 	return RM_OK;
 }
 
-static int agg_write(struct agg_account *a, const struct agg_window *w, size_t nw)
+/* A window's node totals (U) by resource (ST_R_*). */
+static void agg_totals_of(const struct rm_totals *t, uint64_t v[ST_R_COUNT])
+{
+	v[ST_R_CPU] = t->busy_ns;
+	v[ST_R_NET_RX] = t->rx_bytes;
+	v[ST_R_NET_TX] = t->tx_bytes;
+	v[ST_R_DISK_READ] = t->disk_read;
+	v[ST_R_DISK_WRITE] = t->disk_write;
+}
+
+static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw)
 {
 	const struct agg_batch_meta *m = &a->m;
 	int64_t start, len;
@@ -247,7 +257,21 @@ static int agg_write(struct agg_account *a, const struct agg_window *w, size_t n
 		return RM_EINVAL;
 	len = (int64_t)m->window_ns;
 	for (i = 0; i < nw; i++) {
+		const struct rm_totals *t = &w[i];
+		/* the node's totals (U), the part done outside segments, and what
+		 * dropped parts held, by resource */
+		uint64_t total[ST_R_COUNT];
+		uint64_t unseg_of[ST_R_COUNT] = { [ST_R_CPU] = t->unseg_cpu_ns, [ST_R_NET_RX] = t->unseg_rx,
+						  [ST_R_NET_TX] = t->unseg_tx,
+						  [ST_R_DISK_READ] = t->unseg_disk_read,
+						  [ST_R_DISK_WRITE] = t->unseg_disk_write };
+		uint64_t dropped[ST_R_COUNT] = { [ST_R_CPU] = t->dropped_cpu_ns, [ST_R_NET_RX] = t->dropped_rx,
+						 [ST_R_NET_TX] = t->dropped_tx,
+						 [ST_R_DISK_READ] = t->dropped_disk_read,
+						 [ST_R_DISK_WRITE] = t->dropped_disk_write };
 		uint64_t drop[ST_R_COUNT], lost = w[i].lost_ns;
+
+		agg_totals_of(t, total);
 
 		if ((rv = agg_win_start(m->window_ns, w[i].win, &start)) != 0)
 			return rv;
@@ -255,17 +279,17 @@ static int agg_write(struct agg_account *a, const struct agg_window *w, size_t n
 		 * bytes by the collector: move that share to 'dropped' (never
 		 * more than there is, whatever the collector sent) */
 		for (r = 0; r < ST_R_COUNT; r++) {
-			uint64_t pool = r == ST_R_CPU ? w[i].lost_ns : w[i].unseg[r];
+			uint64_t pool = r == ST_R_CPU ? w[i].lost_ns : unseg_of[r];
 
-			drop[r] = w[i].dropped[r] < pool ? w[i].dropped[r] : pool;
+			drop[r] = dropped[r] < pool ? dropped[r] : pool;
 		}
 		lost -= drop[ST_R_CPU];
 		for (r = 0; r < ST_R_COUNT; r++) {
 			uint64_t cap = r == ST_R_CPU ? w[i].capacity_ns : 0;
-			uint64_t unseg = w[i].unseg[r] - (r == ST_R_CPU ? 0 : drop[r]);
+			uint64_t unseg = unseg_of[r] - (r == ST_R_CPU ? 0 : drop[r]);
 
-			if (w[i].total[r] || cap) {
-				if ((rv = a->st.add_total(a->st.arg, m->node, start, len, r, w[i].total[r], cap)) != 0)
+			if (total[r] || cap) {
+				if ((rv = a->st.add_total(a->st.arg, m->node, start, len, r, total[r], cap)) != 0)
 					return rv;
 				a->stats.rows_written++;
 			}
@@ -332,7 +356,7 @@ void agg_account_observe(struct agg_account *a, agg_account_observer fn, void *a
 }
 
 /* Tells the observer what the committed transaction wrote. */
-static void agg_observe(const struct agg_account *a, const struct agg_window *w, size_t nw)
+static void agg_observe(const struct agg_account *a, const struct rm_totals *w, size_t nw)
 {
 	struct agg_account_row row;
 	size_t i;
@@ -355,13 +379,13 @@ static void agg_observe(const struct agg_account *a, const struct agg_window *w,
 		row.node = a->m.node;
 		row.ce = NULL;
 		row.len = (int64_t)a->m.window_ns;
-		memcpy(row.v, w[i].total, sizeof(row.v));
+		agg_totals_of(&w[i], row.v);
 		row.dropped_parts = w[i].dropped_parts;
 		a->obs(a->obs_arg, &row);
 	}
 }
 
-int agg_account_commit(struct agg_account *a, const struct agg_window *w, size_t nw)
+int agg_account_commit(struct agg_account *a, const struct rm_totals *w, size_t nw)
 {
 	int rv;
 
@@ -417,7 +441,7 @@ int agg_account_held_load(struct agg_account *a, int (*cb)(void *arg, const stru
 }
 
 int agg_account_apply(struct agg_account *a, const struct agg_batch_meta *m, const struct agg_charge *ch,
-		      size_t nch, const struct agg_window *w, size_t nw, int *duplicate)
+		      size_t nch, const struct rm_totals *w, size_t nw, int *duplicate)
 {
 	size_t i;
 	int rv;

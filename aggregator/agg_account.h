@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "agg_store.h"
+#include "rm_part.h"
 #include "st.h"
 
 #define AGG_REASON_UNSEGMENTED "unsegmented"
@@ -58,17 +59,6 @@ struct agg_charge {
 	uint64_t v[ST_R_COUNT];
 	const char *node;     /* borrowed; NULL = the batch's node */
 	uint64_t window_ns;   /* 0 = the batch's window length */
-};
-
-/* Per-window node totals (deltas), as measured by the collector. */
-struct agg_window {
-	uint64_t win;
-	uint64_t total[ST_R_COUNT];    /* U: busy ns, rx, tx, disk read, disk write */
-	uint64_t unseg[ST_R_COUNT];    /* part of U done outside segments */
-	uint64_t lost_ns;
-	uint64_t capacity_ns;
-	uint64_t dropped_parts;
-	uint64_t dropped[ST_R_COUNT];  /* what dropped parts held: a share of lost_ns (cpu), of unseg (bytes) */
 };
 
 struct agg_batch_meta {
@@ -128,7 +118,7 @@ int agg_account_held_load(struct agg_account *a, int (*cb)(void *arg, const stru
  * Returns RM_OK; RM_EINVAL for a window whose start does not fit in int64;
  * RM_ESTATE; RM_ESQL / RM_ENOMEM. On error nothing is written (rolled back).
  */
-int agg_account_commit(struct agg_account *a, const struct agg_window *w, size_t nw);
+int agg_account_commit(struct agg_account *a, const struct rm_totals *w, size_t nw);
 
 /* Rolls back what was started; no-op if nothing was. */
 void agg_account_abort(struct agg_account *a);
@@ -140,7 +130,7 @@ void agg_account_abort(struct agg_account *a);
  * RM_ESQL / RM_ENOMEM (nothing written; the collector should retry).
  */
 int agg_account_apply(struct agg_account *a, const struct agg_batch_meta *m, const struct agg_charge *ch,
-		      size_t nch, const struct agg_window *w, size_t nw, int *duplicate);
+		      size_t nch, const struct rm_totals *w, size_t nw, int *duplicate);
 
 /* Records a collector's hello (node metadata, last seen). */
 int agg_account_node(struct agg_account *a, const struct st_node *n);

@@ -13,7 +13,7 @@
 #include "agg_config.h"
 #include "agg_stitch_run.h"
 #include "st_est.h"
-#include "rametr.h"
+#include "rm_part.h"
 #include "rm_err.h"
 
 static const char conf[] =
@@ -512,8 +512,8 @@ static void test_observer(void)
 		{ .win = WIN, .ce = "c1", .v = { 5000, 10, 0, 0, 0 } },
 		{ .win = WIN, .reason = "lost", .v = { 2000, 0, 0, 0, 0 } },
 	};
-	struct agg_window w = { .win = WIN, .total = { 9000, 10, 0, 0, 0 }, .dropped_parts = 1 };
-	struct agg_window bad = { .win = UINT64_MAX / 2 };
+	struct rm_totals w = { .win = WIN, .busy_ns = 9000, .rx_bytes = 10, .dropped_parts = 1 };
+	struct rm_totals bad = { .win = UINT64_MAX / 2 };
 	struct agg_account *a = NULL;
 	struct seen s = { 0 };
 	struct agg_store store;

@@ -343,7 +343,7 @@ static int agg_collect(struct agg_pair *e)
  * AGG_RULE_OTHER_END if a rule names t seen from its other end (t is the
  * CE's own client); AGG_RULE_NONE if no rule applies (or t is not IP).
  */
-static int agg_rule_of(const struct agg_pair *e, const struct rm_tuple *t)
+static int agg_rule_of(const struct agg_pair *e, const struct rm_wtuple *t)
 {
 	if (!agg_tuple_ip(t))
 		return AGG_RULE_NONE;
@@ -357,9 +357,9 @@ static int agg_rule_of(const struct agg_pair *e, const struct rm_tuple *t)
  * node it is on, as step 2 comes before pairing. Such sends are not indexed,
  * so a part whose sends are all of that kind is not held once resolved.
  */
-static int agg_send_pairable(const struct agg_pair *e, const struct rm_tuple *out)
+static int agg_send_pairable(const struct agg_pair *e, const struct rm_wtuple *out)
 {
-	struct rm_tuple m = *out;
+	struct rm_wtuple m = *out;
 
 	memcpy(m.laddr, out->raddr, sizeof(m.laddr));
 	memcpy(m.raddr, out->laddr, sizeof(m.raddr));
@@ -372,9 +372,9 @@ static int agg_send_pairable(const struct agg_pair *e, const struct rm_tuple *ou
  * Decides what r (just linked) waits for or is: rule, V, or a receiver.
  * Sets *how_out for immediate resolutions, or leaves r pending on a flow.
  */
-static int agg_classify(struct agg_pair *e, struct agg_rec *r, const struct rm_part *p)
+static int agg_classify(struct agg_pair *e, struct agg_rec *r, const struct rm_wpart *p)
 {
-	const struct rm_tuple *t = &p->in;
+	const struct rm_wtuple *t = &p->in;
 	struct agg_fkey k;
 	int i = -1;
 
@@ -443,7 +443,7 @@ static int agg_evict(struct agg_pair *e)
 	return RM_OK;
 }
 
-static int agg_check_src(const struct agg_pair_src *src, const struct rm_part *p)
+static int agg_check_src(const struct agg_pair_src *src, const struct rm_wpart *p)
 {
 	size_t n;
 
@@ -454,7 +454,7 @@ static int agg_check_src(const struct agg_pair_src *src, const struct rm_part *p
 }
 
 /* Creates and links the record of part p (id, arrival given); registers its send. */
-static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_part *p,
+static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_wpart *p,
 		       int64_t arrival, struct agg_rec **out)
 {
 	struct agg_rec *r;
@@ -515,7 +515,7 @@ static int agg_settle(struct agg_pair *e, struct agg_rec *r)
 	return agg_evict(e);
 }
 
-int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struct rm_part *p, int64_t now_ns,
+int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struct rm_wpart *p, int64_t now_ns,
 		 uint64_t *id)
 {
 	struct agg_rec *r;
@@ -536,7 +536,7 @@ int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struc
 	return agg_settle(e, r);
 }
 
-int agg_pair_restore(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_part *p,
+int agg_pair_restore(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_wpart *p,
 		     int64_t arrival_ns, const char *dist)
 {
 	struct agg_rec *r;

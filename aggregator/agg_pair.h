@@ -104,10 +104,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <linux/types.h>
 
 #include "agg_config.h"
-#include "rametr.h"
+#include "rm_part.h"
 #include "st.h"
 
 /* Where a part comes from. node: 1..ST_NAME_MAX bytes; window_ns > 0. */
@@ -195,7 +194,7 @@ void agg_pair_reset(struct agg_pair *e);
  * for this part and for any held part its bytes resolve. Returns RM_OK,
  * RM_EINVAL (bad src, NULL part), RM_ENOMEM or a sink's error.
  */
-int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struct rm_part *p, int64_t now_ns,
+int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struct rm_wpart *p, int64_t now_ns,
 		 uint64_t *id);
 
 /*
@@ -207,7 +206,7 @@ int agg_pair_add(struct agg_pair *e, const struct agg_pair_src *src, const struc
  * Returns RM_OK, RM_EINVAL (bad arguments, ids out of order, malformed
  * dist), RM_ENOMEM or a sink's error.
  */
-int agg_pair_restore(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_part *p,
+int agg_pair_restore(struct agg_pair *e, uint64_t id, const struct agg_pair_src *src, const struct rm_wpart *p,
 		     int64_t arrival_ns, const char *dist);
 
 /* The id the next agg_pair_add will assign. */

@@ -19,6 +19,7 @@
 
 #include "agg_config.h"
 #include "agg_pair.h"
+#include "col_enc.h"
 #include "col_replay.h"
 #include "rm_err.h"
 #include "banned.h"
@@ -35,11 +36,11 @@ static const char fuzz_conf[] = "[ce c1]\nclient = 10.1.0.1\n[ce c2]\nclient = 1
 
 struct fuzz_run {
 	size_t nids;                 /* ids 1 .. nids */
-	const struct rm_part **byid; /* the part given each id */
+	const struct rm_wpart **byid; /* the part given each id */
 	uint8_t *seen;               /* per id: resolved */
 };
 
-static uint64_t fuzz_v(const struct rm_part *p, int r)
+static uint64_t fuzz_v(const struct rm_wpart *p, int r)
 {
 	switch (r) {
 	case ST_R_CPU: return p->cpu_ns;
@@ -53,7 +54,7 @@ static uint64_t fuzz_v(const struct rm_part *p, int r)
 static int fuzz_resolved(void *arg, const struct agg_pair_result *res)
 {
 	struct fuzz_run *R = arg;
-	const struct rm_part *p;
+	const struct rm_wpart *p;
 	size_t i;
 	int r;
 
@@ -92,6 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct agg_pair_stats st;
 	struct agg_pair *e = NULL;
 	struct fuzz_run R;
+	struct rm_wpart *wp;
 	char err[512];
 	size_t i, k;
 	uint64_t id;
@@ -109,6 +111,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		col_replay_capture_release(&cap);
 		return 0;
 	}
+	/* as the aggregator gets them: each kernel record as its wire part */
+	if (!(wp = calloc(cap.nparts, sizeof(*wp))))
+		abort();
+	for (i = 0; i < cap.nparts; i++)
+		col_part_to_wire(&wp[i], &cap.parts[i]);
 	memset(&R, 0, sizeof(R));
 	R.nids = 2 * cap.nparts;
 	if (!(R.seen = calloc(R.nids + 1, 1)) || !(R.byid = calloc(R.nids + 1, sizeof(*R.byid))))
@@ -123,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		for (i = 0; i < cap.nparts; i++) {
 			/* node b's parts arrive in reverse order, later */
-			const struct rm_part *p = &cap.parts[k ? cap.nparts - 1 - i : i];
+			const struct rm_wpart *p = &wp[k ? cap.nparts - 1 - i : i];
 			int64_t now = (int64_t)(k * cap.nparts + i) * (FUZZ_SEC / 100);
 
 			if (k && i == 0 && agg_pair_expire(e, now) != RM_OK)
@@ -145,6 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	agg_pair_close(e);
 	free(R.seen);
 	free(R.byid);
+	free(wp);
 	col_replay_capture_release(&cap);
 	return 0;
 }

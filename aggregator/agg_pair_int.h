@@ -202,21 +202,21 @@ void agg_dist_free(struct agg_dist *d);
 uint64_t agg_fkey_hash(const struct agg_fkey *k);
 
 /* Whether t is an IPv4 or IPv6 tuple. */
-int agg_tuple_ip(const struct rm_tuple *t);
+int agg_tuple_ip(const struct rm_wtuple *t);
 
 /*
  * The directed key of tuple t as seen on node node_idx: sending = the bytes
  * go from t's local end to its remote end, else from remote to local.
  * Returns 0 if t is neither a TCP/IP tuple nor a unix one with both ends.
  */
-int agg_fkey_make(struct agg_fkey *k, const struct rm_tuple *t, int sending, uint32_t node_idx);
+int agg_fkey_make(struct agg_fkey *k, const struct rm_wtuple *t, int sending, uint32_t node_idx);
 
 /* The flow of continuation chain `chain` of the collector run of node node_idx. */
 void agg_chain_key(struct agg_fkey *k, uint32_t node_idx, uint64_t instance, uint64_t chain);
 
 /* A part of a chain that waits for its anchor; an anchor record of a chain. */
-int agg_is_chain_part(const struct rm_part *p);
-int agg_is_chain_anchor(const struct rm_part *p);
+int agg_is_chain_part(const struct rm_wpart *p);
+int agg_is_chain_anchor(const struct rm_wpart *p);
 
 /* Unwraps [start, end) on f into [*a, *b) and moves the reference there. */
 void agg_flow_place(struct agg_flow *f, uint64_t start, uint64_t end, uint64_t *a, uint64_t *b);

@@ -29,12 +29,12 @@ static int agg_is_loopback(uint32_t fam, const uint8_t *a)
 	return fam == RM_AF_INET ? a[0] == 127 : memcmp(a, v6lo, 16) == 0;
 }
 
-int agg_tuple_ip(const struct rm_tuple *t)
+int agg_tuple_ip(const struct rm_wtuple *t)
 {
 	return t->family == RM_AF_INET || t->family == RM_AF_INET6;
 }
 
-int agg_fkey_make(struct agg_fkey *k, const struct rm_tuple *t, int sending, uint32_t node_idx)
+int agg_fkey_make(struct agg_fkey *k, const struct rm_wtuple *t, int sending, uint32_t node_idx)
 {
 	uint32_t fl, fr;
 	uint8_t l[16], r[16];
@@ -75,12 +75,12 @@ void agg_chain_key(struct agg_fkey *k, uint32_t node_idx, uint64_t instance, uin
 	memcpy(k->dst, &chain, sizeof(chain));
 }
 
-int agg_is_chain_part(const struct rm_part *p)
+int agg_is_chain_part(const struct rm_wpart *p)
 {
 	return (p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT && p->parent_seg;
 }
 
-int agg_is_chain_anchor(const struct rm_part *p)
+int agg_is_chain_anchor(const struct rm_wpart *p)
 {
 	return (p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_ANCHOR && p->parent_seg;
 }

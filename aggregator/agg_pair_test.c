@@ -19,6 +19,7 @@
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_pair.h"
+#include "col_enc.h"
 #include "col_events.h"
 #include "col_replay.h"
 #include "rm_err.h"
@@ -38,6 +39,7 @@ static const char conf[] =
 struct stream {
 	const char *node;
 	struct col_replay_capture cap;
+	struct rm_wpart *wp; /* cap's parts as the collector sends them (wpart()) */
 };
 
 /* What the sink saw for one part. */
@@ -78,6 +80,7 @@ static void replay_follow(struct stream *s, const char *node, const char *file, 
 	o.follow_replies = follow_replies;
 	s->node = node;
 	col_replay_capture_init(&s->cap);
+	s->wp = NULL;
 	sink = col_replay_capture_sink(&s->cap);
 	snprintf(path, sizeof(path), "%s/%s", AGG_TESTDATA, file);
 	CU_ASSERT_EQUAL_FATAL(col_replay_file(path, &sink, &o), RM_OK);
@@ -122,6 +125,7 @@ static void replay_skewed(struct stream *s, const char *node, const char *file, 
 	fclose(f);
 	s->node = node;
 	col_replay_capture_init(&s->cap);
+	s->wp = NULL;
 	sink = col_replay_capture_sink(&s->cap);
 	CU_ASSERT_EQUAL_FATAL(col_replay_buf(buf, len, "skewed", &sink, NULL), RM_OK);
 	free(buf);
@@ -131,16 +135,33 @@ static void streams_free(struct stream *s, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		col_replay_capture_release(&s[i].cap);
+		free(s[i].wp);
+		s[i].wp = NULL;
+	}
 }
 
-static const struct rm_part *part_of(const struct run *R, const struct outcome *o)
+/* Part idx of stream s as the aggregator receives it: the collector's wire part. */
+static const struct rm_wpart *wpart(struct stream *s, size_t idx)
 {
-	return &R->st[o->stream].cap.parts[o->idx];
+	size_t i;
+
+	if (!s->wp) {
+		s->wp = calloc(s->cap.nparts, sizeof(*s->wp));
+		CU_ASSERT_FATAL(s->wp != NULL);
+		for (i = 0; i < s->cap.nparts; i++)
+			col_part_to_wire(&s->wp[i], &s->cap.parts[i]);
+	}
+	return &s->wp[idx];
 }
 
-static uint64_t part_v(const struct rm_part *p, int r)
+static const struct rm_wpart *part_of(const struct run *R, const struct outcome *o)
+{
+	return wpart(&R->st[o->stream], o->idx);
+}
+
+static uint64_t part_v(const struct rm_wpart *p, int r)
 {
 	switch (r) {
 	case ST_R_CPU: return p->cpu_ns;
@@ -179,7 +200,7 @@ static int on_resolved(void *arg, const struct agg_pair_result *res)
 {
 	struct run *R = arg;
 	struct outcome *o;
-	const struct rm_part *p;
+	const struct rm_wpart *p;
 	char *d = NULL;
 	size_t i;
 	int r;
@@ -268,7 +289,7 @@ static uint64_t feed(struct run *R, int s, size_t idx, int64_t now)
 	memset(&R->by_id[nid], 0, sizeof(R->by_id[nid]));
 	R->by_id[nid].stream = s;
 	R->by_id[nid].idx = idx;
-	CU_ASSERT_EQUAL_FATAL(agg_pair_add(R->e, &src, &R->st[s].cap.parts[idx], now, &id), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_pair_add(R->e, &src, wpart(&R->st[s], idx), now, &id), RM_OK);
 	R->by_id[id].stream = s;
 	R->by_id[id].idx = idx;
 	R->arrival[id] = now;
@@ -974,7 +995,7 @@ static void test_bad_input(void)
 	struct agg_pair_src src = { "n", 1, SEC };
 	struct agg_config *cfg = NULL;
 	struct agg_pair *e = NULL;
-	struct rm_part p;
+	struct rm_wpart p;
 	char *d = NULL;
 	uint64_t id;
 
@@ -1172,7 +1193,7 @@ static void test_mux_no_spin(void)
 	CU_ASSERT_EQUAL_FATAL(agg_pair_open(&e, cfg, &o, &sink), RM_OK);
 	for (i = 0; i < st.cap.nparts; i++) {
 		cpu += st.cap.parts[i].cpu_ns;
-		CU_ASSERT_EQUAL_FATAL(agg_pair_add(e, &src, &st.cap.parts[i], (int64_t)i, &id), RM_OK);
+		CU_ASSERT_EQUAL_FATAL(agg_pair_add(e, &src, wpart(&st, i), (int64_t)i, &id), RM_OK);
 	}
 	agg_pair_get_stats(e, &ps);
 	CU_ASSERT(ps.pending > 3000);

@@ -1,19 +1,20 @@
 /*
  * agg_stitch.c - attributes segment parts to CEs through the pairing engine
- * (see agg_stitch.h): converts wire parts into the engine's struct rm_part,
- * turns the engine's results into the accountant's charges and split
- * counts, keeps the held parts in storage through the accountant (a part
- * is stored as a canonical rametr.SegmentPart encoding), and rebuilds the
- * engine from them at open and after a failed transaction. Reads no clock:
- * times are given. Owns the engine and the per-batch scratch.
+ * (see agg_stitch.h): converts each wire part once into the engine's
+ * struct rm_wpart, turns the engine's results into the accountant's charges
+ * and split counts, keeps the held parts in storage through the accountant
+ * (a part is stored as its canonical SegmentPart encoding, rm_part.h), and
+ * rebuilds the engine from them at open and after a failed transaction.
+ * Reads no clock: times are given. Owns the engine and the per-batch
+ * scratch.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agg_stitch.h"
-#include "col_enc.h"
-#include "rametr.h"
+#include "rm_part.h"
+#include "rm_wire.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -29,7 +30,7 @@ struct agg_loaded {
 	char node[ST_NAME_MAX + 1];
 	uint64_t instance, window_ns;
 	int64_t arrival;
-	struct rm_part p;
+	struct rm_wpart p;
 	char *dist;
 };
 
@@ -43,7 +44,9 @@ struct agg_stitch {
 	uint64_t first_new;         /* first engine id of the batch being applied */
 	struct agg_newpart *np;
 	size_t npcap;
-	struct agg_window *win;
+	struct rm_wpart *parts;     /* the batch's parts, converted once */
+	size_t partscap;
+	struct rm_totals *win;
 	size_t wincap;
 	struct agg_loaded *ld;      /* agg_stitch_load scratch */
 	size_t nld, ldcap;
@@ -67,68 +70,14 @@ static int agg_reserve(void **arr, size_t *cap, size_t need, size_t size)
 	return RM_OK;
 }
 
-/* ---- wire <-> struct rm_part ---- */
-
-static void agg_tuple_in(struct rm_tuple *d, const Rametr__Tuple *t)
+/* The canonical encoding of part k into buf (rm_part.h). 0 if it does not fit. */
+static size_t agg_part_pack(const struct rm_wpart *k, uint8_t *buf, size_t len)
 {
-	size_t alen;
-
-	memset(d, 0, sizeof(*d));
-	if (!t)
-		return;
-	d->cookie = t->cookie;
-	d->lport = t->lport;
-	d->rport = t->rport;
-	alen = t->family == RM_AF_INET ? 4 : t->family == RM_AF_INET6 ? 16 : 0;
-	/* an IP tuple counts only with both addresses */
-	if (alen && t->laddr.len == alen && t->raddr.len == alen) {
-		d->family = t->family;
-		memcpy(d->laddr, t->laddr.data, alen);
-		memcpy(d->raddr, t->raddr.data, alen);
-	} else if (!alen) {
-		d->family = t->family;
-	}
-}
-
-static void agg_part_in(struct rm_part *d, const Rametr__SegmentPart *p)
-{
-	memset(d, 0, sizeof(*d));
-	d->seg_id = p->seg_id;
-	d->win = p->win;
-	d->pid = p->pid;
-	d->tid = p->tid;
-	d->start_ns = p->start_ns;
-	d->end_ns = p->end_ns;
-	d->cpu_ns = p->cpu_ns;
-	d->runq_ns = p->runq_ns;
-	d->rx_bytes = p->rx_bytes;
-	d->tx_bytes = p->tx_bytes;
-	d->disk_read = p->disk_read;
-	d->disk_write = p->disk_write;
-	d->flags = p->flags;
-	agg_tuple_in(&d->in, p->in);
-	agg_tuple_in(&d->out, p->out);
-	d->in_seq_start = p->in_seq_start;
-	d->in_seq_end = p->in_seq_end;
-	d->out_seq_start = p->out_seq_start;
-	d->out_seq_end = p->out_seq_end;
-	d->parent_seg = p->parent_seg;
-	d->domid = p->domid;
-	d->vcpu = p->vcpu;
-	d->blocked_ns = p->blocked_ns;
-}
-
-/*
- * The canonical encoding of part k (known fields only) into buf: the bytes
- * protobuf-c packs (col_enc.h), written directly. 0 if it does not fit.
- */
-static size_t agg_part_pack(const struct rm_part *k, uint8_t *buf, size_t len)
-{
-	size_t n = col_enc_part_size(k);
+	size_t n = rm_part_size(k);
 
 	if (n > len)
 		return 0;
-	col_enc_part_put(buf, k);
+	rm_part_put(buf, k);
 	return n;
 }
 
@@ -255,24 +204,19 @@ static void agg_loaded_clear(struct agg_stitch *s)
 static int agg_load_one(void *arg, const struct st_held *h)
 {
 	struct agg_stitch *s = arg;
-	Rametr__SegmentPart *p;
 	struct agg_loaded *l;
 	int rv;
 
 	if (s->nld == s->ldcap &&
 	    (rv = agg_reserve((void **)&s->ld, &s->ldcap, 2 * s->ldcap + 64, sizeof(*s->ld))) != 0)
 		return rv;
-	p = rametr__segment_part__unpack(NULL, h->part_len, h->part);
-	if (!p || strlen(h->node) > ST_NAME_MAX) {
-		rm_log_error("failed to restore held part %llu of node '%s': it does not decode",
-			     (unsigned long long)h->id, h->node);
-		rametr__segment_part__free_unpacked(p, NULL);
-		return RM_EPROTO;
-	}
 	l = &s->ld[s->nld];
 	memset(l, 0, sizeof(*l));
-	agg_part_in(&l->p, p);
-	rametr__segment_part__free_unpacked(p, NULL);
+	if (rm_part_get(&l->p, h->part, h->part_len) != 0 || strlen(h->node) > ST_NAME_MAX) {
+		rm_log_error("failed to restore held part %llu of node '%s': it does not decode",
+			     (unsigned long long)h->id, h->node);
+		return RM_EPROTO;
+	}
 	l->id = h->id;
 	snprintf(l->node, sizeof(l->node), "%s", h->node);
 	l->instance = h->instance;
@@ -383,6 +327,7 @@ void agg_stitch_close(struct agg_stitch *s)
 	agg_loaded_clear(s);
 	free(s->ld);
 	free(s->np);
+	free(s->parts);
 	free(s->win);
 	free(s);
 }
@@ -455,6 +400,7 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, 
 		if (!agg_win_ok(b->window_ns, b->windows[i]->win))
 			goto bad_window;
 	if ((rv = agg_reserve((void **)&s->np, &s->npcap, b->n_parts, sizeof(*s->np))) != 0 ||
+	    (rv = agg_reserve((void **)&s->parts, &s->partscap, b->n_parts, sizeof(*s->parts))) != 0 ||
 	    (rv = agg_reserve((void **)&s->win, &s->wincap, b->n_windows, sizeof(*s->win))) != 0)
 		return rv;
 	if (s->broken && (rv = agg_stitch_load(s, 0)) != 0)
@@ -465,25 +411,22 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, 
 		memset(s->np, 0, b->n_parts * sizeof(*s->np));
 	s->first_new = agg_pair_next_id(s->pair);
 	for (i = 0; i < b->n_parts; i++) {
-		struct rm_part p;
 		uint64_t id;
 
 		if (i % AGG_STEP_PARTS == AGG_STEP_PARTS - 1 && agg_stop_requested(s)) {
 			rv = RM_ESTATE;
 			goto fail;
 		}
-		agg_part_in(&p, b->parts[i]);
-		if ((rv = agg_pair_add(s->pair, &src, &p, now, &id)) != 0)
+		rm_wire_part_in(&s->parts[i], b->parts[i]);
+		if ((rv = agg_pair_add(s->pair, &src, &s->parts[i], now, &id)) != 0)
 			goto fail;
 	}
 	/* the parts of this batch the engine still holds */
 	for (i = 0; i < b->n_parts; i++) {
 		struct st_held h;
-		struct rm_part p;
 
 		if (s->np[i].gone)
 			continue;
-		agg_part_in(&p, b->parts[i]);
 		memset(&h, 0, sizeof(h));
 		h.id = s->first_new + i;
 		h.node = b->node;
@@ -491,36 +434,13 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, 
 		h.window_ns = b->window_ns;
 		h.arrival_ns = now;
 		h.part = blob;
-		h.part_len = agg_part_pack(&p, blob, sizeof(blob));
+		h.part_len = agg_part_pack(&s->parts[i], blob, sizeof(blob));
 		h.dist = s->np[i].dist;
 		if ((rv = agg_account_held_put(s->acct, &h)) != 0)
 			goto fail;
 	}
-	for (i = 0; i < b->n_windows; i++) {
-		const Rametr__WindowTotals *t = b->windows[i];
-		struct agg_window *w = &s->win[i];
-
-		memset(w, 0, sizeof(*w));
-		w->win = t->win;
-		w->total[ST_R_CPU] = t->busy_ns;
-		w->total[ST_R_NET_RX] = t->rx_bytes;
-		w->total[ST_R_NET_TX] = t->tx_bytes;
-		w->total[ST_R_DISK_READ] = t->disk_read;
-		w->total[ST_R_DISK_WRITE] = t->disk_write;
-		w->unseg[ST_R_CPU] = t->unseg_cpu_ns;
-		w->unseg[ST_R_NET_RX] = t->unseg_rx;
-		w->unseg[ST_R_NET_TX] = t->unseg_tx;
-		w->unseg[ST_R_DISK_READ] = t->unseg_disk_read;
-		w->unseg[ST_R_DISK_WRITE] = t->unseg_disk_write;
-		w->lost_ns = t->lost_ns;
-		w->capacity_ns = t->capacity_ns;
-		w->dropped_parts = t->dropped_parts;
-		w->dropped[ST_R_CPU] = t->dropped_cpu_ns;
-		w->dropped[ST_R_NET_RX] = t->dropped_rx;
-		w->dropped[ST_R_NET_TX] = t->dropped_tx;
-		w->dropped[ST_R_DISK_READ] = t->dropped_disk_read;
-		w->dropped[ST_R_DISK_WRITE] = t->dropped_disk_write;
-	}
+	for (i = 0; i < b->n_windows; i++)
+		rm_wire_totals_in(&s->win[i], b->windows[i]);
 	s->first_new = UINT64_MAX;
 	rv = agg_account_commit(s->acct, s->win, b->n_windows);
 	agg_newparts_clear(s, b->n_parts);

@@ -170,23 +170,23 @@ static Rametr__Batch *wb_make(struct wb *m, const struct stream *s, uint64_t seq
 		m->pp[m->b.n_parts++] = p;
 	}
 	for (i = 0; with_windows && i < s->cap.nwins; i++) {
-		const struct col_window *k = &s->cap.wins[i];
+		const struct rm_totals *k = &s->cap.wins[i];
 		Rametr__WindowTotals *w = &m->w[i];
 
 		rametr__window_totals__init(w);
-		w->win = k->t.win;
-		w->busy_ns = k->t.busy_ns;
-		w->unseg_cpu_ns = k->t.unseg_cpu_ns;
-		w->rx_bytes = k->t.rx_bytes;
-		w->tx_bytes = k->t.tx_bytes;
-		w->disk_read = k->t.disk_read;
-		w->disk_write = k->t.disk_write;
-		w->unseg_rx = k->t.unseg_rx;
-		w->unseg_tx = k->t.unseg_tx;
-		w->unseg_disk_read = k->t.unseg_disk_read;
-		w->unseg_disk_write = k->t.unseg_disk_write;
-		w->lost_ns = k->t.lost_ns;
-		w->dropped_parts = k->t.dropped_parts;
+		w->win = k->win;
+		w->busy_ns = k->busy_ns;
+		w->unseg_cpu_ns = k->unseg_cpu_ns;
+		w->rx_bytes = k->rx_bytes;
+		w->tx_bytes = k->tx_bytes;
+		w->disk_read = k->disk_read;
+		w->disk_write = k->disk_write;
+		w->unseg_rx = k->unseg_rx;
+		w->unseg_tx = k->unseg_tx;
+		w->unseg_disk_read = k->unseg_disk_read;
+		w->unseg_disk_write = k->unseg_disk_write;
+		w->lost_ns = k->lost_ns;
+		w->dropped_parts = k->dropped_parts;
 		w->capacity_ns = k->capacity_ns;
 		m->wp[m->b.n_windows++] = w;
 	}

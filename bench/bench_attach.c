@@ -52,7 +52,7 @@ static int count_part(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
-static int count_window(void *arg, const struct col_window *w)
+static int count_window(void *arg, const struct rm_totals *w)
 {
 	(void)arg;
 	(void)w;

@@ -223,7 +223,7 @@ static int drain(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
-static int drain_win(void *arg, const struct col_window *w)
+static int drain_win(void *arg, const struct rm_totals *w)
 {
 	(void)arg;
 	(void)w;

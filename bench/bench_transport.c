@@ -180,7 +180,7 @@ int main(int argc, char **argv)
 	stop = t0 + (uint64_t)(duration * 1e9);
 	for (;;) {
 		uint64_t now = clock_ns(CLOCK_MONOTONIC), win = (now + offset) / WIN_NS;
-		struct col_window w;
+		struct rm_totals w;
 		int i;
 
 		if (now >= stop)
@@ -191,18 +191,18 @@ int main(int argc, char **argv)
 			continue;
 		}
 		memset(&w, 0, sizeof(w));
-		w.t.win = win;
+		w.win = win;
 		for (i = 0; i < batch; i++) {
 			struct rm_part *p = &parts[i];
 
 			make_part(p, seq++, win, now, port, size, paired);
-			w.t.busy_ns += p->cpu_ns;
-			w.t.rx_bytes += p->rx_bytes;
-			w.t.tx_bytes += p->tx_bytes;
+			w.busy_ns += p->cpu_ns;
+			w.rx_bytes += p->rx_bytes;
+			w.tx_bytes += p->tx_bytes;
 		}
 		/* capacity grows with the time covered; count it per batch so the
 		 * window never holds more busy time than capacity */
-		w.capacity_ns = w.t.busy_ns;
+		w.capacity_ns = w.busy_ns;
 		if ((rv = col_sender_submit(s, parts, (size_t)batch, &w, 1)) != RM_OK) {
 			rm_log_error("failed to queue a batch: %s", rm_strerror(rv));
 			break;

@@ -89,31 +89,22 @@ void col_batcher_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n
 	col_merge_stage(arg, mm, n);
 }
 
-int col_batcher_window(void *arg, const struct col_window *w)
+int col_batcher_window(void *arg, const struct rm_totals *w)
 {
 	struct col_batcher *bt = arg;
-	struct col_window *d;
 	size_t i;
 
 	for (i = 0; i < bt->nwins; i++)
-		if (bt->wins[i].t.win == w->t.win)
+		if (bt->wins[i].win == w->win)
 			break;
 	if (i == bt->nwins) {
 		if (bt->nwins == COL_MAX_WINS)
 			col_batcher_flush(bt);
 		i = bt->nwins++;
 		memset(&bt->wins[i], 0, sizeof(bt->wins[i]));
-		bt->wins[i].t.win = w->t.win;
+		bt->wins[i].win = w->win;
 	}
-	d = &bt->wins[i];
-#define ADD(f) d->t.f += w->t.f;
-	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
-	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
-	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
-	ADD(dropped_disk_write)
-#undef ADD
-	d->capacity_ns += w->capacity_ns;
-	d->idle_ns += w->idle_ns;
+	rm_totals_add(&bt->wins[i], w);
 	return RM_OK;
 }
 

@@ -36,7 +36,7 @@
 struct col_batcher {
 	struct col_sender *sender;
 	struct col_enc_parts ep;  /* the parts of the next batch, encoded */
-	struct col_window wins[COL_MAX_WINS];
+	struct rm_totals wins[COL_MAX_WINS];
 	size_t nwins;
 	size_t batch_parts;   /* flush when this many parts and merged records are queued */
 	struct col_merge *merge; /* parts the aggregator's rules decide, summed (NULL: --no-merge) */
@@ -54,7 +54,7 @@ int col_batcher_flush(struct col_batcher *bt);
 
 /* struct col_sink callbacks (arg: the batcher). Return RM_OK, or RM_ENOMEM. */
 int col_batcher_part(void *arg, const struct rm_part *p);
-int col_batcher_window(void *arg, const struct col_window *w);
+int col_batcher_window(void *arg, const struct rm_totals *w);
 
 /*
  * col_sender_cfg.on_decided (arg: the struct col_merge): Ack.decided staged

@@ -170,27 +170,31 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 
 struct col_win_acc {
 	size_t n;
-	struct col_window w[COL_BPF_MAX_WINS];
+	struct rm_totals w[COL_BPF_MAX_WINS];
 };
 
-static struct col_window *col_acc_get(struct col_win_acc *acc, uint64_t win)
+static struct rm_totals *col_acc_get(struct col_win_acc *acc, uint64_t win)
 {
 	size_t i;
 
 	for (i = 0; i < acc->n; i++)
-		if (acc->w[i].t.win == win)
+		if (acc->w[i].win == win)
 			return &acc->w[i];
 	if (acc->n == COL_BPF_MAX_WINS)
 		return NULL;
 	memset(&acc->w[acc->n], 0, sizeof(acc->w[0]));
-	acc->w[acc->n].t.win = win;
+	acc->w[acc->n].win = win;
 	return &acc->w[acc->n++];
 }
 
-#define COL_WT_FIELDS(X)                                                                     \
-	X(busy_ns) X(unseg_cpu_ns) X(rx_bytes) X(tx_bytes) X(disk_read) X(disk_write)       \
-	X(unseg_rx) X(unseg_tx) X(unseg_disk_read) X(unseg_disk_write) X(lost_ns) X(dropped_parts) \
-	X(dropped_cpu_ns) X(dropped_rx) X(dropped_tx) X(dropped_disk_read) X(dropped_disk_write)
+/* w->m += what the kernel's counter m grew by since l; l catches up (win excepted) */
+#define COL_WT_DELTA_K(n, m)                       \
+	if ((n) != 1 && v->m >= l->m) {            \
+		w->m += v->m - l->m;               \
+		l->m = v->m;                       \
+	}
+#define COL_WT_DELTA_N(n, m)
+#define COL_WT_DELTA_(n, m, kind, rule) COL_WT_DELTA_##kind(n, m)
 
 static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
 {
@@ -204,7 +208,7 @@ static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
 		for (cpu = 0; cpu < b->ncpu_possible; cpu++) {
 			struct rm_wintot *v = &b->vals[cpu];
 			struct rm_wintot *l = &b->last[(size_t)cpu * RM_WIN_SLOTS + k];
-			struct col_window *w;
+			struct rm_totals *w;
 
 			if (v->win == 0)
 				continue;
@@ -214,13 +218,7 @@ static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
 			}
 			if (!(w = col_acc_get(acc, v->win)))
 				continue;
-#define X(f)                                                   \
-	if (v->f >= l->f) {                                    \
-		w->t.f += v->f - l->f;                         \
-		l->f = v->f;                                   \
-	}
-			COL_WT_FIELDS(X)
-#undef X
+			RM_TOTALS_FIELDS(COL_WT_DELTA_)
 		}
 	}
 	/* capacity: online CPUs x time elapsed, split at window edges */
@@ -228,7 +226,7 @@ static void col_bpf_windows(struct col_bpf *b, struct col_win_acc *acc)
 	while (t < now) {
 		uint64_t win = (t + b->offset_ns) / b->window_ns;
 		uint64_t end = (win + 1) * b->window_ns - b->offset_ns;
-		struct col_window *w;
+		struct rm_totals *w;
 
 		if (end > now)
 			end = now;
@@ -249,7 +247,7 @@ static int col_bpf_report(struct col_bpf *b, const struct col_sink *sink)
 		return RM_ENOMEM;
 	col_bpf_windows(b, acc);
 	for (i = 0; i < acc->n && rv == RM_OK; i++) {
-		b->stats.dropped_parts += acc->w[i].t.dropped_parts;
+		b->stats.dropped_parts += acc->w[i].dropped_parts;
 		b->stats.windows++;
 		rv = sink->window(sink->arg, &acc->w[i]);
 	}

@@ -33,7 +33,7 @@
 
 static struct rm_part *parts;
 static size_t nparts;
-static struct col_window wins[MAX_WINS];
+static struct rm_totals wins[MAX_WINS];
 static size_t nwins;
 
 static int t_part(void *arg, const struct rm_part *p)
@@ -44,21 +44,21 @@ static int t_part(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
-static int t_window(void *arg, const struct col_window *w)
+static int t_window(void *arg, const struct rm_totals *w)
 {
 	size_t i;
 
 	(void)arg;
 	for (i = 0; i < nwins; i++)
-		if (wins[i].t.win == w->t.win)
+		if (wins[i].win == w->win)
 			break;
 	if (i == nwins) {
 		if (nwins == MAX_WINS)
 			return RM_OK;
 		memset(&wins[nwins], 0, sizeof(wins[0]));
-		wins[nwins++].t.win = w->t.win;
+		wins[nwins++].win = w->win;
 	}
-#define ADD(f) wins[i].t.f += w->t.f;
+#define ADD(f) wins[i].f += w->f;
 	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
 	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
 	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
@@ -319,7 +319,7 @@ static void check_identity(void)
 
 	for (i = 0; i < nparts; i++) {
 		for (j = 0; j < nwins; j++)
-			if (wins[j].t.win == parts[i].win)
+			if (wins[j].win == parts[i].win)
 				break;
 		CU_ASSERT_FATAL(j < nwins); /* every part's window was reported */
 		sum_cpu[j] += parts[i].cpu_ns;
@@ -327,7 +327,7 @@ static void check_identity(void)
 		sum_tx[j] += parts[i].tx_bytes;
 	}
 	for (j = 0; j < nwins; j++) {
-		const struct rm_wintot *t = &wins[j].t;
+		const struct rm_totals *t = &wins[j];
 
 		CU_ASSERT_EQUAL(t->busy_ns, sum_cpu[j] + t->unseg_cpu_ns + t->lost_ns);
 		CU_ASSERT_EQUAL(t->rx_bytes, sum_rx[j] + t->unseg_rx);
@@ -486,7 +486,7 @@ static void test_netns_filter(void)
 	CU_ASSERT_EQUAL(ns_parts, 1);   /* the namespace's server segment */
 	CU_ASSERT_EQUAL(root_parts, 0); /* nothing of the root namespace */
 	for (i = 0; i < nwins; i++)     /* only the namespace's threads count as busy */
-		CU_ASSERT(wins[i].t.busy_ns < 500000000ULL);
+		CU_ASSERT(wins[i].busy_ns < 500000000ULL);
 	check_identity();
 }
 
@@ -1029,7 +1029,7 @@ static void test_follow_replies_tail(void)
 		}
 	}
 	for (i = 0; i < nwins; i++)
-		unseg += wins[i].t.unseg_cpu_ns;
+		unseg += wins[i].unseg_cpu_ns;
 	fprintf(stderr, "worker cpu anchored to the second request %.3f ms (5 ms of work, 4 ms of tail before it), "
 			"reader's taking back the first %.3f ms (3 ms)\n", cpu / 1e6, back / 1e6);
 	CU_ASSERT(cpu >= 4900000ULL && cpu <= 6000000ULL);
@@ -1202,7 +1202,7 @@ static void test_drops(void)
 	col_bpf_get_stats(b, &st);
 	col_bpf_close(b);
 	for (i = 0; i < nwins; i++) {
-		const struct rm_wintot *t = &wins[i].t;
+		const struct rm_totals *t = &wins[i];
 
 		dparts += t->dropped_parts;
 		dcpu += t->dropped_cpu_ns;
@@ -1297,7 +1297,7 @@ static void test_exclusion(void)
 			n_plain++;
 	}
 	for (i = 0; i < nwins; i++)
-		unseg_rx += wins[i].t.unseg_rx;
+		unseg_rx += wins[i].unseg_rx;
 	CU_ASSERT_EQUAL(n_named, 0);
 	CU_ASSERT_EQUAL(n_bypid, 0);
 	CU_ASSERT_EQUAL(n_plain, 1);

@@ -1,21 +1,22 @@
 /*
- * col_enc.h - the collector's Batch encoder: struct rm_part and struct
- * col_window straight to the bytes of an Envelope holding a Batch
- * (rametr.proto), without building protobuf-c structures.
+ * col_enc.h - the collector's Batch encoder: the kernel's struct rm_part
+ * and window totals (struct rm_totals) straight to the bytes of an Envelope
+ * holding a Batch (rametr.proto), without building protobuf-c structures.
  *
- * The bytes are exactly what rm_wire_encode() (protobuf-c) makes of the same
- * batch converted as col_sender.h describes (fields in number order, proto3
- * zero values left out, acked_commands packed): the aggregator decodes them
- * with rm_wire_decode() like any other peer's. col_enc_test checks the
- * identity on random batches. Reason: protobuf-c's generic pack, the per-part
+ * Each record becomes a wire part (col_part_to_wire) that proto's codec
+ * (rm_part.h) checks and encodes; the bytes are exactly what
+ * rm_wire_encode() (protobuf-c) makes of the same batch converted as
+ * col_sender.h describes (fields in number order, proto3 zero values left
+ * out, acked_commands packed): the aggregator decodes them with
+ * rm_wire_decode() like any other peer's. col_enc_test checks the identity
+ * on random batches. Reason: protobuf-c's generic pack, the per-part
  * structures and rm_wire_check() cost the collector most of its CPU.
  *
- * Instead of rm_wire_check() on the result, the encoder checks the rules an
- * rm_part can break (the rest hold by construction: comm is sanitised,
- * families mapped, address lengths fixed): every part has win != 0,
- * cpu_ns and runq_ns <= RM_WIRE_ABSURD_NS, tuple ports <= 65535; every window
- * has win != 0. Batch header fields are the caller's (node and backend
- * checked at col_sender_open(), instance/seq/window_ns non-zero).
+ * Instead of rm_wire_check() on the result, each part is checked with
+ * rm_part_check() (the rest hold by construction: comm is sanitised,
+ * families the wire does not know written as 0, address lengths fixed), and every window must have
+ * win != 0. Batch header fields are the caller's (node and backend checked
+ * at col_sender_open(), instance/seq/window_ns non-zero).
  *
  * Thread safety: reentrant; struct col_enc is the caller's scratch, one per
  * thread at a time.
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 #include "col_backend.h"
+#include "rm_part.h"
 
 /* Batch header fields (see rametr.proto Batch). */
 struct col_enc_hdr {
@@ -52,9 +54,9 @@ struct col_enc_parts {
 };
 
 /*
- * Checks part k against the rules above and appends its encoding. Returns
- * RM_OK; RM_EINVAL (err receives the reason, naming the part by its index
- * in ps, e.g. "part 3: win 0"; ps is unchanged); RM_ENOMEM.
+ * Checks part k (rm_part_check of its wire part) and appends its encoding.
+ * Returns RM_OK; RM_EINVAL (err receives the reason, naming the part by its
+ * index in ps, e.g. "part 3: win 0"; ps is unchanged); RM_ENOMEM.
  */
 int col_enc_parts_add(struct col_enc_parts *ps, const struct rm_part *k, char *err,
 		      size_t errlen);
@@ -69,7 +71,7 @@ void col_enc_parts_free(struct col_enc_parts *ps);
  * error *buf is NULL and *len 0.
  */
 int col_enc_batch_parts(const struct col_enc_hdr *hdr, const struct col_enc_parts *ps,
-			const struct col_window *wins, size_t nwins, const uint64_t *acks,
+			const struct rm_totals *wins, size_t nwins, const uint64_t *acks,
 			size_t nacks, uint8_t **buf, size_t *len, char *err, size_t errlen);
 
 /* Reusable scratch of col_enc_batch(); zero-initialise, free with col_enc_free(). */
@@ -83,17 +85,15 @@ struct col_enc {
  * window breaking a rule; also for NULL arguments).
  */
 int col_enc_batch(struct col_enc *e, const struct col_enc_hdr *hdr, const struct rm_part *parts,
-		  size_t nparts, const struct col_window *wins, size_t nwins, const uint64_t *acks,
+		  size_t nparts, const struct rm_totals *wins, size_t nwins, const uint64_t *acks,
 		  size_t nacks, uint8_t **buf, size_t *len, char *err, size_t errlen);
 
 /*
- * The SegmentPart encoding of one part (no key or length prefix), as
- * col_enc_batch() writes it: col_enc_part_size() bytes written at p by
- * col_enc_part_put(), which returns p + that. No rule is checked: also the
- * aggregator's canonical encoding of a held part (agg_stitch.c).
+ * The wire part of a kernel record: every field copied (tuples as they are:
+ * the encoder writes what the wire carries), comm cut at its first NUL or
+ * RM_WIRE_COMM_MAX bytes with bytes outside 0x20..0x7e made '?'.
  */
-size_t col_enc_part_size(const struct rm_part *k);
-uint8_t *col_enc_part_put(uint8_t *p, const struct rm_part *k);
+void col_part_to_wire(struct rm_wpart *d, const struct rm_part *k);
 
 /* Frees the scratch of e (not e itself); e may be reused after. */
 void col_enc_free(struct col_enc *e);

@@ -15,6 +15,7 @@
 #include "col_enc.h"
 #include "rm_wire.h"
 #include "rm_test.h"
+#include "rm_wire_ref.h"
 #include "banned.h"
 
 /* ---- the reference: protobuf-c structures, as col_sender.h describes ---- */
@@ -81,33 +82,8 @@ static void ref_part(struct ref_part *d, const struct rm_part *k)
 	p->blocked_ns = k->blocked_ns;
 }
 
-static void ref_win(Rametr__WindowTotals *w, const struct col_window *k)
-{
-	rametr__window_totals__init(w);
-	w->win = k->t.win;
-	w->busy_ns = k->t.busy_ns;
-	w->unseg_cpu_ns = k->t.unseg_cpu_ns;
-	w->rx_bytes = k->t.rx_bytes;
-	w->tx_bytes = k->t.tx_bytes;
-	w->disk_read = k->t.disk_read;
-	w->disk_write = k->t.disk_write;
-	w->unseg_rx = k->t.unseg_rx;
-	w->unseg_tx = k->t.unseg_tx;
-	w->unseg_disk_read = k->t.unseg_disk_read;
-	w->unseg_disk_write = k->t.unseg_disk_write;
-	w->lost_ns = k->t.lost_ns;
-	w->dropped_parts = k->t.dropped_parts;
-	w->dropped_cpu_ns = k->t.dropped_cpu_ns;
-	w->dropped_rx = k->t.dropped_rx;
-	w->dropped_tx = k->t.dropped_tx;
-	w->dropped_disk_read = k->t.dropped_disk_read;
-	w->dropped_disk_write = k->t.dropped_disk_write;
-	w->capacity_ns = k->capacity_ns;
-	w->idle_ns = k->idle_ns;
-}
-
 static int ref_encode(const struct col_enc_hdr *h, const struct rm_part *parts, size_t nparts,
-		      const struct col_window *wins, size_t nwins, const uint64_t *acks,
+		      const struct rm_totals *wins, size_t nwins, const uint64_t *acks,
 		      size_t nacks, uint8_t **buf, size_t *len)
 {
 	Rametr__Envelope env = RAMETR__ENVELOPE__INIT;
@@ -125,7 +101,7 @@ static int ref_encode(const struct col_enc_hdr *h, const struct rm_part *parts, 
 		ppp[i] = &pp[i].p;
 	}
 	for (i = 0; i < nwins; i++) {
-		ref_win(&ww[i], &wins[i]);
+		rm_ref_totals(&ww[i], &wins[i]);
 		www[i] = &ww[i];
 	}
 	b.node = (char *)h->node;
@@ -153,54 +129,21 @@ static int ref_encode(const struct col_enc_hdr *h, const struct rm_part *parts, 
 
 /* ---- random input ---- */
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-/* 0 often, small values, values at varint boundaries, huge values */
-static uint64_t rval(uint64_t max)
-{
-	static const uint64_t edge[] = { 0, 1, 127, 128, 16383, 16384, 1ull << 32, UINT64_MAX };
-	uint64_t v;
-
-	switch (rnd() % 4) {
-	case 0:
-		v = 0;
-		break;
-	case 1:
-		v = rnd() % 300;
-		break;
-	case 2:
-		v = edge[rnd() % (sizeof(edge) / sizeof(edge[0]))];
-		break;
-	default:
-		v = rnd() >> (rnd() % 64);
-		break;
-	}
-	return max && v > max ? v % (max + 1) : v;
-}
-
 static void rtuple(struct rm_tuple *t)
 {
 	static const uint32_t fam[] = { 0, RM_AF_UNIX, RM_AF_INET, RM_AF_INET6, 16, 44 };
 	size_t i;
 
 	memset(t, 0, sizeof(*t));
-	if (rnd() % 4 == 0)
+	if (rm_ref_rnd() % 4 == 0)
 		return; /* absent */
-	t->cookie = rval(0);
-	t->family = fam[rnd() % 6];
-	t->lport = (uint32_t)rval(65535);
-	t->rport = (uint32_t)rval(65535);
+	t->cookie = rm_ref_rval(0);
+	t->family = fam[rm_ref_rnd() % 6];
+	t->lport = (uint32_t)rm_ref_rval(65535);
+	t->rport = (uint32_t)rm_ref_rval(65535);
 	for (i = 0; i < 4; i++) {
-		t->laddr[i] = (uint32_t)rval(UINT32_MAX);
-		t->raddr[i] = (uint32_t)rval(UINT32_MAX);
+		t->laddr[i] = (uint32_t)rm_ref_rval(UINT32_MAX);
+		t->raddr[i] = (uint32_t)rm_ref_rval(UINT32_MAX);
 	}
 }
 
@@ -210,61 +153,61 @@ static void rpart(struct rm_part *p)
 	size_t i, n;
 
 	memset(p, 0, sizeof(*p));
-	p->seg_id = rval(0);
-	p->win = rval(0) | 1;
-	p->pid = (uint32_t)rval(UINT32_MAX);
-	p->tid = (uint32_t)rval(UINT32_MAX);
-	p->start_ns = rval(0);
-	p->end_ns = rval(0);
-	p->cpu_ns = rval(RM_WIRE_ABSURD_NS);
-	p->runq_ns = rval(RM_WIRE_ABSURD_NS);
-	p->rx_bytes = rval(0);
-	p->tx_bytes = rval(0);
-	p->disk_read = rval(0);
-	p->disk_write = rval(0);
-	p->flags = (uint32_t)rval(UINT32_MAX);
+	p->seg_id = rm_ref_rval(0);
+	p->win = rm_ref_rval(0) | 1;
+	p->pid = (uint32_t)rm_ref_rval(UINT32_MAX);
+	p->tid = (uint32_t)rm_ref_rval(UINT32_MAX);
+	p->start_ns = rm_ref_rval(0);
+	p->end_ns = rm_ref_rval(0);
+	p->cpu_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);
+	p->runq_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);
+	p->rx_bytes = rm_ref_rval(0);
+	p->tx_bytes = rm_ref_rval(0);
+	p->disk_read = rm_ref_rval(0);
+	p->disk_write = rm_ref_rval(0);
+	p->flags = (uint32_t)rm_ref_rval(UINT32_MAX);
 	rtuple(&p->in);
 	rtuple(&p->out);
-	p->in_seq_start = rval(0);
-	p->in_seq_end = rval(0);
-	p->out_seq_start = rval(0);
-	p->out_seq_end = rval(0);
-	p->parent_seg = rval(0);
-	p->domid = (uint32_t)rval(UINT32_MAX);
-	p->vcpu = (uint32_t)rval(UINT32_MAX);
-	p->blocked_ns = rval(0);
-	n = rnd() % (RM_COMM_LEN + 1); /* 16: no NUL in the record at all */
+	p->in_seq_start = rm_ref_rval(0);
+	p->in_seq_end = rm_ref_rval(0);
+	p->out_seq_start = rm_ref_rval(0);
+	p->out_seq_end = rm_ref_rval(0);
+	p->parent_seg = rm_ref_rval(0);
+	p->domid = (uint32_t)rm_ref_rval(UINT32_MAX);
+	p->vcpu = (uint32_t)rm_ref_rval(UINT32_MAX);
+	p->blocked_ns = rm_ref_rval(0);
+	n = rm_ref_rnd() % (RM_COMM_LEN + 1); /* 16: no NUL in the record at all */
 	for (i = 0; i < n; i++)
-		c[i] = (uint8_t)(rnd() % 5 == 0 ? rnd() % 256 : 'a' + rnd() % 26);
+		c[i] = (uint8_t)(rm_ref_rnd() % 5 == 0 ? rm_ref_rnd() % 256 : 'a' + rm_ref_rnd() % 26);
 	for (; i < RM_COMM_LEN; i++)
 		c[i] = 0;
 	if (n && c[0] == 0)
 		c[0] = 'x';
 }
 
-static void rwin(struct col_window *w)
+static void rwin(struct rm_totals *w)
 {
 	memset(w, 0, sizeof(*w));
-	w->t.win = rval(0) | 1;
-	w->t.busy_ns = rval(0);
-	w->t.unseg_cpu_ns = rval(0);
-	w->t.rx_bytes = rval(0);
-	w->t.tx_bytes = rval(0);
-	w->t.disk_read = rval(0);
-	w->t.disk_write = rval(0);
-	w->t.unseg_rx = rval(0);
-	w->t.unseg_tx = rval(0);
-	w->t.unseg_disk_read = rval(0);
-	w->t.unseg_disk_write = rval(0);
-	w->t.lost_ns = rval(0);
-	w->t.dropped_parts = rval(0);
-	w->t.dropped_cpu_ns = rval(0);
-	w->t.dropped_rx = rval(0);
-	w->t.dropped_tx = rval(0);
-	w->t.dropped_disk_read = rval(0);
-	w->t.dropped_disk_write = rval(0);
-	w->capacity_ns = rval(0);
-	w->idle_ns = rval(0);
+	w->win = rm_ref_rval(0) | 1;
+	w->busy_ns = rm_ref_rval(0);
+	w->unseg_cpu_ns = rm_ref_rval(0);
+	w->rx_bytes = rm_ref_rval(0);
+	w->tx_bytes = rm_ref_rval(0);
+	w->disk_read = rm_ref_rval(0);
+	w->disk_write = rm_ref_rval(0);
+	w->unseg_rx = rm_ref_rval(0);
+	w->unseg_tx = rm_ref_rval(0);
+	w->unseg_disk_read = rm_ref_rval(0);
+	w->unseg_disk_write = rm_ref_rval(0);
+	w->lost_ns = rm_ref_rval(0);
+	w->dropped_parts = rm_ref_rval(0);
+	w->dropped_cpu_ns = rm_ref_rval(0);
+	w->dropped_rx = rm_ref_rval(0);
+	w->dropped_tx = rm_ref_rval(0);
+	w->dropped_disk_read = rm_ref_rval(0);
+	w->dropped_disk_write = rm_ref_rval(0);
+	w->capacity_ns = rm_ref_rval(0);
+	w->idle_ns = rm_ref_rval(0);
 }
 
 /* ---- cases ---- */
@@ -274,7 +217,7 @@ static void test_identical(void)
 	static const int64_t offs[] = { 0, 1, -1, 1700000000000000000ll, INT64_MIN };
 	struct col_enc e = { 0 };
 	struct rm_part parts[64];
-	struct col_window wins[4];
+	struct rm_totals wins[4];
 	uint64_t acks[5];
 	int round, mismatches = 0;
 
@@ -282,12 +225,12 @@ static void test_identical(void)
 		struct col_enc_hdr h = {
 			.node = round % 3 ? "node-a" : "n",
 			.backend = round % 2 ? "ebpf" : "replay",
-			.instance = rval(0) | 1,
-			.seq = rval(0) | 1,
-			.window_ns = rval(0) | 1,
+			.instance = rm_ref_rval(0) | 1,
+			.seq = rm_ref_rval(0) | 1,
+			.window_ns = rm_ref_rval(0) | 1,
 			.clock_offset_ns = offs[round % 5],
 		};
-		size_t np = (size_t)(rnd() % 65), nw = (size_t)(rnd() % 5), na = (size_t)(rnd() % 6);
+		size_t np = (size_t)(rm_ref_rnd() % 65), nw = (size_t)(rm_ref_rnd() % 5), na = (size_t)(rm_ref_rnd() % 6);
 		uint8_t *a = NULL, *b = NULL;
 		size_t alen = 0, blen = 0, i;
 		Rametr__Envelope *env = NULL;
@@ -298,7 +241,7 @@ static void test_identical(void)
 		for (i = 0; i < nw; i++)
 			rwin(&wins[i]);
 		for (i = 0; i < na; i++)
-			acks[i] = rval(0) | 1;
+			acks[i] = rm_ref_rval(0) | 1;
 		CU_ASSERT_EQUAL_FATAL(col_enc_batch(&e, &h, parts, np, wins, nw, acks, na, &a, &alen,
 						    err, sizeof(err)),
 				      RM_OK);
@@ -323,7 +266,7 @@ static void test_identical(void)
 	col_enc_free(&e);
 }
 
-static void expect_refused(const struct rm_part *p, size_t np, const struct col_window *w,
+static void expect_refused(const struct rm_part *p, size_t np, const struct rm_totals *w,
 			   size_t nw, const char *why)
 {
 	struct col_enc e = { 0 };
@@ -346,7 +289,7 @@ static void expect_refused(const struct rm_part *p, size_t np, const struct col_
 static void test_refused(void)
 {
 	struct rm_part p[3];
-	struct col_window w[2];
+	struct rm_totals w[2];
 	size_t i;
 
 	for (i = 0; i < 3; i++) {
@@ -356,7 +299,7 @@ static void test_refused(void)
 		p[i].in.lport = 80;
 	}
 	memset(w, 0, sizeof(w));
-	w[0].t.win = w[1].t.win = 7;
+	w[0].win = w[1].win = 7;
 
 	p[2].win = 0;
 	expect_refused(p, 3, NULL, 0, "part 2: win 0");
@@ -373,9 +316,9 @@ static void test_refused(void)
 	p[2].out.lport = 70000;
 	expect_refused(p, 3, NULL, 0, "part 2: out tuple has port 70000 out of range");
 	p[2].out.lport = 0;
-	w[1].t.win = 0;
+	w[1].win = 0;
 	expect_refused(p, 3, w, 2, "window totals 1: win 0");
-	w[1].t.win = 7;
+	w[1].win = 7;
 	/* bad arguments */
 	expect_refused(NULL, 1, NULL, 0, "invalid arguments");
 	/* and the same input is fine once repaired */
@@ -422,7 +365,7 @@ static void test_too_large(void)
 	free(p);
 }
 
-/* One part alone (the aggregator's held-part blob): protobuf-c's pack of the same part. */
+/* One kernel record alone, as a wire part: protobuf-c's pack of the same part. */
 static void test_part_alone(void)
 {
 	uint8_t a[512], b[512];
@@ -430,17 +373,19 @@ static void test_part_alone(void)
 
 	for (round = 0; round < 5000; round++) {
 		struct rm_part k;
+		struct rm_wpart w;
 		struct ref_part r;
 		size_t na, nb;
 
 		rpart(&k);
 		if (round % 2)
-			memset(k.comm, 0, sizeof(k.comm)); /* as the aggregator holds them */
+			memset(k.comm, 0, sizeof(k.comm));
 		ref_part(&r, &k);
-		na = col_enc_part_size(&k);
+		col_part_to_wire(&w, &k);
+		na = rm_part_size(&w);
 		nb = rametr__segment_part__get_packed_size(&r.p);
 		CU_ASSERT_FATAL(na <= sizeof(a) && nb <= sizeof(b));
-		CU_ASSERT_EQUAL(col_enc_part_put(a, &k) - a, (ptrdiff_t)na);
+		CU_ASSERT_EQUAL(rm_part_put(a, &w) - a, (ptrdiff_t)na);
 		rametr__segment_part__pack(&r.p, b);
 		if (na != nb || memcmp(a, b, na) != 0)
 			mismatches++;
@@ -450,7 +395,7 @@ static void test_part_alone(void)
 
 static CU_TestInfo cases[] = {
 	{ "bytes identical to protobuf-c's on random batches", test_identical },
-	{ "one part alone is encoded as protobuf-c packs it", test_part_alone },
+	{ "one record alone, as a wire part, is encoded as protobuf-c packs it", test_part_alone },
 	{ "parts and windows breaking the wire rules are refused", test_refused },
 	{ "a batch over the message limit is refused", test_too_large },
 	CU_TEST_INFO_NULL,

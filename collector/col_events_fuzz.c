@@ -117,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		}
 		for (i = 0; i < cap.nwins; i++)
-			dropped += cap.wins[i].t.dropped_parts;
+			dropped += cap.wins[i].dropped_parts;
 		if (dropped + st.late.dropped_parts != st.failed_emits || st.parts != cap.nparts ||
 		    st.parts + st.failed_emits != st.emits || st.windows != cap.nwins)
 			abort();

@@ -75,7 +75,7 @@ static void col_reload(void);
  * The batcher's window callback, which also serves a pending SIGHUP: windows
  * arrive several times a second from every backend, on the main thread.
  */
-static int col_sink_window(void *arg, const struct col_window *w)
+static int col_sink_window(void *arg, const struct rm_totals *w)
 {
 	if (col_hup) {
 		col_hup = 0;

@@ -83,7 +83,7 @@ struct col_replay_run {
 	struct col_replay_thread **tab;  /* hash by tid, tabsize a power of two */
 	struct col_replay_inb *inbs[COL_REPLAY_INB_BUCKETS]; /* by socket cookie */
 	size_t tabsize, nthreads;
-	struct rm_wintot *acc;           /* [nwin] harvested totals of window wmin + i */
+	struct rm_totals *acc;           /* [nwin] harvested totals of window wmin + i */
 	uint64_t wmin, nwin;
 	uint64_t span_lo, span_hi;       /* [first ts, last ts] + offset_ns */
 	int sink_rv;                     /* first error of sink->part */
@@ -99,32 +99,11 @@ static struct rm_cpu *col_replay_env_cpu(struct rm_env *e)
 	return &e->run->cpus[e->cpu].c;
 }
 
-static void col_replay_add_tot(struct rm_wintot *d, const struct rm_wintot *s)
-{
-	d->busy_ns += s->busy_ns;
-	d->unseg_cpu_ns += s->unseg_cpu_ns;
-	d->rx_bytes += s->rx_bytes;
-	d->tx_bytes += s->tx_bytes;
-	d->disk_read += s->disk_read;
-	d->disk_write += s->disk_write;
-	d->unseg_rx += s->unseg_rx;
-	d->unseg_tx += s->unseg_tx;
-	d->unseg_disk_read += s->unseg_disk_read;
-	d->unseg_disk_write += s->unseg_disk_write;
-	d->lost_ns += s->lost_ns;
-	d->dropped_parts += s->dropped_parts;
-	d->dropped_cpu_ns += s->dropped_cpu_ns;
-	d->dropped_rx += s->dropped_rx;
-	d->dropped_tx += s->dropped_tx;
-	d->dropped_disk_read += s->dropped_disk_read;
-	d->dropped_disk_write += s->dropped_disk_write;
-}
-
 /* What the eBPF loader's poll does: keep what a slot holds before it is reused. */
 static void col_replay_harvest(struct col_replay_run *run, const struct rm_wintot *s)
 {
 	/* slots are only claimed for windows inside the stream (checked at claim) */
-	col_replay_add_tot(&run->acc[s->win - run->wmin], s);
+	col_totals_add_kernel(&run->acc[s->win - run->wmin], s);
 }
 
 static struct rm_wintot *col_replay_env_wintot(struct rm_env *e, __u64 win)
@@ -607,12 +586,11 @@ static int col_replay_report(struct col_replay_run *run)
 			if (run->cpus[cpu].claimed[s])
 				col_replay_harvest(run, &run->cpus[cpu].slot[s]);
 	for (i = 0; i < run->nwin; i++) {
-		struct col_window w;
+		struct rm_totals w;
 		uint64_t lo = (run->wmin + i) * run->hdr.window_ns, hi = lo + run->hdr.window_ns;
 
-		memset(&w, 0, sizeof(w));
-		w.t = run->acc[i];
-		w.t.win = run->wmin + i;
+		w = run->acc[i];
+		w.win = run->wmin + i;
 		if (lo < run->span_lo)
 			lo = run->span_lo;
 		if (hi > run->span_hi)
@@ -620,7 +598,7 @@ static int col_replay_report(struct col_replay_run *run)
 		w.capacity_ns = hi > lo ? (uint64_t)run->hdr.ncpu * (hi - lo) : 0;
 		if ((rv = run->sink->window(run->sink->arg, &w)) != RM_OK)
 			return col_replay_fail(run, rv, 0, "the sink refused window %llu: %s",
-					       (unsigned long long)w.t.win, rm_strerror(rv));
+					       (unsigned long long)w.win, rm_strerror(rv));
 		run->st.windows++;
 	}
 	return RM_OK;
@@ -821,13 +799,13 @@ static int col_replay_capture_part(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
-static int col_replay_capture_win(void *arg, const struct col_window *w)
+static int col_replay_capture_win(void *arg, const struct rm_totals *w)
 {
 	struct col_replay_capture *c = arg;
 
 	if (c->nwins == c->wins_cap) {
 		size_t n = c->wins_cap ? c->wins_cap * 2 : 32;
-		struct col_window *nw = realloc(c->wins, n * sizeof(*nw));
+		struct rm_totals *nw = realloc(c->wins, n * sizeof(*nw));
 
 		if (!nw)
 			return RM_ENOMEM;
@@ -853,9 +831,9 @@ static long col_replay_capture_find(const struct col_replay_capture *c, uint64_t
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (c->wins[mid].t.win == win)
+		if (c->wins[mid].win == win)
 			return (long)mid;
-		if (c->wins[mid].t.win < win)
+		if (c->wins[mid].win < win)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -863,12 +841,12 @@ static long col_replay_capture_find(const struct col_replay_capture *c, uint64_t
 	return -1;
 }
 
-const struct col_window *col_replay_capture_window(const struct col_replay_capture *c, uint64_t win)
+const struct rm_totals *col_replay_capture_window(const struct col_replay_capture *c, uint64_t win)
 {
 	size_t i;
 
 	for (i = 0; i < c->nwins; i++)
-		if (c->wins[i].t.win == win)
+		if (c->wins[i].win == win)
 			return &c->wins[i];
 	return NULL;
 }
@@ -886,10 +864,10 @@ int col_replay_capture_check(const struct col_replay_capture *c, const struct rm
 	if (err && errlen)
 		err[0] = '\0';
 	for (i = 1; i < c->nwins; i++) {
-		if (c->wins[i].t.win <= c->wins[i - 1].t.win) {
+		if (c->wins[i].win <= c->wins[i - 1].win) {
 			if (err)
 				snprintf(err, errlen, "window %llu reported after window %llu",
-					 (unsigned long long)c->wins[i].t.win, (unsigned long long)c->wins[i - 1].t.win);
+					 (unsigned long long)c->wins[i].win, (unsigned long long)c->wins[i - 1].win);
 			return RM_EPROTO;
 		}
 	}
@@ -923,7 +901,7 @@ int col_replay_capture_check(const struct col_replay_capture *c, const struct rm
 		want[COL_RQ_DW] = late->unseg_disk_write;
 	}
 	for (i = 0; i < c->nwins && rv == RM_OK; i++) {
-		const struct rm_wintot *t = &c->wins[i].t;
+		const struct rm_totals *t = &c->wins[i];
 		uint64_t total[COL_RQ_N] = { t->busy_ns, t->rx_bytes, t->tx_bytes, t->disk_read, t->disk_write };
 		uint64_t other[COL_RQ_N] = { t->unseg_cpu_ns + t->lost_ns, t->unseg_rx, t->unseg_tx, t->unseg_disk_read,
 					     t->unseg_disk_write };

@@ -9,7 +9,7 @@
 #   build-fuzz/collector/col_events_fuzz -max_total_time=60 <corpus dir> collector/testdata
 add_library(col_replay STATIC col_events.c col_replay.c)
 target_include_directories(col_replay PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(col_replay PUBLIC rm_base)
+target_link_libraries(col_replay PUBLIC rm_base rm_part_def)
 
 rm_test(segmenter LIBS col_replay TIMEOUT 60)
 target_compile_definitions(segmenter_test PRIVATE COL_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
@@ -21,5 +21,5 @@ if(RM_FUZZ)
   target_include_directories(col_events_fuzz PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_options(col_events_fuzz PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
   target_link_options(col_events_fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_link_libraries(col_events_fuzz PRIVATE rm_base)
+  target_link_libraries(col_events_fuzz PRIVATE rm_base rm_part_def)
 endif()

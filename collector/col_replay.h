@@ -106,7 +106,7 @@ int col_replay_window(const char *path, uint64_t *window_ns, int64_t *offset_ns)
 struct col_replay_capture {
 	struct rm_part *parts;
 	size_t nparts, parts_cap;
-	struct col_window *wins;
+	struct rm_totals *wins;
 	size_t nwins, wins_cap;
 };
 
@@ -116,7 +116,7 @@ struct col_sink col_replay_capture_sink(struct col_replay_capture *c);
 /* Frees what c holds and re-initialises it. NULL-tolerant. */
 void col_replay_capture_release(struct col_replay_capture *c);
 /* The window report for window win, or NULL. */
-const struct col_window *col_replay_capture_window(const struct col_replay_capture *c, uint64_t win);
+const struct rm_totals *col_replay_capture_window(const struct col_replay_capture *c, uint64_t win);
 
 /*
  * Checks what c captured: windows reported in increasing order, once each;

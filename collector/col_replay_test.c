@@ -546,7 +546,7 @@ static void test_documented_example(void)
 	CU_ASSERT_EQUAL(st.events, 7);
 	CU_ASSERT_EQUAL_FATAL(cap.nwins, 1);
 	/* cpu 0: [1000,2000) + [2000,3000) + [3000,6000); cpu 1 saw no switch */
-	CU_ASSERT_EQUAL(cap.wins[0].t.busy_ns, 5000);
+	CU_ASSERT_EQUAL(cap.wins[0].busy_ns, 5000);
 	CU_ASSERT_EQUAL(cap.wins[0].capacity_ns, 2 * 5000);
 	col_replay_capture_release(&cap);
 }
@@ -625,17 +625,17 @@ static void test_windows(void)
 	CU_ASSERT_EQUAL_FATAL(replay_into(s, sizeof(s) - 1, &cap, &st, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(cap.nwins, 4);
 	CU_ASSERT_EQUAL(st.windows, 4);
-	CU_ASSERT_EQUAL(cap.wins[0].t.win, 1);
-	CU_ASSERT_EQUAL(cap.wins[3].t.win, 4);
+	CU_ASSERT_EQUAL(cap.wins[0].win, 1);
+	CU_ASSERT_EQUAL(cap.wins[3].win, 4);
 	CU_ASSERT_EQUAL(cap.wins[0].capacity_ns, 1000);
 	CU_ASSERT_EQUAL(cap.wins[1].capacity_ns, 2000);
 	CU_ASSERT_EQUAL(cap.wins[2].capacity_ns, 2000);
 	CU_ASSERT_EQUAL(cap.wins[3].capacity_ns, 400);
 	/* cpu 0 [1500,4200), cpu 1 [1700,2500) */
-	CU_ASSERT_EQUAL(cap.wins[0].t.busy_ns, 500 + 300);
-	CU_ASSERT_EQUAL(cap.wins[1].t.busy_ns, 1000 + 500);
-	CU_ASSERT_EQUAL(cap.wins[2].t.busy_ns, 1000);
-	CU_ASSERT_EQUAL(cap.wins[3].t.busy_ns, 200);
+	CU_ASSERT_EQUAL(cap.wins[0].busy_ns, 500 + 300);
+	CU_ASSERT_EQUAL(cap.wins[1].busy_ns, 1000 + 500);
+	CU_ASSERT_EQUAL(cap.wins[2].busy_ns, 1000);
+	CU_ASSERT_EQUAL(cap.wins[3].busy_ns, 200);
 	CU_ASSERT_EQUAL(cap.wins[3].idle_ns, 0);
 	CU_ASSERT_PTR_NULL(col_replay_capture_window(&cap, 0));
 	CU_ASSERT_PTR_NULL(col_replay_capture_window(&cap, 5));
@@ -675,12 +675,12 @@ static void test_wall_clock_offset(void)
 	CU_ASSERT_EQUAL_FATAL(replay_into(s, sizeof(s) - 1, &cap, &st, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(cap.nwins, 2);
 	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
-	CU_ASSERT_EQUAL(cap.wins[0].t.win, W0);
-	CU_ASSERT_EQUAL(cap.wins[1].t.win, W0 + 1);
-	CU_ASSERT_EQUAL(cap.wins[0].t.busy_ns, 500);
-	CU_ASSERT_EQUAL(cap.wins[0].t.unseg_cpu_ns, 100);
+	CU_ASSERT_EQUAL(cap.wins[0].win, W0);
+	CU_ASSERT_EQUAL(cap.wins[1].win, W0 + 1);
+	CU_ASSERT_EQUAL(cap.wins[0].busy_ns, 500);
+	CU_ASSERT_EQUAL(cap.wins[0].unseg_cpu_ns, 100);
 	CU_ASSERT_EQUAL(cap.wins[0].capacity_ns, 500);
-	CU_ASSERT_EQUAL(cap.wins[1].t.busy_ns, 600);
+	CU_ASSERT_EQUAL(cap.wins[1].busy_ns, 600);
 	CU_ASSERT_EQUAL(cap.wins[1].capacity_ns, 600);
 	CU_ASSERT_EQUAL(cap.parts[0].win, W0);
 	CU_ASSERT_EQUAL(cap.parts[0].cpu_ns, 400);
@@ -730,7 +730,7 @@ static void test_slot_reuse(void)
 	CU_ASSERT_EQUAL(cap.nwins, 40);
 	CU_ASSERT_EQUAL(cap.nparts, 40);
 	for (i = 0; i < 40 && (size_t)i < cap.nparts && (size_t)i < cap.nwins; i++) {
-		CU_ASSERT_EQUAL(cap.wins[i].t.busy_ns, i == 0 ? 110 : 100);
+		CU_ASSERT_EQUAL(cap.wins[i].busy_ns, i == 0 ? 110 : 100);
 		CU_ASSERT_EQUAL(cap.parts[i].win, (uint64_t)i);
 		CU_ASSERT_EQUAL(cap.parts[i].cpu_ns, i == 0 ? 110 : 100);
 	}
@@ -746,10 +746,10 @@ static int failing_part(void *arg, const struct rm_part *p)
 	return fail_part_after-- > 0 ? RM_OK : RM_EFULL;
 }
 
-static int failing_window(void *arg, const struct col_window *w)
+static int failing_window(void *arg, const struct rm_totals *w)
 {
 	(void)arg;
-	return w->t.win >= 1 ? RM_ECLOSED : RM_OK;
+	return w->win >= 1 ? RM_ECLOSED : RM_OK;
 }
 
 /* A sink error stops the replay and is passed up. */
@@ -891,10 +891,10 @@ static void test_check_detects(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "is in window 9, which was not reported"));
 	cap.parts[0].win = 0;
 
-	cap.wins[0].t.unseg_rx++;
+	cap.wins[0].unseg_rx++;
 	CU_ASSERT_EQUAL(col_replay_capture_check(&cap, NULL, err, sizeof(err)), RM_EPROTO);
 	CU_ASSERT_STRING_EQUAL(err, "window 0: rx total 10 != parts 10 + unsegmented 1");
-	cap.wins[0].t.unseg_rx--;
+	cap.wins[0].unseg_rx--;
 	CU_ASSERT_EQUAL(col_replay_capture_check(&cap, NULL, err, sizeof(err)), RM_OK);
 	col_replay_capture_release(&cap);
 	free(buf);

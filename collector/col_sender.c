@@ -188,7 +188,7 @@ void col_take_cur(struct col_sender *s)
  */
 static int col_encode_batch(struct col_sender *s, uint64_t seq, const uint64_t *acks, size_t nacks,
 			    const struct rm_part *parts, size_t nparts,
-			    const struct col_enc_parts *ps, const struct col_window *wins,
+			    const struct col_enc_parts *ps, const struct rm_totals *wins,
 			    size_t nwins, uint8_t **buf, size_t *len)
 {
 	struct col_enc_hdr h = {
@@ -215,7 +215,7 @@ static int col_encode_batch(struct col_sender *s, uint64_t seq, const uint64_t *
 
 /* col_sender_submit() of parts[0..nparts), or of the parts encoded in ps if not NULL. */
 static int col_submit(struct col_sender *s, const struct rm_part *parts, size_t nparts,
-		      const struct col_enc_parts *ps, const struct col_window *wins, size_t nwins)
+		      const struct col_enc_parts *ps, const struct rm_totals *wins, size_t nwins)
 {
 	struct col_item *it = NULL;
 	uint64_t *acks = NULL, seq;
@@ -306,13 +306,13 @@ static int col_submit(struct col_sender *s, const struct rm_part *parts, size_t 
 }
 
 int col_sender_submit(struct col_sender *s, const struct rm_part *parts, size_t nparts,
-		      const struct col_window *wins, size_t nwins)
+		      const struct rm_totals *wins, size_t nwins)
 {
 	return col_submit(s, parts, nparts, NULL, wins, nwins);
 }
 
 int col_sender_submit_enc(struct col_sender *s, const struct col_enc_parts *ps,
-			  const struct col_window *wins, size_t nwins)
+			  const struct rm_totals *wins, size_t nwins)
 {
 	if (!ps)
 		return RM_EINVAL;

@@ -50,7 +50,7 @@
  * ports, laddr/raddr as 4 (AF_INET) or 16 (AF_INET6) network-order bytes,
  * none for AF_UNIX; a tuple of another family is sent as family 0 (cookie
  * and ports kept); an all-zero tuple is left out (SegmentPart.in/out absent).
- * col_window -> WindowTotals: every field of t, capacity_ns, idle_ns.
+ * struct rm_totals -> WindowTotals: every field.
  * The bytes are written by col_enc.h (what protobuf-c would pack).
  */
 #ifndef COL_SENDER_H
@@ -131,7 +131,7 @@ int col_sender_open(struct col_sender **out, const struct col_sender_cfg *cfg);
  * used); RM_ESTATE after close began; RM_ENOMEM. Thread-safe.
  */
 int col_sender_submit(struct col_sender *s, const struct rm_part *parts, size_t nparts,
-		      const struct col_window *wins, size_t nwins);
+		      const struct rm_totals *wins, size_t nwins);
 
 /*
  * As col_sender_submit(), with parts already checked and encoded by
@@ -139,7 +139,7 @@ int col_sender_submit(struct col_sender *s, const struct rm_part *parts, size_t 
  * ring). ps is only read. RM_EINVAL also if ps is NULL.
  */
 int col_sender_submit_enc(struct col_sender *s, const struct col_enc_parts *ps,
-			  const struct col_window *wins, size_t nwins);
+			  const struct rm_totals *wins, size_t nwins);
 
 /*
  * Waits until every batch queued so far (spool included) has been acked or

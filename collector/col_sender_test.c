@@ -319,15 +319,15 @@ static void parts_make(struct rm_part *p, unsigned first, unsigned n)
 static void submit_n(struct col_sender *s, unsigned first, unsigned nbatch, unsigned per)
 {
 	struct rm_part p[16];
-	struct col_window w;
+	struct rm_totals w;
 	unsigned b;
 
 	CU_ASSERT_FATAL(per <= 16);
 	memset(&w, 0, sizeof(w));
 	for (b = 0; b < nbatch; b++) {
 		parts_make(p, first + b * per, per);
-		w.t.win = 1700000000;
-		w.t.busy_ns = 5000;
+		w.win = 1700000000;
+		w.busy_ns = 5000;
 		w.capacity_ns = 2000000000;
 		CU_ASSERT_EQUAL(col_sender_submit(s, p, per, &w, 1), RM_OK);
 	}
@@ -407,7 +407,7 @@ static void test_conversion(void)
 	struct col_sender_cfg cfg;
 	struct col_sender *s;
 	struct rm_part p[3];
-	struct col_window w[2];
+	struct rm_totals w[2];
 	Rametr__Envelope *env = NULL;
 	const Rametr__Batch *b;
 	struct tsrv t;
@@ -447,23 +447,23 @@ static void test_conversion(void)
 	/* a unix socket, and no out tuple at all */
 	p[2].in.family = RM_AF_UNIX;
 	memset(w, 0, sizeof(w));
-	w[0].t.win = 1700000000;
-	w[0].t.busy_ns = 1;
-	w[0].t.unseg_cpu_ns = 2;
-	w[0].t.rx_bytes = 3;
-	w[0].t.tx_bytes = 4;
-	w[0].t.disk_read = 5;
-	w[0].t.disk_write = 6;
-	w[0].t.unseg_rx = 7;
-	w[0].t.unseg_tx = 8;
-	w[0].t.unseg_disk_read = 9;
-	w[0].t.unseg_disk_write = 10;
-	w[0].t.lost_ns = 11;
-	w[0].t.dropped_parts = 12;
+	w[0].win = 1700000000;
+	w[0].busy_ns = 1;
+	w[0].unseg_cpu_ns = 2;
+	w[0].rx_bytes = 3;
+	w[0].tx_bytes = 4;
+	w[0].disk_read = 5;
+	w[0].disk_write = 6;
+	w[0].unseg_rx = 7;
+	w[0].unseg_tx = 8;
+	w[0].unseg_disk_read = 9;
+	w[0].unseg_disk_write = 10;
+	w[0].lost_ns = 11;
+	w[0].dropped_parts = 12;
 	w[0].capacity_ns = 13;
 	w[0].idle_ns = 14;
 	w[1] = w[0];
-	w[1].t.win++;
+	w[1].win++;
 	CU_ASSERT_EQUAL(col_sender_submit(s, p, 3, w, 2), RM_OK);
 	CU_ASSERT_EQUAL(col_sender_flush(s, 10000), RM_OK);
 	col_sender_close(s);

@@ -17,9 +17,12 @@
 #include <linux/types.h> /* the BPF side gets the same types from vmlinux.h */
 #endif
 
+/* Part flags (RM_PF_*), address families (RM_AF_*), RM_COMM_LEN, and the
+ * field table of window totals: shared with the wire (macros only). */
+#include "rm_part_def.h"
+
 #define RM_WIN_SLOTS 16       /* per-CPU window totals kept in the kernel */
 #define RM_MAX_SPLIT 4        /* windows one CPU slice is split across; older time is 'lost' */
-#define RM_COMM_LEN 16
 #define RM_QUERY_EVERY 8     /* the kernel reads the ring's fill once per this many records of a CPU */
 #define RM_BATCH 8           /* parts per ring record at most (a power of 2) */
 #define RM_BATCH_NS 20000000ULL /* a CPU's batch is written out when it switches with a part this old */
@@ -29,26 +32,6 @@
 #define RM_MODE_SEG 1    /* between a recv and the next send: CPU and I/O charged */
 #define RM_MODE_ASSOC 2  /* after the send: I/O still charged to the segment's CE, CPU not */
 #define RM_MODE_CONT 3   /* follow-replies option: after a send, work whose request is not known yet */
-
-/* Part flags (also SegmentPart.flags on the wire). */
-#define RM_PF_START 0x1     /* first part of this segment on this thread */
-#define RM_PF_END 0x2       /* the segment was closed by a send (out tuple valid) */
-#define RM_PF_ASSOC 0x4     /* I/O done after the send, still associated */
-#define RM_PF_EXIT 0x8      /* the thread exited */
-#define RM_PF_INHERIT 0x10  /* thread inherited the segment at fork/clone */
-#define RM_PF_RECV 0x20     /* closed by a recv on another socket */
-#define RM_PF_OUT_SEQ 0x40  /* out_seq_* valid (TCP) */
-#define RM_PF_IN_SEQ 0x80   /* in_seq_* valid (TCP) */
-#define RM_PF_SEQ_SUSPECT 0x100 /* a byte range overlapped or left a gap: not trusted */
-#define RM_PF_DOMAIN 0x200  /* Xen backend: part describes a domain's vCPU */
-#define RM_PF_DRIVER 0x400  /* Xen backend: driver-domain CPU charged for I/O */
-#define RM_PF_CONT 0x800    /* continuation (follow-replies): work after a send, before the thread's
-			       next recv; parent_seg names its chain. Without RM_PF_ANCHOR its in
-			       tuple means nothing: it takes the CE of its chain's anchor */
-#define RM_PF_ANCHOR 0x1000 /* in tuple/range set at a reply: the request last received on the socket
-			       the thread answered on. With RM_PF_CONT: the part itself is anchored.
-			       Without: a record (no cost) anchoring chain parent_seg; an empty in
-			       tuple means the chain ended unanswered */
 
 /*
  * Benchmark stages (the bench_stage setting; benchmarks only, never in
@@ -64,11 +47,6 @@
 #define RM_STAGE_COUNT 6
 /* Their names, indexed by stage (benchmarks' options and output). */
 #define RM_STAGE_NAMES { "full", "hooks", "clock", "task", "state", "noemit" }
-
-/* Address families as on Linux. */
-#define RM_AF_UNIX 1
-#define RM_AF_INET 2
-#define RM_AF_INET6 10
 
 /*
  * A socket as seen by one end. AF_UNIX: laddr[0..1] and raddr[0..1] are
@@ -157,18 +135,18 @@ struct rm_inb {
 	__u32 pad;
 };
 
-/* Per-CPU, per-window totals. win identifies the window held by the slot. */
+/*
+ * Per-CPU, per-window totals: the WindowTotals fields the kernel keeps (kind
+ * K of RM_TOTALS_FIELDS, all __u64, in field order). win identifies the
+ * window held by the slot. dropped_*: what dropped parts held, already
+ * counted in lost_ns (CPU) and in unseg_* (bytes): the share of those the
+ * ring lost.
+ */
+#define RM_WINTOT_MEMBER_K(m) __u64 m;
+#define RM_WINTOT_MEMBER_N(m)
+#define RM_WINTOT_MEMBER_(n, m, kind, rule) RM_WINTOT_MEMBER_##kind(m)
 struct rm_wintot {
-	__u64 win;
-	__u64 busy_ns;
-	__u64 unseg_cpu_ns;
-	__u64 rx_bytes, tx_bytes, disk_read, disk_write;
-	__u64 unseg_rx, unseg_tx, unseg_disk_read, unseg_disk_write;
-	__u64 lost_ns;
-	__u64 dropped_parts;
-	/* what dropped parts held, already counted in lost_ns (CPU) and in
-	 * unseg_* (bytes): the share of those the ring lost */
-	__u64 dropped_cpu_ns, dropped_rx, dropped_tx, dropped_disk_read, dropped_disk_write;
+	RM_TOTALS_FIELDS(RM_WINTOT_MEMBER_)
 };
 
 /* Per-CPU state: where the last accounting cut was made on this CPU. */

@@ -92,17 +92,17 @@ static const struct rm_part *part(size_t i)
 	return &cap.parts[i];
 }
 
-static const struct col_window *window(uint64_t w)
+static const struct rm_totals *window(uint64_t w)
 {
-	const struct col_window *cw = col_replay_capture_window(&cap, w);
+	const struct rm_totals *cw = col_replay_capture_window(&cap, w);
 
 	CU_ASSERT_FATAL(cw != NULL);
 	return cw;
 }
 
-static const struct rm_wintot *win(uint64_t w)
+static const struct rm_totals *win(uint64_t w)
 {
-	return &window(w)->t;
+	return window(w);
 }
 
 static int ipv4_is(const __u32 *addr, unsigned a, unsigned b, unsigned c, unsigned d)
@@ -118,7 +118,7 @@ static int ipv4_is(const __u32 *addr, unsigned a, unsigned b, unsigned c, unsign
 static void test_simple(void)
 {
 	const struct rm_part *p;
-	const struct rm_wintot *w;
+	const struct rm_totals *w;
 
 	replay_file("simple.events");
 	CU_ASSERT_EQUAL(cap.nparts, 1);
@@ -167,7 +167,7 @@ static void test_simple(void)
 static void test_preempt(void)
 {
 	const struct rm_part *p;
-	const struct rm_wintot *w;
+	const struct rm_totals *w;
 
 	replay_file("preempt.events");
 	CU_ASSERT_EQUAL(cap.nparts, 1);

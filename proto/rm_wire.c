@@ -324,21 +324,11 @@ static int rm_wire_check_tuple(const char *what, const Rametr__Tuple *t, size_t 
 		return RM_OK;
 	if ((rv = rm_wire_check_unknown(&t->base, err, errlen)) != 0)
 		return rv;
-	if (t->family != 0 && t->family != 1 && t->family != 2 && t->family != 10) {
-		rm_errf(err, errlen, "part %zu: %s tuple has unknown family %u", i, what,
-			    t->family);
-		return RM_EPROTO;
-	}
+	if ((rv = rm_tuple_check(what, t->family, t->lport, t->rport, i, err, errlen)) != 0)
+		return rv;
 	if ((rv = rm_wire_check_addr(what, "local", t->family, &t->laddr, i, err, errlen)) != 0)
 		return rv;
-	if ((rv = rm_wire_check_addr(what, "remote", t->family, &t->raddr, i, err, errlen)) != 0)
-		return rv;
-	if (t->lport > 65535 || t->rport > 65535) {
-		rm_errf(err, errlen, "part %zu: %s tuple has port %u out of range", i, what,
-			    t->lport > 65535 ? t->lport : t->rport);
-		return RM_EPROTO;
-	}
-	return RM_OK;
+	return rm_wire_check_addr(what, "remote", t->family, &t->raddr, i, err, errlen);
 }
 
 static int rm_wire_check_node_proto(const char *node, char *err, size_t errlen)
@@ -373,27 +363,18 @@ static int rm_wire_check_hello(const Rametr__Hello *h, char *err, size_t errlen)
 
 static int rm_wire_check_part(const Rametr__SegmentPart *p, size_t i, char *err, size_t errlen)
 {
+	const char *what = "part";
 	size_t n;
 	int rv;
 
 	if ((rv = rm_wire_check_unknown(&p->base, err, errlen)) != 0)
 		return rv;
-	if (p->win == 0) {
-		rm_errf(err, errlen, "part %zu: win 0", i);
-		return RM_EPROTO;
-	}
+	/* the value rules of rm_part_check, on the protobuf-c form */
+	RM_PART_FIELDS(RM_RULE_)
 	n = p->comm ? strlen(p->comm) : 0;
 	if (n > RM_WIRE_COMM_MAX) {
 		rm_errf(err, errlen, "part %zu: comm of %zu bytes (at most %d)", i, n,
 			    RM_WIRE_COMM_MAX);
-		return RM_EPROTO;
-	}
-	if (p->cpu_ns > RM_WIRE_ABSURD_NS) {
-		rm_errf(err, errlen, "part %zu: absurd cpu_ns %" PRIu64, i, p->cpu_ns);
-		return RM_EPROTO;
-	}
-	if (p->runq_ns > RM_WIRE_ABSURD_NS) {
-		rm_errf(err, errlen, "part %zu: absurd runq_ns %" PRIu64, i, p->runq_ns);
 		return RM_EPROTO;
 	}
 	if ((rv = rm_wire_check_tuple("in", p->in, i, err, errlen)) != 0)
@@ -428,12 +409,13 @@ static int rm_wire_check_batch(const Rametr__Batch *b, char *err, size_t errlen)
 		if ((rv = rm_wire_check_part(b->parts[i], i, err, errlen)) != 0)
 			return rv;
 	for (i = 0; i < b->n_windows; i++) {
-		if ((rv = rm_wire_check_unknown(&b->windows[i]->base, err, errlen)) != 0)
+		const Rametr__WindowTotals *p = b->windows[i];
+		const char *what = "window totals";
+
+		if ((rv = rm_wire_check_unknown(&p->base, err, errlen)) != 0)
 			return rv;
-		if (b->windows[i]->win == 0) {
-			rm_errf(err, errlen, "window totals %zu: win 0", i);
-			return RM_EPROTO;
-		}
+		/* the value rules of rm_totals_check, on the protobuf-c form */
+		RM_TOTALS_FIELDS(RM_RULE_)
 	}
 	return RM_OK;
 }
@@ -596,36 +578,6 @@ struct rm_fast {
 	const uint8_t *p, *end;
 };
 
-/*
- * A varint at *p (< end) into *v, advancing *p: its length (1..10), or -1
- * if it does not end within 10 bytes or before end. Bound checks only near
- * the end of the buffer.
- */
-static inline int rm_fast_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
-{
-	const uint8_t *p = *pp;
-	uint64_t x, c;
-	int i, n;
-
-	if (p < end && p[0] < 0x80) {
-		*v = p[0];
-		*pp = p + 1;
-		return 1;
-	}
-	n = end - p < 10 ? (int)(end - p) : 10;
-	x = 0;
-	for (i = 0; i < n; i++) {
-		c = p[i];
-		x |= (c & 0x7f) << (7 * i);
-		if (c < 0x80) {
-			*v = x;
-			*pp = p + i + 1;
-			return i + 1;
-		}
-	}
-	return -1;
-}
-
 /* Next field: 1 and *f, *wt, and the payload (*v, or *sub and *sublen); 0 at the end; -1 odd. */
 static int rm_fast_next(struct rm_fast *r, unsigned *f, unsigned *wt, uint64_t *v,
 			const uint8_t **sub, size_t *sublen)
@@ -634,12 +586,12 @@ static int rm_fast_next(struct rm_fast *r, unsigned *f, unsigned *wt, uint64_t *
 
 	if (r->p == r->end)
 		return 0;
-	if (rm_fast_varint(&r->p, r->end, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 63)
+	if (rm_pb_get_v(&r->p, r->end, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 63)
 		return -1;
 	*f = (unsigned)(tag >> 3);
 	*wt = (unsigned)(tag & 7);
 	if (*wt == 0) {
-		int n = rm_fast_varint(&r->p, r->end, v);
+		int n = rm_pb_get_v(&r->p, r->end, v);
 
 		/* ten bytes at most, the tenth only 0 or 1: the value fits 64 bits as is */
 		if (n < 0 || (n == 10 && r->p[-1] > 1))
@@ -647,7 +599,7 @@ static int rm_fast_next(struct rm_fast *r, unsigned *f, unsigned *wt, uint64_t *
 		return 1;
 	}
 	if (*wt == 2) {
-		if (rm_fast_varint(&r->p, r->end, &x) < 0 || x > (uint64_t)(r->end - r->p))
+		if (rm_pb_get_v(&r->p, r->end, &x) < 0 || x > (uint64_t)(r->end - r->p))
 			return -1;
 		*sub = r->p;
 		*sublen = (size_t)x;
@@ -695,6 +647,19 @@ static int rm_fast_bytes(struct rm_wire_budget *b, ProtobufCBinaryData *dst, con
 		(seen) |= 1ull << (f);          \
 	} while (0)
 
+/* The cases of the fast decoders, one per field of rm_part_def.h's tables (into p). */
+#define RM_FAST_U64(n, m) case n: if (wt != 0) return -1; p->m = v; break;
+#define RM_FAST_U32(n, m) case n: if (wt != 0 || v > UINT32_MAX) return -1; p->m = (uint32_t)v; break;
+#define RM_FAST_FAMILY(n, m) RM_FAST_U32(n, m)
+#define RM_FAST_ADDR(n, m) case n: if (wt != 2 || rm_fast_bytes(b, &p->m, sub, sublen)) return -1; break;
+#define RM_FAST_COMM(n, m) case n: if (wt != 2 || rm_fast_string(b, &p->m, sub, sublen)) return -1; break;
+#define RM_FAST_TUPLE(n, m) case n: if (wt != 2 || rm_fast_tuple(b, &p->m, sub, sublen)) return -1; break;
+#define RM_FAST_K(n, m) RM_FAST_U64(n, m)
+#define RM_FAST_N(n, m) RM_FAST_U64(n, m)
+#define RM_FAST_TUPLE_(n, m, kind) RM_FAST_##kind(n, m)
+#define RM_FAST_PART_(n, m, kind, rule) RM_FAST_##kind(n, m)
+#define RM_FAST_TOTALS_(n, m, kind, rule) RM_FAST_##kind(n, m)
+
 static int rm_fast_tuple(struct rm_wire_budget *b, Rametr__Tuple **out, const uint8_t *buf,
 			 size_t len)
 {
@@ -703,33 +668,25 @@ static int rm_fast_tuple(struct rm_wire_budget *b, Rametr__Tuple **out, const ui
 	size_t sublen = 0;
 	uint64_t v = 0, seen = 0;
 	unsigned f, wt;
-	Rametr__Tuple *t;
+	Rametr__Tuple *p;
 	int rv;
 
-	if (!(t = rm_fast_alloc(b, sizeof(*t))))
+	if (!(p = rm_fast_alloc(b, sizeof(*p))))
 		return -1;
-	rametr__tuple__init(t);
+	rametr__tuple__init(p);
 	while ((rv = rm_fast_next(&r, &f, &wt, &v, &sub, &sublen)) == 1) {
 		RM_FAST_ONCE(seen, f);
 		switch (f) {
-		case 1: if (wt != 0) return -1; t->cookie = v; break;
-		case 2: if (wt != 0 || v > UINT32_MAX) return -1; t->family = (uint32_t)v; break;
-		case 3: if (wt != 2 || rm_fast_bytes(b, &t->laddr, sub, sublen)) return -1; break;
-		case 4: if (wt != 0 || v > UINT32_MAX) return -1; t->lport = (uint32_t)v; break;
-		case 5: if (wt != 2 || rm_fast_bytes(b, &t->raddr, sub, sublen)) return -1; break;
-		case 6: if (wt != 0 || v > UINT32_MAX) return -1; t->rport = (uint32_t)v; break;
+		RM_TUPLE_FIELDS(RM_FAST_TUPLE_)
 		default: return -1;
 		}
 	}
 	if (rv != 0)
 		return -1;
-	*out = t;
+	*out = p;
 	return 0;
 }
 
-/* SegmentPart varint fields: number -> member, and whether it is a uint32 */
-#define RM_FAST_U64(n, m) case n: if (wt != 0) return -1; p->m = v; break;
-#define RM_FAST_U32(n, m) case n: if (wt != 0 || v > UINT32_MAX) return -1; p->m = (uint32_t)v; break;
 
 static int rm_fast_part(struct rm_wire_budget *b, Rametr__SegmentPart *p, const uint8_t *buf,
 			size_t len)
@@ -745,16 +702,7 @@ static int rm_fast_part(struct rm_wire_budget *b, Rametr__SegmentPart *p, const 
 	while ((rv = rm_fast_next(&r, &f, &wt, &v, &sub, &sublen)) == 1) {
 		RM_FAST_ONCE(seen, f);
 		switch (f) {
-		RM_FAST_U64(1, seg_id) RM_FAST_U64(2, win) RM_FAST_U32(3, pid) RM_FAST_U32(4, tid)
-		case 5: if (wt != 2 || rm_fast_string(b, &p->comm, sub, sublen)) return -1; break;
-		RM_FAST_U64(6, start_ns) RM_FAST_U64(7, end_ns) RM_FAST_U64(8, cpu_ns)
-		RM_FAST_U64(9, runq_ns) RM_FAST_U64(10, rx_bytes) RM_FAST_U64(11, tx_bytes)
-		RM_FAST_U64(12, disk_read) RM_FAST_U64(13, disk_write) RM_FAST_U32(14, flags)
-		case 15: if (wt != 2 || rm_fast_tuple(b, &p->in, sub, sublen)) return -1; break;
-		case 16: if (wt != 2 || rm_fast_tuple(b, &p->out, sub, sublen)) return -1; break;
-		RM_FAST_U64(17, in_seq_start) RM_FAST_U64(18, in_seq_end) RM_FAST_U64(19, out_seq_start)
-		RM_FAST_U64(20, out_seq_end) RM_FAST_U64(21, parent_seg) RM_FAST_U32(22, domid)
-		RM_FAST_U32(23, vcpu) RM_FAST_U64(24, blocked_ns)
+		RM_PART_FIELDS(RM_FAST_PART_)
 		default: return -1;
 		}
 	}
@@ -774,22 +722,13 @@ static int rm_fast_window(Rametr__WindowTotals *p, const uint8_t *buf, size_t le
 	while ((rv = rm_fast_next(&r, &f, &wt, &v, &sub, &sublen)) == 1) {
 		RM_FAST_ONCE(seen, f);
 		switch (f) {
-		RM_FAST_U64(1, win) RM_FAST_U64(2, busy_ns) RM_FAST_U64(3, unseg_cpu_ns)
-		RM_FAST_U64(4, rx_bytes) RM_FAST_U64(5, tx_bytes) RM_FAST_U64(6, disk_read)
-		RM_FAST_U64(7, disk_write) RM_FAST_U64(8, unseg_rx) RM_FAST_U64(9, unseg_tx)
-		RM_FAST_U64(10, unseg_disk_read) RM_FAST_U64(11, unseg_disk_write)
-		RM_FAST_U64(12, lost_ns) RM_FAST_U64(13, dropped_parts) RM_FAST_U64(14, capacity_ns)
-		RM_FAST_U64(15, idle_ns) RM_FAST_U64(16, dropped_cpu_ns) RM_FAST_U64(17, dropped_rx)
-		RM_FAST_U64(18, dropped_tx) RM_FAST_U64(19, dropped_disk_read)
-		RM_FAST_U64(20, dropped_disk_write)
+		RM_TOTALS_FIELDS(RM_FAST_TOTALS_)
 		default: return -1;
 		}
 	}
 	return rv == 0 ? 0 : -1;
 }
 
-#undef RM_FAST_U64
-#undef RM_FAST_U32
 
 static int rm_fast_batch(struct rm_wire_budget *b, Rametr__Batch **out, const uint8_t *buf,
 			 size_t len)
@@ -813,7 +752,7 @@ static int rm_fast_batch(struct rm_wire_budget *b, Rametr__Batch **out, const ui
 		} else if (f == 9 && wt == 2) {
 			RM_FAST_ONCE(seen, f);
 			for (q = sub; q < sub + sublen; na++)
-				if (rm_fast_varint(&q, sub + sublen, &v) < 0)
+				if (rm_pb_get_v(&q, sub + sublen, &v) < 0)
 					return -1;
 		} else if (f >= 1 && f <= 6) {
 			RM_FAST_ONCE(seen, f);
@@ -856,7 +795,7 @@ static int rm_fast_batch(struct rm_wire_budget *b, Rametr__Batch **out, const ui
 			break;
 		case 9:
 			for (q = sub, i = 0; i < na; i++)
-				(void)rm_fast_varint(&q, sub + sublen, &bt->acked_commands[i]);
+				(void)rm_pb_get_v(&q, sub + sublen, &bt->acked_commands[i]);
 			bt->n_acked_commands = na;
 			break;
 		}
@@ -1045,6 +984,36 @@ int rm_wire_encode_ack(Rametr__Ack__Status status, uint64_t seq, const char *err
 	env.body_case = RAMETR__ENVELOPE__BODY_ACK;
 	env.ack = &ack;
 	return rm_wire_encode(&env, buf, len);
+}
+
+/* ---- the protobuf-c form into the structs of rm_part.h ---- */
+
+#define RM_IN_U64(m) d->m = p->m;
+#define RM_IN_U32(m) d->m = p->m;
+#define RM_IN_COMM(m)                                                  \
+	memset(d->m, 0, sizeof(d->m));                                 \
+	if (p->m)                                                      \
+		memcpy(d->m, p->m, strnlen(p->m, RM_WIRE_COMM_MAX));
+#define RM_IN_TUPLE(m)                                                                   \
+	if (p->m)                                                                        \
+		rm_tuple_set(&d->m, p->m->cookie, p->m->family, p->m->laddr.data,          \
+			     p->m->laddr.len, p->m->lport, p->m->raddr.data, p->m->raddr.len, \
+			     p->m->rport);                                                \
+	else                                                                             \
+		memset(&d->m, 0, sizeof(d->m));
+#define RM_IN_PART_(n, m, kind, rule) RM_IN_##kind(m)
+
+/* every member is set (no memset of the whole struct: once per part received) */
+void rm_wire_part_in(struct rm_wpart *d, const Rametr__SegmentPart *p)
+{
+	RM_PART_FIELDS(RM_IN_PART_)
+}
+
+#define RM_IN_TOTALS_(n, m, kind, rule) d->m = w->m;
+
+void rm_wire_totals_in(struct rm_totals *d, const Rametr__WindowTotals *w)
+{
+	RM_TOTALS_FIELDS(RM_IN_TOTALS_)
 }
 
 const char *rm_wire_ack_status_name(int status)

@@ -40,14 +40,13 @@
 #include "rametr.pb-c.h"
 #include "rm_err.h"
 #include "rm_match.h"
+#include "rm_part.h"
 
 #define RM_PROTO_VERSION 1
 #define RM_WIRE_MAX_MSG (64u << 20)  /* largest message either side accepts */
 #define RM_WIRE_NODE_MAX 63          /* bytes in a node name */
-#define RM_WIRE_COMM_MAX 15          /* bytes in SegmentPart.comm */
 #define RM_WIRE_MAX_MATCH 8           /* ThrottleCommand.match entries */
 #define RM_WIRE_MAX_DECIDED 64        /* Ack.decided entries */
-#define RM_WIRE_ABSURD_NS 1000000000000000ull /* 1e15 ns: no part has this much */
 
 /*
  * Decodes len bytes from buf into a new Envelope and checks it.
@@ -123,6 +122,14 @@ int rm_wire_encode_ack(Rametr__Ack__Status status, uint64_t seq, const char *err
  * bytes are not framed as an Envelope holding a Batch with a seq.
  */
 int rm_wire_peek_seq(const void *buf, size_t len, uint64_t *seq);
+
+/*
+ * A decoded (checked) SegmentPart as the struct the aggregator works on,
+ * and a decoded WindowTotals likewise: every field copied, tuples and comm
+ * as rm_part_get() leaves them.
+ */
+void rm_wire_part_in(struct rm_wpart *d, const Rametr__SegmentPart *p);
+void rm_wire_totals_in(struct rm_totals *d, const Rametr__WindowTotals *w);
 
 /* "ACK_OK", "ACK_DUPLICATE", ...; "ACK_UNKNOWN" for other values. Static. */
 const char *rm_wire_ack_status_name(int status);

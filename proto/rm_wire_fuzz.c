@@ -2,7 +2,9 @@
  * rm_wire_fuzz.c - libFuzzer target for rm_wire_decode(): any input must be
  * refused with an error text or accepted, never crash or leak; whatever is
  * accepted must re-encode, decode again, and re-encode to the same bytes,
- * and rm_wire_peek_seq() must find the batch seq in the re-encoding.
+ * and rm_wire_peek_seq() must find the batch seq in the re-encoding. The
+ * same bytes as a stored part (rm_part_get()): whatever decodes re-encodes
+ * to bytes that decode to the same part.
  * Built only with -DRM_FUZZ=ON and CC=clang:
  *   cmake -S . -B build-fuzz -DRM_FUZZ=ON -DCMAKE_C_COMPILER=clang
  *   make -C build-fuzz rm_wire_fuzz && build-fuzz/proto/rm_wire_fuzz -max_total_time=30
@@ -27,6 +29,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rv;
 
 	(void)rm_wire_peek_seq(data, size, &seq); /* any input: must not crash */
+	{
+		struct rm_wpart p, q;
+		uint8_t pb[1024];
+		size_t n;
+
+		if (rm_part_get(&p, data, size) == RM_OK) {
+			n = rm_part_size(&p);
+			if (n > sizeof(pb) || rm_part_put(pb, &p) != pb + n || rm_part_get(&q, pb, n) != RM_OK ||
+			    memcmp(&p, &q, sizeof(p)) != 0)
+				abort();
+		}
+	}
 	{
 		/* protobuf-c's verdict, to compare with the fast path for batches */
 		Rametr__Envelope *slow = NULL;

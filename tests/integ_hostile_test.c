@@ -148,12 +148,12 @@ static uint64_t acked(struct col_sender *s)
 /* Submits one batch of one window's totals. */
 static void submit(struct col_sender *s, uint64_t win)
 {
-	struct col_window w;
+	struct rm_totals w;
 
 	memset(&w, 0, sizeof(w));
-	w.t.win = win;
-	w.t.busy_ns = 1000000;
-	w.t.unseg_cpu_ns = 1000000;
+	w.win = win;
+	w.busy_ns = 1000000;
+	w.unseg_cpu_ns = 1000000;
 	w.capacity_ns = 1000000000;
 	CU_ASSERT_EQUAL(col_sender_submit(s, NULL, 0, &w, 1), RM_OK);
 }

@@ -35,9 +35,9 @@ static int d_part(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
-static int d_window(void *arg, const struct col_window *w)
+static int d_window(void *arg, const struct rm_totals *w)
 {
-	((struct direct *)arg)->busy += w->t.busy_ns;
+	((struct direct *)arg)->busy += w->busy_ns;
 	return RM_OK;
 }
 

@@ -12,7 +12,7 @@
  *   done while dom0 ran: flags RM_PF_DOMAIN | RM_PF_DRIVER, domid = guest,
  *   vcpu = 0, seg_id = 1 << 62 | 1 << 47 | domid << 16, cpu_ns = its share of
  *   dom0's CPU; dom0's own parts keep the remainder;
- * - one struct col_window: t.busy_ns (non-idle), idle_ns (idle domain),
+ * - one struct rm_totals: t.busy_ns (non-idle), idle_ns (idle domain),
  *   capacity_ns (CPU time covered), t.lost_ns (lost-record spans, V),
  *   t.unseg_cpu_ns (CPU time of reserved domain ids other than idle).
  *   Always: sum(part cpu) + lost + unseg == busy and busy + idle == capacity.
@@ -51,7 +51,7 @@ struct col_xen_replay_info {
 	int khz_derived;         /* 1 if derived */
 	uint64_t records;        /* records fed to the accounting (wraps skipped) */
 	uint32_t ncpu;
-	uint64_t windows;        /* struct col_window emitted */
+	uint64_t windows;        /* struct rm_totals emitted */
 	uint64_t parts;          /* struct rm_part emitted */
 };
 

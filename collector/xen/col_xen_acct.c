@@ -709,13 +709,13 @@ static int win_emit(struct col_xen_acct *a, struct xa_win *w)
 	}
 	a->st.parts += parts;
 	if (w->cap > 0 || parts > 0) {
-		struct col_window cw;
+		struct rm_totals cw;
 
 		memset(&cw, 0, sizeof(cw));
-		cw.t.win = w->idx;
-		cw.t.busy_ns = w->busy;
-		cw.t.unseg_cpu_ns = w->unseg;
-		cw.t.lost_ns = w->lost;
+		cw.win = w->idx;
+		cw.busy_ns = w->busy;
+		cw.unseg_cpu_ns = w->unseg;
+		cw.lost_ns = w->lost;
 		cw.capacity_ns = w->cap;
 		cw.idle_ns = w->idle;
 		if ((rv = a->sink.window(a->sink.arg, &cw)) != 0)

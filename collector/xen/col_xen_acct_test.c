@@ -30,7 +30,7 @@
 struct cap {
 	struct rm_part *p;
 	size_t np, pcap;
-	struct col_window *w;
+	struct rm_totals *w;
 	size_t nw, wcap;
 	int fail;                /* return this from part() once set */
 };
@@ -49,7 +49,7 @@ static int cap_part(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
-static int cap_window(void *arg, const struct col_window *w)
+static int cap_window(void *arg, const struct rm_totals *w)
 {
 	struct cap *c = arg;
 
@@ -86,12 +86,12 @@ static const struct rm_part *part(const struct cap *c, uint64_t win, uint32_t do
 	return NULL;
 }
 
-static const struct col_window *window(const struct cap *c, uint64_t win)
+static const struct rm_totals *window(const struct cap *c, uint64_t win)
 {
 	size_t i;
 
 	for (i = 0; i < c->nw; i++)
-		if (c->w[i].t.win == win)
+		if (c->w[i].win == win)
 			return &c->w[i];
 	return NULL;
 }
@@ -103,21 +103,21 @@ static int check_identities(const struct cap *c, uint64_t window_ns)
 	int bad = 0;
 
 	for (i = 0; i < c->nw; i++) {
-		const struct col_window *w = &c->w[i];
+		const struct rm_totals *w = &c->w[i];
 		uint64_t sum = 0;
 
 		for (j = 0; j < c->np; j++)
-			if (c->p[j].win == w->t.win)
+			if (c->p[j].win == w->win)
 				sum += c->p[j].cpu_ns;
-		if (sum + w->t.lost_ns + w->t.unseg_cpu_ns != w->t.busy_ns || w->t.busy_ns + w->idle_ns != w->capacity_ns) {
+		if (sum + w->lost_ns + w->unseg_cpu_ns != w->busy_ns || w->busy_ns + w->idle_ns != w->capacity_ns) {
 			fprintf(stderr, "window %llu: parts %llu lost %llu unseg %llu busy %llu idle %llu cap %llu\n",
-				(unsigned long long)w->t.win, (unsigned long long)sum,
-				(unsigned long long)w->t.lost_ns, (unsigned long long)w->t.unseg_cpu_ns,
-				(unsigned long long)w->t.busy_ns, (unsigned long long)w->idle_ns,
+				(unsigned long long)w->win, (unsigned long long)sum,
+				(unsigned long long)w->lost_ns, (unsigned long long)w->unseg_cpu_ns,
+				(unsigned long long)w->busy_ns, (unsigned long long)w->idle_ns,
 				(unsigned long long)w->capacity_ns);
 			bad++;
 		}
-		if (i > 0 && w->t.win <= c->w[i - 1].t.win)
+		if (i > 0 && w->win <= c->w[i - 1].win)
 			bad++; /* windows come once, in order */
 	}
 	for (j = 0; j < c->np; j++) {
@@ -153,13 +153,13 @@ static int check_identities(const struct cap *c, uint64_t window_ns)
 
 #define EXPECT_WINDOW(c, win, busy, idle, capacity, lost)                                   \
 	do {                                                                                \
-		const struct col_window *w_ = window((c), (win));                             \
+		const struct rm_totals *w_ = window((c), (win));                             \
 		CU_ASSERT_PTR_NOT_NULL(w_);                                                 \
 		if (w_) {                                                                   \
-			CU_ASSERT_EQUAL(w_->t.busy_ns, (uint64_t)(busy));                   \
+			CU_ASSERT_EQUAL(w_->busy_ns, (uint64_t)(busy));                   \
 			CU_ASSERT_EQUAL(w_->idle_ns, (uint64_t)(idle));                     \
 			CU_ASSERT_EQUAL(w_->capacity_ns, (uint64_t)(capacity));             \
-			CU_ASSERT_EQUAL(w_->t.lost_ns, (uint64_t)(lost));                   \
+			CU_ASSERT_EQUAL(w_->lost_ns, (uint64_t)(lost));                   \
 		}                                                                           \
 	} while (0)
 
@@ -387,16 +387,16 @@ static void test_real_trace_windows(void)
 	CU_ASSERT_EQUAL(c.nw, wins);
 	CU_ASSERT_EQUAL(check_identities(&c, W100), 0);
 	for (i = 0; i < c.nw; i++) {
-		const struct col_window *w = &c.w[i];
-		uint64_t ws = w->t.win * W100, we = ws + W100;
+		const struct rm_totals *w = &c.w[i];
+		uint64_t ws = w->win * W100, we = ws + W100;
 
 		if (we > dur)
 			we = dur;
 		/* physical CPU time of the window: every CPU, the whole window */
 		if (w->capacity_ns != x.ncpu * (we - ws))
 			bad_cap++;
-		CU_ASSERT_EQUAL(w->t.lost_ns, 0);
-		CU_ASSERT_EQUAL(w->t.unseg_cpu_ns, 0);
+		CU_ASSERT_EQUAL(w->lost_ns, 0);
+		CU_ASSERT_EQUAL(w->unseg_cpu_ns, 0);
 		cap_sum += w->capacity_ns;
 	}
 	CU_ASSERT_EQUAL(bad_cap, 0);
@@ -512,7 +512,7 @@ static void test_gen_epoch(void)
 	CU_ASSERT_EQUAL_FATAL(col_xen_replay_file(path, &o, &s), RM_OK);
 	CU_ASSERT_EQUAL(check_identities(&c, W100), 0);
 	CU_ASSERT_EQUAL_FATAL(c.nw, 3);
-	CU_ASSERT_EQUAL(c.w[0].t.win, 5);
+	CU_ASSERT_EQUAL(c.w[0].win, 5);
 	CU_ASSERT_EQUAL(c.w[0].capacity_ns, 2 * 70 * MS);
 	CU_ASSERT_EQUAL(c.w[1].capacity_ns, 2 * 100 * MS);
 	CU_ASSERT_EQUAL(c.w[2].capacity_ns, 2 * 90 * MS);

@@ -38,15 +38,15 @@ static int cap_part(void *arg, const struct rm_part *p)
 	return RM_OK;
 }
 
-static int cap_window(void *arg, const struct col_window *w)
+static int cap_window(void *arg, const struct rm_totals *w)
 {
 	struct cap *c = arg;
 
 	c->windows++;
-	if (w->t.win != c->cur_win)
+	if (w->win != c->cur_win)
 		c->win_parts_cpu = 0; /* a window without parts */
-	if (c->win_parts_cpu + w->t.lost_ns + w->t.unseg_cpu_ns != w->t.busy_ns ||
-	    w->t.busy_ns + w->idle_ns != w->capacity_ns)
+	if (c->win_parts_cpu + w->lost_ns + w->unseg_cpu_ns != w->busy_ns ||
+	    w->busy_ns + w->idle_ns != w->capacity_ns)
 		c->bad++;
 	c->win_parts_cpu = 0;
 	c->cur_win = UINT64_MAX;

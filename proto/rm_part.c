@@ -1,0 +1,301 @@
+/*
+ * rm_part.c - the codec of one segment part and of one window's totals
+ * (rm_part.h): encoder, decoder and value check, each expanded from the
+ * field tables of rm_part_def.h so that they cannot disagree with each
+ * other or with rametr.proto. Owns no state.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "rm_part.h"
+#include "rm_err.h"
+#include "banned.h"
+
+/* ---- Tuple ---- */
+
+/* address bytes a tuple of this family carries on the wire */
+static inline size_t rm_tuple_alen(uint32_t family)
+{
+	return family == RM_AF_INET ? 4 : family == RM_AF_INET6 ? 16 : 0;
+}
+
+static inline int rm_tuple_present(const struct rm_wtuple *t)
+{
+	return t->cookie || t->family || t->lport || t->rport;
+}
+
+#define RM_TSZ_U64(n, m) +rm_pb_fsz(n, t->m)
+#define RM_TSZ_U32(n, m) +rm_pb_fsz(n, t->m)
+#define RM_TSZ_FAMILY(n, m) +rm_pb_fsz(n, rm_wire_family(t->m))
+#define RM_TSZ_ADDR(n, m) +(alen ? rm_pb_lsz(n, alen) : 0)
+#define RM_TSZ_(n, m, kind) RM_TSZ_##kind(n, m)
+
+static inline size_t rm_tuple_size(const struct rm_wtuple *t)
+{
+	size_t alen = rm_tuple_alen(t->family);
+
+	return 0 RM_TUPLE_FIELDS(RM_TSZ_);
+}
+
+#define RM_TPUT_U64(n, m) b = rm_pb_put_f(b, n, t->m);
+#define RM_TPUT_U32(n, m) b = rm_pb_put_f(b, n, t->m);
+#define RM_TPUT_FAMILY(n, m) b = rm_pb_put_f(b, n, rm_wire_family(t->m));
+#define RM_TPUT_ADDR(n, m)                         \
+	if (alen) {                                \
+		b = rm_pb_put_len(b, n, alen);     \
+		memcpy(b, t->m, alen);             \
+		b += alen;                         \
+	}
+#define RM_TPUT_(n, m, kind) RM_TPUT_##kind(n, m)
+
+static inline uint8_t *rm_tuple_put(uint8_t *b, unsigned f, const struct rm_wtuple *t)
+{
+	size_t alen = rm_tuple_alen(t->family);
+
+	if (!rm_tuple_present(t))
+		return b;
+	b = rm_pb_put_len(b, f, rm_tuple_size(t));
+	RM_TUPLE_FIELDS(RM_TPUT_)
+	return b;
+}
+
+void rm_tuple_set(struct rm_wtuple *d, uint64_t cookie, uint32_t family, const void *la,
+		  size_t lalen, uint32_t lport, const void *ra, size_t ralen, uint32_t rport)
+{
+	size_t alen = rm_tuple_alen(family);
+
+	memset(d, 0, sizeof(*d));
+	d->cookie = cookie;
+	d->lport = lport;
+	d->rport = rport;
+	/* an IP tuple counts only with both addresses */
+	if (alen && lalen == alen && ralen == alen) {
+		d->family = family;
+		memcpy(d->laddr, la, alen);
+		memcpy(d->raddr, ra, alen);
+	} else if (!alen) {
+		d->family = rm_wire_family(family);
+	}
+}
+
+int rm_tuple_check(const char *what, uint32_t family, uint32_t lport, uint32_t rport, size_t i,
+		   char *err, size_t errlen)
+{
+	if (family != 0 && family != RM_AF_UNIX && family != RM_AF_INET && family != RM_AF_INET6) {
+		rm_errf(err, errlen, "part %zu: %s tuple has unknown family %u", i, what, family);
+		return RM_EPROTO;
+	}
+	if (lport > 65535 || rport > 65535) {
+		rm_errf(err, errlen, "part %zu: %s tuple has port %u out of range", i, what,
+			lport > 65535 ? lport : rport);
+		return RM_EPROTO;
+	}
+	return RM_OK;
+}
+
+/* ---- SegmentPart ---- */
+
+/* bytes of comm up to its first NUL, at most RM_WIRE_COMM_MAX */
+static inline size_t rm_comm_len(const struct rm_wpart *p)
+{
+	return strnlen(p->comm, RM_WIRE_COMM_MAX);
+}
+
+#define RM_PSZ_U64(n, m) +rm_pb_fsz(n, p->m)
+#define RM_PSZ_U32(n, m) +rm_pb_fsz(n, p->m)
+#define RM_PSZ_COMM(n, m) +(cl ? rm_pb_lsz(n, cl) : 0)
+#define RM_PSZ_TUPLE(n, m) +(rm_tuple_present(&p->m) ? rm_pb_lsz(n, rm_tuple_size(&p->m)) : 0)
+#define RM_PSZ_(n, m, kind, rule) RM_PSZ_##kind(n, m)
+
+size_t rm_part_size(const struct rm_wpart *p)
+{
+	size_t cl = rm_comm_len(p);
+
+	return 0 RM_PART_FIELDS(RM_PSZ_);
+}
+
+#define RM_PPUT_U64(n, m) b = rm_pb_put_f(b, n, p->m);
+#define RM_PPUT_U32(n, m) b = rm_pb_put_f(b, n, p->m);
+#define RM_PPUT_COMM(n, m)                         \
+	if (cl) {                                  \
+		b = rm_pb_put_len(b, n, cl);       \
+		memcpy(b, p->m, cl);               \
+		b += cl;                           \
+	}
+#define RM_PPUT_TUPLE(n, m) b = rm_tuple_put(b, n, &p->m);
+#define RM_PPUT_(n, m, kind, rule) RM_PPUT_##kind(n, m)
+
+uint8_t *rm_part_put(uint8_t *b, const struct rm_wpart *p)
+{
+	size_t cl = rm_comm_len(p);
+
+	RM_PART_FIELDS(RM_PPUT_)
+	return b;
+}
+
+int rm_part_check(const struct rm_wpart *p, size_t i, char *err, size_t errlen)
+{
+	const char *what = "part";
+	int rv;
+
+	RM_PART_FIELDS(RM_RULE_)
+	if ((rv = rm_tuple_check("in", rm_wire_family(p->in.family), p->in.lport, p->in.rport, i, err,
+				 errlen)) != 0)
+		return rv;
+	return rm_tuple_check("out", rm_wire_family(p->out.family), p->out.lport, p->out.rport, i,
+			      err, errlen);
+}
+
+/* ---- decoding ---- */
+
+/* comm from n bytes: up to the first NUL, at most RM_WIRE_COMM_MAX (d zeroed) */
+static void rm_comm_set(char *d, const uint8_t *s, size_t n)
+{
+	const uint8_t *z = memchr(s, 0, n);
+
+	if (z)
+		n = (size_t)(z - s);
+	memcpy(d, s, n < RM_WIRE_COMM_MAX ? n : RM_WIRE_COMM_MAX);
+}
+
+/*
+ * The next field in [*q, end): its tag (number << 3 | wire type), and its
+ * payload: a varint in *v, bytes in *sub and *sublen (wire type 2), nothing
+ * (fixed 32 and 64 bits, skipped). Returns 0 and advances *q, or -1 if the
+ * field is badly framed or numbered 0.
+ */
+static int rm_pb_field(const uint8_t **q, const uint8_t *end, uint64_t *tag, uint64_t *v,
+		       const uint8_t **sub, size_t *sublen)
+{
+	if (rm_pb_get_v(q, end, tag) < 0 || (*tag >> 3) == 0)
+		return -1;
+	switch (*tag & 7) {
+	case 0:
+		return rm_pb_get_v(q, end, v) < 0 ? -1 : 0;
+	case 1:
+		if (end - *q < 8)
+			return -1;
+		*q += 8;
+		return 0;
+	case 2:
+		if (rm_pb_get_v(q, end, v) < 0 || *v > (uint64_t)(end - *q))
+			return -1;
+		*sub = *q;
+		*sublen = (size_t)*v;
+		*q += *sublen;
+		return 0;
+	case 5:
+		if (end - *q < 4)
+			return -1;
+		*q += 4;
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+#define RM_KEY(n, wt) ((uint64_t)(n) << 3 | (wt))
+
+/* a tuple's fields as they arrive (addresses: where and how long) */
+#define RM_TGET_MEMBER_U64(m) uint64_t m;
+#define RM_TGET_MEMBER_U32(m) uint32_t m;
+#define RM_TGET_MEMBER_FAMILY(m) uint32_t m;
+#define RM_TGET_MEMBER_ADDR(m) const uint8_t *m; size_t m##_len;
+#define RM_TGET_MEMBER_(n, m, kind) RM_TGET_MEMBER_##kind(m)
+
+#define RM_TGET_U64(n, m) case RM_KEY(n, 0): t.m = v; break;
+#define RM_TGET_U32(n, m) case RM_KEY(n, 0): t.m = (uint32_t)v; break;
+#define RM_TGET_FAMILY(n, m) RM_TGET_U32(n, m)
+#define RM_TGET_ADDR(n, m) case RM_KEY(n, 2): t.m = sub; t.m##_len = sublen; break;
+#define RM_TGET_(n, m, kind) RM_TGET_##kind(n, m)
+
+static int rm_tuple_get(struct rm_wtuple *d, const uint8_t *q, size_t len)
+{
+	struct {
+		RM_TUPLE_FIELDS(RM_TGET_MEMBER_)
+	} t;
+	const uint8_t *end = q + len, *sub = NULL;
+	size_t sublen = 0;
+	uint64_t tag, v = 0;
+
+	memset(&t, 0, sizeof(t));
+	while (q < end) {
+		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
+			return -1;
+		switch (tag) {
+		RM_TUPLE_FIELDS(RM_TGET_)
+		default: /* unknown: skipped */
+			break;
+		}
+	}
+	rm_tuple_set(d, t.cookie, t.family, t.laddr, t.laddr_len, t.lport, t.raddr, t.raddr_len,
+		     t.rport);
+	return 0;
+}
+
+#define RM_PGET_U64(n, m) case RM_KEY(n, 0): p->m = v; break;
+#define RM_PGET_U32(n, m) case RM_KEY(n, 0): p->m = (uint32_t)v; break;
+#define RM_PGET_COMM(n, m)                                                              \
+	case RM_KEY(n, 2):                                                              \
+		memset(p->m, 0, sizeof(p->m));                                          \
+		rm_comm_set(p->m, sub, sublen);                                         \
+		break;
+#define RM_PGET_TUPLE(n, m)                                                             \
+	case RM_KEY(n, 2):                                                              \
+		if (rm_tuple_get(&p->m, sub, sublen) != 0)                              \
+			return RM_EPROTO;                                               \
+		break;
+#define RM_PGET_(n, m, kind, rule) RM_PGET_##kind(n, m)
+
+int rm_part_get(struct rm_wpart *p, const void *buf, size_t len)
+{
+	const uint8_t *q = buf, *end = q + len, *sub = NULL;
+	size_t sublen = 0;
+	uint64_t tag, v = 0;
+
+	memset(p, 0, sizeof(*p));
+	if (!buf && len)
+		return RM_EPROTO;
+	while (q < end) {
+		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
+			return RM_EPROTO;
+		switch (tag) {
+		RM_PART_FIELDS(RM_PGET_)
+		default: /* unknown: skipped */
+			break;
+		}
+	}
+	return RM_OK;
+}
+
+/* ---- WindowTotals ---- */
+
+#define RM_WADD_(n, m, kind, rule) d->m += (n) == 1 ? 0 : s->m;
+
+void rm_totals_add(struct rm_totals *d, const struct rm_totals *s)
+{
+	RM_TOTALS_FIELDS(RM_WADD_)
+}
+
+int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errlen)
+{
+	const char *what = "window totals";
+
+	RM_TOTALS_FIELDS(RM_RULE_)
+	return RM_OK;
+}
+
+#define RM_WSZ_(n, m, kind, rule) +rm_pb_fsz(n, t->m)
+
+size_t rm_totals_size(const struct rm_totals *t)
+{
+	return 0 RM_TOTALS_FIELDS(RM_WSZ_);
+}
+
+#define RM_WPUT_(n, m, kind, rule) b = rm_pb_put_f(b, n, t->m);
+
+uint8_t *rm_totals_put(uint8_t *b, const struct rm_totals *t)
+{
+	RM_TOTALS_FIELDS(RM_WPUT_)
+	return b;
+}
