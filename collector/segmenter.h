@@ -7,8 +7,33 @@
  * thread. Its CPU is on-CPU time only; it carries the inbound and outbound
  * socket tuples, bytes in/out, disk bytes and run-queue wait. Threads created
  * inside a segment inherit it. After the send the thread stays *associated*
- * with the segment's CE: its further I/O (not its CPU) is still charged to it,
- * until the next recv (seed 000 §5.2.2).
+ * with the segment's CE: its further I/O is still charged to it, until the
+ * next recv (seed 000 §5.2.2).
+ *
+ * The request's tail. What a thread does after answering a request, until
+ * it next reads one, hands work over or waits for the next one - ending a
+ * transaction, statistics, logging, flushing the rest of a reply - is work
+ * for the request it answered: a server that did not serve it would not do
+ * it. So after the send that ends a segment the thread's CPU, too, goes to
+ * the associated part (RM_PF_ASSOC, the segment's inbound tuple and range,
+ * so it is charged to the same CE) while the thread is in that tail
+ * (rm_task.tail), which ends at the first of:
+ * - its next recv, on any socket (the next request, an event loop's next
+ *   connection, or the answer to a call of its own: a new segment begins);
+ * - a hand-off: it wakes another thread of its process from a write or a
+ *   futex wake (rm_on_handoff), the work is another's from then on;
+ * - its first wait: it sleeps interruptibly (a poll, a condition, a lock),
+ *   most likely for the next request. Being preempted does not end the
+ *   tail, nor does waiting for disk I/O (a commit's flush is the request's).
+ * After the tail the thread's CPU is unsegmented again until its next recv;
+ * its I/O stays associated. The tail is a part of its own (a second record
+ * per request), so a segment's part still ends at its send.
+ * With follow-replies a serving thread's CPU after a reply goes to its
+ * continuation chain instead (below): a chain is exactly "the work after a
+ * reply", with a rule of its own for which request it was for. The tail
+ * rule covers what chains do not: the default configuration, and threads
+ * that do not serve (clients) under the option. One rule per thread, never
+ * both: where a chain exists the tail flag is never consulted.
  *
  * It is pure logic with no I/O, compiled twice: into the BPF program
  * (rametr.bpf.c, per-thread state in task storage) and into user space for the
@@ -194,6 +219,7 @@ RM_INLINE void rm_cont_begin(struct rm_env *e, struct rm_task *t, __u64 now)
 	}
 	p->parent_seg = t->chain;
 	t->mode = RM_MODE_CONT;
+	t->tail = 0;
 }
 
 /*
@@ -238,6 +264,7 @@ RM_INLINE void rm_done_end(struct rm_env *e, struct rm_task *t, __u64 now)
 	t->chain = 0;
 	t->chain_st = (t->chain_st & RM_CHAIN_SERVER) | RM_CHAIN_HANDED | RM_CHAIN_SLEPT;
 	t->mode = RM_MODE_ASSOC;
+	t->tail = 0;
 	t->cur.start_ns = now;
 }
 
@@ -300,6 +327,7 @@ RM_INLINE void rm_seg_wait(struct rm_env *e, struct rm_task *t, __u64 now)
 		return;
 	rm_flush(e, t);
 	t->mode = RM_MODE_ASSOC;
+	t->tail = 0;
 	t->cur.flags |= RM_PF_ASSOC;
 	t->cur.start_ns = now;
 	t->chain_st |= RM_CHAIN_SLEPT;
@@ -411,7 +439,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 		if (!wt)
 			continue;
 		RM_ADD(&wt->busy_ns, d);
-		if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT)) {
+		if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
 			rm_task_win(e, t, w);
 			RM_ADD(&t->cur.cpu_ns, d);
 			t->cur.end_ns = end;
@@ -511,6 +539,7 @@ RM_INLINE void rm_seg_begin(struct rm_env *e, struct rm_task *t, __u64 now, __u6
 	p->out_seq_end = 0;
 	__builtin_memset(&p->out, 0, sizeof(p->out));
 	t->mode = RM_MODE_SEG;
+	t->tail = 0;
 	t->dirty = 1;
 }
 
@@ -638,6 +667,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 			/* its work from now on goes to the requests it answers */
 			t->chain_st |= RM_CHAIN_SERVER;
 			t->mode = RM_MODE_ASSOC;
+			t->tail = 0;
 			t->cur.pid = pid;
 			t->cur.tid = tid;
 			rm_ans_set(e, t, tp, inb);
@@ -664,12 +694,16 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	if (t->mode == RM_MODE_ASSOC &&
 	    (p->out.cookie != tp->cookie || !has_seq != !(p->flags & RM_PF_OUT_SEQ) ||
 	     (has_seq && (__u32)seq_start != (__u32)p->out_seq_end))) {
-		/* another socket, or a byte range that does not follow: new part */
-		rm_flush(e, t);
+		/* another socket, or a byte range that does not follow: new
+		 * part, unless this one has sent nothing yet (its out tuple
+		 * names no range: it is only the tail's CPU and I/O so far) */
+		if (p->tx_bytes) {
+			rm_flush(e, t);
+			p->start_ns = now;
+		}
 		p->out_seq_start = seq_start;
 		p->out_seq_end = seq_start;
 		p->flags &= ~RM_PF_OUT_SEQ;
-		p->start_ns = now;
 	}
 	rm_task_win(e, t, w);
 	if (closing) {
@@ -691,6 +725,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	if (closing) {
 		rm_flush(e, t);
 		t->mode = RM_MODE_ASSOC;
+		t->tail = 1; /* its CPU goes on to the request it answered */
 		p->flags |= RM_PF_ASSOC;
 		p->start_ns = now;
 		p->out_seq_start = p->out_seq_end;
@@ -740,8 +775,9 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
 
 /*
  * Thread waker_t, running on e->cpu, wakes thread wakee_t of the same
- * process at time now (follow-replies; either may be NULL: no state). Two
- * kinds of wake-up hand work over:
+ * process at time now, from a write or a futex wake (either may be NULL:
+ * no state). A waker in the tail of a request (no chain) ends that tail
+ * here. With follow-replies two kinds of wake-up hand work over:
  * - A thread that has just read a request on a server-side socket hands
  *   the request to another (a queue's condition, a pipe, an eventfd). The
  *   waker's segment ends there, as at a wait (rm_seg_wait): a reader that
@@ -768,7 +804,15 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 {
 	struct rm_part *p;
 
-	if (!e->follow_replies || !waker_t || waker_t == wakee_t)
+	if (!waker_t || waker_t == wakee_t)
+		return;
+	if (waker_t->mode == RM_MODE_ASSOC && waker_t->tail &&
+	    !(e->follow_replies && (waker_t->chain_st & RM_CHAIN_SERVER))) {
+		/* the request's tail ends where the thread hands work over */
+		rm_cut(e, waker_t, now);
+		waker_t->tail = 0;
+	}
+	if (!e->follow_replies)
 		return;
 	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ)) {
 		rm_cut(e, waker_t, now); /* the waker runs on e->cpu */
@@ -831,8 +875,10 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 		rm_take_steal(e, c);
 	if (prev_t && !prev_runnable) {
 		rm_cont_block(e, prev_t, now);
-		if (prev_waits)
+		if (prev_waits) {
 			rm_seg_wait(e, prev_t, now);
+			prev_t->tail = 0; /* the request's tail ends at its first wait */
+		}
 	}
 	if (prev_t)
 		prev_t->wake_ns = prev_runnable ? now : 0;
@@ -914,6 +960,7 @@ RM_INLINE void rm_on_exit(struct rm_env *e, struct rm_task *t, __u64 now)
 	}
 	rm_flush(e, t);
 	t->mode = RM_MODE_NONE;
+	t->tail = 0;
 }
 
 /* Emit whatever t holds (collector shutdown, or a thread idle for long). */
