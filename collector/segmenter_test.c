@@ -834,6 +834,75 @@ static void test_event_loop(void)
 	CU_ASSERT_EQUAL(win(0)->tx_bytes, 6000);
 }
 
+/* testdata/tail.events: see the computation there. */
+static void test_tail(void)
+{
+	static const uint64_t seg[] = { SEG(0, 1), SEG(0, 1), SEG(0, 2), SEG(0, 2), SEG(0, 3), SEG(0, 3), SEG(0, 3) },
+			      pwin[] = { 0, 0, 1, 1, 1, 1, 2 }, pcpu[] = { 200, 350, 250, 200, 100, 300, 300 },
+			      in[] = { 7, 7, 8, 8, 9, 9, 9 };
+	size_t i;
+
+	replay_file("tail.events");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 7);
+	for (i = 0; i < 7; i++) {
+		CU_ASSERT_EQUAL(part(i)->seg_id, seg[i]);
+		CU_ASSERT_EQUAL(part(i)->win, pwin[i]);
+		CU_ASSERT_EQUAL(part(i)->cpu_ns, pcpu[i]);
+		CU_ASSERT_EQUAL(part(i)->in.cookie, in[i]);
+		/* a segment's part, then its tail's */
+		CU_ASSERT_EQUAL(part(i)->flags & (RM_PF_END | RM_PF_ASSOC), i == 0 || i == 2 || i == 4 ? RM_PF_END
+											     : RM_PF_ASSOC);
+	}
+	/* seg 1's tail: through a preemption and a disk wait, its disk write, until its first wait */
+	CU_ASSERT_EQUAL(part(1)->disk_write, 4096);
+	CU_ASSERT_EQUAL(part(1)->runq_ns, 0);
+	CU_ASSERT_EQUAL(part(1)->start_ns, 400);
+	CU_ASSERT_EQUAL(part(1)->end_ns, 950);
+	/* seg 2's tail ends at the recv of another connection's request */
+	CU_ASSERT_EQUAL(part(3)->end_ns, 1600);
+	CU_ASSERT_EQUAL(part(3)->rx_bytes + part(3)->tx_bytes, 0);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 750);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(0)->disk_write, 4096);
+	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 0);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 900);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 50);
+	CU_ASSERT_EQUAL(win(2)->busy_ns, 300);
+	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 0);
+}
+
+/*
+ * A tail ends where the thread hands work over (it wakes another thread
+ * of its process from a write or a futex wake), in the default
+ * configuration as with follow-replies (a client thread):
+ *   [100,200) no state 100; [200,400) seg 1; [400,500) its tail, until
+ *   101 wakes 102; [500,600) 101 unsegmented 100; [600,700) 102 (no state)
+ *   unsegmented 100 -> busy 600, parts 300, unsegmented 300
+ */
+static void test_tail_handoff(void)
+{
+	static const char stream[] = "rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+				     "100 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+				     "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+				     "400 0 send tid=101 pid=100 sock=7 bytes=20\n"
+				     "500 0 wakeup tid=102 by=101\n"
+				     "600 0 switch prev=101 prev_pid=100 prev_state=S next=102 next_pid=100\n"
+				     "700 0 switch prev=102 prev_pid=100 prev_state=S next=0\n";
+	int fr;
+
+	for (fr = 0; fr < 2; fr++) {
+		follow_replies = fr;
+		replay(stream);
+		CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+		CU_ASSERT_EQUAL(part(0)->cpu_ns, 200);
+		CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
+		CU_ASSERT_EQUAL(part(1)->cpu_ns, 100);
+		CU_ASSERT_EQUAL(part(1)->end_ns, 500);
+		CU_ASSERT_EQUAL(win(0)->busy_ns, 600);
+		CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 300);
+	}
+}
+
 /*
  * offset_ns shifts windows: w = (ts + 300) / 1000. Window 0 holds ts
  * [1, 700), window 1 ts [700, 1700):
@@ -1378,6 +1447,8 @@ static CU_TestInfo cases[] = {
 	{ "emit failure every 2nd part", test_emit_failure },
 	{ "emit failure across split windows", test_emit_failure_split },
 	{ "event loop", test_event_loop },
+	{ "the request's tail: preempted, disk wait, first wait, next recv, window edge", test_tail },
+	{ "the request's tail ends at a hand-off", test_tail_handoff },
 	{ "window offset", test_offset },
 	{ "late drop of a part older than the slot ring", test_late_drop },
 	{ "follow-replies: a pool worker taking queued requests without a wake-up", test_follow_replies },
