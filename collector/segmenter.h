@@ -33,7 +33,10 @@
  * reply", with a rule of its own for which request it was for. The tail
  * rule covers what chains do not: the default configuration, and threads
  * that do not serve (clients) under the option. One rule per thread, never
- * both: where a chain exists the tail flag is never consulted.
+ * both: where a chain exists the tail flag is never consulted. The two
+ * differ in one place: a chain that shows nothing before its first block
+ * is folded back to unsegmented (rm_cont_block), where without the option
+ * the same tail is charged to the request answered.
  *
  * It is pure logic with no I/O, compiled twice: into the BPF program
  * (rametr.bpf.c, per-thread state in task storage) and into user space for the
@@ -289,8 +292,9 @@ RM_INLINE void rm_cont_end(struct rm_env *e, struct rm_task *t, __u64 now)
  * Thread t blocks (not preempted) at time now. A worker that blocks after
  * its reply and before sending anything else is most likely waiting for
  * its next request: what it did since the reply is the tail of the
- * request it answered (bookkeeping, signalling), charged to no request,
- * like a thread's work after its reply without the option. Only the first
+ * request it answered (bookkeeping, signalling), charged to no request:
+ * a chain gives it back to unsegmented, where the tail rule without
+ * chains (see the file's comment) charges it to that request. Only the first
  * block of a chain counts: a job's own later waits (a back-end call, disk)
  * keep their CPU in the chain. (A job that blocks before its first send
  * while its worker never waited loses the CPU before that block to V.)
