@@ -1368,15 +1368,37 @@ static void *rq_server(void *arg)
 	return NULL;
 }
 
-static void test_runq(void)
+/*
+ * Listens on loopback (*lfd, before fn starts), runs fn(arg) on a thread
+ * (*th) to serve, connects, sends a 10-byte request and reads the 10-byte
+ * reply. Returns the client socket, open, or -1 (asserted).
+ */
+static int exchange10(int *lfd, pthread_t *th, void *(*fn)(void *), void *arg)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t alen = sizeof(a);
+	char buf[10];
+	int cfd;
+
+	*lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(bind(*lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CU_ASSERT_FATAL(listen(*lfd, 1) == 0);
+	CU_ASSERT_FATAL(getsockname(*lfd, (struct sockaddr *)&a, &alen) == 0);
+	pthread_create(th, NULL, fn, arg);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	memset(buf, 'q', sizeof(buf));
+	CU_ASSERT_FATAL(send(cfd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf));
+	CU_ASSERT(recv(cfd, buf, sizeof(buf), MSG_WAITALL) == (ssize_t)sizeof(buf));
+	return cfd;
+}
+
+static void test_runq(void)
+{
 	struct rq_srv x = { 0 };
 	const struct rm_part *end;
 	struct col_bpf *b = NULL;
 	pthread_t srv, spin;
-	char buf[64];
 	uint64_t runq, ref;
 	int cfd, rv, i;
 
@@ -1384,17 +1406,8 @@ static void test_runq(void)
 	nwins = 0;
 	if ((rv = open_or_skip(&b)) != RM_OK)
 		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
-	x.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	CU_ASSERT_FATAL(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	CU_ASSERT_FATAL(listen(x.lfd, 1) == 0);
-	CU_ASSERT_FATAL(getsockname(x.lfd, (struct sockaddr *)&a, &alen) == 0);
 	pthread_create(&spin, NULL, rq_spinner, &x);
-	pthread_create(&srv, NULL, rq_server, &x);
-	cfd = socket(AF_INET, SOCK_STREAM, 0);
-	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	memset(buf, 'q', 10);
-	CU_ASSERT_FATAL(send(cfd, buf, 10, 0) == 10);
-	CU_ASSERT(recv(cfd, buf, 10, MSG_WAITALL) == 10);
+	cfd = exchange10(&x.lfd, &srv, rq_server, &x);
 	pthread_join(srv, NULL);
 	x.stop = 1;
 	pthread_join(spin, NULL);
@@ -1457,14 +1470,11 @@ static void *tail_server(void *arg)
 
 static void test_tail(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t alen = sizeof(a);
 	struct tail_srv x = { 0 };
 	const struct rm_part *end;
 	struct col_bpf *b = NULL;
 	uint64_t seg_cpu, tail_cpu = 0;
 	pthread_t srv;
-	char buf[16];
 	size_t i;
 	int cfd, rv;
 
@@ -1472,16 +1482,7 @@ static void test_tail(void)
 	nwins = 0;
 	if ((rv = open_or_skip(&b)) != RM_OK)
 		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
-	x.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	CU_ASSERT_FATAL(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	CU_ASSERT_FATAL(listen(x.lfd, 1) == 0);
-	CU_ASSERT_FATAL(getsockname(x.lfd, (struct sockaddr *)&a, &alen) == 0);
-	pthread_create(&srv, NULL, tail_server, &x);
-	cfd = socket(AF_INET, SOCK_STREAM, 0);
-	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	memset(buf, 'q', 10);
-	CU_ASSERT_FATAL(send(cfd, buf, 10, 0) == 10);
-	CU_ASSERT(recv(cfd, buf, 10, MSG_WAITALL) == 10);
+	cfd = exchange10(&x.lfd, &srv, tail_server, &x);
 	close(cfd);
 	pthread_join(srv, NULL);
 	close(x.lfd);
