@@ -144,7 +144,7 @@ struct rm_task {
 	__u32 excluded;   /* a Rametr process (or one the loader excluded): never segmented */
 	__u32 ans_st;     /* RM_ANS_*: ans, ans_seq_* hold the request of the thread's last reply */
 	__u32 tail;       /* RM_MODE_ASSOC: in the tail of the segment it answered, CPU still charged */
-	__u32 tail_pad;
+	__u32 head;       /* woke from a wait holding no request: its CPU until a recv reads the next one */
 	__u64 run_delay;  /* kernel: the thread's run-queue wait (sched_info) already seen, ns */
 	struct rm_tuple ans;
 	__u64 ans_seq_start, ans_seq_end;

@@ -28,6 +28,12 @@
  * After the tail the thread's CPU is unsegmented again until its next recv;
  * its I/O stays associated. The tail is a part of its own (a second record
  * per request), so a segment's part still ends at its send.
+ * The request's head. A thread that waited for its next request (its tail
+ * ended there, or it held none) and is woken spends CPU reading it before
+ * the recv tells whose it is: the return from its wait, the recv call.
+ * That CPU (rm_task.head: since the wake-up, in the same slice as the recv,
+ * with no send or disk I/O of the thread in between) goes to the segment
+ * the recv begins; anything else the thread does first ends the head.
  * With follow-replies a serving thread's CPU after a reply goes to its
  * continuation chain instead (below): a chain is exactly "the work after a
  * reply", with a rule of its own for which request it was for. The tail
@@ -575,10 +581,18 @@ RM_INLINE void rm_inb_update(struct rm_inb *in, int has_seq, __u64 start, __u64 
 RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 pid, __u32 tid,
 			  const struct rm_tuple *tp, __u64 bytes, int has_seq, __u64 seq_start, int srv)
 {
-	__u64 w = rm_win(e, now), id;
+	__u64 w = rm_win(e, now), id, hfrom = 0, hend = 0;
 	struct rm_wintot *wt;
+	struct rm_cpu *c;
 
-	rm_cut(e, t, now);
+	if (t->head && (t->mode == RM_MODE_ASSOC || t->mode == RM_MODE_NONE) && (c = rm_env_cpu(e)) != 0) {
+		/* the request's head: its slice is the new segment's (below) */
+		hfrom = rm_claim(c, now);
+		hend = rm_slice_end(e, c, hfrom, now);
+	} else {
+		rm_cut(e, t, now);
+	}
+	t->head = 0;
 	if (srv)
 		t->chain_st |= RM_CHAIN_SERVER;
 	wt = rm_env_wintot(e, w);
@@ -618,12 +632,18 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	t->cur.pid = pid;
 	t->cur.tid = tid;
 	__builtin_memcpy(&t->cur.in, tp, sizeof(*tp));
-	RM_ADD(&t->cur.rx_bytes, bytes);
 	if (has_seq) {
 		t->cur.flags |= RM_PF_IN_SEQ;
 		t->cur.in_seq_start = seq_start;
 		t->cur.in_seq_end = seq_start + bytes;
 	}
+	if (hend > hfrom) {
+		t->cur.win = rm_win(e, hfrom);
+		rm_account_cpu(e, t, hfrom, hend);
+		rm_task_win(e, t, w);
+		t->cur.end_ns = now;
+	}
+	RM_ADD(&t->cur.rx_bytes, bytes);
 }
 
 /*
@@ -661,6 +681,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	int closing;
 
 	rm_cut(e, t, now);
+	if (t)
+		t->head = 0;
 	wt = rm_env_wintot(e, w);
 	if (wt)
 		RM_ADD(&wt->tx_bytes, bytes);
@@ -753,6 +775,8 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
 	struct rm_wintot *wt;
 	int charged = t && t->mode != RM_MODE_NONE;
 
+	if (t)
+		t->head = 0; /* not reading a request */
 	if (charged)
 		rm_cut(e, t, now);
 	wt = rm_env_wintot(e, w);
@@ -810,6 +834,7 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 
 	if (!waker_t || waker_t == wakee_t)
 		return;
+	waker_t->head = 0; /* it hands work over, it does not read a request */
 	if (waker_t->mode == RM_MODE_ASSOC && waker_t->tail &&
 	    !(e->follow_replies && (waker_t->chain_st & RM_CHAIN_SERVER))) {
 		/* the request's tail ends where the thread hands work over */
@@ -882,6 +907,9 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 		if (prev_waits) {
 			rm_seg_wait(e, prev_t, now);
 			prev_t->tail = 0; /* the request's tail ends at its first wait */
+			/* waiting for its next request: what it does on waking reads it */
+			prev_t->head = (prev_t->mode == RM_MODE_ASSOC || prev_t->mode == RM_MODE_NONE) &&
+				       !(e->follow_replies && (prev_t->chain_st & RM_CHAIN_SERVER));
 		}
 	}
 	if (prev_t)
@@ -965,6 +993,7 @@ RM_INLINE void rm_on_exit(struct rm_env *e, struct rm_task *t, __u64 now)
 	rm_flush(e, t);
 	t->mode = RM_MODE_NONE;
 	t->tail = 0;
+	t->head = 0;
 }
 
 /* Emit whatever t holds (collector shutdown, or a thread idle for long). */

@@ -838,7 +838,7 @@ static void test_event_loop(void)
 static void test_tail(void)
 {
 	static const uint64_t seg[] = { SEG(0, 1), SEG(0, 1), SEG(0, 2), SEG(0, 2), SEG(0, 3), SEG(0, 3), SEG(0, 3) },
-			      pwin[] = { 0, 0, 1, 1, 1, 1, 2 }, pcpu[] = { 200, 350, 250, 200, 100, 300, 300 },
+			      pwin[] = { 0, 0, 1, 1, 1, 1, 2 }, pcpu[] = { 200, 350, 300, 200, 100, 300, 300 },
 			      in[] = { 7, 7, 8, 8, 9, 9, 9 };
 	size_t i;
 
@@ -865,10 +865,66 @@ static void test_tail(void)
 	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
 	CU_ASSERT_EQUAL(win(0)->disk_write, 4096);
 	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 0);
+	/* seg 2 began with its head: the 50 ns since 101 woke */
+	CU_ASSERT_EQUAL(part(2)->start_ns, 1150);
+	CU_ASSERT_EQUAL(part(2)->rx_bytes, 30);
 	CU_ASSERT_EQUAL(win(1)->busy_ns, 900);
-	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 50);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 0);
 	CU_ASSERT_EQUAL(win(2)->busy_ns, 300);
 	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 0);
+}
+
+/*
+ * The request's head: what a thread that waited for its next request does
+ * on waking, up to the recv, is that request's; a disk read (or a send)
+ * first means it was doing something else. window_ns = 1000:
+ *   [100,300) seg 1; [300,400) its tail, then it waits
+ *   [1900,2100) woken, its head: seg 2's, w1 100 (START) and w2 100
+ *   [2100,2300) seg 2, END (w2: 100 + 200); [2300,2350) its tail, it waits
+ *   [2500,2550) woken, reads a file (512 bytes, still seg 2's I/O): no
+ *   head, [2500,2600) unsegmented 100; [2600,2700) seg 3; [2700,2800) its tail
+ *   w0: busy 300 = parts; w1: busy 100 = part; w2: busy 650 = parts 550 + 100
+ */
+static void test_head(void)
+{
+	static const uint64_t seg[] = { SEG(0, 1), SEG(0, 1), SEG(0, 2), SEG(0, 2), SEG(0, 2), SEG(0, 3), SEG(0, 3) },
+			      pwin[] = { 0, 0, 1, 2, 2, 2, 2 }, pcpu[] = { 200, 100, 100, 300, 50, 100, 100 },
+			      flags[] = { RM_PF_START | RM_PF_END, RM_PF_ASSOC, RM_PF_START, RM_PF_END, RM_PF_ASSOC,
+					  RM_PF_START | RM_PF_END, RM_PF_ASSOC };
+	size_t i;
+
+	replay("rametr-events 1 window_ns=1000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "100 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "300 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "400 0 switch prev=101 prev_state=S next=0\n"
+	       "1900 0 switch prev=0 prev_state=S next=101\n"
+	       "2100 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "2300 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "2350 0 switch prev=101 prev_state=S next=0\n"
+	       "2500 0 switch prev=0 prev_state=S next=101\n"
+	       "2550 0 disk tid=101 op=R bytes=512\n"
+	       "2600 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "2700 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "2800 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 7);
+	for (i = 0; i < 7; i++) {
+		CU_ASSERT_EQUAL(part(i)->seg_id, seg[i]);
+		CU_ASSERT_EQUAL(part(i)->win, pwin[i]);
+		CU_ASSERT_EQUAL(part(i)->cpu_ns, pcpu[i]);
+		CU_ASSERT_EQUAL(part(i)->flags, flags[i]);
+		CU_ASSERT_EQUAL(part(i)->in.cookie, 7);
+	}
+	/* the head's first part holds no bytes: the request's are where the recv was */
+	CU_ASSERT_EQUAL(part(2)->rx_bytes, 0);
+	CU_ASSERT_EQUAL(part(3)->rx_bytes, 10);
+	CU_ASSERT_EQUAL(part(4)->disk_read, 512);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 0);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 100);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 0);
+	CU_ASSERT_EQUAL(win(2)->busy_ns, 650);
+	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 100);
 }
 
 /*
@@ -1449,6 +1505,7 @@ static CU_TestInfo cases[] = {
 	{ "event loop", test_event_loop },
 	{ "the request's tail: preempted, disk wait, first wait, next recv, window edge", test_tail },
 	{ "the request's tail ends at a hand-off", test_tail_handoff },
+	{ "the request's head: from the wake-up to the recv, unless it did something else", test_head },
 	{ "window offset", test_offset },
 	{ "late drop of a part older than the slot ring", test_late_drop },
 	{ "follow-replies: a pool worker taking queued requests without a wake-up", test_follow_replies },
