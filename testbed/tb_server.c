@@ -5,12 +5,12 @@
  * number of bytes, and that keeps the ground truth of what each CE consumed
  * (tb_truth.h), written to --truth every second and on SIGTERM/SIGINT.
  * Ground truth per request: what the request costs the server, the serving
- * thread's CLOCK_THREAD_CPUTIME_ID from right after the recv that completed
- * the request line to right after the recv that completes the next one (or
- * the end of the connection): the handler up to the reply's first send, and
- * the request's tail - the rest of the reply, the way back to the next recv
- * and that recv. In the event loop the tail ends at the next request of any
- * connection.
+ * thread's CLOCK_THREAD_CPUTIME_ID from right before the recv that completed
+ * the request line (waiting for it and reading it) to right before the
+ * thread's recv of the next one (or the end of the connection): the handler
+ * up to the reply's first send, and the request's tail - the rest of the
+ * reply and the way back to the next recv. In the event loop the tail ends
+ * at the recv of the next request of any connection.
  *
  * With --event-loop, the main thread alone serves every connection (one
  * poll loop, like redis): a CE's slow request delays everyone queued behind
@@ -180,7 +180,7 @@ static void *tb_conn_main(void *arg)
 	char buf[TB_LINE_MAX];
 	size_t have = 0;
 	int discarding = 0, t0_valid = 0;
-	uint64_t t0 = 0, one = 1;
+	uint64_t t0 = 0, tpre, one = 1;
 	struct tb_tail tl = { .open = 0 };
 
 	for (;;) {
@@ -198,6 +198,7 @@ static void *tb_conn_main(void *arg)
 				discarding = 1;
 				have = 0;
 			}
+			tpre = tb_thread_cpu_ns();
 			n = recv(c->fd, buf + have, sizeof(buf) - have, 0);
 			if (n == 0)
 				break; /* peer closed, possibly mid-request */
@@ -206,8 +207,10 @@ static void *tb_conn_main(void *arg)
 					continue;
 				break;
 			}
-			/* Right after the recv; the last one before a complete line counts. */
-			t0 = tb_thread_cpu_ns();
+			/* From right before the recv (the wait for the request and
+			 * reading it are its cost); the last one before a complete
+			 * line counts. */
+			t0 = tpre;
 			tb_tail_close(s, &tl, t0);
 			t0_valid = 1;
 			have += (size_t)n;
@@ -446,6 +449,7 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 				l->discarding = 1;
 				l->have = 0;
 			}
+			t0 = tb_thread_cpu_ns(); /* from right before the recv that reads it */
 			r = drop ? 0 : recv(l->fd, l->buf + l->have, sizeof(l->buf) - l->have, MSG_DONTWAIT);
 			if (r < 0 && (errno == EAGAIN || errno == EINTR))
 				continue;
@@ -454,7 +458,6 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 				l->fd = -1;
 				continue;
 			}
-			t0 = tb_thread_cpu_ns();
 			tb_tail_close(s, &tl, t0);
 			l->have += (size_t)r;
 			while ((nl = memchr(l->buf, '\n', l->have))) {
