@@ -32,6 +32,8 @@ struct agg_account {
 	struct agg_batch_meta m;
 	uint64_t nch, nsplit;  /* of the open transaction */
 	struct agg_account_stats stats;
+	agg_account_observer obs; /* told what each commit wrote */
+	void *obs_arg;
 };
 
 int agg_account_open(struct agg_account **out, st_db *db)
@@ -321,6 +323,42 @@ int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int
 	return RM_OK;
 }
 
+void agg_account_observe(struct agg_account *a, agg_account_observer fn, void *arg)
+{
+	a->obs = fn;
+	a->obs_arg = arg;
+}
+
+/* Tells the observer what the committed transaction wrote. */
+static void agg_observe(const struct agg_account *a, const struct agg_window *w, size_t nw)
+{
+	struct agg_account_row row;
+	size_t i;
+
+	for (i = 0; i < a->cap; i++) {
+		const struct agg_sum *e = &a->tab[i];
+
+		if (e->kind != AGG_K_CE || agg_win_start(e->window_ns, e->win, &row.start) != 0)
+			continue;
+		row.node = e->node;
+		row.ce = e->key;
+		row.len = (int64_t)e->window_ns;
+		memcpy(row.v, e->v, sizeof(row.v));
+		row.dropped_parts = 0;
+		a->obs(a->obs_arg, &row);
+	}
+	for (i = 0; i < nw; i++) {
+		if (agg_win_start(a->m.window_ns, w[i].win, &row.start) != 0)
+			continue;
+		row.node = a->m.node;
+		row.ce = NULL;
+		row.len = (int64_t)a->m.window_ns;
+		memcpy(row.v, w[i].total, sizeof(row.v));
+		row.dropped_parts = w[i].dropped_parts;
+		a->obs(a->obs_arg, &row);
+	}
+}
+
 int agg_account_commit(struct agg_account *a, const struct agg_window *w, size_t nw)
 {
 	int rv;
@@ -340,6 +378,8 @@ int agg_account_commit(struct agg_account *a, const struct agg_window *w, size_t
 		a->stats.passes++;
 	a->stats.charges += a->nch;
 	a->stats.splits += a->nsplit;
+	if (a->obs)
+		agg_observe(a, w, nw);
 	return RM_OK;
 fail:
 	agg_account_abort(a);

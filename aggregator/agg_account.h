@@ -140,6 +140,24 @@ int agg_account_apply(struct agg_account *a, const struct agg_batch_meta *m, con
 /* Records a collector's hello (node metadata, last seen). */
 int agg_account_node(struct agg_account *a, const struct st_node *n);
 
+/*
+ * What a commit wrote, for an observer (the metrics): one call per CE and
+ * window with the CE's usage (ce set), and per batch window with the node's
+ * total U (ce NULL) and the parts its collector dropped. Called after the
+ * transaction committed, never for a rolled-back one; the strings are valid
+ * during the call only.
+ */
+struct agg_account_row {
+	const char *node, *ce;
+	int64_t start, len;
+	uint64_t v[ST_R_COUNT];
+	uint64_t dropped_parts;
+};
+typedef void (*agg_account_observer)(void *arg, const struct agg_account_row *row);
+
+/* Sets (fn NULL: removes) the observer of commits. */
+void agg_account_observe(struct agg_account *a, agg_account_observer fn, void *arg);
+
 struct agg_account_stats {
 	uint64_t batches, duplicates, charges, rows_written, gaps;
 	uint64_t passes;  /* committed expiry passes */

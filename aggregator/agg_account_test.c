@@ -478,6 +478,71 @@ static void test_dropped(void)
 	fx_close(&f);
 }
 
+struct seen {
+	int rows, totals;
+	uint64_t c1_cpu, total_cpu, dropped;
+	int64_t start, len;
+};
+
+static void observe(void *arg, const struct agg_account_row *row)
+{
+	struct seen *s = arg;
+
+	s->rows++;
+	s->start = row->start;
+	s->len = row->len;
+	if (!row->ce) {
+		s->totals++;
+		s->total_cpu += row->v[ST_R_CPU];
+		s->dropped += row->dropped_parts;
+	} else if (!strcmp(row->ce, "c1") && !strcmp(row->node, "n1")) {
+		s->c1_cpu += row->v[ST_R_CPU];
+	}
+}
+
+/* The observer hears what a commit wrote: CE usage and the window's U,
+ * not the V reasons, and nothing of a duplicate or a rolled-back batch. */
+static void test_observer(void)
+{
+	struct agg_batch_meta m = { "n1", "test", 7, 1, WIN_NS };
+	struct agg_charge ch[2] = {
+		{ .win = WIN, .ce = "c1", .v = { 5000, 10, 0, 0, 0 } },
+		{ .win = WIN, .reason = "lost", .v = { 2000, 0, 0, 0, 0 } },
+	};
+	struct agg_window w = { .win = WIN, .total = { 9000, 10, 0, 0, 0 }, .dropped_parts = 1 };
+	struct agg_window bad = { .win = UINT64_MAX / 2 };
+	struct agg_account *a = NULL;
+	struct seen s = { 0 };
+	char path[300];
+	st_db *db = NULL;
+	int dup = 0;
+
+	snprintf(path, sizeof(path), "%s/observer.db", rm_test_tmpdir());
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&a, db), RM_OK);
+	agg_account_observe(a, observe, &s);
+	CU_ASSERT_EQUAL(agg_account_apply(a, &m, ch, 2, &w, 1, &dup), RM_OK);
+	CU_ASSERT_EQUAL(s.rows, 2);
+	CU_ASSERT_EQUAL(s.totals, 1);
+	CU_ASSERT_EQUAL(s.c1_cpu, 5000);
+	CU_ASSERT_EQUAL(s.total_cpu, 9000);
+	CU_ASSERT_EQUAL(s.dropped, 1);
+	CU_ASSERT_EQUAL(s.start, (int64_t)(WIN * WIN_NS));
+	CU_ASSERT_EQUAL(s.len, (int64_t)WIN_NS);
+	/* the same batch again, then one that is rolled back */
+	CU_ASSERT_EQUAL(agg_account_apply(a, &m, ch, 2, &w, 1, &dup), RM_OK);
+	CU_ASSERT_EQUAL(dup, 1);
+	m.seq = 2;
+	CU_ASSERT_EQUAL(agg_account_apply(a, &m, ch, 1, &bad, 1, &dup), RM_EINVAL);
+	CU_ASSERT_EQUAL(s.rows, 2);
+	agg_account_observe(a, NULL, NULL);
+	m.seq = 3;
+	CU_ASSERT_EQUAL(agg_account_apply(a, &m, ch, 2, &w, 1, &dup), RM_OK);
+	CU_ASSERT_EQUAL(s.rows, 2);
+	agg_account_close(a);
+	st_close(db);
+}
+
 static CU_TestInfo cases[] = {
 	{ "parts are charged to CEs by rules, the rest to V with reasons", test_attribution },
 	{ "batches apply exactly once per node instance", test_exactly_once },
@@ -487,6 +552,7 @@ static CU_TestInfo cases[] = {
 	{ "estimator inputs per CE, exactly once", test_estimator_inputs },
 	{ "estimator inputs from the sends into a server", test_estimator_inputs_by_address },
 	{ "dropped parts are charged to V as 'dropped', never more than was lost", test_dropped },
+	{ "an observer hears what each commit wrote", test_observer },
 	CU_TEST_INFO_NULL,
 };
 

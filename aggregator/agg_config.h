@@ -32,7 +32,10 @@
  *                                      ; other nodes to these addresses, not from
  *                                      ; its own parts (for a server without a
  *                                      ; collector; see agg_est_run.h)
- *   [throttle]                         ; throttling (issue 6); absent = off
+ *   [metrics]                          ; Prometheus /metrics over HTTP; absent = off
+ *   listen = 127.0.0.1:9467            ; HOST:PORT or http://HOST:PORT (docs/metrics.md)
+ *
+ *   [throttle]                         ; throttling; absent = off
  *   cap = c2 db1 30%                   ; CE, server, cap (share of the server's
  *                                      ; CPU capacity, % or 0..1); repeatable
  *   overload = on                      ; the EWMA overload rule (default off)
@@ -148,6 +151,8 @@ struct agg_config {
 	size_t nlisten;
 	char *db;                      /* NULL if not given */
 	uint64_t horizon_ns;           /* pairing horizon (default AGG_CONFIG_HORIZON_DEFAULT_NS) */
+	int64_t retention_ns[4];       /* [retention] 1s, 1m, 1h, 1d: -1 not given (storage's
+					* default), 0 for ever, else ns */
 	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;
@@ -157,6 +162,7 @@ struct agg_config {
 	struct agg_est_conf *est;      /* [estimate] sections */
 	size_t nest;
 	struct agg_throttle_cfg throttle;
+	char *metrics_listen;          /* [metrics] listen; NULL = no /metrics */
 };
 
 /* Index of the rule of CE name; -1 if none. */

@@ -16,11 +16,14 @@
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_est_run.h"
+#include "agg_metrics.h"
 #include "agg_server.h"
 #include "agg_stitch.h"
 #include "agg_throttle.h"
+#include "rm_clock.h"
 #include "rm_err.h"
 #include "st.h"
+#include "st_rollup.h"
 #include "banned.h"
 
 static volatile sig_atomic_t agg_stop;
@@ -35,6 +38,9 @@ struct agg_main {
 	struct agg_stitch *stitch;
 	struct agg_est_run *est;       /* NULL: no [estimate] section */
 	struct agg_throttle *thr;
+	struct agg_metrics *metrics;   /* NULL: no [metrics] listen */
+	st_db *db;
+	const struct agg_config *cfg;
 };
 
 static int64_t agg_now_unix(void)
@@ -43,6 +49,13 @@ static int64_t agg_now_unix(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void agg_on_commit(void *arg, const struct agg_account_row *row)
+{
+	agg_metrics_usage(arg, row->node, row->start, row->len, row->ce, row->v, (int64_t)rm_clock_mono_ns());
+	if (row->dropped_parts)
+		agg_metrics_dropped(arg, row->node, row->dropped_parts);
 }
 
 static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t errlen)
@@ -61,6 +74,10 @@ static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char 
 	 * failure to record them is logged and does not refuse the batch */
 	if (rv == RM_OK && b->n_acked_commands)
 		agg_throttle_acked(m->thr, b->node, b->acked_commands, b->n_acked_commands, agg_now_unix());
+	if (m->metrics)
+		agg_metrics_batch(m->metrics, b->node, rv == RM_OK ? (*duplicate ? AGG_METRICS_DUPLICATE : AGG_METRICS_OK)
+					  : rv == RM_EPROTO || rv == RM_EINVAL ? AGG_METRICS_REFUSED : AGG_METRICS_RETRY,
+				  (int64_t)rm_clock_mono_ns());
 	return rv;
 }
 
@@ -69,6 +86,24 @@ static int agg_commands_for(void *arg, const char *node, Rametr__ThrottleCommand
 	struct agg_main *m = arg;
 
 	return agg_throttle_commands_for(m->thr, node, agg_now_unix(), cmds, n);
+}
+
+/* The settled horizon is the end of the latest stored window less the
+ * pairing horizon; the windows before it are rolled up (st_rollup.h). */
+static void agg_rollup_tick(struct agg_main *m)
+{
+	struct st_retention r;
+	int64_t end, h = (int64_t)m->cfg->horizon_ns;
+	size_t i;
+
+	st_retention_default(&r);
+	for (i = 0; i < ST_SERIES_COUNT; i++)
+		if (m->cfg->retention_ns[i] >= 0)
+			r.keep_ns[i] = m->cfg->retention_ns[i];
+	if (st_latest_end(m->db, &end) != RM_OK || end < INT64_MIN + h)
+		return;
+	if (st_horizon_set(m->db, end - h) == RM_OK)
+		st_rollup(m->db, &r, NULL);
 }
 
 static void agg_on_tick(void *arg)
@@ -80,24 +115,37 @@ static void agg_on_tick(void *arg)
 	if (m->est)
 		agg_est_run_tick(m->est, 0);
 	agg_throttle_tick(m->thr, agg_now_unix());
+	if (m->metrics) {
+		struct agg_pair_stats ps;
+		struct agg_metrics_health h;
+
+		agg_stitch_get_stats(m->stitch, &ps);
+		h = (struct agg_metrics_health){ ps.added, ps.held, ps.pending, ps.evicted };
+		agg_metrics_set_health(m->metrics, &h);
+		agg_metrics_settle(m->metrics, (int64_t)rm_clock_mono_ns(), 0);
+	}
+	agg_rollup_tick(m);
 }
 
 static void agg_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rametr-aggregator --config FILE [--db PATH] [--listen URL]... [--keep-pending] [-v]\n"
+		"usage: rametr-aggregator --config FILE [--db PATH] [--listen URL]... [--keep-pending]\n"
+		"                         [--metrics-listen HOST:PORT] [-v]\n"
 		"\n"
 		"Receives segment batches from collectors, attributes them to chargeable\n"
 		"entities by the rules in FILE and by pairing sends with receives of the same\n"
 		"TCP bytes across nodes, and stores U_c, V and U per window in SQLite.\n"
 		"  --config FILE   INI configuration ([aggregator] listen/db/horizon/max_held,\n"
 		"                  [ce NAME] rules, [estimate SERVER] LR/Kalman estimators,\n"
-		"                  [throttle] caps and overload rule)\n"
+		"                  [throttle] caps and overload rule, [metrics] listen)\n"
 		"  --db PATH       SQLite file (overrides the config's db)\n"
 		"  --listen URL    tcp://HOST:PORT or ipc:///PATH (repeatable; overrides the config)\n"
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
 		"                  sender for the next start (default: charge them as at the\n"
 		"                  horizon, so every window balances once stopped)\n"
+		"  --metrics-listen HOST:PORT  serve Prometheus metrics on http://HOST:PORT/metrics\n"
+		"                  (overrides the config's [metrics] listen; default: not served)\n"
 		"  -v, --verbose   debug messages\n");
 }
 
@@ -108,17 +156,20 @@ int main(int argc, char **argv)
 		{ "db", required_argument, NULL, 'd' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "keep-pending", no_argument, NULL, 'k' },
+		{ "metrics-listen", required_argument, NULL, 'M' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *config = NULL, *db_path = NULL, *listen[16];
+	const char *config = NULL, *db_path = NULL, *listen[16], *metrics_listen = NULL;
 	struct agg_config *cfg = NULL;
 	struct agg_account *acct = NULL;
 	struct agg_stitch *stitch = NULL;
 	struct agg_est_run *est = NULL;
 	struct agg_server *srv = NULL;
 	struct agg_throttle *thr = NULL;
+	struct agg_metrics *metrics = NULL;
+	struct agg_metrics_http *mhttp = NULL;
 	static struct agg_decided decided; /* borrowed by the server for its life */
 	struct agg_main m = { 0 };
 	struct agg_account_stats st;
@@ -141,6 +192,7 @@ int main(int argc, char **argv)
 			listen[nlisten++] = optarg;
 			break;
 		case 'k': keep_pending = 1; break;
+		case 'M': metrics_listen = optarg; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': agg_usage(stdout); return 0;
 		default: agg_usage(stderr); return 2;
@@ -161,6 +213,8 @@ int main(int argc, char **argv)
 			listen[nlisten++] = cfg->listen[i];
 	if (nlisten == 0)
 		listen[nlisten++] = "tcp://127.0.0.1:7600";
+	if (!metrics_listen)
+		metrics_listen = cfg->metrics_listen;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = agg_on_signal;
@@ -171,6 +225,11 @@ int main(int argc, char **argv)
 	rv = st_open(&db, db_path, 0);
 	if (rv == RM_OK)
 		rv = agg_account_open(&acct, db);
+	/* usage settles into the metrics once quiet for the horizon (held parts are charged by then) */
+	if (rv == RM_OK && metrics_listen &&
+	    (rv = agg_metrics_open(&metrics, (int64_t)cfg->horizon_ns + 2000000000ll, agg_now_unix())) == RM_OK &&
+	    (rv = agg_metrics_http_open(&mhttp, metrics_listen, metrics)) == RM_OK)
+		agg_account_observe(acct, agg_on_commit, metrics);
 	if (rv == RM_OK)
 		rv = agg_stitch_open(&stitch, cfg, acct, NULL);
 	if (rv == RM_OK && cfg->nest)
@@ -196,6 +255,9 @@ int main(int argc, char **argv)
 		m.stitch = stitch;
 		m.est = est;
 		m.thr = thr;
+		m.metrics = metrics;
+		m.db = db;
+		m.cfg = cfg;
 
 		rv = agg_server_open(&srv, listen, nlisten, &h, 1000);
 	}
@@ -247,10 +309,12 @@ int main(int argc, char **argv)
 				    (unsigned long long)ts.renewed, (unsigned long long)ts.expired);
 	}
 	agg_server_close(srv);
+	agg_metrics_http_close(mhttp);
 	agg_est_run_close(est);
 	agg_throttle_close(thr);
 	agg_stitch_close(stitch);
 	agg_account_close(acct);
+	agg_metrics_close(metrics);
 	st_close(db);
 	agg_config_free(cfg);
 	if (rv != RM_OK) {

@@ -8,7 +8,7 @@ set -euo pipefail
 PKGS=(cmake make gcc pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
       libnng-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libcunit1-dev
       libxen-dev iproute2 procps postgresql
-      redis-server redis-tools nginx wrk)
+      redis-server redis-tools nginx wrk chromium prometheus jq)
 
 die() { echo "setup: error: $*" >&2; exit 1; }
 
