@@ -1374,15 +1374,37 @@ static void *rq_server(void *arg)
 	return NULL;
 }
 
-static void test_runq(void)
+/*
+ * Listens on loopback (*lfd, before fn starts), runs fn(arg) on a thread
+ * (*th) to serve, connects, sends a 10-byte request and reads the 10-byte
+ * reply. Returns the client socket, open, or -1 (asserted).
+ */
+static int exchange10(int *lfd, pthread_t *th, void *(*fn)(void *), void *arg)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t alen = sizeof(a);
+	char buf[10];
+	int cfd;
+
+	*lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(bind(*lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CU_ASSERT_FATAL(listen(*lfd, 1) == 0);
+	CU_ASSERT_FATAL(getsockname(*lfd, (struct sockaddr *)&a, &alen) == 0);
+	pthread_create(th, NULL, fn, arg);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	memset(buf, 'q', sizeof(buf));
+	CU_ASSERT_FATAL(send(cfd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf));
+	CU_ASSERT(recv(cfd, buf, sizeof(buf), MSG_WAITALL) == (ssize_t)sizeof(buf));
+	return cfd;
+}
+
+static void test_runq(void)
+{
 	struct rq_srv x = { 0 };
 	const struct rm_part *end;
 	struct col_bpf *b = NULL;
 	pthread_t srv, spin;
-	char buf[64];
 	uint64_t runq, ref;
 	int cfd, rv, i;
 
@@ -1390,17 +1412,8 @@ static void test_runq(void)
 	nwins = 0;
 	if ((rv = open_or_skip(&b)) != RM_OK)
 		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
-	x.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	CU_ASSERT_FATAL(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	CU_ASSERT_FATAL(listen(x.lfd, 1) == 0);
-	CU_ASSERT_FATAL(getsockname(x.lfd, (struct sockaddr *)&a, &alen) == 0);
 	pthread_create(&spin, NULL, rq_spinner, &x);
-	pthread_create(&srv, NULL, rq_server, &x);
-	cfd = socket(AF_INET, SOCK_STREAM, 0);
-	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	memset(buf, 'q', 10);
-	CU_ASSERT_FATAL(send(cfd, buf, 10, 0) == 10);
-	CU_ASSERT(recv(cfd, buf, 10, MSG_WAITALL) == 10);
+	cfd = exchange10(&x.lfd, &srv, rq_server, &x);
 	pthread_join(srv, NULL);
 	x.stop = 1;
 	pthread_join(spin, NULL);
@@ -1425,6 +1438,76 @@ static void test_runq(void)
 	check_identity();
 }
 
+/*
+ * The request's tail on the real kernel (default configuration): a server
+ * answers after 5 ms of work, burns 20 ms more (its tail), sleeps 30 ms
+ * (its first wait: the tail ends) and burns 10 ms that belong to no request
+ * before the client's close. The segment's associated parts hold the 20 ms,
+ * not the 10 ms after the sleep.
+ */
+struct tail_srv {
+	int lfd;
+	pid_t tid;
+	int ok;
+};
+
+static void *tail_server(void *arg)
+{
+	struct tail_srv *x = arg;
+	char buf[16];
+	int fd;
+
+	x->tid = (pid_t)syscall(SYS_gettid);
+	fd = accept(x->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	if (recv(fd, buf, 10, MSG_WAITALL) == 10) {
+		burn_ms(5);
+		memset(buf, 'r', 10);
+		x->ok = send(fd, buf, 10, 0) == 10;
+		burn_ms(20);
+		usleep(30000);
+		burn_ms(10);
+		x->ok = x->ok && recv(fd, buf, sizeof(buf), 0) == 0;
+	}
+	close(fd);
+	return NULL;
+}
+
+static void test_tail(void)
+{
+	struct tail_srv x = { 0 };
+	const struct rm_part *end;
+	struct col_bpf *b = NULL;
+	uint64_t seg_cpu, tail_cpu = 0;
+	pthread_t srv;
+	size_t i;
+	int cfd, rv;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = open_or_skip(&b)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	cfd = exchange10(&x.lfd, &srv, tail_server, &x);
+	close(cfd);
+	pthread_join(srv, NULL);
+	close(x.lfd);
+	drain_close(b);
+	CU_ASSERT(x.ok);
+	end = find_part(x.tid, RM_PF_END);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+	for (i = 0; i < nparts; i++)
+		if (parts[i].seg_id == end->seg_id && parts[i].tid == (uint32_t)x.tid && (parts[i].flags & RM_PF_ASSOC)) {
+			CU_ASSERT_EQUAL(parts[i].in.cookie, end->in.cookie);
+			tail_cpu += parts[i].cpu_ns;
+		}
+	seg_cpu = seg_sum(end->seg_id, x.tid, 0) - tail_cpu;
+	fprintf(stderr, "segment cpu %.3f ms, its tail %.3f ms\n", seg_cpu / 1e6, tail_cpu / 1e6);
+	CU_ASSERT(seg_cpu >= 4500000ULL && seg_cpu <= 12000000ULL);
+	CU_ASSERT(tail_cpu >= 19000000ULL && tail_cpu <= 27000000ULL);
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
@@ -1440,6 +1523,7 @@ static CU_TestInfo cases[] = {
 	{ "rametr processes and excluded pids never appear in parts", test_exclusion },
 	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },
 	{ "a segment's run-queue wait is the scheduler's own (sched_info)", test_runq },
+	{ "a request's tail: its CPU after the reply until the first wait, not after", test_tail },
 	CU_TEST_INFO_NULL,
 };
 

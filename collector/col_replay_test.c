@@ -586,8 +586,9 @@ static void test_merge_by_time(void)
 	 * The child (102) was forked at 300 inside the segment, so it has
 	 * state when cpu 1 switches to it at 300 (fork comes first in file
 	 * order): its part has cpu [300,1000) in w0 and [1000,1500) in w1.
+	 * The two requests' tails come last, from the final sweep.
 	 */
-	CU_ASSERT_EQUAL_FATAL(a.nparts, 3);
+	CU_ASSERT_EQUAL_FATAL(a.nparts, 5);
 	CU_ASSERT_EQUAL(a.parts[1].tid, 102);
 	CU_ASSERT_EQUAL(a.parts[1].win, 0);
 	CU_ASSERT_EQUAL(a.parts[1].cpu_ns, 700);
@@ -654,7 +655,7 @@ static void test_windows(void)
  * window indexes. O = 1763800000999999000, window 1 s: ts 1000 is the edge
  * between windows 1763800000 and 1763800001.
  *   W0 = 1763800000: [500,600) unsegmented 100, [600,1000) part 400; capacity 500
- *   W1: [1000,1500) part 500 (END), [1500,1600) unsegmented 100; capacity 600
+ *   W1: [1000,1500) part 500 (END), [1500,1600) the tail's part 100; capacity 600
  */
 static void test_wall_clock_offset(void)
 {
@@ -674,7 +675,7 @@ static void test_wall_clock_offset(void)
 	col_replay_capture_init(&cap);
 	CU_ASSERT_EQUAL_FATAL(replay_into(s, sizeof(s) - 1, &cap, &st, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(cap.nwins, 2);
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
 	CU_ASSERT_EQUAL(cap.wins[0].win, W0);
 	CU_ASSERT_EQUAL(cap.wins[1].win, W0 + 1);
 	CU_ASSERT_EQUAL(cap.wins[0].busy_ns, 500);
@@ -687,6 +688,10 @@ static void test_wall_clock_offset(void)
 	CU_ASSERT_EQUAL(cap.parts[1].win, W0 + 1);
 	CU_ASSERT_EQUAL(cap.parts[1].cpu_ns, 500);
 	CU_ASSERT_EQUAL(cap.parts[1].flags, RM_PF_END);
+	CU_ASSERT_EQUAL(cap.parts[2].win, W0 + 1);
+	CU_ASSERT_EQUAL(cap.parts[2].cpu_ns, 100);
+	CU_ASSERT_EQUAL(cap.parts[2].flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(cap.wins[1].unseg_cpu_ns, 0);
 	col_replay_capture_release(&cap);
 
 	/* the collector takes window and clock offset from the header */
@@ -867,12 +872,12 @@ static void test_check_detects(void)
 	CU_ASSERT_EQUAL_FATAL(slurp(path, &buf, &len), 0);
 	col_replay_capture_init(&cap);
 	CU_ASSERT_EQUAL_FATAL(replay_into(buf, len, &cap, &st, err, sizeof(err)), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
 	CU_ASSERT_EQUAL(col_replay_capture_check(&cap, NULL, err, sizeof(err)), RM_OK);
 
 	cap.parts[1].cpu_ns++;
 	CU_ASSERT_EQUAL(col_replay_capture_check(&cap, NULL, err, sizeof(err)), RM_EPROTO);
-	CU_ASSERT_STRING_EQUAL(err, "window 0: cpu total 1450 != parts 901 + unsegmented + lost 550");
+	CU_ASSERT_STRING_EQUAL(err, "window 0: cpu total 1450 != parts 1301 + unsegmented + lost 150");
 	cap.parts[1].cpu_ns--;
 
 	cap.parts[1].disk_write--;

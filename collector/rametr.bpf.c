@@ -854,11 +854,14 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	w = bpf_task_storage_get(&tasks, cur, 0, 0);
 	if (!w || cur->pid == p->pid || !rm_ours(p))
 		return 0;
-	if (follow_replies && p->tgid == cur->tgid &&
-	    ((w->mode == RM_MODE_SEG && (w->chain_st & RM_CHAIN_REQ)) ||
-	     ((w->mode == RM_MODE_CONT || w->mode == RM_MODE_ASSOC) && (w->ans_st & RM_ANS_VALID))) &&
+	if (p->tgid == cur->tgid &&
+	    ((w->mode == RM_MODE_ASSOC && w->tail) ||
+	     (follow_replies &&
+	      ((w->mode == RM_MODE_SEG && (w->chain_st & RM_CHAIN_REQ)) ||
+	       ((w->mode == RM_MODE_CONT || w->mode == RM_MODE_ASSOC) && (w->ans_st & RM_ANS_VALID))))) &&
 	    rm_in_handoff_syscall(cur)) {
-		/* work handed to another thread of the process (segmenter.h, rm_on_handoff) */
+		/* work handed to another thread of the process: the end of a
+		 * request's tail, a follow-replies hand-off (segmenter.h, rm_on_handoff) */
 		rm_env_init(&e);
 		rm_on_handoff(&e, w, bpf_task_storage_get(&tasks, p, 0, 0), bpf_ktime_get_ns());
 		return 0;

@@ -30,7 +30,8 @@
 /* Thread modes. */
 #define RM_MODE_NONE 0   /* not in a segment: CPU and I/O are unsegmented */
 #define RM_MODE_SEG 1    /* between a recv and the next send: CPU and I/O charged */
-#define RM_MODE_ASSOC 2  /* after the send: I/O still charged to the segment's CE, CPU not */
+#define RM_MODE_ASSOC 2  /* after the send: I/O still charged to the segment's CE, CPU too while in its
+			    tail (rm_task.tail: until the next recv, a hand-off or the first wait) */
 #define RM_MODE_CONT 3   /* follow-replies option: after a send, work whose request is not known yet */
 
 /*
@@ -119,6 +120,8 @@ struct rm_task {
 	__u64 chain;      /* open continuation chain (follow-replies), 0 if none */
 	__u32 excluded;   /* a Rametr process (or one the loader excluded): never segmented */
 	__u32 ans_st;     /* RM_ANS_*: ans, ans_seq_* hold the request of the thread's last reply */
+	__u32 tail;       /* RM_MODE_ASSOC: in the tail of the segment it answered, CPU still charged */
+	__u32 head;       /* woke from a wait holding no request: its CPU until a recv reads the next one */
 	__u64 run_delay;  /* kernel: the thread's run-queue wait (sched_info) already seen, ns */
 	struct rm_tuple ans;
 	__u64 ans_seq_start, ans_seq_end;

@@ -7,8 +7,42 @@
  * thread. Its CPU is on-CPU time only; it carries the inbound and outbound
  * socket tuples, bytes in/out, disk bytes and run-queue wait. Threads created
  * inside a segment inherit it. After the send the thread stays *associated*
- * with the segment's CE: its further I/O (not its CPU) is still charged to it,
- * until the next recv (seed 000 §5.2.2).
+ * with the segment's CE: its further I/O is still charged to it, until the
+ * next recv (seed 000 §5.2.2).
+ *
+ * The request's tail. What a thread does after answering a request, until
+ * it next reads one, hands work over or waits for the next one - ending a
+ * transaction, statistics, logging, flushing the rest of a reply - is work
+ * for the request it answered: a server that did not serve it would not do
+ * it. So after the send that ends a segment the thread's CPU, too, goes to
+ * the associated part (RM_PF_ASSOC, the segment's inbound tuple and range,
+ * so it is charged to the same CE) while the thread is in that tail
+ * (rm_task.tail), which ends at the first of:
+ * - its next recv, on any socket (the next request, an event loop's next
+ *   connection, or the answer to a call of its own: a new segment begins);
+ * - a hand-off: it wakes another thread of its process from a write or a
+ *   futex wake (rm_on_handoff), the work is another's from then on;
+ * - its first wait: it sleeps interruptibly (a poll, a condition, a lock),
+ *   most likely for the next request. Being preempted does not end the
+ *   tail, nor does waiting for disk I/O (a commit's flush is the request's).
+ * After the tail the thread's CPU is unsegmented again until its next recv;
+ * its I/O stays associated. The tail is a part of its own (a second record
+ * per request), so a segment's part still ends at its send.
+ * The request's head. A thread that waited for its next request (its tail
+ * ended there, or it held none) and is woken spends CPU reading it before
+ * the recv tells whose it is: the return from its wait, the recv call.
+ * That CPU (rm_task.head: since the wake-up, in the same slice as the recv,
+ * with no send or disk I/O of the thread in between) goes to the segment
+ * the recv begins; anything else the thread does first ends the head.
+ * With follow-replies a serving thread's CPU after a reply goes to its
+ * continuation chain instead (below): a chain is exactly "the work after a
+ * reply", with a rule of its own for which request it was for. The tail
+ * rule covers what chains do not: the default configuration, and threads
+ * that do not serve (clients) under the option. One rule per thread, never
+ * both: where a chain exists the tail flag is never consulted. The two
+ * differ in one place: a chain that shows nothing before its first block
+ * is folded back to unsegmented (rm_cont_block), where without the option
+ * the same tail is charged to the request answered.
  *
  * It is pure logic with no I/O, compiled twice: into the BPF program
  * (rametr.bpf.c, per-thread state in task storage) and into user space for the
@@ -194,6 +228,7 @@ RM_INLINE void rm_cont_begin(struct rm_env *e, struct rm_task *t, __u64 now)
 	}
 	p->parent_seg = t->chain;
 	t->mode = RM_MODE_CONT;
+	t->tail = 0;
 }
 
 /*
@@ -238,6 +273,7 @@ RM_INLINE void rm_done_end(struct rm_env *e, struct rm_task *t, __u64 now)
 	t->chain = 0;
 	t->chain_st = (t->chain_st & RM_CHAIN_SERVER) | RM_CHAIN_HANDED | RM_CHAIN_SLEPT;
 	t->mode = RM_MODE_ASSOC;
+	t->tail = 0;
 	t->cur.start_ns = now;
 }
 
@@ -262,8 +298,9 @@ RM_INLINE void rm_cont_end(struct rm_env *e, struct rm_task *t, __u64 now)
  * Thread t blocks (not preempted) at time now. A worker that blocks after
  * its reply and before sending anything else is most likely waiting for
  * its next request: what it did since the reply is the tail of the
- * request it answered (bookkeeping, signalling), charged to no request,
- * like a thread's work after its reply without the option. Only the first
+ * request it answered (bookkeeping, signalling), charged to no request:
+ * a chain gives it back to unsegmented, where the tail rule without
+ * chains (see the file's comment) charges it to that request. Only the first
  * block of a chain counts: a job's own later waits (a back-end call, disk)
  * keep their CPU in the chain. (A job that blocks before its first send
  * while its worker never waited loses the CPU before that block to V.)
@@ -300,6 +337,7 @@ RM_INLINE void rm_seg_wait(struct rm_env *e, struct rm_task *t, __u64 now)
 		return;
 	rm_flush(e, t);
 	t->mode = RM_MODE_ASSOC;
+	t->tail = 0;
 	t->cur.flags |= RM_PF_ASSOC;
 	t->cur.start_ns = now;
 	t->chain_st |= RM_CHAIN_SLEPT;
@@ -411,7 +449,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 		if (!wt)
 			continue;
 		RM_ADD(&wt->busy_ns, d);
-		if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT)) {
+		if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
 			rm_task_win(e, t, w);
 			RM_ADD(&t->cur.cpu_ns, d);
 			t->cur.end_ns = end;
@@ -511,6 +549,7 @@ RM_INLINE void rm_seg_begin(struct rm_env *e, struct rm_task *t, __u64 now, __u6
 	p->out_seq_end = 0;
 	__builtin_memset(&p->out, 0, sizeof(p->out));
 	t->mode = RM_MODE_SEG;
+	t->tail = 0;
 	t->dirty = 1;
 }
 
@@ -542,10 +581,18 @@ RM_INLINE void rm_inb_update(struct rm_inb *in, int has_seq, __u64 start, __u64 
 RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 pid, __u32 tid,
 			  const struct rm_tuple *tp, __u64 bytes, int has_seq, __u64 seq_start, int srv)
 {
-	__u64 w = rm_win(e, now), id;
+	__u64 w = rm_win(e, now), id, hfrom = 0, hend = 0;
 	struct rm_wintot *wt;
+	struct rm_cpu *c;
 
-	rm_cut(e, t, now);
+	if (t->head && (t->mode == RM_MODE_ASSOC || t->mode == RM_MODE_NONE) && (c = rm_env_cpu(e)) != 0) {
+		/* the request's head: its slice is the new segment's (below) */
+		hfrom = rm_claim(c, now);
+		hend = rm_slice_end(e, c, hfrom, now);
+	} else {
+		rm_cut(e, t, now);
+	}
+	t->head = 0;
 	if (srv)
 		t->chain_st |= RM_CHAIN_SERVER;
 	wt = rm_env_wintot(e, w);
@@ -585,12 +632,18 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	t->cur.pid = pid;
 	t->cur.tid = tid;
 	__builtin_memcpy(&t->cur.in, tp, sizeof(*tp));
-	RM_ADD(&t->cur.rx_bytes, bytes);
 	if (has_seq) {
 		t->cur.flags |= RM_PF_IN_SEQ;
 		t->cur.in_seq_start = seq_start;
 		t->cur.in_seq_end = seq_start + bytes;
 	}
+	if (hend > hfrom) {
+		t->cur.win = rm_win(e, hfrom);
+		rm_account_cpu(e, t, hfrom, hend);
+		rm_task_win(e, t, w);
+		t->cur.end_ns = now;
+	}
+	RM_ADD(&t->cur.rx_bytes, bytes);
 }
 
 /*
@@ -628,6 +681,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	int closing;
 
 	rm_cut(e, t, now);
+	if (t)
+		t->head = 0;
 	wt = rm_env_wintot(e, w);
 	if (wt)
 		RM_ADD(&wt->tx_bytes, bytes);
@@ -638,6 +693,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 			/* its work from now on goes to the requests it answers */
 			t->chain_st |= RM_CHAIN_SERVER;
 			t->mode = RM_MODE_ASSOC;
+			t->tail = 0;
 			t->cur.pid = pid;
 			t->cur.tid = tid;
 			rm_ans_set(e, t, tp, inb);
@@ -664,12 +720,16 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	if (t->mode == RM_MODE_ASSOC &&
 	    (p->out.cookie != tp->cookie || !has_seq != !(p->flags & RM_PF_OUT_SEQ) ||
 	     (has_seq && (__u32)seq_start != (__u32)p->out_seq_end))) {
-		/* another socket, or a byte range that does not follow: new part */
-		rm_flush(e, t);
+		/* another socket, or a byte range that does not follow: new
+		 * part, unless this one has sent nothing yet (its out tuple
+		 * names no range: it is only the tail's CPU and I/O so far) */
+		if (p->tx_bytes) {
+			rm_flush(e, t);
+			p->start_ns = now;
+		}
 		p->out_seq_start = seq_start;
 		p->out_seq_end = seq_start;
 		p->flags &= ~RM_PF_OUT_SEQ;
-		p->start_ns = now;
 	}
 	rm_task_win(e, t, w);
 	if (closing) {
@@ -691,6 +751,7 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	if (closing) {
 		rm_flush(e, t);
 		t->mode = RM_MODE_ASSOC;
+		t->tail = 1; /* its CPU goes on to the request it answered */
 		p->flags |= RM_PF_ASSOC;
 		p->start_ns = now;
 		p->out_seq_start = p->out_seq_end;
@@ -714,6 +775,8 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
 	struct rm_wintot *wt;
 	int charged = t && t->mode != RM_MODE_NONE;
 
+	if (t)
+		t->head = 0; /* not reading a request */
 	if (charged)
 		rm_cut(e, t, now);
 	wt = rm_env_wintot(e, w);
@@ -740,8 +803,9 @@ RM_INLINE void rm_on_disk(struct rm_env *e, struct rm_task *t, __u64 now, __u64 
 
 /*
  * Thread waker_t, running on e->cpu, wakes thread wakee_t of the same
- * process at time now (follow-replies; either may be NULL: no state). Two
- * kinds of wake-up hand work over:
+ * process at time now, from a write or a futex wake (either may be NULL:
+ * no state). A waker in the tail of a request (no chain) ends that tail
+ * here. With follow-replies two kinds of wake-up hand work over:
  * - A thread that has just read a request on a server-side socket hands
  *   the request to another (a queue's condition, a pipe, an eventfd). The
  *   waker's segment ends there, as at a wait (rm_seg_wait): a reader that
@@ -768,7 +832,16 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 {
 	struct rm_part *p;
 
-	if (!e->follow_replies || !waker_t || waker_t == wakee_t)
+	if (!waker_t || waker_t == wakee_t)
+		return;
+	waker_t->head = 0; /* it hands work over, it does not read a request */
+	if (waker_t->mode == RM_MODE_ASSOC && waker_t->tail &&
+	    !(e->follow_replies && (waker_t->chain_st & RM_CHAIN_SERVER))) {
+		/* the request's tail ends where the thread hands work over */
+		rm_cut(e, waker_t, now);
+		waker_t->tail = 0;
+	}
+	if (!e->follow_replies)
 		return;
 	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ)) {
 		rm_cut(e, waker_t, now); /* the waker runs on e->cpu */
@@ -831,8 +904,13 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 		rm_take_steal(e, c);
 	if (prev_t && !prev_runnable) {
 		rm_cont_block(e, prev_t, now);
-		if (prev_waits)
+		if (prev_waits) {
 			rm_seg_wait(e, prev_t, now);
+			prev_t->tail = 0; /* the request's tail ends at its first wait */
+			/* waiting for its next request: what it does on waking reads it */
+			prev_t->head = (prev_t->mode == RM_MODE_ASSOC || prev_t->mode == RM_MODE_NONE) &&
+				       !(e->follow_replies && (prev_t->chain_st & RM_CHAIN_SERVER));
+		}
 	}
 	if (prev_t)
 		prev_t->wake_ns = prev_runnable ? now : 0;
@@ -914,6 +992,8 @@ RM_INLINE void rm_on_exit(struct rm_env *e, struct rm_task *t, __u64 now)
 	}
 	rm_flush(e, t);
 	t->mode = RM_MODE_NONE;
+	t->tail = 0;
+	t->head = 0;
 }
 
 /* Emit whatever t holds (collector shutdown, or a thread idle for long). */

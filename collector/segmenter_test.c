@@ -121,7 +121,7 @@ static void test_simple(void)
 	const struct rm_totals *w;
 
 	replay_file("simple.events");
-	CU_ASSERT_EQUAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL(cap.nparts, 2);
 	CU_ASSERT_EQUAL(cap.nwins, 1);
 	p = part(0);
 	CU_ASSERT_EQUAL(p->seg_id, SEG(0, 1));
@@ -149,9 +149,20 @@ static void test_simple(void)
 	CU_ASSERT_EQUAL(p->out_seq_start, 5000);
 	CU_ASSERT_EQUAL(p->out_seq_end, 5512);
 	CU_ASSERT_EQUAL(p->parent_seg, 0);
+	/* the request's tail: after the send until the thread waits */
+	p = part(1);
+	CU_ASSERT_EQUAL(p->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(p->flags, RM_PF_ASSOC | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(p->cpu_ns, 1000);
+	CU_ASSERT_EQUAL(p->start_ns, 5000);
+	CU_ASSERT_EQUAL(p->end_ns, 6000);
+	CU_ASSERT_EQUAL(p->in.cookie, 7);
+	CU_ASSERT_EQUAL(p->in_seq_start, 1000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 1064);
+	CU_ASSERT_EQUAL(p->rx_bytes + p->tx_bytes, 0);
 	w = win(0);
 	CU_ASSERT_EQUAL(w->busy_ns, 5000);
-	CU_ASSERT_EQUAL(w->unseg_cpu_ns, 2000);
+	CU_ASSERT_EQUAL(w->unseg_cpu_ns, 1000);
 	CU_ASSERT_EQUAL(w->lost_ns, 0);
 	CU_ASSERT_EQUAL(w->rx_bytes, 64);
 	CU_ASSERT_EQUAL(w->unseg_rx, 0);
@@ -170,7 +181,7 @@ static void test_preempt(void)
 	const struct rm_totals *w;
 
 	replay_file("preempt.events");
-	CU_ASSERT_EQUAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL(cap.nparts, 2);
 	p = part(0);
 	CU_ASSERT_EQUAL(p->cpu_ns, 500);
 	CU_ASSERT_EQUAL(p->runq_ns, 500);
@@ -179,9 +190,12 @@ static void test_preempt(void)
 	CU_ASSERT_EQUAL(p->tx_bytes, 20);
 	CU_ASSERT_EQUAL(p->start_ns, 200);
 	CU_ASSERT_EQUAL(p->end_ns, 1500);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(part(1)->runq_ns, 0);
 	w = win(0);
 	CU_ASSERT_EQUAL(w->busy_ns, 1100);
-	CU_ASSERT_EQUAL(w->unseg_cpu_ns, 600);
+	CU_ASSERT_EQUAL(w->unseg_cpu_ns, 500);
 	CU_ASSERT_EQUAL(w->lost_ns, 0);
 	/* idle [1000,1400) is in capacity, not in busy */
 	CU_ASSERT_EQUAL(window(0)->capacity_ns, 1500);
@@ -193,7 +207,7 @@ static void test_preempt(void)
  *   [500,600)   no state                 -> w0 unsegmented 100
  *   [600,1000)  segment                  -> w0 part cpu 400 (START, rx 10)
  *   [1000,1700) segment                  -> w1 part cpu 700 (END, tx 20)
- *   [1700,1800) associated               -> w1 unsegmented 100
+ *   [1700,1800) the request's tail       -> w1 part cpu 100 (ASSOC)
  *   w0 busy 500, capacity 500 ([500,1000)); w1 busy 800, capacity 800
  */
 static void test_window_boundary(void)
@@ -203,7 +217,7 @@ static void test_window_boundary(void)
 	       "600 0 recv tid=101 pid=100 sock=7 bytes=10\n"
 	       "1700 0 send tid=101 pid=100 sock=7 bytes=20\n"
 	       "1800 0 switch prev=101 prev_state=S next=0\n");
-	CU_ASSERT_EQUAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(cap.nparts, 3);
 	CU_ASSERT_EQUAL(cap.nwins, 2);
 	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
 	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 1));
@@ -224,8 +238,12 @@ static void test_window_boundary(void)
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 500);
 	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(0)->rx_bytes, 10);
+	CU_ASSERT_EQUAL(part(2)->win, 1);
+	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(1)->busy_ns, 800);
-	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 100);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 0);
 	CU_ASSERT_EQUAL(win(1)->tx_bytes, 20);
 	CU_ASSERT_EQUAL(window(0)->capacity_ns, 500);
 	CU_ASSERT_EQUAL(window(1)->capacity_ns, 800);
@@ -239,7 +257,7 @@ static void test_window_boundary(void)
  *   w1, w2: nothing (reported, capacity 1000 each)
  *   w3: busy 2400 + 1000, lost 2400, part cpu 1000
  *   w4, w5: part cpu 1000 each
- *   w6: part cpu 500 END tx 20; [6500,6600) unsegmented 100
+ *   w6: part cpu 500 END tx 20; [6500,6600) the tail: ASSOC part cpu 100
  */
 static const char *const split_stream = "rametr-events 1 window_ns=1000 offset_ns=0 ncpu=1\n"
 					"500 0 switch prev=0 prev_state=S next=101\n"
@@ -253,7 +271,7 @@ static void test_split_lost(void)
 	size_t i;
 
 	replay(split_stream);
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 5);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 6);
 	for (i = 0; i < 5; i++) {
 		CU_ASSERT_EQUAL(part(i)->win, pwin[i]);
 		CU_ASSERT_EQUAL(part(i)->cpu_ns, pcpu[i]);
@@ -263,6 +281,9 @@ static void test_split_lost(void)
 	CU_ASSERT_EQUAL(part(0)->rx_bytes, 10);
 	CU_ASSERT_EQUAL(part(4)->flags, RM_PF_END);
 	CU_ASSERT_EQUAL(part(4)->tx_bytes, 20);
+	CU_ASSERT_EQUAL(part(5)->win, 6);
+	CU_ASSERT_EQUAL(part(5)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(5)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(cap.nwins, 7);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 100);
 	CU_ASSERT_EQUAL(win(1)->busy_ns, 0);
@@ -273,7 +294,7 @@ static void test_split_lost(void)
 	CU_ASSERT_EQUAL(win(4)->busy_ns, 1000);
 	CU_ASSERT_EQUAL(win(5)->busy_ns, 1000);
 	CU_ASSERT_EQUAL(win(6)->busy_ns, 600);
-	CU_ASSERT_EQUAL(win(6)->unseg_cpu_ns, 100);
+	CU_ASSERT_EQUAL(win(6)->unseg_cpu_ns, 0);
 	CU_ASSERT_EQUAL(win(3)->lost_ns + 1000 * 3 + 500, 6500 - 600);
 }
 
@@ -283,7 +304,9 @@ static void test_split_lost(void)
  *          cpu [200,400) = 200, out_seq [9000,9010)
  *   seg 2: recv [1200,1300), recv at 1400 leaves a gap -> SEQ_SUSPECT, in_seq stays
  *          [1200,1300), rx 200, cpu [500,700) = 200
- *   unsegmented: [100,200) + [400,500) + [700,800) = 300; busy 700
+ *   tails (ASSOC): seg 1 [400,500) = 100 (ended by the next recv), seg 2
+ *          [700,800) = 100 (ended by the wait)
+ *   unsegmented: [100,200) = 100; busy 700
  */
 static void test_partial_reads(void)
 {
@@ -302,7 +325,13 @@ static void test_partial_reads(void)
 		 "800 0 switch prev=101 prev_state=S next=0\n",
 		 io, io, io, io, io, io);
 	replay(s);
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
+	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(part(3)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(3)->flags, RM_PF_ASSOC | RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_SEQ_SUSPECT);
+	CU_ASSERT_EQUAL(part(3)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
 	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_END | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
 	CU_ASSERT_EQUAL(part(0)->rx_bytes, 150);
@@ -311,17 +340,17 @@ static void test_partial_reads(void)
 	CU_ASSERT_EQUAL(part(0)->out_seq_start, 9000);
 	CU_ASSERT_EQUAL(part(0)->out_seq_end, 9010);
 	CU_ASSERT_EQUAL(part(0)->cpu_ns, 200);
-	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 2));
-	CU_ASSERT_EQUAL(part(1)->flags,
+	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(2)->flags,
 			RM_PF_START | RM_PF_END | RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_SEQ_SUSPECT);
-	CU_ASSERT_EQUAL(part(1)->rx_bytes, 200);
-	CU_ASSERT_EQUAL(part(1)->in_seq_start, 1200);
-	CU_ASSERT_EQUAL(part(1)->in_seq_end, 1300);
-	CU_ASSERT_EQUAL(part(1)->out_seq_start, 9010);
-	CU_ASSERT_EQUAL(part(1)->out_seq_end, 9020);
-	CU_ASSERT_EQUAL(part(1)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(2)->rx_bytes, 200);
+	CU_ASSERT_EQUAL(part(2)->in_seq_start, 1200);
+	CU_ASSERT_EQUAL(part(2)->in_seq_end, 1300);
+	CU_ASSERT_EQUAL(part(2)->out_seq_start, 9010);
+	CU_ASSERT_EQUAL(part(2)->out_seq_end, 9020);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 200);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 700);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(0)->rx_bytes, 350);
 	CU_ASSERT_EQUAL(win(0)->tx_bytes, 20);
 }
@@ -363,7 +392,8 @@ static void test_seq_wrap(void)
  * A request on another socket before the send closes the first segment:
  *   seg 1: recv sock 7 at 200, cpu [200,500) = 300, rx 10, START|RECV, no out tuple
  *   seg 2: recv sock 8 at 500, cpu [500,900) = 400, rx 20, tx 30, START|END, out sock 8
- *   unsegmented [100,200) + [900,1000) = 200; busy 900
+ *   seg 2's tail [900,1000) = 100, an ASSOC part
+ *   unsegmented [100,200) = 100; busy 900
  */
 static void test_recv_other_socket(void)
 {
@@ -373,7 +403,10 @@ static void test_recv_other_socket(void)
 	       "500 0 recv tid=101 pid=100 sock=8 bytes=20\n"
 	       "900 0 send tid=101 pid=100 sock=8 bytes=30\n"
 	       "1000 0 switch prev=101 prev_state=S next=0\n");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
+	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
 	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_RECV);
 	CU_ASSERT_EQUAL(part(0)->cpu_ns, 300);
@@ -391,15 +424,16 @@ static void test_recv_other_socket(void)
 	CU_ASSERT_EQUAL(part(1)->out.cookie, 8);
 	CU_ASSERT_EQUAL(part(1)->start_ns, 500);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 }
 
 /*
  * Send after send on the same socket, byte ranges following each other:
  *   END part: cpu [200,500) = 300, tx 30, out_seq [1000,1030)
- *   ASSOC part (emitted by the final sweep): tx 40 + 50, no CPU, out_seq
- *   [1030,1120), start_ns 500 (the send), end_ns 900
- *   unsegmented [100,200) + [500,1000) = 600; busy 900; tx 120
+ *   ASSOC part (emitted by the final sweep): tx 40 + 50, the tail's CPU
+ *   [500,1000) = 500, out_seq [1030,1120), start_ns 500 (the send), end_ns
+ *   1000 (the wait)
+ *   unsegmented [100,200) = 100; busy 900; tx 120
  */
 static void test_send_after_send(void)
 {
@@ -416,7 +450,7 @@ static void test_send_after_send(void)
 	CU_ASSERT_EQUAL(part(0)->tx_bytes, 30);
 	CU_ASSERT_EQUAL(part(1)->seg_id, part(0)->seg_id);
 	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC | RM_PF_IN_SEQ | RM_PF_OUT_SEQ);
-	CU_ASSERT_EQUAL(part(1)->cpu_ns, 0);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 500);
 	CU_ASSERT_EQUAL(part(1)->rx_bytes, 0);
 	CU_ASSERT_EQUAL(part(1)->tx_bytes, 90);
 	CU_ASSERT_EQUAL(part(1)->out_seq_start, 1030);
@@ -424,19 +458,22 @@ static void test_send_after_send(void)
 	CU_ASSERT_EQUAL(part(1)->out.cookie, 7);
 	CU_ASSERT_EQUAL(part(1)->in.cookie, 7);
 	CU_ASSERT_EQUAL(part(1)->start_ns, 500);
-	CU_ASSERT_EQUAL(part(1)->end_ns, 900);
+	CU_ASSERT_EQUAL(part(1)->end_ns, 1000);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 600);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(0)->tx_bytes, 120);
 	CU_ASSERT_EQUAL(win(0)->unseg_tx, 0);
 }
 
 /*
- * While associated, a send to another socket starts a new ASSOC part:
+ * While associated, a send to another socket starts a new ASSOC part
+ * once the current one has sent something:
  *   END part (out 7): cpu 300, tx 30
- *   ASSOC part (out 9, unix, no seq): tx 40, start_ns 800
- *   ASSOC part (out 7 again: another socket than 9): tx 50, start_ns 900
- *   all three carry seg 1 and in = socket 7
+ *   ASSOC part: the tail [500,800) had sent nothing, so it goes on with
+ *   out 9 (unix, no seq): tx 40, cpu [500,900) = 400, start_ns 500
+ *   ASSOC part (out 7 again: another socket than 9): tx 50, cpu 100,
+ *   start_ns 900
+ *   all three carry seg 1 and in = socket 7; unsegmented [100,200) = 100
  */
 static void test_assoc_other_socket(void)
 {
@@ -455,19 +492,20 @@ static void test_assoc_other_socket(void)
 	CU_ASSERT_EQUAL(part(1)->out.cookie, 9);
 	CU_ASSERT_EQUAL(part(1)->out.family, RM_AF_UNIX);
 	CU_ASSERT_EQUAL(part(1)->tx_bytes, 40);
-	CU_ASSERT_EQUAL(part(1)->cpu_ns, 0);
-	CU_ASSERT_EQUAL(part(1)->start_ns, 800);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 400);
+	CU_ASSERT_EQUAL(part(1)->start_ns, 500);
 	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
 	CU_ASSERT_EQUAL(part(2)->out.cookie, 7);
 	CU_ASSERT_EQUAL(part(2)->out.family, RM_AF_INET);
 	CU_ASSERT_EQUAL(part(2)->tx_bytes, 50);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(part(2)->start_ns, 900);
 	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 1));
 	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 1));
 	CU_ASSERT_EQUAL(part(2)->in.cookie, 7);
 	CU_ASSERT_EQUAL(win(0)->tx_bytes, 120);
 	CU_ASSERT_EQUAL(win(0)->unseg_tx, 0);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 600);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 }
 
 /* testdata/fork.events: the child inherits the segment as its own. */
@@ -476,7 +514,12 @@ static void test_fork_inside(void)
 	const struct rm_part *parent, *child;
 
 	replay_file("fork.events");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
+	/* the parent's tail [600,1000), emitted by the final sweep */
+	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 1));
+	CU_ASSERT_EQUAL(part(2)->tid, 101);
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 400);
 	parent = part(0);
 	child = part(1);
 	CU_ASSERT_EQUAL(parent->seg_id, SEG(0, 1));
@@ -498,7 +541,7 @@ static void test_fork_inside(void)
 	CU_ASSERT_EQUAL(child->rx_bytes + child->tx_bytes, 0);
 	CU_ASSERT_EQUAL(child->disk_write, 4096);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 1450);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 550);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 150);
 	CU_ASSERT_EQUAL(win(0)->disk_write, 4096);
 	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 0);
 	CU_ASSERT_EQUAL(window(0)->capacity_ns, 2 * 900);
@@ -508,9 +551,9 @@ static void test_fork_inside(void)
 /*
  * Fork outside a segment: 102 (parent 101 without state) and 103 (parent
  * associated, not in a segment) get no state; all they do is unsegmented.
- *   [100,300) 101 no state 200; [300,400) seg 100; [400,600) associated 200;
- *   [600,900) 102 300 (its disk read 512 and send 5 unsegmented);
- *   [900,1100) 103 200 -> busy 1000, unsegmented 900
+ *   [100,300) 101 no state 200; [300,400) seg 100; [400,600) its tail 200
+ *   (a fork is not a hand-off); [600,900) 102 300 (its disk read 512 and
+ *   send 5 unsegmented); [900,1100) 103 200 -> busy 1000, unsegmented 700
  */
 static void test_fork_outside(void)
 {
@@ -526,12 +569,15 @@ static void test_fork_outside(void)
 	       "900 0 switch prev=102 prev_state=S next=103\n"
 	       "1000 0 exit tid=103 pid=103\n"
 	       "1100 0 switch prev=103 prev_state=X next=0\n");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
 	CU_ASSERT_EQUAL(part(0)->tid, 101);
 	CU_ASSERT_EQUAL(part(0)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(part(1)->tid, 101);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 200);
 	CU_ASSERT_EQUAL(st.threads, 1);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 1000);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 900);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 700);
 	CU_ASSERT_EQUAL(win(0)->disk_read, 512);
 	CU_ASSERT_EQUAL(win(0)->unseg_disk_read, 512);
 	CU_ASSERT_EQUAL(win(0)->tx_bytes, 15);
@@ -542,7 +588,8 @@ static void test_fork_outside(void)
  * Exit mid-segment: the part ends at the exit with EXIT (no END); the
  * thread's state is freed, so its last 100 ns are unsegmented.
  *   [100,200) 100 unseg; [200,700) part 500; [700,800) 100 unseg; busy 700
- * Then exit while associated: an ASSOC|EXIT part with no counters.
+ * Then exit in the tail of a request: an ASSOC|EXIT part with the tail's
+ * CPU [950,990) = 40.
  */
 static void test_exit_mid_segment(void)
 {
@@ -566,11 +613,12 @@ static void test_exit_mid_segment(void)
 	CU_ASSERT_EQUAL(part(1)->cpu_ns, 50);
 	CU_ASSERT_EQUAL(part(2)->tid, 102);
 	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC | RM_PF_EXIT);
-	CU_ASSERT_EQUAL(part(2)->cpu_ns + part(2)->tx_bytes + part(2)->rx_bytes, 0);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 40);
+	CU_ASSERT_EQUAL(part(2)->tx_bytes + part(2)->rx_bytes, 0);
 	CU_ASSERT_EQUAL(part(2)->end_ns, 990);
 	/* 100 + 500 + 100 + 100 (102 before its recv) + 50 + 40 + 10 */
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 350);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 310);
 }
 
 /* testdata/disk.events: one part per (segment, window), whatever the disk I/O. */
@@ -592,7 +640,7 @@ static void test_disk(void)
 	CU_ASSERT_EQUAL(part(1)->disk_read, 0);
 	CU_ASSERT_EQUAL(part(2)->win, 1);
 	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
-	CU_ASSERT_EQUAL(part(2)->cpu_ns, 0);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 200);
 	CU_ASSERT_EQUAL(part(2)->disk_write, 1000);
 	CU_ASSERT_EQUAL(part(2)->seg_id, part(0)->seg_id);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
@@ -600,7 +648,7 @@ static void test_disk(void)
 	CU_ASSERT_EQUAL(win(0)->disk_read, 4196);
 	CU_ASSERT_EQUAL(win(0)->unseg_disk_read, 100);
 	CU_ASSERT_EQUAL(win(1)->busy_ns, 700);
-	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 0);
 	CU_ASSERT_EQUAL(win(1)->disk_write, 9192);
 	CU_ASSERT_EQUAL(win(1)->unseg_disk_write, 0);
 }
@@ -657,13 +705,17 @@ static void test_no_state(void)
 
 /*
  * Every 2nd emit fails (a full ring). window_ns = 1000:
- *   emit 1: END seg 1 (w0: cpu 200, rx 10, tx 20)               ok
- *   emit 2: END seg 2 (w0: cpu 300, rx 30, tx 40)               dropped
- *   emit 3: ASSOC seg 2 (w0: disk_write 50), flushed by the recv  ok
- *   emit 4: END seg 3 (w1: cpu 200, rx 60, tx 70)               dropped
- *   w0: busy 900 = parts 200 + unseg 400 + lost 300; rx 40 = 10 + 30 unseg;
- *       tx 60 = 20 + 40 unseg; dropped 1
- *   w1: busy 400 = unseg 200 + lost 200; rx 60 unseg, tx 70 unseg; dropped 1
+ *   emit 1: END seg 1 (w0: cpu 200, rx 10, tx 20)                  ok
+ *   emit 2: ASSOC seg 1, its tail (w0: cpu 100), flushed by the recv dropped
+ *   emit 3: END seg 2 (w0: cpu 300, rx 30, tx 40)                  ok
+ *   emit 4: ASSOC seg 2 (w0: tail cpu 200, disk_write 50), flushed
+ *           when the tail crosses into w1                           dropped
+ *   emit 5: ASSOC seg 2 (w1: tail cpu 100), flushed by the recv     ok
+ *   emit 6: END seg 3 (w1: cpu 200, rx 60, tx 70)                  dropped
+ *   emit 7: ASSOC seg 3 (w1: tail cpu 100), final sweep             ok
+ *   w0: busy 900 = parts 500 + unseg 100 + lost 300; rx 40, tx 60 all in
+ *       parts; disk_write 50 unseg; dropped 2
+ *   w1: busy 400 = parts 200 + lost 200; rx 60 unseg, tx 70 unseg; dropped 1
  */
 static void test_emit_failure(void)
 {
@@ -678,26 +730,33 @@ static void test_emit_failure(void)
 		   "1300 0 send tid=101 pid=100 sock=9 bytes=70\n"
 		   "1400 0 switch prev=101 prev_state=S next=0\n",
 		   NULL, 2, 1);
-	CU_ASSERT_EQUAL(st.emits, 4);
-	CU_ASSERT_EQUAL(st.failed_emits, 2);
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(st.emits, 7);
+	CU_ASSERT_EQUAL(st.failed_emits, 3);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
 	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
 	CU_ASSERT_EQUAL(part(0)->cpu_ns, 200);
 	CU_ASSERT_EQUAL(part(1)->seg_id, SEG(0, 2));
-	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
-	CU_ASSERT_EQUAL(part(1)->disk_write, 50);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 300);
+	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(2)->win, 1);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(part(3)->seg_id, SEG(0, 3));
+	CU_ASSERT_EQUAL(part(3)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(3)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 900);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 400);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(0)->lost_ns, 300);
-	CU_ASSERT_EQUAL(win(0)->dropped_parts, 1);
+	CU_ASSERT_EQUAL(win(0)->dropped_parts, 2);
 	CU_ASSERT_EQUAL(win(0)->rx_bytes, 40);
-	CU_ASSERT_EQUAL(win(0)->unseg_rx, 30);
+	CU_ASSERT_EQUAL(win(0)->unseg_rx, 0);
 	CU_ASSERT_EQUAL(win(0)->tx_bytes, 60);
-	CU_ASSERT_EQUAL(win(0)->unseg_tx, 40);
+	CU_ASSERT_EQUAL(win(0)->unseg_tx, 0);
 	CU_ASSERT_EQUAL(win(0)->disk_write, 50);
-	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 0);
+	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 50);
 	CU_ASSERT_EQUAL(win(1)->busy_ns, 400);
-	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 0);
 	CU_ASSERT_EQUAL(win(1)->lost_ns, 200);
 	CU_ASSERT_EQUAL(win(1)->dropped_parts, 1);
 	CU_ASSERT_EQUAL(win(1)->unseg_rx, 60);
@@ -706,13 +765,14 @@ static void test_emit_failure(void)
 
 /*
  * The multi-window segment of test_split_lost with every 2nd emit failing:
- * the parts of w3 and w5 are dropped, their CPU (1000 each) becomes lost.
+ * the parts of w3 and w5 are dropped, their CPU (1000 each) becomes lost,
+ * and so is the 6th emit, the tail's part in w6 (cpu 100).
  */
 static void test_emit_failure_split(void)
 {
 	replay_opt(split_stream, NULL, 2, 1);
-	CU_ASSERT_EQUAL(st.emits, 5);
-	CU_ASSERT_EQUAL(st.failed_emits, 2);
+	CU_ASSERT_EQUAL(st.emits, 6);
+	CU_ASSERT_EQUAL(st.failed_emits, 3);
 	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
 	CU_ASSERT_EQUAL(part(0)->win, 0);
 	CU_ASSERT_EQUAL(part(1)->win, 4);
@@ -722,13 +782,15 @@ static void test_emit_failure_split(void)
 	CU_ASSERT_EQUAL(win(5)->lost_ns, 1000);
 	CU_ASSERT_EQUAL(win(5)->dropped_parts, 1);
 	CU_ASSERT_EQUAL(win(4)->dropped_parts, 0);
+	CU_ASSERT_EQUAL(win(6)->lost_ns, 100);
+	CU_ASSERT_EQUAL(win(6)->dropped_parts, 1);
 }
 
 /* testdata/eventloop.events: work charged to the most recent recv. */
 static void test_event_loop(void)
 {
 	replay_file("eventloop.events");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 5);
 	/* A: closed by B's request */
 	CU_ASSERT_EQUAL(part(0)->seg_id, SEG(0, 1));
 	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_RECV);
@@ -744,32 +806,164 @@ static void test_event_loop(void)
 	CU_ASSERT_EQUAL(part(1)->out.cookie, 11);
 	CU_ASSERT_EQUAL(part(1)->cpu_ns, 150);
 	CU_ASSERT_EQUAL(part(1)->tx_bytes, 1000);
+	/* B's tail [450,500), ended by C's request on another socket */
+	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 2));
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(2)->in.cookie, 12);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 50);
+	CU_ASSERT_EQUAL(part(2)->tx_bytes, 0);
+	CU_ASSERT_EQUAL(part(2)->end_ns, 500);
 	/* C (IPv6): closed by the reply to B, then the reply to C is associated */
-	CU_ASSERT_EQUAL(part(2)->seg_id, SEG(0, 3));
-	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_START | RM_PF_END);
-	CU_ASSERT_EQUAL(part(2)->in.cookie, 13);
-	CU_ASSERT_EQUAL(part(2)->in.family, RM_AF_INET6);
-	CU_ASSERT_EQUAL(part(2)->in.rport, 5003);
-	CU_ASSERT_EQUAL(part(2)->out.cookie, 12);
-	CU_ASSERT_EQUAL(part(2)->cpu_ns, 200);
-	CU_ASSERT_EQUAL(part(2)->tx_bytes, 2000);
-	CU_ASSERT_EQUAL(part(3)->seg_id, SEG(0, 3));
-	CU_ASSERT_EQUAL(part(3)->flags, RM_PF_ASSOC);
-	CU_ASSERT_EQUAL(part(3)->out.cookie, 13);
-	CU_ASSERT_EQUAL(part(3)->cpu_ns, 0);
-	CU_ASSERT_EQUAL(part(3)->tx_bytes, 3000);
-	CU_ASSERT_STRING_EQUAL((const char *)part(3)->comm, "loop");
+	CU_ASSERT_EQUAL(part(4)->seg_id, SEG(0, 3));
+	CU_ASSERT_EQUAL(part(3)->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(part(3)->in.cookie, 13);
+	CU_ASSERT_EQUAL(part(3)->in.family, RM_AF_INET6);
+	CU_ASSERT_EQUAL(part(3)->in.rport, 5003);
+	CU_ASSERT_EQUAL(part(3)->out.cookie, 12);
+	CU_ASSERT_EQUAL(part(3)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(3)->tx_bytes, 2000);
+	CU_ASSERT_EQUAL(part(4)->seg_id, SEG(0, 3));
+	CU_ASSERT_EQUAL(part(4)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(4)->out.cookie, 13);
+	CU_ASSERT_EQUAL(part(4)->cpu_ns, 100); /* C's tail [700,800) */
+	CU_ASSERT_EQUAL(part(4)->tx_bytes, 3000);
+	CU_ASSERT_STRING_EQUAL((const char *)part(4)->comm, "loop");
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 700);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 250);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(0)->rx_bytes, 300);
 	CU_ASSERT_EQUAL(win(0)->tx_bytes, 6000);
+}
+
+/* testdata/tail.events: see the computation there. */
+static void test_tail(void)
+{
+	static const uint64_t seg[] = { SEG(0, 1), SEG(0, 1), SEG(0, 2), SEG(0, 2), SEG(0, 3), SEG(0, 3), SEG(0, 3) },
+			      pwin[] = { 0, 0, 1, 1, 1, 1, 2 }, pcpu[] = { 200, 350, 300, 200, 100, 300, 300 },
+			      in[] = { 7, 7, 8, 8, 9, 9, 9 };
+	size_t i;
+
+	replay_file("tail.events");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 7);
+	for (i = 0; i < 7; i++) {
+		CU_ASSERT_EQUAL(part(i)->seg_id, seg[i]);
+		CU_ASSERT_EQUAL(part(i)->win, pwin[i]);
+		CU_ASSERT_EQUAL(part(i)->cpu_ns, pcpu[i]);
+		CU_ASSERT_EQUAL(part(i)->in.cookie, in[i]);
+		/* a segment's part, then its tail's */
+		CU_ASSERT_EQUAL(part(i)->flags & (RM_PF_END | RM_PF_ASSOC), i == 0 || i == 2 || i == 4 ? RM_PF_END
+											     : RM_PF_ASSOC);
+	}
+	/* seg 1's tail: through a preemption and a disk wait, its disk write, until its first wait */
+	CU_ASSERT_EQUAL(part(1)->disk_write, 4096);
+	CU_ASSERT_EQUAL(part(1)->runq_ns, 0);
+	CU_ASSERT_EQUAL(part(1)->start_ns, 400);
+	CU_ASSERT_EQUAL(part(1)->end_ns, 950);
+	/* seg 2's tail ends at the recv of another connection's request */
+	CU_ASSERT_EQUAL(part(3)->end_ns, 1600);
+	CU_ASSERT_EQUAL(part(3)->rx_bytes + part(3)->tx_bytes, 0);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 750);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(0)->disk_write, 4096);
+	CU_ASSERT_EQUAL(win(0)->unseg_disk_write, 0);
+	/* seg 2 began with its head: the 50 ns since 101 woke */
+	CU_ASSERT_EQUAL(part(2)->start_ns, 1150);
+	CU_ASSERT_EQUAL(part(2)->rx_bytes, 30);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 900);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 0);
+	CU_ASSERT_EQUAL(win(2)->busy_ns, 300);
+	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 0);
+}
+
+/*
+ * The request's head: what a thread that waited for its next request does
+ * on waking, up to the recv, is that request's; a disk read (or a send)
+ * first means it was doing something else. window_ns = 1000:
+ *   [100,300) seg 1; [300,400) its tail, then it waits
+ *   [1900,2100) woken, its head: seg 2's, w1 100 (START) and w2 100
+ *   [2100,2300) seg 2, END (w2: 100 + 200); [2300,2350) its tail, it waits
+ *   [2500,2550) woken, reads a file (512 bytes, still seg 2's I/O): no
+ *   head, [2500,2600) unsegmented 100; [2600,2700) seg 3; [2700,2800) its tail
+ *   w0: busy 300 = parts; w1: busy 100 = part; w2: busy 650 = parts 550 + 100
+ */
+static void test_head(void)
+{
+	static const uint64_t seg[] = { SEG(0, 1), SEG(0, 1), SEG(0, 2), SEG(0, 2), SEG(0, 2), SEG(0, 3), SEG(0, 3) },
+			      pwin[] = { 0, 0, 1, 2, 2, 2, 2 }, pcpu[] = { 200, 100, 100, 300, 50, 100, 100 },
+			      flags[] = { RM_PF_START | RM_PF_END, RM_PF_ASSOC, RM_PF_START, RM_PF_END, RM_PF_ASSOC,
+					  RM_PF_START | RM_PF_END, RM_PF_ASSOC };
+	size_t i;
+
+	replay("rametr-events 1 window_ns=1000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101\n"
+	       "100 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "300 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "400 0 switch prev=101 prev_state=S next=0\n"
+	       "1900 0 switch prev=0 prev_state=S next=101\n"
+	       "2100 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "2300 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "2350 0 switch prev=101 prev_state=S next=0\n"
+	       "2500 0 switch prev=0 prev_state=S next=101\n"
+	       "2550 0 disk tid=101 op=R bytes=512\n"
+	       "2600 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+	       "2700 0 send tid=101 pid=100 sock=7 bytes=20\n"
+	       "2800 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 7);
+	for (i = 0; i < 7; i++) {
+		CU_ASSERT_EQUAL(part(i)->seg_id, seg[i]);
+		CU_ASSERT_EQUAL(part(i)->win, pwin[i]);
+		CU_ASSERT_EQUAL(part(i)->cpu_ns, pcpu[i]);
+		CU_ASSERT_EQUAL(part(i)->flags, flags[i]);
+		CU_ASSERT_EQUAL(part(i)->in.cookie, 7);
+	}
+	/* the head's first part holds no bytes: the request's are where the recv was */
+	CU_ASSERT_EQUAL(part(2)->rx_bytes, 0);
+	CU_ASSERT_EQUAL(part(3)->rx_bytes, 10);
+	CU_ASSERT_EQUAL(part(4)->disk_read, 512);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 0);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 100);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 0);
+	CU_ASSERT_EQUAL(win(2)->busy_ns, 650);
+	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 100);
+}
+
+/*
+ * A tail ends where the thread hands work over (it wakes another thread
+ * of its process from a write or a futex wake), in the default
+ * configuration as with follow-replies (a client thread):
+ *   [100,200) no state 100; [200,400) seg 1; [400,500) its tail, until
+ *   101 wakes 102; [500,600) 101 unsegmented 100; [600,700) 102 (no state)
+ *   unsegmented 100 -> busy 600, parts 300, unsegmented 300
+ */
+static void test_tail_handoff(void)
+{
+	static const char stream[] = "rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+				     "100 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+				     "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
+				     "400 0 send tid=101 pid=100 sock=7 bytes=20\n"
+				     "500 0 wakeup tid=102 by=101\n"
+				     "600 0 switch prev=101 prev_pid=100 prev_state=S next=102 next_pid=100\n"
+				     "700 0 switch prev=102 prev_pid=100 prev_state=S next=0\n";
+	int fr;
+
+	for (fr = 0; fr < 2; fr++) {
+		follow_replies = fr;
+		replay(stream);
+		CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+		CU_ASSERT_EQUAL(part(0)->cpu_ns, 200);
+		CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
+		CU_ASSERT_EQUAL(part(1)->cpu_ns, 100);
+		CU_ASSERT_EQUAL(part(1)->end_ns, 500);
+		CU_ASSERT_EQUAL(win(0)->busy_ns, 600);
+		CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 300);
+	}
 }
 
 /*
  * offset_ns shifts windows: w = (ts + 300) / 1000. Window 0 holds ts
  * [1, 700), window 1 ts [700, 1700):
- *   [100,200) no state 100; [200,500) part 300; [500,700) associated 200 -> w0 busy 600
- *   [700,900) associated 200 -> w1 busy 200
+ *   [100,200) no state 100; [200,500) part 300; [500,700) tail 200 -> w0 busy 600
+ *   [700,900) tail 200 -> w1 busy 200: the tail is cut at the window edge
  *   capacity: w0 [100,700) 600, w1 [700,900) 200
  */
 static void test_offset(void)
@@ -779,13 +973,20 @@ static void test_offset(void)
 	       "200 0 recv tid=101 pid=100 sock=7 bytes=10\n"
 	       "500 0 send tid=101 pid=100 sock=7 bytes=20\n"
 	       "900 0 switch prev=101 prev_state=S next=0\n");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 3);
 	CU_ASSERT_EQUAL(part(0)->win, 0);
 	CU_ASSERT_EQUAL(part(0)->cpu_ns, 300);
+	CU_ASSERT_EQUAL(part(1)->win, 0);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(2)->win, 1);
+	CU_ASSERT_EQUAL(part(2)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(2)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(2)->seg_id, part(0)->seg_id);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 600);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(1)->busy_ns, 200);
-	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 0);
 	CU_ASSERT_EQUAL(window(0)->capacity_ns, 600);
 	CU_ASSERT_EQUAL(window(1)->capacity_ns, 200);
 }
@@ -798,7 +999,8 @@ static void test_offset(void)
  *   [300,16500) 102 (no state): lost 12700 in w13, then w13..w16 unsegmented;
  *   w16 claims slot 0 (w0 was kept)
  *   16700: 101's send flushes the w0 part -> dropped, late (cpu 100, rx 10);
- *   its END part (w16, cpu 100, tx 20) is dropped too, in w16
+ *   its END part (w16, cpu 100, tx 20) is dropped too, in w16, and so is
+ *   its tail's part (w16, cpu 100) at the final sweep
  */
 static void test_late_drop(void)
 {
@@ -814,15 +1016,15 @@ static void test_late_drop(void)
 		   "16800 0 switch prev=101 prev_state=S next=0\n",
 		   NULL, 1, 0);
 	CU_ASSERT_EQUAL(cap.nparts, 0);
-	CU_ASSERT_EQUAL(st.failed_emits, 2);
+	CU_ASSERT_EQUAL(st.failed_emits, 3);
 	CU_ASSERT_EQUAL(st.late.dropped_parts, 1);
 	CU_ASSERT_EQUAL(st.late.lost_ns, 100);
 	CU_ASSERT_EQUAL(st.late.unseg_rx, 10);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 200);
 	CU_ASSERT_EQUAL(win(0)->dropped_parts, 0);
 	CU_ASSERT_EQUAL(win(13)->lost_ns, 12700);
-	CU_ASSERT_EQUAL(win(16)->dropped_parts, 1);
-	CU_ASSERT_EQUAL(win(16)->lost_ns, 100);
+	CU_ASSERT_EQUAL(win(16)->dropped_parts, 2);
+	CU_ASSERT_EQUAL(win(16)->lost_ns, 200);
 	CU_ASSERT_EQUAL(win(16)->unseg_tx, 20);
 	/* the identity of w0 falls short by exactly the late drop */
 	CU_ASSERT_NOT_EQUAL(col_replay_capture_check(&cap, NULL, err, sizeof(err)), RM_OK);
@@ -934,7 +1136,10 @@ static void test_follow_replies(void)
 	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 400);
 }
 
-/* The same stream without the option: the worker is seen only from its recv on 50. */
+/*
+ * The same stream without the option: the worker is seen only from its
+ * recv on 50; its tail after the reply on 12 (100) is that answer's.
+ */
 static void test_follow_replies_off(void)
 {
 	const struct rm_part *p;
@@ -942,16 +1147,16 @@ static void test_follow_replies_off(void)
 	size_t i;
 
 	replay(workers_stream);
-	CU_ASSERT_EQUAL(cap.nparts, 3);
+	CU_ASSERT_EQUAL(cap.nparts, 4);
 	for (i = 0; i < cap.nparts; i++) {
 		CU_ASSERT_EQUAL(cap.parts[i].flags & (RM_PF_CONT | RM_PF_ANCHOR), 0);
 		cpu += cap.parts[i].cpu_ns;
 	}
-	/* the reader's two and the answer from back */
-	CU_ASSERT_EQUAL(cpu, 10000 + 10000 + 50000);
+	/* the reader's two and the answer from back, with its tail */
+	CU_ASSERT_EQUAL(cpu, 10000 + 10000 + 50000 + 100);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 3)));
 	CU_ASSERT_EQUAL(p->in.cookie, 50);
-	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 100 + 100 + 100100 + 200000 + 100 + 100 + 100);
+	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 100 + 100 + 100100 + 200000 + 100 + 100);
 }
 
 /*
@@ -1164,8 +1369,10 @@ static void test_follow_replies_handoff_unknown_waker(void)
 /*
  * A client (load generator) with follow-replies: its sockets are never
  * server-side, so it has no chains and no more records than without the
- * option: [100,200) reply 1 on 21, its request on 22 ends it; [200,300)
- * after a send unsegmented; [300,400) reply 2 on 22, then two sends.
+ * option, and the tail rule applies to it as without the option:
+ * [100,200) reply 1 on 21, its request on 22 ends it; [200,300) its tail,
+ * ended by the recv; [300,400) reply 2 on 22, then [400,500) its tail with
+ * a send on 23, ended by the wait: 4 parts, nothing unsegmented.
  */
 static void test_follow_replies_client(void)
 {
@@ -1181,19 +1388,25 @@ static void test_follow_replies_client(void)
 
 	replay(stream);
 	n = cap.nparts;
+	CU_ASSERT_EQUAL(n, 4);
 	follow_replies = 1;
 	replay(stream);
 	CU_ASSERT_EQUAL(cap.nparts, n);
 	for (i = 0; i < cap.nparts; i++)
 		CU_ASSERT_EQUAL(cap.parts[i].flags & (RM_PF_CONT | RM_PF_ANCHOR), 0);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100 + 50 + 50);
+	CU_ASSERT_EQUAL(part(1)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(part(3)->flags, RM_PF_ASSOC);
+	CU_ASSERT_EQUAL(part(3)->cpu_ns, 100);
+	CU_ASSERT_EQUAL(part(3)->out.cookie, 23);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 0);
 }
 
 /*
  * Time the hypervisor stole from the CPU is on nobody's CPU: 30 ns stolen
  * while the thread was in its segment [200,500) leave it 270 ns, and busy
- * leaves them out: [100,200) no state 100, part 270, [500,600) after the
- * send 100 -> busy 470, unsegmented 200. The first reading of the steal
+ * leaves them out: [100,200) no state 100, part 270, [500,600) the tail
+ * 100 -> busy 470, unsegmented 100. The first reading of the steal
  * count (5000 ns since boot) only sets where counting starts.
  */
 static void test_steal(void)
@@ -1205,10 +1418,11 @@ static void test_steal(void)
 	       "250 0 steal ns=5030\n"
 	       "500 0 send tid=101 pid=100 sock=7 bytes=20\n"
 	       "600 0 switch prev=101 prev_state=S next=0\n");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
 	CU_ASSERT_EQUAL(part(0)->cpu_ns, 270);
+	CU_ASSERT_EQUAL(part(1)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 470);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100);
 }
 
 /*
@@ -1220,10 +1434,10 @@ static void test_steal(void)
  * after cpu1 asked for w1.
  *   cpu0: [100,250) 101 without a segment: unsegmented 150 (w0);
  *         [250,1350) 101's segment: parts w0 50 (START, rx 10), w1 1000,
- *         w2 50 (END, tx 20); [1350,2500) unsegmented: w2 950, w3 200
+ *         w2 50 (END, tx 20); [1350,2500) its tail: ASSOC parts w2 950, w3 200
  *   cpu1: first event at 1250 (nothing before it); [1250,1260) unsegmented
  *         10 (w1); [1260,1400) 201's segment: parts w1 40 (START, rx 5), w2
- *         100 (END, tx 6); [1400,2500) unsegmented: w2 900, w3 200
+ *         100 (END, tx 6); [1400,2500) its tail: ASSOC parts w2 900, w3 200
  *   busy: w0 200, w1 1000 + 50 = 1050, w2 1000 + 1000 = 2000, w3 400
  */
 static void test_window_cache(void)
@@ -1243,7 +1457,15 @@ static void test_window_cache(void)
 	       "1400 1 send tid=201 pid=200 sock=8 bytes=6\n"
 	       "2500 0 switch prev=101 prev_state=S next=0\n"
 	       "2500 1 switch prev=201 prev_state=S next=0\n");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 5);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 9);
+	/* the tails' parts: w2 as each tail crosses into w3, w3 at the final sweep */
+	for (i = 5; i < 9; i++) {
+		const struct rm_part *t = part(i);
+
+		CU_ASSERT_EQUAL(t->flags, RM_PF_ASSOC);
+		CU_ASSERT_EQUAL(t->cpu_ns, t->win == 3 ? 200 : t->tid == 101 ? 950 : 900);
+		CU_ASSERT(t->win == (i < 7 ? 2U : 3U));
+	}
 	for (i = 0; i < 5; i++) {
 		CU_ASSERT_EQUAL(part(i)->tid, tid[i]);
 		CU_ASSERT_EQUAL(part(i)->win, pwin[i]);
@@ -1257,9 +1479,9 @@ static void test_window_cache(void)
 	CU_ASSERT_EQUAL(win(1)->busy_ns, 1050);
 	CU_ASSERT_EQUAL(win(1)->unseg_cpu_ns, 10);
 	CU_ASSERT_EQUAL(win(2)->busy_ns, 2000);
-	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 950 + 900);
+	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 0);
 	CU_ASSERT_EQUAL(win(3)->busy_ns, 400);
-	CU_ASSERT_EQUAL(win(3)->unseg_cpu_ns, 400);
+	CU_ASSERT_EQUAL(win(3)->unseg_cpu_ns, 0);
 }
 
 static CU_TestInfo cases[] = {
@@ -1281,6 +1503,9 @@ static CU_TestInfo cases[] = {
 	{ "emit failure every 2nd part", test_emit_failure },
 	{ "emit failure across split windows", test_emit_failure_split },
 	{ "event loop", test_event_loop },
+	{ "the request's tail: preempted, disk wait, first wait, next recv, window edge", test_tail },
+	{ "the request's tail ends at a hand-off", test_tail_handoff },
+	{ "the request's head: from the wake-up to the recv, unless it did something else", test_head },
 	{ "window offset", test_offset },
 	{ "late drop of a part older than the slot ring", test_late_drop },
 	{ "follow-replies: a pool worker taking queued requests without a wake-up", test_follow_replies },

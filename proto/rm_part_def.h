@@ -22,7 +22,8 @@
 /* Part flags (SegmentPart.flags). */
 #define RM_PF_START 0x1     /* first part of this segment on this thread */
 #define RM_PF_END 0x2       /* the segment was closed by a send (out tuple valid) */
-#define RM_PF_ASSOC 0x4     /* I/O done after the send, still associated */
+#define RM_PF_ASSOC 0x4     /* work done after the send, still associated: I/O, and the CPU of the
+			       request's tail (segmenter.h) */
 #define RM_PF_EXIT 0x8      /* the thread exited */
 #define RM_PF_INHERIT 0x10  /* thread inherited the segment at fork/clone */
 #define RM_PF_RECV 0x20     /* closed by a recv on another socket */

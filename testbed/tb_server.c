@@ -4,9 +4,13 @@
  * a requested, known amount of CPU per request and answers with a requested
  * number of bytes, and that keeps the ground truth of what each CE consumed
  * (tb_truth.h), written to --truth every second and on SIGTERM/SIGINT.
- * Ground truth per request: the serving thread's CLOCK_THREAD_CPUTIME_ID
- * from right after the recv that completed the request line to right after
- * the reply's first send returned.
+ * Ground truth per request: what the request costs the server, the serving
+ * thread's CLOCK_THREAD_CPUTIME_ID from right before the recv that completed
+ * the request line (waiting for it and reading it) to right before the
+ * thread's recv of the next one (or the end of the connection): the handler
+ * up to the reply's first send, and the request's tail - the rest of the
+ * reply and the way back to the next recv. In the event loop the tail ends
+ * at the recv of the next request of any connection.
  *
  * With --event-loop, the main thread alone serves every connection (one
  * poll loop, like redis): a CE's slow request delays everyone queued behind
@@ -45,6 +49,13 @@
 #define TB_MAX_CES 1024
 
 struct tb_srv;
+
+/* The request a thread answered last, whose tail its CPU still is. */
+struct tb_tail {
+	char ce[TB_CE_MAX];
+	uint64_t from; /* thread CPU time where the tail began */
+	int open;
+};
 
 struct tb_conn {
 	struct tb_srv *srv;
@@ -116,11 +127,23 @@ static int tb_send_err(struct tb_srv *s, int fd, const char *reason)
 	return tb_send_all(fd, msg, (size_t)n);
 }
 
+/* The thread's CPU up to thread CPU time now was the answered request's tail: add it to its CE. */
+static void tb_tail_close(struct tb_srv *s, struct tb_tail *tl, uint64_t now)
+{
+	if (!tl->open)
+		return;
+	tl->open = 0;
+	if (now > tl->from && tb_truth_add(&s->truth, tl->ce, 0, now - tl->from, 0, 0) != RM_OK)
+		rm_log_warn("failed to record a request of '%s'", tl->ce);
+}
+
 /*
  * Serves one complete request line (without '\n') whose measurement started
- * at thread CPU time t0. Returns 0 to keep the connection, -1 to drop it.
+ * at thread CPU time t0; the thread's CPU from the reply's first send on is
+ * the request's tail, opened in *tl (closed by the caller). Returns 0 to
+ * keep the connection, -1 to drop it.
  */
-static int tb_serve_line(struct tb_srv *s, int fd, const char *line, size_t len, uint64_t t0)
+static int tb_serve_line(struct tb_srv *s, int fd, const char *line, size_t len, uint64_t t0, struct tb_tail *tl)
 {
 	volatile uint64_t sink;
 	struct tb_req req;
@@ -137,14 +160,17 @@ static int tb_serve_line(struct tb_srv *s, int fd, const char *line, size_t len,
 		return tb_send_err(s, fd, "internal error");
 	sink = tb_burn_cpu(req.cpu_us);
 	(void)sink;
-	/* The span ends when the reply's first send returns: sending the reply
-	 * is part of serving the request (on loopback it includes the kernel's
-	 * delivery to the client), and later sends are I/O only. */
+	/* The handler's span ends when the reply's first send returns (on
+	 * loopback it includes the kernel's delivery to the client); the rest
+	 * of the reply and the way back to the next recv are the tail. */
 	t1 = tb_thread_cpu_ns();
 	rv = tb_send_reply(fd, req.resp_bytes, &tx, &t1);
 	/* Served either way: the CPU was spent on behalf of req.ce. */
 	if (tb_truth_add(&s->truth, req.ce, 1, t1 - t0, len + 1, tx) != RM_OK)
 		rm_log_warn("failed to record a request of '%s'", req.ce);
+	memcpy(tl->ce, req.ce, sizeof(tl->ce));
+	tl->from = t1;
+	tl->open = 1;
 	return rv == RM_OK ? 0 : -1;
 }
 
@@ -155,7 +181,8 @@ static void *tb_conn_main(void *arg)
 	char buf[TB_LINE_MAX];
 	size_t have = 0;
 	int discarding = 0, t0_valid = 0;
-	uint64_t t0 = 0, one = 1;
+	uint64_t t0 = 0, tpre, one = 1;
+	struct tb_tail tl = { .open = 0 };
 
 	for (;;) {
 		char *nl = memchr(buf, '\n', have);
@@ -172,6 +199,7 @@ static void *tb_conn_main(void *arg)
 				discarding = 1;
 				have = 0;
 			}
+			tpre = tb_thread_cpu_ns();
 			n = recv(c->fd, buf + have, sizeof(buf) - have, 0);
 			if (n == 0)
 				break; /* peer closed, possibly mid-request */
@@ -180,24 +208,30 @@ static void *tb_conn_main(void *arg)
 					continue;
 				break;
 			}
-			/* Right after the recv; the last one before a complete line counts. */
-			t0 = tb_thread_cpu_ns();
+			/* From right before the recv (the wait for the request and
+			 * reading it are its cost); the last one before a complete
+			 * line counts. */
+			t0 = tpre;
+			tb_tail_close(s, &tl, t0);
 			t0_valid = 1;
 			have += (size_t)n;
 			continue;
 		}
 		len = (size_t)(nl - buf);
-		if (!t0_valid) /* a pipelined line already in the buffer */
+		if (!t0_valid) { /* a pipelined line already in the buffer */
 			t0 = tb_thread_cpu_ns();
+			tb_tail_close(s, &tl, t0);
+		}
 		if (discarding) {
 			discarding = 0;
-		} else if (tb_serve_line(s, c->fd, buf, len, t0) != 0) {
+		} else if (tb_serve_line(s, c->fd, buf, len, t0, &tl) != 0) {
 			break;
 		}
 		t0_valid = 0;
 		have -= len + 1;
 		memmove(buf, nl + 1, have);
 	}
+	tb_tail_close(s, &tl, tb_thread_cpu_ns()); /* the connection's end is its last request's */
 	pthread_mutex_lock(&s->lock);
 	c->done = 1;
 	pthread_mutex_unlock(&s->lock);
@@ -359,6 +393,7 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 	size_t max = s->nconns, n = 0, i;
 	struct tb_lconn *c = calloc(max, sizeof(*c));
 	struct pollfd *pfd = calloc(max + 2, sizeof(*pfd));
+	struct tb_tail tl = { .open = 0 };
 	int rv = RM_OK;
 
 	if (!c || !pfd) {
@@ -415,6 +450,7 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 				l->discarding = 1;
 				l->have = 0;
 			}
+			t0 = tb_thread_cpu_ns(); /* from right before the recv that reads it */
 			r = drop ? 0 : recv(l->fd, l->buf + l->have, sizeof(l->buf) - l->have, MSG_DONTWAIT);
 			if (r < 0 && (errno == EAGAIN || errno == EINTR))
 				continue;
@@ -423,18 +459,20 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 				l->fd = -1;
 				continue;
 			}
-			t0 = tb_thread_cpu_ns();
+			tb_tail_close(s, &tl, t0);
 			l->have += (size_t)r;
 			while ((nl = memchr(l->buf, '\n', l->have))) {
 				size_t len = (size_t)(nl - l->buf);
 
 				if (l->discarding)
 					l->discarding = 0;
-				else if (tb_serve_line(s, l->fd, l->buf, len, t0) != 0)
+				else if (tb_serve_line(s, l->fd, l->buf, len, t0, &tl) != 0)
 					drop = 1;
 				l->have -= len + 1;
 				memmove(l->buf, nl + 1, l->have);
 				t0 = tb_thread_cpu_ns();
+				if (memchr(l->buf, '\n', l->have))
+					tb_tail_close(s, &tl, t0); /* a pipelined line: its request begins */
 				if (drop)
 					break;
 			}
@@ -460,6 +498,7 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 			}
 		}
 	}
+	tb_tail_close(s, &tl, tb_thread_cpu_ns());
 	for (i = 0; i < n; i++)
 		close(c[i].fd);
 	free(c);

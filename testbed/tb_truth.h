@@ -1,10 +1,10 @@
 /*
  * tb_truth.h - the testbed server's ground truth per CE.
  *
- * For each CE the server counts requests, the serving thread's CPU time
- * (CLOCK_THREAD_CPUTIME_ID, from right after the recv that completed the
- * request line to right before the first send of the reply) and the request
- * and reply bytes. The table is written as CSV
+ * For each CE the server counts requests, the serving threads' CPU time
+ * spent on them (CLOCK_THREAD_CPUTIME_ID; each server says which span of a
+ * thread's time it adds) and the request and reply bytes. The table is
+ * written as CSV
  *
  *   ce,requests,cpu_ns,rx_bytes,tx_bytes
  *

@@ -38,7 +38,10 @@ static char dir[256], conf[300], db[300], url[300];
 /*
  * Writes a recorded stream: NREQ requests, round-robin over 3 CEs (one
  * server thread and one client address each), every 20 ms over 60 s; each
- * request is a recv, d ns of CPU, a send. Fills the exact expectation.
+ * request is a recv, d ns of CPU, a send. Fills the exact expectation: a
+ * request is charged its 1 ns tail (send to wait) and, but for a thread's
+ * first, its 1 ns head (wake-up to recv); the time before a thread's first
+ * recv is unsegmented.
  */
 static void write_stream(const char *path, uint32_t base_tid, struct expect *ex)
 {
@@ -61,10 +64,10 @@ static void write_stream(const char *path, uint32_t base_tid, struct expect *ex)
 		fprintf(f, "%llu 0 send tid=%u pid=%u sock=%d fam=4 laddr=127.0.0.1:7000 raddr=127.0.0.%d:4000%d bytes=512\n",
 			(unsigned long long)(t + 1 + d), tid, base_tid, 10 + c, 2 + c, c);
 		fprintf(f, "%llu 0 switch prev=%u prev_state=S next=0\n", (unsigned long long)(t + 2 + d), tid);
-		ex->cpu[c] += d;
+		ex->cpu[c] += d + 1 + (k >= NCE);
 		ex->rx[c] += 64;
 		ex->tx[c] += 512;
-		ex->unseg_cpu += 2;
+		ex->unseg_cpu += k < NCE;
 		t += 20000000;
 	}
 	CU_ASSERT_EQUAL(fclose(f), 0);
@@ -262,10 +265,10 @@ static void write_pool_streams(const char *up, const char *down, struct expect *
 		fprintf(fu, "%llu 0 send tid=%u pid=700 sock=50 fam=4 laddr=10.0.0.1:50000 raddr=10.0.0.2:5432 bytes=%llu seq=%llu\n",
 			(unsigned long long)(t + 1 + e), tid, (unsigned long long)len, (unsigned long long)seq);
 		fprintf(fu, "%llu 0 switch prev=%u prev_state=S next=0\n", (unsigned long long)(t + 2 + e), tid);
-		exu->cpu[c] += e;
+		exu->cpu[c] += e + 1 + (k >= NCE); /* its tail and head, as in write_stream */
 		exu->rx[c] += 64;
 		exu->tx[c] += len;
-		exu->unseg_cpu += 2;
+		exu->unseg_cpu += k < NCE;
 
 		fprintf(fd, "%llu 0 switch prev=0 prev_state=S next=800 next_pid=800\n", (unsigned long long)(t + 5000000));
 		fprintf(fd, "%llu 0 recv tid=800 pid=800 comm=down sock=60 fam=4 laddr=10.0.0.2:5432 raddr=10.0.0.1:50000 bytes=%llu seq=%llu\n",
@@ -273,10 +276,10 @@ static void write_pool_streams(const char *up, const char *down, struct expect *
 		fprintf(fd, "%llu 0 send tid=800 pid=800 sock=60 fam=4 laddr=10.0.0.2:5432 raddr=10.0.0.1:50000 bytes=100 seq=%llu\n",
 			(unsigned long long)(t + 5000001 + d), (unsigned long long)rseq);
 		fprintf(fd, "%llu 0 switch prev=800 prev_state=S next=0\n", (unsigned long long)(t + 5000002 + d));
-		exd->cpu[c] += d;
+		exd->cpu[c] += d + 1 + (k >= 1); /* one thread: a head from the second request on */
 		exd->rx[c] += len;
 		exd->tx[c] += 100;
-		exd->unseg_cpu += 2;
+		exd->unseg_cpu += k < 1;
 		seq += len;
 		rseq += 100;
 		t += 10000000;
@@ -335,7 +338,10 @@ static void test_pending_parts_survive_restart(void)
 	col = start_collector("down", down, spd, "50");
 	CU_ASSERT_EQUAL(rm_test_wait(col, 60000), 0);
 	held_parts(&held, &unresolved);
-	CU_ASSERT_EQUAL(unresolved, NPOOL);
+	/* per request its segment's part and its tail's */
+	CU_ASSERT_EQUAL(unresolved, 2 * NPOOL);
+	if (unresolved != 2 * NPOOL)
+		fprintf(stderr, "unresolved %llu, expected %d\n", (unsigned long long)unresolved, 2 * NPOOL);
 	CU_ASSERT_EQUAL(stored("down", "c1", ST_R_CPU), 0);
 	/* the aggregator dies holding them */
 	kill(agg, SIGKILL);
