@@ -23,7 +23,7 @@ struct agg_parse {
 	int line;
 	int errors;
 	struct agg_config *c;
-	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_THROTTLE, SEC_METRICS, SEC_UNKNOWN } sec;
+	enum { SEC_NONE, SEC_AGG, SEC_CE, SEC_EST, SEC_THROTTLE, SEC_METRICS, SEC_RETENTION, SEC_UNKNOWN } sec;
 };
 
 static void agg_perr(struct agg_parse *p, const char *fmt, const char *a, const char *b)
@@ -157,6 +157,10 @@ static int agg_section(struct agg_parse *p, char *hdr)
 	if (strcmp(hdr, "throttle") == 0) {
 		p->sec = SEC_THROTTLE;
 		p->c->throttle.enabled = 1;
+		return RM_OK;
+	}
+	if (strcmp(hdr, "retention") == 0) {
+		p->sec = SEC_RETENTION;
 		return RM_OK;
 	}
 	if (strncmp(hdr, "ce", 2) == 0 && isspace((unsigned char)hdr[2])) {
@@ -424,6 +428,33 @@ int agg_config_find_ce(const struct agg_config *c, const char *name)
 	return -1;
 }
 
+/* A key of [retention]: a series ("1s", "1m", "1h", "1d") = how long it is
+ * kept (a duration of at least a minute, e.g. 36h, 30d) or "forever". */
+static void agg_kv_retention(struct agg_parse *p, const char *key, const char *val)
+{
+	static const char *const series[] = { "1s", "1m", "1h", "1d" };
+	uint64_t ns;
+	size_t i;
+
+	for (i = 0; i < sizeof(series) / sizeof(series[0]); i++)
+		if (strcmp(key, series[i]) == 0)
+			break;
+	if (i == sizeof(series) / sizeof(series[0])) {
+		agg_perr(p, "unknown key '%s' in [retention] (1s, 1m, 1h, 1d)%s", key, NULL);
+		return;
+	}
+	if (strcmp(val, "forever") == 0) {
+		p->c->retention_ns[i] = 0;
+		return;
+	}
+	if (rm_dur_parse(val, 0, &ns, NULL) || ns < 60000000000ULL || ns > (uint64_t)INT64_MAX) {
+		agg_perr(p, "invalid retention '%s' for '%s' (e.g. 2d, 36h, forever; at least 1m)", val,
+			 key);
+		return;
+	}
+	p->c->retention_ns[i] = (int64_t)ns;
+}
+
 static int agg_kv(struct agg_parse *p, char *key, char *val)
 {
 	struct agg_rule *r = p->c->nrules ? &p->c->rules[p->c->nrules - 1] : NULL;
@@ -487,6 +518,10 @@ static int agg_kv(struct agg_parse *p, char *key, char *val)
 		}
 		free(p->c->metrics_listen);
 		return (p->c->metrics_listen = strdup(val)) ? RM_OK : RM_ENOMEM;
+	}
+	if (p->sec == SEC_RETENTION) {
+		agg_kv_retention(p, key, val);
+		return RM_OK;
 	}
 	/* SEC_CE */
 	if (strcmp(key, "client") == 0) {
@@ -582,6 +617,8 @@ int agg_config_parse(const char *text, size_t len, const char *name, struct agg_
 	if (!(p.c = calloc(1, sizeof(*p.c))))
 		return RM_ENOMEM;
 	p.c->horizon_ns = AGG_CONFIG_HORIZON_DEFAULT_NS;
+	for (size_t i = 0; i < sizeof(p.c->retention_ns) / sizeof(p.c->retention_ns[0]); i++)
+		p.c->retention_ns[i] = -1;
 	p.c->max_held = AGG_CONFIG_MAX_HELD_DEFAULT;
 	p.c->throttle.threshold_permille = 850;
 	p.c->throttle.alpha = 0.7;

@@ -35,7 +35,7 @@
  *   [metrics]                          ; Prometheus /metrics over HTTP; absent = off
  *   listen = 127.0.0.1:9467            ; HOST:PORT or http://HOST:PORT (docs/metrics.md)
  *
- *   [throttle]                         ; throttling (issue 6); absent = off
+ *   [throttle]                         ; throttling; absent = off
  *   cap = c2 db1 30%                   ; CE, server, cap (share of the server's
  *                                      ; CPU capacity, % or 0..1); repeatable
  *   overload = on                      ; the EWMA overload rule (default off)
@@ -151,6 +151,8 @@ struct agg_config {
 	size_t nlisten;
 	char *db;                      /* NULL if not given */
 	uint64_t horizon_ns;           /* pairing horizon (default AGG_CONFIG_HORIZON_DEFAULT_NS) */
+	int64_t retention_ns[4];       /* [retention] 1s, 1m, 1h, 1d: -1 not given (storage's
+					* default), 0 for ever, else ns */
 	size_t max_held;               /* parts held at most (default AGG_CONFIG_MAX_HELD_DEFAULT) */
 	struct agg_rule *rules;
 	size_t nrules;

@@ -129,6 +129,10 @@ static void test_malformed(void)
 		{ "[aggregator]\nhorizon = -1s\n", "invalid horizon '-1s'" },
 		{ "[aggregator]\nhorizon = 99999999999999999999s\n", "invalid horizon" },
 		{ "[aggregator]\nmax_held = 0\n", "bad.ini:2: invalid max_held '0'" },
+		{ "[retention]\n1w = 2d\n", "bad.ini:2: unknown key '1w' in [retention]" },
+		{ "[retention]\n1s = 30s\n", "invalid retention '30s' for '1s'" },
+		{ "[retention]\n1m = 0d\n", "invalid retention '0d' for '1m'" },
+		{ "[retention]\n1h = always\n", "invalid retention 'always' for '1h'" },
 		{ "[aggregator]\nmax_held = 67108865\n", "invalid max_held '67108865'" },
 		{ "[throttle]\ncap = c2 db1\n", "bad.ini:2: invalid cap 'c2'" },
 		{ "[throttle]\ncap = c2 db1 130%\n", "invalid cap 'c2'" },
@@ -338,6 +342,19 @@ static void test_load_missing(void)
 	CU_ASSERT_PTR_NULL(c);
 }
 
+static void test_retention(void)
+{
+	static const char text[] = "[retention]\n1s = 36h\n1m = 10d\n1d = forever\n";
+	struct agg_config *c = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(text, strlen(text), "r.ini", &c), RM_OK);
+	CU_ASSERT_EQUAL(c->retention_ns[0], 36 * 3600 * 1000000000LL);
+	CU_ASSERT_EQUAL(c->retention_ns[1], 10 * 86400 * 1000000000LL);
+	CU_ASSERT_EQUAL(c->retention_ns[2], -1); /* not given: storage's default */
+	CU_ASSERT_EQUAL(c->retention_ns[3], 0);
+	agg_config_free(c);
+}
+
 /* agg_config_match_socket: a part's socket from either end, rules in order;
  * a rule without clients names any address of both families; a Xen-only
  * rule names no socket. */
@@ -384,6 +401,7 @@ static void test_match_socket(void)
 }
 
 static CU_TestInfo cases[] = {
+	{ "[retention]: days, durations, forever, defaults", test_retention },
 	{ "sockets from either end against the rules", test_match_socket },
 	{ "parses a good file and matches rules in order", test_good },
 	{ "refuses malformed files with file:line messages", test_malformed },

@@ -23,6 +23,7 @@
 #include "rm_clock.h"
 #include "rm_err.h"
 #include "st.h"
+#include "st_rollup.h"
 #include "banned.h"
 
 static volatile sig_atomic_t agg_stop;
@@ -38,6 +39,8 @@ struct agg_main {
 	struct agg_est_run *est;       /* NULL: no [estimate] section */
 	struct agg_throttle *thr;
 	struct agg_metrics *metrics;   /* NULL: no [metrics] listen */
+	st_db *db;
+	const struct agg_config *cfg;
 };
 
 static int64_t agg_now_unix(void)
@@ -85,6 +88,24 @@ static int agg_commands_for(void *arg, const char *node, Rametr__ThrottleCommand
 	return agg_throttle_commands_for(m->thr, node, agg_now_unix(), cmds, n);
 }
 
+/* The settled horizon is the end of the latest stored window less the
+ * pairing horizon; the windows before it are rolled up (st_rollup.h). */
+static void agg_rollup_tick(struct agg_main *m)
+{
+	struct st_retention r;
+	int64_t end, h = (int64_t)m->cfg->horizon_ns;
+	size_t i;
+
+	st_retention_default(&r);
+	for (i = 0; i < ST_SERIES_COUNT; i++)
+		if (m->cfg->retention_ns[i] >= 0)
+			r.keep_ns[i] = m->cfg->retention_ns[i];
+	if (st_latest_end(m->db, &end) != RM_OK || end < INT64_MIN + h)
+		return;
+	if (st_horizon_set(m->db, end - h) == RM_OK)
+		st_rollup(m->db, &r, NULL);
+}
+
 static void agg_on_tick(void *arg)
 {
 	struct agg_main *m = arg;
@@ -103,6 +124,7 @@ static void agg_on_tick(void *arg)
 		agg_metrics_set_health(m->metrics, &h);
 		agg_metrics_settle(m->metrics, (int64_t)rm_clock_mono_ns(), 0);
 	}
+	agg_rollup_tick(m);
 }
 
 static void agg_usage(FILE *f)
@@ -234,6 +256,8 @@ int main(int argc, char **argv)
 		m.est = est;
 		m.thr = thr;
 		m.metrics = metrics;
+		m.db = db;
+		m.cfg = cfg;
 
 		rv = agg_server_open(&srv, listen, nlisten, &h, 1000);
 	}

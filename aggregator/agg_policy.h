@@ -1,5 +1,5 @@
 /*
- * agg_policy.h - throttling policies (issue 6; seed 000 §6.4 / §7.3.1.2,
+ * agg_policy.h - throttling policies (seed 000 §6.4 / §7.3.1.2,
  * seed 002 §IV.C): per window of a server, from the per-CE CPU usage of
  * that window (from a pluggable source: Rametr's accounting, or an
  * estimator such as LR), decides which CEs to cap and at what share. Pure

@@ -1,5 +1,5 @@
 /*
- * agg_throttle.h - the aggregator's throttle controller (issue 6): closes
+ * agg_throttle.h - the aggregator's throttle controller: closes
  * the loop from attribution to enforcement.
  *
  * Every tick it

@@ -8,7 +8,7 @@
  * zero values left out, acked_commands packed): the aggregator decodes them
  * with rm_wire_decode() like any other peer's. col_enc_test checks the
  * identity on random batches. Reason: protobuf-c's generic pack, the per-part
- * structures and rm_wire_check() cost the collector most of its CPU (issue 5).
+ * structures and rm_wire_check() cost the collector most of its CPU.
  *
  * Instead of rm_wire_check() on the result, the encoder checks the rules an
  * rm_part can break (the rest hold by construction: comm is sanitised,

@@ -1,5 +1,5 @@
 /*
- * col_tc.h - admission throttling at the collector (issue 6, mechanism b)
+ * col_tc.h - admission throttling at the collector (mechanism b)
  * for servers where one thread serves every CE (event loops), where moving
  * the thread into a quota group (col_throttle.h) would stall every CE queued
  * behind it. tc_police.bpf.c on the clsact hook of one interface polices a

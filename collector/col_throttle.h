@@ -1,6 +1,6 @@
 /*
- * col_throttle.h - per-thread CPU throttling at the collector (issue 6,
- * mechanism a): while a thread of a shared service works on a request of a
+ * col_throttle.h - per-thread CPU throttling at the collector
+ * (mechanism a): while a thread of a shared service works on a request of a
  * throttled CE, it runs in a cgroup v1 `cpu` group whose CFS quota is the
  * CE's cap; other threads (other CEs' requests) are not touched.
  *
@@ -12,7 +12,7 @@
  * and back into the cgroup it came from (read from /proc/<pid>/task/<tid>/
  * cgroup at ENTER). Moving back lazily (at the next other CE's request rather
  * than at every send) halves the moves; a move costs 5 us .. 16 ms here
- * (../shared/KERNEL.md).
+ * (docs/kernel.md).
  *
  * Cap: cap_permille of the node's CPU capacity (ncpu CPUs): quota =
  * cap_permille * ncpu * period / 1000 (at least 1000 us), period 100 ms.

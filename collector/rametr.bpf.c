@@ -3,7 +3,7 @@
  * rametr.bpf.c - the eBPF backend's kernel side.
  *
  * Hooks only what loads on a locked-down kernel and costs nothing on
- * unrelated syscalls (../shared/KERNEL.md): tp_btf sock_send_length /
+ * unrelated syscalls (docs/kernel.md): tp_btf sock_send_length /
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
  * sched_switch (on-CPU time, and run-queue wait from the scheduler's own
  * sched_info: no wake-up hooks),
@@ -174,7 +174,7 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 /*
  * sk as a TCP socket, or NULL. The checks of bpf_skc_to_tcp_sock (the
  * tracepoints see full sockets only), then a read-only cast: ~1 ns instead of
- * a ~17 ns helper call (../shared/KERNEL.md); loads through it are
+ * a ~17 ns helper call (docs/kernel.md); loads through it are
  * fault-safe.
  */
 RM_INLINE struct tcp_sock *rm_tcp_sock(struct sock *sk)

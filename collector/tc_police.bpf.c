@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * tc_police.bpf.c - admission throttling (issue 6, mechanism b): a tc
+ * tc_police.bpf.c - admission throttling (mechanism b): a tc
  * clsact ingress program that polices the inbound TCP payload of throttled
  * CEs with a token bucket per CE (slot), so that an event-loop server (one
  * thread for everyone) receives a throttled CE's requests no faster than its

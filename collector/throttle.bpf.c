@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * throttle.bpf.c - the kernel side of per-thread CPU throttling (issue 6,
- * mechanism a): tells user space when a thread starts serving a request of a
+ * throttle.bpf.c - the kernel side of per-thread CPU throttling
+ * (mechanism a): tells user space when a thread starts serving a request of a
  * throttled CE and when it turns to another CE's request, so that user space
  * can move exactly that thread into the CE's quota cgroup and back.
  *

@@ -13,8 +13,6 @@
 #include "rm_rec.h"
 #include "banned.h"
 
-#define CTL_MAXCOL 8
-#define CTL_CELL 96
 
 int ctl_fmt_parse(const char *s, enum ctl_fmt *out)
 {
@@ -77,16 +75,7 @@ int64_t ctl_row_amount(const struct st_row *row)
 
 /* ---- aligned tables ---- */
 
-struct ctl_table {
-	size_t ncol;
-	const char *head[CTL_MAXCOL];
-	int right[CTL_MAXCOL];
-	char (*cells)[CTL_MAXCOL][CTL_CELL];
-	size_t n, cap;
-};
-
-/* Appends a row; returns its cells (zeroed) or NULL when out of memory. */
-static char (*ctl_table_row(struct ctl_table *t))[CTL_CELL]
+char (*ctl_table_row(struct ctl_table *t))[CTL_CELL]
 {
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
@@ -119,7 +108,7 @@ static void ctl_table_line(FILE *f, const struct ctl_table *t, const size_t *w,
 	fputc('\n', f);
 }
 
-static void ctl_table_print(FILE *f, const struct ctl_table *t)
+void ctl_table_print(FILE *f, const struct ctl_table *t)
 {
 	size_t w[CTL_MAXCOL] = { 0 }, r, c;
 	const char *cells[CTL_MAXCOL];
@@ -140,7 +129,7 @@ static void ctl_table_print(FILE *f, const struct ctl_table *t)
 
 /* ---- JSON and CSV records ---- */
 
-static void ctl_record(FILE *f, enum ctl_fmt fmt, const struct rm_field *fl, size_t nf, int first)
+void ctl_record(FILE *f, enum ctl_fmt fmt, const struct rm_field *fl, size_t nf, int first)
 {
 	if (fmt == CTL_FMT_JSON) {
 		fputs(first ? "\n  " : ",\n  ", f);
@@ -202,7 +191,7 @@ static int ctl_records(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, siz
 	return RM_OK;
 }
 
-static int ctl_flush(FILE *f)
+int ctl_flush(FILE *f)
 {
 	if (fflush(f) != 0 || ferror(f))
 		return RM_EIO;

@@ -9,9 +9,35 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "rm_rec.h"
 #include "st.h"
 
 enum ctl_fmt { CTL_FMT_TABLE, CTL_FMT_JSON, CTL_FMT_CSV };
+
+/* An aligned table: set ncol, head[] and right[] (right-aligned columns),
+ * add rows with ctl_table_row, print, then free(cells). */
+#define CTL_MAXCOL 8
+#define CTL_CELL 96
+struct ctl_table {
+	size_t ncol;
+	const char *head[CTL_MAXCOL];
+	int right[CTL_MAXCOL];
+	char (*cells)[CTL_MAXCOL][CTL_CELL];
+	size_t n, cap;
+};
+
+/* Appends a row; returns its cells (zeroed) or NULL when out of memory. */
+char (*ctl_table_row(struct ctl_table *t))[CTL_CELL];
+
+/* Prints the header and the rows, columns padded to their widest cell. */
+void ctl_table_print(FILE *f, const struct ctl_table *t);
+
+/* Prints one record: a JSON object (after "[" and with a leading ",\n"
+ * unless first) or a CSV line (values only; print the header yourself). */
+void ctl_record(FILE *f, enum ctl_fmt fmt, const struct rm_field *fl, size_t nf, int first);
+
+/* fflush + ferror: RM_OK or RM_EIO. */
+int ctl_flush(FILE *f);
 
 /* "table", "json", "csv" -> *out: RM_OK or RM_EINVAL (logs nothing). */
 int ctl_fmt_parse(const char *s, enum ctl_fmt *out);

@@ -14,6 +14,7 @@
 #include "rm_err.h"
 #include "rm_test.h"
 #include "st.h"
+#include "st_rollup.h"
 #include "banned.h"
 
 #define SEC 1000000000LL
@@ -134,6 +135,11 @@ static void expect_secs(char *buf, size_t len, double ns)
 	snprintf(buf, len, "%.3f s", ns / 1e9);
 }
 
+static void expect_hours(char *buf, size_t len, double ns)
+{
+	snprintf(buf, len, "%.2f core-h", ns / 3.6e12);
+}
+
 static void expect_share(char *buf, size_t len, double v, double total)
 {
 	snprintf(buf, len, "%.2f%%", 100.0 * v / total);
@@ -189,19 +195,19 @@ static void test_usage_table(void)
 	CU_ASSERT_EQUAL(count_lines(out), 8);
 
 	CU_ASSERT_FATAL(find_line("s1", "web", "cpu", line, sizeof(line)));
-	expect_secs(v, sizeof(v), (double)web);
+	expect_hours(v, sizeof(v), (double)web);
 	expect_share(s, sizeof(s), (double)web, (double)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, s));
 
 	CU_ASSERT_FATAL(find_line("s1", ST_CE_UNACCOUNTABLE, "cpu", line, sizeof(line)));
-	expect_secs(v, sizeof(v), (double)vrow);
+	expect_hours(v, sizeof(v), (double)vrow);
 	expect_share(s, sizeof(s), (double)vrow, (double)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, s));
 
 	CU_ASSERT_FATAL(find_line("s1", "web", "net_rx", line, sizeof(line)));
-	snprintf(v, sizeof(v), "%llu B", S1_RX_WEB);
+	snprintf(v, sizeof(v), "%.2f KiB", S1_RX_WEB / 1024.0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
 	CU_ASSERT_FATAL(find_line("s1", ST_CE_UNACCOUNTABLE, "net_rx", line, sizeof(line)));
 	snprintf(v, sizeof(v), " %llu B", S1_RX_TOT - S1_RX_WEB);
@@ -243,10 +249,10 @@ static void test_usage_json_csv(void)
 {
 	char args[700], expect[512];
 	uint64_t s1_cpu_tot = S1_TOT_0 + S1_TOT_1, web = S1_WEB_0 + S1_WEB_1;
-	const char *p;
+	const char *p, *until = "2024-01-01T00:00:00Z";
 	int objs = 0;
 
-	snprintf(args, sizeof(args), "usage --db '%s' -o json", fixture());
+	snprintf(args, sizeof(args), "usage --db '%s' -o json --until %s", fixture(), until);
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
 	CU_ASSERT_EQUAL(out[0], '[');
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n]\n"));
@@ -254,32 +260,41 @@ static void test_usage_json_csv(void)
 		objs++;
 	CU_ASSERT_EQUAL(objs, 7);
 	snprintf(expect, sizeof(expect),
-		 "{\"server\": \"s1\", \"ce\": \"web\", \"resource\": \"cpu\", \"value\": %llu, "
-		 "\"total\": %llu, \"unit\": \"ns\"}",
+		 "\"period_end\": \"%s\", \"server\": \"s1\", \"ce\": \"web\", \"resource\": \"cpu\", "
+		 "\"value\": %llu, \"total\": %llu, \"unit\": \"ns\"}", until,
 		 (unsigned long long)web, (unsigned long long)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
 	snprintf(expect, sizeof(expect),
-		 "{\"server\": \"s1\", \"ce\": \"%s\", \"resource\": \"net_rx\", \"value\": %llu, "
+		 "{\"period_start\": \"1970-01-01T00:00:00Z\", \"period_end\": \"%s\", \"server\": \"s1\", "
+		 "\"ce\": \"%s\", \"resource\": \"net_rx\", \"value\": %llu, "
 		 "\"total\": %llu, \"unit\": \"bytes\"}",
-		 ST_CE_UNACCOUNTABLE, S1_RX_TOT - S1_RX_WEB, S1_RX_TOT);
+		 until, ST_CE_UNACCOUNTABLE, S1_RX_TOT - S1_RX_WEB, S1_RX_TOT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
 	CU_ASSERT_PTR_NULL(strstr(out, "window_start"));
 
 	snprintf(args, sizeof(args), "usage --db '%s' -o csv", fixture());
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
-	CU_ASSERT_EQUAL(strncmp(out, "server,ce,resource,value,total,unit\n", 36), 0);
+	CU_ASSERT_EQUAL(strncmp(out, "period_start,period_end,server,ce,resource,value,total,unit\n", 59), 0);
 	CU_ASSERT_EQUAL(count_lines(out), 8);
-	snprintf(expect, sizeof(expect), "\ns1,%s,cpu,%llu,%llu,ns\n", ST_CE_UNACCOUNTABLE,
+	snprintf(expect, sizeof(expect), "Z,s1,%s,cpu,%llu,%llu,ns\n", ST_CE_UNACCOUNTABLE,
 		 (unsigned long long)(s1_cpu_tot - web - S1_DB_0), (unsigned long long)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
 
 	/* Empty result: valid JSON and a CSV header. */
-	snprintf(args, sizeof(args), "usage --db '%s' -o json --server nobody", fixture());
+	snprintf(args, sizeof(args), "usage --db '%s' -o json --until 2000-01-01", fixture());
 	CU_ASSERT_EQUAL(run(NULL, args), 0);
 	CU_ASSERT_STRING_EQUAL(out, "[]\n");
-	snprintf(args, sizeof(args), "usage --db '%s' -o csv --ce nobody", fixture());
+	snprintf(args, sizeof(args), "usage --db '%s' -o csv --ce web --until 2000-01-01", fixture());
 	CU_ASSERT_EQUAL(run(NULL, args), 0);
 	CU_ASSERT_EQUAL(count_lines(out), 1);
+	/* An unknown server or CE is an error naming the known ones. */
+	snprintf(args, sizeof(args), "usage --db '%s' -o csv --ce webb", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 1);
+	CU_ASSERT_STRING_EQUAL(out, "");
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown ce 'webb'; did you mean 'web'? known: cache, db, web"));
+	snprintf(args, sizeof(args), "unaccountable --db '%s' --server nobody", fixture());
+	CU_ASSERT_EQUAL(run(NULL, args), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown server 'nobody'; known: s1, s2"));
 }
 
 static void test_filters_and_windows(void)
@@ -292,7 +307,7 @@ static void test_filters_and_windows(void)
 		 fixture(), t);
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
 	CU_ASSERT(find_line("s1", "web", "cpu", expect, sizeof(expect)));
-	expect_secs(v, sizeof(v), (double)S1_WEB_1);
+	expect_hours(v, sizeof(v), (double)S1_WEB_1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(expect, v));
 	CU_ASSERT_PTR_NULL(strstr(out, " db "));
 	CU_ASSERT_PTR_NULL(strstr(out, "net_rx"));
@@ -431,7 +446,12 @@ static void test_exit_codes(void)
 
 	expect_usage_error("usage --bogus", "unknown option '--bogus'");
 	expect_usage_error("usage -x", "unknown option '-x'");
-	expect_usage_error("usage --since yesterday", "invalid time 'yesterday'");
+	expect_usage_error("usage --since someday", "invalid time 'someday'");
+	expect_usage_error("usage --since 2026-13", "invalid time '2026-13' for --since: month out of range");
+	expect_usage_error("usage --step 5y", "invalid --step '5y'");
+	expect_usage_error("usage --group-by tenant", "invalid --group-by 'tenant'");
+	expect_usage_error("usage --top 0", "invalid --top '0'");
+	expect_usage_error("usage --step 1h --per-window", "do not combine");
 	expect_usage_error("usage --until 2023-02-30T00:00:00Z", "day out of range");
 	expect_usage_error("usage --since now --until 1h", "is after --until");
 	expect_usage_error("usage --resource gpu", "unknown resource 'gpu'");
@@ -497,7 +517,103 @@ static void test_splits(void)
 	CU_ASSERT_PTR_NULL(strstr(out, "--resource"));
 }
 
+/* Two servers, 3 hours of 60 s windows from 2026-11-02T00:00:00Z: on a,
+ * web 2 cores, db 1 core, total 4 cores (so 1 core unaccountable) and web
+ * receives 1 GiB an hour; on b, web 0.5 core and batch 1.5 cores of 2. */
+#define D0 (1793577600LL * SEC)
+#define MINUTE (60 * SEC)
+#define GIB (1024ULL * 1024 * 1024)
+
+static const char *fixture_month(int rolled)
+{
+	static char path[2][256];
+	st_db *db;
+	int64_t t;
+
+	if (path[rolled][0])
+		return path[rolled];
+	snprintf(path[rolled], sizeof(path[rolled]), "%.200s/ctl_month%d.db", rm_test_tmpdir(), rolled);
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path[rolled], 0), RM_OK);
+	CU_ASSERT_EQUAL(st_begin(db), RM_OK);
+	for (t = D0; t < D0 + 180 * MINUTE; t += MINUTE) {
+		CU_ASSERT_EQUAL(st_add_usage(db, "a", t, MINUTE, ST_R_CPU, "web", 2 * MINUTE), RM_OK);
+		CU_ASSERT_EQUAL(st_add_usage(db, "a", t, MINUTE, ST_R_CPU, "db", MINUTE), RM_OK);
+		CU_ASSERT_EQUAL(st_add_total(db, "a", t, MINUTE, ST_R_CPU, 4 * MINUTE, 4 * MINUTE), RM_OK);
+		CU_ASSERT_EQUAL(st_add_usage(db, "a", t, MINUTE, ST_R_NET_RX, "web", GIB / 60), RM_OK);
+		CU_ASSERT_EQUAL(st_add_total(db, "a", t, MINUTE, ST_R_NET_RX, GIB / 60, 0), RM_OK);
+		CU_ASSERT_EQUAL(st_add_usage(db, "b", t, MINUTE, ST_R_CPU, "web", MINUTE / 2), RM_OK);
+		CU_ASSERT_EQUAL(st_add_usage(db, "b", t, MINUTE, ST_R_CPU, "batch", 3 * MINUTE / 2), RM_OK);
+		CU_ASSERT_EQUAL(st_add_total(db, "b", t, MINUTE, ST_R_CPU, 2 * MINUTE, 2 * MINUTE), RM_OK);
+	}
+	CU_ASSERT_EQUAL(st_commit(db), RM_OK);
+	if (rolled) {
+		/* rolled up to 2 h, and the windows before 1 h deleted */
+		struct st_retention r = { { 1, 0, 0, 0 } };
+		int more = 1;
+
+		CU_ASSERT_EQUAL(st_horizon_set(db, D0 + 120 * MINUTE + 1), RM_OK);
+		while (more)
+			CU_ASSERT_EQUAL_FATAL(st_rollup(db, &r, &more), RM_OK);
+	}
+	st_close(db);
+	return path[rolled];
+}
+
+static void test_usage_steps_groups(void)
+{
+	char args[1200], line[512], first[sizeof(out)];
+	int rolled;
+
+	for (rolled = 0; rolled < 2; rolled++) {
+		const char *db = fixture_month(rolled);
+
+		/* per hour, raw integers with the periods */
+		snprintf(args, sizeof(args), "usage --db '%s' --since 2026-11-02 --step 1h -o csv "
+			 "--server a --resource cpu", db);
+		CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+		CU_ASSERT_EQUAL(count_lines(out), 1 + 3 * 3);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2026-11-02T01:00:00Z,2026-11-02T02:00:00Z,a,web,cpu,"
+						   "7200000000000,14400000000000,ns\n"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2026-11-02T02:00:00Z,2026-11-02T03:00:00Z,a,"
+						   ST_CE_UNACCOUNTABLE ",cpu,3600000000000,14400000000000,ns\n"));
+		if (rolled == 0)
+			snprintf(first, sizeof(first), "%s", out);
+		else
+			CU_ASSERT_STRING_EQUAL(out, first); /* the series answer as the windows */
+
+		/* ce alone sums across servers: web 2.5 cores of 6 */
+		snprintf(args, sizeof(args), "usage --db '%s' --since 2026-11-02 --until "
+			 "2026-11-02T03:00:00Z --step 3h --group-by ce --resource cpu", db);
+		CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+		CU_ASSERT(find_line("2026-11-02T00:00:00Z", "web", "cpu", line, sizeof(line)));
+		CU_ASSERT_PTR_NOT_NULL(strstr(line, "7.50 core-h"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(line, "2.50 cores"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(line, "41.67%"));
+		CU_ASSERT(find_line("2026-11-02T00:00:00Z", "batch", "cpu", line, sizeof(line)));
+		CU_ASSERT_PTR_NOT_NULL(strstr(line, "1.50 cores"));
+		CU_ASSERT_PTR_NULL(strstr(out, " a "));
+
+		/* top 1 over the day: web and the unaccountable share */
+		snprintf(args, sizeof(args), "usage --db '%s' --since 2026-11-02 --group-by ce --top 1 "
+			 "--resource cpu -o csv", db);
+		CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+		CU_ASSERT_EQUAL(count_lines(out), 3);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "2026-11-02T00:00:00Z,2026-11-03T00:00:00Z,web,cpu,"
+						   "27000000000000,64800000000000,ns\n"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "," ST_CE_UNACCOUNTABLE ",cpu,10800000000000,"));
+
+		/* bytes in binary units; per resource only */
+		snprintf(args, sizeof(args), "usage --db '%s' --since 2026-11 --group-by resource", db);
+		CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "net_rx"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "3.00 GiB"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "18.00 core-h"));
+		CU_ASSERT_EQUAL(count_lines(out), 3);
+	}
+}
+
 static CU_TestInfo cases[] = {
+	{ "usage: steps, groups, top, calendar, units, rolled up", test_usage_steps_groups },
 	{ "amount and share formatting", test_formatting },
 	{ "usage as a table", test_usage_table },
 	{ "usage as json and csv", test_usage_json_csv },

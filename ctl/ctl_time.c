@@ -205,3 +205,75 @@ char *ctl_time_format(int64_t ns, char *buf, size_t len)
 			 (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60));
 	return buf;
 }
+
+/* The start of the month `add` months after the month of day z. */
+static int64_t ctl_month_start(int64_t z, int add)
+{
+	int64_t y;
+	unsigned m, d;
+	int64_t mm;
+
+	ctl_civil_from_days(z, &y, &m, &d);
+	mm = y * 12 + (m - 1) + add;
+	y = mm >= 0 ? mm / 12 : (mm - 11) / 12;
+	return ctl_days_from_civil(y, (unsigned)(mm - y * 12) + 1, 1);
+}
+
+int ctl_period_parse(const char *s, int64_t now_ns, int64_t *start_ns, int64_t *end_ns,
+		     const char **why)
+{
+	int64_t today = (now_ns >= 0 ? now_ns : now_ns - (86400 * NS - 1)) / (86400 * NS);
+	int64_t a, b;
+	unsigned y, m, d;
+	const char *p = s;
+
+	if (!s || !start_ns || !end_ns)
+		return ctl_fail(why, "missing value");
+	if (strcmp(s, "today") == 0) {
+		a = today;
+		b = today + 1;
+	} else if (strcmp(s, "yesterday") == 0) {
+		a = today - 1;
+		b = today;
+	} else if (strcmp(s, "this-month") == 0) {
+		a = ctl_month_start(today, 0);
+		b = ctl_month_start(today, 1);
+	} else if (strcmp(s, "last-month") == 0) {
+		a = ctl_month_start(today, -1);
+		b = ctl_month_start(today, 0);
+	} else if (strlen(s) == 7 && ctl_digits(&p, 4, &y) && *p++ == '-' && ctl_digits(&p, 2, &m)) {
+		if (m < 1 || m > 12)
+			return ctl_fail(why, "month out of range");
+		a = ctl_days_from_civil(y, m, 1);
+		b = ctl_month_start(a, 1);
+	} else if (strlen(s) == 10 && (p = s, ctl_digits(&p, 4, &y)) && *p++ == '-' &&
+		   ctl_digits(&p, 2, &m) && *p++ == '-' && ctl_digits(&p, 2, &d)) {
+		if (m < 1 || m > 12 || d < 1 || d > ctl_days_in_month(y, m))
+			return ctl_fail(why, "date out of range");
+		a = ctl_days_from_civil(y, m, d);
+		b = a + 1;
+	} else {
+		return RM_ENOENT;
+	}
+	if (a < -106751 || b > 106751)
+		return ctl_fail(why, "outside the representable range");
+	*start_ns = a * 86400 * NS;
+	*end_ns = b * 86400 * NS;
+	return RM_OK;
+}
+
+int ctl_step_parse(const char *s, int64_t *step_ns, const char **why)
+{
+	uint64_t v;
+
+	if (!s || !step_ns)
+		return ctl_fail(why, "missing value");
+	if (rm_dur_parse(s, 0, &v, why) != RM_OK)
+		return RM_EINVAL;
+	if (v < (uint64_t)NS || v % (uint64_t)NS)
+		return ctl_fail(why, "not a whole number of seconds");
+	if (v > 3660ULL * 86400 * NS)
+		return ctl_fail(why, "longer than ten years");
+	*step_ns = (int64_t)v;
+	return RM_OK;
+}

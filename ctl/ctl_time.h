@@ -29,4 +29,19 @@ int ctl_time_parse(const char *s, int64_t now_ns, int64_t *out_ns, const char **
  * ns is not a whole second) into buf; truncates to len. Returns buf. */
 char *ctl_time_format(int64_t ns, char *buf, size_t len);
 
+/*
+ * Parses a calendar period: today, yesterday, this-month, last-month (UTC),
+ * YYYY-MM (a month) or YYYY-MM-DD (a day) into [*start_ns, *end_ns).
+ * Returns RM_OK; RM_ENOENT (nothing set) when s is not of these forms, so
+ * that the caller can try ctl_time_parse; RM_EINVAL with *why for a
+ * calendar form out of range. Logs nothing.
+ */
+int ctl_period_parse(const char *s, int64_t now_ns, int64_t *start_ns, int64_t *end_ns,
+		     const char **why);
+
+/* Parses a step, a duration (rm_dur.h: 30s, 5m, 1h, 1d, 7d) of whole
+ * seconds, at least 1 s and at most ten years, into ns. RM_OK or RM_EINVAL
+ * with *why. Logs nothing. */
+int ctl_step_parse(const char *s, int64_t *step_ns, const char **why);
+
 #endif

@@ -164,7 +164,52 @@ static void test_format_round_trip(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(buf, ".123456789Z"));
 }
 
+static int64_t at(const char *rfc)
+{
+	int64_t v = 0;
+
+	CU_ASSERT_EQUAL(ctl_time_parse(rfc, 0, &v, NULL), RM_OK);
+	return v;
+}
+
+static void test_periods_and_steps(void)
+{
+	int64_t now = at("2026-03-15T10:20:30Z"), a = 0, b = 0, st = 0;
+	const char *why = NULL;
+
+	CU_ASSERT_EQUAL(ctl_period_parse("today", now, &a, &b, &why), RM_OK);
+	CU_ASSERT(a == at("2026-03-15T00:00:00Z") && b == at("2026-03-16T00:00:00Z"));
+	CU_ASSERT_EQUAL(ctl_period_parse("yesterday", now, &a, &b, &why), RM_OK);
+	CU_ASSERT(a == at("2026-03-14T00:00:00Z") && b == at("2026-03-15T00:00:00Z"));
+	CU_ASSERT_EQUAL(ctl_period_parse("this-month", now, &a, &b, &why), RM_OK);
+	CU_ASSERT(a == at("2026-03-01T00:00:00Z") && b == at("2026-04-01T00:00:00Z"));
+	CU_ASSERT_EQUAL(ctl_period_parse("last-month", now, &a, &b, &why), RM_OK);
+	CU_ASSERT(a == at("2026-02-01T00:00:00Z") && b == at("2026-03-01T00:00:00Z"));
+	CU_ASSERT_EQUAL(ctl_period_parse("last-month", at("2026-01-31T23:59:59Z"), &a, &b, &why), RM_OK);
+	CU_ASSERT(a == at("2025-12-01T00:00:00Z") && b == at("2026-01-01T00:00:00Z"));
+	CU_ASSERT_EQUAL(ctl_period_parse("2026-12", now, &a, &b, &why), RM_OK);
+	CU_ASSERT(a == at("2026-12-01T00:00:00Z") && b == at("2027-01-01T00:00:00Z"));
+	CU_ASSERT_EQUAL(ctl_period_parse("2024-02-29", now, &a, &b, &why), RM_OK);
+	CU_ASSERT(a == at("2024-02-29T00:00:00Z") && b == at("2024-03-01T00:00:00Z"));
+	CU_ASSERT_EQUAL(ctl_period_parse("2023-02-29", now, &a, &b, &why), RM_EINVAL);
+	CU_ASSERT_EQUAL(ctl_period_parse("2026-13", now, &a, &b, &why), RM_EINVAL);
+	CU_ASSERT_EQUAL(ctl_period_parse("7d", now, &a, &b, &why), RM_ENOENT);
+	CU_ASSERT_EQUAL(ctl_period_parse("2026-11-05T00:00:00Z", now, &a, &b, &why), RM_ENOENT);
+
+	CU_ASSERT_EQUAL(ctl_step_parse("5m", &st, &why), RM_OK);
+	CU_ASSERT_EQUAL(st, 300 * 1000000000LL);
+	CU_ASSERT_EQUAL(ctl_step_parse("1d", &st, &why), RM_OK);
+	CU_ASSERT_EQUAL(st, 86400 * 1000000000LL);
+	CU_ASSERT_EQUAL(ctl_step_parse("7d", &st, &why), RM_OK);
+	CU_ASSERT_EQUAL(ctl_step_parse("1500ms", &st, &why), RM_EINVAL);
+	CU_ASSERT_EQUAL(ctl_step_parse("0m", &st, &why), RM_EINVAL);
+	CU_ASSERT_EQUAL(ctl_step_parse("5", &st, &why), RM_EINVAL);
+	CU_ASSERT_EQUAL(ctl_step_parse("5y", &st, &why), RM_EINVAL);
+	CU_ASSERT_EQUAL(ctl_step_parse("99999d", &st, &why), RM_EINVAL);
+}
+
 static CU_TestInfo cases[] = {
+	{ "calendar periods and steps", test_periods_and_steps },
 	{ "now and relative durations", test_now_and_relative },
 	{ "plain unix seconds", test_unix_seconds },
 	{ "rfc3339 with offsets and fractions", test_rfc3339 },

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench.sh - the collector's overhead (issue 5), all figures in one
+# scripts/bench.sh - the collector's overhead, all figures in one
 # table: figure, value, target, met?
 #   micro      build/bench/bench_syscall (ns added per traced/untraced syscall
 #              and per context switch; its own alternating rounds)
@@ -89,7 +89,7 @@ cpu_sum() { local s=0 p; for p in "$@"; do s=$((s + $(cpu_ns "$p"))); done; echo
 # rametrctl usage value (raw integer) of one CE: db server ce resource
 usage_of() {
 	"$ctl" usage --db "$1" --server "$2" --ce "$3" --resource "$4" -o csv --no-unaccountable |
-		awk -F, -v ce="$3" '$2 == ce { s += $4 } END { printf "%.0f\n", s }'
+		awk -F, -v ce="$3" '$4 == ce { s += $6 } END { printf "%.0f\n", s }'
 }
 wait_log() { # file pattern pid seconds [lines with pattern already there]
 	local i n

@@ -7,6 +7,8 @@
 #          [--techs "Rametr LR Kalman"] [--tol PCT] [--pp PP]
 #          [--durations "SWEEP PH1 PH2 PH3 SVC SEP"]
 # RM_EVAL_NOTE, if set, is printed under the heading (conditions of the run).
+# An existing RESULTS.md keeps everything from the line HISTORY_MARK on (the
+# hand-kept measurement history), appended after the new report.
 # Exit 0 if every bound holds, 1 if one fails (listed at the end of
 # RESULTS.md and on stderr), 2 on bad arguments or missing inputs.
 set -euo pipefail
@@ -41,6 +43,9 @@ check() {
 	[ "$1" = ok ] || { fails=$((fails + 1)); echo "eval: FAILED: $2" >&2; }
 }
 cp "$R" "$assets/errors.csv"
+HISTORY_MARK='<!-- measurement history: kept when scripts/eval-report.sh regenerates this file -->'
+history=$out/history.md; : >"$history"
+[ ! -r "$md" ] || awk -v m="$HISTORY_MARK" '$0 == m { keep = 1 } keep' "$md" >"$history"
 
 # mare EXP SERVER -> CSV config,technique,c1,c2,c3,mare,windows (errors in %;
 # windows: "estimated/measured")
@@ -399,6 +404,7 @@ fi
 	echo
 	sed 's/^ok /- ok: /; s/^FAIL /- **FAILED**: /' "$CHK"
 	echo
+	cat "$history"
 } >>"$md"
 echo "eval: wrote $md"
 if [ $fails -gt 0 ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/eval.sh - the whole evaluation of issue 4 in one command: seed 000
+# scripts/eval.sh - the whole accuracy evaluation in one command: seed 000
 # §7.2 and seed 002's metric on the namespace testbed, Rametr beside the LR
 # and Kalman estimators on the same runs, and real services as witnesses.
 #
@@ -310,23 +310,25 @@ at_second() { local n; n=$(date +%s.%N); sleep "$(awk -v n="$n" -v o="${1:-0}" '
 
 PG_COST=(2000 20000 3000)   # rows of generate_series per query, per CE
 PG_RATE=(10 15 40)
-pg_load() { # CE-index seconds DIR
+pg_load() { # CE-index seconds DIR (output; the script is in $pgd)
 	local i=$1 ce=c$1
 	$NETNS exec "$ce" runuser -u postgres -- pgbench -h "$(addr be)" -p 5432 -U "$ce" -n -c 2 -j 1 \
-		-R "${PG_RATE[$i - 1]}" -T "$2" -f "$3/$ce.sql" eval >"$3/pgbench-$ce.txt" 2>&1
+		-R "${PG_RATE[$i - 1]}" -T "$2" -f "$pgd/$ce.sql" eval >"$3/pgbench-$ce.txt" 2>&1
 }
 if want pg; then
 	d=$out/runs/pg; mkdir -p "$d"
 	echo "== PostgreSQL in rm-be, roles c1..c3, pgbench from rm-c1..3 (${svc_dur}s together, ${sep_dur}s alone each)"
 	mkcfg "$d/rametr.ini" 5432 be
-	install -d -o postgres "$d/data"
-	runuser -u postgres -- "$PGBIN/initdb" -D "$d/data" -A trust -U postgres --no-sync >"$d/initdb.log" 2>&1 \
+	# postgres (the server and pgbench) runs as user postgres, which may not
+	# enter $out (a clone under /root): its data and scripts live in $pgd
+	tb_service_dir postgres pgd
+	runuser -u postgres -- "$PGBIN/initdb" -D "$pgd/data" -A trust -U postgres --no-sync >"$d/initdb.log" 2>&1 \
 		|| { cat "$d/initdb.log" >&2; exit 1; }
-	echo "host all all 10.213.0.0/24 trust" >>"$d/data/pg_hba.conf"
+	echo "host all all 10.213.0.0/24 trust" >>"$pgd/data/pg_hba.conf"
 	tb_take_hosts
 	tb_rametr_start "$d" "$d/rametr.ini" be
-	$NETNS exec be runuser -u postgres -- "$PGBIN/postgres" -D "$d/data" -c listen_addresses="$(addr be)" \
-		-c port=5432 -c unix_socket_directories="$d/data" -c fsync=off -c max_connections=20 \
+	$NETNS exec be runuser -u postgres -- "$PGBIN/postgres" -D "$pgd/data" -c listen_addresses="$(addr be)" \
+		-c port=5432 -c unix_socket_directories="$pgd/data" -c fsync=off -c max_connections=20 \
 		-c shared_buffers=32MB -c autovacuum=off >"$d/postgres.log" 2>&1 &
 	pg=$!; tb_pids+=($pg)
 	tb_wait_log "$d/postgres.log" "ready to accept connections" $pg
@@ -334,10 +336,9 @@ if want pg; then
 	psql_be -c "CREATE DATABASE eval" >/dev/null
 	for i in 1 2 3; do
 		psql_be -c "CREATE ROLE c$i LOGIN" >/dev/null
-		echo "SELECT sum(i) FROM generate_series(1, ${PG_COST[$i - 1]}) AS s(i);" >"$d/c$i.sql"
-		chmod 644 "$d/c$i.sql"
+		echo "SELECT sum(i) FROM generate_series(1, ${PG_COST[$i - 1]}) AS s(i);" >"$pgd/c$i.sql"
+		chmod 644 "$pgd/c$i.sql"
 	done
-	chmod 755 "$d"
 	# together: truth and Rametr over whole seconds inside the run
 	loads=()
 	for i in 1 2 3; do pg_load $i $((svc_dur + 4)) "$d" & loads+=($!); tb_pids+=($!); done
@@ -355,7 +356,7 @@ if want pg; then
 		echo "c$i $(pg_diff "$d/sep-a.txt" "$d/sep-b.txt" | awk -v n=$((s_b - s_a)) '$1 == "all" { printf "%.0f", $2 / n }')" >>"$d/separate.txt"
 	done
 	# fast shutdown through the postmaster (runuser would report a SIGTERM as a failure)
-	kill -INT "$(head -1 "$d/data/postmaster.pid")"
+	kill -INT "$(head -1 "$pgd/data/postmaster.pid")"
 	wait $pg || { tail -20 "$d/postgres.log" >&2; echo "eval: postgres failed" >&2; exit 1; }
 	tb_forget $pg
 	tb_rametr_stop

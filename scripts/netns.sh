@@ -78,12 +78,17 @@ up_host() {
 	ip -n "$ns" link set eth0 up
 }
 
+# A failing step (set -e) or die removes everything again, also a namespace
+# that 'ip netns add' created before it failed: up leaves all hosts or none.
 cmd_up() {
 	local h
 	lock
+	trap 'rc=$?; if [ $rc -ne 0 ]; then echo "netns: up failed, removing the hosts" >&2; down_locked || true; fi' EXIT
 	up_bridge
-	for h in "${HOSTS[@]}"; do up_host "$h" || die "failed to set up host '$h'"; done
+	# not in an || list, where bash would ignore set -e inside up_host
+	for h in "${HOSTS[@]}"; do up_host "$h"; done
 	cmd_status >/dev/null || die "hosts are not all up after 'up'"
+	trap - EXIT
 }
 
 # Stops the processes still running inside host h's namespace (TERM, then KILL).
@@ -104,8 +109,12 @@ stop_procs() {
 }
 
 cmd_down() {
-	local h i left
 	lock
+	down_locked
+}
+
+down_locked() {
+	local h i left
 	for h in "${HOSTS[@]}"; do
 		if ns_exists "$h"; then
 			stop_procs "$h"

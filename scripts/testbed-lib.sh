@@ -18,8 +18,12 @@
 #   tb_twotier_stop               tb-front then tb-back (they write their truth)
 #   tb_wait_log FILE PATTERN PID  wait up to 30 s for PATTERN in FILE
 #   tb_stop PID NAME LOG          SIGTERM, wait, report a failure exit
+#   tb_service_dir USER VAR       sets VAR to a new directory under /tmp owned
+#                                 by USER, removed at exit: for servers that drop
+#                                 privileges and cannot enter the output
+#                                 directory (e.g. a clone under /root)
 
-tb_pids=() tb_own_hosts=0 tb_use_netns=1 tb_col_extra=() tb_cols=() tb_col_hosts=()
+tb_pids=() tb_tmpdirs=() tb_own_hosts=0 tb_use_netns=1 tb_col_extra=() tb_cols=() tb_col_hosts=()
 tb_agg="" tb_front="" tb_back=""
 tb_fe_port=7100 tb_be_port=7101
 tb_back_base_us=500 tb_back_per_kb_us=300   # tb-back's storage CPU per request and per KB
@@ -28,6 +32,7 @@ tb_cleanup() {
 	local rc=$? p
 	for p in "${tb_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "${tb_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	for p in "${tb_tmpdirs[@]}"; do rm -rf -- "$p"; done
 	# Only once the hosts are ours: never tear down another user's.
 	if [ "$tb_own_hosts" -eq 1 ]; then $NETNS down || rc=1; fi
 	exit $rc
@@ -37,6 +42,14 @@ tb_init() {
 	NETNS="bash $top/scripts/netns.sh"
 	trap tb_cleanup EXIT
 	trap 'exit 130' INT TERM
+}
+
+tb_service_dir() {
+	local d
+	d=$(mktemp -d /tmp/rametr-svc.XXXXXX)
+	tb_tmpdirs+=("$d")
+	chown "$1" "$d"
+	printf -v "$2" '%s' "$d"
 }
 
 # Forgets PID $1 (it has been waited for).

@@ -234,6 +234,8 @@ int st_open(st_db **out, const char *path, unsigned flags)
 	if ((rv = st_schema_migrate(db->h, path, ST_SCHEMA_VERSION, readonly, &db->version)) != 0)
 		goto fail;
 	db->version = ST_SCHEMA_VERSION;
+	if (!readonly && (rv = st_rollup_cache(db)) != 0)
+		goto fail;
 
 	for (i = 0; i < ST_S_COUNT; i++) {
 		if (readonly && i != ST_S_PEER_GET && i != ST_S_NODE_GET)
@@ -353,6 +355,35 @@ static int st_check_value(const char *what, uint64_t v)
 	return RM_OK;
 }
 
+/*
+ * Steps the bound write statement s of table `which`; a window already
+ * rolled up is also added to its buckets (st_rollup_late), both in one
+ * savepoint so that they stay equal.
+ */
+static int st_write(st_db *db, sqlite3_stmt *s, enum st_stmt which, const char *server,
+		    int64_t start, enum st_resource r, const char *key, uint64_t value, uint64_t cap)
+{
+	int rv;
+
+	if (start >= db->rolled[ST_SERIES_1M])
+		return st_run(db, s, "failed to write to", NULL);
+	if (sqlite3_exec(db->h, "SAVEPOINT st_late", NULL, NULL, NULL) != SQLITE_OK) {
+		rv = st_sql_err(db, sqlite3_errcode(db->h), "failed to write to");
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		return rv;
+	}
+	if ((rv = st_run(db, s, "failed to write to", NULL)) != 0 ||
+	    (rv = st_rollup_late(db, which, server, start, r, key, value, cap)) != 0) {
+		sqlite3_exec(db->h, "ROLLBACK TO st_late", NULL, NULL, NULL);
+		sqlite3_exec(db->h, "RELEASE st_late", NULL, NULL, NULL);
+		return rv;
+	}
+	if (sqlite3_exec(db->h, "RELEASE st_late", NULL, NULL, NULL) != SQLITE_OK)
+		return st_sql_err(db, sqlite3_errcode(db->h), "failed to write to");
+	return RM_OK;
+}
+
 /* The shared body of st_add_usage and st_add_unacct. */
 static int st_add_keyed(st_db *db, enum st_stmt which, const char *server, int64_t start,
 			int64_t len, enum st_resource r, const char *key, uint64_t value)
@@ -378,7 +409,7 @@ static int st_add_keyed(st_db *db, enum st_stmt which, const char *server, int64
 	sqlite3_bind_int64(s, 4, len);
 	sqlite3_bind_text(s, 5, key, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 6, (sqlite3_int64)value);
-	return st_run(db, s, "failed to write to", NULL);
+	return st_write(db, s, which, server, start, r, key, value, 0);
 }
 
 int st_add_usage(st_db *db, const char *server, int64_t win_start_ns, int64_t win_len_ns,
@@ -413,7 +444,7 @@ int st_add_total(st_db *db, const char *server, int64_t win_start_ns, int64_t wi
 	sqlite3_bind_int64(s, 4, win_len_ns);
 	sqlite3_bind_int64(s, 5, (sqlite3_int64)value);
 	sqlite3_bind_int64(s, 6, (sqlite3_int64)capacity);
-	return st_run(db, s, "failed to write to", NULL);
+	return st_write(db, s, ST_S_TOTAL, server, win_start_ns, r, NULL, value, capacity);
 }
 
 /* uint64 <-> int64 by bit pattern (SQLite integers are signed). */
@@ -545,7 +576,7 @@ int st_add_split(st_db *db, const char *server, int64_t win_start_ns, int64_t wi
 	sqlite3_bind_int64(s, 2, win_start_ns);
 	sqlite3_bind_int64(s, 3, win_len_ns);
 	sqlite3_bind_int64(s, 4, (sqlite3_int64)parts);
-	return st_run(db, s, "failed to write to", NULL);
+	return st_write(db, s, ST_S_SPLIT, server, win_start_ns, ST_R_CPU, NULL, parts, 0);
 }
 
 static int st_check_held_id(uint64_t id)

@@ -66,7 +66,7 @@ const char *st_resource_unit(enum st_resource r);
 #define ST_NAME_MAX 63    /* server, CE and node names */
 #define ST_REASON_MAX 31  /* reasons of unaccountable usage */
 #define ST_BUSY_TIMEOUT_MS 5000
-#define ST_SCHEMA_VERSION 5 /* schema version this code creates and reads */
+#define ST_SCHEMA_VERSION 6 /* schema version this code creates and reads */
 
 #define ST_OPEN_READONLY 0x1
 
@@ -172,7 +172,14 @@ int st_add_total(st_db *db, const char *server, int64_t win_start_ns, int64_t wi
 
 /* Query filter. Windows are selected by their start: since_ns <= start <
  * until_ns (INT64_MIN, INT64_MAX select everything; until_ns == since_ns
- * selects nothing). server/ce NULL = all. */
+ * selects nothing). server/ce NULL = all.
+ *
+ * The range is answered from the coarsest series (st_rollup.h) whose
+ * buckets fit it exactly, the edges from finer series, so the sums are
+ * those of the stored windows. Where retention deleted the finer rows of a
+ * part, the buckets that start in it are used. per_window rows are the
+ * windows of the finest series still holding each part (buckets of
+ * win_len = their step where the windows were deleted). */
 struct st_query {
 	int64_t since_ns, until_ns;
 	const char *server, *ce;
@@ -209,6 +216,18 @@ struct st_row {
 int st_query_usage(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n);
 
 /*
+ * As st_query_usage and st_query_unacct, with one row per period
+ * [k*step_ns, (k+1)*step_ns) of Unix time (win_start_ns/win_len_ns = the
+ * period; each window goes to the period of its start) instead of per
+ * range or window (q->per_window is ignored). step_ns > 0, else RM_EINVAL.
+ * Series whose step divides step_ns answer the whole periods.
+ */
+int st_query_usage_step(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+			size_t *n);
+int st_query_unacct_step(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+			 size_t *n);
+
+/*
  * Breakdown of V = U - sum_c U_c per (server, resource, reason[, window]):
  * one row per stored reason with a nonzero sum (value = that sum, residual =
  * 0), plus a row with reason ST_REASON_UNEXPLAINED whose residual = V -
@@ -232,6 +251,16 @@ int st_query_identity(st_db *db, const struct st_query *q, struct st_row **rows,
  * range of q (q->ce and q->per_window ignored): what st_query_identity
  * checks. RM_OK, RM_EINVAL, RM_ESQL. */
 int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n);
+
+/*
+ * Names of servers or CEs (what: "server" or "ce") ever stored and still
+ * kept in some series. st_name_known() sets *known (RM_OK); st_names()
+ * returns them sorted in *names (one malloc'd block: free(*names) frees
+ * all; NULL when *n = 0). RM_EINVAL (bad what or name), RM_ESQL, RM_ENOMEM.
+ * Cheap for st_name_known; st_names reads every kept series' names.
+ */
+int st_name_known(st_db *db, const char *what, const char *name, int *known);
+int st_names(st_db *db, const char *what, char ***names, size_t *n);
 
 /* Frees rows returned by the queries. NULL-tolerant. */
 void st_rows_free(struct st_row *rows);

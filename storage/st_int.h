@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include "st.h"
+#include "st_rollup.h"
 
 /* Prepared write statements, prepared once at open. */
 enum st_stmt {
@@ -31,7 +32,62 @@ struct st_db {
 	unsigned flags;   /* ST_OPEN_* */
 	int version;      /* schema version of the file */
 	sqlite3_stmt *stmt[ST_S_COUNT];
+	/* rolled_until per series as this handle last saw it (read-write
+	 * handles): writes to windows before rolled[ST_SERIES_1M] also go to
+	 * the rolled-up buckets (st_rollup_late) */
+	int64_t rolled[ST_SERIES_COUNT];
 };
+
+/* Where each series holds complete data: series s has the buckets starting
+ * in [kept[s], rolled[s]) (rolled[ST_SERIES_1S] = INT64_MAX; a series never
+ * rolled up has kept = rolled = INT64_MIN). */
+struct st_series_map {
+	int64_t rolled[ST_SERIES_COUNT];
+	int64_t kept[ST_SERIES_COUNT];
+};
+
+/* Reads the map from the database: RM_OK or st_sql_err's code. */
+int st_series_load(st_db *db, struct st_series_map *m);
+
+/*
+ * Runs the scans sql[0] (usage: server, resource, win_start, win_len, ce,
+ * value), sql[1] (unacct: ..., reason, value) and sql[2] (total: ...,
+ * value, capacity) -- NULL to skip one -- and returns the rows of
+ * st_query_usage (unacct = 0) or st_query_unacct (unacct = 1), grouped per
+ * range, per window (q->per_window) or per period (step > 0). st_agg.c.
+ */
+int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int unacct,
+		 const char *const sql[3], struct st_row **rows, size_t *n);
+
+/* Loads db->rolled from the database: RM_OK or st_sql_err's code. */
+int st_rollup_cache(st_db *db);
+
+/* A part of a query's range answered from one series: rows of series
+ * `series` whose start is in [lo, hi). */
+struct st_seg {
+	int series;
+	int64_t lo, hi;
+};
+#define ST_SEG_MAX 64
+
+/*
+ * The segments that answer [since, until) (st_rollup.c, pure):
+ *   finest = 0: from the coarsest series whose buckets fit exactly, using
+ *               only series whose step divides step_ns when step_ns > 0;
+ *   finest = 1: from the finest series still holding each part.
+ * Where no series holds a part exactly (finer rows deleted by retention),
+ * the buckets starting in it are used. Returns the number of segments
+ * (disjoint, at most ST_SEG_MAX) written to out.
+ */
+size_t st_cover(const struct st_series_map *m, int64_t since, int64_t until, int64_t step_ns,
+		int finest, struct st_seg *out);
+
+/* Adds a late write (window start `start`) to every series that already
+ * rolled up its bucket. which: ST_S_USAGE, ST_S_UNACCT (key = CE or
+ * reason), ST_S_TOTAL (value, cap), ST_S_SPLIT (value = parts; r unused).
+ * Call in the savepoint of the raw write. RM_OK or st_sql_err's code. */
+int st_rollup_late(st_db *db, enum st_stmt which, const char *server, int64_t start,
+		   enum st_resource r, const char *key, uint64_t value, uint64_t cap);
 
 /* Number of migration steps; step i (0-based) brings a file to version i+1. */
 extern const int st_schema_nsteps;

@@ -8,6 +8,7 @@
  * per-group sums (V, residuals) is done here in C with overflow checks.
  */
 #include <assert.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,39 +66,162 @@ int st_check_query(const st_db *db, const struct st_query *q, void *rows, size_t
 	return RM_OK;
 }
 
-/* WHERE clause of the query's filters on one table (no CE filter: V needs
- * every CE's usage). */
-static void st_where(const struct st_query *q, char *buf, size_t len)
+/* A growing SQL text; on allocation failure it is marked failed and stays
+ * so (st_sb_done reports it). */
+struct st_sb {
+	char *s;
+	size_t len, cap;
+	int failed;
+};
+
+__attribute__((format(printf, 2, 3))) static void st_sb_add(struct st_sb *b, const char *fmt, ...)
 {
-	snprintf(buf, len, "win_start >= :since AND win_start < :until%s%s",
-		 q->server ? " AND server = :server" : "",
-		 q->resource >= 0 ? " AND resource = :res" : "");
+	va_list ap;
+	int r;
+
+	if (b->failed)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		r = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (r < 0) {
+			b->failed = 1;
+			return;
+		}
+		if (b->s && b->len + (size_t)r < b->cap) {
+			b->len += (size_t)r;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap : 2048) * 2 + (size_t)r;
+		char *n = realloc(b->s, cap);
+
+		if (!n) {
+			b->failed = 1;
+			return;
+		}
+		b->s = n;
+		b->cap = cap;
+	}
+}
+
+static int st_sb_done(const st_db *db, struct st_sb *b)
+{
+	if (!b->failed)
+		return RM_OK;
+	rm_log_error("failed to query '%s': %s", db->path, rm_strerror(RM_ENOMEM));
+	return RM_ENOMEM;
+}
+
+/* The tables the queries read, and their value columns. */
+enum st_tab { ST_T_USAGE, ST_T_UNACCT, ST_T_TOTAL, ST_T_SPLIT };
+static const char *const st_tab_name[] = { "usage", "unacct", "total", "split" };
+static const char *const st_tab_cols[] = { "ce, value", "reason, value", "value, capacity", "parts" };
+
+/*
+ * A subquery over table t yielding (server, resource, win_start, win_len,
+ * <its value columns>) for the rows of each segment's series starting in
+ * the segment and matching q's server and resource (rolled-up rows have
+ * win_len = their step; split rows resource 0).
+ */
+static void st_src(struct st_sb *b, enum st_tab t, const struct st_query *q,
+		   const struct st_seg *seg, size_t nseg)
+{
+	size_t i;
+
+	st_sb_add(b, "(");
+	for (i = 0; i < nseg; i++) {
+		int64_t step = st_series_step((enum st_series)seg[i].series);
+
+		st_sb_add(b, "%sSELECT server, %s AS resource, win_start, %s AS win_len, %s FROM %s%s "
+			     "WHERE ", i ? " UNION ALL " : "", t == ST_T_SPLIT ? "0" : "resource",
+			  step ? "step" : "win_len", st_tab_cols[t], step ? "r_" : "", st_tab_name[t]);
+		if (step)
+			st_sb_add(b, "step = %lld AND ", (long long)step);
+		st_sb_add(b, "win_start >= %lld AND win_start < %lld%s%s", (long long)seg[i].lo,
+			  (long long)seg[i].hi, q->server ? " AND server = :server" : "",
+			  q->resource >= 0 && t != ST_T_SPLIT ? " AND resource = :res" : "");
+	}
+	if (!nseg)
+		st_sb_add(b, "SELECT server, 0 AS resource, win_start, win_len, %s FROM %s WHERE 0",
+			  st_tab_cols[t], st_tab_name[t]);
+	st_sb_add(b, ")");
+}
+
+/* How a query groups windows: per range (ws = wl = 0), per stored window
+ * (from the finest series holding it), or per period of q->step_ns. */
+enum st_group { ST_G_RANGE, ST_G_WINDOW, ST_G_STEP };
+
+static enum st_group st_group_of(const struct st_query *q, int64_t step_ns)
+{
+	return step_ns > 0 ? ST_G_STEP : q->per_window ? ST_G_WINDOW : ST_G_RANGE;
+}
+
+/* The segments answering q when grouped as g (finest series per window,
+ * else the coarsest that fits). */
+static int st_segments(st_db *db, const struct st_query *q, int64_t step_ns, enum st_group g,
+		       int finest, struct st_seg *seg, size_t *nseg)
+{
+	struct st_series_map m;
+	int rv;
+
+	if ((rv = st_series_load(db, &m)) != 0)
+		return rv;
+	*nseg = st_cover(&m, q->since_ns, q->until_ns, g == ST_G_STEP ? step_ns : 0, finest,
+			 seg);
+	return RM_OK;
+}
+
+/* The window expressions of grouping g. */
+static void st_group_exprs(int64_t step_ns, enum st_group g, char *ws, size_t wsl, char *wl,
+			   size_t wll)
+{
+	long long st = (long long)step_ns;
+
+	if (g == ST_G_STEP) {
+		snprintf(ws, wsl, "(win_start - (((win_start %% %lld) + %lld) %% %lld))", st, st, st);
+		snprintf(wl, wll, "%lld", st);
+	} else {
+		snprintf(ws, wsl, "%s", g == ST_G_WINDOW ? "win_start" : "0");
+		snprintf(wl, wll, "%s", g == ST_G_WINDOW ? "win_len" : "0");
+	}
 }
 
 /* The common table expressions every query uses, per (server, resource,
- * ws, wl) group, ws/wl being the window or 0, 0 when summing the range:
+ * ws, wl) group, ws/wl being the window, the period or 0, 0 when summing
+ * the range:
  *   cu  usage per CE          ku  reasons per reason
  *   su  sum of usage          sk  sum of reasons
  *   tt  total and capacity    gt  every group with t, c, s, k (0 if absent)
  *                                 and hut = the group has any U_c or U
+ * finest: read each part of the range from the finest series holding it
+ * (else from the coarsest one that fits exactly).
  */
-static int st_ctes(const struct st_query *q, int per_window, char *buf, size_t len)
+static int st_ctes(st_db *db, const struct st_query *q, int64_t step_ns, enum st_group g,
+		   int finest, struct st_sb *b)
 {
-	char w[160];
-	const char *ws = per_window ? "win_start" : "0";
-	const char *wl = per_window ? "win_len" : "0";
-	int r;
+	struct st_seg seg[ST_SEG_MAX];
+	char ws[128], wl[32];
+	size_t nseg;
+	int rv;
 
-	st_where(q, w, sizeof(w));
-	r = snprintf(buf, len,
-		     "WITH cu AS (SELECT server, resource, %s AS ws, %s AS wl, ce, SUM(value) AS v "
-		     "FROM usage WHERE %s GROUP BY 1, 2, 3, 4, 5), "
+	if ((rv = st_segments(db, q, step_ns, g, finest, seg, &nseg)) != 0)
+		return rv;
+	st_group_exprs(step_ns, g, ws, sizeof(ws), wl, sizeof(wl));
+	st_sb_add(b, "WITH cu AS (SELECT server, resource, %s AS ws, %s AS wl, ce, SUM(value) AS v "
+		     "FROM ", ws, wl);
+	st_src(b, ST_T_USAGE, q, seg, nseg);
+	st_sb_add(b, " GROUP BY 1, 2, 3, 4, 5), "
 		     "su AS (SELECT server, resource, ws, wl, SUM(v) AS s FROM cu GROUP BY 1, 2, 3, 4), "
-		     "ku AS (SELECT server, resource, %s AS ws, %s AS wl, reason, SUM(value) AS v "
-		     "FROM unacct WHERE %s GROUP BY 1, 2, 3, 4, 5), "
+		     "ku AS (SELECT server, resource, %s AS ws, %s AS wl, reason, SUM(value) AS v FROM ",
+		  ws, wl);
+	st_src(b, ST_T_UNACCT, q, seg, nseg);
+	st_sb_add(b, " GROUP BY 1, 2, 3, 4, 5), "
 		     "sk AS (SELECT server, resource, ws, wl, SUM(v) AS k FROM ku GROUP BY 1, 2, 3, 4), "
 		     "tt AS (SELECT server, resource, %s AS ws, %s AS wl, SUM(value) AS t, "
-		     "SUM(capacity) AS c FROM total WHERE %s GROUP BY 1, 2, 3, 4), "
+		     "SUM(capacity) AS c FROM ", ws, wl);
+	st_src(b, ST_T_TOTAL, q, seg, nseg);
+	st_sb_add(b, " GROUP BY 1, 2, 3, 4), "
 		     "g AS (SELECT server, resource, ws, wl FROM su UNION "
 		     "SELECT server, resource, ws, wl FROM sk UNION "
 		     "SELECT server, resource, ws, wl FROM tt), "
@@ -106,9 +230,8 @@ static int st_ctes(const struct st_query *q, int per_window, char *buf, size_t l
 		     "(su.s IS NOT NULL OR tt.t IS NOT NULL) AS hut FROM g "
 		     "LEFT JOIN tt USING (server, resource, ws, wl) "
 		     "LEFT JOIN su USING (server, resource, ws, wl) "
-		     "LEFT JOIN sk USING (server, resource, ws, wl)) ",
-		     ws, wl, w, ws, wl, w, ws, wl, w);
-	return r > 0 && (size_t)r < len ? RM_OK : RM_ENOMEM;
+		     "LEFT JOIN sk USING (server, resource, ws, wl)) ");
+	return RM_OK;
 }
 
 void st_query_bind(sqlite3_stmt *s, const struct st_query *q)
@@ -252,100 +375,167 @@ fail:
  * descending, then key. */
 #define ST_ORDER " ORDER BY 1, 2, 3, 4, 6, 7 DESC, 5"
 
-int st_query_usage(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+/* Runs the query the builder holds (st_collect), freeing the text. */
+static int st_collect_sb(st_db *db, const struct st_query *q, struct st_sb *b,
+			 const struct st_collect_mode *m, struct st_row **rows, size_t *n)
 {
-	static const struct st_collect_mode mode = {
-		.keep_zero = 1, .key_is_ce = 1, .group_key = ST_CE_UNACCOUNTABLE,
-	};
-	char sql[4096], ctes[3072];
-	int want_ce = 1, want_v = 1, rv;
+	int rv = st_sb_done(db, b);
+
+	if (rv == RM_OK)
+		rv = st_collect(db, q, b->s, m, rows, n);
+	free(b->s);
+	return rv;
+}
+
+/* One read transaction around a query, so that the series map and every
+ * scan see one snapshot even while the aggregator rolls up and deletes
+ * (nothing is done when the caller has a transaction open). */
+static int st_read_begin(st_db *db, int *own)
+{
+	int rc;
+
+	*own = sqlite3_get_autocommit(db->h);
+	if (!*own)
+		return RM_OK;
+	rc = sqlite3_exec(db->h, "BEGIN", NULL, NULL, NULL);
+	return rc == SQLITE_OK ? RM_OK : st_sql_err(db, rc, "failed to query");
+}
+
+static void st_read_end(st_db *db, int own)
+{
+	if (own && !sqlite3_get_autocommit(db->h))
+		sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL);
+}
+
+/* st_query_usage / st_query_unacct through st_agg_query: plain scans of
+ * the series that answer the range. */
+static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+			    struct st_row **rows, size_t *n)
+{
+	struct st_seg seg[ST_SEG_MAX];
+	struct st_sb b[3] = { { 0 } };
+	const char *sql[3];
+	enum st_group g;
+	size_t nseg;
+	int rv, t;
 
 	if ((rv = st_check_query(db, q, rows, n)) != 0)
 		return rv;
 	*rows = NULL;
 	*n = 0;
-	if (q->ce) {
-		if (strcmp(q->ce, ST_CE_UNACCOUNTABLE) == 0)
-			want_ce = 0;
-		else
-			want_v = 0;
-	}
-	if ((rv = st_ctes(q, q->per_window, ctes, sizeof(ctes))) != 0)
+	g = st_group_of(q, step_ns);
+	if ((rv = st_segments(db, q, step_ns, g, g == ST_G_WINDOW, seg, &nseg)) != 0)
 		return rv;
-	/* The V row is the group row, for groups with any U_c or U. */
-	snprintf(sql, sizeof(sql),
-		 "%s"
-		 "SELECT cu.server, cu.resource, cu.ws, cu.wl, cu.ce, 0, cu.v, gt.t, gt.c, gt.s, gt.k "
-		 "FROM cu JOIN gt USING (server, resource, ws, wl) WHERE %s "
-		 "UNION ALL "
-		 "SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt WHERE %s AND hut"
-		 ST_ORDER,
-		 ctes, !want_ce ? "0" : q->ce ? "cu.ce = :ce" : "1", want_v ? "1" : "0");
-	return st_collect(db, q, sql, &mode, rows, n);
+	for (t = 0; t < 3; t++) {
+		sql[t] = NULL;
+		if (t == 1 && !unacct)
+			continue;
+		st_sb_add(&b[t], "SELECT * FROM ");
+		st_src(&b[t], (enum st_tab)t, q, seg, nseg);
+		if ((rv = st_sb_done(db, &b[t])) != 0)
+			goto done;
+		sql[t] = b[t].s;
+	}
+	rv = st_agg_query(db, q, g == ST_G_STEP ? step_ns : 0, unacct, sql, rows, n);
+done:
+	for (t = 0; t < 3; t++)
+		free(b[t].s);
+	return rv;
+}
+
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+			 struct st_row **rows, size_t *n);
+
+static int st_usage(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+		    size_t *n)
+{
+	return st_scan_query(db, q, step_ns, 0, rows, n);
+}
+
+static int st_unacct(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+		     size_t *n)
+{
+	return st_scan_query(db, q, step_ns, 1, rows, n);
+}
+
+static int st_check_step(int64_t step_ns)
+{
+	if (step_ns <= 0) {
+		rm_log_error("invalid query: step %lld", (long long)step_ns);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+int st_query_usage(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	return st_usage(db, q, 0, rows, n);
+}
+
+int st_query_usage_step(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+			size_t *n)
+{
+	return st_check_step(step_ns) ? RM_EINVAL : st_usage(db, q, step_ns, rows, n);
 }
 
 int st_query_unacct(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
 {
-	static const struct st_collect_mode mode = {
-		.with_k = 1, .group_key = ST_REASON_UNEXPLAINED,
-	};
-	char sql[4096], ctes[3072];
-	int rv;
-
-	if ((rv = st_check_query(db, q, rows, n)) != 0)
-		return rv;
-	*rows = NULL;
-	*n = 0;
-	if ((rv = st_ctes(q, q->per_window, ctes, sizeof(ctes))) != 0)
-		return rv;
-	snprintf(sql, sizeof(sql),
-		 "%s"
-		 "SELECT ku.server, ku.resource, ku.ws, ku.wl, ku.reason, 0, ku.v, gt.t, gt.c, gt.s, gt.k "
-		 "FROM ku JOIN gt USING (server, resource, ws, wl) WHERE ku.v != 0 "
-		 "UNION ALL "
-		 "SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt" ST_ORDER,
-		 ctes);
-	return st_collect(db, q, sql, &mode, rows, n);
+	return st_unacct(db, q, 0, rows, n);
 }
 
-int st_query_identity(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+int st_query_unacct_step(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
+			 size_t *n)
+{
+	return st_check_step(step_ns) ? RM_EINVAL : st_unacct(db, q, step_ns, rows, n);
+}
+
+static int st_identity_in(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
 {
 	static const struct st_collect_mode mode = {
 		.with_k = 1, .key_is_ce = 1, .value_is_sum = 1, .group_key = "",
 	};
-	char sql[4096], ctes[3072];
+	struct st_sb b = { 0 };
 	int rv;
 
 	if ((rv = st_check_query(db, q, rows, n)) != 0)
 		return rv;
 	*rows = NULL;
 	*n = 0;
-	if ((rv = st_ctes(q, 1, ctes, sizeof(ctes))) != 0)
+	/* per stored row of the coarsest series that fits: a rolled-up bucket
+	 * balances exactly when the sum of its windows' residuals is 0 */
+	if ((rv = st_ctes(db, q, 0, ST_G_WINDOW, 0, &b)) != 0) {
+		free(b.s);
 		return rv;
-	snprintf(sql, sizeof(sql),
-		 "%s SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt ORDER BY 1, 2, 3, 4",
-		 ctes);
-	return st_collect(db, q, sql, &mode, rows, n);
+	}
+	st_sb_add(&b, "SELECT server, resource, ws, wl, '', 1, 0, t, c, s, k FROM gt ORDER BY 1, 2, 3, 4");
+	return st_collect_sb(db, q, &b, &mode, rows, n);
 }
 
-int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n)
+static int st_count_in(st_db *db, const struct st_query *q, uint64_t *n)
 {
-	char sql[1024], w[160];
+	struct st_seg seg[ST_SEG_MAX];
+	struct st_sb b = { 0 };
 	sqlite3_stmt *s;
-	size_t dummy;
+	size_t dummy, nseg;
 	int rc, rv;
 
 	if ((rv = st_check_query(db, q, n, &dummy)) != 0)
 		return rv;
 	*n = 0;
-	st_where(q, w, sizeof(w));
-	snprintf(sql, sizeof(sql),
-		 "SELECT count(*) FROM (SELECT server, resource, win_start, win_len FROM usage "
-		 "WHERE %s UNION SELECT server, resource, win_start, win_len FROM unacct WHERE %s "
-		 "UNION SELECT server, resource, win_start, win_len FROM total WHERE %s)",
-		 w, w, w);
-	if ((rv = st_prepare(db, q, sql, &s)) != 0)
+	if ((rv = st_segments(db, q, 0, ST_G_WINDOW, 0, seg, &nseg)) != 0)
 		return rv;
+	st_sb_add(&b, "SELECT count(*) FROM (SELECT server, resource, win_start, win_len FROM ");
+	st_src(&b, ST_T_USAGE, q, seg, nseg);
+	st_sb_add(&b, " UNION SELECT server, resource, win_start, win_len FROM ");
+	st_src(&b, ST_T_UNACCT, q, seg, nseg);
+	st_sb_add(&b, " UNION SELECT server, resource, win_start, win_len FROM ");
+	st_src(&b, ST_T_TOTAL, q, seg, nseg);
+	st_sb_add(&b, ")");
+	if ((rv = st_sb_done(db, &b)) != 0 || (rv = st_prepare(db, q, b.s, &s)) != 0) {
+		free(b.s);
+		return rv;
+	}
+	free(b.s);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
 		*n = (uint64_t)sqlite3_column_int64(s, 0);
@@ -355,13 +545,17 @@ int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n)
 	return rv;
 }
 
-int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+static int st_splits_in(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
 {
 	struct st_rowbuf b = { 0 };
+	struct st_seg seg[ST_SEG_MAX];
+	struct st_sb sb = { 0 };
 	struct st_query qq;
+	enum st_group g;
 	sqlite3_stmt *s;
 	struct st_row *row;
-	char sql[512];
+	char ws[128], wl[32];
+	size_t nseg;
 	int rc, rv;
 
 	if ((rv = st_check_query(db, q, rows, n)) != 0)
@@ -371,13 +565,18 @@ int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, s
 	/* the resource filter does not apply: splits are per part, not per resource */
 	qq = *q;
 	qq.resource = -1;
-	snprintf(sql, sizeof(sql),
-		 "SELECT server, %s, %s, SUM(parts) FROM split WHERE win_start >= :since AND "
-		 "win_start < :until%s GROUP BY 1, 2, 3 HAVING SUM(parts) != 0 ORDER BY 1, 2, 3",
-		 q->per_window ? "win_start" : "0", q->per_window ? "win_len" : "0",
-		 q->server ? " AND server = :server" : "");
-	if ((rv = st_prepare(db, &qq, sql, &s)) != 0)
+	g = st_group_of(q, 0);
+	if ((rv = st_segments(db, &qq, 0, g, g == ST_G_WINDOW, seg, &nseg)) != 0)
 		return rv;
+	st_group_exprs(0, g, ws, sizeof(ws), wl, sizeof(wl));
+	st_sb_add(&sb, "SELECT server, %s, %s, SUM(parts) FROM ", ws, wl);
+	st_src(&sb, ST_T_SPLIT, &qq, seg, nseg);
+	st_sb_add(&sb, " GROUP BY 1, 2, 3 HAVING SUM(parts) != 0 ORDER BY 1, 2, 3");
+	if ((rv = st_sb_done(db, &sb)) != 0 || (rv = st_prepare(db, &qq, sb.s, &s)) != 0) {
+		free(sb.s);
+		return rv;
+	}
+	free(sb.s);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		if (!(row = st_rowbuf_add(&b))) {
 			rv = RM_ENOMEM;
@@ -403,4 +602,181 @@ fail:
 	sqlite3_finalize(s);
 	free(b.v);
 	return rv;
+}
+
+/* ---- the public queries: each in one read snapshot ---- */
+
+static int st_scan_query(st_db *db, const struct st_query *q, int64_t step_ns, int unacct,
+			 struct st_row **rows, size_t *n)
+{
+	int own, rv;
+
+	if (!db)
+		return st_scan_query_in(db, q, step_ns, unacct, rows, n);
+	if ((rv = st_read_begin(db, &own)) != 0)
+		return rv;
+	rv = st_scan_query_in(db, q, step_ns, unacct, rows, n);
+	st_read_end(db, own);
+	return rv;
+}
+
+int st_query_identity(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	int own, rv;
+
+	if (!db)
+		return st_identity_in(db, q, rows, n);
+	if ((rv = st_read_begin(db, &own)) != 0)
+		return rv;
+	rv = st_identity_in(db, q, rows, n);
+	st_read_end(db, own);
+	return rv;
+}
+
+int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n)
+{
+	int own, rv;
+
+	if (!db)
+		return st_count_in(db, q, n);
+	if ((rv = st_read_begin(db, &own)) != 0)
+		return rv;
+	rv = st_count_in(db, q, n);
+	st_read_end(db, own);
+	return rv;
+}
+
+int st_query_splits(st_db *db, const struct st_query *q, struct st_row **rows, size_t *n)
+{
+	int own, rv;
+
+	if (!db)
+		return st_splits_in(db, q, rows, n);
+	if ((rv = st_read_begin(db, &own)) != 0)
+		return rv;
+	rv = st_splits_in(db, q, rows, n);
+	st_read_end(db, own);
+	return rv;
+}
+
+/* The rows naming `what` in every kept series: the windows, and of each
+ * rolled-up series the buckets the next coarser series has not rolled up
+ * (the 1 day series all), so that together they cover all time. */
+static int st_names_sql(st_db *db, const char *what, int exists, struct st_sb *b)
+{
+	const char *tab = strcmp(what, "ce") == 0 ? "usage" : "total";
+	struct st_series_map m;
+	int s, rv;
+
+	if ((rv = st_series_load(db, &m)) != 0)
+		return rv;
+	if (exists)
+		st_sb_add(b, "SELECT EXISTS (SELECT 1 FROM %s WHERE %s = :name)", tab, what);
+	else
+		st_sb_add(b, "SELECT DISTINCT %s FROM %s", what, tab);
+	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
+		long long from = s + 1 < ST_SERIES_COUNT ? (long long)m.rolled[s + 1] : (long long)INT64_MIN;
+
+		if (exists)
+			st_sb_add(b, " OR EXISTS (SELECT 1 FROM r_%s WHERE step = %lld AND win_start >= %lld "
+				     "AND %s = :name)", tab, (long long)st_series_step(s), from, what);
+		else
+			st_sb_add(b, " UNION SELECT %s FROM r_%s WHERE step = %lld AND win_start >= %lld", what,
+				  tab, (long long)st_series_step(s), from);
+	}
+	if (!exists)
+		st_sb_add(b, " ORDER BY 1");
+	return st_sb_done(db, b);
+}
+
+static int st_check_what(const char *what)
+{
+	if (what && (strcmp(what, "ce") == 0 || strcmp(what, "server") == 0))
+		return RM_OK;
+	rm_log_error("invalid name kind '%s' (server, ce)", what ? what : "(null)");
+	return RM_EINVAL;
+}
+
+/* Prepares the names query of st_names_sql into *s. */
+static int st_names_prepare(st_db *db, const char *what, int exists, sqlite3_stmt **s)
+{
+	struct st_sb b = { 0 };
+	int rc, rv;
+
+	if ((rv = st_names_sql(db, what, exists, &b)) != 0) {
+		free(b.s);
+		return rv;
+	}
+	rc = sqlite3_prepare_v2(db->h, b.s, -1, s, NULL);
+	free(b.s);
+	return rc == SQLITE_OK ? RM_OK : st_sql_err(db, rc, "failed to query");
+}
+
+int st_name_known(st_db *db, const char *what, const char *name, int *known)
+{
+	sqlite3_stmt *s;
+	int rc, rv = RM_EINVAL, i;
+
+	if (!db || !known || (rv = st_check_what(what)) != 0 ||
+	    (rv = st_check_name(what, name, ST_NAME_MAX)) != 0)
+		return rv ? rv : RM_EINVAL;
+	*known = 0;
+	if ((rv = st_names_prepare(db, what, 1, &s)) != 0)
+		return rv;
+	if ((i = sqlite3_bind_parameter_index(s, ":name")) > 0)
+		sqlite3_bind_text(s, i, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*known = sqlite3_column_int(s, 0) != 0;
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? RM_OK : st_sql_err(db, rc, "failed to query");
+}
+
+int st_names(st_db *db, const char *what, char ***names, size_t *n)
+{
+	struct st_sb txt = { 0 };
+	sqlite3_stmt *s;
+	size_t cnt = 0, i, off;
+	char **v;
+	int rc, rv = RM_EINVAL;
+
+	if (!db || !names || !n || (rv = st_check_what(what)) != 0)
+		return rv ? rv : RM_EINVAL;
+	*names = NULL;
+	*n = 0;
+	if ((rv = st_names_prepare(db, what, 0, &s)) != 0)
+		return rv;
+	/* the names one after the other, NUL-separated, then the pointers */
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		st_sb_add(&txt, "%s", st_col_text(s, 0));
+		st_sb_add(&txt, "%c", 1);
+		cnt++;
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		free(txt.s);
+		return st_sql_err(db, rc, "failed to query");
+	}
+	if ((rv = st_sb_done(db, &txt)) != 0 || !cnt) {
+		free(txt.s);
+		return rv;
+	}
+	if (!(v = malloc(cnt * sizeof(*v) + txt.len))) {
+		free(txt.s);
+		rm_log_error("failed to query '%s': %s", db->path, rm_strerror(RM_ENOMEM));
+		return RM_ENOMEM;
+	}
+	memcpy(v + cnt, txt.s, txt.len);
+	free(txt.s);
+	for (i = 0, off = 0; i < cnt; i++) {
+		char *p = (char *)(v + cnt) + off;
+		size_t l = strcspn(p, "\x01");
+
+		p[l] = '\0';
+		v[i] = p;
+		off += l + 1;
+	}
+	*names = v;
+	*n = cnt;
+	return RM_OK;
 }

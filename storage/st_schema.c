@@ -99,6 +99,36 @@ static const char *const st_schema_steps[] = {
 
 	/* v5: throttle commands and their decisions (st_throttle.c). */
 	st_throttle_schema,
+
+	/* v6: the 1 min / 1 h / 1 day series (st_rollup.c). Rows keyed by
+	 * (step, bucket start, ...) so that a range of one series is one
+	 * stretch of the key; series: what each series has rolled up
+	 * (buckets before rolled_until) and deleted (rows before kept_from);
+	 * horizon: the settled horizon. A v5 file starts with no rolled-up
+	 * rows; the aggregator rolls its windows up as it runs. */
+	"CREATE TABLE r_usage ("
+	"  step INTEGER NOT NULL, win_start INTEGER NOT NULL,"
+	"  server TEXT NOT NULL, resource INTEGER NOT NULL, ce TEXT NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  PRIMARY KEY (step, win_start, server, resource, ce)) WITHOUT ROWID;"
+	"CREATE TABLE r_unacct ("
+	"  step INTEGER NOT NULL, win_start INTEGER NOT NULL,"
+	"  server TEXT NOT NULL, resource INTEGER NOT NULL, reason TEXT NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  PRIMARY KEY (step, win_start, server, resource, reason)) WITHOUT ROWID;"
+	"CREATE TABLE r_total ("
+	"  step INTEGER NOT NULL, win_start INTEGER NOT NULL,"
+	"  server TEXT NOT NULL, resource INTEGER NOT NULL,"
+	"  value INTEGER NOT NULL CHECK (typeof(value) = 'integer' AND value >= 0),"
+	"  capacity INTEGER NOT NULL CHECK (typeof(capacity) = 'integer' AND capacity >= 0),"
+	"  PRIMARY KEY (step, win_start, server, resource)) WITHOUT ROWID;"
+	"CREATE TABLE r_split ("
+	"  step INTEGER NOT NULL, win_start INTEGER NOT NULL, server TEXT NOT NULL,"
+	"  parts INTEGER NOT NULL CHECK (typeof(parts) = 'integer' AND parts >= 0),"
+	"  PRIMARY KEY (step, win_start, server)) WITHOUT ROWID;"
+	"CREATE TABLE series ("
+	"  series INTEGER PRIMARY KEY, rolled_until INTEGER NOT NULL, kept_from INTEGER NOT NULL);"
+	"CREATE TABLE horizon (id INTEGER PRIMARY KEY CHECK (id = 1), settled INTEGER NOT NULL);",
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));

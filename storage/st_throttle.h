@@ -1,5 +1,5 @@
 /*
- * st_throttle.h - throttle commands and the decisions behind them (issue 6),
+ * st_throttle.h - throttle commands and the decisions behind them,
  * stored beside the accounting tables: who asked (a policy rule or an
  * operator), when, why, the figures it looked at, and what became of the
  * command.

@@ -10,7 +10,7 @@
  *
  * With --event-loop, the main thread alone serves every connection (one
  * poll loop, like redis): a CE's slow request delays everyone queued behind
- * it, the case the admission throttling of issue 6 is for.
+ * it, the case admission throttling (collector --throttle tc:DEV) is for.
  *
  * The main thread owns the listening socket, the connection slots and the
  * truth file; it accepts, reaps finished connection threads, and on a

@@ -2,7 +2,8 @@
  * tb_testutil.h - process helpers shared by the testbed's tests (header-only,
  * test code only): spawn a tool with its stdout in a file or a pipe, wait for
  * it with a timeout, read a whole file, start tb-server on a free port.
- * Not thread-safe (tests are single-threaded).
+ * Not thread-safe (tests are single-threaded). Children are made by
+ * rm_test_fork(), so a failing test still stops them (rm_test.h).
  */
 #ifndef TB_TESTUTIL_H
 #define TB_TESTUTIL_H
@@ -19,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rm_test.h"
+
 /*
  * Forks and execs argv[0] with stdout redirected to out_path (truncated) if
  * not NULL, or to the write end of a new pipe whose read end goes to
@@ -31,7 +34,7 @@ static inline pid_t tbt_spawn(char *const argv[], const char *out_path, int *pip
 
 	if (pipe_rd && pipe2(p, O_CLOEXEC) != 0)
 		return -1;
-	pid = fork();
+	pid = rm_test_fork();
 	if (pid < 0) {
 		if (pipe_rd) {
 			close(p[0]);
@@ -71,13 +74,16 @@ static inline int tbt_wait(pid_t pid, int timeout_ms)
 	for (;;) {
 		pid_t r = waitpid(pid, &st, WNOHANG);
 
-		if (r == pid)
+		if (r == pid) {
+			rm_test_forget(pid);
 			break;
+		}
 		if (r < 0 && errno != EINTR)
 			return -1;
 		if (waited >= timeout_ms) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
+			rm_test_forget(pid);
 			return -1;
 		}
 		usleep(10000);
@@ -174,6 +180,7 @@ static inline pid_t tbt_start_server(const char *bin, const char *truth, const c
 		fprintf(stderr, "tb-server did not report its port (got '%s')\n", line);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
+		rm_test_forget(pid);
 		return -1;
 	}
 	return pid;

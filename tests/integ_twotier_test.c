@@ -123,8 +123,10 @@ static void cleanup(void)
 		if (pids[i] > 0)
 			kill(pids[i], SIGKILL);
 	for (i = 0; i < npids; i++)
-		if (pids[i] > 0)
+		if (pids[i] > 0) {
 			waitpid(pids[i], NULL, 0);
+			rm_test_forget(pids[i]);
+		}
 	npids = 0;
 	if (run.own_hosts)
 		netns("down");
@@ -160,7 +162,7 @@ static int lock_hosts(void)
  */
 static pid_t spawn(char *const argv[], const char *log)
 {
-	pid_t pid = fork();
+	pid_t pid = rm_test_fork();
 
 	if (pid == 0) {
 		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0644);
@@ -198,6 +200,7 @@ static int wait_for_text(const char *path, const char *text, pid_t pid, int ms)
 			return 0;
 		if (waitpid(pid, NULL, WNOHANG) == pid) {
 			forget(pid);
+			rm_test_forget(pid);
 			break;
 		}
 		usleep(50000);

@@ -83,7 +83,7 @@ static void test_xen_node(void)
 	int st;
 
 	if (access(REAL_XEN_TRACE, R_OK) != 0) {
-		fprintf(stderr, "the real Xen trace is missing at '%s' (shared/ must sit beside the repo)\n",
+		fprintf(stderr, "the real Xen trace is missing at '%s' (it belongs in tests/data/xen/)\n",
 			REAL_XEN_TRACE);
 		CU_FAIL_FATAL("real Xen trace missing");
 	}

@@ -14,6 +14,13 @@
  * a reason; ctest then reports the test as skipped (exit code 77), never as
  * passed; with RM_NO_SKIP set in the environment (CI as root) a skip fails
  * the test instead. Helpers below create temporary directories that are removed at exit.
+ *
+ * What a test starts, it stops, also when an assertion fails half-way: every
+ * child made by rm_test_fork() (rm_test_spawn() uses it) is remembered until
+ * rm_test_wait() reaps it; at exit (normal, exit() or a failed _FATAL
+ * assertion) the ones still running get SIGTERM, then SIGKILL after 5 s.
+ * A child also gets SIGTERM from the kernel if the test dies first
+ * (PR_SET_PDEATHSIG: a crash or ctest's timeout kill leaves nothing behind).
  */
 #ifndef RM_TEST_H
 #define RM_TEST_H
@@ -23,7 +30,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,13 +118,109 @@ static inline char *rm_test_capture_end(const char *path)
 	return text;
 }
 
+/* The children rm_test_fork() made and nobody reaped yet (0: free slot). */
+static pid_t rm_test_children[64];
+
+/* Forgets pid (it has been reaped). */
+static inline void rm_test_forget(pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(rm_test_children) / sizeof(rm_test_children[0]); i++)
+		if (rm_test_children[i] == pid)
+			rm_test_children[i] = 0;
+}
+
+/*
+ * fork() for tests, from the main thread (the death signal follows the
+ * thread that forked). In the child: SIGTERM when the test process dies, and
+ * _exit(127) if it already has. In the parent: the child is remembered for
+ * rm_test_stop_children(). Returns what fork() returns.
+ */
+static inline pid_t rm_test_fork(void)
+{
+	pid_t parent = getpid(), pid = fork();
+	size_t i;
+
+	if (pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+			_exit(127);
+		return 0;
+	}
+	for (i = 0; pid > 0 && i < sizeof(rm_test_children) / sizeof(rm_test_children[0]); i++)
+		if (rm_test_children[i] == 0) {
+			rm_test_children[i] = pid;
+			break;
+		}
+	return pid;
+}
+
+/*
+ * Stops the children rm_test_fork() made that are still running: SIGTERM,
+ * up to 5 s to exit, then SIGKILL; reaps them. A pid reaped elsewhere
+ * (waitpid ECHILD) is only forgotten, never signalled.
+ */
+static inline void rm_test_stop_children(void)
+{
+	size_t i, n = sizeof(rm_test_children) / sizeof(rm_test_children[0]);
+	int live = 0, round, st;
+
+	for (i = 0; i < n; i++) {
+		pid_t p = rm_test_children[i];
+
+		if (p <= 0)
+			continue;
+		if (waitpid(p, &st, WNOHANG) == 0) {
+			fprintf(stderr, "stopping pid %d, which the test left running\n", (int)p);
+			kill(p, SIGTERM);
+			live++;
+		} else {
+			rm_test_children[i] = 0;
+		}
+	}
+	for (round = 0; live > 0 && round < 500; round++) {
+		usleep(10000);
+		for (live = 0, i = 0; i < n; i++) {
+			if (rm_test_children[i] <= 0)
+				continue;
+			if (waitpid(rm_test_children[i], &st, WNOHANG) == 0)
+				live++;
+			else
+				rm_test_children[i] = 0;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (rm_test_children[i] <= 0)
+			continue;
+		kill(rm_test_children[i], SIGKILL);
+		while (waitpid(rm_test_children[i], &st, 0) < 0 && errno == EINTR)
+			;
+		rm_test_children[i] = 0;
+	}
+}
+
+static pid_t rm_test_main_pid;
+
+/*
+ * At the test program's exit: the children first (they may write into the
+ * directory), then the directory. Nothing in a forked child that exits.
+ */
+static inline void rm_test_at_exit(void)
+{
+	if (getpid() != rm_test_main_pid)
+		return;
+	rm_test_stop_children();
+	rm_test_cleanup();
+}
+
 /*
  * Starts the program argv[0] (a path, no PATH lookup) with stdout and stderr
- * appended to log. Returns its pid, or -1 if it could not fork.
+ * appended to log, through rm_test_fork(). Returns its pid, or -1 if it
+ * could not fork.
  */
 static inline pid_t rm_test_spawn(const char *const argv[], const char *log)
 {
-	pid_t pid = fork();
+	pid_t pid = rm_test_fork();
 
 	if (pid == 0) {
 		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0600);
@@ -139,12 +244,15 @@ static inline int rm_test_wait(pid_t pid, int ms)
 	int st, i;
 
 	for (i = 0; i < ms / 10; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			rm_test_forget(pid);
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
 		usleep(10000);
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
+	rm_test_forget(pid);
 	return -1;
 }
 
@@ -176,6 +284,8 @@ static inline const char *rm_test_slurp(const char *path)
 		unsigned failed, run;                                                        \
 		(void)argc;                                                                  \
 		(void)argv;                                                                  \
+		rm_test_main_pid = getpid();                                                 \
+		atexit(rm_test_at_exit);                                                     \
 		if (CU_initialize_registry() != CUE_SUCCESS)                                 \
 			return 1;                                                            \
 		if (CU_register_suites(suites) != CUE_SUCCESS)                               \
@@ -195,7 +305,6 @@ static inline const char *rm_test_slurp(const char *path)
 		failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();      \
 		run = CU_get_number_of_tests_run();                                          \
 		CU_cleanup_registry();                                                       \
-		rm_test_cleanup();                                                           \
 		if (failed)                                                                  \
 			return 1;                                                            \
 		if (run == 0)                                                                \

@@ -186,7 +186,7 @@ static int real_trace_present(void)
 {
 	if (access(REAL_XEN_TRACE, R_OK) == 0)
 		return 1;
-	fprintf(stderr, "FAIL: the real xen trace '%s' is missing: clone the shared/ data beside the repository\n",
+	fprintf(stderr, "FAIL: the real xen trace '%s' is missing: it belongs in tests/data/xen/\n",
 		REAL_XEN_TRACE);
 	CU_FAIL_FATAL("real xen trace missing (" REAL_XEN_TRACE ")");
 	return 0;

@@ -1,0 +1,384 @@
+/*
+ * bench_query.c - how fast rametrctl answers over a month of a large
+ * deployment, and how big the database is per day of retention.
+ *
+ * Builds a database (default 100 tenants x 50 servers x 5 resources, every
+ * tenant on every server) as the aggregator's rollup leaves it at END: the
+ * 1 day and 1 h series over 31 days, the 1 min series where the queries'
+ * edges fall (the hours around END - 30 d and the last hour), and the 1 s
+ * windows of the last minutes that are not rolled up yet. The 1 min and 1 s
+ * series are not generated for the whole month (1.1e9 and 5.4e10 rows): the
+ * queries below read no other rows of them, and the size per day of each
+ * series is computed from the bytes per row measured here. Values are
+ * integers that balance (sum U_c + V = U) in every bucket.
+ *
+ * Then it times the real rametrctl binary (process start included) on
+ *   usage --since END-30d --until END --step 1d
+ *   usage --since END-30d --until END --group-by ce --top 10
+ *   usage --since END-30d --until END --step 1d --group-by ce --top 10
+ *   bill --period 2026-11 --share-unaccountable weighted
+ * each run several times (median printed), output to /dev/null.
+ *
+ * usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] [--runs N]
+ */
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "rm_err.h"
+#include "st.h"
+#include "st_rollup.h"
+#include "banned.h"
+
+#define SEC 1000000000LL
+#define MIN (60 * SEC)
+#define HOUR (3600 * SEC)
+#define DAY (86400 * SEC)
+#define END (1796042096LL * SEC) /* 2026-11-30T12:34:56Z */
+
+struct gen {
+	sqlite3 *h;
+	int tenants, servers;
+	sqlite3_stmt *u, *v, *t;
+	unsigned x;
+	long long rows;
+};
+
+/* 48 pseudo-random bits (two steps of an LCG, 24 bits each). */
+static uint64_t rnd(struct gen *g)
+{
+	uint64_t hi;
+
+	g->x = g->x * 1103515245u + 12345u;
+	hi = g->x >> 8;
+	g->x = g->x * 1103515245u + 12345u;
+	return hi << 24 | g->x >> 8;
+}
+
+static int prep(sqlite3 *h, const char *sql, sqlite3_stmt **s)
+{
+	if (sqlite3_prepare_v2(h, sql, -1, s, NULL) != SQLITE_OK) {
+		fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(h));
+		return -1;
+	}
+	return 0;
+}
+
+static int step_reset(sqlite3 *h, sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		fprintf(stderr, "bench_query: insert failed: %s\n", sqlite3_errmsg(h));
+		return -1;
+	}
+	return 0;
+}
+
+/* One bucket [start, start + len) of every server, resource and tenant:
+ * into the windows (step 0) or the rolled-up series of that step. */
+static int gen_bucket(struct gen *g, int64_t step, int64_t start, int64_t len)
+{
+	char server[24], ce[24];
+	int s, r, c;
+
+	for (s = 0; s < g->servers; s++) {
+		snprintf(server, sizeof(server), "srv-%02d", s);
+		for (r = 0; r < ST_R_COUNT; r++) {
+			/* cpu: up to 0.04 cores per tenant; bytes: up to 64 KiB/s */
+			uint64_t sum = 0, lost, scale = r == ST_R_CPU ? (uint64_t)(len / 25) : (uint64_t)(len / SEC) * 65536;
+
+			for (c = 0; c < g->tenants; c++) {
+				uint64_t val = scale ? rnd(g) % scale : 0;
+
+				snprintf(ce, sizeof(ce), "tenant-%03d", c);
+				sqlite3_bind_int64(g->u, 1, step);
+				sqlite3_bind_int64(g->u, 2, start);
+				sqlite3_bind_text(g->u, 3, server, -1, SQLITE_TRANSIENT);
+				sqlite3_bind_int(g->u, 4, r);
+				sqlite3_bind_text(g->u, 5, ce, -1, SQLITE_TRANSIENT);
+				sqlite3_bind_int64(g->u, 6, (sqlite3_int64)val);
+				sqlite3_bind_int64(g->u, 7, len);
+				if (step_reset(g->h, g->u))
+					return -1;
+				sum += val;
+			}
+			lost = scale ? rnd(g) % (scale / 8 + 1) : 0;
+			sqlite3_bind_int64(g->v, 1, step);
+			sqlite3_bind_int64(g->v, 2, start);
+			sqlite3_bind_text(g->v, 3, server, -1, SQLITE_TRANSIENT);
+			sqlite3_bind_int(g->v, 4, r);
+			sqlite3_bind_int64(g->v, 5, (sqlite3_int64)lost);
+			sqlite3_bind_int64(g->v, 6, len);
+			sqlite3_bind_int64(g->t, 1, step);
+			sqlite3_bind_int64(g->t, 2, start);
+			sqlite3_bind_text(g->t, 3, server, -1, SQLITE_TRANSIENT);
+			sqlite3_bind_int(g->t, 4, r);
+			sqlite3_bind_int64(g->t, 5, (sqlite3_int64)(sum + lost));
+			sqlite3_bind_int64(g->t, 6, r == ST_R_CPU ? 8 * len : 0);
+			sqlite3_bind_int64(g->t, 7, len);
+			if (step_reset(g->h, g->v) || step_reset(g->h, g->t))
+				return -1;
+			g->rows += g->tenants + 2;
+		}
+	}
+	return 0;
+}
+
+/* Bytes the file takes now (pages in use). */
+static long long db_bytes(sqlite3 *h)
+{
+	sqlite3_stmt *s;
+	long long pages = 0, size = 0, freel = 0;
+
+	if (prep(h, "SELECT * FROM pragma_page_count, pragma_page_size, pragma_freelist_count", &s))
+		return 0;
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		pages = sqlite3_column_int64(s, 0);
+		size = sqlite3_column_int64(s, 1);
+		freel = sqlite3_column_int64(s, 2);
+	}
+	sqlite3_finalize(s);
+	return (pages - freel) * size;
+}
+
+struct series_gen {
+	const char *name;
+	int64_t step;         /* 0: the 1 s windows */
+	int64_t len;          /* bucket length */
+	int64_t from[2], to[2]; /* up to two ranges generated */
+	long long rows;
+	long long bytes;
+};
+
+static int gen_series(struct gen *g, struct series_gen *sg)
+{
+	const char *tab = sg->step ? "r_" : "";
+	char sql[3][512];
+	long long before = db_bytes(g->h), rows0 = g->rows;
+	int64_t t;
+	int i;
+
+	if (sg->step) {
+		snprintf(sql[0], sizeof(sql[0]), "INSERT INTO r_usage VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+		snprintf(sql[1], sizeof(sql[1]), "INSERT INTO r_unacct VALUES (?1, ?2, ?3, ?4, 'lost', ?5)");
+		snprintf(sql[2], sizeof(sql[2]), "INSERT INTO r_total VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+	} else {
+		/* ?1 (step) unused: windows have their own length ?7 */
+		snprintf(sql[0], sizeof(sql[0]), "INSERT INTO %susage (server, resource, win_start, win_len, "
+			 "ce, value) VALUES (?3, ?4, ?2, ?7, ?5, ?6 + 0 * ?1)", tab);
+		snprintf(sql[1], sizeof(sql[1]), "INSERT INTO unacct (server, resource, win_start, win_len, "
+			 "reason, value) VALUES (?3, ?4, ?2, ?6, 'lost', ?5 + 0 * ?1)");
+		snprintf(sql[2], sizeof(sql[2]), "INSERT INTO total (server, resource, win_start, win_len, "
+			 "value, capacity) VALUES (?3, ?4, ?2, ?7, ?5, ?6 + 0 * ?1)");
+	}
+	if (prep(g->h, sql[0], &g->u) || prep(g->h, sql[1], &g->v) || prep(g->h, sql[2], &g->t))
+		return -1;
+	sqlite3_exec(g->h, "BEGIN", NULL, NULL, NULL);
+	for (i = 0; i < 2; i++)
+		for (t = sg->from[i]; t < sg->to[i]; t += sg->len)
+			if (gen_bucket(g, sg->step, t, sg->len))
+				return -1;
+	if (sqlite3_exec(g->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		fprintf(stderr, "bench_query: commit failed: %s\n", sqlite3_errmsg(g->h));
+		return -1;
+	}
+	sqlite3_finalize(g->u);
+	sqlite3_finalize(g->v);
+	sqlite3_finalize(g->t);
+	sg->rows = g->rows - rows0;
+	sg->bytes = db_bytes(g->h) - before;
+	return 0;
+}
+
+static int64_t floor_to(int64_t x, int64_t s)
+{
+	return x - x % s;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median wall time of `runs` runs of rametrctl with args, in ms. */
+static double time_cmd(const char *args, int runs)
+{
+	char cmd[8192];
+	double t[64];
+	int i, st;
+
+	snprintf(cmd, sizeof(cmd), "'%s' %s >/dev/null", RAMETRCTL_PATH, args);
+	for (i = 0; i < runs && i < 64; i++) {
+		double t0 = now_s();
+
+		st = system(cmd);
+		t[i] = (now_s() - t0) * 1e3;
+		if (st != 0) {
+			fprintf(stderr, "bench_query: '%s' failed (status %d)\n", cmd, st);
+			return -1;
+		}
+	}
+	qsort(t, (size_t)i, sizeof(t[0]), cmp_d);
+	return t[i / 2];
+}
+
+static void fmt_time(int64_t ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(ns / SEC);
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "tenants", required_argument, NULL, 't' }, { "servers", required_argument, NULL, 's' },
+		{ "db", required_argument, NULL, 'd' },      { "keep", no_argument, NULL, 'k' },
+		{ "runs", required_argument, NULL, 'r' },    { NULL, 0, NULL, 0 },
+	};
+	struct gen g = { .tenants = 100, .servers = 50, .x = 42 };
+	char path[512] = "", since[40], until[40], args[4][1024], load[128] = "?";
+	int keep = 0, runs = 5, ch, i;
+	int64_t r1m = floor_to(END - 2 * MIN, MIN), r1h = floor_to(r1m, HOUR), r1d = floor_to(r1h, DAY);
+	int64_t edge = floor_to(END - 30 * DAY, HOUR);
+	struct series_gen sg[4] = {
+		{ "1d", DAY, DAY, { r1d - 31 * DAY, 0 }, { r1d, 0 }, 0, 0 },
+		{ "1h", HOUR, HOUR, { r1d - 31 * DAY, 0 }, { r1h, 0 }, 0, 0 },
+		{ "1m", MIN, MIN, { edge - HOUR, r1h }, { edge + 2 * HOUR, r1m }, 0, 0 },
+		{ "1s", 0, SEC, { r1m, 0 }, { END, 0 }, 0, 0 },
+	};
+	const double per_day[4] = { 1, 24, 1440, 86400 };
+	const double keep_days[4] = { 0, 395, 30, 2 }; /* defaults; 1d: for ever */
+	double t0;
+	FILE *f;
+	st_db *db;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 't': g.tenants = atoi(optarg); break;
+		case 's': g.servers = atoi(optarg); break;
+		case 'd': snprintf(path, sizeof(path), "%s", optarg); break;
+		case 'k': keep = 1; break;
+		case 'r': runs = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] "
+					"[--runs N]\n");
+			return 2;
+		}
+	}
+	if (g.tenants < 1 || g.tenants > 1000 || g.servers < 1 || g.servers > 100 || runs < 1) {
+		fprintf(stderr, "bench_query: tenants 1..1000, servers 1..100, runs >= 1\n");
+		return 2;
+	}
+	if (!path[0])
+		snprintf(path, sizeof(path), "/tmp/bench_query.%d.db", (int)getpid());
+	unlink(path);
+	rm_log_init("bench_query");
+	if (st_open(&db, path, 0) != RM_OK)
+		return 1;
+	st_close(db);
+	if (sqlite3_open(path, &g.h) != SQLITE_OK)
+		return 1;
+	sqlite3_exec(g.h, "PRAGMA synchronous = OFF; PRAGMA cache_size = -262144", NULL, NULL, NULL);
+	printf("bench_query: %d tenants x %d servers x %d resources, END = 2026-11-30T12:34:56Z\n",
+	       g.tenants, g.servers, ST_R_COUNT);
+	t0 = now_s();
+	for (i = 0; i < 4; i++) {
+		double ts = now_s();
+
+		if (gen_series(&g, &sg[i]))
+			return 1;
+		printf("  generated %-2s series: %10lld rows, %8.1f MB in %.1f s\n", sg[i].name, sg[i].rows,
+		       sg[i].bytes / 1e6, now_s() - ts);
+	}
+	{
+		char sql[512];
+
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO series VALUES (0, %lld, %lld), (1, %lld, %lld), (2, %lld, %lld), "
+			 "(3, %lld, %lld); INSERT INTO horizon VALUES (1, %lld)",
+			 (long long)INT64_MAX, (long long)r1m, (long long)r1m, (long long)(edge - HOUR),
+			 (long long)r1h, (long long)(r1d - 31 * DAY), (long long)r1d,
+			 (long long)(r1d - 31 * DAY), (long long)(END - 10 * SEC));
+		if (sqlite3_exec(g.h, sql, NULL, NULL, NULL) != SQLITE_OK) {
+			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
+			return 1;
+		}
+	}
+	sqlite3_close(g.h);
+	printf("  built in %.1f s\n\nsize per day of retention (bytes per row measured above):\n",
+	       now_s() - t0);
+	for (i = 0; i < 4; i++) {
+		double bpr = sg[i].rows ? (double)sg[i].bytes / sg[i].rows : 0;
+		double rows_day = per_day[i] * g.servers * ST_R_COUNT * (g.tenants + 2);
+		double mb_day = rows_day * bpr / 1e6;
+
+		printf("  %-2s  %6.1f B/row  %12.0f rows/day  %12.1f MB/day", sg[i].name, bpr, rows_day,
+		       mb_day);
+		if (keep_days[i] > 0)
+			printf("  x %3.0f days kept = %10.1f GB\n", keep_days[i], mb_day * keep_days[i] / 1e3);
+		else
+			printf("  kept for ever\n");
+	}
+
+	fmt_time(END - 30 * DAY, since, sizeof(since));
+	fmt_time(END, until, sizeof(until));
+	snprintf(args[0], sizeof(args[0]), "usage --db '%s' --since %s --until %s --step 1d -o csv", path,
+		 since, until);
+	snprintf(args[1], sizeof(args[1]), "usage --db '%s' --since %s --until %s --group-by ce --top 10",
+		 path, since, until);
+	snprintf(args[2], sizeof(args[2]), "usage --db '%s' --since %s --until %s --step 1d --group-by ce "
+		 "--top 10", path, since, until);
+	snprintf(args[3], sizeof(args[3]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted",
+		 path);
+	if ((f = fopen("/proc/loadavg", "r"))) {
+		if (!fgets(load, sizeof(load), f))
+			snprintf(load, sizeof(load), "?");
+		load[strcspn(load, "\n")] = '\0';
+		fclose(f);
+	}
+	printf("\nqueries over 30 days (median of %d runs, rametrctl process included; loadavg %s):\n",
+	       runs, load);
+	for (i = 0; i < 4; i++) {
+		double ms = time_cmd(args[i], runs);
+
+		if (ms < 0)
+			return 1;
+		printf("  %8.1f ms  rametrctl %.*s %s\n", ms, (int)strcspn(args[i], " "), args[i],
+		       strstr(args[i], "' ") + 2);
+	}
+	if (!keep) {
+		char wal[600];
+
+		unlink(path);
+		snprintf(wal, sizeof(wal), "%s-wal", path);
+		unlink(wal);
+		snprintf(wal, sizeof(wal), "%s-shm", path);
+		unlink(wal);
+	} else {
+		printf("database kept at %s\n", path);
+	}
+	return 0;
+}

@@ -1,0 +1,363 @@
+/*
+ * ctl_usage.c - `rametrctl usage` beyond the storage rows: grouping by
+ * server / CE / resource per period with exact integer sums, the top N per
+ * group, and the output with human units (table) or raw integers and
+ * explicit periods (JSON, CSV). Owns the hash table used for grouping.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_time.h"
+#include "ctl_usage.h"
+#include "rm_err.h"
+#include "banned.h"
+
+int ctl_by_parse(const char *s, unsigned *by)
+{
+	const char *p = s;
+
+	if (!s || !by || !*s)
+		return RM_EINVAL;
+	while (*p) {
+		size_t l = strcspn(p, ",");
+
+		if (l == 6 && !strncmp(p, "server", 6))
+			*by |= CTL_BY_SERVER;
+		else if (l == 2 && !strncmp(p, "ce", 2))
+			*by |= CTL_BY_CE;
+		else if (l == 8 && !strncmp(p, "resource", 8))
+			*by |= CTL_BY_RESOURCE;
+		else
+			return RM_EINVAL;
+		p += l;
+		if (*p == ',' && *++p == '\0')
+			return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
+/* ---- grouping ---- */
+
+struct ctl_grp {
+	struct ctl_urow *v;
+	size_t n, cap;
+	size_t *slot; /* hash slots: index + 1, 0 = empty */
+	size_t nslot;
+	size_t *seen; /* per group: the input block that last added its total */
+};
+
+static uint64_t ctl_hash(const struct ctl_urow *k)
+{
+	uint64_t h = 1469598103934665603ULL;
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)k->server; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	h = (h ^ 0xff) * 1099511628211ULL;
+	for (p = (const unsigned char *)k->ce; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	h ^= (uint64_t)k->start_ns * 0x9e3779b97f4a7c15ULL + (uint64_t)k->resource;
+	return h * 1099511628211ULL;
+}
+
+static int ctl_same(const struct ctl_urow *a, const struct ctl_urow *b)
+{
+	return a->start_ns == b->start_ns && a->resource == b->resource &&
+	       !strcmp(a->server, b->server) && !strcmp(a->ce, b->ce);
+}
+
+static int ctl_grp_grow(struct ctl_grp *g)
+{
+	size_t nslot = g->nslot ? g->nslot * 2 : 1024, i;
+	size_t *slot = calloc(nslot, sizeof(*slot));
+
+	if (!slot)
+		return RM_ENOMEM;
+	for (i = 0; i < g->n; i++) {
+		size_t j = ctl_hash(&g->v[i]) & (nslot - 1);
+
+		while (slot[j])
+			j = (j + 1) & (nslot - 1);
+		slot[j] = i + 1;
+	}
+	free(g->slot);
+	g->slot = slot;
+	g->nslot = nslot;
+	return RM_OK;
+}
+
+/* The group of key k (created zeroed but for the key); NULL on ENOMEM. */
+static struct ctl_urow *ctl_grp_get(struct ctl_grp *g, const struct ctl_urow *k, size_t *idx)
+{
+	size_t j;
+
+	if ((g->n + 1) * 2 > g->nslot && ctl_grp_grow(g) != RM_OK)
+		return NULL;
+	for (j = ctl_hash(k) & (g->nslot - 1); g->slot[j]; j = (j + 1) & (g->nslot - 1))
+		if (ctl_same(&g->v[g->slot[j] - 1], k)) {
+			*idx = g->slot[j] - 1;
+			return &g->v[*idx];
+		}
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 256;
+		struct ctl_urow *v = realloc(g->v, cap * sizeof(*v));
+		size_t *seen = realloc(g->seen, cap * sizeof(*seen));
+
+		if (v)
+			g->v = v;
+		if (seen)
+			g->seen = seen;
+		if (!v || !seen)
+			return NULL;
+		g->cap = cap;
+	}
+	g->v[g->n] = *k;
+	g->seen[g->n] = SIZE_MAX;
+	g->slot[j] = g->n + 1;
+	*idx = g->n;
+	return &g->v[g->n++];
+}
+
+static int ctl_is_v(const struct ctl_urow *r)
+{
+	return strcmp(r->ce, ST_CE_UNACCOUNTABLE) == 0;
+}
+
+static int ctl_urow_cmp(const void *pa, const void *pb)
+{
+	const struct ctl_urow *a = pa, *b = pb;
+	int c;
+
+	if (a->start_ns != b->start_ns)
+		return a->start_ns < b->start_ns ? -1 : 1;
+	if ((c = strcmp(a->server, b->server)) != 0)
+		return c;
+	if (a->resource != b->resource)
+		return a->resource < b->resource ? -1 : 1;
+	if (ctl_is_v(a) != ctl_is_v(b))
+		return ctl_is_v(a) ? 1 : -1;
+	if (a->value != b->value)
+		return a->value > b->value ? -1 : 1;
+	return strcmp(a->ce, b->ce);
+}
+
+int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v, size_t top,
+		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout)
+{
+	struct ctl_grp g = { 0 };
+	size_t i, block = 0, idx, w, run;
+	int rv = RM_OK;
+
+	*out = NULL;
+	*nout = 0;
+	for (i = 0; i < n; i++) {
+		const struct st_row *r = &rows[i];
+		struct ctl_urow k, *u;
+		int64_t amt = ctl_row_amount(r);
+		int is_v = strcmp(r->ce, ST_CE_UNACCOUNTABLE) == 0;
+
+		/* rows of one (server, resource, period) are consecutive: a block */
+		if (i && (strcmp(r->server, rows[i - 1].server) || r->resource != rows[i - 1].resource ||
+			  r->win_start_ns != rows[i - 1].win_start_ns))
+			block++;
+		if (is_v && !show_v)
+			continue;
+		memset(&k, 0, sizeof(k));
+		if (by & CTL_BY_SERVER)
+			snprintf(k.server, sizeof(k.server), "%s", r->server);
+		if (by & CTL_BY_CE)
+			snprintf(k.ce, sizeof(k.ce), "%s", r->ce);
+		k.resource = r->resource;
+		k.start_ns = r->win_len_ns ? r->win_start_ns : since;
+		k.end_ns = r->win_len_ns ? r->win_start_ns + r->win_len_ns : until;
+		if (!(u = ctl_grp_get(&g, &k, &idx))) {
+			rv = RM_ENOMEM;
+			goto fail;
+		}
+		if (__builtin_add_overflow(u->value, amt, &u->value)) {
+			rv = RM_EINVAL;
+			goto fail;
+		}
+		if (g.seen[idx] != block) {
+			g.seen[idx] = block;
+			if (__builtin_add_overflow(u->total, r->total, &u->total)) {
+				rv = RM_EINVAL;
+				goto fail;
+			}
+		}
+	}
+	if (g.n)
+		qsort(g.v, g.n, sizeof(g.v[0]), ctl_urow_cmp);
+	/* top N per (period, server, resource): sorted, V last in each run */
+	for (i = 0, w = 0, run = 0; top && i < g.n; i++) {
+		if (i && (g.v[i].start_ns != g.v[i - 1].start_ns || g.v[i].resource != g.v[i - 1].resource ||
+			  strcmp(g.v[i].server, g.v[i - 1].server)))
+			run = 0;
+		if (!ctl_is_v(&g.v[i]) && run++ >= top)
+			continue;
+		g.v[w++] = g.v[i];
+	}
+	if (top)
+		g.n = w;
+	free(g.slot);
+	free(g.seen);
+	if (!g.n) {
+		free(g.v);
+		return RM_OK;
+	}
+	*out = g.v;
+	*nout = g.n;
+	return RM_OK;
+fail:
+	free(g.slot);
+	free(g.seen);
+	free(g.v);
+	return rv;
+}
+
+/* ---- output ---- */
+
+/* v / div with 2 decimals, rounded half away from zero. */
+static void ctl_dec2(char *buf, size_t len, int64_t v, unsigned __int128 div, const char *unit)
+{
+	unsigned __int128 a = v < 0 ? (unsigned __int128)(-(v + 1)) + 1 : (unsigned __int128)v;
+	unsigned __int128 c = (a * 200 + div) / (div * 2);
+
+	snprintf(buf, len, "%s%llu.%02llu %s", v < 0 && c ? "-" : "", (unsigned long long)(c / 100),
+		 (unsigned long long)(c % 100), unit);
+}
+
+/* Bytes (per second when per > 1) in B, KiB, ... TiB, PiB. */
+static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char *suffix)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	uint64_t a = (v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v) / per;
+	unsigned __int128 div = 1024;
+	char u[16];
+	size_t i = 0;
+
+	if (a < 1024) {
+		if (per == 1) {
+			snprintf(buf, len, "%lld B", (long long)v);
+		} else {
+			snprintf(u, sizeof(u), "B%s", suffix);
+			ctl_dec2(buf, len, v, per, u);
+		}
+		return;
+	}
+	while (i + 1 < sizeof(units) / sizeof(units[0]) && a >= div * 1024) {
+		div *= 1024;
+		i++;
+	}
+	snprintf(u, sizeof(u), "%s%s", units[i], suffix);
+	ctl_dec2(buf, len, v, div * per, u);
+}
+
+char *ctl_human_amount(enum st_resource r, int64_t v, char *buf, size_t len)
+{
+	if (r == ST_R_CPU)
+		ctl_dec2(buf, len, v, (unsigned __int128)3600 * 1000000000ULL, "core-h");
+	else
+		ctl_bytes(buf, len, v, 1, "");
+	return buf;
+}
+
+char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf, size_t len)
+{
+	if (period_ns <= 0)
+		snprintf(buf, len, "-");
+	else if (r == ST_R_CPU)
+		ctl_dec2(buf, len, v, (unsigned __int128)period_ns, "cores");
+	else if (period_ns < 1000000000LL)
+		snprintf(buf, len, "-");
+	else
+		ctl_bytes(buf, len, v, (uint64_t)(period_ns / 1000000000LL), "/s");
+	return buf;
+}
+
+static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsigned by,
+			   int per_period)
+{
+	struct ctl_table t = { .ncol = 0 };
+	char(*c)[CTL_CELL];
+	size_t i, k;
+
+	if (per_period)
+		t.head[t.ncol++] = "PERIOD";
+	if (by & CTL_BY_SERVER)
+		t.head[t.ncol++] = "SERVER";
+	if (by & CTL_BY_CE)
+		t.head[t.ncol++] = "CE";
+	t.head[t.ncol++] = "RESOURCE";
+	t.right[t.ncol] = 1;
+	t.head[t.ncol++] = "AMOUNT";
+	t.right[t.ncol] = 1;
+	t.head[t.ncol++] = "AVERAGE";
+	t.right[t.ncol] = 1;
+	t.head[t.ncol++] = "SHARE";
+	for (i = 0; i < n; i++) {
+		const struct ctl_urow *r = &rows[i];
+
+		if (!(c = ctl_table_row(&t))) {
+			free(t.cells);
+			return RM_ENOMEM;
+		}
+		k = 0;
+		if (per_period)
+			ctl_time_format(r->start_ns, c[k++], CTL_CELL);
+		if (by & CTL_BY_SERVER)
+			snprintf(c[k++], CTL_CELL, "%s", r->server);
+		if (by & CTL_BY_CE)
+			snprintf(c[k++], CTL_CELL, "%s", r->ce);
+		snprintf(c[k++], CTL_CELL, "%s", st_resource_name(r->resource));
+		ctl_human_amount(r->resource, r->value, c[k++], CTL_CELL);
+		ctl_human_rate(r->resource, r->value, r->end_ns - r->start_ns, c[k++], CTL_CELL);
+		ctl_fmt_share(r->value, r->total, c[k++], CTL_CELL);
+	}
+	if (t.n)
+		ctl_table_print(f, &t);
+	else
+		fprintf(f, "no usage recorded in the selected range\n");
+	free(t.cells);
+	return RM_OK;
+}
+
+int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size_t n, unsigned by,
+		    int per_period)
+{
+	struct rm_field fl[CTL_MAXCOL + 2];
+	char s[40], e[40];
+	size_t i, nf;
+	int rv;
+
+	if (fmt == CTL_FMT_TABLE) {
+		if ((rv = ctl_usage_table(f, rows, n, by, per_period)) != 0)
+			return rv;
+		return ctl_flush(f);
+	}
+	if (fmt == CTL_FMT_CSV)
+		fprintf(f, "period_start,period_end%s%s,resource,value,total,unit\n",
+			by & CTL_BY_SERVER ? ",server" : "", by & CTL_BY_CE ? ",ce" : "");
+	else
+		fputc('[', f);
+	for (i = 0; i < n; i++) {
+		const struct ctl_urow *r = &rows[i];
+
+		nf = 0;
+		fl[nf++] = (struct rm_field){ "period_start", ctl_time_format(r->start_ns, s, sizeof(s)), 0 };
+		fl[nf++] = (struct rm_field){ "period_end", ctl_time_format(r->end_ns, e, sizeof(e)), 0 };
+		if (by & CTL_BY_SERVER)
+			fl[nf++] = (struct rm_field){ "server", r->server, 0 };
+		if (by & CTL_BY_CE)
+			fl[nf++] = (struct rm_field){ "ce", r->ce, 0 };
+		fl[nf++] = (struct rm_field){ "resource", st_resource_name(r->resource), 0 };
+		fl[nf++] = (struct rm_field){ "value", NULL, r->value };
+		fl[nf++] = (struct rm_field){ "total", NULL,
+					      r->total > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->total };
+		fl[nf++] = (struct rm_field){ "unit", st_resource_unit(r->resource), 0 };
+		ctl_record(f, fmt, fl, nf, i == 0);
+	}
+	if (fmt == CTL_FMT_JSON)
+		fputs(n ? "\n]\n" : "]\n", f);
+	return ctl_flush(f);
+}
