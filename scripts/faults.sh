@@ -283,7 +283,7 @@ row_col_kill() {
 	for k in $(seq 0 "$NKILL"); do
 		col_start "$d" c1 "$d/c1-$k.events"
 		[ "$k" -eq "$NKILL" ] && break
-		rnd_sleep 250
+		rnd_sleep 120
 		if running "${col_pid[c1]}"; then landed=$((landed + 1)); col_kill c1; else col_wait c1 || true; fi
 	done
 	for h in "${HOSTS[@]}"; do col_wait "$h" || note="collector $h failed"; done
