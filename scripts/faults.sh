@@ -232,7 +232,10 @@ row_end() {
 			if (out == "" && v == "") out = "0 lost, 0 double-counted"
 			else if (out == "") out = v " (charged to V; nothing else lost or doubled)"
 			else if (v != "") out = out "; " v
-			if (c != "") out = out "; killed collectors never sent " c " (not in V)"
+			if (c != "") {
+				if (out == "0 lost, 0 double-counted") out = "0 double-counted"
+				out = out "; LOST " c " that killed collectors never sent (not in V; their windows have no total)"
+			}
 			print out
 		}' "$d/truth" "$d/totals" "$d/stored")
 	printf '%-10s | %9s | %9s | %-18s | %7d | %s%s\n' "$row" "$produced" "$applied" "$chk" "$((agg_hwm / 1024))" \
@@ -245,14 +248,23 @@ row_end() {
 	case "$chk" in *UNBALANCED*) failed=1 ;; esac
 }
 
-# Starts the three full streams of a row and waits for all (the fault runs in between via $1).
+# row_finish NOTE: waits for every host's collector, stops the aggregator, prints the row.
+row_finish() {
+	local h
+	for h in "${HOSTS[@]}"; do col_wait "$h" || note="${note:+$note, }collector $h failed"; done
+	agg_stop "$d"
+	note="${note:+$note, }$1"
+	row_end
+}
+
 # ---- the faults ----
 
 # Aggregator SIGKILLed at NKILL random moments while all three stream.
 row_agg_kill() {
 	local h k landed=0
 	row_begin agg-kill
-	for h in "${HOSTS[@]}"; do stream "$d" "$h" "$h" "$NREQ" 0; done
+	# long enough that every kill lands while the streams still run
+	for h in "${HOSTS[@]}"; do stream "$d" "$h" "$h" $((NREQ * NKILL / 3)) 0; done
 	agg_start "$d"
 	for h in "${HOSTS[@]}"; do col_start "$d" "$h" "$d/$h.events"; done
 	for k in $(seq 1 "$NKILL"); do
@@ -262,10 +274,7 @@ row_agg_kill() {
 		rnd_sleep 100
 		agg_start "$d"
 	done
-	for h in "${HOSTS[@]}"; do col_wait "$h" || note="collector $h failed"; done
-	agg_stop "$d"
-	note="${note:+$note, }$landed/$NKILL kills mid-stream"
-	row_end
+	row_finish "$landed/$NKILL kills mid-stream"
 }
 
 # One host's collector SIGKILLed at NKILL random moments; each time a new
@@ -286,10 +295,7 @@ row_col_kill() {
 		rnd_sleep 120
 		if running "${col_pid[c1]}"; then landed=$((landed + 1)); col_kill c1; else col_wait c1 || true; fi
 	done
-	for h in "${HOSTS[@]}"; do col_wait "$h" || note="collector $h failed"; done
-	agg_stop "$d"
-	note="${note:+$note, }$landed/$NKILL kills mid-stream"
-	row_end
+	row_finish "$landed/$NKILL kills mid-stream"
 }
 
 # The aggregator down for OUTAGE seconds: every host's collector runs a
@@ -366,10 +372,7 @@ row_net_cut() {
 	else
 		lossnote="no loss phase: this kernel has no netem ($(head -1 "$d/netem.err"))"
 	fi
-	for h in "${HOSTS[@]}"; do col_wait "$h" || note="collector $h failed"; done
-	agg_stop "$d"
-	note="${note:+$note, }c1 cut ${CUT}s, $lossnote"
-	row_end
+	row_finish "c1 cut ${CUT}s, $lossnote"
 }
 
 # Host c3's clock 30 s ahead: its recording's time offset (the windows it
@@ -380,10 +383,7 @@ row_clock_skew() {
 	stream "$d" c1 c1 "$NREQ" 0; stream "$d" c2 c2 "$NREQ" 0; stream "$d" c3 c3 "$NREQ" 0 30
 	agg_start "$d"
 	for h in "${HOSTS[@]}"; do col_start "$d" "$h" "$d/$h.events"; done
-	for h in "${HOSTS[@]}"; do col_wait "$h" || note="collector $h failed"; done
-	agg_stop "$d"
-	note="${note:+$note, }c3 windows +30s"
-	row_end
+	row_finish "c3 windows +30s"
 }
 
 # A flood from host fe while the three stream: FLOOD_IDLE idle connections
