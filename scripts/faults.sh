@@ -248,10 +248,28 @@ row_end() {
 	case "$chk" in *UNBALANCED*) failed=1 ;; esac
 }
 
-# row_finish NOTE: waits for every host's collector, stops the aggregator, prints the row.
+# deliver_spools: a replaying collector exits when its stream ends; if the
+# fault outlasted its wait for acknowledgements, it kept the batches in its
+# spool. A new instance on the same spool (an empty stream) delivers them,
+# as a restarted collector would.
+deliver_spools() {
+	local h hs=()
+	for h in "${HOSTS[@]}"; do
+		[ -s "$d/spool-$h" ] || continue
+		[ -f "$d/empty.events" ] || empty_stream "$d/empty.events"
+		col_start "$d" "$h" "$d/empty.events"; hs+=("$h")
+	done
+	[ ${#hs[@]} -gt 0 ] || return 0
+	for h in "${hs[@]}"; do col_wait "$h" || note="${note:+$note, }collector $h failed delivering its spool"; done
+	note="${note:+$note, }spool of ${hs[*]} delivered by a restarted collector"
+}
+
+# row_finish NOTE: waits for every host's collector, delivers what they
+# spooled, stops the aggregator, prints the row.
 row_finish() {
 	local h
 	for h in "${HOSTS[@]}"; do col_wait "$h" || note="${note:+$note, }collector $h failed"; done
+	deliver_spools
 	agg_stop "$d"
 	note="${note:+$note, }$1"
 	row_end
@@ -346,6 +364,7 @@ row_disk_full() {
 	rm -f "$mnt/fill"
 	running "$agg_pid" || agg_start "$d"
 	for h in "${HOSTS[@]}"; do col_wait "$h" || note="$note, collector $h failed"; done
+	deliver_spools
 	agg_stop "$d"
 	sqlite3 "$mnt/rametr.db" .dump >/dev/null 2>&1 || note="$note, database unreadable"
 	cp "$mnt/rametr.db" "$d/rametr.db.copy" 2>/dev/null || true
@@ -408,6 +427,7 @@ row_flood() {
 	conns=$(ss -Htn state established "( sport = :$PORT )" | wc -l)
 	for h in "${HOSTS[@]}"; do col_wait "$h" || note="collector $h failed"; done
 	agg_sample
+	deliver_spools
 	kill -TERM -- "-$fl" 2>/dev/null || true; wait "$fl" 2>/dev/null || true; tb_forget "$fl"
 	agg_stop "$d"
 	note="${note:+$note, }$FLOOD_IDLE idle + $FLOOD_BIG x ${FLOOD_MIB} MiB partial frames, $conns connections open"
