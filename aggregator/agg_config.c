@@ -771,6 +771,9 @@ void agg_config_free(struct agg_config *c)
 		free(c->listen[i]);
 	free(c->listen);
 	free(c->db);
+	free(c->tls_cert);
+	free(c->tls_ca);
+	free(c->secret_file);
 	free(c->metrics_listen);
 	for (i = 0; i < c->nrules; i++) {
 		free(c->rules[i].clients);

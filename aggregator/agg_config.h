@@ -162,6 +162,14 @@ struct agg_config {
 	struct agg_est_conf *est;      /* [estimate] sections */
 	size_t nest;
 	struct agg_throttle_cfg throttle;
+	/* transport security and bounds (docs/deploy.md); NULL / 0: not set */
+	char *tls_cert;                /* PEM: the aggregator's certificate and key */
+	char *tls_ca;                  /* PEM: the cluster CA */
+	char *secret_file;             /* the cluster secret of the enrolment tokens */
+	uint64_t window_tolerance_s;   /* refuse windows further from the clock than this */
+	unsigned max_conns;            /* connections at most */
+	uint64_t idle_timeout_s;       /* close a connection silent this long */
+	uint64_t mem_bound;            /* bytes for the messages of all connections */
 	char *metrics_listen;          /* [metrics] listen; NULL = no /metrics */
 };
 

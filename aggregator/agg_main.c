@@ -6,6 +6,7 @@
  * held parts past the horizon and to the estimators ([estimate] sections),
  * which get a final pass over every window at a stop.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -127,6 +128,69 @@ static void agg_on_tick(void *arg)
 	agg_rollup_tick(m);
 }
 
+/* Security and bound flags; each overrides the configuration's field. */
+struct agg_sec_opts {
+	const char *tls_cert, *tls_ca, *secret_file;
+	uint64_t window_tolerance_s, idle_timeout_s, mem_bound;
+	unsigned max_conns;
+	int set_tolerance, set_idle, set_bound, set_conns;
+};
+
+/* Parses the number of flag c. Returns RM_OK or RM_EINVAL (logged). */
+static int agg_sec_number(struct agg_sec_opts *o, int c, const char *arg)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno || end == arg || *end || arg[0] == '-' ||
+	    (c == 'N' && (v == 0 || v > 100000)) || (c == 'I' && (v == 0 || v > 86400)) ||
+	    (c == 'W' && v > 100ull * 365 * 86400) || (c == 'B' && v == 0)) {
+		rm_log_error("invalid value '%s' for --%s", arg,
+			     c == 'N' ? "max-conns" : c == 'I' ? "idle-timeout" :
+			     c == 'W' ? "window-tolerance" : "mem-bound");
+		return RM_EINVAL;
+	}
+	switch (c) {
+	case 'W': o->window_tolerance_s = v; o->set_tolerance = 1; break;
+	case 'N': o->max_conns = (unsigned)v; o->set_conns = 1; break;
+	case 'I': o->idle_timeout_s = v; o->set_idle = 1; break;
+	default: o->mem_bound = v; o->set_bound = 1; break;
+	}
+	return RM_OK;
+}
+
+/*
+ * The cluster secret: the file's first line (surrounding space removed), at
+ * least 16 bytes. Returns a malloc'd string, or NULL (logged).
+ */
+static char *agg_read_secret(const char *path)
+{
+	char line[1024];
+	size_t n;
+	FILE *f;
+	char *p;
+
+	if (!(f = fopen(path, "r"))) {
+		rm_log_error("failed to open '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	for (p = line; *p == ' ' || *p == '\t'; p++)
+		;
+	n = strlen(p);
+	while (n && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
+		p[--n] = '\0';
+	if (n < 16) {
+		rm_log_error("cluster secret '%s' is shorter than 16 bytes", path);
+		return NULL;
+	}
+	return strdup(p);
+}
+
 static void agg_usage(FILE *f)
 {
 	fprintf(f,
@@ -144,6 +208,23 @@ static void agg_usage(FILE *f)
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
 		"                  sender for the next start (default: charge them as at the\n"
 		"                  horizon, so every window balances once stopped)\n"
+		"  --tls-cert FILE PEM file with this aggregator's certificate and key\n"
+		"                  (tls+tcp:// listeners; made by scripts/cert.sh)\n"
+		"  --tls-ca FILE   PEM file of the cluster CA: collectors must present a\n"
+		"                  certificate it signed\n"
+		"  --cluster-secret FILE\n"
+		"                  every collector must prove its node name with the token\n"
+		"                  derived from this secret (scripts/cert.sh issue)\n"
+		"  --window-tolerance SECONDS\n"
+		"                  refuse batches with windows further than this from this\n"
+		"                  host's clock (default 0: not checked)\n"
+		"  --max-conns N   connections at most (default 64)\n"
+		"  --idle-timeout SECONDS\n"
+		"                  close a connection that completes no message this long\n"
+		"                  (default 60)\n"
+		"  --mem-bound BYTES\n"
+		"                  memory for the messages of all connections (default 256 MiB;\n"
+		"                  the largest message is BYTES / (2 * max-conns))\n"
 		"  --metrics-listen HOST:PORT  serve Prometheus metrics on http://HOST:PORT/metrics\n"
 		"                  (overrides the config's [metrics] listen; default: not served)\n"
 		"  -v, --verbose   debug messages\n");
@@ -156,6 +237,13 @@ int main(int argc, char **argv)
 		{ "db", required_argument, NULL, 'd' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "keep-pending", no_argument, NULL, 'k' },
+		{ "tls-cert", required_argument, NULL, 'C' },
+		{ "tls-ca", required_argument, NULL, 'A' },
+		{ "cluster-secret", required_argument, NULL, 'S' },
+		{ "window-tolerance", required_argument, NULL, 'W' },
+		{ "max-conns", required_argument, NULL, 'N' },
+		{ "idle-timeout", required_argument, NULL, 'I' },
+		{ "mem-bound", required_argument, NULL, 'B' },
 		{ "metrics-listen", required_argument, NULL, 'M' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -178,6 +266,8 @@ int main(int argc, char **argv)
 	st_db *db = NULL;
 	size_t nlisten = 0, i;
 	int c, rv, keep_pending = 0;
+	struct agg_sec_opts sec = { 0 };
+	char *secret = NULL;
 
 	rm_log_init("rametr-aggregator");
 	while ((c = getopt_long(argc, argv, "c:d:l:vh", opts, NULL)) != -1) {
@@ -192,6 +282,16 @@ int main(int argc, char **argv)
 			listen[nlisten++] = optarg;
 			break;
 		case 'k': keep_pending = 1; break;
+		case 'C': sec.tls_cert = optarg; break;
+		case 'A': sec.tls_ca = optarg; break;
+		case 'S': sec.secret_file = optarg; break;
+		case 'W':
+		case 'N':
+		case 'I':
+		case 'B':
+			if (agg_sec_number(&sec, c, optarg) != RM_OK)
+				return 2;
+			break;
 		case 'M': metrics_listen = optarg; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': agg_usage(stdout); return 0;
@@ -259,7 +359,26 @@ int main(int argc, char **argv)
 		m.db = db;
 		m.cfg = cfg;
 
-		rv = agg_server_open(&srv, listen, nlisten, &h, 1000);
+		struct agg_server_cfg scfg = {
+			.tick_ms = 1000,
+			.bind_nodes = 1,
+			.tls_cert_key = sec.tls_cert ? sec.tls_cert : cfg->tls_cert,
+			.tls_ca = sec.tls_ca ? sec.tls_ca : cfg->tls_ca,
+			.window_tolerance_ns = (int64_t)(sec.set_tolerance ? sec.window_tolerance_s
+									 : cfg->window_tolerance_s) * 1000000000ll,
+			.max_conns = sec.set_conns ? sec.max_conns : cfg->max_conns,
+			.idle_ms = (int)((sec.set_idle ? sec.idle_timeout_s : cfg->idle_timeout_s) * 1000),
+			.mem_bound = (size_t)(sec.set_bound ? sec.mem_bound : cfg->mem_bound),
+		};
+		const char *secret_file = sec.secret_file ? sec.secret_file : cfg->secret_file;
+
+		if (secret_file && !(secret = agg_read_secret(secret_file))) {
+			rv = RM_EINVAL;
+		} else {
+			scfg.secret = (const uint8_t *)secret;
+			scfg.secret_len = secret ? strlen(secret) : 0;
+			rv = agg_server_open_cfg(&srv, listen, nlisten, &h, &scfg);
+		}
 	}
 	if (rv == RM_OK) {
 		for (i = 0; i < nlisten; i++)
@@ -308,7 +427,23 @@ int main(int argc, char **argv)
 				    (unsigned long long)ts.sent, (unsigned long long)ts.applied,
 				    (unsigned long long)ts.renewed, (unsigned long long)ts.expired);
 	}
+	if (srv) {
+		struct agg_server_stats ss;
+
+		agg_server_stats(srv, &ss);
+		rm_log_info("transport: %llu connections (%llu refused at the limit, %llu without a "
+			    "verified certificate, %llu closed idle), "
+			    "refused %llu malformed, %llu identity, %llu node conflicts, %llu windows out of "
+			    "tolerance, %llu by the stitcher; %llu duplicates",
+			    (unsigned long long)ss.conns_accepted, (unsigned long long)ss.conns_refused,
+			    (unsigned long long)ss.conns_unverified, (unsigned long long)ss.conns_idle_closed,
+			    (unsigned long long)ss.refused_malformed,
+			    (unsigned long long)ss.refused_identity, (unsigned long long)ss.refused_conflict,
+			    (unsigned long long)ss.refused_window, (unsigned long long)ss.refused_handler,
+			    (unsigned long long)ss.duplicates);
+	}
 	agg_server_close(srv);
+	free(secret);
 	agg_metrics_http_close(mhttp);
 	agg_est_run_close(est);
 	agg_throttle_close(thr);

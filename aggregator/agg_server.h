@@ -19,7 +19,9 @@
  * bytes did not decode). After ACK_OK or ACK_DUPLICATE, commands_for() is
  * asked for the commands to embed for the node. Every refused message is
  * logged once with its peer (rate-limited: at most 10 lines per 10 s, then a
- * count of the suppressed ones). Messages larger than RM_WIRE_MAX_MSG are
+ * count of the suppressed ones, logged when the 10 s are over; refused
+ * connections, closed connections and refused messages have a limit each,
+ * so that a flood of one does not hide the others). Messages larger than RM_WIRE_MAX_MSG are
  * refused by nng itself (NNG_OPT_RECVMAXSZ): the peer's connection is closed.
  *
  * ipc:// listeners are watched: nng 1.5.2 can leave one deaf after a peer
@@ -28,18 +30,59 @@
  * passed to the handler) and listens again if it goes unanswered while idle
  * (logged as "listener on '<url>' does not take connections ...").
  *
+ * Security and bounds (struct agg_server_cfg; agg_server_open() takes the
+ * defaults, with no TLS, no tokens and no binding):
+ *   tls+tcp:// listeners use nng's TLS (mbedTLS here) with mutual
+ *   authentication: a peer must present a certificate signed by the cluster
+ *   CA, or its connection is closed as it arrives, before any message is
+ *   read (logged, counted: nng's REQUIRED mode would close it in the
+ *   handshake without a word, so the server asks for the certificate and
+ *   checks NNG_OPT_TLS_VERIFIED itself). A tcp:// listener on an address that is not loopback is
+ *   warned about at open.
+ *   With a cluster secret, a Hello must carry the node's enrolment token
+ *   (agg_admit.h), or it is refused (ACK_REJECTED).
+ *   With bind_nodes, a connection belongs to the node and instance of its
+ *   first accepted Hello: a batch of another node on it is refused
+ *   (ACK_REJECTED; another instance is fine: a collector sends the spool of
+ *   the run before it unchanged), a batch before any Hello is asked to retry (the
+ *   collector says Hello on every new connection), and a Hello for a node
+ *   that another connection holds with another instance is refused (a
+ *   second collector under one name); the same instance on a new connection
+ *   (a reconnect) closes the old one.
+ *   With window_tolerance_ns, a batch with a window outside that distance of
+ *   the aggregator's clock is refused (ACK_REJECTED, agg_admit.h).
+ *   A batch already applied (handler's *duplicate: sent again after a lost
+ *   reply, or replayed) is answered ACK_DUPLICATE, stores nothing, and is
+ *   logged and counted.
+ *   At most max_conns connections: one more is closed as it arrives. A
+ *   connection that completes no message in idle_ms is closed (a peer that
+ *   holds a partial frame or nothing). The largest message is
+ *   mem_bound / (2 * max_conns) (at most RM_WIRE_MAX_MSG; at least
+ *   AGG_SERVER_MIN_MSG, or open fails), so partial and queued frames of all
+ *   connections together stay within half of mem_bound; a larger frame
+ *   closes its connection as soon as its length is read. The open-file
+ *   limit is raised to its hard limit at open.
+ * Every refusal is logged through the rate limiter above and counted in
+ * struct agg_server_stats.
+ *
  * Threading: requests are served one at a time on the thread that calls
  * agg_server_run(); all handler functions are called on that thread only.
+ * agg_server_stats() may be called from any thread.
  */
 #ifndef AGG_SERVER_H
 #define AGG_SERVER_H
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rm_wire.h"
 
 #define AGG_SERVER_TICK_DEFAULT 1000
+#define AGG_SERVER_MAX_CONNS_DEFAULT 64
+#define AGG_SERVER_IDLE_MS_DEFAULT 60000
+#define AGG_SERVER_MEM_BOUND_DEFAULT ((size_t)256 << 20)
+#define AGG_SERVER_MIN_MSG ((size_t)2 << 20) /* > the collector's largest batch */
 
 struct agg_server;
 
@@ -66,15 +109,60 @@ struct agg_handler {
 	void (*on_tick)(void *arg);
 };
 
+struct agg_server_cfg {
+	int tick_ms;                 /* 0: AGG_SERVER_TICK_DEFAULT */
+	const char *tls_cert_key;    /* PEM: this aggregator's certificate and key (tls+tcp://) */
+	const char *tls_ca;          /* PEM: the cluster CA that signs every collector's */
+	const uint8_t *secret;       /* cluster secret for enrolment tokens; NULL: none asked */
+	size_t secret_len;
+	int bind_nodes;              /* a connection belongs to the node of its Hello */
+	int64_t window_tolerance_ns; /* 0: windows are not checked against the clock */
+	unsigned max_conns;          /* 0: AGG_SERVER_MAX_CONNS_DEFAULT */
+	int idle_ms;                 /* 0: AGG_SERVER_IDLE_MS_DEFAULT */
+	size_t mem_bound;            /* 0: AGG_SERVER_MEM_BOUND_DEFAULT */
+};
+
+/* Counters since open; every refusal is in exactly one of the refused_* ones. */
+struct agg_server_stats {
+	uint64_t conns;              /* connections open now */
+	uint64_t conns_accepted;
+	uint64_t conns_refused;      /* closed on arrival: max_conns reached */
+	uint64_t conns_unverified;   /* closed on arrival: TLS without a certificate the
+	                                cluster CA signed */
+	uint64_t conns_idle_closed;  /* closed: no complete message in idle_ms */
+	uint64_t conns_silent;       /* ended before any complete message (hung up, frame
+	                                larger than max_msg, idle) */
+	uint64_t refused_malformed;  /* ACK_MALFORMED or ACK_BAD_VERSION */
+	uint64_t refused_identity;   /* no or wrong token; batch of another node than its
+	                                connection's */
+	uint64_t refused_conflict;   /* Hello for a node another collector holds */
+	uint64_t refused_window;     /* window outside the tolerance */
+	uint64_t refused_handler;    /* the handler's ACK_REJECTED / ACK_BAD_VERSION */
+	uint64_t duplicates;         /* batches already applied: nothing stored */
+	uint64_t retries;            /* answered ACK_RETRY */
+	uint64_t hellos, batches;    /* accepted (ACK_OK) */
+	size_t max_msg;              /* the largest message taken, bytes */
+	unsigned max_conns;
+};
+
 /*
- * Opens a rep0 socket listening on urls[0..nurls) (tcp://host:port or
- * ipc:///path). h is copied; on_hello and on_batch are required. tick_ms 0
- * means AGG_SERVER_TICK_DEFAULT. Returns RM_OK and *out; RM_EINVAL for bad
+ * Opens a rep0 socket listening on urls[0..nurls) (tcp://host:port,
+ * tls+tcp://host:port or ipc:///path) with the settings in cfg (NULL: all
+ * defaults). h is copied; on_hello and on_batch are required. cfg's strings
+ * and secret are read during the call only. Returns RM_OK and *out; RM_EINVAL for bad
  * arguments or another URL scheme (logged); RM_EIO if a listen fails, logged
  * as "failed to listen on '<url>': <reason>"; RM_ENOMEM. On error *out is NULL.
  */
+int agg_server_open_cfg(struct agg_server **out, const char *const *urls, size_t nurls,
+			const struct agg_handler *h, const struct agg_server_cfg *cfg);
+
+/* agg_server_open_cfg() with the defaults but tick_ms and messages up to
+   RM_WIRE_MAX_MSG (tcp:// and ipc:// only; for tests and benchmarks). */
 int agg_server_open(struct agg_server **out, const char *const *urls, size_t nurls,
 		    const struct agg_handler *h, int tick_ms);
+
+/* Copies the counters into *out. Thread-safe; NULL-tolerant. */
+void agg_server_stats(struct agg_server *s, struct agg_server_stats *out);
 
 /*
  * Serves requests until *stop becomes non-zero (checked at least every

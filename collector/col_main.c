@@ -1,11 +1,10 @@
 /*
  * col_main.c - the rametr-collector program: runs one backend (ebpf,
- * replay, xen, xen-live), batches what it produces, and hands the batches to
- * the sender, which delivers them to the aggregator or spools them. Owns
- * the batching policy (flush every --flush-ms, every COL_BATCH_PARTS parts or
- * COL_BATCH_BYTES encoded bytes), the ring's drain interval
- * and the shutdown order: stop the backend, emit what it still holds, flush,
- * spool what the aggregator did not acknowledge.
+ * replay, xen, xen-live) into the batcher (col_batcher.h), whose batches
+ * the sender delivers to the aggregator or spools. Owns the options, the
+ * flush timer (--flush-ms), the ring's drain interval and the shutdown
+ * order: stop the backend, emit what it still holds, flush, spool what the
+ * aggregator did not acknowledge.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "col_backend.h"
+#include "col_batcher.h"
 #include "col_bpf.h"
 #include "col_merge.h"
 #include "col_replay.h"
@@ -34,8 +34,6 @@
 #endif
 #include "banned.h"
 
-#define COL_BATCH_PARTS 4096
-#define COL_MAX_WINS 64
 /*
  * The ring is drained at most every COL_DRAIN_MS: the kernel wakes the
  * consumer at the first record after it caught up, so a consumer that polls
@@ -54,139 +52,6 @@ static void col_on_signal(int sig)
 {
 	(void)sig;
 	col_stop = 1;
-}
-
-/*
- * Parts are encoded into the batch as they arrive (one read of the ring
- * record, one copy); a batch also goes when its encoding nears this size,
- * well under RM_WIRE_MAX_MSG.
- */
-#define COL_BATCH_BYTES (RM_WIRE_MAX_MSG / 2)
-
-/* The batching sink between a backend and the sender. */
-struct col_batcher {
-	struct col_sender *sender;
-	struct col_enc_parts ep;  /* the parts of the next batch, encoded */
-	struct col_window wins[COL_MAX_WINS];
-	size_t nwins;
-	size_t batch_parts;   /* flush when this many parts and merged records are queued */
-	struct col_merge *merge; /* parts the aggregator's rules decide, summed (NULL: --no-merge) */
-	uint64_t total_parts, total_batches, refused_parts;
-	int err;
-};
-
-static int col_batch_enc(void *arg, const struct rm_part *p);
-
-/*
- * Queues a batch of what is encoded, the merged records first (then the
- * matches the aggregator sent last apply to the parts that follow).
- */
-static int col_batch_flush(struct col_batcher *bt)
-{
-	int rv;
-
-	if (bt->merge) {
-		if ((rv = col_merge_drain(bt->merge, col_batch_enc, bt)) != 0)
-			return rv;
-		if (col_merge_sync(bt->merge))
-			rm_log_info("the aggregator's rules decide %zu socket patterns: their parts are sent "
-				    "summed per socket, thread and window", col_merge_nmatch(bt->merge));
-	}
-	if (bt->ep.n == 0 && bt->nwins == 0)
-		return RM_OK;
-	rv = col_sender_submit_enc(bt->sender, &bt->ep, bt->wins, bt->nwins);
-	if (rv != RM_OK) {
-		rm_log_error("failed to queue a batch of %zu parts: %s", bt->ep.n, rm_strerror(rv));
-		bt->err = rv;
-	}
-	bt->total_batches++;
-	col_enc_parts_reset(&bt->ep);
-	bt->nwins = 0;
-	return rv;
-}
-
-/* Encodes p into the next batch. */
-static int col_batch_enc(void *arg, const struct rm_part *p)
-{
-	struct col_batcher *bt = arg;
-	char err[256];
-	int rv;
-
-	if ((rv = col_enc_parts_add(&bt->ep, p, err, sizeof(err))) != 0) {
-		if (rv != RM_EINVAL)
-			return rv;
-		/* only this part is lost, not the batch; the exit status says so */
-		if (bt->refused_parts++ == 0)
-			rm_log_error("refusing a part from the backend: %s (further ones are counted)",
-				     err);
-		bt->err = rv;
-	}
-	return RM_OK;
-}
-
-static int col_batch_part(void *arg, const struct rm_part *p)
-{
-	struct col_batcher *bt = arg;
-	int rv;
-
-	bt->total_parts++;
-	if (!bt->merge || !col_merge_add(bt->merge, p)) {
-		if ((rv = col_batch_enc(bt, p)) != 0)
-			return rv;
-	}
-	/* merged records count: they go in the next batch */
-	if (bt->ep.n + (bt->merge ? col_merge_held(bt->merge) : 0) >= bt->batch_parts ||
-	    bt->ep.len >= COL_BATCH_BYTES)
-		col_batch_flush(bt);
-	return RM_OK;
-}
-
-/* Wire matches m[0..n) into out[0..n). */
-static void col_matches(Rametr__ThrottleMatch *const *m, size_t n, struct rm_match *out)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		rm_wire_match(m[i], &out[i]);
-}
-
-/* Ack.decided, on the sender's thread: staged for the next flush. */
-static void col_on_decided(void *arg, Rametr__ThrottleMatch *const *m, size_t n)
-{
-	struct rm_match mm[COL_MERGE_MAX_MATCH];
-
-	if (n > COL_MERGE_MAX_MATCH)
-		n = 0; /* rm_wire refuses more; nothing merged rather than some */
-	col_matches(m, n, mm);
-	col_merge_stage(arg, mm, n);
-}
-
-static int col_batch_window(void *arg, const struct col_window *w)
-{
-	struct col_batcher *bt = arg;
-	struct col_window *d;
-	size_t i;
-
-	for (i = 0; i < bt->nwins; i++)
-		if (bt->wins[i].t.win == w->t.win)
-			break;
-	if (i == bt->nwins) {
-		if (bt->nwins == COL_MAX_WINS)
-			col_batch_flush(bt);
-		i = bt->nwins++;
-		memset(&bt->wins[i], 0, sizeof(bt->wins[i]));
-		bt->wins[i].t.win = w->t.win;
-	}
-	d = &bt->wins[i];
-#define ADD(f) d->t.f += w->t.f;
-	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
-	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
-	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
-	ADD(dropped_disk_write)
-#undef ADD
-	d->capacity_ns += w->capacity_ns;
-	d->idle_ns += w->idle_ns;
-	return RM_OK;
 }
 
 static uint64_t col_mono_ms(void)
@@ -219,6 +84,7 @@ static int64_t col_clock_offset_ns(void)
 
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
+	const char *tls_cert, *tls_ca, *tls_server_name, *token_file;
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups, follow_replies;
 	int count_rametr, no_merge;
@@ -315,7 +181,7 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 		return RM_EINVAL;
 	}
 	memset(&cmd, 0, sizeof(cmd));
-	col_matches(c->match, c->n_match, m);
+	col_batcher_matches(c->match, c->n_match, m);
 	cmd.id = c->id;
 	cmd.ce = c->ce;
 	cmd.resource = c->resource;
@@ -330,6 +196,29 @@ static int col_on_command(void *arg, const Rametr__ThrottleCommand *c)
 	return rv;
 }
 
+/* The first line of path, trimmed, into buf. RM_OK or RM_EIO/RM_EINVAL (logged). */
+static int col_read_token(const char *path, char *buf, size_t len)
+{
+	size_t n;
+	FILE *f;
+
+	if (!(f = fopen(path, "r"))) {
+		rm_log_error("failed to open token file '%s': %s", path, strerror(errno));
+		return RM_EIO;
+	}
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	fclose(f);
+	n = strlen(buf);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	if (n == 0) {
+		rm_log_error("token file '%s' is empty", path);
+		return RM_EINVAL;
+	}
+	return RM_OK;
+}
+
 static void col_usage(FILE *f)
 {
 	fprintf(f,
@@ -337,7 +226,14 @@ static void col_usage(FILE *f)
 		"\n"
 		"Cuts threads' lives into segments (recv .. next send) and streams them to\n"
 		"the aggregator.\n"
-		"  --aggregator URL   tcp://HOST:PORT or ipc:///PATH of rametr-aggregator\n"
+		"  --aggregator URL   tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc:///PATH of\n"
+		"                     rametr-aggregator\n"
+		"  --tls-cert FILE    tls+tcp://: PEM file with this node's certificate and key\n"
+		"  --tls-ca FILE      tls+tcp://: PEM file of the cluster CA\n"
+		"  --tls-server-name NAME\n"
+		"                     tls+tcp://: the name in the aggregator's certificate\n"
+		"                     (default: the URL's host)\n"
+		"  --token-file FILE  this node's enrolment token (scripts/cert.sh issue)\n"
 		"  --node NAME        this node's id (unique in the cluster)\n"
 		"  --backend B        ebpf (default), replay, xen (trace file), xen-live\n"
 		"  --events FILE      replay: recorded event stream (format: collector/col_events.h)\n"
@@ -369,7 +265,9 @@ static void col_usage(FILE *f)
 		"                     tc:IFACE[:egress] (admission: the CE's inbound bytes policed at\n"
 		"                     IFACE's ingress, or egress, e.g. a namespace's root-side veth;\n"
 		"                     event-loop servers)\n"
-		"  -v, --verbose\n");
+		"  -v, --verbose\n"
+		"Exit status: 0 when everything was acknowledged; 3 when batches were left\n"
+		"unacknowledged (kept in the spool); 1 on other errors; 2 on bad usage.\n");
 }
 
 
@@ -424,14 +322,14 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			now = col_mono_ms();
 		}
 		if (now - last_flush >= (uint64_t)o->flush_ms) {
-			col_batch_flush(bt);
+			col_batcher_flush(bt);
 			last_flush = now;
 		}
 		if (o->duration_ns && (now - start) * 1000000ULL >= o->duration_ns)
 			break;
 	}
 	rv = col_bpf_finish(b, sink);
-	col_batch_flush(bt);
+	col_batcher_flush(bt);
 	col_bpf_get_stats(b, &st);
 	rm_log_info("ebpf backend stopped: %llu parts, %llu window reports, %llu parts dropped in the kernel",
 		    (unsigned long long)st.parts, (unsigned long long)st.windows,
@@ -463,18 +361,22 @@ int main(int argc, char **argv)
 		{ "batch-parts", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "throttle", required_argument, NULL, 'T' },
+		{ "tls-cert", required_argument, NULL, 'C' },
+		{ "tls-ca", required_argument, NULL, 'A' },
+		{ "tls-server-name", required_argument, NULL, 'S' },
+		{ "token-file", required_argument, NULL, 'K' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct col_opts o = { .backend = "ebpf", .flush_ms = 250 };
 	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
-	struct col_sink sink = { &bt, col_batch_part, col_batch_window };
+	struct col_sink sink = { &bt, col_batcher_part, col_batcher_window };
 	struct col_sender_cfg scfg;
 	struct col_sender_stats ss;
 	struct col_enforcer enf = { 0 };
 	struct sigaction sa;
-	char host[256] = "", spool[512];
+	char host[256] = "", spool[512], token[256];
 	int64_t offset = col_clock_offset_ns();
 	int c, rv, frv;
 
@@ -537,6 +439,10 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'T': o.throttle = optarg; break;
+		case 'C': o.tls_cert = optarg; break;
+		case 'A': o.tls_ca = optarg; break;
+		case 'S': o.tls_server_name = optarg; break;
+		case 'K': o.token_file = optarg; break;
 		case 'v': rm_log_set_verbose(1); break;
 		case 'h': col_usage(stdout); return 0;
 		default: col_usage(stderr); return 2;
@@ -592,6 +498,16 @@ int main(int argc, char **argv)
 	scfg.ncpu = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
 	scfg.spool_path = o.spool;
 	scfg.mem_limit = o.mem_limit;
+	scfg.tls_cert_key = o.tls_cert;
+	scfg.tls_ca = o.tls_ca;
+	scfg.tls_server_name = o.tls_server_name;
+	if (o.token_file) {
+		if (col_read_token(o.token_file, token, sizeof(token)) != RM_OK) {
+			col_enforcer_close(&enf);
+			return 1;
+		}
+		scfg.token = token;
+	}
 	scfg.on_command = col_on_command;
 	scfg.cmd_arg = &enf;
 	enf.node = o.node;
@@ -601,7 +517,7 @@ int main(int argc, char **argv)
 			col_enforcer_close(&enf);
 			return 1;
 		}
-		scfg.on_decided = col_on_decided;
+		scfg.on_decided = col_batcher_on_decided;
 		scfg.decided_arg = bt.merge;
 	}
 	if ((rv = col_sender_open(&bt.sender, &scfg)) != 0) {
@@ -617,7 +533,7 @@ int main(int argc, char **argv)
 		struct col_replay_opts ropts = { .follow_replies = o.follow_replies };
 
 		rv = col_replay_file(o.events, &sink, &ropts);
-		col_batch_flush(&bt);
+		col_batcher_flush(&bt);
 #ifdef RM_HAVE_XEN_BACKEND
 	} else {
 		struct col_xen_opts xo = { .window_ns = o.window_ns, .cpu_khz = o.xen_khz,
@@ -627,7 +543,7 @@ int main(int argc, char **argv)
 			rv = col_xen_replay_file(o.xen_trace, &xo, &sink);
 		else
 			rv = col_xen_live_run(&xo, &sink, &col_stop);
-		col_batch_flush(&bt);
+		col_batcher_flush(&bt);
 #else
 	} else {
 		rm_log_error("this build has no Xen backend");
@@ -638,8 +554,8 @@ int main(int argc, char **argv)
 	frv = col_sender_flush(bt.sender, 5000);
 	col_sender_stats(bt.sender, &ss);
 	if (frv != RM_OK)
-		rm_log_warn("aggregator did not acknowledge everything in time: %zu batches kept in '%s'",
-			    ss.queued, o.spool);
+		rm_log_error("aggregator did not acknowledge everything in time: %zu batches kept in '%s'",
+			     ss.queued, o.spool);
 	rm_log_info("sent %llu parts in %llu batches; %llu acked, %llu duplicates, %llu retries, %llu spooled, %llu lost",
 		    (unsigned long long)bt.total_parts, (unsigned long long)bt.total_batches,
 		    (unsigned long long)ss.batches_acked, (unsigned long long)ss.duplicates,
@@ -659,10 +575,12 @@ int main(int argc, char **argv)
 	col_sender_close(bt.sender);
 	col_merge_close(bt.merge);
 	col_enforcer_close(&enf);
-	col_enc_parts_free(&bt.ep);
+	col_batcher_free(&bt);
 	if (rv != RM_OK) {
 		rm_log_error("backend '%s' failed: %s", o.backend, rm_strerror(rv));
 		return 1;
 	}
-	return bt.err ? 1 : 0;
+	if (bt.err)
+		return 1;
+	return ss.queued ? 3 : 0;
 }

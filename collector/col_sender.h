@@ -17,6 +17,8 @@
  *   ACK_REJECTED                    the aggregator's error is logged and the
  *                                   batch is moved to the dead-letter file
  *                                   <spool_path>.rejected; the next one goes.
+ * While the aggregator does not answer, that is logged at once and again
+ * every 30 s with the number of batches waiting.
  * A Hello refused by the aggregator is logged and retried every 2 s;
  * batches wait behind it. nng's own REQ resend is disabled; the aggregator
  * deduplicates by (node, instance, seq), so a batch sent again after a lost
@@ -33,20 +35,14 @@
  * those batches first, unchanged (their own node, instance and seq). Only a
  * crash of the collector process (SIGKILL) loses the batches then in memory.
  *
- * Spool file format (also used by the dead-letter file <spool_path>.rejected,
- * whose read offset stays 16):
- *   header, 16 bytes:  "RMSPOOL1" (8 bytes), u64 LE offset of the first
- *                      record not yet acknowledged (>= 16);
- *   records:           u32 LE length n (1..RM_WIRE_MAX_MSG),
- *                      u32 LE CRC-32 (IEEE, as zlib) of the n bytes,
- *                      n bytes: one encoded Envelope holding a Batch.
- * Records are only appended; the offset advances as batches are acked and
- * the file is truncated to its header when drained, and removed at close if
- * empty. A torn or corrupt tail (crash in the middle of a write) is detected
- * at open by its length or CRC, reported with a warning and cut off; the
- * records before it are kept. A file with another magic is renamed to
- * <spool_path>.bad with a warning and a new spool started. The spool is
- * locked (flock) while a sender has it open.
+ * Spool file (col_spool.h, also the format of the dead-letter file
+ * <spool_path>.rejected, whose read offset stays 16): records are only
+ * appended and read back oldest first; a torn tail is cut off at open; the
+ * spool is locked while a sender has it open.
+ *
+ * Files: col_sender.c (queue and API), col_link.c (the thread and socket),
+ * col_spool.c (the file), col_crc.c (its checksum); col_batcher.h is the
+ * collector's batching sink in front of col_sender_submit_enc().
  *
  * Conversion (col_sender_submit): rm_part -> SegmentPart field by field;
  * comm from the bytes of rm_part.comm up to the first NUL (at most 15 bytes,
@@ -73,7 +69,14 @@
 struct col_sender;
 
 struct col_sender_cfg {
-	const char *url;          /* tcp://host:port or ipc:///path */
+	const char *url;          /* tcp://host:port, tls+tcp://host:port or ipc:///path */
+	/* tls+tcp:// only (required there): this node's certificate and key (one
+	   PEM file), the cluster CA that must have signed the aggregator's, and
+	   the name the aggregator's certificate must carry (NULL: the URL's host) */
+	const char *tls_cert_key;
+	const char *tls_ca;
+	const char *tls_server_name;
+	const char *token;        /* enrolment token sent in the Hello; NULL: none */
 	const char *node;         /* node id: rm_wire_check_node() rules */
 	const char *backend;      /* "ebpf", "replay", "xen" */
 	const char *hostname;     /* NULL: gethostname() */

@@ -358,6 +358,8 @@ static int rm_wire_check_hello(const Rametr__Hello *h, char *err, size_t errlen)
 		return rv;
 	if ((rv = rm_wire_check_text("hostname", h->hostname, 0, 255, err, errlen)) != 0)
 		return rv;
+	if ((rv = rm_wire_check_text("token", h->token, 0, 128, err, errlen)) != 0)
+		return rv;
 	if (h->instance == 0) {
 		rm_errf(err, errlen, "hello has instance 0");
 		return RM_EPROTO;

@@ -13,7 +13,8 @@
  *   - no field numbered 0 anywhere (other unknown fields are kept);
  *   - node names: 1..RM_WIRE_NODE_MAX bytes of printable ASCII without
  *     spaces (0x21..0x7e), see rm_wire_check_node();
- *   - Hello: node valid, backend 1..63 printable bytes, hostname at most 255
+ *   - Hello: node valid, backend 1..63 printable bytes, token at most 128,
+ *     hostname at most 255
  *     printable bytes, instance != 0, window_ns != 0;
  *   - Batch: node valid, backend as in Hello, instance != 0, seq != 0,
  *     window_ns != 0; every part has win != 0, comm <= 15 bytes,

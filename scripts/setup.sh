@@ -6,7 +6,8 @@
 set -euo pipefail
 
 PKGS=(cmake make gcc pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
-      libnng-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libcunit1-dev
+      libnng-dev libmbedtls-dev openssl libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev
+      libcunit1-dev
       libxen-dev iproute2 procps postgresql
       redis-server redis-tools nginx wrk chromium prometheus jq)
 

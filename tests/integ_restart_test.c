@@ -213,9 +213,10 @@ static void test_spool_survives_collector_restart(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
 	fprintf(f, "rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n");
 	fclose(f);
-	/* no aggregator: the collector gives up after its flush timeout and spools */
+	/* no aggregator: the collector gives up after its flush timeout, spools,
+	 * and says so in its exit status */
 	col = start_collector("n2", events, spool, "50");
-	CU_ASSERT_EQUAL(rm_test_wait(col, 30000), 0);
+	CU_ASSERT_EQUAL(rm_test_wait(col, 30000), 3);
 	CU_ASSERT(access(spool, F_OK) == 0);
 	CU_ASSERT_EQUAL(stored("n2", "c1", ST_R_CPU), 0);
 	/* a new collector (new instance) on the same spool delivers it once */
