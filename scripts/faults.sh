@@ -114,7 +114,7 @@ agg_start() {
 	local d=$1
 	agg_n=$((agg_n + 1))
 	"$AGG" --config "$d/agg.ini" --db "$d/db/rametr.db" --listen "$URL" >"$d/aggregator-$agg_n.log" 2>&1 &
-	agg_pid=$!; tb_pids+=($agg_pid)
+	agg_pid=$!; tb_pids+=("$agg_pid")
 	tb_wait_log "$d/aggregator-$agg_n.log" "listening on" $agg_pid
 }
 # Reads the running aggregator's VmHWM (kB) into agg_hwm (the largest seen).
@@ -305,7 +305,7 @@ row_agg_kill() {
 # instance (same node, same spool) replays the next stretch of the host's
 # time, as a restarted collector sees only what happens after its start.
 row_col_kill() {
-	local h k span t0 landed=0
+	local h k span landed=0
 	row_begin col-kill
 	cut_ok=1
 	span=$(span_s $((NREQ / 2)))
