@@ -154,9 +154,10 @@ col_wait() {
 	fi
 	wait "${col_pid[$h]}" || rc=$?
 	tb_forget "${col_pid[$h]}"
-	# exit 1 with its batches kept in the spool is a collector that could
-	# not deliver in time: deliver_spools hands them on
-	if [ $rc -eq 1 ] && grep -q "unacked batches kept in spool" "$d/collector-$h-${col_n[$h]}.log"; then
+	# exit 3 (1 before the exit statuses were split) with its batches kept
+	# in the spool: a collector that could not deliver in time;
+	# deliver_spools hands them on
+	if { [ $rc -eq 3 ] || [ $rc -eq 1 ]; } && grep -q "unacked batches kept in spool" "$d/collector-$h-${col_n[$h]}.log"; then
 		return 0
 	fi
 	[ $rc -eq 0 ] || echo "faults: collector $h exited $rc" >&2
