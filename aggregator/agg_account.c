@@ -1,15 +1,14 @@
 /*
  * agg_account.c - applies attributed charges, split counts, held-part
- * changes and window totals to storage, one transaction per collector batch
- * or expiry pass (see agg_account.h). Owns the in-memory sums of the open
- * transaction.
+ * changes and window totals to storage (through agg_store.h), one
+ * transaction per collector batch or expiry pass (see agg_account.h). Owns
+ * the in-memory sums of the open transaction.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agg_account.h"
-#include "st_est.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -24,7 +23,7 @@ struct agg_sum {
 };
 
 struct agg_account {
-	st_db *db;
+	struct agg_store st;    /* copied */
 	struct agg_sum *tab;   /* open addressing, cap a power of two */
 	size_t cap, n;
 	int open;              /* a transaction is open */
@@ -36,16 +35,19 @@ struct agg_account {
 	void *obs_arg;
 };
 
-int agg_account_open(struct agg_account **out, st_db *db)
+int agg_account_open(struct agg_account **out, const struct agg_store *store)
 {
 	struct agg_account *a;
 
 	*out = NULL;
-	if (!db)
+	if (!store || !store->begin || !store->commit || !store->rollback || !store->peer_get || !store->peer_set ||
+	    !store->add_usage || !store->add_unacct || !store->add_total || !store->add_split ||
+	    !store->add_est_input || !store->held_put || !store->held_resolve || !store->held_delete ||
+	    !store->held_load || !store->node_seen)
 		return RM_EINVAL;
 	if (!(a = calloc(1, sizeof(*a))))
 		return RM_ENOMEM;
-	a->db = db;
+	a->st = *store;
 	*out = a;
 	return RM_OK;
 }
@@ -220,13 +222,13 @@ static int agg_write(struct agg_account *a, const struct agg_window *w, size_t n
 			return rv;
 		len = (int64_t)e->window_ns;
 		if (e->kind == AGG_K_SPLIT) {
-			if ((rv = st_add_split(a->db, e->node, start, len, e->v[0])) != 0)
+			if ((rv = a->st.add_split(a->st.arg, e->node, start, len, e->v[0])) != 0)
 				return rv;
 			a->stats.rows_written++;
 			continue;
 		}
 		if (e->kind == AGG_K_EST) {
-			if ((rv = st_add_est_input(a->db, e->node, start, len, e->key, e->v[0], e->v[1], e->v[2])) != 0)
+			if ((rv = a->st.add_est_input(a->st.arg, e->node, start, len, e->key, e->v[0], e->v[1], e->v[2])) != 0)
 				return rv;
 			a->stats.rows_written++;
 			continue;
@@ -234,8 +236,8 @@ static int agg_write(struct agg_account *a, const struct agg_window *w, size_t n
 		for (r = 0; r < ST_R_COUNT; r++) {
 			if (!e->v[r])
 				continue;
-			rv = e->kind == AGG_K_CE ? st_add_usage(a->db, e->node, start, len, r, e->key, e->v[r])
-						 : st_add_unacct(a->db, e->node, start, len, r, e->key, e->v[r]);
+			rv = e->kind == AGG_K_CE ? a->st.add_usage(a->st.arg, e->node, start, len, r, e->key, e->v[r])
+						 : a->st.add_unacct(a->st.arg, e->node, start, len, r, e->key, e->v[r]);
 			if (rv)
 				return rv;
 			a->stats.rows_written++;
@@ -263,16 +265,16 @@ static int agg_write(struct agg_account *a, const struct agg_window *w, size_t n
 			uint64_t unseg = w[i].unseg[r] - (r == ST_R_CPU ? 0 : drop[r]);
 
 			if (w[i].total[r] || cap) {
-				if ((rv = st_add_total(a->db, m->node, start, len, r, w[i].total[r], cap)) != 0)
+				if ((rv = a->st.add_total(a->st.arg, m->node, start, len, r, w[i].total[r], cap)) != 0)
 					return rv;
 				a->stats.rows_written++;
 			}
-			if (unseg && (rv = st_add_unacct(a->db, m->node, start, len, r, AGG_REASON_UNSEGMENTED, unseg)))
+			if (unseg && (rv = a->st.add_unacct(a->st.arg, m->node, start, len, r, AGG_REASON_UNSEGMENTED, unseg)))
 				return rv;
-			if (drop[r] && (rv = st_add_unacct(a->db, m->node, start, len, r, AGG_REASON_DROPPED, drop[r])))
+			if (drop[r] && (rv = a->st.add_unacct(a->st.arg, m->node, start, len, r, AGG_REASON_DROPPED, drop[r])))
 				return rv;
 		}
-		if (lost && (rv = st_add_unacct(a->db, m->node, start, len, ST_R_CPU, AGG_REASON_LOST, lost)))
+		if (lost && (rv = a->st.add_unacct(a->st.arg, m->node, start, len, ST_R_CPU, AGG_REASON_LOST, lost)))
 			return rv;
 		if (w[i].dropped_parts)
 			rm_log_warn("node '%s' window %" PRIu64 ": %" PRIu64 " segment parts dropped in the kernel; their CPU and bytes are charged to V as '%s'",
@@ -300,15 +302,15 @@ int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int
 	memset(&a->m, 0, sizeof(a->m));
 	if (m)
 		a->m = *m;
-	if ((rv = st_begin(a->db)) != 0)
+	if ((rv = a->st.begin(a->st.arg)) != 0)
 		return rv;
 	if (m) {
-		if ((rv = st_peer_get(a->db, m->node, m->instance, &last)) != 0) {
-			st_rollback(a->db);
+		if ((rv = a->st.peer_get(a->st.arg, m->node, m->instance, &last)) != 0) {
+			a->st.rollback(a->st.arg);
 			return rv;
 		}
 		if (m->seq <= last) {
-			st_rollback(a->db);
+			a->st.rollback(a->st.arg);
 			*duplicate = 1;
 			a->stats.duplicates++;
 			return RM_OK;
@@ -367,9 +369,9 @@ int agg_account_commit(struct agg_account *a, const struct agg_window *w, size_t
 		return RM_ESTATE;
 	if ((rv = agg_write(a, w, nw)) != 0)
 		goto fail;
-	if (a->is_batch && (rv = st_peer_set(a->db, a->m.node, a->m.instance, a->m.seq)) != 0)
+	if (a->is_batch && (rv = a->st.peer_set(a->st.arg, a->m.node, a->m.instance, a->m.seq)) != 0)
 		goto fail;
-	if ((rv = st_commit(a->db)) != 0)
+	if ((rv = a->st.commit(a->st.arg)) != 0)
 		goto fail;
 	a->open = 0;
 	if (a->is_batch)
@@ -390,28 +392,28 @@ void agg_account_abort(struct agg_account *a)
 {
 	if (!a || !a->open)
 		return;
-	st_rollback(a->db);
+	a->st.rollback(a->st.arg);
 	a->open = 0;
 }
 
 int agg_account_held_put(struct agg_account *a, const struct st_held *h)
 {
-	return a->open ? st_held_put(a->db, h) : RM_ESTATE;
+	return a->open ? a->st.held_put(a->st.arg, h) : RM_ESTATE;
 }
 
 int agg_account_held_resolve(struct agg_account *a, uint64_t id, const char *dist)
 {
-	return a->open ? st_held_resolve(a->db, id, dist) : RM_ESTATE;
+	return a->open ? a->st.held_resolve(a->st.arg, id, dist) : RM_ESTATE;
 }
 
 int agg_account_held_forget(struct agg_account *a, uint64_t id)
 {
-	return a->open ? st_held_delete(a->db, id) : RM_ESTATE;
+	return a->open ? a->st.held_delete(a->st.arg, id) : RM_ESTATE;
 }
 
 int agg_account_held_load(struct agg_account *a, int (*cb)(void *arg, const struct st_held *h), void *arg)
 {
-	return a->open ? RM_ESTATE : st_held_load(a->db, cb, arg);
+	return a->open ? RM_ESTATE : a->st.held_load(a->st.arg, cb, arg);
 }
 
 int agg_account_apply(struct agg_account *a, const struct agg_batch_meta *m, const struct agg_charge *ch,
@@ -434,7 +436,7 @@ int agg_account_apply(struct agg_account *a, const struct agg_batch_meta *m, con
 
 int agg_account_node(struct agg_account *a, const struct st_node *n)
 {
-	return st_node_seen(a->db, n);
+	return a->st.node_seen(a->st.arg, n);
 }
 
 void agg_account_get_stats(const struct agg_account *a, struct agg_account_stats *out)

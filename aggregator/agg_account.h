@@ -1,6 +1,8 @@
 /*
  * agg_account.h - the accountant: turns attributed charges and window totals
  * of one collector batch into U_c, V and U rows in storage, exactly once.
+ * It writes through a storage interface (agg_store.h), never to a database
+ * itself: its logic runs and is tested without one.
  *
  * One batch is applied in one storage transaction together with the
  * collector's sequence number, so a batch sent twice (lost ack, aggregator
@@ -34,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agg_store.h"
 #include "st.h"
 
 #define AGG_REASON_UNSEGMENTED "unsegmented"
@@ -45,6 +48,7 @@
 #define AGG_REASON_UNPAIRED "unpaired"
 #define AGG_REASON_PAST_HORIZON "past_horizon"
 #define AGG_REASON_UNANCHORED "unanchored"
+#define AGG_REASON_TOO_MANY_SENDS "too_many_sends" /* received bytes past the sends the pairing follows per part */
 
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */
 struct agg_charge {
@@ -74,8 +78,9 @@ struct agg_batch_meta {
 
 struct agg_account;
 
-/* db is borrowed and must outlive the accountant. */
-int agg_account_open(struct agg_account **out, st_db *db);
+/* store is copied; what it writes to must outlive the accountant. RM_OK,
+   RM_EINVAL (a store function missing), RM_ENOMEM. */
+int agg_account_open(struct agg_account **out, const struct agg_store *store);
 void agg_account_close(struct agg_account *a);
 
 /*

@@ -11,7 +11,7 @@
 #include "rm_test.h"
 #include "agg_account.h"
 #include "agg_config.h"
-#include "agg_stitch.h"
+#include "agg_stitch_run.h"
 #include "st_est.h"
 #include "rametr.h"
 #include "rm_err.h"
@@ -28,8 +28,9 @@ static const char conf[] =
 struct fixture {
 	struct agg_config *cfg;
 	st_db *db;
+	struct agg_store store;
 	struct agg_account *acct;
-	struct agg_stitch *st;
+	struct agg_stitch_run *st;
 };
 
 static void fx_open(struct fixture *f, const char *name)
@@ -39,13 +40,14 @@ static void fx_open(struct fixture *f, const char *name)
 	snprintf(path, sizeof(path), "%s/%s.db", rm_test_tmpdir(), name);
 	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf, strlen(conf), "t.ini", &f->cfg), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, f->db), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct, NULL), RM_OK);
+	agg_store_st(&f->store, f->db);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, &f->store), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_open(&f->st, f->cfg, f->acct, NULL), RM_OK);
 }
 
 static void fx_close(struct fixture *f)
 {
-	agg_stitch_close(f->st);
+	agg_stitch_run_close(f->st);
 	agg_account_close(f->acct);
 	st_close(f->db);
 	agg_config_free(f->cfg);
@@ -172,7 +174,7 @@ static void test_attribution(void)
 	/* busy = 10 ms of parts + 5 ms unsegmented */
 	mk_window(&m, 15000000, 5000000, 230, 2210);
 	m.w[0].unseg_tx = 0;
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 0);
 	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 5000000);
 	CU_ASSERT_EQUAL(usage_of(f.db, "c2", ST_R_CPU, NULL), 4000000);
@@ -196,22 +198,22 @@ static void test_exactly_once(void)
 	fx_open(&f, "once");
 	mk_init(&m, 1, 1);
 	mk_part(&m, "127.0.0.2", 1000, 1, 1);
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 0);
 	/* the same batch again (lost ack): recognised, not applied */
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 1);
 	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1000);
 	/* a restarted collector (new instance) starts again at seq 1 */
 	mk_init(&m, 2, 1);
 	mk_part(&m, "127.0.0.2", 500, 1, 1);
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 0);
 	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1500);
 	/* a gap is applied and counted */
 	mk_init(&m, 2, 3);
 	mk_part(&m, "127.0.0.2", 10, 1, 1);
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	agg_account_get_stats(f.acct, &st);
 	CU_ASSERT_EQUAL(st.gaps, 1);
 	CU_ASSERT_EQUAL(st.duplicates, 1);
@@ -219,7 +221,7 @@ static void test_exactly_once(void)
 	/* ... and an old one that arrives after it is a duplicate */
 	mk_init(&m, 2, 2);
 	mk_part(&m, "127.0.0.2", 7, 1, 1);
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 1);
 	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1510);
 	fx_close(&f);
@@ -236,12 +238,12 @@ static void test_late_totals_and_residual(void)
 	/* parts arrive first: no total yet, so the window does not balance */
 	mk_init(&m, 9, 1);
 	mk_part(&m, "127.0.0.2", 4000, 0, 0);
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT(unbalanced(f.db) >= 1);
 	/* the window's totals arrive in a later batch: now it balances */
 	mk_init(&m, 9, 2);
 	mk_window(&m, 4500, 500, 0, 0);
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
 	fx_close(&f);
 }
@@ -267,7 +269,7 @@ static void test_xen_domains(void)
 	m.p[2].flags = RM_PF_DOMAIN;                 /* dom0's remainder */
 	m.p[2].domid = 0;
 	mk_window(&m, 600, 0, 0, 0);
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(usage_of(f.db, "guests", ST_R_CPU, NULL), 500);
 	CU_ASSERT_EQUAL(reason_of(f.db, "dom0", ST_R_CPU), 100);
 	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
@@ -285,7 +287,7 @@ static void test_bad_window(void)
 	mk_init(&m, 1, 1);
 	mk_part(&m, "127.0.0.2", 1, 0, 0);
 	m.p[0].win = UINT64_MAX / 2;
-	CU_ASSERT_EQUAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_EINVAL);
 	CU_ASSERT(strstr(err, "beyond the representable time range") != NULL);
 	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 0);
 	fx_close(&f);
@@ -344,7 +346,7 @@ static void test_estimator_inputs(void)
 		mk_part(&m, "127.0.0.99", 1000000, 10, 10);
 		mk_window(&m, 8000000, 0, 235, 2210);
 		/* the second time the same batch is a duplicate: nothing added */
-		CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+		CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 		CU_ASSERT_EQUAL(dup, i);
 	}
 	CU_ASSERT_EQUAL_FATAL(st_est_windows(f.db, "n1", INT64_MIN, INT64_MAX, est_collect, &s), RM_OK);
@@ -364,7 +366,7 @@ static void test_estimator_inputs(void)
 	m.b.node = "n2";
 	mk_part(&m, "127.0.0.2", 3000000, 100, 1000);
 	mk_window(&m, 8000000, 0, 100, 1000);
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	memset(&s, 0, sizeof(s));
 	CU_ASSERT_EQUAL_FATAL(st_est_windows(f.db, "n2", INT64_MIN, INT64_MAX, est_collect, &s), RM_OK);
 	CU_ASSERT_EQUAL(s.n, 1);
@@ -394,8 +396,9 @@ static void test_estimator_inputs_by_address(void)
 	snprintf(path, sizeof(path), "%s/addr.db", rm_test_tmpdir());
 	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf2, strlen(conf2), "t.ini", &f.cfg), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(st_open(&f.db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f.acct, f.db), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f.st, f.cfg, f.acct, NULL), RM_OK);
+	agg_store_st(&f.store, f.db);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f.acct, &f.store), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_open(&f.st, f.cfg, f.acct, NULL), RM_OK);
 	inet_pton(AF_INET, "10.0.0.2", dst[0]);
 	inet_pton(AF_INET, "10.0.0.9", dst[1]);
 	inet_pton(AF_INET, "10.0.0.1", src);
@@ -414,13 +417,13 @@ static void test_estimator_inputs_by_address(void)
 		out[i].rport = 5432;
 		m.p[i].out = &out[i];
 	}
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	/* db's own batch: a part of c2 by rule, not an input (address given) */
 	mk_init(&m, 0xdb, 1);
 	m.b.node = "db";
 	mk_part(&m, "127.0.0.3", 1000000, 77, 7);
 	mk_window(&m, 5000000, 0, 77, 7);
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(st_est_windows(f.db, "db", INT64_MIN, INT64_MAX, est_collect, &s), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(s.n, 1);
 	CU_ASSERT_EQUAL(s.cpu, 5000000);
@@ -450,7 +453,7 @@ static void test_dropped(void)
 	m.w[0].dropped_parts = 7;
 	m.w[0].dropped_cpu_ns = 4000000;
 	m.w[0].dropped_rx = 150;
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 3000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_CPU), 4000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "lost", ST_R_CPU), 1000000);
@@ -470,7 +473,7 @@ static void test_dropped(void)
 	m.w[0].dropped_cpu_ns = 9000000;
 	m.w[0].dropped_rx = 1000;
 	m.w[0].dropped_tx = 5;
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_CPU), 5000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_NET_RX), 230);
 	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_NET_TX), 0);
@@ -513,13 +516,15 @@ static void test_observer(void)
 	struct agg_window bad = { .win = UINT64_MAX / 2 };
 	struct agg_account *a = NULL;
 	struct seen s = { 0 };
+	struct agg_store store;
 	char path[300];
 	st_db *db = NULL;
 	int dup = 0;
 
 	snprintf(path, sizeof(path), "%s/observer.db", rm_test_tmpdir());
 	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_account_open(&a, db), RM_OK);
+	agg_store_st(&store, db);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&a, &store), RM_OK);
 	agg_account_observe(a, observe, &s);
 	CU_ASSERT_EQUAL(agg_account_apply(a, &m, ch, 2, &w, 1, &dup), RM_OK);
 	CU_ASSERT_EQUAL(s.rows, 2);

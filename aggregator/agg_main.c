@@ -19,13 +19,17 @@
 #include "agg_est_run.h"
 #include "agg_metrics.h"
 #include "agg_server.h"
-#include "agg_stitch.h"
+#include "agg_stitch_run.h"
 #include "agg_throttle.h"
 #include "rm_clock.h"
 #include "rm_err.h"
 #include "st.h"
 #include "st_rollup.h"
 #include "banned.h"
+
+/* A stop charges pending parts for at most this long: a signal stops the
+   aggregator within a second, whatever it is doing. */
+#define AGG_STOP_BUDGET_NS 100000000LL
 
 static volatile sig_atomic_t agg_stop;
 
@@ -36,7 +40,7 @@ static void agg_on_signal(int sig)
 }
 
 struct agg_main {
-	struct agg_stitch *stitch;
+	struct agg_stitch_run *stitch;
 	struct agg_est_run *est;       /* NULL: no [estimate] section */
 	struct agg_throttle *thr;
 	struct agg_metrics *metrics;   /* NULL: no [metrics] listen */
@@ -63,13 +67,13 @@ static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t err
 {
 	struct agg_main *m = arg;
 
-	return agg_stitch_hello(m->stitch, h, err, errlen);
+	return agg_stitch_run_hello(m->stitch, h, err, errlen);
 }
 
 static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
 {
 	struct agg_main *m = arg;
-	int rv = agg_stitch_batch(m->stitch, b, duplicate, err, errlen);
+	int rv = agg_stitch_run_batch(m->stitch, b, duplicate, err, errlen);
 
 	/* the acks of throttle commands hold also for a batch sent twice; a
 	 * failure to record them is logged and does not refuse the batch */
@@ -112,7 +116,7 @@ static void agg_on_tick(void *arg)
 	struct agg_main *m = arg;
 
 	/* a failure is logged by storage; the next tick tries again */
-	agg_stitch_tick(m->stitch);
+	agg_stitch_run_tick(m->stitch);
 	if (m->est)
 		agg_est_run_tick(m->est, 0);
 	agg_throttle_tick(m->thr, agg_now_unix());
@@ -120,7 +124,7 @@ static void agg_on_tick(void *arg)
 		struct agg_pair_stats ps;
 		struct agg_metrics_health h;
 
-		agg_stitch_get_stats(m->stitch, &ps);
+		agg_stitch_run_get_stats(m->stitch, &ps);
 		h = (struct agg_metrics_health){ ps.added, ps.held, ps.pending, ps.evicted };
 		agg_metrics_set_health(m->metrics, &h);
 		agg_metrics_settle(m->metrics, (int64_t)rm_clock_mono_ns(), 0);
@@ -252,7 +256,7 @@ int main(int argc, char **argv)
 	const char *config = NULL, *db_path = NULL, *listen[16], *metrics_listen = NULL;
 	struct agg_config *cfg = NULL;
 	struct agg_account *acct = NULL;
-	struct agg_stitch *stitch = NULL;
+	struct agg_stitch_run *stitch = NULL;
 	struct agg_est_run *est = NULL;
 	struct agg_server *srv = NULL;
 	struct agg_throttle *thr = NULL;
@@ -264,6 +268,7 @@ int main(int argc, char **argv)
 	struct agg_pair_stats ps;
 	struct sigaction sa;
 	st_db *db = NULL;
+	struct agg_store store;
 	size_t nlisten = 0, i;
 	int c, rv, keep_pending = 0;
 	struct agg_sec_opts sec = { 0 };
@@ -323,15 +328,20 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	rv = st_open(&db, db_path, 0);
-	if (rv == RM_OK)
-		rv = agg_account_open(&acct, db);
+	if (rv == RM_OK) {
+		agg_store_st(&store, db);
+		rv = agg_account_open(&acct, &store);
+	}
 	/* usage settles into the metrics once quiet for the horizon (held parts are charged by then) */
 	if (rv == RM_OK && metrics_listen &&
 	    (rv = agg_metrics_open(&metrics, (int64_t)cfg->horizon_ns + 2000000000ll, agg_now_unix())) == RM_OK &&
 	    (rv = agg_metrics_http_open(&mhttp, metrics_listen, metrics)) == RM_OK)
 		agg_account_observe(acct, agg_on_commit, metrics);
-	if (rv == RM_OK)
-		rv = agg_stitch_open(&stitch, cfg, acct, NULL);
+	if (rv == RM_OK) {
+		struct agg_stitch_run_opts so = { .stop = &agg_stop };
+
+		rv = agg_stitch_run_open(&stitch, cfg, acct, &so);
+	}
 	if (rv == RM_OK && cfg->nest)
 		rv = agg_est_run_open(&est, cfg, db);
 	if (rv == RM_OK && (rv = agg_throttle_open(&thr, cfg, db, NULL)) != RM_OK)
@@ -387,8 +397,15 @@ int main(int argc, char **argv)
 	}
 	/* a crash keeps pending parts (they are stored with every batch); a
 	 * stop decides them unless they are to wait for the next start */
-	if (stitch && !keep_pending && agg_stitch_give_up(stitch) != RM_OK)
-		rm_log_warn("failed to charge the parts still pending; they stay held for the next start");
+	if (stitch && !keep_pending) {
+		int grv = agg_stitch_run_give_up(stitch, AGG_STOP_BUDGET_NS);
+
+		if (grv == RM_ETIMEDOUT || grv == RM_ESTATE)
+			rm_log_warn("stopping without charging every part still pending; the rest stay held for the "
+				    "next start");
+		else if (grv != RM_OK)
+			rm_log_warn("failed to charge the parts still pending; they stay held for the next start");
+	}
 	if (est) {
 		uint64_t solved, unsolved;
 
@@ -405,14 +422,16 @@ int main(int argc, char **argv)
 			    (unsigned long long)st.gaps, (unsigned long long)st.charges);
 	}
 	if (stitch) {
-		agg_stitch_get_stats(stitch, &ps);
+		agg_stitch_run_get_stats(stitch, &ps);
 		rm_log_info("pairing: %llu parts by rule, %llu by bytes (%llu split), %llu at the horizon, "
 			    "%llu evicted, %llu without CE; %llu sends to sockets the rules decide not indexed; "
-			    "%llu held (%llu pending) kept for the next start",
+			    "%llu with bytes past the sends followed per part, %llu sends unchecked, %llu wake-ups "
+			    "capped; %llu held (%llu pending) kept for the next start",
 			    (unsigned long long)ps.by_rule, (unsigned long long)ps.by_bytes,
 			    (unsigned long long)ps.split, (unsigned long long)ps.by_horizon,
 			    (unsigned long long)ps.evicted, (unsigned long long)ps.by_none,
-			    (unsigned long long)ps.ruled_sends,
+			    (unsigned long long)ps.ruled_sends, (unsigned long long)ps.too_many_sends,
+			    (unsigned long long)ps.unchecked_sends, (unsigned long long)ps.capped_wakes,
 			    (unsigned long long)ps.held, (unsigned long long)ps.pending);
 	}
 	if (thr) {
@@ -441,17 +460,28 @@ int main(int argc, char **argv)
 			    (unsigned long long)ss.refused_identity, (unsigned long long)ss.refused_conflict,
 			    (unsigned long long)ss.refused_window, (unsigned long long)ss.refused_handler,
 			    (unsigned long long)ss.duplicates);
+		struct agg_server_health sh;
+
+		agg_server_get_health(srv, &sh);
+		rm_log_info("server: %llu requests answered; %llu times requests waited unread for %d ms or more "
+			    "(%llu ms in all, longest turn %llu ms)",
+			    (unsigned long long)sh.requests, (unsigned long long)sh.stalls, AGG_SERVER_STALL_MS,
+			    (unsigned long long)sh.stall_ms, (unsigned long long)sh.max_busy_ms);
 	}
 	agg_server_close(srv);
 	free(secret);
 	agg_metrics_http_close(mhttp);
 	agg_est_run_close(est);
 	agg_throttle_close(thr);
-	agg_stitch_close(stitch);
+	agg_stitch_run_close(stitch);
 	agg_account_close(acct);
 	agg_metrics_close(metrics);
 	st_close(db);
 	agg_config_free(cfg);
+	if (rv == RM_ESTATE && agg_stop) {
+		rm_log_info("stopped while putting back the held parts; they stay held for the next start");
+		rv = RM_OK;
+	}
 	if (rv != RM_OK) {
 		rm_log_error("stopped: %s", rm_strerror(rv));
 		return 1;

@@ -65,6 +65,15 @@
  * if still pending, all its cost goes to V "past_horizon"
  * (stats.evicted counts them).
  *
+ * Work is bounded per part, whatever the input: a receiver's bytes are
+ * followed through at most 256 send entries (the bytes past them go to V
+ * "too_many_sends", stats.too_many_sends), a send among more than 256
+ * others is not checked against all of them and is untrusted
+ * (stats.unchecked_sends), and a send or a resolved sender wakes at most
+ * the 256 nearest waiting receivers (stats.capped_wakes; the others are
+ * decided at their horizon). stats.scanned counts the index entries
+ * examined.
+ *
  * TCP sequence numbers are 32 bits: ranges are 64-bit start + length,
  * compared modulo 2^32; per connection they are unwrapped into one 64-bit
  * space relative to the last range seen on it (a range more than 2^31 bytes
@@ -220,6 +229,16 @@ int agg_pair_expire(struct agg_pair *e, int64_t now_ns);
 int agg_pair_give_up(struct agg_pair *e);
 
 /*
+ * The same in bounded steps: gives up at most max pending parts (0: no
+ * limit), oldest first, those whose horizon passed at now_ns or, if all,
+ * every one; *more (may be NULL) = 1 if one is left for another call.
+ * Sends are not expired (agg_pair_expire does that). Returns as
+ * agg_pair_expire. A caller that must stay responsive (a signal, a
+ * collector waiting) calls it in a loop and checks between calls.
+ */
+int agg_pair_give_up_some(struct agg_pair *e, int64_t now_ns, int all, size_t max, int *more);
+
+/*
  * Formats dist as text, "ce=w;...;!reason=w" (what agg_pair_restore reads),
  * into a new malloc'd string *out. RM_OK, RM_EINVAL (n == 0, a zero weight),
  * RM_ENOMEM.
@@ -234,6 +253,10 @@ struct agg_pair_stats {
 	uint64_t split;          /* resolved parts whose cost was split over several shares */
 	uint64_t late_overlaps;  /* overlaps found after a receiver of those bytes was resolved */
 	uint64_t ruled_sends;    /* send ranges not indexed: the rules decide their receiver */
+	uint64_t scanned;        /* index entries examined (the engine's work; bounded per part) */
+	uint64_t too_many_sends; /* receivers with bytes past the sends followed per part (V) */
+	uint64_t capped_wakes;   /* sends or senders that woke only the nearest receivers */
+	uint64_t unchecked_sends; /* sends untrusted because too many sends were around to check */
 	uint64_t held, pending, sends, flows; /* current */
 };
 void agg_pair_get_stats(const struct agg_pair *e, struct agg_pair_stats *out);

@@ -117,6 +117,7 @@ struct agg_server {
 	unsigned nconns;
 	struct agg_server_stats st;
 	pthread_mutex_t lmu;        /* the refusal log's rate limiter */
+	struct agg_server_health health;
 	/* the one aio of the loop, and how its completion is waited for */
 	nng_aio *aio;
 	pthread_mutex_t amu;
@@ -828,6 +829,22 @@ static void agg_probe_tick(struct agg_server *s, int idle)
 	}
 }
 
+/* Counts (and logs) a turn of the loop that kept requests unread too long. */
+static void agg_busy_note(struct agg_server *s, uint64_t from_ms, const char *in)
+{
+	uint64_t busy = agg_now_ms() - from_ms;
+
+	if (busy > s->health.max_busy_ms)
+		s->health.max_busy_ms = busy;
+	if (busy < AGG_SERVER_STALL_MS)
+		return;
+	s->health.stalls++;
+	s->health.stall_ms += busy;
+	rm_log_warn("did not read requests for %" PRIu64 " ms (busy with %s): a collector waiting meanwhile "
+		    "was not answered for as long (%" PRIu64 " such stalls so far)",
+		    busy, in, s->health.stalls);
+}
+
 int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop)
 {
 	uint64_t next_tick, now;
@@ -838,16 +855,23 @@ int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop)
 		return RM_EINVAL;
 	next_tick = agg_now_ms() + (uint64_t)s->tick_ms;
 	while (!*stop) {
+		const char *busy_in = "a tick";
+		uint64_t busy_from;
+
 		agg_aio_arm(s);
 		nng_recv_aio(s->sock, s->aio);
 		rv = agg_aio_wait(s, s->tick_ms < AGG_POLL_MS ? s->tick_ms : AGG_POLL_MS);
+		busy_from = agg_now_ms();
 		if (rv == 0) {
 			msg = nng_aio_get_msg(s->aio);
 			nng_aio_set_msg(s->aio, NULL);
-			if (agg_is_probe(msg))
+			if (agg_is_probe(msg)) {
 				agg_reply(s, msg); /* echo: proves the listener alive */
-			else
+			} else {
 				agg_serve_one(s, msg);
+				s->health.requests++;
+				busy_in = "a request";
+			}
 		} else if (rv == NNG_ECLOSED) {
 			return RM_ECLOSED;
 		} else if (rv != NNG_ECANCELED && rv != NNG_ETIMEDOUT) {
@@ -862,6 +886,7 @@ int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop)
 				s->h.on_tick(s->h.arg);
 			next_tick = now + (uint64_t)s->tick_ms;
 		}
+		agg_busy_note(s, busy_from, busy_in);
 	}
 	return RM_OK;
 }
@@ -917,6 +942,11 @@ static int agg_tls_setup(struct agg_server *s, const struct agg_server_cfg *cfg)
 		return RM_EINVAL;
 	}
 	return RM_OK;
+}
+
+void agg_server_get_health(const struct agg_server *s, struct agg_server_health *out)
+{
+	*out = s->health;
 }
 
 int agg_server_open(struct agg_server **out, const char *const *urls, size_t nurls,

@@ -84,6 +84,23 @@
 #define AGG_SERVER_MEM_BOUND_DEFAULT ((size_t)256 << 20)
 #define AGG_SERVER_MIN_MSG ((size_t)2 << 20) /* > the collector's largest batch */
 
+/* A turn of the loop this long keeps collectors unanswered: half the
+   collectors' default reply timeout (col_sender.h). */
+#define AGG_SERVER_STALL_MS 1000
+
+/*
+ * The server's own health figures, for its operator and its metrics: a
+ * collector that is not answered shows here, not only in its own log.
+ * A turn of the loop is one request (or a probe) plus the tick when due,
+ * measured from the moment a request was read to the next read.
+ */
+struct agg_server_health {
+	uint64_t requests;    /* requests answered (probes not counted) */
+	uint64_t stalls;      /* turns of AGG_SERVER_STALL_MS or more: requests waited unread (each logged) */
+	uint64_t stall_ms;    /* the time spent in those turns */
+	uint64_t max_busy_ms; /* the longest turn */
+};
+
 struct agg_server;
 
 struct agg_handler {
@@ -171,6 +188,10 @@ void agg_server_stats(struct agg_server *s, struct agg_server_stats *out);
  * Never returns because of what a peer sent.
  */
 int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop);
+
+/* Copies the health figures. Call on the thread that runs agg_server_run
+   (e.g. from a handler) or after it returned. */
+void agg_server_get_health(const struct agg_server *s, struct agg_server_health *out);
 
 /* Closes the socket (collectors see the aggregator as down) and frees s.
    Not while agg_server_run() runs on another thread. NULL-tolerant. */

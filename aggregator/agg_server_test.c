@@ -77,6 +77,9 @@ static int th_on_batch(void *arg, const Rametr__Batch *b, int *dup, char *err, s
 	case 106:
 		snprintf(err, errlen, "schema of version 3 expected");
 		return RM_EVERSION;
+	case 107: /* a handler too slow for a collector's patience */
+		usleep((AGG_SERVER_STALL_MS + 100) * 1000);
+		return RM_OK;
 	default:
 		return RM_OK;
 	}
@@ -809,6 +812,35 @@ static void test_open_errors(void)
 	agg_server_close(NULL);
 }
 
+/* A request the loop kept others waiting for shows in the health figures. */
+static void test_health(void)
+{
+	struct agg_server_health h;
+	struct srv v;
+	nng_socket c;
+	uint8_t *b;
+	size_t len;
+
+	srv_start(&v, "health", 0, NULL);
+	c = client(v.url, 5000);
+	b = batch("node-a", 1, 1, &len);
+	expect(c, b, len, RAMETR__ACK__STATUS__ACK_OK, 1, "");
+	free(b);
+	b = batch("node-a", 107, 1, &len);
+	expect(c, b, len, RAMETR__ACK__STATUS__ACK_OK, 107, "");
+	free(b);
+	nng_close(c);
+	v.stop = 1;
+	pthread_join(v.thread, NULL);
+	CU_ASSERT_EQUAL(v.run_rv, RM_OK);
+	agg_server_get_health(v.s, &h);
+	agg_server_close(v.s);
+	CU_ASSERT_EQUAL(h.requests, 2);
+	CU_ASSERT_EQUAL(h.stalls, 1);
+	CU_ASSERT(h.stall_ms >= AGG_SERVER_STALL_MS);
+	CU_ASSERT(h.max_busy_ms >= AGG_SERVER_STALL_MS);
+}
+
 static CU_TestInfo cases[] = {
 	{ "bad input gets the documented acks", test_bad_input },
 	{ "refusal log is rate-limited", test_rate_limit },
@@ -818,6 +850,7 @@ static CU_TestInfo cases[] = {
 	{ "peers misbehaving below the protocol", test_raw_peers },
 	{ "probes are answered by the server", test_probe_echo },
 	{ "open errors", test_open_errors },
+	{ "a request that kept the others waiting shows in the health figures", test_health },
 	CU_TEST_INFO_NULL,
 };
 

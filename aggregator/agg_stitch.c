@@ -3,14 +3,13 @@
  * (see agg_stitch.h): converts wire parts into the engine's struct rm_part,
  * turns the engine's results into the accountant's charges and split
  * counts, keeps the held parts in storage through the accountant (a part
- * is stored as a canonical rametr.SegmentPart encoding), rebuilds the engine
- * from storage at open and after a failed transaction, and runs the
- * aggregator's horizon clock. Owns the engine and the per-batch scratch.
+ * is stored as a canonical rametr.SegmentPart encoding), and rebuilds the
+ * engine from them at open and after a failed transaction. Reads no clock:
+ * times are given. Owns the engine and the per-batch scratch.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "agg_stitch.h"
 #include "col_enc.h"
@@ -39,7 +38,7 @@ struct agg_stitch {
 	struct agg_account *acct;
 	struct agg_pair *pair;
 	struct agg_stitch_opts o;
-	int64_t clock0, base, last; /* horizon clock: base + (clock - clock0), never backwards */
+	int64_t resume_ns;          /* latest arrival of the parts restored at open */
 	int broken;                 /* the engine must be rebuilt from storage */
 	uint64_t first_new;         /* first engine id of the batch being applied */
 	struct agg_newpart *np;
@@ -50,34 +49,9 @@ struct agg_stitch {
 	size_t nld, ldcap;
 };
 
-static int64_t agg_mono_ns(void *arg)
+static int agg_stop_requested(const struct agg_stitch *s)
 {
-	struct timespec ts;
-
-	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int64_t agg_now_unix_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* The horizon clock: runs with the aggregator, continues after a restart. */
-static int64_t agg_stitch_now(struct agg_stitch *s)
-{
-	int64_t c = s->o.clock(s->o.clock_arg), now;
-
-	if (__builtin_sub_overflow(c, s->clock0, &now) || __builtin_add_overflow(now, s->base, &now))
-		now = s->last;
-	if (now < s->last)
-		now = s->last;
-	s->last = now;
-	return now;
+	return s->o.stop && *s->o.stop;
 }
 
 static int agg_reserve(void **arr, size_t *cap, size_t need, size_t size)
@@ -312,8 +286,8 @@ static int agg_load_one(void *arg, const struct st_held *h)
 
 /*
  * Empties the engine and puts back every held part from storage, in one
- * transaction for whatever that resolves. Sets the horizon clock's base
- * (at open) so that it continues from the latest arrival.
+ * transaction for whatever that resolves. At open, notes the latest
+ * arrival (agg_stitch_resume_ns) for the driver's horizon clock.
  */
 static int agg_stitch_load(struct agg_stitch *s, int at_open)
 {
@@ -331,8 +305,7 @@ static int agg_stitch_load(struct agg_stitch *s, int at_open)
 		for (i = 1; i < s->nld; i++)
 			if (s->ld[i].arrival > mx)
 				mx = s->ld[i].arrival;
-		s->base = s->last = mx;
-		s->clock0 = s->o.clock(s->o.clock_arg);
+		s->resume_ns = mx;
 	}
 	if ((rv = agg_account_begin(s->acct, NULL, NULL)) != 0)
 		goto out;
@@ -340,6 +313,12 @@ static int agg_stitch_load(struct agg_stitch *s, int at_open)
 	for (i = 0; i < s->nld; i++) {
 		struct agg_loaded *l = &s->ld[i];
 		struct agg_pair_src src = { l->node, l->instance, l->window_ns };
+
+		if (i % AGG_STEP_PARTS == 0 && agg_stop_requested(s)) {
+			agg_account_abort(s->acct);
+			rv = RM_ESTATE;
+			goto out;
+		}
 
 		if ((rv = agg_pair_restore(s->pair, l->id, &src, &l->p, l->arrival, l->dist)) != 0) {
 			if (rv == RM_EINVAL)
@@ -383,9 +362,6 @@ int agg_stitch_open(struct agg_stitch **out, const struct agg_config *cfg, struc
 	s->first_new = UINT64_MAX;
 	if (opts)
 		s->o = *opts;
-	if (!s->o.clock)
-		s->o.clock = agg_mono_ns;
-	s->clock0 = s->o.clock(s->o.clock_arg);
 	po.horizon_ns = cfg->horizon_ns;
 	po.max_held = cfg->max_held;
 	sink.arg = s;
@@ -411,7 +387,7 @@ void agg_stitch_close(struct agg_stitch *s)
 	free(s);
 }
 
-int agg_stitch_hello(struct agg_stitch *s, const Rametr__Hello *h, char *err, size_t errlen)
+int agg_stitch_hello(struct agg_stitch *s, const Rametr__Hello *h, int64_t seen_unix_ns, char *err, size_t errlen)
 {
 	struct st_node n = {
 		.node = h->node,
@@ -420,7 +396,7 @@ int agg_stitch_hello(struct agg_stitch *s, const Rametr__Hello *h, char *err, si
 		.window_ns = h->window_ns,
 		.clock_offset_ns = h->clock_offset_ns,
 		.ncpu = h->ncpu,
-		.seen_unix_ns = agg_now_unix_ns(),
+		.seen_unix_ns = seen_unix_ns,
 	};
 	int rv = agg_account_node(s->acct, &n);
 
@@ -440,6 +416,8 @@ static int agg_win_ok(uint64_t window_ns, uint64_t w)
 static void agg_stitch_failed(struct agg_stitch *s)
 {
 	s->broken = 1;
+	if (agg_stop_requested(s))
+		return; /* rebuilt at the next start, from the same storage */
 	if (agg_stitch_load(s, 0) != 0)
 		rm_log_warn("failed to rebuild the pairing state from storage; trying again with the next batch");
 }
@@ -454,7 +432,8 @@ static void agg_newparts_clear(struct agg_stitch *s, size_t n)
 	}
 }
 
-int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
+int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, int *duplicate, char *err,
+		     size_t errlen)
 {
 	struct agg_batch_meta m = {
 		.node = b->node,
@@ -465,7 +444,6 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicat
 	};
 	struct agg_pair_src src = { b->node, b->instance, b->window_ns };
 	uint8_t blob[ST_HELD_PART_MAX];
-	int64_t now;
 	size_t i;
 	int rv;
 
@@ -485,12 +463,15 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int *duplicat
 		return rv;
 	if (b->n_parts) /* np is NULL until a batch had parts */
 		memset(s->np, 0, b->n_parts * sizeof(*s->np));
-	now = agg_stitch_now(s);
 	s->first_new = agg_pair_next_id(s->pair);
 	for (i = 0; i < b->n_parts; i++) {
 		struct rm_part p;
 		uint64_t id;
 
+		if (i % AGG_STEP_PARTS == AGG_STEP_PARTS - 1 && agg_stop_requested(s)) {
+			rv = RM_ESTATE;
+			goto fail;
+		}
 		agg_part_in(&p, b->parts[i]);
 		if ((rv = agg_pair_add(s->pair, &src, &p, now, &id)) != 0)
 			goto fail;
@@ -558,6 +539,8 @@ fail:
 	if (rv == RM_EINVAL)
 		snprintf(err, errlen, "batch %llu from node '%s' has a part the pairing engine refuses",
 			 (unsigned long long)b->seq, b->node);
+	else if (rv == RM_ESTATE)
+		snprintf(err, errlen, "the aggregator is stopping");
 	return rv;
 bad_window:
 	snprintf(err, errlen, "batch %llu from node '%s' has a window beyond the representable time range",
@@ -565,21 +548,20 @@ bad_window:
 	return RM_EINVAL;
 }
 
-/* One expiry pass (give_up: every pending part) in one transaction. */
-static int agg_stitch_pass(struct agg_stitch *s, int give_up)
+/*
+ * One step in one transaction: gives up at most AGG_STEP_PARTS pending
+ * parts (past the horizon at now, or all), or, if expire, drops the send
+ * ranges past their expiry. *more: pending parts to give up are left.
+ */
+static int agg_stitch_step(struct agg_stitch *s, int64_t now, int all, int expire, int *more)
 {
-	struct agg_pair_stats st;
 	int rv;
 
-	if (s->broken && (rv = agg_stitch_load(s, 0)) != 0)
-		return rv;
-	agg_pair_get_stats(s->pair, &st);
-	if (st.held == 0 || (give_up && st.pending == 0))
-		return RM_OK;
+	*more = 0;
 	if ((rv = agg_account_begin(s->acct, NULL, NULL)) != 0)
 		return rv;
 	s->first_new = UINT64_MAX;
-	rv = give_up ? agg_pair_give_up(s->pair) : agg_pair_expire(s->pair, agg_stitch_now(s));
+	rv = expire ? agg_pair_expire(s->pair, now) : agg_pair_give_up_some(s->pair, now, all, AGG_STEP_PARTS, more);
 	if (rv != 0) {
 		agg_account_abort(s->acct);
 		agg_stitch_failed(s);
@@ -590,14 +572,41 @@ static int agg_stitch_pass(struct agg_stitch *s, int give_up)
 	return rv;
 }
 
-int agg_stitch_tick(struct agg_stitch *s)
+int agg_stitch_tick(struct agg_stitch *s, int64_t now)
 {
-	return agg_stitch_pass(s, 0);
+	struct agg_pair_stats st;
+	int rv, more;
+
+	if (s->broken && (rv = agg_stitch_load(s, 0)) != 0)
+		return rv;
+	agg_pair_get_stats(s->pair, &st);
+	if (st.held == 0)
+		return RM_OK;
+	do {
+		if ((rv = agg_stitch_step(s, now, 0, 0, &more)) != 0)
+			return rv;
+	} while (more && !agg_stop_requested(s));
+	if (more) /* the rest at the next tick or start */
+		return RM_OK;
+	return agg_stitch_step(s, now, 0, 1, &more);
 }
 
-int agg_stitch_give_up(struct agg_stitch *s)
+int agg_stitch_give_up(struct agg_stitch *s, int *more)
 {
-	return agg_stitch_pass(s, 1);
+	struct agg_pair_stats st;
+
+	*more = 0;
+	if (s->broken)
+		return RM_ESTATE; /* left mid-batch by a stop: the parts stay held in storage */
+	agg_pair_get_stats(s->pair, &st);
+	if (st.pending == 0)
+		return RM_OK;
+	return agg_stitch_step(s, 0, 1, 0, more);
+}
+
+int64_t agg_stitch_resume_ns(const struct agg_stitch *s)
+{
+	return s->resume_ns;
 }
 
 void agg_stitch_get_stats(const struct agg_stitch *s, struct agg_pair_stats *out)

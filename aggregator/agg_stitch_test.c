@@ -1,6 +1,7 @@
 /*
- * agg_stitch_test.c - stitcher + pairing engine + accountant on a real
- * SQLite file, fed with wire batches built from recorded streams of several
+ * agg_stitch_test.c - stitcher + pairing engine + accountant on the
+ * in-memory store (agg_store_mem.h: no database), fed with wire batches
+ * built from recorded streams of several
  * nodes (testdata/, replayed by col_replay): U_c per hop and the identity
  * per window, batches arriving out of order, the horizon (driven by the
  * stitcher's clock, ticked by hand), split counts, pending parts surviving
@@ -8,7 +9,6 @@
  * across the restart, and the rebuild of the pairing state after a failed
  * transaction.
  */
-#include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +17,8 @@
 #include "rm_test.h"
 #include "agg_account.h"
 #include "agg_config.h"
-#include "agg_stitch.h"
+#include "agg_stitch_run.h"
+#include "agg_store_mem.h"
 #include "col_replay.h"
 #include "rametr.h"
 #include "rm_err.h"
@@ -42,37 +43,35 @@ static int64_t fake_clock(void *arg)
 }
 
 struct fixture {
-	char path[300];
 	struct agg_config *cfg;
-	st_db *db;
+	struct agg_store_mem *db; /* survives a restart (fx_stop, fx_start) */
+	struct agg_store store;
 	struct agg_account *acct;
-	struct agg_stitch *st;
+	struct agg_stitch_run *st;
 };
 
 static void fx_start(struct fixture *f)
 {
-	struct agg_stitch_opts o = { fake_clock, NULL };
+	struct agg_stitch_run_opts o = { fake_clock, NULL, NULL };
 
-	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, f->path, 0), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, f->db), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_open(&f->st, f->cfg, f->acct, &o), RM_OK);
+	agg_store_mem_bind(f->db, &f->store);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, &f->store), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_open(&f->st, f->cfg, f->acct, &o), RM_OK);
 }
 
 static void fx_stop(struct fixture *f)
 {
-	agg_stitch_close(f->st);
+	agg_stitch_run_close(f->st);
 	agg_account_close(f->acct);
-	st_close(f->db);
 	f->st = NULL;
 	f->acct = NULL;
-	f->db = NULL;
 }
 
 static void fx_open(struct fixture *f, const char *name)
 {
+	(void)name;
 	memset(f, 0, sizeof(*f));
-	snprintf(f->path, sizeof(f->path), "%s/%s.db", rm_test_tmpdir(), name);
-	unlink(f->path);
+	CU_ASSERT_EQUAL_FATAL(agg_store_mem_open(&f->db), RM_OK);
 	fake_now = 1000 * SEC;
 	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf, strlen(conf), "t.ini", &f->cfg), RM_OK);
 	fx_start(f);
@@ -81,6 +80,7 @@ static void fx_open(struct fixture *f, const char *name)
 static void fx_close(struct fixture *f)
 {
 	fx_stop(f);
+	agg_store_mem_close(f->db);
 	agg_config_free(f->cfg);
 }
 
@@ -196,7 +196,7 @@ static Rametr__Batch *wb_make(struct wb *m, const struct stream *s, uint64_t seq
 static int deliver(struct fixture *f, const Rametr__Batch *b, int *dup)
 {
 	char err[256] = "";
-	int d = -1, rv = agg_stitch_batch(f->st, b, &d, err, sizeof(err));
+	int d = -1, rv = agg_stitch_run_batch(f->st, b, &d, err, sizeof(err));
 
 	if (dup)
 		*dup = d;
@@ -214,57 +214,29 @@ static void deliver_all(struct fixture *f, const struct stream *s, uint64_t seq)
 
 /* ---- storage queries ---- */
 
-static uint64_t usage_of(st_db *db, const char *server, const char *ce, int resource)
+static uint64_t usage_of(const struct agg_store_mem *db, const char *server, const char *ce, int resource)
 {
-	struct st_query q = { INT64_MIN, INT64_MAX, server, NULL, resource, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0, i;
-	uint64_t v = 0;
-
-	CU_ASSERT_EQUAL_FATAL(st_query_usage(db, &q, &rows, &n), RM_OK);
-	for (i = 0; i < n; i++)
-		if (!strcmp(rows[i].ce, ce))
-			v = rows[i].value;
-	st_rows_free(rows);
-	return v;
+	return agg_store_mem_usage(db, server, ce, resource);
 }
 
-static uint64_t reason_of(st_db *db, const char *server, const char *reason, int resource)
+static uint64_t reason_of(const struct agg_store_mem *db, const char *server, const char *reason, int resource)
 {
-	struct st_query q = { INT64_MIN, INT64_MAX, server, NULL, resource, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0, i;
-	uint64_t v = 0;
-
-	CU_ASSERT_EQUAL_FATAL(st_query_unacct(db, &q, &rows, &n), RM_OK);
-	for (i = 0; i < n; i++)
-		if (!strcmp(rows[i].reason, reason))
-			v = rows[i].value;
-	st_rows_free(rows);
-	return v;
+	return agg_store_mem_unacct(db, server, reason, resource);
 }
 
 /* Windows that do not balance (sum_c U_c + V reasons != U), all servers. */
-static size_t unbalanced(st_db *db, uint64_t *checked)
+static size_t unbalanced(const struct agg_store_mem *db, uint64_t *checked)
 {
-	struct st_query q = { INT64_MIN, INT64_MAX, NULL, NULL, -1, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0;
-
-	CU_ASSERT_EQUAL_FATAL(st_query_identity(db, &q, &rows, &n), RM_OK);
-	st_rows_free(rows);
-	if (checked)
-		CU_ASSERT_EQUAL(st_count_windows(db, &q, checked), RM_OK);
-	return n;
+	return agg_store_mem_unbalanced(db, checked);
 }
 
-static void held_count(st_db *db, uint64_t *held, uint64_t *unresolved)
+static void held_count(const struct agg_store_mem *db, uint64_t *held, uint64_t *unresolved)
 {
-	CU_ASSERT_EQUAL_FATAL(st_held_count(db, held, unresolved), RM_OK);
+	agg_store_mem_held_count(db, held, unresolved);
 }
 
 /* The per-hop CPU of pool_*.events (hand-computed in the files). */
-static void check_pool_usage(st_db *db)
+static void check_pool_usage(const struct agg_store_mem *db)
 {
 	CU_ASSERT_EQUAL(usage_of(db, "front", "c1", ST_R_CPU), 340000);
 	CU_ASSERT_EQUAL(usage_of(db, "front", "c2", ST_R_CPU), 260000);
@@ -323,7 +295,7 @@ static void test_hops_and_identity(void)
 	CU_ASSERT_EQUAL(unresolved, 0);
 	CU_ASSERT(held > 0);
 	fake_now += 10 * SEC;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	held_count(f.db, &held, &unresolved);
 	CU_ASSERT_EQUAL(held, 0);
 	check_pool_usage(f.db); /* expiry charged nothing twice */
@@ -336,9 +308,7 @@ static void test_splits_recorded(void)
 {
 	struct fixture f;
 	struct stream st[2];
-	struct st_query q = { INT64_MIN, INT64_MAX, NULL, NULL, -1, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0;
+	int64_t w0;
 
 	replay(&st[0], "front", "coalesce_front.events");
 	replay(&st[1], "db", "coalesce_db.events");
@@ -350,20 +320,13 @@ static void test_splits_recorded(void)
 	CU_ASSERT_EQUAL(usage_of(f.db, "db", "c3", ST_R_CPU), 500003);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	/* db: its two parts were split; front: its reader's two parts, in two windows */
-	CU_ASSERT_EQUAL_FATAL(st_query_splits(f.db, &q, &rows, &n), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(n, 2);
-	CU_ASSERT_STRING_EQUAL(rows[0].server, "db");
-	CU_ASSERT_EQUAL(rows[0].value, 2);
-	CU_ASSERT_STRING_EQUAL(rows[1].server, "front");
-	CU_ASSERT_EQUAL(rows[1].value, 2);
-	st_rows_free(rows);
-	q.per_window = 1;
-	q.server = "front";
-	CU_ASSERT_EQUAL_FATAL(st_query_splits(f.db, &q, &rows, &n), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(n, 2);
-	CU_ASSERT_EQUAL(rows[0].value, 1);
-	CU_ASSERT_EQUAL(rows[1].win_start_ns, rows[0].win_start_ns + SEC);
-	st_rows_free(rows);
+	CU_ASSERT_EQUAL(agg_store_mem_splits(f.db, "db", INT64_MIN), 2);
+	CU_ASSERT_EQUAL(agg_store_mem_splits(f.db, "front", INT64_MIN), 2);
+	CU_ASSERT_EQUAL(agg_store_mem_splits(f.db, "cache", INT64_MIN), 0);
+	for (w0 = (int64_t)(st[0].cap.parts[0].win * (uint64_t)SEC); !agg_store_mem_splits(f.db, "front", w0);)
+		w0 += SEC;
+	CU_ASSERT_EQUAL(agg_store_mem_splits(f.db, "front", w0), 1);
+	CU_ASSERT_EQUAL(agg_store_mem_splits(f.db, "front", w0 + SEC), 1);
 	fx_close(&f);
 	streams_free(st, 2);
 }
@@ -387,10 +350,10 @@ static void test_horizon_by_tick(void)
 	CU_ASSERT_EQUAL(unresolved, 1);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 3); /* db's cpu, net_rx and net_tx */
 	fake_now += 10 * SEC - 1;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 0);
 	fake_now += 1;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_NET_RX), 70);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
@@ -414,7 +377,7 @@ static void test_give_up_at_stop(void)
 	deliver_all(&f, &st[0], 1);
 	CU_ASSERT(unbalanced(f.db, NULL) > 0);
 	/* stopping before the horizon: the part from nowhere is decided now */
-	CU_ASSERT_EQUAL(agg_stitch_give_up(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_give_up(f.st, 60 * SEC), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	held_count(f.db, &held, &unresolved);
@@ -423,7 +386,7 @@ static void test_give_up_at_stop(void)
 	fx_stop(&f);
 	fx_start(&f);
 	fake_now += 20 * SEC;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 300000); /* once */
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	held_count(f.db, &held, &unresolved);
@@ -452,14 +415,14 @@ static void test_pending_survive_restart(void)
 	/* down for an hour: the horizon does not run while the aggregator is down */
 	fake_now += 3600 * SEC;
 	fx_start(&f);
-	agg_stitch_get_stats(f.st, &ps);
+	agg_stitch_run_get_stats(f.st, &ps);
 	CU_ASSERT_EQUAL(ps.pending, 6);
 	CU_ASSERT_EQUAL(ps.restored, held);
 	/* a collector resends db's batch: recognised, not applied again */
 	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[1], 1, 0, st[1].cap.nparts, 1), &dup), RM_OK);
 	CU_ASSERT_EQUAL(dup, 1);
 	fake_now += 5 * SEC;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	CU_ASSERT_EQUAL(reason_of(f.db, "db", AGG_REASON_UNPAIRED, ST_R_CPU), 0);
 	/* front's batch arrives after the restart: the held parts resolve */
 	deliver_all(&f, &st[0], 1);
@@ -469,7 +432,7 @@ static void test_pending_survive_restart(void)
 	fx_stop(&f);
 	fx_start(&f);
 	fake_now += 20 * SEC;
-	CU_ASSERT_EQUAL(agg_stitch_tick(f.st), RM_OK);
+	CU_ASSERT_EQUAL(agg_stitch_run_tick(f.st), RM_OK);
 	check_pool_usage(f.db);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	held_count(f.db, &held, &unresolved);
@@ -485,7 +448,7 @@ static void test_failed_transaction_rebuilds(void)
 	struct agg_pair_stats ps;
 	uint64_t held, unresolved, held0, unresolved0;
 	int64_t wstart;
-	sqlite3 *h;
+	struct agg_store store;
 	struct wb m;
 	int dup;
 
@@ -496,20 +459,19 @@ static void test_failed_transaction_rebuilds(void)
 	held_count(f.db, &held0, &unresolved0);
 	/* storage will refuse front's batch: c1's cpu on front would pass INT64_MAX */
 	wstart = (int64_t)(st[0].cap.parts[0].win * (uint64_t)SEC);
-	CU_ASSERT_EQUAL(st_add_usage(f.db, "front", wstart, SEC, ST_R_CPU, "c1", (uint64_t)INT64_MAX), RM_OK);
+	agg_store_mem_bind(f.db, &store);
+	CU_ASSERT_EQUAL(store.add_usage(store.arg, "front", wstart, SEC, ST_R_CPU, "c1", (uint64_t)INT64_MAX), RM_OK);
 	CU_ASSERT_NOT_EQUAL(deliver(&f, wb_make(&m, &st[0], 1, 0, st[0].cap.nparts, 1), &dup), RM_OK);
 	/* nothing of it stayed: neither in storage nor in the pairing state */
 	CU_ASSERT_EQUAL(usage_of(f.db, "db", "c1", ST_R_CPU), 0);
 	held_count(f.db, &held, &unresolved);
 	CU_ASSERT_EQUAL(held, held0);
 	CU_ASSERT_EQUAL(unresolved, unresolved0);
-	agg_stitch_get_stats(f.st, &ps);
+	agg_stitch_run_get_stats(f.st, &ps);
 	CU_ASSERT_EQUAL(ps.pending, unresolved0);
 	CU_ASSERT_EQUAL(ps.held, held0);
 	/* the obstacle goes; the same batch is sent again and applies once */
-	CU_ASSERT_EQUAL_FATAL(sqlite3_open(f.path, &h), SQLITE_OK);
-	CU_ASSERT_EQUAL(sqlite3_exec(h, "DELETE FROM usage WHERE server = 'front'", NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(h);
+	agg_store_mem_drop_usage(f.db, "front");
 	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[0], 1, 0, st[0].cap.nparts, 1), &dup), RM_OK);
 	CU_ASSERT_EQUAL(dup, 0);
 	check_pool_usage(f.db);
