@@ -55,7 +55,9 @@ static void write_stream(const char *path, int nreq, struct expect *ex)
 		fprintf(f, "%llu 0 send tid=%u pid=100 sock=%d fam=4 laddr=127.0.0.1:7000 raddr=127.0.0.%d:4000%d "
 			   "bytes=512\n", (unsigned long long)(t + 1 + d), tid, 10 + c, 2 + c, c);
 		fprintf(f, "%llu 0 switch prev=%u prev_state=S next=0\n", (unsigned long long)(t + 2 + d), tid);
-		ex->cpu[c] += d;
+		/* the ns before the recv (its head) and after the send (its tail) are the
+		 * request's too, except a thread's first head: it has no state yet */
+		ex->cpu[c] += d + 1 + (k >= NCE);
 		ex->rx[c] += 64;
 		ex->tx[c] += 512;
 		t += 20000000;

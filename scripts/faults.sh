@@ -75,8 +75,10 @@ trap f_cleanup EXIT
 
 # gen EVENTS TRUTH NREQ T0_S SKEW_S TID: NREQ requests round-robin over CEs
 # t1..t3 (clients 10.9.0.1..3), one every 20 ms from T0_S seconds; each a
-# switch-in, recv of 64 bytes, d ns of CPU, send of 512 bytes, switch-out (2 ns
-# outside any segment: V 'unsegmented'). The header's offset is SKEW_S seconds
+# switch-in, recv of 64 bytes, d ns of CPU, send of 512 bytes, switch-out. The
+# ns before the recv is the request's head and the ns after the send its tail
+# (segmenter.h): both the CE's, except a thread's first head in a stream (the
+# thread has no state yet), which is V 'unsegmented'. The header's offset is SKEW_S seconds
 # ahead of the others' (the host's clock). TRUTH gets "window ce resource
 # value" per window (window = seconds since OFFSET) and CE, V as "V:reason".
 gen() {
@@ -91,7 +93,7 @@ gen() {
 			printf "%.0f 0 send tid=%.0f pid=%.0f sock=%.0f fam=4 laddr=10.8.0.1:7000 raddr=10.9.0.%.0f:4000%.0f bytes=512\n", t + 1 + d, tid, tid0, 10 + c, c + 1, c > ev
 			printf "%.0f 0 switch prev=%.0f prev_state=S next=0\n", t + 2 + d, tid > ev
 			w = skew + int(t / 1e9); ce = "t" (c + 1)
-			cpu[w, ce] += d; rx[w, ce] += 64; tx[w, ce] += 512; un[w] += 2
+			cpu[w, ce] += d + 1 + (k >= 3); rx[w, ce] += 64; tx[w, ce] += 512; if (k < 3) un[w] += 1
 			t += 20000000
 		}
 		for (k in cpu) { split(k, a, SUBSEP); printf "%.0f %s 0 %.0f\n%.0f %s 1 %.0f\n%.0f %s 2 %.0f\n", a[1], a[2], cpu[k], a[1], a[2], rx[k], a[1], a[2], tx[k] > tr }
