@@ -5,9 +5,9 @@
  * a storage cost of --cpu-us-base + size_kb * --cpu-us-per-kb microseconds of
  * thread CPU. One thread per connection serves one request at a time, like
  * tb-server. It keeps the ground truth per CE (tb_truth.h) — the <ce> field
- * is forwarded by the front-end for this purpose only — over the same span as
- * tb-server: from right after the recv that completed the request line to
- * right after the reply's first send returned. The truth file is rewritten
+ * is forwarded by the front-end for this purpose only — from right before
+ * the recv that completed the request line (its head, tb_lsrv.h) to right
+ * after the reply's first send returned. The truth file is rewritten
  * every second and on SIGTERM/SIGINT. Owns the truth table and its file.
  */
 #include <errno.h>
@@ -221,6 +221,7 @@ int main(int argc, char **argv)
 	cfg.tick = tb_back_tick;
 	cfg.arg = &b;
 	cfg.max_conns = (size_t)conns;
+	cfg.truth_head = 1;
 	rv = tb_lsrv_run(&cfg, lfd, sfd);
 	close(lfd);
 	/* tb_lsrv_run wrote the final truth in its last tick; check it once more. */

@@ -79,7 +79,7 @@ static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
 	char buf[TB_LINE_MAX];
 	size_t have = 0;
 	int discarding = 0, t0_valid = 0;
-	uint64_t t0 = 0;
+	uint64_t t0 = 0, pre;
 
 	for (;;) {
 		char *nl = memchr(buf, '\n', have);
@@ -96,6 +96,12 @@ static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
 				discarding = 1;
 				have = 0;
 			}
+			/* truth_head: wait first, then read, so that the reading is in
+			 * the request's truth and the wait is not */
+			if (cfg->truth_head &&
+			    poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, -1) < 0 && errno != EINTR)
+				return;
+			pre = tb_thread_cpu_ns();
 			n = recv(fd, buf + have, sizeof(buf) - have, 0);
 			if (n == 0)
 				return; /* peer closed, possibly mid-request */
@@ -104,8 +110,8 @@ static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
 					continue;
 				return;
 			}
-			/* Right after the recv; the last one before a complete line counts. */
-			t0 = tb_thread_cpu_ns();
+			/* The last recv before a complete line counts. */
+			t0 = cfg->truth_head ? pre : tb_thread_cpu_ns();
 			t0_valid = 1;
 			have += (size_t)n;
 			continue;

@@ -33,6 +33,13 @@ struct tb_lsrv_cfg {
 	void (*tick)(void *arg);
 	void *arg;
 	size_t max_conns;   /* > 0 */
+	/*
+	 * Nonzero: wait for a request with poll() and start t0 right before the
+	 * recv, so that reading it (its head, which the collector charges to it)
+	 * is in its truth. Zero: t0 is taken right after the recv (a tier whose
+	 * reading the collector leaves unsegmented under --follow-replies).
+	 */
+	int truth_head;
 };
 
 /*
