@@ -438,6 +438,24 @@ static void agg_throttle_stats_add(struct agg_throttle_stats *to, const struct a
 }
 
 /*
+ * Swaps the contents of the running configuration run and nc, except the
+ * [estimate] array and [metrics] listen, which stay with run: the estimators
+ * and the metrics server keep pointers into them until a restart. A second
+ * call undoes the first.
+ */
+static void agg_config_swap(struct agg_config *run, struct agg_config *nc)
+{
+	struct agg_config tmp = *run;
+
+	*run = *nc;
+	*nc = tmp;
+	nc->est = run->est;
+	run->est = tmp.est;
+	nc->metrics_listen = run->metrics_listen;
+	run->metrics_listen = tmp.metrics_listen;
+}
+
+/*
  * SIGHUP: reads the files again and, if they are valid, replaces the CE
  * rules, [throttle] and the log level of the running aggregator. Runs on
  * the server's thread between two requests, so every batch is attributed
@@ -449,7 +467,7 @@ static void agg_reload_config(struct agg_main *m)
 {
 	struct agg_opts no = { .config = m->o->config };
 	struct rm_setvals files = { 0 };
-	struct agg_config *nc = NULL, tmp;
+	struct agg_config *nc = NULL;
 	struct agg_throttle_stats ts;
 	struct agg_throttle *thr = NULL;
 	char what[512];
@@ -488,34 +506,17 @@ static void agg_reload_config(struct agg_main *m)
 		agg_throttle_stats_add(&m->thr_before, &ts);
 		agg_throttle_close(m->thr);
 		m->thr = NULL;
-		tmp = *m->cfg;
-		*m->cfg = *nc;
-		*nc = tmp;
-		/* the estimators keep pointers into the old [estimate] array, equal
-		 * to the new one (agg_config_restart_diff): keep it running */
+		agg_config_swap(m->cfg, nc);
+		/* the running [estimate] array equals the new one
+		 * (agg_config_restart_diff) but for where it was read */
 		for (i = 0; i < nc->nest; i++) {
-			nc->est[i].file = m->cfg->est[i].file;
-			nc->est[i].line = m->cfg->est[i].line;
+			m->cfg->est[i].file = nc->est[i].file;
+			m->cfg->est[i].line = nc->est[i].line;
 		}
-		tmp.est = m->cfg->est;
-		m->cfg->est = nc->est;
-		nc->est = tmp.est;
-		/* the metrics server keeps its address until a restart */
-		tmp.metrics_listen = m->cfg->metrics_listen;
-		m->cfg->metrics_listen = nc->metrics_listen;
-		nc->metrics_listen = tmp.metrics_listen;
 		if ((rv = agg_throttle_open(&thr, m->cfg, m->db, NULL)) != RM_OK) {
 			/* cannot happen for a config that parsed; go back to the old one */
 			rm_log_error("reload refused: failed to set up throttling: %s", rm_strerror(rv));
-			tmp = *m->cfg;
-			*m->cfg = *nc;
-			*nc = tmp;
-			tmp.est = m->cfg->est;
-			m->cfg->est = nc->est;
-			nc->est = tmp.est;
-			tmp.metrics_listen = m->cfg->metrics_listen;
-			m->cfg->metrics_listen = nc->metrics_listen;
-			nc->metrics_listen = tmp.metrics_listen;
+			agg_config_swap(m->cfg, nc);
 			if (agg_throttle_open(&thr, m->cfg, m->db, NULL) != RM_OK)
 				rm_log_error("failed to set up throttling again; throttling is off until a restart");
 			m->thr = thr;
