@@ -174,9 +174,14 @@ static void test_reload_mid_stream(void)
 	static const char *const ces[NCE] = { "c1", "c2", "c3" };
 	static const char *const seq[] = { conf_b, conf_a, conf_bad, conf_b, conf_horizon, conf_a };
 	const size_t nseq = sizeof(seq) / sizeof(seq[0]);
-	char events[300], spool[300], col_log[300], node[16];
+	char events[300], empty[300], spool[300], col_log[300], node[16];
 	const char *argv[] = { COL_BIN, "--aggregator", url, "--node", node, "--backend", "replay", "--events",
 			       events, "--spool", spool, "--batch-parts", "7", "--no-merge", NULL };
+	/* the same node again with nothing new: delivers what its spool kept */
+	const char *again[] = { COL_BIN, "--aggregator", url, "--node", node, "--backend", "replay", "--events",
+				empty, "--spool", spool, "--no-merge", NULL };
+	FILE *f;
+	int redeliveries = 0;
 	struct st_query q = { INT64_MIN, INT64_MAX, NULL, NULL, -1, 0 };
 	struct st_row *rows = NULL;
 	struct expect ex;
@@ -189,6 +194,10 @@ static void test_reload_mid_stream(void)
 	setup("reload");
 	snprintf(events, sizeof(events), "%s/n1.events", dir);
 	write_stream(events, NREQ_LONG, &ex);
+	snprintf(empty, sizeof(empty), "%s/empty.events", dir);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f = fopen(empty, "w"));
+	fprintf(f, "rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n");
+	CU_ASSERT_EQUAL(fclose(f), 0);
 	put_conf(conf_a);
 	agg = start_aggregator();
 	if (!wait_log(agg_log, "listening on", 10000)) {
@@ -199,8 +208,16 @@ static void test_reload_mid_stream(void)
 	next_hup = mono_ms() + 300;
 	while (ncol < 20) {
 		if (col > 0 && waitpid(col, &st, WNOHANG) == col) {
-			CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 			col = -1;
+			/* 3: the aggregator (slow under sanitizers) had not acknowledged
+			 * everything within the collector's wait at its end; the rest
+			 * is in its spool, which its next run delivers */
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 3 && redeliveries < 20) {
+				redeliveries++;
+				col = rm_test_spawn(again, col_log);
+				continue;
+			}
+			CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 		}
 		if (col < 0) {
 			if (sent == nseq && count_log(agg_log, "SIGHUP: reading") == (int)nseq)
@@ -218,9 +235,18 @@ static void test_reload_mid_stream(void)
 		}
 		usleep(10000);
 	}
-	if (col > 0)
-		CU_ASSERT_EQUAL(rm_test_wait(col, 60000), 0);
-	fprintf(stderr, "%zu reloads while %zu collectors streamed\n", sent, ncol);
+	while (col > 0) {
+		st = rm_test_wait(col, 60000);
+		col = -1;
+		if (st == 3 && redeliveries < 20) {
+			redeliveries++;
+			col = rm_test_spawn(again, col_log);
+		} else {
+			CU_ASSERT_EQUAL(st, 0);
+		}
+	}
+	fprintf(stderr, "%zu reloads while %zu collectors streamed (%d spools delivered by a second run)\n", sent,
+		ncol, redeliveries);
 	CU_ASSERT_EQUAL(count_log(agg_log, "SIGHUP: reading"), (int)nseq);
 	kill(agg, SIGTERM);
 	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 0);
