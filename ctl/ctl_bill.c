@@ -10,6 +10,7 @@
 
 #include "ctl_bill.h"
 #include "ctl_time.h"
+#include "rm_conf.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -17,18 +18,6 @@
 #define BYTES_PER_GIB (1024LL * 1024 * 1024)
 
 /* ---- rate card ---- */
-
-static char *ctl_trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
-}
 
 /* A decimal with at most 6 fraction digits into micro-units. */
 static int ctl_micro(const char *s, int64_t *out)
@@ -89,7 +78,7 @@ int ctl_rates_parse(const char *text, size_t len, const char *name, struct ctl_r
 		pos = e + 1;
 		if ((s = strchr(buf, '#')))
 			*s = '\0';
-		s = ctl_trim(buf);
+		s = rm_conf_trim(buf);
 		if (!*s)
 			continue;
 		if (*s == '[') {
@@ -102,14 +91,14 @@ int ctl_rates_parse(const char *text, size_t len, const char *name, struct ctl_r
 				continue;
 			}
 			*end = '\0';
-			s = ctl_trim(s + 1);
+			s = rm_conf_trim(s + 1);
 			if (strcmp(s, "default") == 0) {
 				cur = &rt->set[0];
 				continue;
 			}
 			nm = strchr(s, ' ');
 			if (!nm || (strncmp(s, "server ", 7) && strncmp(s, "class ", 6)) ||
-			    !*(nm = ctl_trim(nm)) || strlen(nm) > ST_NAME_MAX) {
+			    !*(nm = rm_conf_trim(nm)) || strlen(nm) > ST_NAME_MAX) {
 				rm_log_error("%s:%zu: unknown section '[%s]' ([default], [server NAME], "
 					     "[class NAME])", name, line, s);
 				bad = 1;
@@ -131,8 +120,8 @@ int ctl_rates_parse(const char *text, size_t len, const char *name, struct ctl_r
 			continue;
 		}
 		*eq = '\0';
-		key = ctl_trim(s);
-		val = ctl_trim(eq + 1);
+		key = rm_conf_trim(s);
+		val = rm_conf_trim(eq + 1);
 		if (!cur) {
 			if (strcmp(key, "currency") == 0 && strlen(val) == 3 && isupper((unsigned char)val[0]) &&
 			    isupper((unsigned char)val[1]) && isupper((unsigned char)val[2]))
