@@ -437,21 +437,6 @@ static void test_front_lines_workers(void)
 }
 
 /* A free TCP port with nothing listening on it (a dead back-end). */
-static int dead_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 static void test_dead_backend(void)
 {
 	static const char *modes[] = { "per-request", "pool:2" };
@@ -460,7 +445,7 @@ static void test_dead_backend(void)
 	for (m = 0; m < 2; m++) {
 		struct fstat_row st;
 		int fport = 0, fd;
-		pid_t front = start_front(dead_port(), modes[m], "0", tbt_tmp("dfront.csv"),
+		pid_t front = start_front((int)rm_test_free_port(), modes[m], "0", tbt_tmp("dfront.csv"),
 					  tbt_tmp("dstats.csv"), &fport);
 
 		CU_ASSERT_FATAL(front > 0);

@@ -122,21 +122,6 @@ static uint64_t peer_push(struct peer *p)
 	return n;
 }
 
-static unsigned free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t alen = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	unsigned port = 0;
-
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 static uint64_t acked(struct col_sender *s)
 {
 	struct col_sender_stats st;
@@ -161,7 +146,7 @@ static void submit(struct col_sender *s, uint64_t win)
 static void test_flood(void)
 {
 	const char *env = getenv("RM_HOSTILE_CONNS");
-	unsigned nconns = env ? (unsigned)atoi(env) : 2000, port = free_port(), i, opened = 0;
+	unsigned nconns = env ? (unsigned)atoi(env) : 2000, port = rm_test_free_port(), i, opened = 0;
 	char dir[256], conf[300], db[300], url[300], log[300], spool[300], events[300], col_log[300];
 	char idle[16], col_spool[300];
 	struct col_sender_cfg cfg;

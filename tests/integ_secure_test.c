@@ -58,21 +58,6 @@ static void read_line(const char *path, char *buf, size_t len)
 	fclose(f);
 }
 
-static unsigned free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t alen = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	unsigned port = 0;
-
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 /* ---- a forged (or honest) client: real nng req0 over TLS ---- */
 
 struct cli {
@@ -316,7 +301,7 @@ static void test_forged_collectors(void)
 	fclose(f);
 	snprintf(db, sizeof(db), "%s/rametr.db", dir);
 	snprintf(agg_log, sizeof(agg_log), "%s/aggregator.log", dir);
-	snprintf(port, sizeof(port), "%u", free_port());
+	snprintf(port, sizeof(port), "%u", rm_test_free_port());
 	snprintf(url, sizeof(url), "tls+tcp://127.0.0.1:%s", port);
 	{
 		const char *argv[] = { AGG_BIN, "--config", conf, "--db", db, "--listen", url,

@@ -26,13 +26,16 @@
 #define RM_TEST_H
 
 #include <CUnit/Basic.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -325,5 +328,25 @@ static inline void rm_test_write_file(const char *path, const char *text)
 		}                                                                            \
 		return rm_test_skipped ? RM_TEST_SKIP_CODE : 0;                              \
 	}
+
+/*
+ * A TCP port on 127.0.0.1 that was free a moment ago (bound, read, closed):
+ * for a server the test starts next, or one nothing listens on. 0 if none
+ * could be had.
+ */
+static inline unsigned rm_test_free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	unsigned port = 0;
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
 
 #endif
