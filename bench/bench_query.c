@@ -22,8 +22,12 @@
  * each run several times (median printed), output to /dev/null.
  *
  * usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] [--reuse] [--runs N]
+ *                    [--writes N]
  * (--reuse: time the queries on the database --db PATH built by an earlier
- * --keep run, without building it again; sizes are then not printed)
+ * --keep run, without building it again; sizes are then not printed.
+ * --writes N: instead, time the aggregator's write path: N windows of 1 s,
+ * each of 2 servers x 5 resources x (20 CEs' usage + a reason + the total)
+ * through st_add_* in one transaction per window, and print rows/s)
  */
 #include <getopt.h>
 #include <stdint.h>
@@ -246,6 +250,57 @@ static double time_cmd(const char *args, int runs)
 	return t[i / 2];
 }
 
+/* The write path's rate: rows/s through st_add_* into a fresh file. */
+static int bench_writes(const char *path, int windows)
+{
+	char server[24], ce[24];
+	unsigned x = 7;
+	long long rows = 0;
+	double t0;
+	st_db *db;
+	int w, s, r, c;
+
+	unlink(path);
+	rm_log_init("bench_query");
+	if (st_open(&db, path, 0) != RM_OK)
+		return 1;
+	t0 = now_s();
+	for (w = 0; w < windows; w++) {
+		int64_t ws = END - (int64_t)(windows - w) * SEC;
+
+		if (st_begin(db) != RM_OK)
+			return 1;
+		for (s = 0; s < 2; s++) {
+			snprintf(server, sizeof(server), "srv-%02d", s);
+			for (r = 0; r < ST_R_COUNT; r++) {
+				uint64_t sum = 0, v;
+
+				for (c = 0; c < 20; c++) {
+					x = x * 1103515245u + 12345u;
+					v = x >> 12;
+					snprintf(ce, sizeof(ce), "tenant-%03d", c);
+					if (st_add_usage(db, server, ws, SEC, (enum st_resource)r, ce, v) != RM_OK)
+						return 1;
+					sum += v;
+				}
+				if (st_add_unacct(db, server, ws, SEC, (enum st_resource)r, "lost", 1000) != RM_OK ||
+				    st_add_total(db, server, ws, SEC, (enum st_resource)r, sum + 1000,
+						 r == ST_R_CPU ? 8 * SEC : 0) != RM_OK)
+					return 1;
+				rows += 22;
+			}
+		}
+		if (st_commit(db) != RM_OK)
+			return 1;
+	}
+	t0 = now_s() - t0;
+	st_close(db);
+	printf("writes: %d windows, %lld rows in %.2f s: %.0f rows/s (schema v%d)\n", windows, rows, t0,
+	       rows / t0, ST_SCHEMA_VERSION);
+	unlink(path);
+	return 0;
+}
+
 static void fmt_time(int64_t ns, char *buf, size_t len)
 {
 	time_t s = (time_t)(ns / SEC);
@@ -261,11 +316,11 @@ int main(int argc, char **argv)
 		{ "tenants", required_argument, NULL, 't' }, { "servers", required_argument, NULL, 's' },
 		{ "db", required_argument, NULL, 'd' },      { "keep", no_argument, NULL, 'k' },
 		{ "runs", required_argument, NULL, 'r' },    { "reuse", no_argument, NULL, 'u' },
-		{ NULL, 0, NULL, 0 },
+		{ "writes", required_argument, NULL, 'w' },  { NULL, 0, NULL, 0 },
 	};
 	struct gen g = { .tenants = 100, .servers = 50, .x = 42 };
 	char path[512] = "", since[40], until[40], args[4][1024], load[128] = "?";
-	int keep = 0, reuse = 0, runs = 5, ch, i;
+	int keep = 0, reuse = 0, runs = 5, writes = 0, ch, i;
 	int64_t r1m = floor_to(END - 2 * MIN, MIN), r1h = floor_to(r1m, HOUR), r1d = floor_to(r1h, DAY);
 	int64_t edge = floor_to(END - 30 * DAY, HOUR);
 	struct series_gen sg[4] = {
@@ -289,9 +344,10 @@ int main(int argc, char **argv)
 		case 'k': keep = 1; break;
 		case 'r': runs = atoi(optarg); break;
 		case 'u': reuse = keep = 1; break;
+		case 'w': writes = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] "
-					"[--reuse] [--runs N]\n");
+					"[--reuse] [--runs N] [--writes N]\n");
 			return 2;
 		}
 	}
@@ -301,6 +357,8 @@ int main(int argc, char **argv)
 	}
 	if (!path[0])
 		snprintf(path, sizeof(path), "/tmp/bench_query.%d.db", (int)getpid());
+	if (writes > 0)
+		return bench_writes(path, writes);
 	if (reuse) {
 		if (access(path, R_OK) != 0) {
 			fprintf(stderr, "bench_query: --reuse: no database at '%s'\n", path);
