@@ -66,7 +66,7 @@ const char *st_resource_unit(enum st_resource r);
 #define ST_NAME_MAX 63    /* server, CE and node names */
 #define ST_REASON_MAX 31  /* reasons of unaccountable usage */
 #define ST_BUSY_TIMEOUT_MS 5000
-#define ST_SCHEMA_VERSION 7 /* schema version this code creates and reads */
+#define ST_SCHEMA_VERSION 8 /* schema version this code creates and reads */
 
 #define ST_OPEN_READONLY 0x1
 

@@ -64,6 +64,50 @@ static int64_t st_min(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
+/* Days since 1970-01-01 of the proleptic Gregorian date y-m-d (H. Hinnant's
+ * days_from_civil), and back. */
+static int64_t st_days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	int64_t era;
+	unsigned yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned)(y - era * 400);
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static void st_civil_from_days(int64_t z, int64_t *y, unsigned *m)
+{
+	int64_t era;
+	unsigned doe, yoe, doy, mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = (unsigned)(z - era * 146097);
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+int64_t st_month_start(int64_t ns, int add)
+{
+	int64_t y, days, out;
+	unsigned m;
+
+	st_civil_from_days(st_floor(ns, DAY_NS) / DAY_NS, &y, &m);
+	y += (int64_t)(m - 1 + (unsigned)add) / 12;
+	m = (m - 1 + (unsigned)add) % 12 + 1;
+	days = st_days_from_civil(y, m, 1);
+	if (__builtin_mul_overflow(days, DAY_NS, &out))
+		return days < 0 ? INT64_MIN : INT64_MAX;
+	return out;
+}
+
 /* ---- choosing the series of a query (pure) ---- */
 
 struct st_segs {
@@ -182,8 +226,11 @@ int st_series_load(st_db *db, struct st_series_map *m)
 	rc = sqlite3_prepare_v2(db->h, "SELECT series, kept_from FROM series", -1, &s, NULL);
 	if (rc != SQLITE_OK)
 		return st_sql_err(db, rc, "failed to query");
+	m->month_kept = INT64_MIN;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		i = sqlite3_column_int(s, 0);
+		if (i == ST_SERIES_COUNT)
+			m->month_kept = sqlite3_column_int64(s, 1);
 		if (i < 0 || i >= ST_SERIES_COUNT)
 			continue;
 		m->kept[i] = sqlite3_column_int64(s, 1);
@@ -318,8 +365,8 @@ static int st_purge(st_db *db, int s, int64_t cutoff)
 	size_t t;
 	int rc;
 
-	/* the 1 day series also has its rows summed over servers */
-	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]) + (s == ST_SERIES_1D ? 2 : 0); t++) {
+	/* the rolled-up series also have their rows summed over servers */
+	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]) + (s != ST_SERIES_1S ? 2 : 0); t++) {
 		if (s == ST_SERIES_1S)
 			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE win_start < ?1", st_tables[t]);
 		else if (t >= sizeof(st_tables) / sizeof(st_tables[0]))
@@ -424,16 +471,15 @@ int st_rollup(st_db *db, const struct st_retention *r, int *more)
 
 /* ---- writes ---- */
 
-/* Binds a bucket write of series step `step` to st (the parameters of
- * ST_S_R_* and ST_S_C_*), steps and resets it. */
-static int st_bucket_write(st_db *db, sqlite3_stmt *st, int64_t step, const char *server,
-			   int64_t start, enum st_resource r, const char *key, uint64_t value,
-			   uint64_t cap)
+/* Binds a bucket write (series step `step`, bucket start `bucket`) to st
+ * (the parameters of ST_S_R_* and ST_S_C_*), steps and resets it. */
+static int st_bucket_write(st_db *db, sqlite3_stmt *st, int64_t step, int64_t bucket, const char *server,
+			   enum st_resource r, const char *key, uint64_t value, uint64_t cap)
 {
 	int rc;
 
 	sqlite3_bind_int64(st, 1, step);
-	sqlite3_bind_int64(st, 2, st_floor(start, step));
+	sqlite3_bind_int64(st, 2, bucket);
 	sqlite3_bind_text(st, 3, server, -1, SQLITE_STATIC);
 	if (sqlite3_bind_parameter_count(st) >= 4)
 		sqlite3_bind_int(st, 4, (int)r);
@@ -456,11 +502,19 @@ int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t sta
 	int s, rv;
 
 	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++)
-		if ((rv = st_bucket_write(db, db->stmt[rs], st_steps[s], server, start, r, key, value,
+		if ((rv = st_bucket_write(db, db->stmt[rs], st_steps[s], st_floor(start, st_steps[s]), server,
+					  r, key, value, cap)) != 0)
+			return rv;
+	if (which != ST_S_USAGE && which != ST_S_TOTAL)
+		return RM_OK;
+	/* usage and totals: the calendar month, and every series summed over servers */
+	if ((rv = st_bucket_write(db, db->stmt[rs], ST_STEP_MONTH, st_month_start(start, 0), server, r, key,
+				  value, cap)) != 0)
+		return rv;
+	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++)
+		if ((rv = st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL],
+					  st_steps[s], st_floor(start, st_steps[s]), server, r, key, value,
 					  cap)) != 0)
 			return rv;
-	if (which == ST_S_USAGE || which == ST_S_TOTAL)
-		return st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL],
-				       DAY_NS, server, start, r, key, value, cap);
 	return RM_OK;
 }
