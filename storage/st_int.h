@@ -23,12 +23,12 @@ enum st_stmt {
 	ST_S_HELD_PUT,
 	ST_S_HELD_RESOLVE,
 	ST_S_HELD_DELETE,
-	/* the same writes into a bucket of a rolled-up series (?1 = step) */
+	/* the same writes into their buckets of the rolled-up series (st_rollup_add) */
 	ST_S_R_USAGE,
 	ST_S_R_UNACCT,
 	ST_S_R_TOTAL,
 	ST_S_R_SPLIT,
-	/* usage and totals into a series summed over servers (?1 = step) */
+	/* usage and totals into the series summed over servers */
 	ST_S_C_USAGE,
 	ST_S_C_TOTAL,
 	/* the savepoint around a window's write and its buckets' */

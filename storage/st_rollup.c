@@ -471,26 +471,25 @@ int st_rollup(st_db *db, const struct st_retention *r, int *more)
 
 /* ---- writes ---- */
 
-/* Binds a bucket write (series step `step`, bucket start `bucket`) to st
- * (the parameters of ST_S_R_* and ST_S_C_*), steps and resets it. */
-static int st_bucket_write(st_db *db, sqlite3_stmt *st, int64_t step, int64_t bucket, const char *server,
+/* Binds a write's buckets (the parameters of ST_S_R_* and ST_S_C_*, which
+ * name only those they use), steps and resets st. */
+static int st_bucket_write(st_db *db, sqlite3_stmt *st, const int64_t bucket[4], const char *server,
 			   enum st_resource r, const char *key, uint64_t value, uint64_t cap)
 {
-	int rc;
+	int rc, i, np = sqlite3_bind_parameter_count(st);
 
-	sqlite3_bind_int64(st, 1, step);
-	sqlite3_bind_int64(st, 2, bucket);
-	sqlite3_bind_text(st, 3, server, -1, SQLITE_STATIC);
-	if (sqlite3_bind_parameter_count(st) >= 4)
-		sqlite3_bind_int(st, 4, (int)r);
-	if (sqlite3_bind_parameter_count(st) >= 5)
-		sqlite3_bind_text(st, 5, key ? key : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, (sqlite3_int64)value);
-	if (sqlite3_bind_parameter_count(st) >= 7)
-		sqlite3_bind_int64(st, 7, (sqlite3_int64)cap);
+	for (i = 0; i < 4; i++)
+		sqlite3_bind_int64(st, i + 1, bucket[i]);
+	if (np >= 5)
+		sqlite3_bind_text(st, 5, server, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 6, (int)r);
+	if (np >= 7)
+		sqlite3_bind_text(st, 7, key ? key : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)value);
+	if (np >= 9)
+		sqlite3_bind_int64(st, 9, (sqlite3_int64)cap);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
 	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, "failed to write to");
 }
 
@@ -499,22 +498,16 @@ int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t sta
 {
 	enum st_stmt rs = which == ST_S_USAGE ? ST_S_R_USAGE : which == ST_S_UNACCT ? ST_S_R_UNACCT :
 			  which == ST_S_TOTAL ? ST_S_R_TOTAL : ST_S_R_SPLIT;
-	int s, rv;
+	const int64_t bucket[4] = { st_floor(start, MIN_NS), st_floor(start, HOUR_NS), st_floor(start, DAY_NS),
+				    st_month_start(start, 0) };
+	int rv;
 
-	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++)
-		if ((rv = st_bucket_write(db, db->stmt[rs], st_steps[s], st_floor(start, st_steps[s]), server,
-					  r, key, value, cap)) != 0)
-			return rv;
-	if (which != ST_S_USAGE && which != ST_S_TOTAL)
-		return RM_OK;
-	/* usage and totals: the calendar month, and every series summed over servers */
-	if ((rv = st_bucket_write(db, db->stmt[rs], ST_STEP_MONTH, st_month_start(start, 0), server, r, key,
-				  value, cap)) != 0)
+	/* the 1 min, 1 h and 1 day buckets (usage and totals: and the month) */
+	if ((rv = st_bucket_write(db, db->stmt[rs], bucket, server, r, key, value, cap)) != 0)
 		return rv;
-	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++)
-		if ((rv = st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL],
-					  st_steps[s], st_floor(start, st_steps[s]), server, r, key, value,
-					  cap)) != 0)
-			return rv;
+	/* usage and totals: the same summed over servers */
+	if (which == ST_S_USAGE || which == ST_S_TOTAL)
+		return st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL], bucket,
+				       server, r, key, value, cap);
 	return RM_OK;
 }
