@@ -32,6 +32,7 @@
 #define CTL_EXIT_OK 0
 #define CTL_EXIT_FAIL 1
 #define CTL_EXIT_USAGE 2
+#define CTL_DAY_NS (86400LL * 1000000000LL)
 
 /* Options, as bits of what each command accepts. */
 enum {
@@ -66,6 +67,7 @@ struct ctl_opts {
 	const char *rates;  /* bill: rate card file, NULL = all prices 0 */
 	enum ctl_share share;
 	int since_last;     /* bill: the job */
+	int charge_whole;   /* bill: one charge period = the billing period (step_ns 0) */
 	const char *state, *outdir;
 	int since_given;
 };
@@ -278,7 +280,9 @@ static int ctl_load_rates(const char *path, struct ctl_rates *rt)
 	return rv;
 }
 
-/* The charges of [since, until) per charge period of o->step_ns. */
+/* The charges of [since, until) per charge period of o->step_ns, or for
+ * the whole of it (o->charge_whole: whole calendar months are then read
+ * from the month series). */
 static int ctl_bill_rows(st_db *db, const struct ctl_opts *o, const struct ctl_rates *rt,
 			 int64_t since, int64_t until, struct ctl_charge **c, size_t *n)
 {
@@ -291,8 +295,15 @@ static int ctl_bill_rows(st_db *db, const struct ctl_opts *o, const struct ctl_r
 	q.since_ns = since;
 	q.until_ns = until;
 	q.ce = NULL;
-	if ((rv = st_query_usage_step(db, &q, o->step_ns, &rows, &nr)) != 0)
+	q.per_window = 0;
+	rv = o->charge_whole ? st_query_usage(db, &q, &rows, &nr) : st_query_usage_step(db, &q, o->step_ns, &rows, &nr);
+	if (rv != 0)
 		return rv;
+	/* per range: the charge period is the billing period */
+	for (size_t i = 0; o->charge_whole && i < nr; i++) {
+		rows[i].win_start_ns = since;
+		rows[i].win_len_ns = until - since;
+	}
 	rv = ctl_bill_compute(rows, nr, rt, o->share, c, n);
 	st_rows_free(rows);
 	if (rv)
@@ -305,7 +316,7 @@ static int ctl_bill_rows(st_db *db, const struct ctl_opts *o, const struct ctl_r
 static int ctl_bill_job(st_db *db, const struct ctl_opts *o, const struct ctl_rates *rt)
 {
 	const char *ext = o->fmt == CTL_FMT_JSON ? "json" : "csv";
-	int64_t from, horizon, until, done;
+	int64_t from, horizon, until, done, align;
 	struct ctl_charge *c;
 	char path[4200], *buf = NULL;
 	size_t n, blen = 0;
@@ -339,7 +350,9 @@ static int ctl_bill_job(st_db *db, const struct ctl_opts *o, const struct ctl_ra
 	}
 	if (rv != RM_OK)
 		return CTL_EXIT_FAIL;
-	until = horizon - ((horizon % o->step_ns) + o->step_ns) % o->step_ns;
+	/* whole settled charge periods; with --charge-period period, whole days */
+	align = o->step_ns ? o->step_ns : CTL_DAY_NS;
+	until = horizon - ((horizon % align) + align) % align;
 	if (until <= from) {
 		fprintf(stderr, "rametrctl: nothing new settled (exported until %lld)\n", (long long)from);
 		return CTL_EXIT_OK;
@@ -421,7 +434,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	  ctl_run_splits },
 	{ "bill", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_RESOURCE | O_OUTPUT | O_STEP | O_HELP | O_BILL,
 	  "charges per tenant, server, resource and period as FOCUS rows",
-	  "[--db PATH] (--period P | --since T [--until T]) [--step D]\n"
+	  "[--db PATH] (--period P | --since T [--until T])\n"
+	  "       [--charge-period period|day|hour | --step D]\n"
 	  "       [--rates FILE] [--share-unaccountable none|weighted|even]\n"
 	  "       [--server S] [--resource R] [-o csv|json]\n"
 	  "   or: rametrctl bill --since-last --state FILE --out DIR [--since T] [...]",
@@ -473,12 +487,16 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		       "                      and the unaccountable share\n");
 	if (c->opts & O_BILL)
 		printf("  --period P          the billing period: 2026-11, last-month, 2026-11-05, ...\n"
-		       "  --step D            the charge period (default 1d; 1h, ...)\n"
+		       "  --charge-period C   period (default: one row per tenant, server and\n"
+		       "                      resource for the whole billing period, as on a\n"
+		       "                      monthly invoice), day or hour\n"
+		       "  --step D            any other charge period (30m, 6h, 7d; UTC)\n"
 		       "  --rates FILE        the rate card (without one every price is 0: showback)\n"
 		       "  --share-unaccountable M\n"
 		       "                      none (default: rows of %s), weighted by\n"
 		       "                      the tenants' usage, or even\n"
-		       "  --since-last        export the charge periods settled since the last run\n"
+		       "  --since-last        export what settled since the last run (whole days,\n"
+		       "                      or whole charge periods of day, hour or --step)\n"
 		       "                      (each exactly once) into --out DIR, remembered in\n"
 		       "                      --state FILE; the first run needs --since\n", ST_CE_UNACCOUNTABLE);
 	if (c->opts & O_NO_V)
@@ -555,13 +573,24 @@ static int ctl_time_opt(const char *cmd, const char *opt, const char *v, int64_t
 
 /* The billing period and the job's options. */
 static int ctl_bill_opts(const char *cmd, struct ctl_opts *o, const char *period, const char *since,
-			 const char *until)
+			 const char *until, const char *charge)
 {
 	const char *why;
 
 	o->since_given = since != NULL;
-	if (!o->step_ns)
-		o->step_ns = 86400LL * 1000000000LL;
+	if (charge && o->step_ns) {
+		rm_log_error("give --charge-period or --step, not both");
+		return ctl_usage_error(cmd);
+	}
+	if (charge && !strcmp(charge, "day")) {
+		o->step_ns = CTL_DAY_NS;
+	} else if (charge && !strcmp(charge, "hour")) {
+		o->step_ns = CTL_DAY_NS / 24;
+	} else if (charge && strcmp(charge, "period")) {
+		rm_log_error("invalid --charge-period '%s' (period, day, hour)", charge);
+		return ctl_usage_error(cmd);
+	}
+	o->charge_whole = !o->step_ns;
 	if (o->fmt == CTL_FMT_TABLE && !o->fmt_given)
 		o->fmt = CTL_FMT_CSV;
 	if (o->fmt == CTL_FMT_TABLE) {
@@ -698,6 +727,7 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		{ "rates", required_argument, NULL, 'R' },
 		{ "share-unaccountable", required_argument, NULL, 'A' },
 		{ "since-last", no_argument, NULL, 'L' },
+		{ "charge-period", required_argument, NULL, 'C' },
 		{ "state", required_argument, NULL, 'F' },
 		{ "out", required_argument, NULL, 'O' },
 		{ "format", required_argument, NULL, 'o' },
@@ -712,10 +742,10 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		{ 'c', O_CE }, { 'r', O_RESOURCE }, { 'o', O_OUTPUT }, { 'w', O_PER_WINDOW },
 		{ 'n', O_NO_V }, { 'h', O_HELP }, { 'e', O_SOURCE }, { 't', O_STEP },
 		{ 'g', O_GROUP }, { 'T', O_TOP }, { 'P', O_BILL }, { 'R', O_BILL }, { 'A', O_BILL },
-		{ 'L', O_BILL }, { 'F', O_BILL }, { 'O', O_BILL },
+		{ 'L', O_BILL }, { 'F', O_BILL }, { 'O', O_BILL }, { 'C', O_BILL },
 	};
 	struct ctl_opts o = { .resource = -1, .fmt = CTL_FMT_TABLE, .show_v = 1 };
-	const char *since = NULL, *until = NULL, *period = NULL;
+	const char *since = NULL, *until = NULL, *period = NULL, *charge = NULL;
 	struct timespec ts;
 	enum st_resource res;
 	st_db *db;
@@ -837,6 +867,9 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		case 'L':
 			o.since_last = 1;
 			break;
+		case 'C':
+			charge = optarg;
+			break;
 		case 'F':
 			o.state = optarg;
 			break;
@@ -874,7 +907,7 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		return rv;
 	if (until && (rv = ctl_time_opt(c->name, "--until", until, o.now_ns, &o.until_ns, NULL)) != 0)
 		return rv;
-	if (c->run == ctl_run_bill && (rv = ctl_bill_opts(c->name, &o, period, since, until)) != 0)
+	if (c->run == ctl_run_bill && (rv = ctl_bill_opts(c->name, &o, period, since, until, charge)) != 0)
 		return rv;
 	if (o.step_ns && (rv = ctl_align_step(c->name, &o)) != 0)
 		return rv;
