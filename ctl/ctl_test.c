@@ -11,6 +11,7 @@
 
 #include "ctl_out.h"
 #include "ctl_time.h"
+#include "ctl_usage.h"
 #include "rm_err.h"
 #include "rm_test.h"
 #include "st.h"
@@ -612,6 +613,66 @@ static void test_usage_steps_groups(void)
 	}
 }
 
+/* Grouped by server and CE every storage row is its own group: the rows
+ * come back complete, one per input row, ordered by period, server,
+ * resource, value descending and V last, with top N applied per group. */
+static void test_group_each_row(void)
+{
+	static const char *const sv[] = { "b", "a" }, *const ce[] = { "x", "y", "z" };
+	struct st_row in[2 * ST_R_COUNT * 3 * 4];
+	struct ctl_urow *o;
+	size_t n = 0, no, i, s, r, d, c, top;
+	unsigned x = 3;
+
+	/* storage order: server, resource, period, CEs by value, V last */
+	for (s = 0; s < 2; s++)
+		for (r = 0; r < ST_R_COUNT; r++)
+			for (d = 0; d < 3; d++) {
+				for (c = 0; c < 3; c++) {
+					memset(&in[n], 0, sizeof(in[n]));
+					snprintf(in[n].server, sizeof(in[n].server), "%s", sv[1 - s]);
+					snprintf(in[n].ce, sizeof(in[n].ce), "%s", ce[c]);
+					in[n].resource = (enum st_resource)r;
+					in[n].win_start_ns = (int64_t)(2 - d) * 86400000000000LL;
+					in[n].win_len_ns = 86400000000000LL;
+					x = x * 1103515245u + 12345u;
+					in[n].value = 300 - c * 100 + (x >> 28);
+					in[n].total = 1000;
+					n++;
+				}
+				in[n] = in[n - 1];
+				snprintf(in[n].ce, sizeof(in[n].ce), "%s", ST_CE_UNACCOUNTABLE);
+				in[n].residual = -5;
+				n++;
+			}
+	for (top = 0; top < 3; top++) {
+		CU_ASSERT_EQUAL_FATAL(ctl_usage_group(in, n, CTL_BY_SERVER | CTL_BY_CE, 1, top, 0, 0, &o, &no), RM_OK);
+		CU_ASSERT_EQUAL_FATAL(no, top ? n / 4 * (top + 1) : n);
+		for (i = 1; i < no; i++) {
+			const struct ctl_urow *a = &o[i - 1], *b = &o[i];
+			int av = !strcmp(a->ce, ST_CE_UNACCOUNTABLE), bv = !strcmp(b->ce, ST_CE_UNACCOUNTABLE);
+			int same = a->start_ns == b->start_ns && !strcmp(a->server, b->server) &&
+				   a->resource == b->resource;
+
+			CU_ASSERT(a->start_ns <= b->start_ns);
+			if (a->start_ns == b->start_ns)
+				CU_ASSERT(strcmp(a->server, b->server) <= 0);
+			if (same)
+				CU_ASSERT(!av && (bv || a->value >= b->value));
+		}
+		for (i = 0; i < no; i++)
+			CU_ASSERT(!strcmp(o[i].ce, ST_CE_UNACCOUNTABLE) ? o[i].value == -5 : o[i].value > 0);
+		CU_ASSERT_EQUAL(o[0].start_ns, 0);
+		CU_ASSERT_STRING_EQUAL(o[0].server, "a");
+		CU_ASSERT_EQUAL(o[no - 1].end_ns, 3 * 86400000000000LL);
+		free(o);
+	}
+	/* without the unaccountable rows */
+	CU_ASSERT_EQUAL_FATAL(ctl_usage_group(in, n, CTL_BY_SERVER | CTL_BY_CE, 0, 0, 0, 0, &o, &no), RM_OK);
+	CU_ASSERT_EQUAL(no, n / 4 * 3);
+	free(o);
+}
+
 static CU_TestInfo cases[] = {
 	{ "usage: steps, groups, top, calendar, units, rolled up", test_usage_steps_groups },
 	{ "amount and share formatting", test_formatting },
@@ -622,6 +683,7 @@ static CU_TestInfo cases[] = {
 	{ "check finds an unbalanced window", test_check },
 	{ "split parts per server and window", test_splits },
 	{ "help and exit codes", test_exit_codes },
+	{ "grouped by server and ce: each row its own group", test_group_each_row },
 	CU_TEST_INFO_NULL,
 };
 
