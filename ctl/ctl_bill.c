@@ -394,9 +394,25 @@ static char *ctl_decimal(char *buf, size_t len, int64_t v, int64_t div, int dec)
 
 	for (i = 0; i < dec; i++)
 		p *= 10;
+	char tmp[80];
+	size_t k = 0, j;
+
 	q = (a * p * 2 + (unsigned __int128)div) / ((unsigned __int128)div * 2);
-	snprintf(buf, len, "%s%llu.%0*llu", v < 0 && q ? "-" : "", (unsigned long long)(q / p), dec,
-		 (unsigned long long)(q % p));
+	/* the digits backwards, then reversed into buf (no printf per value:
+	 * a bill has three per row) */
+	for (i = 0; i < dec; i++, q /= 10)
+		tmp[k++] = (char)('0' + (int)(q % 10));
+	tmp[k++] = '.';
+	do {
+		tmp[k++] = (char)('0' + (int)(q % 10));
+		q /= 10;
+	} while (q && k < sizeof(tmp) - 1);
+	if (v < 0 && (a * p * 2 + (unsigned __int128)div) / ((unsigned __int128)div * 2))
+		tmp[k++] = '-';
+	for (j = 0; j < k && j + 1 < len; j++)
+		buf[j] = tmp[k - 1 - j];
+	if (len)
+		buf[j] = '\0';
 	return buf;
 }
 
