@@ -34,6 +34,7 @@
 #define CTL_EXIT_FAIL 1
 #define CTL_EXIT_USAGE 2
 #define CTL_DAY_NS (86400LL * 1000000000LL)
+#define CTL_TABLE_TOP 10 /* usage: CEs per group a table shows unless --top says */
 
 /* Options, as bits of what each command accepts. */
 enum {
@@ -65,6 +66,7 @@ struct ctl_opts {
 	int64_t step_ns;    /* usage: 0 = one row per range */
 	unsigned by;        /* usage: CTL_BY_* */
 	size_t top;         /* usage: 0 = all */
+	int top_given;      /* usage: --top given (else a table shows the top CTL_TABLE_TOP) */
 	const char *rates;  /* bill: rate card file, NULL = all prices 0 */
 	enum ctl_share share;
 	int since_last;     /* bill: the job */
@@ -132,9 +134,12 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 	struct ctl_urow *g;
 	struct st_query q;
 	struct st_row *rows;
-	size_t n, ng;
+	size_t n, ng, left = 0, top = o->top;
 	int rv;
 
+	/* a table is read by a person: by default the largest CEs only */
+	if (o->fmt == CTL_FMT_TABLE && !o->top_given && (o->by & CTL_BY_CE))
+		top = CTL_TABLE_TOP;
 	ctl_query(o, &q);
 	q.per_window = 0;
 	/* without servers in the rows, storage sums them over servers */
@@ -145,7 +150,7 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 				: st_query_usage(db, &q, &rows, &n);
 	if (rv != 0)
 		return CTL_EXIT_FAIL;
-	rv = ctl_usage_group(rows, n, o->by, o->show_v, o->top, o->since_ns, o->until_ns, &g, &ng);
+	rv = ctl_usage_group(rows, n, o->by, o->show_v, top, o->since_ns, o->until_ns, &g, &ng, &left);
 	st_rows_free(rows);
 	if (rv) {
 		rm_log_error("failed to group the usage: %s", rv == RM_EINVAL ? "a sum exceeds the int64 limit"
@@ -154,7 +159,11 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 	}
 	rv = ctl_usage_print(stdout, o->fmt, g, ng, o->by, o->step_ns != 0);
 	free(g);
-	if (rv) {
+	if (rv == RM_OK && left && top != o->top)
+		printf("(the %d largest CEs per period%s and resource; %zu smaller rows left out:\n"
+		       " --top N for more, --top all or -o csv|json for every row)\n", CTL_TABLE_TOP,
+		       o->by & CTL_BY_SERVER ? ", server" : "", left);
+	if (rv || (rv = ctl_flush(stdout)) != 0) {
 		ctl_print_rows_err("usage", rv);
 		return CTL_EXIT_FAIL;
 	}
@@ -484,8 +493,10 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		       "  --group-by LIST     server, ce and/or resource, comma-separated or repeated\n"
 		       "                      (default server,ce; ce alone sums across servers;\n"
 		       "                      resources always stay apart)\n"
-		       "  --top N             per period, resource (and server) the N largest CEs\n"
-		       "                      and the unaccountable share\n");
+		       "  --top N|all         per period, resource (and server) the N largest CEs\n"
+		       "                      and the unaccountable share (table: 10 by default,\n"
+		       "                      with a line saying how many rows were left out;\n"
+		       "                      json and csv: all)\n");
 	if (c->opts & O_BILL)
 		printf("  --period P          the billing period: 2026-11, last-month, 2026-11-05, ...\n"
 		       "  --charge-period C   period (default: one row per tenant, server and\n"
@@ -846,8 +857,13 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 10);
 
+			o.top_given = 1;
+			if (!strcmp(optarg, "all")) {
+				o.top = 0;
+				break;
+			}
 			if (optarg[0] < '1' || optarg[0] > '9' || *end || v > 1000000) {
-				rm_log_error("invalid --top '%s' (1 to 1000000)", optarg);
+				rm_log_error("invalid --top '%s' (1 to 1000000, or all)", optarg);
 				return ctl_usage_error(c->name);
 			}
 			o.top = v;

@@ -224,7 +224,7 @@ done:
 }
 
 int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v, size_t top,
-		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout)
+		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout, size_t *left_out)
 {
 	struct ctl_grp g = { 0 };
 	size_t i, block = 0, idx, w, run;
@@ -232,6 +232,8 @@ int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v
 
 	*out = NULL;
 	*nout = 0;
+	if (left_out)
+		*left_out = 0;
 	if ((by & (CTL_BY_SERVER | CTL_BY_CE)) == (CTL_BY_SERVER | CTL_BY_CE)) {
 		if ((rv = ctl_usage_each(rows, n, show_v, since, until, &g)) != 0)
 			goto fail;
@@ -281,8 +283,11 @@ keep_top:
 		if (i && (g.v[i].start_ns != g.v[i - 1].start_ns || g.v[i].resource != g.v[i - 1].resource ||
 			  strcmp(g.v[i].server, g.v[i - 1].server)))
 			run = 0;
-		if (!ctl_is_v(&g.v[i]) && run++ >= top)
+		if (!ctl_is_v(&g.v[i]) && run++ >= top) {
+			if (left_out)
+				(*left_out)++;
 			continue;
+		}
 		g.v[w++] = g.v[i];
 	}
 	if (top)
