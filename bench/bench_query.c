@@ -7,19 +7,24 @@
  * 1 day and 1 h series over 31 days, the 1 min series where the queries'
  * edges fall (the hours around END - 30 d and the last hour), the 1 s
  * windows of the last minutes, and the current day, hour and minute
- * buckets (which every write reaches), and the day series summed over
- * servers (from the day rows, as the writes leave it). The 1 min and 1 s series are not
+ * buckets (which every write reaches), the 1 min, 1 h and 1 day series
+ * summed over servers and the calendar months per server (from those
+ * rows, as the writes leave them). The 1 min and 1 s series are not
  * generated for the whole month (1.1e9 and 5.4e10 rows): the queries below
  * read no other rows of them, and the size per day of each series is
  * computed from the bytes per row measured here. Values are integers that
  * balance (sum U_c + V = U) in every bucket.
  *
  * Then it times the real rametrctl binary (process start included) on
- *   usage --since END-30d --until END --step 1d
+ *   usage --since END-30d --until END --step 1d (-o csv, and the table)
  *   usage --since END-30d --until END --group-by ce --top 10
  *   usage --since END-30d --until END --step 1d --group-by ce --top 10
- *   bill --period 2026-11 --share-unaccountable weighted
- * each run several times (median printed), output to /dev/null.
+ *   bill --period 2026-11 --share-unaccountable weighted (one charge
+ *   period: the month; and --charge-period day)
+ * each run several times (median printed), output to /dev/null, each also
+ * as a ratio to a yardstick timed in the same run between the queries (the
+ * machine is shared and noisy): one plain scan of the 30 days' per-server
+ * day rows through SQLite (0.78 M rows), in this process.
  *
  * usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] [--reuse] [--runs N]
  *                    [--writes N]
@@ -301,6 +306,33 @@ static int bench_writes(const char *path, int windows)
 	return 0;
 }
 
+/* ms to read every row of r_usage with step 1 d and a start in [lo, hi)
+ * (server, resource, CE and value of each), in this process. */
+static double scan_ms(const char *path, int64_t lo, int64_t hi)
+{
+	sqlite3 *h;
+	sqlite3_stmt *s;
+	long long n = 0, sum = 0;
+	double t0 = now_s();
+
+	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+	    prep(h, "SELECT server, resource, ce, value FROM r_usage WHERE step = 86400000000000 AND "
+		    "win_start >= ?1 AND win_start < ?2", &s)) {
+		sqlite3_close(h);
+		return -1;
+	}
+	sqlite3_bind_int64(s, 1, lo);
+	sqlite3_bind_int64(s, 2, hi);
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		sum += sqlite3_column_bytes(s, 0) + sqlite3_column_int(s, 1) + sqlite3_column_bytes(s, 2) +
+		       (sqlite3_column_int64(s, 3) & 1);
+		n++;
+	}
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return n + sum > 0 ? (now_s() - t0) * 1e3 : -1;
+}
+
 static void fmt_time(int64_t ns, char *buf, size_t len)
 {
 	time_t s = (time_t)(ns / SEC);
@@ -319,7 +351,7 @@ int main(int argc, char **argv)
 		{ "writes", required_argument, NULL, 'w' },  { NULL, 0, NULL, 0 },
 	};
 	struct gen g = { .tenants = 100, .servers = 50, .x = 42 };
-	char path[512] = "", since[40], until[40], args[4][1024], load[128] = "?";
+	char path[512] = "", since[40], until[40], args[7][1024], load[128] = "?";
 	int keep = 0, reuse = 0, runs = 5, writes = 0, ch, i;
 	int64_t r1m = floor_to(END - 2 * MIN, MIN), r1h = floor_to(r1m, HOUR), r1d = floor_to(r1h, DAY);
 	int64_t edge = floor_to(END - 30 * DAY, HOUR);
@@ -332,7 +364,8 @@ int main(int argc, char **argv)
 	};
 	const double per_day[4] = { 1, 24, 1440, 86400 };
 	const double keep_days[4] = { 0, 395, 30, 2 }; /* defaults; 1d: for ever */
-	double t0;
+	double t0, yard[64], q_ms[8], y_ms;
+	long long ce_bytes = 0, ce_rows = 0;
 	FILE *f;
 	st_db *db;
 
@@ -405,15 +438,44 @@ int main(int argc, char **argv)
 		long long before = db_bytes(g.h);
 
 		if (sqlite3_exec(g.h, "INSERT INTO r_ce_usage SELECT step, win_start, resource, ce, "
-				      "SUM(value) FROM r_usage WHERE step = 86400000000000 GROUP BY 1, 2, 3, 4; "
+				      "SUM(value) FROM r_usage WHERE step > 0 GROUP BY 1, 2, 3, 4; "
 				      "INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), "
-				      "SUM(capacity) FROM r_total WHERE step = 86400000000000 GROUP BY 1, 2, 3",
+				      "SUM(capacity) FROM r_total WHERE step > 0 GROUP BY 1, 2, 3",
 				 NULL, NULL, NULL) != SQLITE_OK) {
 			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
 			return 1;
 		}
-		printf("  generated 1d series summed over servers: %8.1f MB (%.1f KB/day) in %.1f s\n",
-		       (db_bytes(g.h) - before) / 1e6, (db_bytes(g.h) - before) / 1e3 / 32, now_s() - ts);
+		ce_bytes = db_bytes(g.h) - before;
+		printf("  generated the series summed over servers: %8.1f MB in %.1f s\n", ce_bytes / 1e6,
+		       now_s() - ts);
+		ts = now_s();
+		before = db_bytes(g.h);
+		/* the calendar months per server, from the day rows (the months
+		 * before the generated days hold only those days, as they would) */
+		if (sqlite3_exec(g.h, "INSERT INTO r_usage SELECT -1, m, server, resource, ce, SUM(value) FROM "
+				      "(SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', 'start of "
+				      "month') AS INTEGER) * 1000000000 AS m, * FROM r_usage WHERE step = "
+				      "86400000000000) GROUP BY m, server, resource, ce; "
+				      "INSERT INTO r_total SELECT -1, m, server, resource, SUM(value), SUM(capacity) "
+				      "FROM (SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', 'start "
+				      "of month') AS INTEGER) * 1000000000 AS m, * FROM r_total WHERE step = "
+				      "86400000000000) GROUP BY m, server, resource",
+				 NULL, NULL, NULL) != SQLITE_OK) {
+			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
+			return 1;
+		}
+		printf("  generated the month series: %8.1f MB for 2 months in %.1f s\n",
+		       (db_bytes(g.h) - before) / 1e6, now_s() - ts);
+	}
+	{
+		sqlite3_stmt *cs;
+
+		if (prep(g.h, "SELECT (SELECT count(*) FROM r_ce_usage) + (SELECT count(*) FROM r_ce_total)",
+			 &cs))
+			return 1;
+		if (sqlite3_step(cs) == SQLITE_ROW)
+			ce_rows = sqlite3_column_int64(cs, 0);
+		sqlite3_finalize(cs);
 	}
 	sqlite3_close(g.h);
 	printf("  built in %.1f s\n\nsize per day of retention (bytes per row measured above):\n",
@@ -430,34 +492,58 @@ int main(int argc, char **argv)
 		else
 			printf("  kept for ever\n");
 	}
+	for (i = 0; i < 3; i++) {
+		/* the series summed over servers: one row per resource and CE (and total) */
+		double bpr = ce_rows ? (double)ce_bytes / ce_rows : 0;
+		double rows_day = per_day[i] * ST_R_COUNT * (g.tenants + 1);
+
+		printf("  %-2s summed over servers %6.1f B/row  %8.0f rows/day  %8.2f MB/day", sg[i].name, bpr,
+		       rows_day, rows_day * bpr / 1e6);
+		if (keep_days[i] > 0)
+			printf("  x %3.0f days kept = %7.2f GB\n", keep_days[i],
+			       rows_day * bpr * keep_days[i] / 1e9);
+		else
+			printf("  kept for ever\n");
+	}
+	printf("  month series: %d rows a month (about %.1f MB), kept for ever\n",
+	       g.servers * ST_R_COUNT * (g.tenants + 1), g.servers * ST_R_COUNT * (g.tenants + 1) * 52.0 / 1e6);
 
 timed:
 	fmt_time(END - 30 * DAY, since, sizeof(since));
 	fmt_time(END, until, sizeof(until));
-	snprintf(args[0], sizeof(args[0]), "usage --db '%s' --since %s --until %s --step 1d -o csv", path,
+	snprintf(args[0], sizeof(args[0]), "version");
+	snprintf(args[1], sizeof(args[1]), "usage --db '%s' --since %s --until %s --step 1d -o csv", path,
 		 since, until);
-	snprintf(args[1], sizeof(args[1]), "usage --db '%s' --since %s --until %s --group-by ce --top 10",
+	snprintf(args[2], sizeof(args[2]), "usage --db '%s' --since %s --until %s --step 1d", path, since,
+		 until);
+	snprintf(args[3], sizeof(args[3]), "usage --db '%s' --since %s --until %s --group-by ce --top 10",
 		 path, since, until);
-	snprintf(args[2], sizeof(args[2]), "usage --db '%s' --since %s --until %s --step 1d --group-by ce "
+	snprintf(args[4], sizeof(args[4]), "usage --db '%s' --since %s --until %s --step 1d --group-by ce "
 		 "--top 10", path, since, until);
-	snprintf(args[3], sizeof(args[3]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted",
+	snprintf(args[5], sizeof(args[5]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted",
 		 path);
+	snprintf(args[6], sizeof(args[6]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted "
+		 "--charge-period day", path);
 	if ((f = fopen("/proc/loadavg", "r"))) {
 		if (!fgets(load, sizeof(load), f))
 			snprintf(load, sizeof(load), "?");
 		load[strcspn(load, "\n")] = '\0';
 		fclose(f);
 	}
-	printf("\nqueries over 30 days (median of %d runs, rametrctl process included; loadavg %s):\n",
-	       runs, load);
-	for (i = 0; i < 4; i++) {
-		double ms = time_cmd(args[i], runs);
-
-		if (ms < 0)
+	/* the yardstick between the queries, the queries' medians */
+	for (i = 0; i < 7; i++) {
+		if ((yard[i] = scan_ms(path, floor_to(END - 30 * DAY, DAY), floor_to(END, DAY) + DAY)) < 0 ||
+		    (q_ms[i] = time_cmd(args[i], runs)) < 0)
 			return 1;
-		printf("  %8.1f ms  rametrctl %.*s %s\n", ms, (int)strcspn(args[i], " "), args[i],
-		       strstr(args[i], "' ") + 2);
 	}
+	qsort(yard, 7, sizeof(yard[0]), cmp_d);
+	y_ms = yard[3];
+	printf("\nqueries over 30 days (median of %d runs, rametrctl process included; loadavg %s);\n"
+	       "yardstick: a plain scan of the 30 days' per-server day rows in this process, median %.1f ms\n"
+	       "(%.1f .. %.1f over the run)\n", runs, load, y_ms, yard[0], yard[6]);
+	for (i = 0; i < 7; i++)
+		printf("  %8.1f ms  %6.3f x yardstick  rametrctl %.*s %s\n", q_ms[i], q_ms[i] / y_ms,
+		       (int)strcspn(args[i], " "), args[i], i ? strstr(args[i], "' ") + 2 : "");
 	if (!keep) {
 		char wal[600];
 
