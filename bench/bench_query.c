@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -233,25 +234,39 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Median wall time of `runs` runs of rametrctl with args, in ms. */
-static double time_cmd(const char *args, int runs)
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_CHILDREN, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* Median wall time of `runs` runs of rametrctl with args, in ms; *cpu_ms
+ * the median CPU time (user + system) of those runs, which waiting for a
+ * core on a loaded machine does not inflate. */
+static double time_cmd(const char *args, int runs, double *cpu_ms)
 {
 	char cmd[8192];
-	double t[64];
+	double t[64], c[64];
 	int i, st;
 
 	snprintf(cmd, sizeof(cmd), "'%s' %s >/dev/null", RAMETRCTL_PATH, args);
 	for (i = 0; i < runs && i < 64; i++) {
-		double t0 = now_s();
+		double t0 = now_s(), c0 = cpu_s();
 
 		st = system(cmd);
 		t[i] = (now_s() - t0) * 1e3;
+		c[i] = (cpu_s() - c0) * 1e3;
 		if (st != 0) {
 			fprintf(stderr, "bench_query: '%s' failed (status %d)\n", cmd, st);
 			return -1;
 		}
 	}
 	qsort(t, (size_t)i, sizeof(t[0]), cmp_d);
+	qsort(c, (size_t)i, sizeof(c[0]), cmp_d);
+	*cpu_ms = c[i / 2];
 	return t[i / 2];
 }
 
@@ -364,7 +379,7 @@ int main(int argc, char **argv)
 	};
 	const double per_day[4] = { 1, 24, 1440, 86400 };
 	const double keep_days[4] = { 0, 395, 30, 2 }; /* defaults; 1d: for ever */
-	double t0, yard[64], q_ms[8], y_ms;
+	double t0, yard[64], q_ms[8], q_cpu[8], y_ms;
 	long long ce_bytes = 0, ce_rows = 0;
 	FILE *f;
 	st_db *db;
@@ -533,17 +548,19 @@ timed:
 	/* the yardstick between the queries, the queries' medians */
 	for (i = 0; i < 7; i++) {
 		if ((yard[i] = scan_ms(path, floor_to(END - 30 * DAY, DAY), floor_to(END, DAY) + DAY)) < 0 ||
-		    (q_ms[i] = time_cmd(args[i], runs)) < 0)
+		    (q_ms[i] = time_cmd(args[i], runs, &q_cpu[i])) < 0)
 			return 1;
 	}
 	qsort(yard, 7, sizeof(yard[0]), cmp_d);
 	y_ms = yard[3];
 	printf("\nqueries over 30 days (median of %d runs, rametrctl process included; loadavg %s);\n"
 	       "yardstick: a plain scan of the 30 days' per-server day rows in this process, median %.1f ms\n"
-	       "(%.1f .. %.1f over the run)\n", runs, load, y_ms, yard[0], yard[6]);
+	       "(%.1f .. %.1f over the run); cpu: user + system time of the process\n", runs, load, y_ms,
+	       yard[0], yard[6]);
 	for (i = 0; i < 7; i++)
-		printf("  %8.1f ms  %6.3f x yardstick  rametrctl %.*s %s\n", q_ms[i], q_ms[i] / y_ms,
-		       (int)strcspn(args[i], " "), args[i], i ? strstr(args[i], "' ") + 2 : "");
+		printf("  %8.1f ms  %6.3f x yardstick  cpu %7.1f ms  rametrctl %.*s %s\n", q_ms[i],
+		       q_ms[i] / y_ms, q_cpu[i], (int)strcspn(args[i], " "), args[i],
+		       i ? strstr(args[i], "' ") + 2 : "");
 	if (!keep) {
 		char wal[600];
 
