@@ -327,12 +327,11 @@ static int st_ord_cmp(const void *pa, const void *pb)
 static int st_sort_rows(struct st_names *in, struct st_row **out, const char *(*names)[2], size_t n)
 {
 	struct st_ord *o = malloc(n * sizeof(*o));
-	struct st_row *sorted = malloc(n * sizeof(*sorted));
-	size_t i;
+	struct st_row tmp;
+	size_t i, j, k;
 
-	if (!o || !sorted || st_rank_names(in) != RM_OK) {
+	if (!o || st_rank_names(in) != RM_OK) {
 		free(o);
-		free(sorted);
 		return RM_ENOMEM;
 	}
 	for (i = 0; i < n; i++) {
@@ -348,11 +347,21 @@ static int st_sort_rows(struct st_names *in, struct st_row **out, const char *(*
 		o[i].idx = i;
 	}
 	qsort(o, n, sizeof(*o), st_ord_cmp);
-	for (i = 0; i < n; i++)
-		sorted[i] = (*out)[o[i].idx];
+	/* row i goes where o says, in place, cycle by cycle (a used place's
+	 * idx becomes SIZE_MAX) */
+	for (i = 0; i < n; i++) {
+		if (o[i].idx == SIZE_MAX)
+			continue;
+		tmp = (*out)[i];
+		for (j = i; o[j].idx != i; j = k) {
+			k = o[j].idx;
+			(*out)[j] = (*out)[k];
+			o[j].idx = SIZE_MAX;
+		}
+		(*out)[j] = tmp;
+		o[j].idx = SIZE_MAX;
+	}
 	free(o);
-	free(*out);
-	*out = sorted;
 	return RM_OK;
 }
 
