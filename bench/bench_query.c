@@ -86,6 +86,16 @@ static int prep(sqlite3 *h, const char *sql, sqlite3_stmt **s)
 	return 0;
 }
 
+/* Runs sql on h: 0, or -1 after printing SQLite's message. */
+static int exec_sql(sqlite3 *h, const char *sql)
+{
+	if (sqlite3_exec(h, sql, NULL, NULL, NULL) != SQLITE_OK) {
+		fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(h));
+		return -1;
+	}
+	return 0;
+}
+
 static int step_reset(sqlite3 *h, sqlite3_stmt *s)
 {
 	int rc = sqlite3_step(s);
@@ -442,24 +452,19 @@ int main(int argc, char **argv)
 			 (long long)INT64_MAX, (long long)r1m, (long long)INT64_MAX, (long long)(edge - HOUR),
 			 (long long)INT64_MAX, (long long)(r1d - 31 * DAY), (long long)INT64_MAX,
 			 (long long)(r1d - 31 * DAY), (long long)(END - 10 * SEC));
-		if (sqlite3_exec(g.h, sql, NULL, NULL, NULL) != SQLITE_OK) {
-			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
+		if (exec_sql(g.h, sql))
 			return 1;
-		}
 	}
 	{
 		/* the day series summed over servers, as the writes leave it */
 		double ts = now_s();
 		long long before = db_bytes(g.h);
 
-		if (sqlite3_exec(g.h, "INSERT INTO r_ce_usage SELECT step, win_start, resource, ce, "
-				      "SUM(value) FROM r_usage WHERE step > 0 GROUP BY 1, 2, 3, 4; "
-				      "INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), "
-				      "SUM(capacity) FROM r_total WHERE step > 0 GROUP BY 1, 2, 3",
-				 NULL, NULL, NULL) != SQLITE_OK) {
-			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
+		if (exec_sql(g.h, "INSERT INTO r_ce_usage SELECT step, win_start, resource, ce, "
+				  "SUM(value) FROM r_usage WHERE step > 0 GROUP BY 1, 2, 3, 4; "
+				  "INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), "
+				  "SUM(capacity) FROM r_total WHERE step > 0 GROUP BY 1, 2, 3"))
 			return 1;
-		}
 		ce_bytes = db_bytes(g.h) - before;
 		printf("  generated the series summed over servers: %8.1f MB in %.1f s\n", ce_bytes / 1e6,
 		       now_s() - ts);
@@ -467,18 +472,15 @@ int main(int argc, char **argv)
 		before = db_bytes(g.h);
 		/* the calendar months per server, from the day rows (the months
 		 * before the generated days hold only those days, as they would) */
-		if (sqlite3_exec(g.h, "INSERT INTO r_usage SELECT -1, m, server, resource, ce, SUM(value) FROM "
-				      "(SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', 'start of "
-				      "month') AS INTEGER) * 1000000000 AS m, * FROM r_usage WHERE step = "
-				      "86400000000000) GROUP BY m, server, resource, ce; "
-				      "INSERT INTO r_total SELECT -1, m, server, resource, SUM(value), SUM(capacity) "
-				      "FROM (SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', 'start "
-				      "of month') AS INTEGER) * 1000000000 AS m, * FROM r_total WHERE step = "
-				      "86400000000000) GROUP BY m, server, resource",
-				 NULL, NULL, NULL) != SQLITE_OK) {
-			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
+		if (exec_sql(g.h, "INSERT INTO r_usage SELECT -1, m, server, resource, ce, SUM(value) FROM "
+				  "(SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', 'start of "
+				  "month') AS INTEGER) * 1000000000 AS m, * FROM r_usage WHERE step = "
+				  "86400000000000) GROUP BY m, server, resource, ce; "
+				  "INSERT INTO r_total SELECT -1, m, server, resource, SUM(value), SUM(capacity) "
+				  "FROM (SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', 'start "
+				  "of month') AS INTEGER) * 1000000000 AS m, * FROM r_total WHERE step = "
+				  "86400000000000) GROUP BY m, server, resource"))
 			return 1;
-		}
 		printf("  generated the month series: %8.1f MB for 2 months in %.1f s\n",
 		       (db_bytes(g.h) - before) / 1e6, now_s() - ts);
 	}

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rm_date.h"
 #include "rm_err.h"
 #include "st_int.h"
 #include "banned.h"
@@ -64,45 +65,15 @@ static int64_t st_min(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
-/* Days since 1970-01-01 of the proleptic Gregorian date y-m-d (H. Hinnant's
- * days_from_civil), and back. */
-static int64_t st_days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-	int64_t era;
-	unsigned yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = (unsigned)(y - era * 400);
-	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (int64_t)doe - 719468;
-}
-
-static void st_civil_from_days(int64_t z, int64_t *y, unsigned *m)
-{
-	int64_t era;
-	unsigned doe, yoe, doy, mp;
-
-	z += 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = (unsigned)(z - era * 146097);
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	*m = mp < 10 ? mp + 3 : mp - 9;
-	*y = (int64_t)yoe + era * 400 + (*m <= 2);
-}
-
 int64_t st_month_start(int64_t ns, int add)
 {
 	int64_t y, days, out;
-	unsigned m;
+	unsigned m, d;
 
-	st_civil_from_days(st_floor(ns, DAY_NS) / DAY_NS, &y, &m);
+	rm_civil_from_days(st_floor(ns, DAY_NS) / DAY_NS, &y, &m, &d);
 	y += (int64_t)(m - 1 + (unsigned)add) / 12;
 	m = (m - 1 + (unsigned)add) % 12 + 1;
-	days = st_days_from_civil(y, m, 1);
+	days = rm_days_from_civil(y, m, 1);
 	if (__builtin_mul_overflow(days, DAY_NS, &out))
 		return days < 0 ? INT64_MIN : INT64_MAX;
 	return out;
