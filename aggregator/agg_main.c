@@ -752,13 +752,10 @@ int main(int argc, char **argv)
 			    (unsigned long long)ss.refused_identity, (unsigned long long)ss.refused_conflict,
 			    (unsigned long long)ss.refused_window, (unsigned long long)ss.refused_handler,
 			    (unsigned long long)ss.duplicates);
-		struct agg_server_health sh;
-
-		agg_server_get_health(srv, &sh);
 		rm_log_info("server: %llu requests answered; %llu times requests waited unread for %d ms or more "
 			    "(%llu ms in all, longest turn %llu ms)",
-			    (unsigned long long)sh.requests, (unsigned long long)sh.stalls, AGG_SERVER_STALL_MS,
-			    (unsigned long long)sh.stall_ms, (unsigned long long)sh.max_busy_ms);
+			    (unsigned long long)ss.requests, (unsigned long long)ss.stalls, AGG_SERVER_STALL_MS,
+			    (unsigned long long)ss.stall_ms, (unsigned long long)ss.max_busy_ms);
 	}
 	agg_server_close(srv);
 	free(secret);
