@@ -57,64 +57,53 @@ static void fx_open(struct fixture *f)
 	fx_open_conf(f, conf);
 }
 
+/* A batch as the stitcher receives it (rm_wire.h struct rm_wbatch). */
 struct mk {
-	Rametr__Batch b;
-	Rametr__SegmentPart p[8], *pp[8];
-	Rametr__Tuple t[8];
-	uint8_t addr[8][4], laddr[4];
-	Rametr__WindowTotals w[2], *wp[2];
+	struct rm_wbatch b;
+	struct rm_wpart p[8];
+	struct rm_totals w[2];
+	uint8_t laddr[4];
 };
 
 static void mk_init(struct mk *m, uint64_t instance, uint64_t seq)
 {
 	memset(m, 0, sizeof(*m));
-	rametr__batch__init(&m->b);
 	m->b.node = "n1";
 	m->b.backend = "test";
 	m->b.instance = instance;
 	m->b.seq = seq;
 	m->b.window_ns = WIN_NS;
-	m->b.parts = m->pp;
-	m->b.windows = m->wp;
+	m->b.parts = m->p;
+	m->b.windows = m->w;
 	inet_pton(AF_INET, "127.0.0.1", m->laddr);
 }
 
 static void mk_part(struct mk *m, const char *client, uint64_t cpu, uint64_t rx, uint64_t tx)
 {
 	size_t i = m->b.n_parts++;
+	uint8_t addr[4];
 
-	rametr__segment_part__init(&m->p[i]);
-	rametr__tuple__init(&m->t[i]);
-	inet_pton(AF_INET, client, m->addr[i]);
-	m->t[i].family = RM_AF_INET;
-	m->t[i].raddr.data = m->addr[i];
-	m->t[i].raddr.len = 4;
-	m->t[i].laddr.data = m->laddr;
-	m->t[i].laddr.len = 4;
-	m->t[i].lport = 7000;
-	m->t[i].rport = 40000 + i;
-	m->p[i].in = &m->t[i];
+	inet_pton(AF_INET, client, addr);
+	rm_tuple_set(&m->p[i].in, 0, RM_AF_INET, m->laddr, 4, 7000, addr, 4, 40000 + (uint32_t)i);
 	m->p[i].seg_id = i + 1;
 	m->p[i].win = WIN;
 	m->p[i].cpu_ns = cpu;
 	m->p[i].rx_bytes = rx;
 	m->p[i].tx_bytes = tx;
 	m->p[i].flags = RM_PF_START | RM_PF_END;
-	m->pp[i] = &m->p[i];
 }
 
 static void mk_window(struct mk *m, uint64_t busy, uint64_t unseg, uint64_t rx, uint64_t tx)
 {
-	size_t i = m->b.n_windows++;
+	struct rm_totals *w = &m->w[m->b.n_windows++];
 
-	rametr__window_totals__init(&m->w[i]);
-	m->w[i].win = WIN;
-	m->w[i].busy_ns = busy;
-	m->w[i].unseg_cpu_ns = unseg;
-	m->w[i].rx_bytes = rx;
-	m->w[i].tx_bytes = tx;
-	m->w[i].capacity_ns = 2 * WIN_NS;
-	m->wp[i] = &m->w[i];
+	memset(w, 0, sizeof(*w));
+	w->win = WIN;
+	w->busy_ns = busy;
+	w->unseg_cpu_ns = unseg;
+	w->rx_bytes = rx;
+	w->tx_bytes = tx;
+	w->capacity_ns = 2 * WIN_NS;
 }
 
 /* U_c of ce on n1 (all windows); for ST_CE_UNACCOUNTABLE, V = U - sum_c U_c */
@@ -237,7 +226,9 @@ static void test_xen_domains(void)
 	mk_part(&m, "127.0.0.2", 300, 0, 0);
 	mk_part(&m, "127.0.0.2", 200, 0, 0);
 	mk_part(&m, "127.0.0.2", 100, 0, 0);
-	m.p[0].in = m.p[1].in = m.p[2].in = NULL;
+	memset(&m.p[0].in, 0, sizeof(m.p[0].in));
+	memset(&m.p[1].in, 0, sizeof(m.p[1].in));
+	memset(&m.p[2].in, 0, sizeof(m.p[2].in));
 	m.p[0].flags = RM_PF_DOMAIN;                 /* guest 3 itself */
 	m.p[0].domid = 3;
 	m.p[1].flags = RM_PF_DOMAIN | RM_PF_DRIVER;  /* dom0 work charged to guest 3 */
@@ -356,7 +347,6 @@ static void test_estimator_inputs_by_address(void)
 	struct fixture f;
 	struct mk m;
 	uint64_t req, rt, rx;
-	Rametr__Tuple out[3];
 	uint8_t dst[2][4], src[4];
 	char err[256] = "";
 	int dup = -1, i;
@@ -369,17 +359,8 @@ static void test_estimator_inputs_by_address(void)
 	mk_part(&m, "127.0.0.2", 1000000, 10, 300);
 	mk_part(&m, "127.0.0.2", 1000000, 10, 200);
 	mk_part(&m, "127.0.0.3", 1000000, 10, 999);
-	for (i = 0; i < 3; i++) {
-		rametr__tuple__init(&out[i]);
-		out[i].family = RM_AF_INET;
-		out[i].laddr.data = src;
-		out[i].laddr.len = 4;
-		out[i].raddr.data = dst[i == 2];
-		out[i].raddr.len = 4;
-		out[i].lport = 50000 + (uint32_t)i;
-		out[i].rport = 5432;
-		m.p[i].out = &out[i];
-	}
+	for (i = 0; i < 3; i++)
+		rm_tuple_set(&m.p[i].out, 0, RM_AF_INET, src, 4, 50000 + (uint32_t)i, dst[i == 2], 4, 5432);
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	/* db's own batch: a part of c2 by rule, not an input (address given) */
 	mk_init(&m, 0xdb, 1);
@@ -428,7 +409,7 @@ static void test_dropped(void)
 	 * never more than there is, and the window still balances */
 	mk_init(&m, 0xd0, 2);
 	mk_window(&m, 1000000, 0, 80, 0);
-	m.wp[0]->win = WIN + 1;
+	m.w[0].win = WIN + 1;
 	m.w[0].lost_ns = 1000000;
 	m.w[0].unseg_rx = 80;
 	m.w[0].dropped_cpu_ns = 9000000;

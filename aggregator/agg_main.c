@@ -109,7 +109,7 @@ static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t err
 	return rv;
 }
 
-static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
+static int agg_on_batch(void *arg, const struct rm_wbatch *b, int *duplicate, char *err, size_t errlen)
 {
 	struct agg_main *m = arg;
 	int rv = agg_stitch_run_batch(m->stitch, b, duplicate, err, errlen);

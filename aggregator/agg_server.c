@@ -567,7 +567,7 @@ static void agg_bind(struct agg_server *s, nng_pipe p, const Rametr__Hello *h)
  * Admission of a Batch on p: (bind_nodes) its node is its connection's; its windows within the tolerance. Returns RM_OK; RM_ESTATE
  * (answered ACK_RETRY) before any Hello on p; RM_EPROTO with err and *why.
  */
-static int agg_admit_batch(struct agg_server *s, nng_pipe p, const Rametr__Batch *b, char *err,
+static int agg_admit_batch(struct agg_server *s, nng_pipe p, const struct rm_wbatch *b, char *err,
 			   size_t errlen, enum agg_why *why)
 {
 	struct agg_conn *c;
@@ -671,13 +671,15 @@ static void agg_serve_one(struct agg_server *s, nng_msg *msg)
 			agg_bind(s, p, env->hello);
 		st = agg_status(hrv, 0);
 	} else if (env->body_case == RAMETR__ENVELOPE__BODY_BATCH) {
+		const struct rm_wbatch *b = rm_wire_batch(env);
+
 		what = "batch";
 		batch = 1;
-		node = env->batch->node;
-		seq = env->batch->seq;
-		hrv = agg_admit_batch(s, p, env->batch, err, sizeof(err), &why);
+		node = b->node;
+		seq = b->seq;
+		hrv = agg_admit_batch(s, p, b, err, sizeof(err), &why);
 		if (hrv == RM_OK)
-			hrv = s->h.on_batch(s->h.arg, env->batch, &dup, err, sizeof(err));
+			hrv = s->h.on_batch(s->h.arg, b, &dup, err, sizeof(err));
 		st = agg_status(hrv, dup);
 	} else {
 		snprintf(err, sizeof(err), "unexpected ack from a collector");

@@ -97,7 +97,7 @@ struct agg_handler {
 	int (*on_hello)(void *arg, const Rametr__Hello *h, char *err, size_t errlen);
 	/* A Batch (checked by rm_wire_decode). Sets *duplicate (initially 0) if
 	   (node, instance, seq) was already applied. Returns as on_hello. */
-	int (*on_batch)(void *arg, const Rametr__Batch *b, int *duplicate, char *err,
+	int (*on_batch)(void *arg, const struct rm_wbatch *b, int *duplicate, char *err,
 			size_t errlen);
 	/* Optional: commands to embed in the Ack to this node. The handler keeps
 	   ownership; *cmds must stay valid until the next call of any handler

@@ -49,7 +49,7 @@ static int th_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t errl
 	return RM_OK;
 }
 
-static int th_on_batch(void *arg, const Rametr__Batch *b, int *dup, char *err, size_t errlen)
+static int th_on_batch(void *arg, const struct rm_wbatch *b, int *dup, char *err, size_t errlen)
 {
 	struct th *t = arg;
 
