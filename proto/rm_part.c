@@ -202,6 +202,23 @@ int rm_pb_field(const uint8_t **q, const uint8_t *end, uint64_t *tag, uint64_t *
 
 #define RM_KEY(n, wt) ((uint64_t)(n) << 3 | (wt))
 
+/*
+ * The default case of a decoder's switch on tag, in a function returning
+ * -1 for bytes that do not decode: an unknown field is skipped; strict: a
+ * known field (NUM of TABLE gives its case) of another wire type does not decode.
+ */
+#define RM_GET_OTHER(TABLE, NUM)                          \
+	default:                                          \
+		if (!strict)                              \
+			break;                            \
+		switch (tag >> 3) {                       \
+		TABLE(NUM)                                \
+			return -1;                        \
+		default:                                  \
+			break;                            \
+		}                                         \
+		break;
+
 /* A tuple's fields as they arrive (addresses: where and how long). */
 #define RM_TRAW_MEMBER_U64(m) uint64_t m;
 #define RM_TRAW_MEMBER_U32(m) uint32_t m;
@@ -242,16 +259,7 @@ static int rm_tuple_get(struct rm_traw *t, const uint8_t *q, size_t len, int str
 			return -1;
 		switch (tag) {
 		RM_TUPLE_FIELDS(RM_TGET_)
-		default:
-			if (!strict)
-				break; /* unknown: skipped */
-			switch (tag >> 3) {
-			RM_TUPLE_FIELDS(RM_TNUM_)
-				return -1; /* a known field of another wire type */
-			default:
-				break;
-			}
-			break;
+		RM_GET_OTHER(RM_TUPLE_FIELDS, RM_TNUM_)
 		}
 	}
 	return 0;
@@ -344,16 +352,7 @@ static int rm_part_parse(struct rm_wpart *p, struct rm_praw *raw, const void *bu
 			return -1;
 		switch (tag) {
 		RM_PART_FIELDS(RM_PGET_)
-		default:
-			if (!strict)
-				break; /* unknown: skipped */
-			switch (tag >> 3) {
-			RM_PART_FIELDS(RM_PNUM_)
-				return -1; /* a known field of another wire type */
-			default:
-				break;
-			}
-			break;
+		RM_GET_OTHER(RM_PART_FIELDS, RM_PNUM_)
 		}
 	}
 	RM_PART_FIELDS(RM_PSET_)

@@ -45,29 +45,9 @@ static void rpart(struct rm_wpart *p)
 	size_t i, n;
 
 	memset(p, 0, sizeof(*p));
-	p->seg_id = rm_ref_rval(0);
-	p->win = rm_ref_rval(0) | 1;
-	p->pid = (uint32_t)rm_ref_rval(UINT32_MAX);
-	p->tid = (uint32_t)rm_ref_rval(UINT32_MAX);
-	p->start_ns = rm_ref_rval(0);
-	p->end_ns = rm_ref_rval(0);
-	p->cpu_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);
-	p->runq_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);
-	p->rx_bytes = rm_ref_rval(0);
-	p->tx_bytes = rm_ref_rval(0);
-	p->disk_read = rm_ref_rval(0);
-	p->disk_write = rm_ref_rval(0);
-	p->flags = (uint32_t)rm_ref_rval(UINT32_MAX);
+	RM_REF_PART_VALUES(p);
 	rtuple(&p->in);
 	rtuple(&p->out);
-	p->in_seq_start = rm_ref_rval(0);
-	p->in_seq_end = rm_ref_rval(0);
-	p->out_seq_start = rm_ref_rval(0);
-	p->out_seq_end = rm_ref_rval(0);
-	p->parent_seg = rm_ref_rval(0);
-	p->domid = (uint32_t)rm_ref_rval(UINT32_MAX);
-	p->vcpu = (uint32_t)rm_ref_rval(UINT32_MAX);
-	p->blocked_ns = rm_ref_rval(0);
 	n = rm_ref_rnd() % (RM_WIRE_COMM_MAX + 1);
 	for (i = 0; i < n; i++)
 		p->comm[i] = (char)(0x20 + rm_ref_rnd() % 95);

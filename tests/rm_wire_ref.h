@@ -46,6 +46,36 @@ static inline uint64_t rm_ref_rval(uint64_t max)
 	return max && v > max ? v % (max + 1) : v;
 }
 
+/*
+ * Random values into the members every form of a part has (struct rm_part,
+ * the kernel's record, and struct rm_wpart): p points to either. Tuples
+ * and comm are each form's own.
+ */
+#define RM_REF_PART_VALUES(p)                                                     \
+	do {                                                                      \
+		(p)->seg_id = rm_ref_rval(0);                                     \
+		(p)->win = rm_ref_rval(0) | 1;                                    \
+		(p)->pid = (uint32_t)rm_ref_rval(UINT32_MAX);                     \
+		(p)->tid = (uint32_t)rm_ref_rval(UINT32_MAX);                     \
+		(p)->start_ns = rm_ref_rval(0);                                   \
+		(p)->end_ns = rm_ref_rval(0);                                     \
+		(p)->cpu_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);                     \
+		(p)->runq_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);                    \
+		(p)->rx_bytes = rm_ref_rval(0);                                   \
+		(p)->tx_bytes = rm_ref_rval(0);                                   \
+		(p)->disk_read = rm_ref_rval(0);                                  \
+		(p)->disk_write = rm_ref_rval(0);                                 \
+		(p)->flags = (uint32_t)rm_ref_rval(UINT32_MAX);                   \
+		(p)->in_seq_start = rm_ref_rval(0);                               \
+		(p)->in_seq_end = rm_ref_rval(0);                                 \
+		(p)->out_seq_start = rm_ref_rval(0);                              \
+		(p)->out_seq_end = rm_ref_rval(0);                                \
+		(p)->parent_seg = rm_ref_rval(0);                                 \
+		(p)->domid = (uint32_t)rm_ref_rval(UINT32_MAX);                   \
+		(p)->vcpu = (uint32_t)rm_ref_rval(UINT32_MAX);                    \
+		(p)->blocked_ns = rm_ref_rval(0);                                 \
+	} while (0)
+
 /* The WindowTotals of k, every field by hand. */
 static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals *k)
 {
