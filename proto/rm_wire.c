@@ -1,7 +1,9 @@
 /*
- * rm_wire.c - the wire codec: protobuf-c unpacking under a memory budget,
- * the version check (also on bytes that do not decode), the semantic rules
- * listed in rm_wire.h, and encoding with the protocol version filled in.
+ * rm_wire.c - the wire codec: decoding under a memory budget (a Batch
+ * straight into struct rm_wbatch by the part tables' decoders, Hello and Ack
+ * by protobuf-c), the version check (also on bytes that do not decode), the
+ * semantic rules listed in rm_wire.h, and encoding with the protocol
+ * version filled in.
  * Owns no state; every function is reentrant.
  */
 #include <inttypes.h>
@@ -15,18 +17,18 @@
 #include "banned.h"
 
 /*
- * A message of n bytes may make protobuf-c allocate at most
+ * Decoding a message of n bytes may allocate at most
  * RM_WIRE_BUDGET_MUL * n + RM_WIRE_BUDGET_BASE bytes, capped at
  * RM_WIRE_BUDGET_CAP. Real batches need about 2-6 times their encoded size
- * (a part of ~60-150 bytes decodes to ~200-400); a hostile message of empty
- * sub-messages would need ~100 times (2 bytes -> a 200-byte struct).
+ * (a part of ~60-150 bytes decodes to a ~300-byte struct rm_wpart); a
+ * hostile message of empty parts would need ~150 times (2 bytes -> 300).
  */
 #define RM_WIRE_BUDGET_MUL 32u
 #define RM_WIRE_BUDGET_BASE (1u << 20)
 #define RM_WIRE_BUDGET_CAP (1ull << 30)
 
 /*
- * What protobuf-c allocates while unpacking comes from an arena: chunks of
+ * What decoding allocates comes from an arena: chunks of
  * at least RM_WIRE_CHUNK_MIN bytes (the first sized for a typical batch of
  * the message's length, each next one twice the last), bump-allocated,
  * freed all at once by rm_wire_free(). A batch of thousands of parts was
