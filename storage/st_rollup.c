@@ -1,8 +1,10 @@
 /*
  * st_rollup.c - the 1 min / 1 h / 1 day series: adding each write to its
  * buckets, retention per series, the stored horizon, and the choice of the
- * series that answer a query's range (st_cover). Owns the tables r_usage,
- * r_unacct, r_total, r_split, series and horizon (schema v6, v7).
+ * series that answer a query's range (st_cover), and the calendar month
+ * arithmetic of the month series. Owns the tables r_usage, r_unacct,
+ * r_total, r_split, r_ce_usage, r_ce_total, series and horizon (schema v6,
+ * v7, v8).
  */
 #include <assert.h>
 #include <stdio.h>
