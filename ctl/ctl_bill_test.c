@@ -621,6 +621,58 @@ static void test_since_last_killed(void)
 		"exported %lld (U %lld)\n", run_us / 1e3, i, killed, progressed, exported, want);
 }
 
+/* The job with the default charge period exports whole settled days, each
+ * export one charge period (its own range), once. */
+static void test_since_last_whole_days(void)
+{
+	char dir[400], state[400], args[2000], path[600], cps[40], cpe[40];
+	long long sum[2][ST_R_COUNT];
+	int64_t horizon, until;
+	st_db *h;
+	int i, r;
+
+	snprintf(dir, sizeof(dir), "%.200s/exports_days", rm_test_tmpdir());
+	snprintf(state, sizeof(state), "%.200s/days.state", rm_test_tmpdir());
+	mkdir(dir, 0755);
+	unlink(state);
+	CU_ASSERT_EQUAL_FATAL(st_open(&h, fixture(), 0), RM_OK);
+	CU_ASSERT_EQUAL(st_horizon_set(h, D0 + 36 * HOUR), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(st_horizon_get(h, &horizon), RM_OK);
+	st_close(h);
+	until = horizon - horizon % (24 * HOUR);
+	snprintf(args, sizeof(args), "bill --db '%s' --since 2026-11-02 --since-last --state '%s' --out '%s'",
+		 fixture(), state, dir);
+	CU_ASSERT_EQUAL_FATAL(run(args), 0);
+	snprintf(path, sizeof(path), "%s/bill-%lld-%lld.csv", dir, (long long)D0, (long long)until);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, path));
+	CU_ASSERT_EQUAL(run(args), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing new settled"));
+	{
+		FILE *f = fopen(path, "r");
+		size_t n;
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = '\0';
+		fclose(f);
+	}
+	snprintf(cps, sizeof(cps), "2026-11-02T00:00:00Z");
+	snprintf(cpe, sizeof(cpe), "2026-11-0%dT00:00:00Z", 2 + (int)((until - D0) / (24 * HOUR)));
+	CU_ASSERT_EQUAL(sum_quantities(sum, cps, cpe), 2 * ST_R_COUNT * 4);
+	for (i = 0; i < 2; i++)
+		for (r = 0; r < ST_R_COUNT; r++) {
+			char q[700], want[64], *p;
+
+			snprintf(q, sizeof(q), "usage --db '%s' --since 2026-11-02 --until %lld --server s%d "
+				 "--group-by server -o csv", fixture(), (long long)(until / SEC), i + 1);
+			CU_ASSERT_EQUAL_FATAL(run(q), 0);
+			snprintf(want, sizeof(want), ",s%d,%s,", i + 1, st_resource_name((enum st_resource)r));
+			p = strstr(out, want);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+			CU_ASSERT_EQUAL(sum[i][r], atoll(p + strlen(want)));
+		}
+}
+
 static CU_TestInfo cases[] = {
 	{ "unaccountable share: none, weighted, even, exact", test_allocation },
 	{ "rate card: precedence, errors", test_rate_card },
@@ -628,6 +680,7 @@ static CU_TestInfo cases[] = {
 	{ "FOCUS columns, reconciliation with U", test_focus_columns_and_reconciliation },
 	{ "charge period: the billing period, days, hours", test_charge_period },
 	{ "--since-last killed and re-run 50 times: each period once", test_since_last_killed },
+	{ "--since-last by default: whole days, one charge period an export", test_since_last_whole_days },
 	CU_TEST_INFO_NULL,
 };
 
