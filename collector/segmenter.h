@@ -1045,8 +1045,8 @@ RM_INLINE void rm_ctr_charge(struct rm_env *e, struct rm_task *t, __u64 w, __u64
 /*
  * d ns of t's CPU (t NULL: unsegmented) used in [from, to): split at window
  * edges in proportion to the time in each window (the counters do not say
- * when in the interval it ran), the parts summing to d exactly; time more
- * than RM_MAX_SPLIT windows old goes to the oldest window kept.
+ * when in the interval it ran), the parts summing to d exactly; an interval
+ * longer than RM_MAX_SPLIT windows is spread over the last RM_MAX_SPLIT.
  */
 RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __u64 to, __u64 d)
 {
