@@ -1166,7 +1166,11 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 	rm_env_init(&e);
 	d = rm_ctr_claim(t, c.cpu, now, &from);
 	if (running) {
-		rm_ctr_spread(&e, NULL, from, now, d);
+		/* its CPU since it got the CPU is the latest */
+		__u64 r = c.slice < d ? c.slice : d, mid = now - r > from ? now - r : from;
+
+		rm_ctr_spread(&e, NULL, from, mid, d - r);
+		rm_ctr_charge(&e, NULL, rm_win(&e, now), now, r);
 		return 0;
 	}
 	if (c.run_delay > t->run_delay)

@@ -1083,9 +1083,10 @@ RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __
 /*
  * Thread t reached an edge at time now (or a sweep found it not running:
  * head 0); its last edge was at `from`. d: what its on-CPU counter grew by
- * in between, the last `head` ns of it since it last got the CPU; waits: its
- * voluntary context switches in between; rd: its run-queue wait in between.
- * Charged as the context-switch hooks charge them:
+ * in between, the last `head` ns of it since it last got the CPU (so used in
+ * [now - head, now]: it has run since); waits: its voluntary context
+ * switches in between; rd: its run-queue wait in between. Charged as the
+ * context-switch hooks charge them:
  * - no wait: all of d as t is charged now (its part, or unsegmented);
  * - after waits: a segment keeps all of it; otherwise the request's tail
  *   ended at the first wait, so the CPU before t last got the CPU (d - head)
@@ -1094,19 +1095,24 @@ RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __
  *   recv by a thread holding no segment (the request's head, which the
  *   caller charges to the segment the recv begins, after rm_on_recv), else
  *   charged as t is now.
- * Run-queue wait goes to a part in a segment or continuation. Returns the
- * head ns to charge, or 0.
+ * The head is charged to now's window (it is the latest CPU), the rest
+ * spread over the time before it (rm_ctr_spread). Run-queue wait goes to a part in a segment or
+ * continuation. Returns the head ns to charge, or 0.
  */
 RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u64 now, __u64 d, __u64 head,
 			    __u32 waits, __u64 rd, int recv)
 {
+	__u64 mid;
+
+	if (head > d)
+		head = d;
+	mid = now - head > from ? now - head : from;
 	if (!waits) {
-		rm_ctr_spread(e, t, from, now, d);
+		rm_ctr_spread(e, t, from, mid, d - head);
+		rm_ctr_charge(e, t, rm_win(e, now), now, head);
 		head = 0;
 	} else {
-		if (head > d)
-			head = d;
-		rm_ctr_spread(e, waits == 1 || t->mode == RM_MODE_SEG ? t : 0, from, now, d - head);
+		rm_ctr_spread(e, waits == 1 || t->mode == RM_MODE_SEG ? t : 0, from, mid, d - head);
 		t->tail = 0;
 		if (!recv || (t->mode != RM_MODE_ASSOC && t->mode != RM_MODE_NONE)) {
 			rm_ctr_charge(e, t, rm_win(e, now), now, head);
