@@ -335,7 +335,10 @@ static void check_identity(void)
 		CU_ASSERT_EQUAL(t->busy_ns, sum_cpu[j] + t->unseg_cpu_ns + t->lost_ns);
 		CU_ASSERT_EQUAL(t->rx_bytes, sum_rx[j] + t->unseg_rx);
 		CU_ASSERT_EQUAL(t->tx_bytes, sum_tx[j] + t->unseg_tx);
-		CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2);
+		/* with the counters, CPU claimed over an interval that crosses a
+		 * window's end is split by time (docs/cpu-counters.md): a short
+		 * window at a session's start or end can get a few % too much */
+		CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2 + (cpu_counters ? wins[j].capacity_ns / 10 : 0));
 		if (t->busy_ns > wins[j].capacity_ns + 2000000ULL * 2)
 			fprintf(stderr, "window %llu: busy %llu > capacity %llu (lost %llu, unseg %llu, parts %llu)\n",
 				(unsigned long long)t->win, (unsigned long long)t->busy_ns,
