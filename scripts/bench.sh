@@ -385,11 +385,16 @@ for s in redis nginx; do
 	row "$s: kernel hook runs per request; hook CPU per request by stage, ns (stages cumulative, net of the empty hooks')" "$runs_req runs; $vals" "-" "-"
 	row "$s: the full hooks' CPU per request (net) / the machine's busy CPU per request detached" "$full_net ns / $cpu_req ns = $(calc "$full_net * 100 / $cpu_req" 1)%" "-" "-"
 	# against the server's own CPU per request, detached (its processes, the macro rounds' median)
-	if [ $s = redis ]; then srv_req=$(med "${r_srv[0]}") srv_name=redis-server; else srv_req=$(med "${n_srv[0]}") srv_name=nginx; fi
+	if [ $s = redis ]; then srv_req=$(med "${r_srv[0]}") lg_req=$(med "${r_lg[0]}") srv_name=redis-server
+	else srv_req=$(med "${n_srv[0]}") lg_req=$(med "${n_lg[0]}") srv_name=nginx; fi
 	pct=$(calc "$full_net * 100 / $srv_req" 2)
 	ovh+=("$s hooks_cpu_per_request_pct=$pct server=$srv_name")
 	row "overhead: $s: the full hooks' CPU per request, net (gross: with the empty hooks') / $srv_name's own CPU per request detached" \
 		"$full_net ns ($full_gross ns) / $(calc "$srv_req" 0) ns = $pct% ($(calc "$full_gross * 100 / $srv_req" 2)%)" "<= 1.5%" "$(met "$pct <= 1.5")"
+	# the statistics are per program, not per process: the hooks above ran for
+	# the load generator's sockets too; against both processes' CPU
+	row "$s: the same hooks' CPU per request / the CPU per request of $srv_name and its load generator together, detached" \
+		"$full_net ns / $(calc "$srv_req + $lg_req" 0) ns = $(calc "$full_net * 100 / ($srv_req + $lg_req)" 2)%" "-" "-"
 done
 
 # ---------------------------------------------------------------- collector CPU and memory at a known segment rate
