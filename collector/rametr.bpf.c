@@ -655,15 +655,9 @@ RM_INLINE void rm_ctr_read(struct task_struct *p, struct rq *rq, __u64 now, int 
 {
 	__u64 es, sum, prev, ct = 0, cl = 0, run = 0;
 	__s64 obs, off;
+	int i;
 
-	es = RM_ONCE(p->se.exec_start);
-	sum = RM_ONCE(p->se.sum_exec_runtime);
-	prev = RM_ONCE(p->se.prev_sum_exec_runtime);
-	if (running && rq) {
-		ct = RM_ONCE(rq->clock_task);
-		cl = RM_ONCE(rq->clock);
-	}
-	if (RM_ONCE(p->se.exec_start) != es) {
+	for (i = 0; i < 2; i++) {
 		es = RM_ONCE(p->se.exec_start);
 		sum = RM_ONCE(p->se.sum_exec_runtime);
 		prev = RM_ONCE(p->se.prev_sum_exec_runtime);
@@ -671,6 +665,8 @@ RM_INLINE void rm_ctr_read(struct task_struct *p, struct rq *rq, __u64 now, int 
 			ct = RM_ONCE(rq->clock_task);
 			cl = RM_ONCE(rq->clock);
 		}
+		if (RM_ONCE(p->se.exec_start) == es)
+			break;
 	}
 	if (running && rq && cl) {
 		if (ct > es)
@@ -827,7 +823,7 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		__u64 head = rm_ctr_cut(&e, t, task, now, 1);
 
 		rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
-		rm_ctr_charge(&e, t, rm_win(&e, now), now, head);
+		rm_charge_cpu(&e, t, rm_win(&e, now), now, head);
 		return 0;
 	}
 	rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
@@ -1170,7 +1166,7 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 		__u64 r = c.slice < d ? c.slice : d, mid = now - r > from ? now - r : from;
 
 		rm_ctr_spread(&e, NULL, from, mid, d - r);
-		rm_ctr_charge(&e, NULL, rm_win(&e, now), now, r);
+		rm_ctr_spread(&e, NULL, mid, now, r);
 		return 0;
 	}
 	if (c.run_delay > t->run_delay)

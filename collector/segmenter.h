@@ -409,6 +409,24 @@ RM_INLINE void rm_chain_close(struct rm_env *e, struct rm_task *t, __u64 now, co
 	t->chain_st &= RM_CHAIN_SERVER;
 }
 
+/* d ns of t's CPU (t NULL: unsegmented) in window w, the last at time end. */
+RM_INLINE void rm_charge_cpu(struct rm_env *e, struct rm_task *t, __u64 w, __u64 end, __u64 d)
+{
+	struct rm_wintot *wt;
+
+	if (!d || !(wt = rm_env_wintot(e, w)))
+		return;
+	RM_ADD(&wt->busy_ns, d);
+	if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
+		rm_task_win(e, t, w);
+		RM_ADD(&t->cur.cpu_ns, d);
+		t->cur.end_ns = end;
+		t->dirty = 1;
+	} else {
+		RM_ADD(&wt->unseg_cpu_ns, d);
+	}
+}
+
 /*
  * Account CPU time [from, to) of thread t (NULL: a thread without state) that
  * ran on e->cpu. Splits at window boundaries; time more than RM_MAX_SPLIT
@@ -436,8 +454,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 		wa = wb - RM_MAX_SPLIT + 1;
 	}
 	for (i = 0; i < RM_MAX_SPLIT; i++) {
-		__u64 w = wa + i, s, end, d;
-		struct rm_wintot *wt;
+		__u64 w = wa + i, s, end;
 
 		if (w > wb)
 			break;
@@ -449,19 +466,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 			end = to;
 		if (end <= s)
 			continue;
-		d = end - s;
-		wt = rm_env_wintot(e, w);
-		if (!wt)
-			continue;
-		RM_ADD(&wt->busy_ns, d);
-		if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
-			rm_task_win(e, t, w);
-			RM_ADD(&t->cur.cpu_ns, d);
-			t->cur.end_ns = end;
-			t->dirty = 1;
-		} else {
-			RM_ADD(&wt->unseg_cpu_ns, d);
-		}
+		rm_charge_cpu(e, t, w, end, end - s);
 	}
 }
 
@@ -1024,24 +1029,6 @@ RM_INLINE void rm_sweep(struct rm_env *e, struct rm_task *t)
  * goes to the window of the edge (or of the sweep) that claims it.
  */
 
-/* d ns of t's CPU (t NULL: unsegmented) in window w, the last at time end. */
-RM_INLINE void rm_ctr_charge(struct rm_env *e, struct rm_task *t, __u64 w, __u64 end, __u64 d)
-{
-	struct rm_wintot *wt;
-
-	if (!d || !(wt = rm_env_wintot(e, w)))
-		return;
-	RM_ADD(&wt->busy_ns, d);
-	if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
-		rm_task_win(e, t, w);
-		RM_ADD(&t->cur.cpu_ns, d);
-		t->cur.end_ns = end;
-		t->dirty = 1;
-	} else {
-		RM_ADD(&wt->unseg_cpu_ns, d);
-	}
-}
-
 /*
  * d ns of t's CPU (t NULL: unsegmented) used in [from, to): split at window
  * edges in proportion to the time in each window (the counters do not say
@@ -1074,10 +1061,10 @@ RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __
 		x = (d * (((end - s) << 20) / span)) >> 20;
 		if (x > left)
 			x = left;
-		rm_ctr_charge(e, t, w, end - 1, x);
+		rm_charge_cpu(e, t, w, end - 1, x);
 		left -= x;
 	}
-	rm_ctr_charge(e, t, wb, to, left);
+	rm_charge_cpu(e, t, wb, to, left);
 }
 
 /*
@@ -1095,8 +1082,9 @@ RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __
  *   recv by a thread holding no segment (the request's head, which the
  *   caller charges to the segment the recv begins, after rm_on_recv), else
  *   charged as t is now.
- * The head is charged to now's window (it is the latest CPU), the rest
- * spread over the time before it (rm_ctr_spread). Run-queue wait goes to a part in a segment or
+ * Without a wait the head is spread over [now - head, now] (the thread ran
+ * all that time) and the rest over the time before it (rm_ctr_spread);
+ * after a wait the head is charged to now's window. Run-queue wait goes to a part in a segment or
  * continuation. Returns the head ns to charge, or 0.
  */
 RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u64 now, __u64 d, __u64 head,
@@ -1109,13 +1097,13 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 	mid = now - head > from ? now - head : from;
 	if (!waits) {
 		rm_ctr_spread(e, t, from, mid, d - head);
-		rm_ctr_charge(e, t, rm_win(e, now), now, head);
+		rm_ctr_spread(e, t, mid, now, head);
 		head = 0;
 	} else {
 		rm_ctr_spread(e, waits == 1 || t->mode == RM_MODE_SEG ? t : 0, from, mid, d - head);
 		t->tail = 0;
 		if (!recv || (t->mode != RM_MODE_ASSOC && t->mode != RM_MODE_NONE)) {
-			rm_ctr_charge(e, t, rm_win(e, now), now, head);
+			rm_charge_cpu(e, t, rm_win(e, now), now, head);
 			head = 0;
 		}
 	}

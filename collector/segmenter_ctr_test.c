@@ -198,15 +198,15 @@ static void test_edge_waits(void)
 	check_identity();
 }
 
-/* the CPU since the thread last got the CPU goes to now's window, the rest is spread before it */
+/* the CPU since the thread last got the CPU is spread over the time since, the rest before it */
 static void test_edge_place(void)
 {
 	setup(RM_MODE_SEG, 0);
 	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 1100, 600, 400, 0, 0, 0), 0);
-	CU_ASSERT_EQUAL(slots[0].busy_ns, 200); /* the 200 before 700; the 400 since, in now's window */
-	CU_ASSERT_EQUAL(slots[1].busy_ns, 400);
-	CU_ASSERT_EQUAL(part_cpu(0), 200);
-	CU_ASSERT_EQUAL(part_cpu(1), 400);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 500); /* 200 before 700, and 300 of the 400 in [700, 1100) */
+	CU_ASSERT_EQUAL(slots[1].busy_ns, 100);
+	CU_ASSERT_EQUAL(part_cpu(0), 500);
+	CU_ASSERT_EQUAL(part_cpu(1), 100);
 	check_identity();
 }
 
@@ -225,7 +225,7 @@ static CU_TestInfo cases[] = {
 	{ "after one wait: the tail keeps what came before, the head is the recv's", test_edge_tail_head },
 	{ "after several waits none of it is the tail's; without a wait all of it", test_edge_waits },
 	{ "the head is never more than the interval", test_edge_head_capped },
-	{ "the CPU since the thread got the CPU goes to the window of the edge", test_edge_place },
+	{ "the CPU since the thread got the CPU is spread over the time since", test_edge_place },
 	CU_TEST_INFO_NULL,
 };
 
