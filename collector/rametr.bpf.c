@@ -735,6 +735,8 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + has_seq;
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
+	if (inb)
+		rm_inb_replied(inb);
 	return 0;
 }
 

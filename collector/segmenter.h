@@ -263,6 +263,42 @@ RM_INLINE int rm_cont_quiet(const struct rm_task *t)
 }
 
 /*
+ * The request's tail under chains: t's chain (RM_MODE_CONT) has shown
+ * nothing since the reply that began it (rm_cont_quiet) and t has not
+ * blocked nor been handed a job since (t->ans still valid: rm_cont_block
+ * and rm_on_handoff clear it); now it blocks or reads again. What the chain holds is the
+ * tail of the request t answered last (t->ans), as the tail rule charges
+ * it without chains: the part is anchored to that request in place and
+ * emitted, the chain is closed and t holds no request (RM_MODE_ASSOC).
+ * Returns 1 if so, 0 if t is not in such a tail (nothing changed).
+ */
+RM_INLINE int rm_cont_tail(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	struct rm_part *p = &t->cur;
+
+	if (t->mode != RM_MODE_CONT || (t->chain_st & RM_CHAIN_DONE) || !(t->ans_st & RM_ANS_VALID) ||
+	    !rm_cont_quiet(t))
+		return 0;
+	__builtin_memcpy(&p->in, &t->ans, sizeof(p->in));
+	p->flags |= RM_PF_ANCHOR;
+	p->flags &= ~RM_PF_IN_SEQ;
+	p->in_seq_start = 0;
+	p->in_seq_end = 0;
+	if (t->ans_st & RM_ANS_SEQ) {
+		p->flags |= RM_PF_IN_SEQ;
+		p->in_seq_start = t->ans_seq_start;
+		p->in_seq_end = t->ans_seq_end;
+	}
+	rm_flush(e, t);
+	t->chain = 0;
+	t->chain_st &= RM_CHAIN_SERVER | RM_CHAIN_HANDED | RM_CHAIN_REQ;
+	t->mode = RM_MODE_ASSOC;
+	t->tail = 0;
+	p->start_ns = now;
+	return 1;
+}
+
+/*
  * Ends t's chain anchored from its start (RM_CHAIN_DONE) at time now: its
  * part is emitted, charged like the request it names; the thread is back
  * to holding no request, as after a hand-off.
@@ -298,26 +334,30 @@ RM_INLINE void rm_cont_end(struct rm_env *e, struct rm_task *t, __u64 now)
  * Thread t blocks (not preempted) at time now. A worker that blocks after
  * its reply and before sending anything else is most likely waiting for
  * its next request: what it did since the reply is the tail of the
- * request it answered (bookkeeping, signalling), charged to no request:
- * a chain gives it back to unsegmented, where the tail rule without
- * chains (see the file's comment) charges it to that request. Only the first
- * block of a chain counts: a job's own later waits (a back-end call, disk)
- * keep their CPU in the chain. (A job that blocks before its first send
- * while its worker never waited loses the CPU before that block to V.)
+ * request it answered (bookkeeping, signalling), charged to that request
+ * (rm_cont_tail), as the tail rule charges it without chains; if the
+ * thread's last reply answered no known request, it goes back to
+ * unsegmented. Only the first block of a chain counts: a job's own later
+ * waits (a back-end call, disk) keep their CPU in the chain. (A job taken
+ * from a queue without a wait that blocks before its first send goes to
+ * the request answered before it.)
  */
 RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
 {
-	if (t->mode != RM_MODE_CONT)
+	if (t->mode != RM_MODE_CONT) {
+		t->ans_st = 0; /* the tail of its last reply, if any, ends here */
 		return;
-	t->ans_st = 0; /* the tail of its last reply, if any, ends here */
+	}
 	if (t->chain_st & RM_CHAIN_DONE) {
 		/* finishing another's request ends when it waits again */
+		t->ans_st = 0;
 		rm_done_end(e, t, now);
 		return;
 	}
-	if (!(t->chain_st & RM_CHAIN_SLEPT) && rm_cont_quiet(t))
+	if (!rm_cont_tail(e, t, now) && !(t->chain_st & RM_CHAIN_SLEPT) && rm_cont_quiet(t))
 		rm_cont_fold(e, t, now);
 	t->chain_st |= RM_CHAIN_SLEPT;
+	t->ans_st = 0; /* the tail of its last reply, if any, ends here */
 }
 
 /*
@@ -557,17 +597,28 @@ RM_INLINE void rm_seg_begin(struct rm_env *e, struct rm_task *t, __u64 now, __u6
  * Follow-replies: bytes [start, start + bytes) were just received on a
  * server-side socket whose last request is *in (socket storage in the
  * kernel, a table in the replay): contiguous reads of one request extend
- * its range, anything else starts a new one.
+ * its range, anything else starts a new one. A request that follows a
+ * reply on the same connection (a persistent connection, a proxy's pooled
+ * upstream connection carrying many clients' requests) is contiguous with
+ * the one answered but is another request: once a reply went out
+ * (rm_inb_replied), the next bytes start a new range.
  */
 RM_INLINE void rm_inb_update(struct rm_inb *in, int has_seq, __u64 start, __u64 bytes)
 {
-	if (has_seq && in->has_seq && (__u32)in->seq_end == (__u32)start) {
+	if (has_seq && in->has_seq && !in->replied && (__u32)in->seq_end == (__u32)start) {
 		in->seq_end += bytes;
 	} else {
 		in->seq_start = start;
 		in->seq_end = start + bytes;
 	}
 	in->has_seq = has_seq;
+	in->replied = 0;
+}
+
+/* A reply was sent on the server-side socket whose last request is *in. */
+RM_INLINE void rm_inb_replied(struct rm_inb *in)
+{
+	in->replied = 1;
 }
 
 /*
@@ -615,6 +666,7 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		rm_flush(e, t);
 		t->mode = RM_MODE_NONE;
 	}
+	rm_cont_tail(e, t, now); /* the tail of the request answered ends here */
 	rm_cont_end(e, t, now);
 	if (t->chain && (srv || !(t->chain_st & RM_CHAIN_OUT)))
 		rm_chain_close(e, t, now, 0, 0);
@@ -908,8 +960,7 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 			rm_seg_wait(e, prev_t, now);
 			prev_t->tail = 0; /* the request's tail ends at its first wait */
 			/* waiting for its next request: what it does on waking reads it */
-			prev_t->head = (prev_t->mode == RM_MODE_ASSOC || prev_t->mode == RM_MODE_NONE) &&
-				       !(e->follow_replies && (prev_t->chain_st & RM_CHAIN_SERVER));
+			prev_t->head = prev_t->mode == RM_MODE_ASSOC || prev_t->mode == RM_MODE_NONE;
 		}
 	}
 	if (prev_t)
