@@ -37,12 +37,11 @@
  * With follow-replies a serving thread's CPU after a reply goes to its
  * continuation chain instead (below): a chain is exactly "the work after a
  * reply", with a rule of its own for which request it was for. The tail
- * rule covers what chains do not: the default configuration, and threads
- * that do not serve (clients) under the option. One rule per thread, never
+ * rule covers what chains do not: threads that do not serve (clients),
+ * and every thread when the option is off. One rule per thread, never
  * both: where a chain exists the tail flag is never consulted. The two
- * differ in one place: a chain that shows nothing before its first block
- * is folded back to unsegmented (rm_cont_block), where without the option
- * the same tail is charged to the request answered.
+ * agree on the tail: a chain that shows nothing before the thread first
+ * blocks or reads again is charged to the request answered (rm_cont_tail).
  *
  * It is pure logic with no I/O, compiled twice: into the BPF program
  * (rametr.bpf.c, per-thread state in task storage) and into user space for the
@@ -196,9 +195,10 @@ RM_INLINE __u64 rm_next_seg_id(struct rm_env *e);
  * server-side socket) have chains: a client's work after its sends stays
  * unsegmented, with no record. A chain that ends at the thread's next
  * recv on a server-side socket (it reads the next request itself: an event
- * loop, a thread per connection) was not work for a request: its CPU goes
- * back to unsegmented, as without the option, or, if some of it was
- * already emitted, an empty anchor record tells the aggregator so.
+ * loop, a thread per connection) after a wait was not work for a request:
+ * its CPU goes back to unsegmented, or, if some of it was already emitted,
+ * an empty anchor record tells the aggregator so. Before any wait it was
+ * the tail of the request answered (rm_cont_tail).
  */
 
 /* Turns t's associated part into the first part of a continuation at time now. */

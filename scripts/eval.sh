@@ -94,7 +94,7 @@ techs="Rametr"
 tb_name=eval
 . "$top/scripts/testbed-lib.sh"
 tb_init
-"$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--follow-replies' && tb_col_extra=(--follow-replies)
+# The collectors run in their default configuration, as a user runs them.
 # The hosts are taken for each experiment and given back after it, so that
 # other users of the testbed (tests) wait for one experiment, not for all.
 tb_hosts_quiet=1

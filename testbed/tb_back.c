@@ -6,8 +6,9 @@
  * thread CPU. One thread per connection serves one request at a time, like
  * tb-server. It keeps the ground truth per CE (tb_truth.h) — the <ce> field
  * is forwarded by the front-end for this purpose only — from right before
- * the recv that completed the request line (its head, tb_lsrv.h) to right
- * after the reply's first send returned. The truth file is rewritten
+ * the recv that completed the request line (its head, tb_lsrv.h) on to
+ * right before the thread's next recv (its tail: the rest of the reply, the
+ * way back to the next read). The truth file is rewritten
  * every second and on SIGTERM/SIGINT. Owns the truth table and its file.
  */
 #include <errno.h>
@@ -71,7 +72,7 @@ static int tb_back_too_long(void *arg, int fd)
 	return tb_back_err(arg, fd, "line too long");
 }
 
-static int tb_back_serve(void *arg, int fd, const char *line, size_t len, uint64_t t0)
+static int tb_back_serve(void *arg, int fd, const char *line, size_t len, uint64_t t0, struct tb_lsrv_tail *tail)
 {
 	struct tb_back *b = arg;
 	struct tb_tier_req req;
@@ -105,8 +106,17 @@ static int tb_back_serve(void *arg, int fd, const char *line, size_t len, uint64
 	/* Served either way: the CPU was spent on behalf of req.ce. */
 	if (tb_truth_add(&b->truth, req.ce, 1, t1 - t0, len + 1, tx) != RM_OK)
 		rm_log_warn("failed to record a request of '%s'", req.ce);
+	tb_lsrv_tail_open(tail, req.ce, t1);
 	__atomic_fetch_add(&b->served, 1, __ATOMIC_RELAXED);
 	return rv == RM_OK ? 0 : -1;
+}
+
+static void tb_back_tail(void *arg, const char *ce, uint64_t cpu_ns)
+{
+	struct tb_back *b = arg;
+
+	if (tb_truth_add(&b->truth, ce, 0, cpu_ns, 0, 0) != RM_OK)
+		rm_log_warn("failed to record a request of '%s'", ce);
 }
 
 static void tb_back_tick(void *arg)
@@ -217,6 +227,7 @@ int main(int argc, char **argv)
 		return 1;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.serve = tb_back_serve;
+	cfg.tail = tb_back_tail;
 	cfg.too_long = tb_back_too_long;
 	cfg.tick = tb_back_tick;
 	cfg.arg = &b;

@@ -73,8 +73,25 @@ int tb_lsrv_send_err(int fd, const char *reason)
 	return 0;
 }
 
+void tb_lsrv_tail_open(struct tb_lsrv_tail *tail, const char *ce, uint64_t from)
+{
+	snprintf(tail->ce, sizeof(tail->ce), "%s", ce);
+	tail->from = from;
+	tail->open = 1;
+}
+
+/* Closes tl, the tail of the request served last, at thread CPU time now. */
+static void tb_lsrv_tail_close(const struct tb_lsrv_cfg *cfg, struct tb_lsrv_tail *tl, uint64_t now)
+{
+	if (!tl->open)
+		return;
+	tl->open = 0;
+	if (cfg->tail && now > tl->from)
+		cfg->tail(cfg->arg, tl->ce, now - tl->from);
+}
+
 /* Serves one connection until the peer closes it, it fails, or serve drops it. */
-static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
+static void tb_lsrv_serve_lines(const struct tb_lsrv_cfg *cfg, int fd, struct tb_lsrv_tail *tl)
 {
 	char buf[TB_LINE_MAX];
 	size_t have = 0;
@@ -103,13 +120,11 @@ static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
 				return;
 			pre = tb_thread_cpu_ns();
 			n = recv(fd, buf + have, sizeof(buf) - have, 0);
-			if (n == 0)
-				return; /* peer closed, possibly mid-request */
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				return;
-			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			tb_lsrv_tail_close(cfg, tl, pre);
+			if (n <= 0)
+				return; /* peer closed (possibly mid-request), or failed */
 			/* The last recv before a complete line counts. */
 			t0 = cfg->truth_head ? pre : tb_thread_cpu_ns();
 			t0_valid = 1;
@@ -117,16 +132,27 @@ static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
 			continue;
 		}
 		len = (size_t)(nl - buf);
-		if (!t0_valid) /* a pipelined line already in the buffer */
+		if (!t0_valid) { /* a pipelined line already in the buffer */
 			t0 = tb_thread_cpu_ns();
+			tb_lsrv_tail_close(cfg, tl, t0);
+		}
 		if (discarding)
 			discarding = 0;
-		else if (cfg->serve(cfg->arg, fd, buf, len, t0) != 0)
+		else if (cfg->serve(cfg->arg, fd, buf, len, t0, tl) != 0)
 			return;
 		t0_valid = 0;
 		have -= len + 1;
 		memmove(buf, nl + 1, have);
 	}
+}
+
+/* Serves one connection; the last request's tail ends with it. */
+static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
+{
+	struct tb_lsrv_tail tl = { .open = 0 };
+
+	tb_lsrv_serve_lines(cfg, fd, &tl);
+	tb_lsrv_tail_close(cfg, &tl, tb_thread_cpu_ns());
 }
 
 static void *tb_lsrv_conn_main(void *arg);
