@@ -715,6 +715,26 @@ RM_INLINE void rm_ans_set(const struct rm_env *e, struct rm_task *t, const struc
 }
 
 /*
+ * t's segment (RM_MODE_SEG if req, else a chain's part) just ended at a
+ * send that is no reply: a call to another service. If the segment held a
+ * request t read itself (req: a proxy forwarding it), what t does next, up
+ * to its first wait or read, is that request's tail: it becomes the request
+ * t answers (rm_cont_tail). Otherwise no request is known.
+ */
+RM_INLINE void rm_ans_call(const struct rm_env *e, struct rm_task *t, int req)
+{
+	const struct rm_part *p = &t->cur;
+
+	t->ans_st = 0;
+	if (!e->follow_replies || !req)
+		return;
+	__builtin_memcpy(&t->ans, &p->in, sizeof(t->ans));
+	t->ans_seq_start = p->in_seq_start;
+	t->ans_seq_end = p->in_seq_end;
+	t->ans_st = RM_ANS_VALID | ((p->flags & RM_PF_IN_SEQ) ? RM_ANS_SEQ : 0);
+}
+
+/*
  * A send of `bytes` (> 0) on socket `tp` by thread t (NULL: no state) at time
  * now. srv: the socket is the server side of its connection (a reply); inb:
  * the bytes last received on it (NULL if unknown), which the reply answers
@@ -801,6 +821,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	}
 	t->dirty = 1;
 	if (closing) {
+		int req = t->mode == RM_MODE_SEG && (t->chain_st & RM_CHAIN_REQ);
+
 		rm_flush(e, t);
 		t->mode = RM_MODE_ASSOC;
 		t->tail = 1; /* its CPU goes on to the request it answered */
@@ -811,6 +833,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 			rm_chain_close(e, t, now, inb ? tp : 0, inb);
 		if (srv)
 			rm_ans_set(e, t, tp, inb);
+		else
+			rm_ans_call(e, t, req);
 	}
 }
 

@@ -1275,6 +1275,48 @@ static void test_follow_replies_waits(void)
 }
 
 /*
+ * An event-loop proxy with follow-replies (tid 101): it answers Z on 11,
+ * reads A on 12 and forwards it upstream on 50 (no reply: a call), then
+ * waits. Each tail goes to its own request, not to the last one answered:
+ *   [100,200) Z, reply on 11; [200,250) Z's tail, ended by the recv on 12
+ *   [250,350) A, forwarded on 50; [350,400) A's tail until the wait
+ */
+static void test_follow_replies_proxy_tail(void)
+{
+	const struct rm_part *p;
+
+	follow_replies = 1;
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "100 0 recv tid=101 pid=100 sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.9:5009 bytes=10 seq=1000 srv=1\n"
+	       "200 0 send tid=101 pid=100 sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.9:5009 bytes=20 seq=7000 srv=1\n"
+	       "250 0 recv tid=101 pid=100 sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.1:5001 bytes=10 seq=2000 srv=1\n"
+	       "350 0 send tid=101 pid=100 sock=50 fam=4 laddr=10.0.0.1:50000 raddr=10.0.0.2:9000 bytes=30 seq=5000\n"
+	       "400 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
+	CU_ASSERT_EQUAL(part(0)->in.cookie, 11);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 100);
+	p = part(1); /* Z's tail */
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END), RM_PF_CONT | RM_PF_ANCHOR);
+	CU_ASSERT_EQUAL(p->in.cookie, 11);
+	CU_ASSERT_EQUAL(p->in_seq_start, 1000);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	p = part(2); /* A up to its forwarding */
+	CU_ASSERT_EQUAL(p->in.cookie, 12);
+	CU_ASSERT_EQUAL(p->out.cookie, 50);
+	CU_ASSERT_EQUAL(p->cpu_ns, 100);
+	p = part(3); /* A's tail */
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END | RM_PF_IN_SEQ),
+			RM_PF_CONT | RM_PF_ANCHOR | RM_PF_IN_SEQ);
+	CU_ASSERT_EQUAL(p->in.cookie, 12);
+	CU_ASSERT_EQUAL(p->in_seq_start, 2000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 2010);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 0);
+}
+
+/*
  * A pool worker's tail and the hand-off of its next job (follow-replies).
  * Worker 302, reader 301, client sockets 11 and 12 (server side):
  *   [100,200)  302 replies on 11 at 150 (chain anchored to 11's request
@@ -1545,6 +1587,7 @@ static CU_TestInfo cases[] = {
 	{ "follow-replies: after a wait, work goes to the request answered, not the one read", test_follow_replies_waits },
 	{ "follow-replies gives a client no chains and no more records", test_follow_replies_client },
 	{ "follow-replies: hand-offs between a reader and a worker, both ways", test_follow_replies_handoff },
+	{ "follow-replies: a proxy's tail after forwarding is the request forwarded", test_follow_replies_proxy_tail },
 	{ "follow-replies: without the waker only the tail before the first block is", test_follow_replies_handoff_unknown_waker },
 	{ "follow-replies: a reader woken after the worker's tail has ended finishes no request",
 	  test_follow_replies_handoff_after_block },
