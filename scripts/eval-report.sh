@@ -287,11 +287,11 @@ if grep -q '^pg,' "$R"; then
 	{
 		echo
 		echo "U over the interval: $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s; the backends' truth covers $(awk -v u="$U" '{ s += $2 } END { printf "%.1f", 100 * s / u }' "$gd/truth-backends.txt")% of it"
-		echo "(the rest: postgres's own auxiliary processes, which Rametr leaves unaccountable). Rametr reads"
-		echo "low mostly for the role with the most (and cheapest) transactions: a backend's work after its reply"
-		echo "is sent — going idle, statistics, the non-blocking read that finds nothing and the wait for the"
-		echo "next query — lies outside any segment (seed 000 §5.2: a segment ends at the send), so it is"
-		echo "\`unsegmented\` V, while the backends' truth counts it."
+		echo "(the rest: postgres's own auxiliary processes, which Rametr leaves unaccountable). A backend's"
+		echo "work after its reply is sent — going idle, statistics, the non-blocking read that finds nothing,"
+		echo "entering the wait for the next query — is the tail of the query answered, and its return from"
+		echo "that wait and the read of the next query are that query's head: Rametr charges both to the role"
+		echo "of the query, as the backends' truth counts them."
 		echo
 		echo "Percentage of totals as in Fig. 9: the separate runs are each CE's load alone, all of postgres's"
 		echo "CPU (/proc) over ${d_sep} whole seconds each; the others are from the run together."

@@ -24,8 +24,8 @@
 #
 # Usage: scripts/eval.sh --profile ci|full [--out DIR] [--build DIR]
 #          [--report DIR] [--only LIST]
-#   --profile ci    one synthetic configuration, short phases, short pg and
-#                   redis runs (about 3 min); checks the bounds
+#   --profile ci    one synthetic configuration, short phases, short pg,
+#                   redis and nginx runs (about 4 min); checks the bounds
 #   --profile full  everything (about 20 min); writes testbed/RESULTS.md and
 #                   testbed/results/ (CSV, SVG)
 #   --out DIR       raw runs, logs and databases (default /tmp/rametr-eval)

@@ -23,12 +23,12 @@
  * from right before the recv that completed its request line (its head) on
  * to right before the thread's next recv (its tail: the rest of the reply,
  * the way back to the next read; tb_lsrv.h). With workers, the reader's
- * part (recv to hand-off), the
- * worker's part (pick-up to the reply's first send) and the reader's taking
- * the connection back after the reply (watching it again) are measured on
- * each thread and added. --stats has per CE the requests, cache hits, misses and
- * failed back-end fetches. Both files are rewritten every second and at the
- * end (SIGTERM/SIGINT).
+ * part (right before its recv to the hand-off), the worker's part (pick-up
+ * to the reply's first send) and the reader's taking the connection back
+ * after the reply (watching it again) are measured on each thread and
+ * added. --stats has per CE the requests, cache hits, misses and failed
+ * back-end fetches. Both files are rewritten every second and at the end
+ * (SIGTERM/SIGINT).
  *
  * The main thread owns the listening socket, the files, the worker threads
  * and (with workers) every client connection; a connection or worker thread
@@ -742,6 +742,7 @@ static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c)
 		tb_conn_maybe_free(f, c);
 		return;
 	}
+	t0 = tb_thread_cpu_ns(); /* reading the request (its head) is its work */
 	n = recv(c->fd, c->buf + c->have, sizeof(c->buf) - c->have, MSG_DONTWAIT);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
@@ -750,7 +751,6 @@ static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c)
 		tb_conn_maybe_free(f, c);
 		return;
 	}
-	t0 = tb_thread_cpu_ns();
 	c->have += (size_t)n;
 	tb_conn_lines(f, c, t0);
 	tb_conn_maybe_free(f, c);

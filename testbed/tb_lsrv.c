@@ -90,7 +90,11 @@ static void tb_lsrv_tail_close(const struct tb_lsrv_cfg *cfg, struct tb_lsrv_tai
 		cfg->tail(cfg->arg, tl->ce, now - tl->from);
 }
 
-/* Serves one connection until the peer closes it, it fails, or serve drops it. */
+/*
+ * Serves one connection until the peer closes it, it fails, or serve drops
+ * it; the last request's tail is left open in *tl (the connection's end is
+ * that request's).
+ */
 static void tb_lsrv_serve_lines(const struct tb_lsrv_cfg *cfg, int fd, struct tb_lsrv_tail *tl)
 {
 	char buf[TB_LINE_MAX];
@@ -122,9 +126,9 @@ static void tb_lsrv_serve_lines(const struct tb_lsrv_cfg *cfg, int fd, struct tb
 			n = recv(fd, buf + have, sizeof(buf) - have, 0);
 			if (n < 0 && errno == EINTR)
 				continue;
-			tb_lsrv_tail_close(cfg, tl, pre);
 			if (n <= 0)
 				return; /* peer closed (possibly mid-request), or failed */
+			tb_lsrv_tail_close(cfg, tl, pre);
 			/* The last recv before a complete line counts. */
 			t0 = cfg->truth_head ? pre : tb_thread_cpu_ns();
 			t0_valid = 1;
@@ -144,15 +148,6 @@ static void tb_lsrv_serve_lines(const struct tb_lsrv_cfg *cfg, int fd, struct tb
 		have -= len + 1;
 		memmove(buf, nl + 1, have);
 	}
-}
-
-/* Serves one connection; the last request's tail ends with it. */
-static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
-{
-	struct tb_lsrv_tail tl = { .open = 0 };
-
-	tb_lsrv_serve_lines(cfg, fd, &tl);
-	tb_lsrv_tail_close(cfg, &tl, tb_thread_cpu_ns());
 }
 
 static void *tb_lsrv_conn_main(void *arg);
@@ -191,6 +186,7 @@ static void *tb_lsrv_conn_main(void *arg)
 {
 	struct tb_lconn *c = arg;
 	struct tb_lsrv *s = c->srv;
+	struct tb_lsrv_tail tl;
 	int one = 1;
 
 	for (;;) {
@@ -222,7 +218,8 @@ static void *tb_lsrv_conn_main(void *arg)
 
 		if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
 			rm_log_debug("failed to set TCP_NODELAY: %s", strerror(errno));
-		tb_lsrv_serve_conn(s->cfg, fd);
+		tl.open = 0;
+		tb_lsrv_serve_lines(s->cfg, fd, &tl);
 
 		/* Idle again; the main thread no longer touches fd once it is -1. */
 		pthread_mutex_lock(&s->lock);
@@ -230,6 +227,8 @@ static void *tb_lsrv_conn_main(void *arg)
 		s->idle++;
 		pthread_mutex_unlock(&s->lock);
 		close(fd);
+		/* the connection's end (reading its EOF, closing it) is its last request's */
+		tb_lsrv_tail_close(s->cfg, &tl, tb_thread_cpu_ns());
 	}
 	return NULL;
 }
