@@ -438,7 +438,7 @@ if grep -q '^nginx,' "$R"; then
 		echo
 		echo "At the back end U is $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s, V $(awk -v u="$U" -v v="$(get "$nd/rametr-sums-be.txt" __unaccountable__)" 'BEGIN { printf "%.2f", u ? 100 * v / u : 0 }')% of it;"
 		echo "by reason: $(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$nd/v-be.csv" 2>/dev/null)."
-		echo "tb-back's truth covers $(awk -v u="$U" '{ s += $2 } END { printf "%.1f", u ? 100 * s / u : 0 }' "$nd/truth-be.txt")% of U (the rest: its main thread, accepting)."
+		echo "tb-back's truth sums to $(awk -v u="$U" '{ s += $2 } END { printf "%.1f", u ? 100 * s / u : 0 }' "$nd/truth-be.txt")% of U (its main thread's accepting is in U, not in the truth)."
 		echo "The proxy: nginx's own on-CPU time (\`/proc/PID/schedstat\` of its processes) over"
 		echo "$(awk '{ print $2 - $1 }' "$nd/interval.txt") whole seconds was $(awk -v p="$pcpu" 'BEGIN { printf "%.3f", p / 1e9 }') s; Rametr charged"
 		echo "$(awk -v p="$pcpu" '$1 ~ /^c[0-9]+$/ { s += $2 } END { printf "%.1f", p ? 100 * s / p : 0 }' "$nd/rametr-sums-fe.txt")% of it to the CEs"

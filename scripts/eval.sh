@@ -82,7 +82,7 @@ for p in aggregator/rametr-aggregator collector/rametr-collector ctl/rametrctl t
 done
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 for p in "$PGBIN/initdb" "$PGBIN/postgres" /usr/bin/pgbench /usr/bin/psql /usr/bin/redis-server \
-	 /usr/bin/redis-cli runuser; do
+	 /usr/bin/redis-cli /usr/sbin/nginx /usr/bin/curl runuser; do
 	command -v "$p" >/dev/null || { echo "eval: '$p' is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 out=$(realpath -m "$out")
