@@ -715,11 +715,11 @@ RM_INLINE void rm_ans_set(const struct rm_env *e, struct rm_task *t, const struc
 }
 
 /*
- * t's segment (RM_MODE_SEG if req, else a chain's part) just ended at a
- * send that is no reply: a call to another service. If the segment held a
- * request t read itself (req: a proxy forwarding it), what t does next, up
- * to its first wait or read, is that request's tail: it becomes the request
- * t answers (rm_cont_tail). Otherwise no request is known.
+ * t's part just ended at a send that is no reply: a call to another
+ * service. req: the part was a segment that began with a request t read
+ * itself (a proxy forwarding it); what t does next, up to its first wait
+ * or read, is that request's tail, so it becomes the request t answered
+ * (rm_cont_tail). Otherwise no request is known.
  */
 RM_INLINE void rm_ans_call(const struct rm_env *e, struct rm_task *t, int req)
 {
