@@ -108,6 +108,27 @@ static void test_rate_card(void)
 	CU_ASSERT_EQUAL(ctl_rates_parse(bad, strlen(bad), "bad.ini", &rt), RM_ECONFIG);
 }
 
+/* The rate card is read with the daemons' INI grammar: ';' comments, a refused header's keys skipped. */
+static void test_rate_card_grammar(void)
+{
+	static const char card[] = "; prices per core-hour and GiB\n[default]\ncpu = 0.05 ; per core-hour\n"
+				   "[class web]\nservers = web#1\ncpu = 0.07\n";
+	static const char bad[] = "[zone x]\ncpu = 1\n[default]\ncpu = 0.01\n";
+	char many[CTL_RATE_SETS_MAX * 24 + 1] = "";
+	struct ctl_rates rt;
+	size_t i, n = 0;
+
+	CU_ASSERT_EQUAL_FATAL(ctl_rates_parse(card, strlen(card), "g.ini", &rt), RM_OK);
+	CU_ASSERT_EQUAL(ctl_rates_price(&rt, "db", ST_R_CPU), 50000);
+	CU_ASSERT_EQUAL(ctl_rates_price(&rt, "web#1", ST_R_CPU), 70000);
+	CU_ASSERT_EQUAL(ctl_rates_parse(bad, strlen(bad), "bad.ini", &rt), RM_ECONFIG);
+	CU_ASSERT_EQUAL(rt.set[0].price[ST_R_CPU], 10000);
+	for (i = 0; i < CTL_RATE_SETS_MAX; i++)
+		n += (size_t)snprintf(many + n, sizeof(many) - n, "[server s%zu]\ncpu = 1\n", i);
+	CU_ASSERT_EQUAL(ctl_rates_parse(many, n, "many.ini", &rt), RM_ECONFIG);
+	CU_ASSERT_EQUAL(rt.nset, CTL_RATE_SETS_MAX);
+}
+
 /* ---- the real binary ---- */
 
 static char out[1 << 20], err[1 << 14];
@@ -523,6 +544,7 @@ static void test_since_last_killed(void)
 static CU_TestInfo cases[] = {
 	{ "unaccountable share: none, weighted, even, exact", test_allocation },
 	{ "rate card: precedence, errors", test_rate_card },
+	{ "the rate card is read with the configuration files' grammar", test_rate_card_grammar },
 	{ "FOCUS columns, reconciliation with U", test_focus_columns_and_reconciliation },
 	{ "--since-last killed and re-run 50 times: each period once", test_since_last_killed },
 	CU_TEST_INFO_NULL,
