@@ -370,9 +370,25 @@ static char *ctl_decimal(char *buf, size_t len, int64_t v, int64_t div, int dec)
 
 	for (i = 0; i < dec; i++)
 		p *= 10;
+	char tmp[80];
+	size_t k = 0, j;
+
 	q = (a * p * 2 + (unsigned __int128)div) / ((unsigned __int128)div * 2);
-	snprintf(buf, len, "%s%llu.%0*llu", v < 0 && q ? "-" : "", (unsigned long long)(q / p), dec,
-		 (unsigned long long)(q % p));
+	/* the digits backwards, then reversed into buf (no printf per value:
+	 * a bill has three per row) */
+	for (i = 0; i < dec; i++, q /= 10)
+		tmp[k++] = (char)('0' + (int)(q % 10));
+	tmp[k++] = '.';
+	do {
+		tmp[k++] = (char)('0' + (int)(q % 10));
+		q /= 10;
+	} while (q && k < sizeof(tmp) - 1);
+	if (v < 0 && (a * p * 2 + (unsigned __int128)div) / ((unsigned __int128)div * 2))
+		tmp[k++] = '-';
+	for (j = 0; j < k && j + 1 < len; j++)
+		buf[j] = tmp[k - 1 - j];
+	if (len)
+		buf[j] = '\0';
 	return buf;
 }
 
@@ -392,6 +408,7 @@ int ctl_bill_print(FILE *f, enum ctl_fmt fmt, const struct ctl_charge *c, size_t
 	struct rm_field fl[64];
 	char bps[40], bpe[40], cps[40], cpe[40], desc[200], cost[48], price[48], pq[64], details[256],
 		method[48];
+	int64_t cps_ns = INT64_MIN, cpe_ns = INT64_MIN; /* what cps and cpe hold */
 	size_t i, k;
 
 	if (fmt == CTL_FMT_TABLE)
@@ -410,8 +427,10 @@ int ctl_bill_print(FILE *f, enum ctl_fmt fmt, const struct ctl_charge *c, size_t
 		int cpu = x->resource == ST_R_CPU;
 		int64_t unit = cpu ? NS_PER_CORE_HOUR : BYTES_PER_GIB;
 
-		ctl_time_format(x->start_ns, cps, sizeof(cps));
-		ctl_time_format(x->end_ns, cpe, sizeof(cpe));
+		if (x->start_ns != cps_ns || cps_ns == INT64_MIN)
+			ctl_time_format(cps_ns = x->start_ns, cps, sizeof(cps));
+		if (x->end_ns != cpe_ns || cpe_ns == INT64_MIN)
+			ctl_time_format(cpe_ns = x->end_ns, cpe, sizeof(cpe));
 		snprintf(desc, sizeof(desc), "%s of %s on %s (%s)", st_resource_name(x->resource), x->tenant,
 			 x->server, cpu ? "per core-hour" : "per GiB");
 		ctl_decimal(cost, sizeof(cost), x->cost, 1000000, 6);
