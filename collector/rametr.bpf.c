@@ -886,6 +886,8 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	if (cpu_counters && own)
 		rm_ctr_cut(&e, own, task, now, 0);
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
+	if (inb)
+		rm_inb_replied(inb);
 	return 0;
 }
 

@@ -144,7 +144,7 @@ struct rm_task {
 struct rm_inb {
 	__u64 seq_start, seq_end; /* TCP range, valid if has_seq */
 	__u32 has_seq;
-	__u32 pad;
+	__u32 replied;            /* a reply went out since: the next bytes begin a new request */
 };
 
 /*
