@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,20 +389,4 @@ uint64_t tb_burn_cpu(uint32_t us)
 			break;
 	}
 	return acc ^ x;
-}
-
-void tb_log_bad_option(char **argv)
-{
-	if (optopt)
-		rm_log_error("bad or incomplete option '-%c'", optopt);
-	else
-		rm_log_error("unknown option '%s'", argv[optind - 1]);
-}
-
-int tb_extra_args(int argc, char **argv)
-{
-	if (optind == argc)
-		return 0;
-	rm_log_error("unexpected argument '%s'", argv[optind]);
-	return 1;
 }

@@ -110,13 +110,4 @@ uint64_t tb_real_ns(void);
  */
 uint64_t tb_burn_cpu(uint32_t us);
 
-/*
- * Command-line helpers shared by the testbed's programs, for getopt_long
- * loops. tb_log_bad_option() logs what was wrong with the option just seen
- * (getopt's '?' case). tb_extra_args() logs the first operand left after the
- * options and returns 1 if there is one, 0 otherwise.
- */
-void tb_log_bad_option(char **argv);
-int tb_extra_args(int argc, char **argv);
-
 #endif

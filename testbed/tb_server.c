@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "rm_err.h"
-#include "rm_version.h"
+#include "tb_cli.h"
 #include "tb_proto.h"
 #include "tb_truth.h"
 #include "banned.h"
@@ -533,7 +533,6 @@ int main(int argc, char **argv)
 	struct sockaddr_in addr;
 	const char *listen_s = NULL, *truth_path = NULL;
 	uint64_t workers = TB_WORKERS_DEFAULT;
-	sigset_t mask;
 	int c, lfd, sfd, rv, ret = 0, event_loop = 0;
 
 	rm_log_init("tb-server");
@@ -555,22 +554,12 @@ int main(int argc, char **argv)
 		case 'e':
 			event_loop = 1;
 			break;
-		case 'V':
-			rm_version_print(stdout, "tb-server");
-			return 0;
-		case 'h':
-			tb_usage(stdout);
-			return 0;
 		default:
-			tb_log_bad_option(argv);
-			tb_usage(stderr);
-			return 2;
+			return tb_cli_other(c, argv, "tb-server", tb_usage);
 		}
 	}
-	if (tb_extra_args(argc, argv)) {
-		tb_usage(stderr);
+	if (tb_cli_extra_args(argc, argv, tb_usage))
 		return 2;
-	}
 	if (!listen_s || !truth_path) {
 		rm_log_error("--listen and --truth are required");
 		tb_usage(stderr);
@@ -581,16 +570,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	/* Signals go to the signalfd only; SIGPIPE never kills us. */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0 ||
-	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
-		rm_log_error("failed to set up signal handling: %s", strerror(errno));
+	sfd = tb_cli_signalfd();
+	if (sfd < 0)
 		return 1;
-	}
 	memset(&srv, 0, sizeof(srv));
 	srv.truth_path = truth_path;
 	srv.nconns = (size_t)workers;
