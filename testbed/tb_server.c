@@ -40,6 +40,7 @@
 
 #include "rm_err.h"
 #include "tb_cli.h"
+#include "tb_lsrv.h"
 #include "tb_proto.h"
 #include "tb_truth.h"
 #include "banned.h"
@@ -305,31 +306,6 @@ static void tb_accept_one(struct tb_srv *s, int lfd)
 	s->active++;
 }
 
-static int tb_listen(const struct sockaddr_in *addr)
-{
-	struct sockaddr_in bound;
-	socklen_t blen = sizeof(bound);
-	char abuf[64];
-	int fd, one = 1;
-
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		rm_log_error("failed to create a socket: %s", strerror(errno));
-		return -1;
-	}
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-	    bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0 || listen(fd, 1024) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
-		rm_log_error("failed to listen on '%s': %s", tb_addr_str(addr, abuf, sizeof(abuf)),
-			     strerror(errno));
-		close(fd);
-		return -1;
-	}
-	printf("listening %s\n", tb_addr_str(&bound, abuf, sizeof(abuf)));
-	fflush(stdout);
-	return fd;
-}
-
 static int tb_run(struct tb_srv *s, int lfd, int sfd)
 {
 	uint64_t next_write = tb_mono_ns() + 1000000000ull;
@@ -586,7 +562,7 @@ int main(int argc, char **argv)
 	/* The file exists (empty) from the start, so readers can poll for it. */
 	if (tb_truth_write(&srv.truth, srv.truth_path) != RM_OK)
 		return 1;
-	lfd = tb_listen(&addr);
+	lfd = tb_lsrv_listen(&addr);
 	if (lfd < 0)
 		return 1;
 
