@@ -34,8 +34,7 @@ static int tb_ce_char(char c)
 	       c == '_' || c == '.' || c == ':' || c == '-';
 }
 
-/* Next token of [*pos, end): sets *tok and *tlen; returns 0 if none is left. */
-static int tb_next_tok(const char *line, size_t len, size_t *pos, const char **tok, size_t *tlen)
+int tb_next_tok(const char *line, size_t len, size_t *pos, const char **tok, size_t *tlen)
 {
 	size_t i = *pos;
 
@@ -51,24 +50,22 @@ static int tb_next_tok(const char *line, size_t len, size_t *pos, const char **t
 	return 1;
 }
 
-/* Parses a decimal token of tlen bytes into *out; returns 0 if malformed or > max. */
-static int tb_tok_u32(const char *tok, size_t tlen, uint32_t max, uint32_t *out, int *too_big)
+int tb_tok_u32(const char *tok, size_t tlen, uint32_t min, uint32_t max, uint32_t *out)
 {
 	uint64_t v = 0;
 	size_t i;
 
-	*too_big = 0;
 	if (tlen == 0)
 		return 0;
 	for (i = 0; i < tlen; i++) {
 		if (tok[i] < '0' || tok[i] > '9')
 			return 0;
 		v = v * 10 + (uint64_t)(tok[i] - '0');
-		if (v > max) {
-			*too_big = 1;
-			return 0;
-		}
+		if (v > max)
+			return -1;
 	}
+	if (v < min)
+		return -1;
 	*out = (uint32_t)v;
 	return 1;
 }
@@ -105,7 +102,7 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 {
 	const char *tok;
 	size_t tlen, pos = 0, i;
-	int too_big;
+	int r;
 
 	if (!line || !req || !reason) {
 		if (reason)
@@ -140,16 +137,16 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 		*reason = "missing cpu_us";
 		return RM_EPROTO;
 	}
-	if (!tb_tok_u32(tok, tlen, TB_CPU_US_MAX, &req->cpu_us, &too_big)) {
-		*reason = too_big ? "cpu_us too large" : "bad cpu_us";
+	if ((r = tb_tok_u32(tok, tlen, 0, TB_CPU_US_MAX, &req->cpu_us)) != 1) {
+		*reason = r < 0 ? "cpu_us too large" : "bad cpu_us";
 		return RM_EPROTO;
 	}
 	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "missing resp_bytes";
 		return RM_EPROTO;
 	}
-	if (!tb_tok_u32(tok, tlen, TB_RESP_MAX, &req->resp_bytes, &too_big)) {
-		*reason = too_big ? "resp_bytes too large" : "bad resp_bytes";
+	if ((r = tb_tok_u32(tok, tlen, 0, TB_RESP_MAX, &req->resp_bytes)) != 1) {
+		*reason = r < 0 ? "resp_bytes too large" : "bad resp_bytes";
 		return RM_EPROTO;
 	}
 	if (req->resp_bytes < TB_RESP_MIN) {

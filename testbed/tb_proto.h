@@ -47,6 +47,21 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 int tb_check_ce(const char *tok, size_t tlen, const char **reason);
 
 /*
+ * The next token of line[*pos, len): skips spaces and tabs, then sets *tok
+ * and *tlen to the run up to the next space, tab or len, moves *pos past it
+ * and returns 1; returns 0 if no token is left. line need not be
+ * NUL-terminated.
+ */
+int tb_next_tok(const char *line, size_t len, size_t *pos, const char **tok, size_t *tlen);
+
+/*
+ * Parses a decimal token of tlen bytes (digits only) into *out: returns 1,
+ * 0 if malformed (empty or not a digit), -1 if outside [min, max] (then *out
+ * is untouched).
+ */
+int tb_tok_u32(const char *tok, size_t tlen, uint32_t min, uint32_t max, uint32_t *out);
+
+/*
  * Formats a request line (with '\n') into buf. Returns its length, or 0 if
  * it does not fit or req is invalid.
  */
