@@ -98,34 +98,12 @@ static void tb_usage(FILE *f)
 		TB_WORKERS_DEFAULT, TB_WORKERS_MAX, TB_CPU_US_MAX, TB_RESP_MIN, TB_RESP_MAX);
 }
 
-/* Sends a whole short message; returns 0 or -1 if the peer is gone. */
-static int tb_send_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int tb_send_err(struct tb_srv *s, int fd, const char *reason)
 {
-	char msg[128];
-	int n = snprintf(msg, sizeof(msg), "ERR %s\n", reason);
-
 	pthread_mutex_lock(&s->lock);
 	s->malformed++;
 	pthread_mutex_unlock(&s->lock);
-	if (n < 0 || (size_t)n >= sizeof(msg))
-		return -1;
-	return tb_send_all(fd, msg, (size_t)n);
+	return tb_lsrv_send_err(fd, reason);
 }
 
 /* The thread's CPU up to thread CPU time now was the answered request's tail: add it to its CE. */
