@@ -50,6 +50,21 @@ int tb_next_tok(const char *line, size_t len, size_t *pos, const char **tok, siz
 	return 1;
 }
 
+int tb_line_clean(const char *line, size_t *len, const char **reason)
+{
+	size_t i;
+
+	if (*len > 0 && line[*len - 1] == '\r')
+		(*len)--;
+	for (i = 0; i < *len; i++) {
+		if (line[i] == '\0' || line[i] == '\n' || line[i] == '\r') {
+			*reason = "control character in request";
+			return RM_EPROTO;
+		}
+	}
+	return RM_OK;
+}
+
 int tb_tok_u32(const char *tok, size_t tlen, uint32_t min, uint32_t max, uint32_t *out)
 {
 	uint64_t v = 0;
@@ -101,7 +116,7 @@ int tb_check_ce(const char *tok, size_t tlen, const char **reason)
 int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **reason)
 {
 	const char *tok;
-	size_t tlen, pos = 0, i;
+	size_t tlen, pos = 0;
 	int r;
 
 	if (!line || !req || !reason) {
@@ -109,14 +124,8 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 			*reason = "internal error";
 		return RM_EINVAL;
 	}
-	if (len > 0 && line[len - 1] == '\r')
-		len--;
-	for (i = 0; i < len; i++) {
-		if (line[i] == '\0' || line[i] == '\n' || line[i] == '\r') {
-			*reason = "control character in request";
-			return RM_EPROTO;
-		}
-	}
+	if ((r = tb_line_clean(line, &len, reason)) != RM_OK)
+		return r;
 	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "empty request";
 		return RM_EPROTO;

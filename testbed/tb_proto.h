@@ -47,6 +47,13 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 int tb_check_ce(const char *tok, size_t tlen, const char **reason);
 
 /*
+ * The first step of parsing a request line of *len bytes (no '\n'): drops
+ * one trailing '\r' from *len, then returns RM_OK, or RM_EPROTO with
+ * *reason = "control character in request" if a NUL, '\n' or '\r' is left.
+ */
+int tb_line_clean(const char *line, size_t *len, const char **reason);
+
+/*
  * The next token of line[*pos, len): skips spaces and tabs, then sets *tok
  * and *tlen to the run up to the next space, tab or len, moves *pos past it
  * and returns 1; returns 0 if no token is left. line need not be

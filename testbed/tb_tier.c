@@ -53,7 +53,7 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 {
 	static const char *dummy;
 	const char *tok, *word;
-	size_t tlen, pos = 0, i;
+	size_t tlen, pos = 0;
 	int rv;
 
 	if (!reason)
@@ -67,14 +67,8 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 	}
 	front = cmd == TB_CMD_GET || cmd == TB_CMD_PUT;
 	memset(req, 0, sizeof(*req));
-	if (len > 0 && line[len - 1] == '\r')
-		len--;
-	for (i = 0; i < len; i++) {
-		if (line[i] == '\0' || line[i] == '\n' || line[i] == '\r') {
-			*reason = "control character in request";
-			return RM_EPROTO;
-		}
-	}
+	if ((rv = tb_line_clean(line, &len, reason)) != RM_OK)
+		return rv;
 	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "empty request";
 		return RM_EPROTO;
