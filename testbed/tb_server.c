@@ -284,21 +284,31 @@ static void tb_accept_one(struct tb_srv *s, int lfd)
 	s->active++;
 }
 
+/*
+ * The main loop's once-a-second truth snapshot: writes the truth file if
+ * *next_write (CLOCK_MONOTONIC ns) has passed, moving it a second on, and
+ * returns the poll timeout in ms until the next write. Main thread only.
+ */
+static int tb_truth_tick(struct tb_srv *s, uint64_t *next_write)
+{
+	uint64_t now = tb_mono_ns();
+
+	if (now >= *next_write) {
+		if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
+			rm_log_warn("failed to write the truth file '%s'", s->truth_path);
+		*next_write = now + 1000000000ull;
+	}
+	return (int)((*next_write - now) / 1000000ull) + 1;
+}
+
 static int tb_run(struct tb_srv *s, int lfd, int sfd)
 {
 	uint64_t next_write = tb_mono_ns() + 1000000000ull;
 
 	for (;;) {
 		struct pollfd pfd[3];
-		uint64_t now = tb_mono_ns();
-		int timeout, n, nfds;
+		int timeout = tb_truth_tick(s, &next_write), n, nfds;
 
-		if (now >= next_write) {
-			if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
-				rm_log_warn("failed to write the truth file '%s'", s->truth_path);
-			next_write = now + 1000000000ull;
-		}
-		timeout = (int)((next_write - now) / 1000000ull) + 1;
 		pfd[0].fd = sfd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = s->done_efd;
@@ -356,15 +366,8 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 		return RM_ENOMEM;
 	}
 	for (;;) {
-		uint64_t now = tb_mono_ns();
-		int timeout, k;
+		int timeout = tb_truth_tick(s, &next_write), k;
 
-		if (now >= next_write) {
-			if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
-				rm_log_warn("failed to write the truth file '%s'", s->truth_path);
-			next_write = now + 1000000000ull;
-		}
-		timeout = (int)((next_write - now) / 1000000ull) + 1;
 		pfd[0].fd = sfd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = n < max ? lfd : -1;
