@@ -113,6 +113,22 @@ int tb_check_ce(const char *tok, size_t tlen, const char **reason)
 	return RM_OK;
 }
 
+int tb_next_ce(const char *line, size_t len, size_t *pos, char ce[TB_CE_MAX], const char **reason)
+{
+	const char *tok;
+	size_t tlen;
+
+	if (!tb_next_tok(line, len, pos, &tok, &tlen)) {
+		*reason = "missing ce";
+		return RM_EPROTO;
+	}
+	if (tb_check_ce(tok, tlen, reason) != RM_OK)
+		return RM_EPROTO;
+	memcpy(ce, tok, tlen);
+	ce[tlen] = '\0';
+	return RM_OK;
+}
+
 int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **reason)
 {
 	const char *tok;
@@ -134,14 +150,8 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 		*reason = "unknown command";
 		return RM_EPROTO;
 	}
-	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
-		*reason = "missing ce";
+	if (tb_next_ce(line, len, &pos, req->ce, reason) != RM_OK)
 		return RM_EPROTO;
-	}
-	if (tb_check_ce(tok, tlen, reason) != RM_OK)
-		return RM_EPROTO;
-	memcpy(req->ce, tok, tlen);
-	req->ce[tlen] = '\0';
 	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "missing cpu_us";
 		return RM_EPROTO;

@@ -69,6 +69,13 @@ int tb_next_tok(const char *line, size_t len, size_t *pos, const char **tok, siz
 int tb_tok_u32(const char *tok, size_t tlen, uint32_t min, uint32_t max, uint32_t *out);
 
 /*
+ * The next token of line[*pos, len) as a CE name (rules above), copied with
+ * its NUL into ce. Returns RM_OK, or RM_EPROTO with *reason = "missing ce" or
+ * tb_check_ce()'s reason.
+ */
+int tb_next_ce(const char *line, size_t len, size_t *pos, char ce[TB_CE_MAX], const char **reason);
+
+/*
  * Formats a request line (with '\n') into buf. Returns its length, or 0 if
  * it does not fit or req is invalid.
  */

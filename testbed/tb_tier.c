@@ -83,14 +83,8 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 			return RM_EPROTO;
 		}
 	}
-	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
-		*reason = "missing ce";
+	if (tb_next_ce(line, len, &pos, req->ce, reason) != RM_OK)
 		return RM_EPROTO;
-	}
-	if (tb_check_ce(tok, tlen, reason) != RM_OK)
-		return RM_EPROTO;
-	memcpy(req->ce, tok, tlen);
-	req->ce[tlen] = '\0';
 	if ((rv = tb_tier_field(line, len, &pos, "addr", 0, TB_ADDR_MAX, &req->addr, reason)) != RM_OK)
 		return rv;
 	if ((rv = tb_tier_field(line, len, &pos, "size_kb", TB_SIZE_KB_MIN, TB_SIZE_KB_MAX, &req->size_kb,
