@@ -3,12 +3,17 @@
  * windows an earlier instance left open: windows without totals get what
  * they hold, windows with totals keep theirs, the rest is V in the last
  * window, and a lump too small to explain the windows charges nothing.
- * Values are CPU ns (resource 0) unless a case says otherwise.
+ * Values are CPU ns (resource 0) unless a case says otherwise. Then the
+ * accountant on the in-memory store: a killed instance's windows, a
+ * restart report over them, and the same report again.
  */
 #include <string.h>
 
 #include "rm_test.h"
+#include "agg_account.h"
 #include "agg_restart.h"
+#include "agg_store_mem.h"
+#include "rm_err.h"
 
 #define NW 4
 
@@ -97,9 +102,68 @@ static void test_resources_apart(void)
 	CU_ASSERT_EQUAL(short_by[ST_R_CPU], 0);
 }
 
+#define WNS 1000000000ull
+#define W0 1700000000ull
+
+static int apply(struct agg_account *a, uint64_t instance, uint64_t seq, const struct agg_charge *ch, size_t nch,
+		 const struct rm_totals *w, size_t nw)
+{
+	struct agg_batch_meta m = { "n1", "replay", instance, seq, WNS };
+	int dup = -1, rv = agg_account_apply(a, &m, ch, nch, w, nw, &dup);
+
+	CU_ASSERT_EQUAL(dup, 0);
+	return rv;
+}
+
+static void test_account(void)
+{
+	struct agg_store_mem *mem;
+	struct agg_store st;
+	struct agg_account *a;
+	/* the dead instance: window W0 complete, W0+1 with parts but no totals */
+	struct agg_charge ch[] = {
+		{ W0, "c1", NULL, { 600 }, NULL, 0 },
+		{ W0 + 1, "c1", NULL, { 300 }, NULL, 0 },
+		{ W0 + 1, NULL, "unsegmented", { 20 }, NULL, 0 },
+	};
+	struct rm_totals w0 = { .win = W0, .busy_ns = 600 };
+	/* the next instance: totals of W0 and W0+1 from the stream, and W0+2 untouched */
+	struct rm_totals rs[] = {
+		{ .win = W0, .busy_ns = 600, .restart = 1 },
+		{ .win = W0 + 1, .busy_ns = 1000, .restart = 1 },
+		{ .win = W0 + 2, .busy_ns = 50, .restart = 1, .capacity_ns = WNS },
+	};
+	/* its own first batch: a part and totals in W0+2 */
+	struct agg_charge own = { W0 + 2, "c1", NULL, { 70 }, NULL, 0 };
+	struct rm_totals w2 = { .win = W0 + 2, .busy_ns = 70 };
+	uint64_t windows = 0;
+
+	CU_ASSERT_EQUAL_FATAL(agg_store_mem_open(&mem), RM_OK);
+	agg_store_mem_bind(mem, &st);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&a, &st), RM_OK);
+	CU_ASSERT_EQUAL(apply(a, 1, 1, ch, 3, &w0, 1), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(mem, NULL), 1); /* W0+1 has no totals */
+	CU_ASSERT_EQUAL(apply(a, 2, 1, NULL, 0, rs, 3), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(mem, &windows), 0);
+	CU_ASSERT_EQUAL(windows, 3);
+	/* W0 kept its totals; W0+1: 1000 - 320 held; W0+2: all of it (no part yet) */
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(mem, "n1", AGG_REASON_COLLECTOR_RESTART, ST_R_CPU), 680 + 50);
+	CU_ASSERT_EQUAL(apply(a, 2, 2, &own, 1, &w2, 1), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(mem, NULL), 0);
+	/* the same report again (its acknowledgement was lost): nothing changes */
+	CU_ASSERT_EQUAL(apply(a, 3, 1, NULL, 0, rs, 3), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(mem, "n1", AGG_REASON_COLLECTOR_RESTART, ST_R_CPU), 730);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(mem, "n1", "c1", ST_R_CPU), 970);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(mem, NULL), 0);
+	agg_account_close(a);
+	agg_store_mem_close(mem);
+}
+
 static CU_TestInfo cases[] = {
 	{ "restart totals over open windows: split as the table says", test_split },
 	{ "each resource is split apart", test_resources_apart },
+	{ "the accountant: a killed instance's windows balanced once, a repeated report changes nothing",
+	  test_account },
 	CU_TEST_INFO_NULL,
 };
 
