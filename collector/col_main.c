@@ -387,14 +387,39 @@ static void col_restart_begin(const struct col_opts *o, struct col_batcher *bt)
 	if (col_restart_load(col_rs.path, prev, &np) != RM_OK)
 		np = 0;
 	for (i = 0; i < np; i++) {
+		if (strcmp(prev[i].node, o->node) != 0)
+			rm_log_warn("'%s' holds a line of a collector of node '%s', not '%s'; ignored", col_rs.path,
+				    prev[i].node, o->node);
+		else
+			prev[keep++] = prev[i];
+	}
+	if (keep == COL_RESTART_MAX) {
+		rm_log_warn("'%s': more than %d collectors of node '%s' died unreported; the oldest is dropped",
+			    col_rs.path, COL_RESTART_MAX - 1, o->node);
+		memmove(prev, prev + 1, (keep - 1) * sizeof(*prev));
+		keep--;
+	}
+	/* this run's line goes in first, after the dead ones: killed while it
+	 * reports them, the next instance finds them all */
+	own = &col_rs.st[keep];
+	col_rs.n = keep + 1;
+	memset(own, 0, sizeof(*own));
+	snprintf(own->node, sizeof(own->node), "%s", o->node);
+	snprintf(own->backend, sizeof(own->backend), "%s", o->backend);
+	own->window_ns = o->window_ns;
+	if (replay) {
+		if (!realpath(o->events, own->events))
+			snprintf(own->events, sizeof(own->events), "%s", o->events);
+	} else {
+		own->from_win = col_rs.saved_win = now_win;
+		own->busy_ns = busy;
+		snprintf(own->boot, sizeof(own->boot), "%s", boot);
+	}
+	col_rs.on = col_restart_save(col_rs.path, col_rs.st, col_rs.n) == RM_OK;
+	for (i = 0; i < keep; i++) {
 		struct rm_totals lump;
 		const char *why = NULL;
 
-		if (strcmp(prev[i].node, o->node) != 0) {
-			rm_log_warn("'%s' holds a line of a collector of node '%s', not '%s'; ignored", col_rs.path,
-				    prev[i].node, o->node);
-			continue;
-		}
 		if (!strcmp(prev[i].backend, "replay")) {
 			size_t n = col_restart_replay(&prev[i], bt);
 
@@ -418,32 +443,14 @@ static void col_restart_begin(const struct col_opts *o, struct col_batcher *bt)
 			rm_log_warn("a previous collector of node '%s' did not stop cleanly (killed?), and the "
 				    "windows it left open cannot be measured: %s", o->node,
 				    why ? why : "the kernel's counters are unreadable");
-			continue;
 		}
-		prev[keep++] = prev[i];
 	}
 	/* acknowledged: the dead instances' lines can go; else the next instance reports them again */
-	if (reported && col_sender_flush(bt->sender, COL_RESTART_ACK_MS) == RM_OK)
-		keep = 0;
-	if (keep == COL_RESTART_MAX) {
-		memmove(prev, prev + 1, (keep - 1) * sizeof(*prev));
-		keep--;
+	if (keep && col_rs.on && (!reported || col_sender_flush(bt->sender, COL_RESTART_ACK_MS) == RM_OK)) {
+		col_rs.st[0] = *own;
+		col_rs.n = 1;
+		col_rs.on = col_restart_save(col_rs.path, col_rs.st, col_rs.n) == RM_OK;
 	}
-	own = &col_rs.st[keep];
-	col_rs.n = keep + 1;
-	memset(own, 0, sizeof(*own));
-	snprintf(own->node, sizeof(own->node), "%s", o->node);
-	snprintf(own->backend, sizeof(own->backend), "%s", o->backend);
-	own->window_ns = o->window_ns;
-	if (replay) {
-		if (!realpath(o->events, own->events))
-			snprintf(own->events, sizeof(own->events), "%s", o->events);
-	} else {
-		own->from_win = col_rs.saved_win = now_win;
-		own->busy_ns = busy;
-		snprintf(own->boot, sizeof(own->boot), "%s", boot);
-	}
-	col_rs.on = col_restart_save(col_rs.path, col_rs.st, col_rs.n) == RM_OK;
 }
 
 /*
