@@ -69,6 +69,7 @@ static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals
 	w->dropped_tx = k->dropped_tx;
 	w->dropped_disk_read = k->dropped_disk_read;
 	w->dropped_disk_write = k->dropped_disk_write;
+	w->restart = k->restart;
 }
 
 #endif
