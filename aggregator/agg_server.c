@@ -167,17 +167,23 @@ static void agg_aio_done(void *arg)
  * Waits for the operation just started on s->aio, at most ms; cancels it
  * when late. Returns its nng result (NNG_ECANCELED if it was late).
  */
+/* *ts = CLOCK_MONOTONIC now + ms. */
+static void agg_deadline(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 static int agg_aio_wait(struct agg_server *s, int ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	agg_deadline(&ts, ms);
 	pthread_mutex_lock(&s->amu);
 	while (!s->adone && pthread_cond_timedwait(&s->acv, &s->amu, &ts) != ETIMEDOUT)
 		;
@@ -1157,13 +1163,7 @@ static int agg_close_sock(nng_socket sock, int ms)
 		nng_close(sock);
 		done = 1;
 	} else {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += ms / 1000;
-		ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		agg_deadline(&ts, ms);
 		pthread_mutex_lock(&c->mu);
 		while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
 			;

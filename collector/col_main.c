@@ -307,36 +307,6 @@ static uint64_t col_now_win(uint64_t window_ns)
 	return ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) / window_ns;
 }
 
-/* A sink keeping window totals only: a dead instance's stream replayed for them. */
-struct col_wins {
-	struct rm_totals *w;
-	size_t n, cap;
-};
-
-static int col_wins_part(void *arg, const struct rm_part *p)
-{
-	(void)arg;
-	(void)p;
-	return RM_OK;
-}
-
-static int col_wins_window(void *arg, const struct rm_totals *w)
-{
-	struct col_wins *c = arg;
-
-	if (c->n == c->cap) {
-		size_t ncap = c->cap ? c->cap * 2 : 64;
-		struct rm_totals *nw = realloc(c->w, ncap * sizeof(*nw));
-
-		if (!nw)
-			return RM_ENOMEM;
-		c->w = nw;
-		c->cap = ncap;
-	}
-	c->w[c->n++] = *w;
-	return RM_OK;
-}
-
 /*
  * The windows a dead replaying instance left: its stream's totals of every
  * window, each marked restart = 1, queued in one batch. Returns the number
@@ -344,25 +314,28 @@ static int col_wins_window(void *arg, const struct rm_totals *w)
  */
 static size_t col_restart_replay(const struct col_restart_state *prev, struct col_batcher *bt)
 {
-	struct col_wins c = { 0 };
-	struct col_sink sink = { &c, col_wins_part, col_wins_window };
+	struct col_replay_capture c;
+	struct col_sink sink;
 	char err[256];
 	struct col_replay_opts ro = { .err = err, .errlen = sizeof(err) };
-	size_t i;
+	size_t i, n;
 
+	col_replay_capture_init(&c);
+	sink = col_replay_capture_sink(&c);
 	if (col_replay_file(prev->events, &sink, &ro) != RM_OK) {
-		rm_log_warn("the previous collector of node '%s' did not stop cleanly, and its stream cannot be "
+		rm_log_warn("a previous collector of node '%s' did not stop cleanly, and its stream cannot be "
 			    "replayed for the totals of the windows it left open: %s", prev->node, err);
-		free(c.w);
+		col_replay_capture_release(&c);
 		return 0;
 	}
-	for (i = 0; i < c.n; i++) {
-		c.w[i].restart = 1;
-		col_batcher_window(bt, &c.w[i]);
+	for (i = 0; i < c.nwins; i++) {
+		c.wins[i].restart = 1;
+		col_batcher_window(bt, &c.wins[i]);
 	}
 	col_batcher_flush(bt);
-	free(c.w);
-	return c.n;
+	n = c.nwins;
+	col_replay_capture_release(&c);
+	return n;
 }
 
 /*
