@@ -25,7 +25,8 @@ void agg_restart_split(const uint64_t lump[ST_R_COUNT], const struct agg_restart
 				out[i].total[r] = w[i].charged[r];
 		}
 		rem = lump[r] >= need ? lump[r] - need : 0;
-		short_by[r] = lump[r] >= need ? 0 : need - lump[r];
+		/* 0: not measured (the ebpf lump has CPU only), nothing to tell */
+		short_by[r] = lump[r] >= need || !lump[r] ? 0 : need - lump[r];
 		if (n && rem) {
 			out[n - 1].total[r] += rem;
 			out[n - 1].v[r] = rem;

@@ -48,7 +48,8 @@ struct agg_restart_add {
 /*
  * Splits lump[r] over w[0..n) (oldest first; n >= 1): out[0..n) gets what
  * to add to each window (zeroed first), short_by[r] what the lump lacked to
- * explain what the windows hold (0 when it sufficed).
+ * explain what the windows hold (0 when it sufficed, or when lump[r] is 0:
+ * a resource the report does not measure).
  */
 void agg_restart_split(const uint64_t lump[ST_R_COUNT], const struct agg_restart_win *w, size_t n,
 		       struct agg_restart_add *out, uint64_t short_by[ST_R_COUNT]);

@@ -42,6 +42,8 @@ static const struct split_case split_cases[] = {
 	  900, 2, { { 0, 0, 400 }, { 0, 0, 600 } }, { 400, 600 }, { 0, 0 }, 100 },
 	{ "nothing held, nothing measured: nothing written",
 	  0, 2, { { 0, 0, 0 }, { 0, 0, 0 } }, { 0, 0 }, { 0, 0 }, 0 },
+	{ "a resource not measured (0): windows balanced on their parts, no shortfall told",
+	  0, 2, { { 0, 0, 400 }, { 1, 50, 50 } }, { 400, 0 }, { 0, 0 }, 0 },
 };
 
 static void test_split(void)

@@ -428,24 +428,22 @@ static void col_restart_begin(const struct col_opts *o, struct col_batcher *bt)
 
 /*
  * ebpf, before each flush: once per window, if the aggregator acknowledged
- * every batch sent so far, moves the state's snapshot here: from the oldest
- * window the batcher still holds (or this one), with the counters of now.
+ * every batch sent so far, moves the state's snapshot here: this window,
+ * with the counters of now (what the window had before, delivered, is
+ * taken out of the next lump: a flush interval's worth, at most).
  */
 static void col_restart_tick(const struct col_opts *o, struct col_batcher *bt)
 {
 	struct col_sender_stats ss;
 	uint64_t now_win, from, busy;
-	size_t i;
 
 	if (!col_rs.on || (now_win = col_now_win(o->window_ns)) == col_rs.saved_win)
 		return;
 	col_sender_stats(bt->sender, &ss);
+	rm_log_debug("state at window %llu: %zu batches unacknowledged", (unsigned long long)now_win, ss.queued);
 	if (ss.queued || col_restart_busy_ns(&busy) != RM_OK)
 		return;
 	from = now_win;
-	for (i = 0; i < bt->nwins; i++)
-		if (bt->wins[i].win < from)
-			from = bt->wins[i].win;
 	/* everything sent is acknowledged: the dead instances' lines too */
 	if (col_rs.n > 1) {
 		col_rs.st[0] = col_rs.st[col_rs.n - 1];
