@@ -1047,11 +1047,11 @@ static void test_bad_input(void)
 static void check_workers_totals(const struct run *R)
 {
 	CU_ASSERT_EQUAL(tv(R, "front", "c1", ST_R_CPU), 110000);
-	CU_ASSERT_EQUAL(tv(R, "front", "c2", ST_R_CPU), 260200);
+	CU_ASSERT_EQUAL(tv(R, "front", "c2", ST_R_CPU), 260300);
 	CU_ASSERT_EQUAL(tv(R, "front", "c1", ST_R_NET_TX), 500);
 	CU_ASSERT_EQUAL(tv(R, "front", "c2", ST_R_NET_TX), 30 + 600);
 	CU_ASSERT_EQUAL(tv(R, "front", "!" AGG_REASON_UNANCHORED, ST_R_CPU), 0);
-	CU_ASSERT_EQUAL(tv(R, "back", "c2", ST_R_CPU), 300000);
+	CU_ASSERT_EQUAL(tv(R, "back", "c2", ST_R_CPU), 300000 + 100);
 	CU_ASSERT_EQUAL(tv(R, "back", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 0);
 
 }
@@ -1068,7 +1068,7 @@ static void test_follow_replies(void)
 	replay_follow(&st[0], "front", "workers_front.events", 1);
 	replay_follow(&st[1], "back", "workers_back.events", 1);
 	n = all_items(st, 2, it);
-	CU_ASSERT_EQUAL_FATAL(n, 7 + 1);
+	CU_ASSERT_EQUAL_FATAL(n, 8 + 2);
 	for (seed = 0; seed < 12; seed++) {
 		all_items(st, 2, it);
 		if (seed == 1) { /* backwards: the anchor before its chain */
@@ -1101,6 +1101,56 @@ static void test_follow_replies(void)
 	CU_ASSERT_EQUAL(tv(&R, "back", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 300000 + 100);
 	run_close(&R);
 	streams_free(st, 2);
+}
+
+/*
+ * A pooled reverse proxy (pooled_front.events: an event loop forwarding
+ * three CEs' requests over one upstream connection) in front of a
+ * thread-per-connection back end whose handler waits before it replies
+ * (pooled_back.events). Requests on the pooled connection are contiguous:
+ * each reply must anchor only the request it answers. Follow-replies on
+ * or off, in any order of arrival, the back end's CPU is each CE's
+ * exactly and none is unpaired.
+ */
+static void test_pooled_proxy(void)
+{
+	struct stream st[2];
+	struct item it[MAXP];
+	struct run R;
+	size_t n, k;
+	uint64_t seed;
+	int fr;
+
+	for (fr = 0; fr <= 1; fr++) {
+		replay_follow(&st[0], "front", "pooled_front.events", fr);
+		replay_follow(&st[1], "back", "pooled_back.events", fr);
+		n = all_items(st, 2, it);
+		for (seed = 0; seed < 6; seed++) {
+			all_items(st, 2, it);
+			if (seed == 1)
+				reverse(it, n);
+			else if (seed > 1)
+				shuffle(it, n, seed);
+			run_open(&R, st);
+			for (k = 0; k < n; k++)
+				feed(&R, it[k].s, it[k].i, (int64_t)k);
+			CU_ASSERT_EQUAL(agg_pair_expire(R.e, (int64_t)n + H), RM_OK);
+			CU_ASSERT_EQUAL(count_resolved(&R, n), n);
+			CU_ASSERT_EQUAL(tv(&R, "front", "c1", ST_R_CPU), 100000);
+			CU_ASSERT_EQUAL(tv(&R, "front", "c2", ST_R_CPU), 200000);
+			CU_ASSERT_EQUAL(tv(&R, "front", "c3", ST_R_CPU), 90000);
+			CU_ASSERT_EQUAL(tv(&R, "back", "c1", ST_R_CPU), 150000);
+			CU_ASSERT_EQUAL(tv(&R, "back", "c2", ST_R_CPU), 260100);
+			CU_ASSERT_EQUAL(tv(&R, "back", "c3", ST_R_CPU), 160100);
+			CU_ASSERT_EQUAL(tv(&R, "back", "c1", ST_R_NET_TX), 500);
+			CU_ASSERT_EQUAL(tv(&R, "back", "c2", ST_R_NET_TX), 700);
+			CU_ASSERT_EQUAL(tv(&R, "back", "c3", ST_R_NET_TX), 300);
+			CU_ASSERT_EQUAL(tv(&R, "back", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 0);
+			CU_ASSERT_EQUAL(tv(&R, "back", "!" AGG_REASON_UNANCHORED, ST_R_CPU), 0);
+			run_close(&R);
+		}
+		streams_free(st, 2);
+	}
 }
 
 /*
@@ -1232,6 +1282,8 @@ static CU_TestInfo cases[] = {
 	{ "a stop gives up pending parts and keeps the sends", test_give_up },
 	{ "bad input is refused", test_bad_input },
 	{ "follow-replies: a worker's chains take the CE of the request they answer", test_follow_replies },
+	{ "pooled proxy before a thread-per-connection back end: each reply anchors its own request",
+	  test_pooled_proxy },
 	{ "unix stream sockets are paired on a node by both ends and byte positions", test_unix },
 	{ "many unresolved sends on one multiplexed connection: bounded work", test_mux_no_spin },
 	CU_TEST_INFO_NULL,

@@ -13,7 +13,8 @@
 #include "rm_err.h"
 #include "banned.h"
 
-#define COL_MERGE_NOMERGE (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_INHERIT | RM_PF_DOMAIN | RM_PF_DRIVER)
+#define COL_MERGE_NOMERGE (RM_PF_INHERIT | RM_PF_DOMAIN | RM_PF_DRIVER)
+#define COL_MERGE_CHAIN (RM_PF_CONT | RM_PF_ANCHOR)
 #define COL_MERGE_RANGES (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_SEQ_SUSPECT)
 #define COL_MERGE_HASH (COL_MERGE_SLOTS * 2) /* table size: a power of 2, half full at most */
 #define COL_MERGE_DCACHE 1024 /* decisions cached, by socket cookie (a power of 2) */
@@ -128,7 +129,11 @@ static int col_decided_cached(struct col_merge *m, const struct rm_tuple *t)
 
 int col_merge_eligible(struct col_merge *m, const struct rm_part *p)
 {
-	if (!m->nmatch || (p->flags & COL_MERGE_NOMERGE) || !col_decided_cached(m, &p->in))
+	/* a chain's part waits for its anchor, an anchor record stands for its
+	 * chain; a part anchored in place is decided by its inbound socket */
+	if (!m->nmatch || (p->flags & COL_MERGE_NOMERGE) ||
+	    ((p->flags & COL_MERGE_CHAIN) && (p->flags & COL_MERGE_CHAIN) != COL_MERGE_CHAIN) ||
+	    !col_decided_cached(m, &p->in))
 		return 0;
 	if ((p->flags & RM_PF_OUT_SEQ) && p->out_seq_end != p->out_seq_start && !col_decided_cached(m, &p->out))
 		return 0;

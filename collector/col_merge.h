@@ -15,7 +15,9 @@
  *
  * A part is merged (col_merge_add returns 1) when, under the matches in
  * force:
- *   - it is none of: a continuation or anchor record (follow-replies), an
+ *   - it is none of: a continuation waiting for its anchor or an anchor
+ *     record (follow-replies; a continuation anchored in place, RM_PF_CONT
+ *     and RM_PF_ANCHOR, is decided by its inbound socket like any part), an
  *     inherited segment, a Xen domain or driver part;
  *   - its inbound socket is IPv4/IPv6 and decided: rm_match_tuple() finds
  *     a match naming it, from either end;

@@ -218,6 +218,10 @@ static void test_which_parts(void)
 			CU_ASSERT_EQUAL(col_merge_add(cm, &p), 0);
 		}
 	}
+	/* a continuation anchored in place (a reply's tail) is decided by its inbound socket */
+	server_part(&p, 7, 301, 11, 10);
+	p.flags |= RM_PF_CONT | RM_PF_ANCHOR;
+	CU_ASSERT_EQUAL(col_merge_eligible(cm, &p), 1);
 	/* unix sockets, no inbound socket */
 	server_part(&p, 7, 301, 11, 10);
 	p.in.family = RM_AF_UNIX;

@@ -393,6 +393,8 @@ static int col_replay_send(struct col_replay_run *run, const struct col_event *e
 		return col_replay_fail(run, rv, ev->line, "out of memory");
 	rm_on_send(&run->env, col_replay_task(t, ev->cpu), ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes,
 		   io->has_seq, io->seq, srv, in ? &in->in : NULL);
+	if (in)
+		rm_inb_replied(&in->in);
 	if (t && srv && t->t.mode == RM_MODE_ASSOC && io->comm[0] && !t->t.cur.comm[0])
 		memcpy(t->t.cur.comm, io->comm, sizeof(t->t.cur.comm));
 	return RM_OK;

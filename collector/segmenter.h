@@ -37,12 +37,11 @@
  * With follow-replies a serving thread's CPU after a reply goes to its
  * continuation chain instead (below): a chain is exactly "the work after a
  * reply", with a rule of its own for which request it was for. The tail
- * rule covers what chains do not: the default configuration, and threads
- * that do not serve (clients) under the option. One rule per thread, never
+ * rule covers what chains do not: threads that do not serve (clients),
+ * and every thread when the option is off. One rule per thread, never
  * both: where a chain exists the tail flag is never consulted. The two
- * differ in one place: a chain that shows nothing before its first block
- * is folded back to unsegmented (rm_cont_block), where without the option
- * the same tail is charged to the request answered.
+ * agree on the tail: a chain that shows nothing before the thread first
+ * blocks or reads again is charged to the request answered (rm_cont_tail).
  *
  * It is pure logic with no I/O, compiled twice: into the BPF program
  * (rametr.bpf.c, per-thread state in task storage) and into user space for the
@@ -92,6 +91,11 @@
  */
 #ifndef RM_SEGMENTER_H
 #define RM_SEGMENTER_H
+
+/* CPU counters (rm_ctr_edge): the includer may define this to nonzero (a constant): then rm_cut does nothing. */
+#ifndef RM_ENV_CPU_COUNTERS
+#define RM_ENV_CPU_COUNTERS(e) 0
+#endif
 
 #define RM_ADD(p, v) __sync_fetch_and_add((p), (v))
 /* A counter that reads 0 is not exchanged (a locked instruction, ~8 ns):
@@ -196,9 +200,10 @@ RM_INLINE __u64 rm_next_seg_id(struct rm_env *e);
  * server-side socket) have chains: a client's work after its sends stays
  * unsegmented, with no record. A chain that ends at the thread's next
  * recv on a server-side socket (it reads the next request itself: an event
- * loop, a thread per connection) was not work for a request: its CPU goes
- * back to unsegmented, as without the option, or, if some of it was
- * already emitted, an empty anchor record tells the aggregator so.
+ * loop, a thread per connection) after a wait was not work for a request:
+ * its CPU goes back to unsegmented, or, if some of it was already emitted,
+ * an empty anchor record tells the aggregator so. Before any wait it was
+ * the tail of the request answered (rm_cont_tail).
  */
 
 /* Turns t's associated part into the first part of a continuation at time now. */
@@ -263,6 +268,42 @@ RM_INLINE int rm_cont_quiet(const struct rm_task *t)
 }
 
 /*
+ * The request's tail under chains: t's chain (RM_MODE_CONT) has shown
+ * nothing since the reply that began it (rm_cont_quiet) and t has not
+ * blocked nor been handed a job since (t->ans still valid: rm_cont_block
+ * and rm_on_handoff clear it); now it blocks or reads again. What the chain holds is the
+ * tail of the request t answered last (t->ans), as the tail rule charges
+ * it without chains: the part is anchored to that request in place and
+ * emitted, the chain is closed and t holds no request (RM_MODE_ASSOC).
+ * Returns 1 if so, 0 if t is not in such a tail (nothing changed).
+ */
+RM_INLINE int rm_cont_tail(struct rm_env *e, struct rm_task *t, __u64 now)
+{
+	struct rm_part *p = &t->cur;
+
+	if (t->mode != RM_MODE_CONT || (t->chain_st & RM_CHAIN_DONE) || !(t->ans_st & RM_ANS_VALID) ||
+	    !rm_cont_quiet(t))
+		return 0;
+	__builtin_memcpy(&p->in, &t->ans, sizeof(p->in));
+	p->flags |= RM_PF_ANCHOR;
+	p->flags &= ~RM_PF_IN_SEQ;
+	p->in_seq_start = 0;
+	p->in_seq_end = 0;
+	if (t->ans_st & RM_ANS_SEQ) {
+		p->flags |= RM_PF_IN_SEQ;
+		p->in_seq_start = t->ans_seq_start;
+		p->in_seq_end = t->ans_seq_end;
+	}
+	rm_flush(e, t);
+	t->chain = 0;
+	t->chain_st &= RM_CHAIN_SERVER | RM_CHAIN_HANDED | RM_CHAIN_REQ;
+	t->mode = RM_MODE_ASSOC;
+	t->tail = 0;
+	p->start_ns = now;
+	return 1;
+}
+
+/*
  * Ends t's chain anchored from its start (RM_CHAIN_DONE) at time now: its
  * part is emitted, charged like the request it names; the thread is back
  * to holding no request, as after a hand-off.
@@ -298,26 +339,30 @@ RM_INLINE void rm_cont_end(struct rm_env *e, struct rm_task *t, __u64 now)
  * Thread t blocks (not preempted) at time now. A worker that blocks after
  * its reply and before sending anything else is most likely waiting for
  * its next request: what it did since the reply is the tail of the
- * request it answered (bookkeeping, signalling), charged to no request:
- * a chain gives it back to unsegmented, where the tail rule without
- * chains (see the file's comment) charges it to that request. Only the first
- * block of a chain counts: a job's own later waits (a back-end call, disk)
- * keep their CPU in the chain. (A job that blocks before its first send
- * while its worker never waited loses the CPU before that block to V.)
+ * request it answered (bookkeeping, signalling), charged to that request
+ * (rm_cont_tail), as the tail rule charges it without chains; if the
+ * thread's last reply answered no known request, it goes back to
+ * unsegmented. Only the first block of a chain counts: a job's own later
+ * waits (a back-end call, disk) keep their CPU in the chain. (A job taken
+ * from a queue without a wait that blocks before its first send goes to
+ * the request answered before it.)
  */
 RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
 {
-	if (t->mode != RM_MODE_CONT)
+	if (t->mode != RM_MODE_CONT) {
+		t->ans_st = 0; /* the tail of its last reply, if any, ends here */
 		return;
-	t->ans_st = 0; /* the tail of its last reply, if any, ends here */
+	}
 	if (t->chain_st & RM_CHAIN_DONE) {
 		/* finishing another's request ends when it waits again */
+		t->ans_st = 0;
 		rm_done_end(e, t, now);
 		return;
 	}
-	if (!(t->chain_st & RM_CHAIN_SLEPT) && rm_cont_quiet(t))
+	if (!rm_cont_tail(e, t, now) && !(t->chain_st & RM_CHAIN_SLEPT) && rm_cont_quiet(t))
 		rm_cont_fold(e, t, now);
 	t->chain_st |= RM_CHAIN_SLEPT;
+	t->ans_st = 0; /* the tail of its last reply, if any, ends here */
 }
 
 /*
@@ -404,6 +449,24 @@ RM_INLINE void rm_chain_close(struct rm_env *e, struct rm_task *t, __u64 now, co
 	t->chain_st &= RM_CHAIN_SERVER;
 }
 
+/* d ns of t's CPU (t NULL: unsegmented) in window w, the last at time end. */
+RM_INLINE void rm_charge_cpu(struct rm_env *e, struct rm_task *t, __u64 w, __u64 end, __u64 d)
+{
+	struct rm_wintot *wt;
+
+	if (!d || !(wt = rm_env_wintot(e, w)))
+		return;
+	RM_ADD(&wt->busy_ns, d);
+	if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
+		rm_task_win(e, t, w);
+		RM_ADD(&t->cur.cpu_ns, d);
+		t->cur.end_ns = end;
+		t->dirty = 1;
+	} else {
+		RM_ADD(&wt->unseg_cpu_ns, d);
+	}
+}
+
 /*
  * Account CPU time [from, to) of thread t (NULL: a thread without state) that
  * ran on e->cpu. Splits at window boundaries; time more than RM_MAX_SPLIT
@@ -431,8 +494,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 		wa = wb - RM_MAX_SPLIT + 1;
 	}
 	for (i = 0; i < RM_MAX_SPLIT; i++) {
-		__u64 w = wa + i, s, end, d;
-		struct rm_wintot *wt;
+		__u64 w = wa + i, s, end;
 
 		if (w > wb)
 			break;
@@ -444,19 +506,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 			end = to;
 		if (end <= s)
 			continue;
-		d = end - s;
-		wt = rm_env_wintot(e, w);
-		if (!wt)
-			continue;
-		RM_ADD(&wt->busy_ns, d);
-		if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
-			rm_task_win(e, t, w);
-			RM_ADD(&t->cur.cpu_ns, d);
-			t->cur.end_ns = end;
-			t->dirty = 1;
-		} else {
-			RM_ADD(&wt->unseg_cpu_ns, d);
-		}
+		rm_charge_cpu(e, t, w, end, end - s);
 	}
 }
 
@@ -510,10 +560,12 @@ RM_INLINE __u64 rm_slice_end(struct rm_env *e, struct rm_cpu *c, __u64 from, __u
 
 RM_INLINE void rm_cut(struct rm_env *e, struct rm_task *t, __u64 now)
 {
-	struct rm_cpu *c = rm_env_cpu(e);
+	struct rm_cpu *c;
 	__u64 from;
 
-	if (!c)
+	if (RM_ENV_CPU_COUNTERS(e))
+		return; /* the includer charged the thread's counters (rm_ctr_edge) */
+	if (!(c = rm_env_cpu(e)))
 		return;
 	from = rm_claim(c, now);
 	if (from)
@@ -557,17 +609,28 @@ RM_INLINE void rm_seg_begin(struct rm_env *e, struct rm_task *t, __u64 now, __u6
  * Follow-replies: bytes [start, start + bytes) were just received on a
  * server-side socket whose last request is *in (socket storage in the
  * kernel, a table in the replay): contiguous reads of one request extend
- * its range, anything else starts a new one.
+ * its range, anything else starts a new one. A request that follows a
+ * reply on the same connection (a persistent connection, a proxy's pooled
+ * upstream connection carrying many clients' requests) is contiguous with
+ * the one answered but is another request: once a reply went out
+ * (rm_inb_replied), the next bytes start a new range.
  */
 RM_INLINE void rm_inb_update(struct rm_inb *in, int has_seq, __u64 start, __u64 bytes)
 {
-	if (has_seq && in->has_seq && (__u32)in->seq_end == (__u32)start) {
+	if (has_seq && in->has_seq && !in->replied && (__u32)in->seq_end == (__u32)start) {
 		in->seq_end += bytes;
 	} else {
 		in->seq_start = start;
 		in->seq_end = start + bytes;
 	}
 	in->has_seq = has_seq;
+	in->replied = 0;
+}
+
+/* A reply was sent on the server-side socket whose last request is *in. */
+RM_INLINE void rm_inb_replied(struct rm_inb *in)
+{
+	in->replied = 1;
 }
 
 /*
@@ -615,6 +678,7 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		rm_flush(e, t);
 		t->mode = RM_MODE_NONE;
 	}
+	rm_cont_tail(e, t, now); /* the tail of the request answered ends here */
 	rm_cont_end(e, t, now);
 	if (t->chain && (srv || !(t->chain_st & RM_CHAIN_OUT)))
 		rm_chain_close(e, t, now, 0, 0);
@@ -660,6 +724,26 @@ RM_INLINE void rm_ans_set(const struct rm_env *e, struct rm_task *t, const struc
 	t->ans_seq_start = inb->seq_start;
 	t->ans_seq_end = inb->seq_end;
 	t->ans_st = RM_ANS_VALID | (inb->has_seq ? RM_ANS_SEQ : 0);
+}
+
+/*
+ * t's part just ended at a send that is no reply: a call to another
+ * service. req: the part was a segment that began with a request t read
+ * itself (a proxy forwarding it); what t does next, up to its first wait
+ * or read, is that request's tail, so it becomes the request t answered
+ * (rm_cont_tail). Otherwise no request is known.
+ */
+RM_INLINE void rm_ans_call(const struct rm_env *e, struct rm_task *t, int req)
+{
+	const struct rm_part *p = &t->cur;
+
+	t->ans_st = 0;
+	if (!e->follow_replies || !req)
+		return;
+	__builtin_memcpy(&t->ans, &p->in, sizeof(t->ans));
+	t->ans_seq_start = p->in_seq_start;
+	t->ans_seq_end = p->in_seq_end;
+	t->ans_st = RM_ANS_VALID | ((p->flags & RM_PF_IN_SEQ) ? RM_ANS_SEQ : 0);
 }
 
 /*
@@ -749,6 +833,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	}
 	t->dirty = 1;
 	if (closing) {
+		int req = t->mode == RM_MODE_SEG && (t->chain_st & RM_CHAIN_REQ);
+
 		rm_flush(e, t);
 		t->mode = RM_MODE_ASSOC;
 		t->tail = 1; /* its CPU goes on to the request it answered */
@@ -759,6 +845,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 			rm_chain_close(e, t, now, inb ? tp : 0, inb);
 		if (srv)
 			rm_ans_set(e, t, tp, inb);
+		else
+			rm_ans_call(e, t, req);
 	}
 }
 
@@ -908,8 +996,7 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 			rm_seg_wait(e, prev_t, now);
 			prev_t->tail = 0; /* the request's tail ends at its first wait */
 			/* waiting for its next request: what it does on waking reads it */
-			prev_t->head = (prev_t->mode == RM_MODE_ASSOC || prev_t->mode == RM_MODE_NONE) &&
-				       !(e->follow_replies && (prev_t->chain_st & RM_CHAIN_SERVER));
+			prev_t->head = prev_t->mode == RM_MODE_ASSOC || prev_t->mode == RM_MODE_NONE;
 		}
 	}
 	if (prev_t)
@@ -1000,6 +1087,107 @@ RM_INLINE void rm_on_exit(struct rm_env *e, struct rm_task *t, __u64 now)
 RM_INLINE void rm_sweep(struct rm_env *e, struct rm_task *t)
 {
 	rm_flush(e, t);
+}
+
+/*
+ * CPU counters (an option of the eBPF backend: RM_ENV_CPU_COUNTERS). No
+ * hook runs on context switches: a thread's CPU is what its own on-CPU
+ * counter (the one CLOCK_THREAD_CPUTIME_ID reads) grew by between two of its
+ * edges - recv, send, disk I/O, exit - or a window sweep, and its run-queue
+ * wait what the scheduler's run_delay grew by; the includer reads both and
+ * calls rm_ctr_edge before the edge's rm_on_* (rm_cut does nothing then).
+ * Every nanosecond a thread's counter grows by is claimed once (the
+ * includer moves rm_task.cpu_mark forward atomically) and lands in busy and
+ * in exactly one of a part, unsegmented or lost: the identity holds as
+ * with slices, with busy the sum of the threads' counters. What the
+ * counters cannot tell is where in the interval the CPU was used: all of it
+ * goes to the window of the edge (or of the sweep) that claims it.
+ */
+
+/*
+ * d ns of t's CPU (t NULL: unsegmented) used in [from, to): split at window
+ * edges in proportion to the time in each window (the counters do not say
+ * when in the interval it ran), the parts summing to d exactly; an interval
+ * longer than RM_MAX_SPLIT windows is spread over the last RM_MAX_SPLIT.
+ */
+RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __u64 to, __u64 d)
+{
+	__u64 wa, wb, i, left = d, span, s, end, x;
+
+	if (!d)
+		return;
+	if (from >= to)
+		from = to - 1;
+	wa = rm_win(e, from);
+	wb = rm_win(e, to - 1);
+	if (wb - wa >= RM_MAX_SPLIT) {
+		wa = wb - RM_MAX_SPLIT + 1;
+		from = rm_win_start(e, wa);
+	}
+	span = to - from;
+	for (i = 0; i < RM_MAX_SPLIT; i++) {
+		__u64 w = wa + i;
+
+		if (w >= wb)
+			break;
+		s = i == 0 ? from : rm_win_start(e, w);
+		end = rm_win_start(e, w + 1);
+		/* d * (end - s) / span in 20-bit fixed point: no overflow below 2^44 ns */
+		x = (d * (((end - s) << 20) / span)) >> 20;
+		if (x > left)
+			x = left;
+		rm_charge_cpu(e, t, w, end - 1, x);
+		left -= x;
+	}
+	rm_charge_cpu(e, t, wb, to, left);
+}
+
+/*
+ * Thread t reached an edge at time now (or a sweep found it not running:
+ * head 0); its last edge was at `from`. d: what its on-CPU counter grew by
+ * in between, the last `head` ns of it since it last got the CPU (so used in
+ * [now - head, now]: it has run since); waits: its voluntary context
+ * switches in between; rd: its run-queue wait in between. Charged as the
+ * context-switch hooks charge them:
+ * - no wait: all of d as t is charged now (its part, or unsegmented);
+ * - after waits: a segment keeps all of it; otherwise the request's tail
+ *   ended at the first wait, so the CPU before t last got the CPU (d - head)
+ *   goes as charged before it with one wait, and with several (the share
+ *   before the first is not known) unsegmented. The head: returned for a
+ *   recv by a thread holding no segment (the request's head, which the
+ *   caller charges to the segment the recv begins, after rm_on_recv), else
+ *   charged as t is now.
+ * Without a wait the head is spread over [now - head, now] (the thread ran
+ * all that time) and the rest over the time before it (rm_ctr_spread);
+ * after a wait the head is charged to now's window. Run-queue wait goes to a part in a segment or
+ * continuation. Returns the head ns to charge, or 0.
+ */
+RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u64 now, __u64 d, __u64 head,
+			    __u32 waits, __u64 rd, int recv)
+{
+	__u64 mid;
+
+	if (head > d)
+		head = d;
+	mid = now - head > from ? now - head : from;
+	if (!waits) {
+		rm_ctr_spread(e, t, from, mid, d - head);
+		rm_ctr_spread(e, t, mid, now, head);
+		head = 0;
+	} else {
+		rm_ctr_spread(e, waits == 1 || t->mode == RM_MODE_SEG ? t : 0, from, mid, d - head);
+		t->tail = 0;
+		if (!recv || (t->mode != RM_MODE_ASSOC && t->mode != RM_MODE_NONE)) {
+			rm_charge_cpu(e, t, rm_win(e, now), now, head);
+			head = 0;
+		}
+	}
+	if (rd && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT)) {
+		rm_task_win(e, t, rm_win(e, now));
+		RM_ADD(&t->cur.runq_ns, rd);
+		t->dirty = 1;
+	}
+	return head;
 }
 
 #endif

@@ -1054,9 +1054,11 @@ static const struct rm_part *part_of(uint64_t seg_id)
  *   SEG(0,5) continuation of chain SEG(0,4) until back's answer: 200 ns
  *   SEG(0,6) segment of back's answer on 50: 50000 ns, reply on 12
  *   SEG(0,7) anchor record of chain SEG(0,4): in = 12, [6000,6060), no cost
- *   unsegmented: the worker before its first reply 100, and after each
- *   reply until it blocks (the tail of a request) 100 + 100, the reader
- *   before its first recv 100
+ *   SEG(0,8) the tail after the reply on 12 until the worker blocks: 100 ns,
+ *            anchored to the request answered (12, [6000,6060))
+ *   unsegmented: the worker before its first reply 100, and after it until
+ *   it blocks 100 (that reply answered no request seen), the reader before
+ *   its first recv 100
  */
 static const char workers_stream[] =
 	"rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n"
@@ -1081,7 +1083,7 @@ static void test_follow_replies(void)
 
 	follow_replies = 1;
 	replay(workers_stream);
-	CU_ASSERT_EQUAL(cap.nparts, 7);
+	CU_ASSERT_EQUAL(cap.nparts, 8);
 	/* the hit: one part, anchored to c1's request on 11 */
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 1)));
 	CU_ASSERT_EQUAL(p->flags & cont_flags, cont_flags);
@@ -1131,9 +1133,15 @@ static void test_follow_replies(void)
 	CU_ASSERT_EQUAL(p->in_seq_end, 6060);
 	CU_ASSERT_EQUAL(p->cpu_ns + p->rx_bytes + p->tx_bytes + p->disk_read + p->disk_write, 0);
 	CU_ASSERT_EQUAL(p->tid, 302);
-	/* after the last reply: a tail, no record */
-	CU_ASSERT_PTR_NULL(part_of(SEG(0, 8)));
-	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 400);
+	/* after the last reply: its tail, charged to the request answered */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p = part_of(SEG(0, 8)));
+	CU_ASSERT_EQUAL(p->flags & (cont_flags | RM_PF_IN_SEQ), cont_flags | RM_PF_IN_SEQ);
+	CU_ASSERT_EQUAL(p->in.cookie, 12);
+	CU_ASSERT_EQUAL(p->in_seq_start, 6000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 6060);
+	CU_ASSERT_EQUAL(p->cpu_ns, 100);
+	CU_ASSERT_EQUAL(p->tx_bytes, 0);
+	CU_ASSERT_EQUAL(win(1700000000)->unseg_cpu_ns, 300);
 }
 
 /*
@@ -1161,12 +1169,13 @@ static void test_follow_replies_off(void)
 
 /*
  * An event loop (eventloop.events with its server sockets marked) with
- * follow-replies: what it does between a reply and its next recv goes back
- * to unsegmented without any record; between a reply and the next reply it
- * is charged to the request answered:
- *   A [200,300) 100; B [300,450) 150, reply on 11; [450,500) 50 folded back
- *   C [500,700) 200, reply on 12; [700,750) 50 + tx 3000 anchored to C's
- *   request on 13; [750,800) 50: the tail before it blocks, unsegmented
+ * follow-replies: what it does between a reply and its next recv or wait
+ * is the tail of the request answered, as is what it does between a reply
+ * and the next reply:
+ *   A [200,300) 100; B [300,450) 150, reply on 11; [450,500) 50, the tail
+ *   of the request on 11, ended by the recv; C [500,700) 200, reply on 12;
+ *   [700,750) 50 + tx 3000 anchored to C's request on 13; [750,800) 50:
+ *   the tail of that request before the loop blocks
  */
 static void test_follow_replies_event_loop(void)
 {
@@ -1182,19 +1191,29 @@ static void test_follow_replies_event_loop(void)
 	       "700 0 send tid=101 pid=100 comm=loop sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.0.0.12:5002 bytes=2000 srv=1\n"
 	       "750 0 send tid=101 pid=100 comm=loop sock=13 fam=6 laddr=[fd00::1]:80 raddr=[fd00::13]:5003 bytes=3000 srv=1\n"
 	       "800 0 switch prev=101 prev_pid=100 prev_state=S next=0\n");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 6);
 	CU_ASSERT_EQUAL(part(0)->cpu_ns, 100);
 	CU_ASSERT_EQUAL(part(1)->cpu_ns, 150);
-	CU_ASSERT_EQUAL(part(2)->cpu_ns, 200);
-	CU_ASSERT_EQUAL(part(2)->in.cookie, 13);
-	p = part(3);
+	p = part(2);
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END | RM_PF_IN_SEQ),
+			RM_PF_CONT | RM_PF_ANCHOR);
+	CU_ASSERT_EQUAL(p->in.cookie, 11);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(part(3)->cpu_ns, 200);
+	CU_ASSERT_EQUAL(part(3)->in.cookie, 13);
+	p = part(4);
 	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END), RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END);
 	CU_ASSERT_EQUAL(p->in.cookie, 13);
 	CU_ASSERT_EQUAL(p->in.family, RM_AF_INET6);
 	CU_ASSERT_EQUAL(p->cpu_ns, 50);
 	CU_ASSERT_EQUAL(p->tx_bytes, 3000);
+	p = part(5);
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END), RM_PF_CONT | RM_PF_ANCHOR);
+	CU_ASSERT_EQUAL(p->in.cookie, 13);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(p->tx_bytes, 0);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 700);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 200);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 100); /* before its first recv: no state */
 }
 
 /*
@@ -1202,10 +1221,10 @@ static void test_follow_replies_event_loop(void)
  * c1, 12 of c2):
  *   [100,200) reads A on 11, waits (S) for a result: segment A 100 ns
  *   [300,350) after the wait, replies on 11: a chain anchored to A, 50 ns
- *   [350,400) the tail until it waits for its next request: unsegmented 50
+ *   [350,400) the tail until it waits for its next request: A's, 50
  *   [500,600) reads B on 12, waits for disk (D): still B; [700,800) more of
  *             B, 200 ns in all, then it waits (S) in its poll loop
- *   [900,950) after that wait, reads C: the loop's 50 ns are unsegmented
+ *   [900,950) after that wait, reads C: the head of C, 50 + 50 after it
  */
 static void test_follow_replies_waits(void)
 {
@@ -1227,7 +1246,7 @@ static void test_follow_replies_waits(void)
 	       "900 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
 	       "950 0 recv tid=101 pid=100 sock=13 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.3:5003 bytes=10 seq=3000 srv=1\n"
 	       "1000 0 switch prev=101 prev_state=S next=0\n");
-	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 5);
 	p = part(0); /* A until the wait */
 	CU_ASSERT_EQUAL(p->in.cookie, 11);
 	CU_ASSERT_EQUAL(p->cpu_ns, 100);
@@ -1239,14 +1258,62 @@ static void test_follow_replies_waits(void)
 	CU_ASSERT_EQUAL(p->in_seq_end, 1010);
 	CU_ASSERT_EQUAL(p->cpu_ns, 50);
 	CU_ASSERT_EQUAL(p->tx_bytes, 20);
-	p = part(2); /* B, across its disk wait */
+	p = part(2); /* A's tail until the wait */
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END), RM_PF_CONT | RM_PF_ANCHOR);
+	CU_ASSERT_EQUAL(p->in.cookie, 11);
+	CU_ASSERT_EQUAL(p->in_seq_start, 1000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 1010);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	p = part(3); /* B, across its disk wait */
 	CU_ASSERT_EQUAL(p->in.cookie, 12);
 	CU_ASSERT_EQUAL(p->cpu_ns, 200);
-	p = part(3); /* C, emitted at the end */
+	p = part(4); /* C with its head, emitted at the end */
 	CU_ASSERT_EQUAL(p->in.cookie, 13);
-	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(p->cpu_ns, 100);
 	CU_ASSERT_EQUAL(win(0)->busy_ns, 100 + 50 + 50 + 100 + 100 + 50 + 50);
-	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 50 + 50);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 0);
+}
+
+/*
+ * An event-loop proxy with follow-replies (tid 101): it answers Z on 11,
+ * reads A on 12 and forwards it upstream on 50 (no reply: a call), then
+ * waits. Each tail goes to its own request, not to the last one answered:
+ *   [100,200) Z, reply on 11; [200,250) Z's tail, ended by the recv on 12
+ *   [250,350) A, forwarded on 50; [350,400) A's tail until the wait
+ */
+static void test_follow_replies_proxy_tail(void)
+{
+	const struct rm_part *p;
+
+	follow_replies = 1;
+	replay("rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+	       "100 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "100 0 recv tid=101 pid=100 sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.9:5009 bytes=10 seq=1000 srv=1\n"
+	       "200 0 send tid=101 pid=100 sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.9:5009 bytes=20 seq=7000 srv=1\n"
+	       "250 0 recv tid=101 pid=100 sock=12 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.1:5001 bytes=10 seq=2000 srv=1\n"
+	       "350 0 send tid=101 pid=100 sock=50 fam=4 laddr=10.0.0.1:50000 raddr=10.0.0.2:9000 bytes=30 seq=5000\n"
+	       "400 0 switch prev=101 prev_state=S next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 4);
+	CU_ASSERT_EQUAL(part(0)->in.cookie, 11);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 100);
+	p = part(1); /* Z's tail */
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END), RM_PF_CONT | RM_PF_ANCHOR);
+	CU_ASSERT_EQUAL(p->in.cookie, 11);
+	CU_ASSERT_EQUAL(p->in_seq_start, 1000);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	p = part(2); /* A up to its forwarding */
+	CU_ASSERT_EQUAL(p->in.cookie, 12);
+	CU_ASSERT_EQUAL(p->out.cookie, 50);
+	CU_ASSERT_EQUAL(p->cpu_ns, 100);
+	p = part(3); /* A's tail */
+	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_ANCHOR | RM_PF_END | RM_PF_IN_SEQ),
+			RM_PF_CONT | RM_PF_ANCHOR | RM_PF_IN_SEQ);
+	CU_ASSERT_EQUAL(p->in.cookie, 12);
+	CU_ASSERT_EQUAL(p->in_seq_start, 2000);
+	CU_ASSERT_EQUAL(p->in_seq_end, 2010);
+	CU_ASSERT_EQUAL(p->cpu_ns, 50);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 300);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 0);
 }
 
 /*
@@ -1260,13 +1327,17 @@ static void test_follow_replies_waits(void)
  *              connection back at 705, 10 ns of tail
  *   [710,730)  301 back from its poll: 10 ns for 12's connection, reads the
  *              next request on 13 at 720
- * The whole tail (150 ns) is unsegmented: its first half by the first
- * block, the second by the hand-off. The reader's segment of 12 ends at the
- * hand-off (40 ns); its 10 ns in its loop after it are unsegmented, its 10
- * ns after the worker's wake-up go to 12's request (a part anchored from
- * its start). Without the wake-ups' wakers (an old stream), the second half
- * of the tail goes to the next request, the reader's segment lasts until it
- * waits (50 ns) and its 10 ns after the wake-up are unsegmented.
+ * The tail up to the first block (50 ns) is the request's answered on 11
+ * (a part anchored to it); the rest of it (100 ns, after the block) is
+ * unsegmented by the hand-off, as are the worker's 10 ns after its reply
+ * on 12 (its tail ended by the completion hand-off). The reader's segment
+ * of 12 ends at the hand-off (40 ns); its 10 ns in its loop after it are
+ * unsegmented, its 10 ns after the worker's wake-up go to 12's request (a
+ * part anchored from its start). Without the wake-ups' wakers (an old
+ * stream), the tail after the block goes to the next request, the
+ * reader's segment lasts until it waits (50 ns), the worker's 10 ns after
+ * its reply on 12 are that request's tail and the reader's 10 ns after the
+ * wake-up are the head of the request on 13.
  */
 static const char handoff_stream[] =
 	"rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
@@ -1286,7 +1357,8 @@ static const char handoff_stream[] =
 	"720 0 recv tid=301 pid=300 sock=13 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.3:5003 bytes=10 seq=3000 srv=1\n"
 	"730 0 switch prev=301 prev_state=S next=0\n";
 
-static void handoff_case(int by, uint64_t next_cpu, uint64_t reader_cpu, uint64_t done_cpu, uint64_t unseg)
+static void handoff_case(int by, uint64_t next_cpu, uint64_t reader_cpu, uint64_t done_cpu, uint64_t r13_cpu,
+			 uint64_t unseg)
 {
 	uint64_t r12 = 0, r13 = 0, done = 0;
 	char stream[sizeof(handoff_stream) + 32];
@@ -1299,7 +1371,8 @@ static void handoff_case(int by, uint64_t next_cpu, uint64_t reader_cpu, uint64_
 	for (i = 0; i < cap.nparts; i++) {
 		const struct rm_part *q = &cap.parts[i];
 
-		if (q->tid == 302 && (q->flags & RM_PF_ANCHOR) && q->in.cookie == 12)
+		if (q->tid == 302 && (q->flags & (RM_PF_ANCHOR | RM_PF_END)) == (RM_PF_ANCHOR | RM_PF_END) &&
+		    q->in.cookie == 12)
 			p = q;
 		if (q->tid == 301 && (q->flags & RM_PF_CONT)) {
 			/* the reader's only continuation: anchored from its start */
@@ -1316,7 +1389,7 @@ static void handoff_case(int by, uint64_t next_cpu, uint64_t reader_cpu, uint64_
 		}
 	}
 	CU_ASSERT_EQUAL(r12, reader_cpu);
-	CU_ASSERT_EQUAL(r13, 10);
+	CU_ASSERT_EQUAL(r13, r13_cpu);
 	CU_ASSERT_EQUAL(done, done_cpu);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
 	CU_ASSERT_EQUAL(p->flags & (RM_PF_CONT | RM_PF_END), RM_PF_CONT | RM_PF_END);
@@ -1328,7 +1401,7 @@ static void handoff_case(int by, uint64_t next_cpu, uint64_t reader_cpu, uint64_
 
 static void test_follow_replies_handoff(void)
 {
-	handoff_case(1, 200, 40, 10, 50 + 100 + 10 + 10);
+	handoff_case(1, 200, 40, 10, 10, 100 + 10 + 10);
 }
 
 /*
@@ -1363,7 +1436,7 @@ static void test_follow_replies_handoff_after_block(void)
 
 static void test_follow_replies_handoff_unknown_waker(void)
 {
-	handoff_case(0, 100 + 200, 50, 0, 50 + 10 + 10);
+	handoff_case(0, 100 + 200, 50, 0, 10 + 10, 0);
 }
 
 /*
@@ -1510,10 +1583,11 @@ static CU_TestInfo cases[] = {
 	{ "late drop of a part older than the slot ring", test_late_drop },
 	{ "follow-replies: a pool worker taking queued requests without a wake-up", test_follow_replies },
 	{ "without follow-replies the same worker is unsegmented", test_follow_replies_off },
-	{ "follow-replies on an event loop adds no records between requests", test_follow_replies_event_loop },
+	{ "follow-replies on an event loop: a reply's tail is the request's answered", test_follow_replies_event_loop },
 	{ "follow-replies: after a wait, work goes to the request answered, not the one read", test_follow_replies_waits },
 	{ "follow-replies gives a client no chains and no more records", test_follow_replies_client },
 	{ "follow-replies: hand-offs between a reader and a worker, both ways", test_follow_replies_handoff },
+	{ "follow-replies: a proxy's tail after forwarding is the request forwarded", test_follow_replies_proxy_tail },
 	{ "follow-replies: without the waker only the tail before the first block is", test_follow_replies_handoff_unknown_waker },
 	{ "follow-replies: a reader woken after the worker's tail has ended finishes no request",
 	  test_follow_replies_handoff_after_block },

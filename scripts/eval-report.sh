@@ -106,14 +106,12 @@ if grep -q '^sweep,' "$R"; then
 		echo "persistent back-end connections in rm-fe, tb-back in rm-be, CEs c1..c3 in rm-c1..3 at the same rate,"
 		echo "with distinct per-request CPU at the front (c1 1.0–1.4 ms, c2 1.8–2.2 ms, c3 2.6–3.0 ms), GETs of"
 		echo "1–16 KB objects, 60% on a per-CE hot set of 6 addresses; the back-end spends 300 µs + 150 µs per"
-		echo "KB on a miss. Truth: each tier's own \`CLOCK_THREAD_CPUTIME_ID\` per CE (from after the request's"
-		echo "\`recv\` to the return of the reply's first \`send\`). Configurations are named"
+		echo "KB on a miss. Truth: each tier's own \`CLOCK_THREAD_CPUTIME_ID\` per CE (from right before the"
+		echo "\`recv\` that reads a request to right before the thread's next \`recv\`: its head and its tail"
+		echo "included). The collectors run in their default configuration. Configurations are named"
 		echo "sweep-ARRIVAL-RATE (req/s per CE). LR and Kalman are the aggregator's estimates from the same"
 		echo "runs; \`[n/N windows]\` is how many of the windows Rametr measured they produced an estimate for"
-		echo "(LR has none while its least-squares system is singular), the rest counting as 0. Rametr's"
-		echo "errors have a per-request part: at the front-end it reads about 5 µs per request low, at the"
-		echo "back-end about 7 µs high (its segment starts inside the \`recv\`, the truth after it), both"
-		echo "measured on a development run with lighter requests; hence the cheapest CE's larger errors."
+		echo "(LR has none while its least-squares system is singular), the rest counting as 0."
 		echo
 		echo "### Front-end (S1)"
 		echo
@@ -289,11 +287,11 @@ if grep -q '^pg,' "$R"; then
 	{
 		echo
 		echo "U over the interval: $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s; the backends' truth covers $(awk -v u="$U" '{ s += $2 } END { printf "%.1f", 100 * s / u }' "$gd/truth-backends.txt")% of it"
-		echo "(the rest: postgres's own auxiliary processes, which Rametr leaves unaccountable). Rametr reads"
-		echo "low mostly for the role with the most (and cheapest) transactions: a backend's work after its reply"
-		echo "is sent — going idle, statistics, the non-blocking read that finds nothing and the wait for the"
-		echo "next query — lies outside any segment (seed 000 §5.2: a segment ends at the send), so it is"
-		echo "\`unsegmented\` V, while the backends' truth counts it."
+		echo "(the rest: postgres's own auxiliary processes, which Rametr leaves unaccountable). A backend's"
+		echo "work after its reply is sent — going idle, statistics, the non-blocking read that finds nothing,"
+		echo "entering the wait for the next query — is the tail of the query answered, and its return from"
+		echo "that wait and the read of the next query are that query's head: Rametr charges both to the role"
+		echo "of the query, as the backends' truth counts them."
 		echo
 		echo "Percentage of totals as in Fig. 9: the separate runs are each CE's load alone, all of postgres's"
 		echo "CPU (/proc) over ${d_sep} whole seconds each; the others are from the run together."
@@ -394,13 +392,70 @@ if grep -q '^redis,' "$R"; then
 	} >>"$md"
 fi
 
+# ------------------------------------------------------------ nginx (pooled reverse proxy)
+nd=$out/runs/nginx
+ng_tol=2.0 ng_pp=1.0
+if grep -q '^nginx,' "$R"; then
+	U=$(get "$nd/rametr-sums-be.txt" __U__)
+	{
+		echo "## 4c. nginx $(nginx -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p') (Debian) as a reverse proxy with an upstream keepalive pool"
+		echo
+		echo "nginx in rm-fe (one worker; \`upstream { keepalive 4; }\`, \`proxy_http_version 1.1\`,"
+		echo "\`proxy_set_header Connection \"\"\`): every CE's requests go to the back end over the same few pooled"
+		echo "connections, in turn. Behind it tb-back \`--http\` in rm-be, a thread per connection, which keeps"
+		echo "its own truth per CE (each request's thread CPU from right before the \`recv\` that reads it to right"
+		echo "before the next \`recv\`). From rm-c1..3 one keep-alive \`curl --rate\` connection each: c1 30 req/s of"
+		echo "2 KB objects, c2 30 req/s of 8 KB, c3 10 req/s of 16 KB (the back end spends 300 µs + 150 µs per"
+		echo "KB). The CEs are named by client address at nginx; at the back end only pairing through the"
+		echo "pooled connections tells them apart. Default collector, the whole run (${d_svc} s of load)."
+		echo
+		echo "| CE | tb-back's CPU s | share (truth) | Rametr s | share | error | share gap |"
+		echo "|---|---|---|---|---|---|---|"
+	} >>"$md"
+	shares <"$nd/truth-be.txt" >"$nd/share-truth.txt"
+	awk -F, '$1 == "nginx" && $4 == "Rametr" && $5 ~ /^c/ { print $5, $7 }' "$R" >"$nd/rametr-be.txt"
+	shares <"$nd/rametr-be.txt" >"$nd/share-Rametr.txt"
+	for c in c1 c2 c3; do
+		line=$(awk -v tr="$(get "$nd/truth-be.txt" $c)" -v v="$(get "$nd/rametr-be.txt" $c)" \
+			-v ts="$(get "$nd/share-truth.txt" $c)" -v vs="$(get "$nd/share-Rametr.txt" $c)" 'BEGIN {
+			printf "%.3f|%.2f%%|%.3f|%.2f%%|%+.2f%%|%+.2f pp|%.3f|%.3f", tr / 1e9, ts, v / 1e9, vs,
+				tr ? 100 * (v - tr) / tr : 0, vs - ts, tr ? 100 * (v - tr) / tr : 0, vs - ts }')
+		IFS='|' read -r a b cc dd e f err gap <<<"$line"
+		echo "| $c | $a | $b | $cc | $dd | $e | $f |" >>"$md"
+		awk -v x="$err" -v m="$ng_tol" 'BEGIN { exit !(x <= m && x >= -m) }' \
+			&& check ok "nginx $c: Rametr $e of tb-back's truth (bound ${ng_tol}%)" \
+			|| check FAIL "nginx $c: Rametr $e of tb-back's truth (bound ${ng_tol}%)"
+		awk -v x="$gap" -v m="$ng_pp" 'BEGIN { exit !(x <= m && x >= -m) }' \
+			&& check ok "nginx $c: Rametr's share within $f of the truth's (bound ${ng_pp} pp)" \
+			|| check FAIL "nginx $c: Rametr's share $f from the truth's (bound ${ng_pp} pp)"
+	done
+	tr_rank=$(rank <"$nd/truth-be.txt")
+	rr=$(rank <"$nd/rametr-be.txt")
+	[ "$rr" = "$tr_rank" ] && check ok "nginx: Rametr's rank order $rr = tb-back's" \
+		|| check FAIL "nginx: Rametr's rank order '$rr' differs from tb-back's '$tr_rank'"
+	pcpu=$(get "$nd/proxy-cpu.txt" nginx)
+	{
+		echo
+		echo "At the back end U is $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s, V $(awk -v u="$U" -v v="$(get "$nd/rametr-sums-be.txt" __unaccountable__)" 'BEGIN { printf "%.2f", u ? 100 * v / u : 0 }')% of it;"
+		echo "by reason: $(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$nd/v-be.csv" 2>/dev/null)."
+		echo "tb-back's truth sums to $(awk -v u="$U" '{ s += $2 } END { printf "%.1f", u ? 100 * s / u : 0 }' "$nd/truth-be.txt")% of U (its main thread's accepting is in U, not in the truth)."
+		echo "The proxy: nginx's own on-CPU time (\`/proc/PID/schedstat\` of its processes) over"
+		echo "$(awk '{ print $2 - $1 }' "$nd/interval.txt") whole seconds was $(awk -v p="$pcpu" 'BEGIN { printf "%.3f", p / 1e9 }') s; Rametr charged"
+		echo "$(awk -v p="$pcpu" '$1 ~ /^c[0-9]+$/ { s += $2 } END { printf "%.1f", p ? 100 * s / p : 0 }' "$nd/rametr-sums-fe.txt")% of it to the CEs"
+		echo "(V at rm-fe by reason over the run: $(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$nd/v-fe.csv" 2>/dev/null))."
+		echo
+	} >>"$md"
+fi
+
 # ------------------------------------------------------------ checks
 {
 	echo "## Bounds checked"
 	echo
 	echo "Rametr's mean per-CE CPU error (MARE) ≤ ${tol}% on every synthetic configuration at both tiers, the right rank"
 	echo "order in every phase, ≤ ${pp} percentage points of the server's CPU against PostgreSQL's per-role"
-	echo "backends, and on redis the separate runs' rank order (CEs they tell apart by more than 10%)."
+	echo "backends, on redis the separate runs' rank order (CEs they tell apart by more than 10%), and behind"
+	echo "nginx's pooled upstream connections ≤ ${ng_tol}% per CE of tb-back's truth, shares within ${ng_pp} pp and"
+	echo "the right rank order."
 	echo
 	sed 's/^ok /- ok: /; s/^FAIL /- **FAILED**: /' "$CHK"
 	echo

@@ -18,26 +18,31 @@
 #               separate runs as in Fig. 9 (percentage of totals)
 #      redis    redis-server (Debian) in rm-be, each CE its own commands via
 #               redis-cli; INFO commandstats and separate runs as witnesses
+#      nginx    nginx (Debian) in rm-fe as a reverse proxy with an upstream
+#               keepalive pool, in front of tb-back --http in rm-be (a thread
+#               per connection); truth = tb-back's own per-CE thread CPU
 #
 # Usage: scripts/eval.sh --profile ci|full [--out DIR] [--build DIR]
 #          [--report DIR] [--only LIST]
-#   --profile ci    one synthetic configuration, short phases, short pg and
-#                   redis runs (about 3 min); checks the bounds
+#   --profile ci    one synthetic configuration, short phases, short pg,
+#                   redis and nginx runs (about 4 min); checks the bounds
 #   --profile full  everything (about 20 min); writes testbed/RESULTS.md and
 #                   testbed/results/ (CSV, SVG)
 #   --out DIR       raw runs, logs and databases (default /tmp/rametr-eval)
 #   --build DIR     use the programs already built in DIR (default: build ./build)
 #   --report DIR    where RESULTS.md, CSV and SVG go (default: testbed for
 #                   full, OUT/report for ci)
-#   --only LIST     comma-separated subset of sweep,factors,phases,pg,redis
+#   --only LIST     comma-separated subset of sweep,factors,phases,pg,redis,nginx
 # Bounds checked (exit 1 if one fails): Rametr's mean per-CE |error| <= 1%
 # at both tiers on every synthetic configuration (RM_EVAL_TOL overrides),
 # Rametr's rank order = the truth's in every phase, Rametr within 2 pp of
 # the server's CPU of PostgreSQL's per-role backend CPU, and Rametr's rank
-# order on redis = the separate runs'.
+# order on redis = the separate runs', and behind nginx's pooled upstream
+# connections Rametr within 2% per CE of tb-back's truth, its shares within
+# 1 pp, the right rank order.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-profile="" out=/tmp/rametr-eval build="" report="" only="sweep,factors,phases,pg,redis"
+profile="" out=/tmp/rametr-eval build="" report="" only="sweep,factors,phases,pg,redis,nginx"
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--profile) profile=$2; shift 2 ;;
@@ -77,7 +82,7 @@ for p in aggregator/rametr-aggregator collector/rametr-collector ctl/rametrctl t
 done
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 for p in "$PGBIN/initdb" "$PGBIN/postgres" /usr/bin/pgbench /usr/bin/psql /usr/bin/redis-server \
-	 /usr/bin/redis-cli runuser; do
+	 /usr/bin/redis-cli /usr/sbin/nginx /usr/bin/curl runuser; do
 	command -v "$p" >/dev/null || { echo "eval: '$p' is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 out=$(realpath -m "$out")
@@ -94,7 +99,7 @@ techs="Rametr"
 tb_name=eval
 . "$top/scripts/testbed-lib.sh"
 tb_init
-"$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--follow-replies' && tb_col_extra=(--follow-replies)
+# The collectors run in their default configuration, as a user runs them.
 # The hosts are taken for each experiment and given back after it, so that
 # other users of the testbed (tests) wait for one experiment, not for all.
 tb_hosts_quiet=1
@@ -421,6 +426,95 @@ if want redis; then
 	echo "$t_a $t_b" >"$d/interval.txt"
 	add_rows redis commandstats be "$d" "$d/truth-commandstats.txt" $t_a $t_b
 	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+fi
+
+# ---------------------------------------------------------------- nginx
+# Debian's nginx in rm-fe, a reverse proxy whose upstream keepalive pool (at
+# most 4 idle connections) carries every CE's requests in turn, in front of
+# tb-back --http in rm-be. Each CE fetches objects of its own size from
+# rm-cN over one keep-alive connection (curl --rate).
+NG_PORT=8080 NG_BE_PORT=9180
+NG_SIZE=(2 8 16)   # KB per request, per CE
+NG_RATE=(30 30 10) # requests per second, per CE
+# On-CPU ns of every process of namespace rm-fe (nginx's master and worker): "pid ns".
+ng_cpu() {
+	local p ns
+	for p in $(ip netns pids rm-fe 2>/dev/null); do
+		{ read -r ns _ <"/proc/$p/schedstat"; } 2>/dev/null && echo "$p $ns"
+	done
+}
+if want nginx; then
+	d=$out/runs/nginx; mkdir -p "$d"
+	echo "== nginx in rm-fe (upstream keepalive 4) before tb-back --http in rm-be, from rm-c1..3 (${svc_dur}s)"
+	tb_service_dir www-data ngd
+	mkdir -p "$ngd/tmp"; chown www-data "$ngd/tmp"
+	cat >"$ngd/nginx.conf" <<-EOF
+		user www-data;
+		worker_processes 1;
+		pid $ngd/nginx.pid;
+		error_log $d/nginx-error.log;
+		events { worker_connections 256; }
+		http {
+			access_log off;
+			client_body_temp_path $ngd/tmp/body;
+			proxy_temp_path $ngd/tmp/proxy;
+			fastcgi_temp_path $ngd/tmp/fastcgi;
+			uwsgi_temp_path $ngd/tmp/uwsgi;
+			scgi_temp_path $ngd/tmp/scgi;
+			upstream be { server $(addr be):$NG_BE_PORT; keepalive 4; }
+			server {
+				listen $(addr fe):$NG_PORT;
+				location / {
+					proxy_pass http://be;
+					proxy_http_version 1.1;
+					proxy_set_header Connection "";
+				}
+			}
+		}
+	EOF
+	mkcfg "$d/rametr.ini" $NG_PORT fe be
+	tb_take_hosts
+	tb_rametr_start "$d" "$d/rametr.ini" fe be
+	$NETNS exec be "$B/testbed/tb-back" --http --listen "$(addr be):$NG_BE_PORT" --truth "$d/truth-be.csv" \
+		--cpu-us-base $tb_back_base_us --cpu-us-per-kb $tb_back_per_kb_us >"$d/tb-back.log" 2>&1 &
+	ngb=$!; tb_pids+=($ngb)
+	tb_wait_log "$d/tb-back.log" "listening" $ngb
+	$NETNS exec fe nginx -c "$ngd/nginx.conf" -p "$ngd" -e "$d/nginx-error.log" -g "daemon off;" \
+		>"$d/nginx.log" 2>&1 &
+	ng=$!; tb_pids+=($ng)
+	for j in $(seq 1 50); do
+		$NETNS exec fe ss -Hltn "sport = :$NG_PORT" | grep -q . && break
+		kill -0 $ng 2>/dev/null || { cat "$d/nginx-error.log" >&2; echo "eval: nginx failed" >&2; exit 1; }
+		sleep 0.1
+	done
+	loads=()
+	for i in 1 2 3; do
+		n=$((NG_RATE[i - 1] * (svc_dur + 4)))
+		$NETNS exec c$i curl -sS --fail -o /dev/null --rate "${NG_RATE[i - 1]}/s" \
+			"http://$(addr fe):$NG_PORT/c$i/[$((i * 100000))-$((i * 100000 + n - 1))]/${NG_SIZE[i - 1]}" \
+			>"$d/load-c$i.log" 2>&1 &
+		loads+=($!); tb_pids+=($!)
+	done
+	sleep 2; t_a=$(at_second 0); ng_cpu >"$d/cpu-a.txt"
+	sleep $((svc_dur - 1)); t_b=$(at_second 0); ng_cpu >"$d/cpu-b.txt"
+	ok=1
+	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
+	tb_stop $ng nginx "$d/nginx-error.log"
+	tb_stop $ngb tb-back "$d/tb-back.log"
+	tb_rametr_stop
+	tb_release_hosts
+	[ $ok -eq 1 ] || { cat "$d"/load-*.log >&2; echo "eval: nginx: a client reported errors" >&2; exit 1; }
+	echo "$t_a $t_b" >"$d/interval.txt"
+	awk 'FNR == NR { a[$1] = $2; next } ($1 in a) { s += $2 - a[$1] } END { print "nginx", s }' \
+		"$d/cpu-a.txt" "$d/cpu-b.txt" >"$d/proxy-cpu.txt"
+	for s in fe be; do
+		dump_windows "$d" $s
+		"$CTL" unaccountable --db "$d/rametr.db" --server $s --resource cpu -o csv >"$d/v-$s.csv" 2>/dev/null || :
+	done
+	truth_lines "$d/truth-be.csv" >"$d/truth-be.txt"
+	add_rows nginx pooled be "$d" "$d/truth-be.txt"
+	sum_windows "$d/win-be-Rametr.csv" >"$d/rametr-sums-be.txt"
+	sum_windows "$d/win-fe-Rametr.csv" $t_a $t_b >"$d/rametr-sums-fe.txt"
 fi
 
 # ---------------------------------------------------------------- report

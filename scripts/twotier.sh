@@ -24,8 +24,9 @@
 #   --build DIR        use the programs already built in DIR (default: build
 #                      the tree into ./build, as scripts/demo.sh does)
 #   --collector-arg A  extra argument for both collectors (repeatable)
-#   --no-follow-replies  do not pass --follow-replies (passed by default when
-#                      the collector has it: thread pools, variant c; add
+#   --no-follow-replies  run the collectors with --no-follow-replies (by
+#                      default they run in their default configuration,
+#                      which follows thread pools' replies, variant c; add
 #                      --collector-arg --follow-wakeups to compare)
 #   --no-netns         development only: collectors without --netns (each
 #                      then sees every thread of the machine)
@@ -112,9 +113,7 @@ if [ $use_netns -eq 1 ] && ! "$B/collector/rametr-collector" --help 2>&1 | grep 
 	echo "twotier: this rametr-collector has no --netns (use --no-netns to develop without it)" >&2
 	exit 1
 fi
-if [ $follow -eq 1 ] && "$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--follow-replies'; then
-	col_extra+=(--follow-replies)
-fi
+[ $follow -eq 1 ] || col_extra+=(--no-follow-replies)
 tb_col_extra=("${col_extra[@]}")
 
 out=$(realpath -m "$out")

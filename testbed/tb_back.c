@@ -6,9 +6,12 @@
  * thread CPU. One thread per connection serves one request at a time, like
  * tb-server. It keeps the ground truth per CE (tb_truth.h) — the <ce> field
  * is forwarded by the front-end for this purpose only — from right before
- * the recv that completed the request line (its head, tb_lsrv.h) to right
- * after the reply's first send returned. The truth file is rewritten
- * every second and on SIGTERM/SIGINT. Owns the truth table and its file.
+ * the recv that completed the request line (its head, tb_lsrv.h) on to
+ * right before the thread's next recv (its tail: the rest of the reply, the
+ * way back to the next read). The truth file is rewritten
+ * every second and on SIGTERM/SIGINT. With --http it speaks HTTP/1.1
+ * instead (GET /<ce>/<addr>/<size_kb>, persistent connections), to stand
+ * behind a real reverse proxy. Owns the truth table and its file.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,13 +33,29 @@
 #define TB_BACK_CONNS_DEFAULT 256
 #define TB_BACK_CONNS_MAX 4096
 #define TB_BACK_MAX_CES 1024
+#define TB_BACK_HTTP_HDR 64 /* room for the HTTP response's status line and headers */
 
 struct tb_back {
 	struct tb_truth truth;
 	const char *truth_path;
 	uint64_t cpu_base_us, cpu_per_kb_us;
 	uint64_t malformed, served; /* atomic: counting adds no wake-ups */
+	int http;                   /* --http */
 };
+
+/*
+ * --http: the request a connection thread is reading. Its request line
+ * comes first, its headers follow, the empty line ends it. A connection
+ * thread serves one connection at a time, so the request is the thread's.
+ */
+struct tb_back_http {
+	int open;             /* a request line was read: headers follow */
+	char line[96];        /* the request as a FETCH line */
+	size_t len, rx;       /* line's length; the request's bytes so far */
+	uint64_t t0;          /* truth start: before the recv of its first line */
+};
+
+static _Thread_local struct tb_back_http tb_http;
 
 static void tb_usage(FILE *f)
 {
@@ -52,6 +71,8 @@ static void tb_usage(FILE *f)
 		"  --cpu-us-per-kb N    storage CPU per KB of the object (default 100)\n"
 		"  --max-conns N        connections served at once, one thread each\n"
 		"                       (default %d, max %d)\n"
+		"  --http               HTTP/1.1: 'GET /<ce>/<addr>/<size_kb>' answers 200 with\n"
+		"                       the same reply as its body; anything else ends the connection\n"
 		"  -h, --help           this help\n"
 		"\n"
 		"protocol: 'FETCH <ce> <addr> <size_kb>\\n' -> size_kb * 1024 bytes 'OK <n>\\n',\n"
@@ -71,42 +92,102 @@ static int tb_back_too_long(void *arg, int fd)
 	return tb_back_err(arg, fd, "line too long");
 }
 
-static int tb_back_serve(void *arg, int fd, const char *line, size_t len, uint64_t t0)
+/*
+ * Serves the request in line[0..len) (a FETCH or STORE line), read from
+ * thread CPU time t0 in rx bytes; with http, an HTTP response carries the
+ * reply (errors end the connection).
+ */
+static int tb_back_work(struct tb_back *b, int fd, const char *line, size_t len, size_t rx, uint64_t t0,
+			struct tb_lsrv_tail *tail, int http)
 {
-	struct tb_back *b = arg;
 	struct tb_tier_req req;
 	volatile uint64_t sink;
 	const char *reason;
 	uint64_t cpu_us, t1, tx = 0;
-	size_t rlen;
+	size_t rlen, hlen = 0;
 	char *reply;
 	int rv;
 
 	if (tb_tier_parse(TB_CMD_FETCH, line, len, &req, &reason) != RM_OK)
-		return tb_back_err(b, fd, reason);
+		return http ? -1 : tb_back_err(b, fd, reason);
 	rv = tb_truth_add(&b->truth, req.ce, 0, 0, 0, 0);
-	if (rv == RM_EFULL)
-		return tb_back_err(b, fd, "too many ces");
 	if (rv != RM_OK)
-		return tb_back_err(b, fd, "internal error");
+		return http ? -1 : tb_back_err(b, fd, rv == RM_EFULL ? "too many ces" : "internal error");
 	/* The storage work: a size-dependent CPU cost, then the object's data. */
 	cpu_us = b->cpu_base_us + (uint64_t)req.size_kb * b->cpu_per_kb_us * (req.cmd == TB_CMD_STORE ? 2 : 1);
 	if (cpu_us > TB_CPU_US_MAX)
 		cpu_us = TB_CPU_US_MAX;
 	sink = tb_burn_cpu((uint32_t)cpu_us);
 	(void)sink;
-	reply = malloc(tb_tier_reply_bytes(req.size_kb));
+	reply = malloc(TB_BACK_HTTP_HDR + tb_tier_reply_bytes(req.size_kb));
 	if (!reply)
-		return tb_back_err(b, fd, "out of memory");
-	rlen = tb_tier_build_reply(reply, tb_tier_reply_bytes(req.size_kb), req.addr, req.size_kb);
+		return http ? -1 : tb_back_err(b, fd, "out of memory");
+	if (http) /* fits: a Content-Length of at most 10 digits */
+		hlen = (size_t)snprintf(reply, TB_BACK_HTTP_HDR, "HTTP/1.1 200 OK\r\nContent-Length: %u\r\n\r\n",
+					tb_tier_reply_bytes(req.size_kb));
+	rlen = tb_tier_build_reply(reply + hlen, tb_tier_reply_bytes(req.size_kb), req.addr, req.size_kb);
 	t1 = tb_thread_cpu_ns();
-	rv = tb_tier_send(fd, reply, rlen, &tx, &t1);
+	rv = tb_tier_send(fd, reply, hlen + rlen, &tx, &t1);
 	free(reply);
 	/* Served either way: the CPU was spent on behalf of req.ce. */
-	if (tb_truth_add(&b->truth, req.ce, 1, t1 - t0, len + 1, tx) != RM_OK)
+	if (tb_truth_add(&b->truth, req.ce, 1, t1 - t0, rx, tx) != RM_OK)
 		rm_log_warn("failed to record a request of '%s'", req.ce);
+	tb_lsrv_tail_open(tail, req.ce, t1);
 	__atomic_fetch_add(&b->served, 1, __ATOMIC_RELAXED);
 	return rv == RM_OK ? 0 : -1;
+}
+
+/* --http: takes "GET /<ce>/<addr>/<size_kb> HTTP/1.1" into h as a FETCH line. */
+static int tb_back_http_start(struct tb_back_http *h, const char *line, size_t len)
+{
+	char path[96];
+	size_t i, n;
+
+	if (len < 16 || memcmp(line, "GET /", 5) != 0 || memcmp(line + len - 9, " HTTP/1.1", 9) != 0)
+		return -1;
+	n = len - 5 - 9;
+	if (n >= sizeof(path))
+		return -1;
+	memcpy(path, line + 5, n);
+	for (i = 0; i < n; i++)
+		if (path[i] == '/')
+			path[i] = ' ';
+	h->len = (size_t)snprintf(h->line, sizeof(h->line), "FETCH %.*s", (int)n, path);
+	return h->len < sizeof(h->line) ? 0 : -1;
+}
+
+static int tb_back_serve(void *arg, int fd, const char *line, size_t len, uint64_t t0, struct tb_lsrv_tail *tail)
+{
+	struct tb_back *b = arg;
+	struct tb_back_http *h = &tb_http;
+
+	if (!b->http)
+		return tb_back_work(b, fd, line, len, len + 1, t0, tail, 0);
+	if (len && line[len - 1] == '\r')
+		len--;
+	if (!h->open) {
+		if (tb_back_http_start(h, line, len) != 0) {
+			__atomic_fetch_add(&b->malformed, 1, __ATOMIC_RELAXED);
+			return -1;
+		}
+		h->open = 1;
+		h->t0 = t0;
+		h->rx = len + 2;
+		return 0;
+	}
+	h->rx += len + 2;
+	if (len)
+		return 0; /* a header */
+	h->open = 0;
+	return tb_back_work(b, fd, h->line, h->len, h->rx, h->t0, tail, 1);
+}
+
+static void tb_back_tail(void *arg, const char *ce, uint64_t cpu_ns)
+{
+	struct tb_back *b = arg;
+
+	if (tb_truth_add(&b->truth, ce, 0, cpu_ns, 0, 0) != RM_OK)
+		rm_log_warn("failed to record a request of '%s'", ce);
 }
 
 static void tb_back_tick(void *arg)
@@ -125,6 +206,7 @@ int main(int argc, char **argv)
 		{ "cpu-us-base", required_argument, NULL, 'B' },
 		{ "cpu-us-per-kb", required_argument, NULL, 'K' },
 		{ "max-conns", required_argument, NULL, 'w' },
+		{ "http", no_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -168,6 +250,9 @@ int main(int argc, char **argv)
 				rm_log_error("bad --max-conns '%s': expected 1..%d", optarg, TB_BACK_CONNS_MAX);
 				return 2;
 			}
+			break;
+		case 'H':
+			b.http = 1;
 			break;
 		case 'V':
 			rm_version_print(stdout, "tb-back");
@@ -217,6 +302,7 @@ int main(int argc, char **argv)
 		return 1;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.serve = tb_back_serve;
+	cfg.tail = tb_back_tail;
 	cfg.too_long = tb_back_too_long;
 	cfg.tick = tb_back_tick;
 	cfg.arg = &b;

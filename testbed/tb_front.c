@@ -19,14 +19,16 @@
  *                                    thread per client connection does it all.
  *
  * Ground truth per CE (tb_truth.h): the CPU time of every front-end thread
- * spent on a request (CLOCK_THREAD_CPUTIME_ID), from right after the recv
- * that completed its request line to right after the reply's first send
- * returned. With workers, the reader's part (recv to hand-off), the
- * worker's part (pick-up to the reply's first send) and the reader's taking
- * the connection back after the reply (watching it again) are measured on
- * each thread and added. --stats has per CE the requests, cache hits, misses and
- * failed back-end fetches. Both files are rewritten every second and at the
- * end (SIGTERM/SIGINT).
+ * spent on a request (CLOCK_THREAD_CPUTIME_ID). A connection thread's:
+ * from right before the recv that completed its request line (its head) on
+ * to right before the thread's next recv (its tail: the rest of the reply,
+ * the way back to the next read; tb_lsrv.h). With workers, the reader's
+ * part (right before its recv to the hand-off), the worker's part (pick-up
+ * to the reply's first send) and the reader's taking the connection back
+ * after the reply (watching it again) are measured on each thread and
+ * added. --stats has per CE the requests, cache hits, misses and failed
+ * back-end fetches. Both files are rewritten every second and at the end
+ * (SIGTERM/SIGINT).
  *
  * The main thread owns the listening socket, the files, the worker threads
  * and (with workers) every client connection; a connection or worker thread
@@ -537,7 +539,8 @@ static int tb_front_accept_line(struct tb_front *f, int fd, const char *line, si
 }
 
 /* Variant a/b: the connection thread does everything. */
-static int tb_front_serve(void *arg, int fd, const char *line, size_t len, uint64_t t0)
+static int tb_front_serve(void *arg, int fd, const char *line, size_t len, uint64_t t0,
+			  struct tb_lsrv_tail *tail)
 {
 	struct tb_front *f = arg;
 	struct tb_tier_req req;
@@ -550,7 +553,16 @@ static int tb_front_serve(void *arg, int fd, const char *line, size_t len, uint6
 	/* Served either way: the CPU was spent on behalf of req.ce. */
 	if (tb_truth_add(&f->truth, req.ce, 1, t1 - t0, len + 1, tx) != RM_OK)
 		rm_log_warn("failed to record a request of '%s'", req.ce);
+	tb_lsrv_tail_open(tail, req.ce, t1);
 	return rv;
+}
+
+static void tb_front_tail(void *arg, const char *ce, uint64_t cpu_ns)
+{
+	struct tb_front *f = arg;
+
+	if (tb_truth_add(&f->truth, ce, 0, cpu_ns, 0, 0) != RM_OK)
+		rm_log_warn("failed to record a request of '%s'", ce);
 }
 
 static int tb_front_too_long(void *arg, int fd)
@@ -730,6 +742,7 @@ static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c)
 		tb_conn_maybe_free(f, c);
 		return;
 	}
+	t0 = tb_thread_cpu_ns(); /* reading the request (its head) is its work */
 	n = recv(c->fd, c->buf + c->have, sizeof(c->buf) - c->have, MSG_DONTWAIT);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
@@ -738,7 +751,6 @@ static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c)
 		tb_conn_maybe_free(f, c);
 		return;
 	}
-	t0 = tb_thread_cpu_ns();
 	c->have += (size_t)n;
 	tb_conn_lines(f, c, t0);
 	tb_conn_maybe_free(f, c);
@@ -1070,6 +1082,8 @@ int main(int argc, char **argv)
 	} else {
 		memset(&cfg, 0, sizeof(cfg));
 		cfg.serve = tb_front_serve;
+		cfg.tail = tb_front_tail;
+		cfg.truth_head = 1;
 		cfg.too_long = tb_front_too_long;
 		cfg.tick = tb_front_tick;
 		cfg.arg = &f;

@@ -73,8 +73,29 @@ int tb_lsrv_send_err(int fd, const char *reason)
 	return 0;
 }
 
-/* Serves one connection until the peer closes it, it fails, or serve drops it. */
-static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
+void tb_lsrv_tail_open(struct tb_lsrv_tail *tail, const char *ce, uint64_t from)
+{
+	snprintf(tail->ce, sizeof(tail->ce), "%s", ce);
+	tail->from = from;
+	tail->open = 1;
+}
+
+/* Closes tl, the tail of the request served last, at thread CPU time now. */
+static void tb_lsrv_tail_close(const struct tb_lsrv_cfg *cfg, struct tb_lsrv_tail *tl, uint64_t now)
+{
+	if (!tl->open)
+		return;
+	tl->open = 0;
+	if (cfg->tail && now > tl->from)
+		cfg->tail(cfg->arg, tl->ce, now - tl->from);
+}
+
+/*
+ * Serves one connection until the peer closes it, it fails, or serve drops
+ * it; the last request's tail is left open in *tl (the connection's end is
+ * that request's).
+ */
+static void tb_lsrv_serve_lines(const struct tb_lsrv_cfg *cfg, int fd, struct tb_lsrv_tail *tl)
 {
 	char buf[TB_LINE_MAX];
 	size_t have = 0;
@@ -103,13 +124,11 @@ static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
 				return;
 			pre = tb_thread_cpu_ns();
 			n = recv(fd, buf + have, sizeof(buf) - have, 0);
-			if (n == 0)
-				return; /* peer closed, possibly mid-request */
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				return;
-			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				return; /* peer closed (possibly mid-request), or failed */
+			tb_lsrv_tail_close(cfg, tl, pre);
 			/* The last recv before a complete line counts. */
 			t0 = cfg->truth_head ? pre : tb_thread_cpu_ns();
 			t0_valid = 1;
@@ -117,11 +136,13 @@ static void tb_lsrv_serve_conn(const struct tb_lsrv_cfg *cfg, int fd)
 			continue;
 		}
 		len = (size_t)(nl - buf);
-		if (!t0_valid) /* a pipelined line already in the buffer */
+		if (!t0_valid) { /* a pipelined line already in the buffer */
 			t0 = tb_thread_cpu_ns();
+			tb_lsrv_tail_close(cfg, tl, t0);
+		}
 		if (discarding)
 			discarding = 0;
-		else if (cfg->serve(cfg->arg, fd, buf, len, t0) != 0)
+		else if (cfg->serve(cfg->arg, fd, buf, len, t0, tl) != 0)
 			return;
 		t0_valid = 0;
 		have -= len + 1;
@@ -165,6 +186,7 @@ static void *tb_lsrv_conn_main(void *arg)
 {
 	struct tb_lconn *c = arg;
 	struct tb_lsrv *s = c->srv;
+	struct tb_lsrv_tail tl;
 	int one = 1;
 
 	for (;;) {
@@ -196,7 +218,8 @@ static void *tb_lsrv_conn_main(void *arg)
 
 		if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
 			rm_log_debug("failed to set TCP_NODELAY: %s", strerror(errno));
-		tb_lsrv_serve_conn(s->cfg, fd);
+		tl.open = 0;
+		tb_lsrv_serve_lines(s->cfg, fd, &tl);
 
 		/* Idle again; the main thread no longer touches fd once it is -1. */
 		pthread_mutex_lock(&s->lock);
@@ -204,6 +227,8 @@ static void *tb_lsrv_conn_main(void *arg)
 		s->idle++;
 		pthread_mutex_unlock(&s->lock);
 		close(fd);
+		/* the connection's end (reading its EOF, closing it) is its last request's */
+		tb_lsrv_tail_close(s->cfg, &tl, tb_thread_cpu_ns());
 	}
 	return NULL;
 }

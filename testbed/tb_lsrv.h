@@ -5,7 +5,10 @@
  * thread CPU time taken right after the recv that completed the line, a tick
  * every second on the main thread, and a clean stop on a signal.
  *
- * Same ground-truth start point as tb-server (tb_server.c). Connection
+ * Same ground truth as tb-server (tb_server.c): from right before the recv
+ * that reads a request (truth_head) on to right before the thread's recv of
+ * the next one, the request's tail included (the rest of its reply, the way
+ * back to the next read). Connection
  * threads accept for themselves and are kept: a thread serves one connection
  * at a time, closes it and accepts the next, so a service with a connection
  * per request (variant a) pays neither a thread creation nor a hand-off
@@ -18,14 +21,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tb_proto.h"
+
+/* A served request's tail: its CE and the thread CPU time where its truth ended. */
+struct tb_lsrv_tail {
+	char ce[TB_CE_MAX];
+	uint64_t from;
+	int open;
+};
+
 struct tb_lsrv_cfg {
 	/*
 	 * Serves one complete request line (line[0..len), without '\n') read
-	 * on the blocking socket fd, measured from thread CPU time t0. Returns
-	 * 0 to keep the connection, -1 to drop it. Called on connection
-	 * threads, concurrently.
+	 * on the blocking socket fd, measured from thread CPU time t0. A served
+	 * request opens its tail in *tail (ce, from = where its truth ended,
+	 * open = 1); the line server closes it (cfg->tail). Returns 0 to keep
+	 * the connection, -1 to drop it. Called on connection threads,
+	 * concurrently.
 	 */
-	int (*serve)(void *arg, int fd, const char *line, size_t len, uint64_t t0);
+	int (*serve)(void *arg, int fd, const char *line, size_t len, uint64_t t0, struct tb_lsrv_tail *tail);
+	/* The thread's CPU since tail->from, cpu_ns, was the tail of a request
+	 * of CE ce: right before the next recv, or at the connection's end.
+	 * Connection threads. */
+	void (*tail)(void *arg, const char *ce, uint64_t cpu_ns);
 	/* Answers a line longer than TB_LINE_MAX (e.g. "ERR line too long");
 	 * returns 0 or -1 to drop the connection. Connection threads. */
 	int (*too_long)(void *arg, int fd);
@@ -36,8 +54,7 @@ struct tb_lsrv_cfg {
 	/*
 	 * Nonzero: wait for a request with poll() and start t0 right before the
 	 * recv, so that reading it (its head, which the collector charges to it)
-	 * is in its truth. Zero: t0 is taken right after the recv (a tier whose
-	 * reading the collector leaves unsegmented under --follow-replies).
+	 * is in its truth. Zero: t0 is taken right after the recv.
 	 */
 	int truth_head;
 };
@@ -56,6 +73,9 @@ int tb_lsrv_listen(const struct sockaddr_in *addr);
  * failure (logged). Closes neither lfd nor sfd.
  */
 int tb_lsrv_run(const struct tb_lsrv_cfg *cfg, int lfd, int sfd);
+
+/* Opens *tail: the request of CE ce served, its truth ended at thread CPU time from. */
+void tb_lsrv_tail_open(struct tb_lsrv_tail *tail, const char *ce, uint64_t from);
 
 /* Sends "ERR <reason>\n" on fd; 0 or -1 if the peer is gone. */
 int tb_lsrv_send_err(int fd, const char *reason);

@@ -5,7 +5,8 @@
  * miss, a shared pool, a worker pool), whose counts must agree with both
  * tiers' ground truth and the front-end's cache statistics; the front-end
  * facing malformed, pipelined and over-long lines, and a dead back-end;
- * tb-load rejecting replies with the wrong content; argument checking.
+ * tb-load rejecting replies with the wrong content; tb-back --http;
+ * argument checking.
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -527,6 +528,55 @@ static void test_back_conn_limit(void)
 	free(rows);
 }
 
+/*
+ * tb-back --http: two requests sent at once on one persistent connection,
+ * each answered with a 200 whose body is the object; a request that is no
+ * GET of /<ce>/<addr>/<size_kb> ends the connection; the truth counts each
+ * request's bytes and the response's.
+ */
+static void test_back_http(void)
+{
+	static const char hdr1[] = "HTTP/1.1 200 OK\r\nContent-Length: 1024\r\n\r\n";
+	static const char hdr2[] = "HTTP/1.1 200 OK\r\nContent-Length: 2048\r\n\r\n";
+	static const char req1[] = "GET /c1/5/1 HTTP/1.1\r\nHost: be\r\n\r\n";
+	static const char req2[] = "GET /c2/6/2 HTTP/1.1\r\nHost: be\r\nX-A: b\r\n\r\n";
+	char *argv[] = { TB_BACK_BIN, "--http", "--listen", "127.0.0.1:0", "--truth", (char *)tbt_tmp("hback.csv"),
+			 "--cpu-us-base", "0", "--cpu-us-per-kb", "0", NULL };
+	struct tb_truth_row *rows = NULL;
+	char both[sizeof(req1) + sizeof(req2)], c;
+	size_t n = 0;
+	int port = 0, fd;
+	pid_t back = start_listener(argv, &port);
+
+	CU_ASSERT_FATAL(back > 0);
+	fd = dial(port);
+	CU_ASSERT_FATAL(fd >= 0);
+	snprintf(both, sizeof(both), "%s%s", req1, req2);
+	CU_ASSERT_EQUAL(send_str(fd, both), 0);
+	expect_line(fd, hdr1);
+	expect_obj(fd, 5, 1);
+	expect_line(fd, hdr2);
+	expect_obj(fd, 6, 2);
+	CU_ASSERT_EQUAL(send_str(fd, "POST /c1/5/1 HTTP/1.1\r\n\r\n"), 0);
+	CU_ASSERT(readable(fd, 5000));
+	CU_ASSERT_EQUAL(recv(fd, &c, 1, 0), 0); /* closed */
+	close(fd);
+	CU_ASSERT_EQUAL(stop(back), 0);
+	CU_ASSERT_EQUAL_FATAL(tb_truth_load(tbt_tmp("hback.csv"), &rows, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 2);
+	if (n == 2) {
+		CU_ASSERT_STRING_EQUAL(rows[0].ce, "c1");
+		CU_ASSERT_EQUAL(rows[0].requests, 1);
+		CU_ASSERT_EQUAL(rows[0].rx_bytes, strlen(req1));
+		CU_ASSERT_EQUAL(rows[0].tx_bytes, strlen(hdr1) + 1024);
+		CU_ASSERT_STRING_EQUAL(rows[1].ce, "c2");
+		CU_ASSERT_EQUAL(rows[1].requests, 1);
+		CU_ASSERT_EQUAL(rows[1].rx_bytes, strlen(req2));
+		CU_ASSERT_EQUAL(rows[1].tx_bytes, strlen(hdr2) + 2048);
+	}
+	free(rows);
+}
+
 /* A server that answers every line with a 1 KB reply of the wrong data. */
 struct liar {
 	int lfd;
@@ -654,6 +704,7 @@ static CU_TestInfo cases[] = {
 	{ "front-end with workers answers bad, pipelined and long lines in order", test_front_lines_workers },
 	{ "front-end reports a dead back-end and caches nothing", test_dead_backend },
 	{ "back-end keeps its threads and queues connections past its limit", test_back_conn_limit },
+	{ "back-end speaks HTTP/1.1 on persistent connections (--http)", test_back_http },
 	{ "tb-load rejects replies with the wrong data", test_load_checks_content },
 	{ "bad arguments exit 2", test_bad_arguments },
 	CU_TEST_INFO_NULL,

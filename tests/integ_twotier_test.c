@@ -4,7 +4,7 @@
  * Fig. 4 across them in variant b (tb-back on rm-be, tb-front with a pool of
  * persistent back-end connections on rm-fe, three tb-load CEs on rm-c1..3,
  * or with RM_TWOTIER_WORKERS=N variant c: plus a reader handing requests to
- * N pool workers, followed with --follow-replies;
+ * N pool workers, followed by the collector's default configuration;
  * uniform arrivals), watched by one rametr-collector per server namespace
  * (--netns, node ids fe and be) streaming to one rametr-aggregator over
  * ipc://, as scripts/twotier.sh does, for RUN_S seconds.
@@ -272,8 +272,6 @@ static void start_rametr(pid_t *agg, pid_t col[2])
 		snprintf(ns, sizeof(ns), "rm-%s", nodes[i]);
 		snprintf(spool, sizeof(spool), "%s/spool-%s", run.dir, nodes[i]);
 		snprintf(log, sizeof(log), "%s/collector-%s.log", run.dir, nodes[i]);
-		if (has_option(COL_BIN, "--follow-replies"))
-			argv[11] = "--follow-replies";
 		col[i] = spawn(argv, log);
 		if (col[i] < 0 || wait_for_text(log, "attached", col[i], 20000) != 0) {
 			snprintf(run.rametr_why, sizeof(run.rametr_why),
