@@ -4,7 +4,10 @@
  * tells CEs apart by client address), one request outstanding at a time.
  * Request i is due at start + i / rate; a reply not back within a second is
  * counted lost and the next request goes out. Each request burns a CPU time
- * drawn uniformly from --cpu-us (tb_rng.h, --seed). Prints one summary line
+ * drawn uniformly from --cpu-us (tb_rng.h, --seed). With --dns NAME the
+ * requests are DNS queries for NAME (type A, recursion desired) instead, for
+ * a real DNS server; a reply counts as answered if it is a response to that
+ * query (same id, QR set) with rcode NOERROR. Prints one summary line
  * "ce=C sent=N answered=M lost=L bad=B" and exits 0 if every request was
  * answered with a well-formed reply, 1 otherwise.
  */
@@ -31,7 +34,7 @@
 static void tb_usage(FILE *f)
 {
 	fprintf(f, "usage: tb-uload --server ADDR:PORT --ce NAME --rate R --duration S [--bind ADDR]\n"
-		   "               [--cpu-us LO[:HI]] [--resp-bytes N] [--seed N]\n"
+		   "               [--cpu-us LO[:HI]] [--resp-bytes N] [--seed N] [--dns NAME]\n"
 		   "\n"
 		   "  --server ADDR:PORT  tb-userver to load\n"
 		   "  --ce NAME           the CE named in the requests\n"
@@ -40,7 +43,8 @@ static void tb_usage(FILE *f)
 		   "  --bind ADDR         source address (the CE's own)\n"
 		   "  --cpu-us LO[:HI]    CPU burnt per request, uniform in [LO, HI] us (default 1000)\n"
 		   "  --resp-bytes N      reply size (default 64, at most %u)\n"
-		   "  --seed N            seed of the CPU draws (default 1)\n",
+		   "  --seed N            seed of the CPU draws (default 1)\n"
+		   "  --dns NAME          send DNS queries for NAME (type A) instead of REQ lines\n",
 		   TB_URESP_MAX);
 }
 
@@ -57,8 +61,57 @@ static void tb_sleep_until(uint64_t t)
 		;
 }
 
-/* Waits for the reply to a request of resp_bytes: 1 answered, 0 lost, -1 malformed. */
-static int tb_await(int fd, uint32_t resp_bytes, char *buf)
+/*
+ * A DNS query (RFC 1035 §4.1) with id for name (type A, class IN, recursion
+ * desired) into buf (TB_LINE_MAX): its length, or 0 if name is not a
+ * dotted name of labels of 1..63 bytes that fits.
+ */
+static size_t tb_dns_query(char *buf, uint16_t id, const char *name)
+{
+	static const unsigned char tail[4] = { 0, 1, 0, 1 }; /* QTYPE A, QCLASS IN */
+	unsigned char *b = (unsigned char *)buf;
+	size_t n = 12, len = strlen(name);
+	const char *p = name;
+
+	memset(b, 0, 12);
+	b[0] = (unsigned char)(id >> 8);
+	b[1] = (unsigned char)id;
+	b[2] = 0x01; /* RD */
+	b[5] = 1;    /* QDCOUNT */
+	if (len && name[len - 1] == '.')
+		len--;
+	while (p < name + len) {
+		const char *dot = memchr(p, '.', (size_t)(name + len - p));
+		size_t l = (size_t)((dot ? dot : name + len) - p);
+
+		if (l == 0 || l > 63 || n + 1 + l + 1 + sizeof(tail) > TB_LINE_MAX)
+			return 0;
+		b[n++] = (unsigned char)l;
+		memcpy(b + n, p, l);
+		n += l;
+		p += l + (dot ? 1 : 0);
+	}
+	if (n == 12)
+		return 0;
+	b[n++] = 0;
+	memcpy(b + n, tail, sizeof(tail));
+	return n + sizeof(tail);
+}
+
+/* Is the datagram buf[0..n) a NOERROR response to DNS query id? */
+static int tb_dns_ok(const char *buf, size_t n, uint16_t id)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+
+	return n >= 12 && b[0] == (id >> 8) && b[1] == (id & 0xff) && (b[2] & 0x80) && (b[3] & 0x0f) == 0;
+}
+
+/*
+ * Waits for the reply to a request: a REQ reply of resp_bytes, or with
+ * dns_id >= 0 the response to that DNS query. 1 answered, 0 lost, -1
+ * malformed.
+ */
+static int tb_await(int fd, uint32_t resp_bytes, int dns_id, char *buf)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
 	uint64_t deadline = tb_mono_ns() + TB_UREPLY_WAIT_MS * 1000000ULL;
@@ -78,6 +131,8 @@ static int tb_await(int fd, uint32_t resp_bytes, char *buf)
 		n = recv(fd, buf, TB_URESP_MAX, 0);
 		if (n < 0)
 			return errno == EINTR ? 0 : -1;
+		if (dns_id >= 0)
+			return tb_dns_ok(buf, (size_t)n, (uint16_t)dns_id) ? 1 : -1;
 		return (size_t)n == resp_bytes && strncmp(buf, "OK ", 3) == 0 ? 1 : -1;
 	}
 }
@@ -89,11 +144,12 @@ int main(int argc, char **argv)
 		{ "ce", required_argument, NULL, 'c' },       { "rate", required_argument, NULL, 'r' },
 		{ "duration", required_argument, NULL, 'd' }, { "cpu-us", required_argument, NULL, 'u' },
 		{ "resp-bytes", required_argument, NULL, 'p' }, { "seed", required_argument, NULL, 'S' },
+		{ "dns", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },           { "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sockaddr_in srv, src = { .sin_family = AF_INET };
-	const char *server_s = NULL, *ce = NULL;
+	const char *server_s = NULL, *ce = NULL, *dns = NULL;
 	uint64_t cpu_lo = 1000, cpu_hi = 1000, resp = 64, seed = 1, sent = 0, answered = 0, lost = 0, bad = 0;
 	double rate = 0, duration = 0;
 	struct tb_rng rng;
@@ -143,6 +199,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'D': dns = optarg; break;
 		case 'h': tb_usage(stdout); return 0;
 		case 'V': rm_version_print(stdout, "tb-uload"); return 0;
 		default: tb_log_bad_option(argv); tb_usage(stderr); return 2;
@@ -155,6 +212,10 @@ int main(int argc, char **argv)
 	}
 	if (tb_parse_addr(server_s, 0, &srv) != RM_OK || tb_check_ce(ce, strlen(ce), NULL) != RM_OK) {
 		rm_log_error("invalid --server '%s' or --ce '%s'", server_s, ce);
+		return 2;
+	}
+	if (dns && !tb_dns_query(line, 0, dns)) {
+		rm_log_error("invalid --dns '%s' (expected a dotted name)", dns);
 		return 2;
 	}
 	buf = malloc(TB_URESP_MAX);
@@ -181,13 +242,13 @@ int main(int argc, char **argv)
 		tb_sleep_until(due);
 		snprintf(req.ce, sizeof(req.ce), "%s", ce);
 		req.cpu_us = (uint32_t)tb_rng_range(&rng, cpu_lo, cpu_hi);
-		len = tb_format_req(line, sizeof(line), &req);
+		len = dns ? tb_dns_query(line, (uint16_t)i, dns) : tb_format_req(line, sizeof(line), &req);
 		if (!len || send(fd, line, len, 0) != (ssize_t)len) {
 			rm_log_error("failed to send a request: %s", strerror(errno));
 			break;
 		}
 		sent++;
-		r = tb_await(fd, req.resp_bytes, buf);
+		r = tb_await(fd, req.resp_bytes, dns ? (int)(uint16_t)i : -1, buf);
 		answered += r == 1;
 		lost += r == 0;
 		bad += r < 0;
