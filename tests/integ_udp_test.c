@@ -14,9 +14,9 @@
  *      tenants' CPU alone, and at least MIN_CHARGED_PCT of the CPU Rametr
  *      measured at the server (U) charged to tenants. What U is of
  *      unbound's own CPU (/proc/<pid>/stat) is printed beside it, not
- *      asserted: for an epoll server behind veth, U has measured 76-87% of
- *      it on this VM (the CPU measurement, not the attribution: V is under
- *      1% of U); see docs/udp.md.
+ *      asserted: for an epoll server behind veth, U has measured less than
+ *      90% of it on this VM (the CPU measurement, not the attribution: V is
+ *      under 1% of U); see docs/udp.md.
  *
  * One run serves all cases; the namespaces and every process are removed at
  * exit whatever happened. Needs root and the kernel's BTF; skips otherwise,
