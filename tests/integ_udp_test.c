@@ -9,19 +9,16 @@
  *      per-tenant truth: Rametr's CPU per tenant within TOL_PCT of it, every
  *      window balanced.
  *   2. Debian's unbound (one thread) serving a local zone: each tenant alone
- *      (unbound's CPU from /proc/<pid>/stat), then all three at once:
- *      Rametr's per-tenant CPU of the shared run in the rank order of the
- *      tenants' CPU alone, and at least MIN_CHARGED_PCT of the CPU Rametr
- *      measured at the server (U) charged to tenants. What U is of
- *      unbound's own CPU (/proc/<pid>/stat) is printed beside it, not
- *      asserted: for an epoll server behind veth, U has measured less than
- *      90% of it on this VM (the CPU measurement, not the attribution: V is
- *      under 1% of U); see docs/udp.md.
+ *      (unbound's CPU from /proc/<pid>/task/<tid>/schedstat), then all three
+ *      at once: Rametr's per-tenant CPU of the shared run in the rank order
+ *      of the tenants' CPU alone, and at least MIN_CHARGED_PCT of unbound's
+ *      CPU in the shared run charged to tenants.
  *
  * One run serves all cases; the namespaces and every process are removed at
  * exit whatever happened. Needs root and the kernel's BTF; skips otherwise,
  * and skips case 2 without unbound.
  */
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -46,7 +43,7 @@
 #define DNS_SHARED_S "10"
 #define TOL_PCT 2.0          /* tb-userver: per-tenant CPU against its truth */
 #define MAX_V_PCT 5.0
-#define MIN_CHARGED_PCT 90.0 /* unbound: share of the CPU measured at it charged to tenants */
+#define MIN_CHARGED_PCT 90.0 /* unbound: share of its CPU charged to tenants */
 
 static const char *ces[NCE] = { "c1", "c2", "c3" };
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
@@ -81,20 +78,38 @@ static int64_t real_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* utime + stime of process pid in ns (/proc/<pid>/stat, clock ticks); 0 if unreadable. */
+/*
+ * CPU time of process pid so far in ns: the sum of its threads' on-CPU time
+ * (/proc/<pid>/task/<tid>/schedstat, first field); 0 if unreadable.
+ * Not utime + stime of /proc/<pid>/stat: the kernel scales those ticks to
+ * the same total but keeps each monotonic, so their sum can lag it by
+ * tens of percent over a few seconds (measured here: 76% and 111% of
+ * Rametr's figure in two 10 s runs that agree with schedstat).
+ */
 static uint64_t proc_cpu_ns(pid_t pid)
 {
-	char path[64], *s, *p;
-	unsigned long long ut = 0, st = 0;
-	long hz = sysconf(_SC_CLK_TCK);
+	char path[320];
+	struct dirent *de;
+	uint64_t sum = 0;
+	DIR *d;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	s = tbt_slurp(path);
-	p = s ? strrchr(s, ')') : NULL; /* the name may hold spaces */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2 || hz <= 0)
-		ut = st = 0;
-	free(s);
-	return (ut + st) * (1000000000ULL / (uint64_t)hz);
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		unsigned long long ns = 0;
+		char *s;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
+		s = tbt_slurp(path);
+		if (s && sscanf(s, "%llu", &ns) == 1)
+			sum += ns;
+		free(s);
+	}
+	closedir(d);
+	return sum;
 }
 
 /* Starts the aggregator and the collector of rm-be; sets run.rametr_why on failure. */
@@ -378,7 +393,7 @@ static void test_unbound(void)
 		fprintf(stderr, "%-4s %6s %14.3f %14.3f %10.1f\n", ces[i], dns_rates[i], (double)run.dns_alone_ns[i] / 1e9,
 			(double)got[i] / 1e9, run.dns_shared_ns ? 100.0 * (double)got[i] / (double)run.dns_shared_ns : 0.0);
 	}
-	fprintf(stderr, "unbound's CPU in the shared run %.3f s (/proc/<pid>/stat), charged to tenants %.3f s (%.1f%%); "
+	fprintf(stderr, "unbound's CPU in the shared run %.3f s (/proc schedstat), charged to tenants %.3f s (%.1f%%); "
 		"U %.3f s (%.1f%% of /proc), V %.3f s; charged %.1f%% of U\n", (double)run.dns_shared_ns / 1e9,
 		(double)charged / 1e9, run.dns_shared_ns ? 100.0 * (double)charged / (double)run.dns_shared_ns : 0.0,
 		(double)total / 1e9, run.dns_shared_ns ? 100.0 * (double)total / (double)run.dns_shared_ns : 0.0,
@@ -391,7 +406,7 @@ static void test_unbound(void)
 	CU_ASSERT(run.dns_alone_ns[0] < run.dns_alone_ns[2]); /* the rates differ fourfold */
 	CU_ASSERT(run.dns_shared_ns > 0);
 	CU_ASSERT(total > 0);
-	CU_ASSERT((double)charged * 100.0 >= MIN_CHARGED_PCT * (double)total);
+	CU_ASSERT((double)charged * 100.0 >= MIN_CHARGED_PCT * (double)run.dns_shared_ns);
 }
 
 static CU_TestInfo cases[] = {
