@@ -82,9 +82,9 @@ static int64_t real_ns(void)
  * CPU time of process pid so far in ns: the sum of its threads' on-CPU time
  * (/proc/<pid>/task/<tid>/schedstat, first field); 0 if unreadable.
  * Not utime + stime of /proc/<pid>/stat: the kernel scales those ticks to
- * the same total but keeps each monotonic, so their sum can lag it by
- * tens of percent over a few seconds (measured here: 76% and 111% of
- * Rametr's figure in two 10 s runs that agree with schedstat).
+ * the same total but keeps each monotonic, so over a few seconds their sum
+ * can lag or lead it by tens of percent (measured here over two 10 s runs:
+ * Rametr's figure was 76% of it in one and 111% in the other).
  */
 static uint64_t proc_cpu_ns(pid_t pid)
 {
