@@ -1,7 +1,9 @@
 /*
- * agg_account_test.c - stitcher + accountant on a real SQLite file: CE
- * attribution by rules, V reasons, the identity per window, exactly-once
- * application of batches (duplicates, new instances, gaps), Xen domains.
+ * agg_account_test.c - stitcher + accountant on the in-memory store
+ * (agg_store_mem.h: no database): CE attribution by rules, V reasons, the
+ * identity per window, exactly-once application of batches (duplicates, new
+ * instances, gaps), Xen domains, estimator inputs, dropped parts, the
+ * observer. The SQLite store itself is tested in agg_store_st_test.c.
  */
 #include <arpa/inet.h>
 #include <stdint.h>
@@ -12,7 +14,7 @@
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_stitch_run.h"
-#include "st_est.h"
+#include "agg_store_mem.h"
 #include "rm_part.h"
 #include "rm_err.h"
 
@@ -27,20 +29,17 @@ static const char conf[] =
 
 struct fixture {
 	struct agg_config *cfg;
-	st_db *db;
+	struct agg_store_mem *db;
 	struct agg_store store;
 	struct agg_account *acct;
 	struct agg_stitch_run *st;
 };
 
-static void fx_open(struct fixture *f, const char *name)
+static void fx_open_conf(struct fixture *f, const char *text)
 {
-	char path[300];
-
-	snprintf(path, sizeof(path), "%s/%s.db", rm_test_tmpdir(), name);
-	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf, strlen(conf), "t.ini", &f->cfg), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(st_open(&f->db, path, 0), RM_OK);
-	agg_store_st(&f->store, f->db);
+	CU_ASSERT_EQUAL_FATAL(agg_config_parse(text, strlen(text), "t.ini", &f->cfg), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(agg_store_mem_open(&f->db), RM_OK);
+	agg_store_mem_bind(f->db, &f->store);
 	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->acct, &f->store), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_open(&f->st, f->cfg, f->acct, NULL), RM_OK);
 }
@@ -49,112 +48,80 @@ static void fx_close(struct fixture *f)
 {
 	agg_stitch_run_close(f->st);
 	agg_account_close(f->acct);
-	st_close(f->db);
+	agg_store_mem_close(f->db);
 	agg_config_free(f->cfg);
 }
 
+static void fx_open(struct fixture *f)
+{
+	fx_open_conf(f, conf);
+}
+
+/* A batch as the stitcher receives it (rm_wire.h struct rm_wbatch). */
 struct mk {
-	Rametr__Batch b;
-	Rametr__SegmentPart p[8], *pp[8];
-	Rametr__Tuple t[8];
-	uint8_t addr[8][4], laddr[4];
-	Rametr__WindowTotals w[2], *wp[2];
+	struct rm_wbatch b;
+	struct rm_wpart p[8];
+	struct rm_totals w[2];
+	uint8_t laddr[4];
 };
 
 static void mk_init(struct mk *m, uint64_t instance, uint64_t seq)
 {
 	memset(m, 0, sizeof(*m));
-	rametr__batch__init(&m->b);
 	m->b.node = "n1";
 	m->b.backend = "test";
 	m->b.instance = instance;
 	m->b.seq = seq;
 	m->b.window_ns = WIN_NS;
-	m->b.parts = m->pp;
-	m->b.windows = m->wp;
+	m->b.parts = m->p;
+	m->b.windows = m->w;
 	inet_pton(AF_INET, "127.0.0.1", m->laddr);
 }
 
 static void mk_part(struct mk *m, const char *client, uint64_t cpu, uint64_t rx, uint64_t tx)
 {
 	size_t i = m->b.n_parts++;
+	uint8_t addr[4];
 
-	rametr__segment_part__init(&m->p[i]);
-	rametr__tuple__init(&m->t[i]);
-	inet_pton(AF_INET, client, m->addr[i]);
-	m->t[i].family = RM_AF_INET;
-	m->t[i].raddr.data = m->addr[i];
-	m->t[i].raddr.len = 4;
-	m->t[i].laddr.data = m->laddr;
-	m->t[i].laddr.len = 4;
-	m->t[i].lport = 7000;
-	m->t[i].rport = 40000 + i;
-	m->p[i].in = &m->t[i];
+	inet_pton(AF_INET, client, addr);
+	rm_tuple_set(&m->p[i].in, 0, RM_AF_INET, m->laddr, 4, 7000, addr, 4, 40000 + (uint32_t)i);
 	m->p[i].seg_id = i + 1;
 	m->p[i].win = WIN;
 	m->p[i].cpu_ns = cpu;
 	m->p[i].rx_bytes = rx;
 	m->p[i].tx_bytes = tx;
 	m->p[i].flags = RM_PF_START | RM_PF_END;
-	m->pp[i] = &m->p[i];
 }
 
 static void mk_window(struct mk *m, uint64_t busy, uint64_t unseg, uint64_t rx, uint64_t tx)
 {
-	size_t i = m->b.n_windows++;
+	struct rm_totals *w = &m->w[m->b.n_windows++];
 
-	rametr__window_totals__init(&m->w[i]);
-	m->w[i].win = WIN;
-	m->w[i].busy_ns = busy;
-	m->w[i].unseg_cpu_ns = unseg;
-	m->w[i].rx_bytes = rx;
-	m->w[i].tx_bytes = tx;
-	m->w[i].capacity_ns = 2 * WIN_NS;
-	m->wp[i] = &m->w[i];
+	memset(w, 0, sizeof(*w));
+	w->win = WIN;
+	w->busy_ns = busy;
+	w->unseg_cpu_ns = unseg;
+	w->rx_bytes = rx;
+	w->tx_bytes = tx;
+	w->capacity_ns = 2 * WIN_NS;
 }
 
-static uint64_t usage_of(st_db *db, const char *ce, int resource, int64_t *residual)
+/* U_c of ce on n1 (all windows); for ST_CE_UNACCOUNTABLE, V = U - sum_c U_c */
+static uint64_t usage_of(const struct agg_store_mem *db, const char *ce, int resource)
 {
-	struct st_query q = { INT64_MIN, INT64_MAX, "n1", NULL, resource, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0, i;
-	uint64_t v = 0;
-
-	CU_ASSERT_EQUAL_FATAL(st_query_usage(db, &q, &rows, &n), RM_OK);
-	for (i = 0; i < n; i++)
-		if (!strcmp(rows[i].ce, ce)) {
-			v = rows[i].value;
-			if (residual)
-				*residual = rows[i].residual;
-		}
-	st_rows_free(rows);
-	return v;
+	if (!strcmp(ce, ST_CE_UNACCOUNTABLE))
+		return agg_store_mem_total(db, "n1", resource) - agg_store_mem_usage(db, "n1", NULL, resource);
+	return agg_store_mem_usage(db, "n1", ce, resource);
 }
 
-static uint64_t reason_of(st_db *db, const char *reason, int resource)
+static uint64_t reason_of(const struct agg_store_mem *db, const char *reason, int resource)
 {
-	struct st_query q = { INT64_MIN, INT64_MAX, "n1", NULL, resource, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0, i;
-	uint64_t v = 0;
-
-	CU_ASSERT_EQUAL_FATAL(st_query_unacct(db, &q, &rows, &n), RM_OK);
-	for (i = 0; i < n; i++)
-		if (!strcmp(rows[i].reason, reason))
-			v = rows[i].value;
-	st_rows_free(rows);
-	return v;
+	return agg_store_mem_unacct(db, "n1", reason, resource);
 }
 
-static size_t unbalanced(st_db *db)
+static size_t unbalanced(const struct agg_store_mem *db)
 {
-	struct st_query q = { INT64_MIN, INT64_MAX, NULL, NULL, -1, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0;
-
-	CU_ASSERT_EQUAL_FATAL(st_query_identity(db, &q, &rows, &n), RM_OK);
-	st_rows_free(rows);
-	return n;
+	return agg_store_mem_unbalanced(db, NULL);
 }
 
 static void test_attribution(void)
@@ -163,9 +130,8 @@ static void test_attribution(void)
 	struct mk m;
 	char err[256] = "";
 	int dup = -1;
-	int64_t v = 0;
 
-	fx_open(&f, "attr");
+	fx_open(&f);
 	mk_init(&m, 0xabc, 1);
 	mk_part(&m, "127.0.0.2", 3000000, 100, 1000); /* c1 */
 	mk_part(&m, "127.0.0.2", 2000000, 50, 500);   /* c1 */
@@ -176,11 +142,10 @@ static void test_attribution(void)
 	m.w[0].unseg_tx = 0;
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 0);
-	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 5000000);
-	CU_ASSERT_EQUAL(usage_of(f.db, "c2", ST_R_CPU, NULL), 4000000);
-	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_NET_TX, NULL), 1500);
-	CU_ASSERT_EQUAL(usage_of(f.db, ST_CE_UNACCOUNTABLE, ST_R_CPU, &v), 6000000);
-	CU_ASSERT_EQUAL(v, 6000000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU), 5000000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c2", ST_R_CPU), 4000000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_NET_TX), 1500);
+	CU_ASSERT_EQUAL(usage_of(f.db, ST_CE_UNACCOUNTABLE, ST_R_CPU), 6000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "no_ce", ST_R_CPU), 1000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "unsegmented", ST_R_CPU), 5000000);
 	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
@@ -195,7 +160,7 @@ static void test_exactly_once(void)
 	char err[256];
 	int dup;
 
-	fx_open(&f, "once");
+	fx_open(&f);
 	mk_init(&m, 1, 1);
 	mk_part(&m, "127.0.0.2", 1000, 1, 1);
 	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
@@ -203,13 +168,13 @@ static void test_exactly_once(void)
 	/* the same batch again (lost ack): recognised, not applied */
 	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 1);
-	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU), 1000);
 	/* a restarted collector (new instance) starts again at seq 1 */
 	mk_init(&m, 2, 1);
 	mk_part(&m, "127.0.0.2", 500, 1, 1);
 	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 0);
-	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1500);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU), 1500);
 	/* a gap is applied and counted */
 	mk_init(&m, 2, 3);
 	mk_part(&m, "127.0.0.2", 10, 1, 1);
@@ -223,7 +188,7 @@ static void test_exactly_once(void)
 	mk_part(&m, "127.0.0.2", 7, 1, 1);
 	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(dup, 1);
-	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 1510);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU), 1510);
 	fx_close(&f);
 }
 
@@ -234,7 +199,7 @@ static void test_late_totals_and_residual(void)
 	char err[256];
 	int dup;
 
-	fx_open(&f, "late");
+	fx_open(&f);
 	/* parts arrive first: no total yet, so the window does not balance */
 	mk_init(&m, 9, 1);
 	mk_part(&m, "127.0.0.2", 4000, 0, 0);
@@ -255,13 +220,15 @@ static void test_xen_domains(void)
 	char err[256];
 	int dup;
 
-	fx_open(&f, "xen");
+	fx_open(&f);
 	mk_init(&m, 5, 1);
 	m.b.backend = "xen";
 	mk_part(&m, "127.0.0.2", 300, 0, 0);
 	mk_part(&m, "127.0.0.2", 200, 0, 0);
 	mk_part(&m, "127.0.0.2", 100, 0, 0);
-	m.p[0].in = m.p[1].in = m.p[2].in = NULL;
+	memset(&m.p[0].in, 0, sizeof(m.p[0].in));
+	memset(&m.p[1].in, 0, sizeof(m.p[1].in));
+	memset(&m.p[2].in, 0, sizeof(m.p[2].in));
 	m.p[0].flags = RM_PF_DOMAIN;                 /* guest 3 itself */
 	m.p[0].domid = 3;
 	m.p[1].flags = RM_PF_DOMAIN | RM_PF_DRIVER;  /* dom0 work charged to guest 3 */
@@ -270,7 +237,7 @@ static void test_xen_domains(void)
 	m.p[2].domid = 0;
 	mk_window(&m, 600, 0, 0, 0);
 	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
-	CU_ASSERT_EQUAL(usage_of(f.db, "guests", ST_R_CPU, NULL), 500);
+	CU_ASSERT_EQUAL(usage_of(f.db, "guests", ST_R_CPU), 500);
 	CU_ASSERT_EQUAL(reason_of(f.db, "dom0", ST_R_CPU), 100);
 	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
 	fx_close(&f);
@@ -283,32 +250,27 @@ static void test_bad_window(void)
 	char err[256] = "";
 	int dup;
 
-	fx_open(&f, "bad");
+	fx_open(&f);
 	mk_init(&m, 1, 1);
 	mk_part(&m, "127.0.0.2", 1, 0, 0);
 	m.p[0].win = UINT64_MAX / 2;
 	CU_ASSERT_EQUAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_EINVAL);
 	CU_ASSERT(strstr(err, "beyond the representable time range") != NULL);
-	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 0);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU), 0);
 	fx_close(&f);
 }
 
-struct est_seen {
-	int n;
-	struct st_est_ce ce[4];
-	uint64_t cpu;
-};
-
-static int est_collect(void *arg, const struct st_est_window *w)
+/* The estimator inputs of (node, ce) over all windows; returns the rows (ce NULL: of every CE). */
+static size_t est_of(const struct agg_store_mem *db, const char *node, const char *ce, uint64_t *requests,
+		     uint64_t *rt_ns, uint64_t *rx)
 {
-	struct est_seen *s = arg;
-	size_t i;
+	uint64_t v[3] = { 0, 0, 0 };
+	size_t n = agg_store_mem_est(db, node, ce, v);
 
-	s->n++;
-	s->cpu = w->cpu_ns;
-	for (i = 0; i < w->n && i < 4; i++)
-		s->ce[i] = w->ce[i];
-	return w->n <= 4 ? RM_OK : RM_EFULL;
+	*requests = v[0];
+	*rt_ns = v[1];
+	*rx = v[2];
+	return n;
 }
 
 /*
@@ -323,11 +285,11 @@ static void test_estimator_inputs(void)
 {
 	struct fixture f;
 	struct mk m;
-	struct est_seen s = { 0 };
+	uint64_t req, rt, rx;
 	char err[256] = "";
 	int dup = -1, i;
 
-	fx_open(&f, "est");
+	fx_open(&f);
 	for (i = 0; i < 2; i++) {
 		mk_init(&m, 0xe57, 1);
 		mk_part(&m, "127.0.0.2", 3000000, 100, 1000);
@@ -349,28 +311,25 @@ static void test_estimator_inputs(void)
 		CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 		CU_ASSERT_EQUAL(dup, i);
 	}
-	CU_ASSERT_EQUAL_FATAL(st_est_windows(f.db, "n1", INT64_MIN, INT64_MAX, est_collect, &s), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(s.n, 1);
-	CU_ASSERT_EQUAL(s.cpu, 8000000);
-	CU_ASSERT_STRING_EQUAL(s.ce[0].ce, "c1");
-	CU_ASSERT_EQUAL(s.ce[0].requests, 2);
-	CU_ASSERT_EQUAL(s.ce[0].rt_ns, 4000000);
-	CU_ASSERT_EQUAL(s.ce[0].rx, 155);
-	CU_ASSERT_STRING_EQUAL(s.ce[1].ce, "c2");
-	CU_ASSERT_EQUAL(s.ce[1].requests, 1);
-	CU_ASSERT_EQUAL(s.ce[1].rt_ns, 2000000);
-	CU_ASSERT_EQUAL(s.ce[1].rx, 70);
-	CU_ASSERT_STRING_EQUAL(s.ce[2].ce, "");
+	CU_ASSERT_EQUAL(agg_store_mem_total(f.db, "n1", ST_R_CPU), 8000000);
+	/* one window, inputs of c1 and c2 only */
+	CU_ASSERT_EQUAL(est_of(f.db, "n1", NULL, &req, &rt, &rx), 2);
+	CU_ASSERT_EQUAL(est_of(f.db, "n1", "c1", &req, &rt, &rx), 1);
+	CU_ASSERT_EQUAL(req, 2);
+	CU_ASSERT_EQUAL(rt, 4000000);
+	CU_ASSERT_EQUAL(rx, 155);
+	CU_ASSERT_EQUAL(est_of(f.db, "n1", "c2", &req, &rt, &rx), 1);
+	CU_ASSERT_EQUAL(req, 1);
+	CU_ASSERT_EQUAL(rt, 2000000);
+	CU_ASSERT_EQUAL(rx, 70);
 	/* a node without an [estimate] section gets no inputs */
 	mk_init(&m, 0xe58, 1);
 	m.b.node = "n2";
 	mk_part(&m, "127.0.0.2", 3000000, 100, 1000);
 	mk_window(&m, 8000000, 0, 100, 1000);
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
-	memset(&s, 0, sizeof(s));
-	CU_ASSERT_EQUAL_FATAL(st_est_windows(f.db, "n2", INT64_MIN, INT64_MAX, est_collect, &s), RM_OK);
-	CU_ASSERT_EQUAL(s.n, 1);
-	CU_ASSERT_STRING_EQUAL(s.ce[0].ce, "");
+	CU_ASSERT_EQUAL(agg_store_mem_total(f.db, "n2", ST_R_CPU), 8000000);
+	CU_ASSERT_EQUAL(est_of(f.db, "n2", NULL, &req, &rt, &rx), 0);
 	fx_close(&f);
 }
 
@@ -387,18 +346,12 @@ static void test_estimator_inputs_by_address(void)
 				    "[estimate db]\nmethod = lr\naddress = 10.0.0.2:5432\n";
 	struct fixture f;
 	struct mk m;
-	struct est_seen s = { 0 };
-	Rametr__Tuple out[3];
+	uint64_t req, rt, rx;
 	uint8_t dst[2][4], src[4];
-	char err[256] = "", path[300];
+	char err[256] = "";
 	int dup = -1, i;
 
-	snprintf(path, sizeof(path), "%s/addr.db", rm_test_tmpdir());
-	CU_ASSERT_EQUAL_FATAL(agg_config_parse(conf2, strlen(conf2), "t.ini", &f.cfg), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(st_open(&f.db, path, 0), RM_OK);
-	agg_store_st(&f.store, f.db);
-	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f.acct, &f.store), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_open(&f.st, f.cfg, f.acct, NULL), RM_OK);
+	fx_open_conf(&f, conf2);
 	inet_pton(AF_INET, "10.0.0.2", dst[0]);
 	inet_pton(AF_INET, "10.0.0.9", dst[1]);
 	inet_pton(AF_INET, "10.0.0.1", src);
@@ -406,17 +359,8 @@ static void test_estimator_inputs_by_address(void)
 	mk_part(&m, "127.0.0.2", 1000000, 10, 300);
 	mk_part(&m, "127.0.0.2", 1000000, 10, 200);
 	mk_part(&m, "127.0.0.3", 1000000, 10, 999);
-	for (i = 0; i < 3; i++) {
-		rametr__tuple__init(&out[i]);
-		out[i].family = RM_AF_INET;
-		out[i].laddr.data = src;
-		out[i].laddr.len = 4;
-		out[i].raddr.data = dst[i == 2];
-		out[i].raddr.len = 4;
-		out[i].lport = 50000 + (uint32_t)i;
-		out[i].rport = 5432;
-		m.p[i].out = &out[i];
-	}
+	for (i = 0; i < 3; i++)
+		rm_tuple_set(&m.p[i].out, 0, RM_AF_INET, src, 4, 50000 + (uint32_t)i, dst[i == 2], 4, 5432);
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
 	/* db's own batch: a part of c2 by rule, not an input (address given) */
 	mk_init(&m, 0xdb, 1);
@@ -424,14 +368,12 @@ static void test_estimator_inputs_by_address(void)
 	mk_part(&m, "127.0.0.3", 1000000, 77, 7);
 	mk_window(&m, 5000000, 0, 77, 7);
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(st_est_windows(f.db, "db", INT64_MIN, INT64_MAX, est_collect, &s), RM_OK);
-	CU_ASSERT_EQUAL_FATAL(s.n, 1);
-	CU_ASSERT_EQUAL(s.cpu, 5000000);
-	CU_ASSERT_STRING_EQUAL(s.ce[0].ce, "c1");
-	CU_ASSERT_EQUAL(s.ce[0].requests, 2);
-	CU_ASSERT_EQUAL(s.ce[0].rx, 500);
-	CU_ASSERT_EQUAL(s.ce[0].rt_ns, 0);
-	CU_ASSERT_STRING_EQUAL(s.ce[1].ce, "");
+	CU_ASSERT_EQUAL(agg_store_mem_total(f.db, "db", ST_R_CPU), 5000000);
+	CU_ASSERT_EQUAL(est_of(f.db, "db", NULL, &req, &rt, &rx), 1);
+	CU_ASSERT_EQUAL(est_of(f.db, "db", "c1", &req, &rt, &rx), 1);
+	CU_ASSERT_EQUAL(req, 2);
+	CU_ASSERT_EQUAL(rx, 500);
+	CU_ASSERT_EQUAL(rt, 0);
 	fx_close(&f);
 }
 
@@ -443,7 +385,7 @@ static void test_dropped(void)
 	char err[256] = "";
 	int dup = -1;
 
-	fx_open(&f, "dropped");
+	fx_open(&f);
 	mk_init(&m, 0xd0, 1);
 	mk_part(&m, "127.0.0.2", 3000000, 100, 0); /* c1 */
 	/* busy 10 ms = 3 parts + 2 unsegmented + 5 lost, of which 4 were in dropped parts */
@@ -454,20 +396,20 @@ static void test_dropped(void)
 	m.w[0].dropped_cpu_ns = 4000000;
 	m.w[0].dropped_rx = 150;
 	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
-	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU, NULL), 3000000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU), 3000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_CPU), 4000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "lost", ST_R_CPU), 1000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "unsegmented", ST_R_CPU), 2000000);
 	CU_ASSERT_EQUAL(reason_of(f.db, "dropped", ST_R_NET_RX), 150);
 	CU_ASSERT_EQUAL(reason_of(f.db, "unsegmented", ST_R_NET_RX), 50);
-	CU_ASSERT_EQUAL(usage_of(f.db, ST_CE_UNACCOUNTABLE, ST_R_CPU, NULL), 7000000);
+	CU_ASSERT_EQUAL(usage_of(f.db, ST_CE_UNACCOUNTABLE, ST_R_CPU), 7000000);
 	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
 
 	/* a collector claiming more dropped than it counted as lost / unsegmented:
 	 * never more than there is, and the window still balances */
 	mk_init(&m, 0xd0, 2);
 	mk_window(&m, 1000000, 0, 80, 0);
-	m.wp[0]->win = WIN + 1;
+	m.w[0].win = WIN + 1;
 	m.w[0].lost_ns = 1000000;
 	m.w[0].unseg_rx = 80;
 	m.w[0].dropped_cpu_ns = 9000000;
@@ -517,13 +459,11 @@ static void test_observer(void)
 	struct agg_account *a = NULL;
 	struct seen s = { 0 };
 	struct agg_store store;
-	char path[300];
-	st_db *db = NULL;
+	struct agg_store_mem *db = NULL;
 	int dup = 0;
 
-	snprintf(path, sizeof(path), "%s/observer.db", rm_test_tmpdir());
-	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
-	agg_store_st(&store, db);
+	CU_ASSERT_EQUAL_FATAL(agg_store_mem_open(&db), RM_OK);
+	agg_store_mem_bind(db, &store);
 	CU_ASSERT_EQUAL_FATAL(agg_account_open(&a, &store), RM_OK);
 	agg_account_observe(a, observe, &s);
 	CU_ASSERT_EQUAL(agg_account_apply(a, &m, ch, 2, &w, 1, &dup), RM_OK);
@@ -545,7 +485,7 @@ static void test_observer(void)
 	CU_ASSERT_EQUAL(agg_account_apply(a, &m, ch, 2, &w, 1, &dup), RM_OK);
 	CU_ASSERT_EQUAL(s.rows, 2);
 	agg_account_close(a);
-	st_close(db);
+	agg_store_mem_close(db);
 }
 
 static CU_TestInfo cases[] = {

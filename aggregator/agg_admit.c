@@ -100,7 +100,7 @@ static int agg_admit_window(uint64_t w, uint64_t len, int64_t now, int64_t tol, 
 	return RM_OK;
 }
 
-int agg_admit_windows(const Rametr__Batch *b, int64_t now_unix_ns, int64_t tol_ns, char *err,
+int agg_admit_windows(const struct rm_wbatch *b, int64_t now_unix_ns, int64_t tol_ns, char *err,
 		      size_t errlen)
 {
 	uint64_t last = 0;
@@ -112,14 +112,14 @@ int agg_admit_windows(const Rametr__Batch *b, int64_t now_unix_ns, int64_t tol_n
 	if (tol_ns <= 0)
 		return RM_OK;
 	for (i = 0; i < b->n_parts; i++) {
-		if (i && b->parts[i]->win == last)
+		if (i && b->parts[i].win == last)
 			continue; /* parts come grouped by window: check each once */
-		last = b->parts[i]->win;
+		last = b->parts[i].win;
 		if ((rv = agg_admit_window(last, b->window_ns, now_unix_ns, tol_ns, err, errlen)) != 0)
 			return rv;
 	}
 	for (i = 0; i < b->n_windows; i++)
-		if ((rv = agg_admit_window(b->windows[i]->win, b->window_ns, now_unix_ns, tol_ns, err,
+		if ((rv = agg_admit_window(b->windows[i].win, b->window_ns, now_unix_ns, tol_ns, err,
 					   errlen)) != 0)
 			return rv;
 	return RM_OK;

@@ -45,7 +45,7 @@ int agg_admit_check_token(const uint8_t *secret, size_t n, const char *node, con
  * of now_unix_ns (tol_ns <= 0: no check). Returns RM_OK, or RM_EPROTO with
  * the first window out of tolerance, how far and which way in err.
  */
-int agg_admit_windows(const Rametr__Batch *b, int64_t now_unix_ns, int64_t tol_ns, char *err,
+int agg_admit_windows(const struct rm_wbatch *b, int64_t now_unix_ns, int64_t tol_ns, char *err,
 		      size_t errlen);
 
 #endif

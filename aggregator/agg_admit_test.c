@@ -42,22 +42,20 @@ static void test_token(void)
 
 static int windows_ok(uint64_t win, int64_t now, int64_t tol, char *err, size_t errlen)
 {
-	Rametr__Batch b = RAMETR__BATCH__INIT;
-	Rametr__WindowTotals w = RAMETR__WINDOW_TOTALS__INIT, *wp = &w;
+	struct rm_wbatch b = { 0 };
+	struct rm_totals w = { .win = win };
 
-	w.win = win;
 	b.window_ns = 1000000000;
 	b.n_windows = 1;
-	b.windows = &wp;
+	b.windows = &w;
 	return agg_admit_windows(&b, now, tol, err, errlen);
 }
 
 static void test_windows(void)
 {
 	const int64_t now = 1700000000ll * 1000000000ll, tol = 60ll * 1000000000ll;
-	Rametr__Batch b = RAMETR__BATCH__INIT;
-	Rametr__SegmentPart p1 = RAMETR__SEGMENT_PART__INIT, p2 = RAMETR__SEGMENT_PART__INIT;
-	Rametr__SegmentPart *pp[2] = { &p1, &p2 };
+	struct rm_wbatch b = { 0 };
+	struct rm_wpart pp[2] = { { 0 } };
 	char err[256];
 
 	/* window 1700000000 holds now; [now - 60 s, now + 60 s] is admitted */
@@ -72,14 +70,14 @@ static void test_windows(void)
 	CU_ASSERT_EQUAL(windows_ok(3, now, 0, err, sizeof(err)), RM_OK);
 	CU_ASSERT_EQUAL(windows_ok(UINT64_MAX / 2, now, tol, err, sizeof(err)), RM_EPROTO);
 	/* parts are checked too, the second one's window being out */
-	p1.win = 1700000000;
-	p2.win = 1600000000;
+	pp[0].win = 1700000000;
+	pp[1].win = 1600000000;
 	b.window_ns = 1000000000;
 	b.n_parts = 2;
 	b.parts = pp;
 	CU_ASSERT_EQUAL(agg_admit_windows(&b, now, tol, err, sizeof(err)), RM_EPROTO);
 	CU_ASSERT(strstr(err, "window 1600000000") != NULL);
-	p2.win = 1700000001;
+	pp[1].win = 1700000001;
 	CU_ASSERT_EQUAL(agg_admit_windows(&b, now, tol, err, sizeof(err)), RM_OK);
 }
 

@@ -109,7 +109,7 @@ static int agg_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t err
 	return rv;
 }
 
-static int agg_on_batch(void *arg, const Rametr__Batch *b, int *duplicate, char *err, size_t errlen)
+static int agg_on_batch(void *arg, const struct rm_wbatch *b, int *duplicate, char *err, size_t errlen)
 {
 	struct agg_main *m = arg;
 	int rv = agg_stitch_run_batch(m->stitch, b, duplicate, err, errlen);
@@ -752,13 +752,10 @@ int main(int argc, char **argv)
 			    (unsigned long long)ss.refused_identity, (unsigned long long)ss.refused_conflict,
 			    (unsigned long long)ss.refused_window, (unsigned long long)ss.refused_handler,
 			    (unsigned long long)ss.duplicates);
-		struct agg_server_health sh;
-
-		agg_server_get_health(srv, &sh);
 		rm_log_info("server: %llu requests answered; %llu times requests waited unread for %d ms or more "
 			    "(%llu ms in all, longest turn %llu ms)",
-			    (unsigned long long)sh.requests, (unsigned long long)sh.stalls, AGG_SERVER_STALL_MS,
-			    (unsigned long long)sh.stall_ms, (unsigned long long)sh.max_busy_ms);
+			    (unsigned long long)ss.requests, (unsigned long long)ss.stalls, AGG_SERVER_STALL_MS,
+			    (unsigned long long)ss.stall_ms, (unsigned long long)ss.max_busy_ms);
 	}
 	agg_server_close(srv);
 	free(secret);

@@ -23,46 +23,18 @@
 #include "rm_test.h"
 #include "rm_err.h"
 #include "st.h"
+#include "rm_stream.h"
 
-#define NCE 3
+#define NCE RM_STREAM_NCE
 #define NREQ 3000
 #define NREQ_LONG 30000 /* a stream long enough for several reloads */
 
-struct expect {
-	uint64_t cpu[NCE], rx[NCE], tx[NCE];
-};
-
 static char dir[256], conf[300], db[300], url[300], agg_log[300];
 
-/* NREQ requests over 3 CEs (client 127.0.0.2..4), each recv, d ns of CPU, send. */
-static void write_stream(const char *path, int nreq, struct expect *ex)
+/* NREQ requests over 3 CEs (client 127.0.0.2..4), each recv, d ns of CPU, send (rm_stream.h). */
+static void write_stream(const char *path, int nreq, struct rm_stream_expect *ex)
 {
-	FILE *f = fopen(path, "w");
-	uint64_t t = 1000000;
-	int k;
-
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	memset(ex, 0, sizeof(*ex));
-	fprintf(f, "rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n");
-	for (k = 0; k < nreq; k++) {
-		int c = k % NCE;
-		uint32_t tid = 100 + (uint32_t)c;
-		uint64_t d = 1000000 + (uint64_t)(k * 7919 % 1000) * 1000;
-
-		fprintf(f, "%llu 0 switch prev=0 prev_state=R next=%u next_pid=100\n", (unsigned long long)t, tid);
-		fprintf(f, "%llu 0 recv tid=%u pid=100 comm=srv sock=%d fam=4 laddr=127.0.0.1:7000 "
-			   "raddr=127.0.0.%d:4000%d bytes=64\n", (unsigned long long)(t + 1), tid, 10 + c, 2 + c, c);
-		fprintf(f, "%llu 0 send tid=%u pid=100 sock=%d fam=4 laddr=127.0.0.1:7000 raddr=127.0.0.%d:4000%d "
-			   "bytes=512\n", (unsigned long long)(t + 1 + d), tid, 10 + c, 2 + c, c);
-		fprintf(f, "%llu 0 switch prev=%u prev_state=S next=0\n", (unsigned long long)(t + 2 + d), tid);
-		/* the ns before the recv (its head) and after the send (its tail) are the
-		 * request's too, except a thread's first head: it has no state yet */
-		ex->cpu[c] += d + 1 + (k >= NCE);
-		ex->rx[c] += 64;
-		ex->tx[c] += 512;
-		t += 20000000;
-	}
-	CU_ASSERT_EQUAL(fclose(f), 0);
+	CU_ASSERT_EQUAL_FATAL(rm_stream_write(path, nreq, 100, ex), 0);
 }
 
 /* Replaces conf atomically (a reload may read it at any moment). */
@@ -109,23 +81,10 @@ static pid_t start_aggregator(void)
 	return rm_test_spawn(argv, agg_log);
 }
 
+/* Sum of U_c (or V with ce = ST_CE_UNACCOUNTABLE) of node and resource in db; 0 if none. */
 static uint64_t stored(const char *node, const char *ce, int resource)
 {
-	struct st_query q = { INT64_MIN, INT64_MAX, node, NULL, resource, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0, i;
-	uint64_t v = 0;
-	st_db *d = NULL;
-
-	if (access(db, F_OK) != 0 || st_open(&d, db, ST_OPEN_READONLY) != RM_OK)
-		return 0;
-	if (st_query_usage(d, &q, &rows, &n) == RM_OK)
-		for (i = 0; i < n; i++)
-			if (!strcmp(rows[i].ce, ce))
-				v = rows[i].value;
-	st_rows_free(rows);
-	st_close(d);
-	return v;
+	return rm_stream_stored(db, node, ce, resource);
 }
 
 /* Waits up to ms for text in the file at path. */
@@ -184,7 +143,7 @@ static void test_reload_mid_stream(void)
 	int redeliveries = 0;
 	struct st_query q = { INT64_MIN, INT64_MAX, NULL, NULL, -1, 0 };
 	struct st_row *rows = NULL;
-	struct expect ex;
+	struct rm_stream_expect ex;
 	size_t n = 0, i, sent = 0, ncol = 0;
 	uint64_t next_hup;
 	st_db *d = NULL;
@@ -362,7 +321,7 @@ static void test_collector_file_and_hup(void)
 {
 	char events[300], ccfg[300], col_log[300], text[1200];
 	const char *argv[] = { COL_BIN, "--config", ccfg, NULL };
-	struct expect ex;
+	struct rm_stream_expect ex;
 	pid_t col;
 	int rv;
 

@@ -117,7 +117,6 @@ struct agg_server {
 	unsigned nconns;
 	struct agg_server_stats st;
 	pthread_mutex_t lmu;        /* the refusal log's rate limiter */
-	struct agg_server_health health;
 	/* the one aio of the loop, and how its completion is waited for */
 	nng_aio *aio;
 	pthread_mutex_t amu;
@@ -568,7 +567,7 @@ static void agg_bind(struct agg_server *s, nng_pipe p, const Rametr__Hello *h)
  * Admission of a Batch on p: (bind_nodes) its node is its connection's; its windows within the tolerance. Returns RM_OK; RM_ESTATE
  * (answered ACK_RETRY) before any Hello on p; RM_EPROTO with err and *why.
  */
-static int agg_admit_batch(struct agg_server *s, nng_pipe p, const Rametr__Batch *b, char *err,
+static int agg_admit_batch(struct agg_server *s, nng_pipe p, const struct rm_wbatch *b, char *err,
 			   size_t errlen, enum agg_why *why)
 {
 	struct agg_conn *c;
@@ -672,13 +671,15 @@ static void agg_serve_one(struct agg_server *s, nng_msg *msg)
 			agg_bind(s, p, env->hello);
 		st = agg_status(hrv, 0);
 	} else if (env->body_case == RAMETR__ENVELOPE__BODY_BATCH) {
+		const struct rm_wbatch *b = rm_wire_batch(env);
+
 		what = "batch";
 		batch = 1;
-		node = env->batch->node;
-		seq = env->batch->seq;
-		hrv = agg_admit_batch(s, p, env->batch, err, sizeof(err), &why);
+		node = b->node;
+		seq = b->seq;
+		hrv = agg_admit_batch(s, p, b, err, sizeof(err), &why);
 		if (hrv == RM_OK)
-			hrv = s->h.on_batch(s->h.arg, env->batch, &dup, err, sizeof(err));
+			hrv = s->h.on_batch(s->h.arg, b, &dup, err, sizeof(err));
 		st = agg_status(hrv, dup);
 	} else {
 		snprintf(err, sizeof(err), "unexpected ack from a collector");
@@ -832,17 +833,21 @@ static void agg_probe_tick(struct agg_server *s, int idle)
 /* Counts (and logs) a turn of the loop that kept requests unread too long. */
 static void agg_busy_note(struct agg_server *s, uint64_t from_ms, const char *in)
 {
-	uint64_t busy = agg_now_ms() - from_ms;
+	uint64_t busy = agg_now_ms() - from_ms, stalls;
 
-	if (busy > s->health.max_busy_ms)
-		s->health.max_busy_ms = busy;
-	if (busy < AGG_SERVER_STALL_MS)
+	pthread_mutex_lock(&s->pmu);
+	if (busy > s->st.max_busy_ms)
+		s->st.max_busy_ms = busy;
+	if (busy < AGG_SERVER_STALL_MS) {
+		pthread_mutex_unlock(&s->pmu);
 		return;
-	s->health.stalls++;
-	s->health.stall_ms += busy;
+	}
+	stalls = ++s->st.stalls;
+	s->st.stall_ms += busy;
+	pthread_mutex_unlock(&s->pmu);
 	rm_log_warn("did not read requests for %" PRIu64 " ms (busy with %s): a collector waiting meanwhile "
 		    "was not answered for as long (%" PRIu64 " such stalls so far)",
-		    busy, in, s->health.stalls);
+		    busy, in, stalls);
 }
 
 int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop)
@@ -869,7 +874,9 @@ int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop)
 				agg_reply(s, msg); /* echo: proves the listener alive */
 			} else {
 				agg_serve_one(s, msg);
-				s->health.requests++;
+				pthread_mutex_lock(&s->pmu);
+				s->st.requests++;
+				pthread_mutex_unlock(&s->pmu);
 				busy_in = "a request";
 			}
 		} else if (rv == NNG_ECLOSED) {
@@ -942,11 +949,6 @@ static int agg_tls_setup(struct agg_server *s, const struct agg_server_cfg *cfg)
 		return RM_EINVAL;
 	}
 	return RM_OK;
-}
-
-void agg_server_get_health(const struct agg_server *s, struct agg_server_health *out)
-{
-	*out = s->health;
 }
 
 int agg_server_open(struct agg_server **out, const char *const *urls, size_t nurls,

@@ -88,19 +88,6 @@
    collectors' default reply timeout (col_sender.h). */
 #define AGG_SERVER_STALL_MS 1000
 
-/*
- * The server's own health figures, for its operator and its metrics: a
- * collector that is not answered shows here, not only in its own log.
- * A turn of the loop is one request (or a probe) plus the tick when due,
- * measured from the moment a request was read to the next read.
- */
-struct agg_server_health {
-	uint64_t requests;    /* requests answered (probes not counted) */
-	uint64_t stalls;      /* turns of AGG_SERVER_STALL_MS or more: requests waited unread (each logged) */
-	uint64_t stall_ms;    /* the time spent in those turns */
-	uint64_t max_busy_ms; /* the longest turn */
-};
-
 struct agg_server;
 
 struct agg_handler {
@@ -110,7 +97,7 @@ struct agg_handler {
 	int (*on_hello)(void *arg, const Rametr__Hello *h, char *err, size_t errlen);
 	/* A Batch (checked by rm_wire_decode). Sets *duplicate (initially 0) if
 	   (node, instance, seq) was already applied. Returns as on_hello. */
-	int (*on_batch)(void *arg, const Rametr__Batch *b, int *duplicate, char *err,
+	int (*on_batch)(void *arg, const struct rm_wbatch *b, int *duplicate, char *err,
 			size_t errlen);
 	/* Optional: commands to embed in the Ack to this node. The handler keeps
 	   ownership; *cmds must stay valid until the next call of any handler
@@ -139,7 +126,13 @@ struct agg_server_cfg {
 	size_t mem_bound;            /* 0: AGG_SERVER_MEM_BOUND_DEFAULT */
 };
 
-/* Counters since open; every refusal is in exactly one of the refused_* ones. */
+/*
+ * Counters since open; every refusal is in exactly one of the refused_*
+ * ones. The last four are the server's own health, for its operator and its
+ * metrics: a collector that is not answered shows here, not only in its own
+ * log. A turn of the loop is one request (or a probe) plus the tick when
+ * due, measured from the moment a request was read to the next read.
+ */
 struct agg_server_stats {
 	uint64_t conns;              /* connections open now */
 	uint64_t conns_accepted;
@@ -160,6 +153,11 @@ struct agg_server_stats {
 	uint64_t hellos, batches;    /* accepted (ACK_OK) */
 	size_t max_msg;              /* the largest message taken, bytes */
 	unsigned max_conns;
+	uint64_t requests;           /* requests answered (probes not counted) */
+	uint64_t stalls;             /* turns of AGG_SERVER_STALL_MS or more: requests waited
+	                                unread (each logged) */
+	uint64_t stall_ms;           /* the time spent in those turns */
+	uint64_t max_busy_ms;        /* the longest turn */
 };
 
 /*
@@ -188,10 +186,6 @@ void agg_server_stats(struct agg_server *s, struct agg_server_stats *out);
  * Never returns because of what a peer sent.
  */
 int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop);
-
-/* Copies the health figures. Call on the thread that runs agg_server_run
-   (e.g. from a handler) or after it returned. */
-void agg_server_get_health(const struct agg_server *s, struct agg_server_health *out);
 
 /* Replaces the handler's decided matches (borrowed, as in agg_handler), for
    the replies that follow. On the thread of agg_server_run() only (a handler

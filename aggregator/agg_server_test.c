@@ -49,7 +49,7 @@ static int th_on_hello(void *arg, const Rametr__Hello *h, char *err, size_t errl
 	return RM_OK;
 }
 
-static int th_on_batch(void *arg, const Rametr__Batch *b, int *dup, char *err, size_t errlen)
+static int th_on_batch(void *arg, const struct rm_wbatch *b, int *dup, char *err, size_t errlen)
 {
 	struct th *t = arg;
 
@@ -815,7 +815,7 @@ static void test_open_errors(void)
 /* A request the loop kept others waiting for shows in the health figures. */
 static void test_health(void)
 {
-	struct agg_server_health h;
+	struct agg_server_stats h;
 	struct srv v;
 	nng_socket c;
 	uint8_t *b;
@@ -833,7 +833,7 @@ static void test_health(void)
 	v.stop = 1;
 	pthread_join(v.thread, NULL);
 	CU_ASSERT_EQUAL(v.run_rv, RM_OK);
-	agg_server_get_health(v.s, &h);
+	agg_server_stats(v.s, &h);
 	agg_server_close(v.s);
 	CU_ASSERT_EQUAL(h.requests, 2);
 	CU_ASSERT_EQUAL(h.stalls, 1);

@@ -44,10 +44,6 @@ struct agg_stitch {
 	uint64_t first_new;         /* first engine id of the batch being applied */
 	struct agg_newpart *np;
 	size_t npcap;
-	struct rm_wpart *parts;     /* the batch's parts, converted once */
-	size_t partscap;
-	struct rm_totals *win;
-	size_t wincap;
 	struct agg_loaded *ld;      /* agg_stitch_load scratch */
 	size_t nld, ldcap;
 };
@@ -327,8 +323,6 @@ void agg_stitch_close(struct agg_stitch *s)
 	agg_loaded_clear(s);
 	free(s->ld);
 	free(s->np);
-	free(s->parts);
-	free(s->win);
 	free(s);
 }
 
@@ -377,7 +371,7 @@ static void agg_newparts_clear(struct agg_stitch *s, size_t n)
 	}
 }
 
-int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, int *duplicate, char *err,
+int agg_stitch_batch(struct agg_stitch *s, const struct rm_wbatch *b, int64_t now, int *duplicate, char *err,
 		     size_t errlen)
 {
 	struct agg_batch_meta m = {
@@ -394,14 +388,12 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, 
 
 	*duplicate = 0;
 	for (i = 0; i < b->n_parts; i++)
-		if (!agg_win_ok(b->window_ns, b->parts[i]->win))
+		if (!agg_win_ok(b->window_ns, b->parts[i].win))
 			goto bad_window;
 	for (i = 0; i < b->n_windows; i++)
-		if (!agg_win_ok(b->window_ns, b->windows[i]->win))
+		if (!agg_win_ok(b->window_ns, b->windows[i].win))
 			goto bad_window;
-	if ((rv = agg_reserve((void **)&s->np, &s->npcap, b->n_parts, sizeof(*s->np))) != 0 ||
-	    (rv = agg_reserve((void **)&s->parts, &s->partscap, b->n_parts, sizeof(*s->parts))) != 0 ||
-	    (rv = agg_reserve((void **)&s->win, &s->wincap, b->n_windows, sizeof(*s->win))) != 0)
+	if ((rv = agg_reserve((void **)&s->np, &s->npcap, b->n_parts, sizeof(*s->np))) != 0)
 		return rv;
 	if (s->broken && (rv = agg_stitch_load(s, 0)) != 0)
 		return rv;
@@ -417,8 +409,7 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, 
 			rv = RM_ESTATE;
 			goto fail;
 		}
-		rm_wire_part_in(&s->parts[i], b->parts[i]);
-		if ((rv = agg_pair_add(s->pair, &src, &s->parts[i], now, &id)) != 0)
+		if ((rv = agg_pair_add(s->pair, &src, &b->parts[i], now, &id)) != 0)
 			goto fail;
 	}
 	/* the parts of this batch the engine still holds */
@@ -434,15 +425,13 @@ int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, 
 		h.window_ns = b->window_ns;
 		h.arrival_ns = now;
 		h.part = blob;
-		h.part_len = agg_part_pack(&s->parts[i], blob, sizeof(blob));
+		h.part_len = agg_part_pack(&b->parts[i], blob, sizeof(blob));
 		h.dist = s->np[i].dist;
 		if ((rv = agg_account_held_put(s->acct, &h)) != 0)
 			goto fail;
 	}
-	for (i = 0; i < b->n_windows; i++)
-		rm_wire_totals_in(&s->win[i], b->windows[i]);
 	s->first_new = UINT64_MAX;
-	rv = agg_account_commit(s->acct, s->win, b->n_windows);
+	rv = agg_account_commit(s->acct, b->windows, b->n_windows);
 	agg_newparts_clear(s, b->n_parts);
 	if (rv) {
 		agg_stitch_failed(s);

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rametr.pb-c.h"
+#include "rm_wire.h"
 #include "agg_account.h"
 #include "agg_config.h"
 #include "agg_pair.h"
@@ -79,7 +79,7 @@ int64_t agg_stitch_resume_ns(const struct agg_stitch *s);
  * RM_EINVAL with err set if the batch is refused (the collector must not
  * resend it); RM_ESQL / RM_ENOMEM if it could not be stored now (retry).
  */
-int agg_stitch_batch(struct agg_stitch *s, const Rametr__Batch *b, int64_t now, int *duplicate, char *err,
+int agg_stitch_batch(struct agg_stitch *s, const struct rm_wbatch *b, int64_t now, int *duplicate, char *err,
 		     size_t errlen);
 
 /*

@@ -76,7 +76,7 @@ int agg_stitch_run_hello(struct agg_stitch_run *r, const Rametr__Hello *h, char 
 	return agg_stitch_hello(r->s, h, rm_clock_unix_ns(), err, errlen);
 }
 
-int agg_stitch_run_batch(struct agg_stitch_run *r, const Rametr__Batch *b, int *duplicate, char *err,
+int agg_stitch_run_batch(struct agg_stitch_run *r, const struct rm_wbatch *b, int *duplicate, char *err,
 			 size_t errlen)
 {
 	return agg_stitch_batch(r->s, b, agg_run_now(r), duplicate, err, errlen);

@@ -36,7 +36,7 @@ void agg_stitch_run_close(struct agg_stitch_run *r);
 int agg_stitch_run_hello(struct agg_stitch_run *r, const Rametr__Hello *h, char *err, size_t errlen);
 
 /* agg_stitch_batch at the horizon clock's time. */
-int agg_stitch_run_batch(struct agg_stitch_run *r, const Rametr__Batch *b, int *duplicate, char *err,
+int agg_stitch_run_batch(struct agg_stitch_run *r, const struct rm_wbatch *b, int *duplicate, char *err,
 			 size_t errlen);
 
 /* agg_stitch_tick at the horizon clock's time; call it about every second. */

@@ -19,6 +19,7 @@
 #include "agg_config.h"
 #include "agg_stitch_run.h"
 #include "agg_store_mem.h"
+#include "col_enc.h"
 #include "col_replay.h"
 #include "rametr.h"
 #include "rm_err.h"
@@ -104,96 +105,39 @@ static void replay(struct stream *s, const char *node, const char *file)
 	CU_ASSERT_FATAL(s->cap.nparts > 0 && s->cap.nparts <= MAXP && s->cap.nwins <= MAXW);
 }
 
+/* A batch as the aggregator receives it: encoded by the collector's encoder, decoded by rm_wire_decode. */
 struct wb {
-	Rametr__Batch b;
-	Rametr__SegmentPart p[MAXP], *pp[MAXP];
-	Rametr__Tuple tin[MAXP], tout[MAXP];
-	Rametr__WindowTotals w[MAXW], *wp[MAXW];
+	Rametr__Envelope *env;
 };
 
-static Rametr__Tuple *wb_tuple(Rametr__Tuple *t, const struct rm_tuple *k)
+/* Batch seq of s's parts [from, to), with the stream's windows if with_windows (m's last batch freed). */
+static const struct rm_wbatch *wb_make(struct wb *m, const struct stream *s, uint64_t seq, size_t from, size_t to,
+				       int with_windows)
 {
-	size_t alen = k->family == RM_AF_INET ? 4 : 16;
+	struct col_enc_hdr hdr = { s->node, "replay", 77, seq, SEC, 0 };
+	struct col_enc enc = { { NULL, 0, 0, 0 } };
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	char err[256] = "";
 
-	rametr__tuple__init(t);
-	if (!k->family)
-		return NULL;
-	t->cookie = k->cookie;
-	t->family = k->family;
-	t->lport = k->lport;
-	t->rport = k->rport;
-	t->laddr = (ProtobufCBinaryData){ alen, (uint8_t *)k->laddr };
-	t->raddr = (ProtobufCBinaryData){ alen, (uint8_t *)k->raddr };
-	return t;
+	rm_wire_free(m->env);
+	m->env = NULL;
+	CU_ASSERT_EQUAL_FATAL(col_enc_batch(&enc, &hdr, s->cap.parts + from, to - from, s->cap.wins,
+					    with_windows ? s->cap.nwins : 0, NULL, 0, &buf, &len, err, sizeof(err)),
+			      RM_OK);
+	col_enc_free(&enc);
+	CU_ASSERT_EQUAL_FATAL(rm_wire_decode(buf, len, &m->env, err, sizeof(err)), RM_OK);
+	free(buf);
+	return rm_wire_batch(m->env);
 }
 
-/* Batch seq of s's parts [from, to), with the stream's windows if with_windows. */
-static Rametr__Batch *wb_make(struct wb *m, const struct stream *s, uint64_t seq, size_t from, size_t to,
-			      int with_windows)
+static void wb_free(struct wb *m)
 {
-	size_t i;
-
-	memset(m, 0, sizeof(*m));
-	rametr__batch__init(&m->b);
-	m->b.node = (char *)s->node;
-	m->b.backend = "replay";
-	m->b.instance = 77;
-	m->b.seq = seq;
-	m->b.window_ns = SEC;
-	m->b.parts = m->pp;
-	m->b.windows = m->wp;
-	for (i = from; i < to; i++) {
-		const struct rm_part *k = &s->cap.parts[i];
-		Rametr__SegmentPart *p = &m->p[m->b.n_parts];
-
-		rametr__segment_part__init(p);
-		p->seg_id = k->seg_id;
-		p->win = k->win;
-		p->pid = k->pid;
-		p->tid = k->tid;
-		p->start_ns = k->start_ns;
-		p->end_ns = k->end_ns;
-		p->cpu_ns = k->cpu_ns;
-		p->runq_ns = k->runq_ns;
-		p->rx_bytes = k->rx_bytes;
-		p->tx_bytes = k->tx_bytes;
-		p->disk_read = k->disk_read;
-		p->disk_write = k->disk_write;
-		p->flags = k->flags;
-		p->in = wb_tuple(&m->tin[m->b.n_parts], &k->in);
-		p->out = wb_tuple(&m->tout[m->b.n_parts], &k->out);
-		p->in_seq_start = k->in_seq_start;
-		p->in_seq_end = k->in_seq_end;
-		p->out_seq_start = k->out_seq_start;
-		p->out_seq_end = k->out_seq_end;
-		p->parent_seg = k->parent_seg;
-		m->pp[m->b.n_parts++] = p;
-	}
-	for (i = 0; with_windows && i < s->cap.nwins; i++) {
-		const struct rm_totals *k = &s->cap.wins[i];
-		Rametr__WindowTotals *w = &m->w[i];
-
-		rametr__window_totals__init(w);
-		w->win = k->win;
-		w->busy_ns = k->busy_ns;
-		w->unseg_cpu_ns = k->unseg_cpu_ns;
-		w->rx_bytes = k->rx_bytes;
-		w->tx_bytes = k->tx_bytes;
-		w->disk_read = k->disk_read;
-		w->disk_write = k->disk_write;
-		w->unseg_rx = k->unseg_rx;
-		w->unseg_tx = k->unseg_tx;
-		w->unseg_disk_read = k->unseg_disk_read;
-		w->unseg_disk_write = k->unseg_disk_write;
-		w->lost_ns = k->lost_ns;
-		w->dropped_parts = k->dropped_parts;
-		w->capacity_ns = k->capacity_ns;
-		m->wp[m->b.n_windows++] = w;
-	}
-	return &m->b;
+	rm_wire_free(m->env);
+	m->env = NULL;
 }
 
-static int deliver(struct fixture *f, const Rametr__Batch *b, int *dup)
+static int deliver(struct fixture *f, const struct rm_wbatch *b, int *dup)
 {
 	char err[256] = "";
 	int d = -1, rv = agg_stitch_run_batch(f->st, b, &d, err, sizeof(err));
@@ -205,11 +149,12 @@ static int deliver(struct fixture *f, const Rametr__Batch *b, int *dup)
 
 static void deliver_all(struct fixture *f, const struct stream *s, uint64_t seq)
 {
-	struct wb m;
+	struct wb m = { NULL };
 	int dup;
 
 	CU_ASSERT_EQUAL(deliver(f, wb_make(&m, s, seq, 0, s->cap.nparts, 1), &dup), RM_OK);
 	CU_ASSERT_EQUAL(dup, 0);
+	wb_free(&m);
 }
 
 /* ---- storage queries ---- */
@@ -400,7 +345,7 @@ static void test_pending_survive_restart(void)
 	struct fixture f;
 	struct stream st[3];
 	struct agg_pair_stats ps;
-	struct wb m;
+	struct wb m = { NULL };
 	uint64_t held, unresolved;
 	int dup;
 
@@ -437,6 +382,7 @@ static void test_pending_survive_restart(void)
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
 	held_count(f.db, &held, &unresolved);
 	CU_ASSERT_EQUAL(held, 0);
+	wb_free(&m);
 	fx_close(&f);
 	streams_free(st, 3);
 }
@@ -449,7 +395,7 @@ static void test_failed_transaction_rebuilds(void)
 	uint64_t held, unresolved, held0, unresolved0;
 	int64_t wstart;
 	struct agg_store store;
-	struct wb m;
+	struct wb m = { NULL };
 	int dup;
 
 	load_pool(st);
@@ -476,6 +422,7 @@ static void test_failed_transaction_rebuilds(void)
 	CU_ASSERT_EQUAL(dup, 0);
 	check_pool_usage(f.db);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	wb_free(&m);
 	fx_close(&f);
 	streams_free(st, 3);
 }
@@ -484,7 +431,7 @@ static void test_batches_split_and_windows_late(void)
 {
 	struct fixture f;
 	struct stream st[3];
-	struct wb m;
+	struct wb m = { NULL };
 	size_t n;
 
 	/* each node's parts in single-part batches, the windows last, all
@@ -503,6 +450,7 @@ static void test_batches_split_and_windows_late(void)
 	CU_ASSERT_EQUAL(deliver(&f, wb_make(&m, &st[1], 3, 0, 0, 1), NULL), RM_OK);
 	check_pool_usage(f.db);
 	CU_ASSERT_EQUAL(unbalanced(f.db, NULL), 0);
+	wb_free(&m);
 	fx_close(&f);
 	streams_free(st, 3);
 }

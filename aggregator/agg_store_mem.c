@@ -413,6 +413,27 @@ uint64_t agg_store_mem_unacct(const struct agg_store_mem *m, const char *node, c
 	return mem_sum(m, MEM_UNACCT, node, reason, r, INT64_MIN);
 }
 
+uint64_t agg_store_mem_total(const struct agg_store_mem *m, const char *node, int r)
+{
+	return mem_sum(m, MEM_TOTAL, node, NULL, r, INT64_MIN);
+}
+
+size_t agg_store_mem_est(const struct agg_store_mem *m, const char *node, const char *ce, uint64_t v[3])
+{
+	size_t i, j, n = 0;
+
+	for (i = 0; i < m->s.nrows; i++) {
+		const struct mem_row *x = &m->s.rows[i];
+
+		if (x->kind != MEM_EST || strcmp(x->node, node) || (ce && strcmp(x->key, ce)))
+			continue;
+		for (j = 0; j < 3; j++)
+			v[j] += x->v[j];
+		n++;
+	}
+	return n;
+}
+
 uint64_t agg_store_mem_splits(const struct agg_store_mem *m, const char *node, int64_t start)
 {
 	return mem_sum(m, MEM_SPLIT, node, NULL, 0, start);

@@ -28,6 +28,16 @@ void agg_store_mem_bind(struct agg_store_mem *m, struct agg_store *out);
 uint64_t agg_store_mem_usage(const struct agg_store_mem *m, const char *node, const char *ce, int r);
 uint64_t agg_store_mem_unacct(const struct agg_store_mem *m, const char *node, const char *reason, int r);
 
+/* U of node, resource r, over every window. */
+uint64_t agg_store_mem_total(const struct agg_store_mem *m, const char *node, int r);
+
+/*
+ * The estimator inputs of node's ce (NULL: every CE) over every window,
+ * added to v[0] requests, v[1] response time (ns), v[2] inbound bytes;
+ * returns how many (window, CE) rows were summed.
+ */
+size_t agg_store_mem_est(const struct agg_store_mem *m, const char *node, const char *ce, uint64_t v[3]);
+
 /*
  * The (node, resource, window) with any value in which U != sum_c U_c + sum
  * of the reasons (as st_query_identity); *windows (may be NULL) = how many

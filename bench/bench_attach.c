@@ -22,7 +22,7 @@
  * all, of the clock read, of the threads' state lookups, of the socket
  * reads, of the segmenter without records.
  * --ring BYTES sizes the part ring (a power of 2; default the collector's).
- * Usage: bench_attach [--profile] [--stage NAME] [--ring BYTES]
+ * Usage: bench_attach [--profile] [--stage NAME] [--ring BYTES] [--cpu-slices]
  */
 #include <signal.h>
 #include <bpf/bpf.h>
@@ -84,7 +84,7 @@ static double mono_s(void)
 
 int main(int argc, char **argv)
 {
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .self_tgid = (uint32_t)getpid() };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .self_tgid = (uint32_t)getpid(), .cpu_counters = 1 };
 	uint64_t parts = 0;
 	struct col_sink sink = { &parts, count_part, count_window };
 	struct col_bpf_stats st;
@@ -102,11 +102,13 @@ int main(int argc, char **argv)
 			prof = 1;
 		} else if (strcmp(argv[i], "--stage") == 0 && i + 1 < argc && stage_of(argv[i + 1], &cfg.bench_stage)) {
 			i++;
+		} else if (strcmp(argv[i], "--cpu-slices") == 0) {
+			cfg.cpu_counters = 0;
 		} else if (strcmp(argv[i], "--ring") == 0 && i + 1 < argc) {
 			cfg.ring_bytes = (uint32_t)strtoul(argv[++i], NULL, 0);
 		} else {
 			fprintf(stderr, "usage: bench_attach [--profile] [--stage hooks|clock|task|state|noemit|full]"
-					" [--ring BYTES] (runs until SIGINT or SIGTERM)\n");
+					" [--ring BYTES] [--cpu-slices] (runs until SIGINT or SIGTERM)\n");
 			return 2;
 		}
 	}

@@ -7,29 +7,39 @@
  * 1 day and 1 h series over 31 days, the 1 min series where the queries'
  * edges fall (the hours around END - 30 d and the last hour), the 1 s
  * windows of the last minutes, and the current day, hour and minute
- * buckets (which every write reaches), and the day series summed over
- * servers (from the day rows, as the writes leave it). The 1 min and 1 s series are not
+ * buckets (which every write reaches), the 1 min, 1 h and 1 day series
+ * summed over servers and the calendar months per server (from those
+ * rows, as the writes leave them). The 1 min and 1 s series are not
  * generated for the whole month (1.1e9 and 5.4e10 rows): the queries below
  * read no other rows of them, and the size per day of each series is
  * computed from the bytes per row measured here. Values are integers that
  * balance (sum U_c + V = U) in every bucket.
  *
  * Then it times the real rametrctl binary (process start included) on
- *   usage --since END-30d --until END --step 1d
+ *   usage --since END-30d --until END --step 1d (-o csv, and the table)
  *   usage --since END-30d --until END --group-by ce --top 10
  *   usage --since END-30d --until END --step 1d --group-by ce --top 10
- *   bill --period 2026-11 --share-unaccountable weighted
- * each run several times (median printed), output to /dev/null.
+ *   bill --period 2026-11 --share-unaccountable weighted (one charge
+ *   period: the month; and --charge-period day)
+ * each run several times (median printed), output to /dev/null, each also
+ * as a ratio to a yardstick timed in the same run between the queries (the
+ * machine is shared and noisy): one plain scan of the 30 days' per-server
+ * day rows through SQLite (0.78 M rows), in this process.
  *
  * usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] [--reuse] [--runs N]
+ *                    [--writes N]
  * (--reuse: time the queries on the database --db PATH built by an earlier
- * --keep run, without building it again; sizes are then not printed)
+ * --keep run, without building it again; sizes are then not printed.
+ * --writes N: instead, time the aggregator's write path: N windows of 1 s,
+ * each of 2 servers x 5 resources x (20 CEs' usage + a reason + the total)
+ * through st_add_* in one transaction per window, and print rows/s)
  */
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -70,6 +80,16 @@ static uint64_t rnd(struct gen *g)
 static int prep(sqlite3 *h, const char *sql, sqlite3_stmt **s)
 {
 	if (sqlite3_prepare_v2(h, sql, -1, s, NULL) != SQLITE_OK) {
+		fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(h));
+		return -1;
+	}
+	return 0;
+}
+
+/* Runs sql on h: 0, or -1 after printing SQLite's message. */
+static int exec_sql(sqlite3 *h, const char *sql)
+{
+	if (sqlite3_exec(h, sql, NULL, NULL, NULL) != SQLITE_OK) {
 		fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(h));
 		return -1;
 	}
@@ -224,26 +244,118 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Median wall time of `runs` runs of rametrctl with args, in ms. */
-static double time_cmd(const char *args, int runs)
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_CHILDREN, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* Median wall time of `runs` runs of rametrctl with args, in ms; *cpu_ms
+ * the median CPU time (user + system) of those runs, which waiting for a
+ * core on a loaded machine does not inflate. */
+static double time_cmd(const char *args, int runs, double *cpu_ms)
 {
 	char cmd[8192];
-	double t[64];
+	double t[64], c[64];
 	int i, st;
 
 	snprintf(cmd, sizeof(cmd), "'%s' %s >/dev/null", RAMETRCTL_PATH, args);
 	for (i = 0; i < runs && i < 64; i++) {
-		double t0 = now_s();
+		double t0 = now_s(), c0 = cpu_s();
 
 		st = system(cmd);
 		t[i] = (now_s() - t0) * 1e3;
+		c[i] = (cpu_s() - c0) * 1e3;
 		if (st != 0) {
 			fprintf(stderr, "bench_query: '%s' failed (status %d)\n", cmd, st);
 			return -1;
 		}
 	}
 	qsort(t, (size_t)i, sizeof(t[0]), cmp_d);
+	qsort(c, (size_t)i, sizeof(c[0]), cmp_d);
+	*cpu_ms = c[i / 2];
 	return t[i / 2];
+}
+
+/* The write path's rate: rows/s through st_add_* into a fresh file. */
+static int bench_writes(const char *path, int windows)
+{
+	char server[24], ce[24];
+	unsigned x = 7;
+	long long rows = 0;
+	double t0;
+	st_db *db;
+	int w, s, r, c;
+
+	unlink(path);
+	rm_log_init("bench_query");
+	if (st_open(&db, path, 0) != RM_OK)
+		return 1;
+	t0 = now_s();
+	for (w = 0; w < windows; w++) {
+		int64_t ws = END - (int64_t)(windows - w) * SEC;
+
+		if (st_begin(db) != RM_OK)
+			return 1;
+		for (s = 0; s < 2; s++) {
+			snprintf(server, sizeof(server), "srv-%02d", s);
+			for (r = 0; r < ST_R_COUNT; r++) {
+				uint64_t sum = 0, v;
+
+				for (c = 0; c < 20; c++) {
+					x = x * 1103515245u + 12345u;
+					v = x >> 12;
+					snprintf(ce, sizeof(ce), "tenant-%03d", c);
+					if (st_add_usage(db, server, ws, SEC, (enum st_resource)r, ce, v) != RM_OK)
+						return 1;
+					sum += v;
+				}
+				if (st_add_unacct(db, server, ws, SEC, (enum st_resource)r, "lost", 1000) != RM_OK ||
+				    st_add_total(db, server, ws, SEC, (enum st_resource)r, sum + 1000,
+						 r == ST_R_CPU ? 8 * SEC : 0) != RM_OK)
+					return 1;
+				rows += 22;
+			}
+		}
+		if (st_commit(db) != RM_OK)
+			return 1;
+	}
+	t0 = now_s() - t0;
+	st_close(db);
+	printf("writes: %d windows, %lld rows in %.2f s: %.0f rows/s (schema v%d)\n", windows, rows, t0,
+	       rows / t0, ST_SCHEMA_VERSION);
+	unlink(path);
+	return 0;
+}
+
+/* ms to read every row of r_usage with step 1 d and a start in [lo, hi)
+ * (server, resource, CE and value of each), in this process. */
+static double scan_ms(const char *path, int64_t lo, int64_t hi)
+{
+	sqlite3 *h;
+	sqlite3_stmt *s;
+	long long n = 0, sum = 0;
+	double t0 = now_s();
+
+	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+	    prep(h, "SELECT server, resource, ce, value FROM r_usage WHERE step = 86400000000000 AND "
+		    "win_start >= ?1 AND win_start < ?2", &s)) {
+		sqlite3_close(h);
+		return -1;
+	}
+	sqlite3_bind_int64(s, 1, lo);
+	sqlite3_bind_int64(s, 2, hi);
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		sum += sqlite3_column_bytes(s, 0) + sqlite3_column_int(s, 1) + sqlite3_column_bytes(s, 2) +
+		       (sqlite3_column_int64(s, 3) & 1);
+		n++;
+	}
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return n + sum > 0 ? (now_s() - t0) * 1e3 : -1;
 }
 
 static void fmt_time(int64_t ns, char *buf, size_t len)
@@ -261,11 +373,11 @@ int main(int argc, char **argv)
 		{ "tenants", required_argument, NULL, 't' }, { "servers", required_argument, NULL, 's' },
 		{ "db", required_argument, NULL, 'd' },      { "keep", no_argument, NULL, 'k' },
 		{ "runs", required_argument, NULL, 'r' },    { "reuse", no_argument, NULL, 'u' },
-		{ NULL, 0, NULL, 0 },
+		{ "writes", required_argument, NULL, 'w' },  { NULL, 0, NULL, 0 },
 	};
 	struct gen g = { .tenants = 100, .servers = 50, .x = 42 };
-	char path[512] = "", since[40], until[40], args[4][1024], load[128] = "?";
-	int keep = 0, reuse = 0, runs = 5, ch, i;
+	char path[512] = "", since[40], until[40], args[7][1024], load[128] = "?";
+	int keep = 0, reuse = 0, runs = 5, writes = 0, ch, i;
 	int64_t r1m = floor_to(END - 2 * MIN, MIN), r1h = floor_to(r1m, HOUR), r1d = floor_to(r1h, DAY);
 	int64_t edge = floor_to(END - 30 * DAY, HOUR);
 	struct series_gen sg[4] = {
@@ -277,7 +389,8 @@ int main(int argc, char **argv)
 	};
 	const double per_day[4] = { 1, 24, 1440, 86400 };
 	const double keep_days[4] = { 0, 395, 30, 2 }; /* defaults; 1d: for ever */
-	double t0;
+	double t0, yard[64], q_ms[8], q_cpu[8], y_ms;
+	long long ce_bytes = 0, ce_rows = 0;
 	FILE *f;
 	st_db *db;
 
@@ -289,9 +402,10 @@ int main(int argc, char **argv)
 		case 'k': keep = 1; break;
 		case 'r': runs = atoi(optarg); break;
 		case 'u': reuse = keep = 1; break;
+		case 'w': writes = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: bench_query [--tenants N] [--servers N] [--db PATH] [--keep] "
-					"[--reuse] [--runs N]\n");
+					"[--reuse] [--runs N] [--writes N]\n");
 			return 2;
 		}
 	}
@@ -301,6 +415,8 @@ int main(int argc, char **argv)
 	}
 	if (!path[0])
 		snprintf(path, sizeof(path), "/tmp/bench_query.%d.db", (int)getpid());
+	if (writes > 0)
+		return bench_writes(path, writes);
 	if (reuse) {
 		if (access(path, R_OK) != 0) {
 			fprintf(stderr, "bench_query: --reuse: no database at '%s'\n", path);
@@ -336,26 +452,47 @@ int main(int argc, char **argv)
 			 (long long)INT64_MAX, (long long)r1m, (long long)INT64_MAX, (long long)(edge - HOUR),
 			 (long long)INT64_MAX, (long long)(r1d - 31 * DAY), (long long)INT64_MAX,
 			 (long long)(r1d - 31 * DAY), (long long)(END - 10 * SEC));
-		if (sqlite3_exec(g.h, sql, NULL, NULL, NULL) != SQLITE_OK) {
-			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
+		if (exec_sql(g.h, sql))
 			return 1;
-		}
 	}
 	{
 		/* the day series summed over servers, as the writes leave it */
 		double ts = now_s();
 		long long before = db_bytes(g.h);
 
-		if (sqlite3_exec(g.h, "INSERT INTO r_ce_usage SELECT step, win_start, resource, ce, "
-				      "SUM(value) FROM r_usage WHERE step = 86400000000000 GROUP BY 1, 2, 3, 4; "
-				      "INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), "
-				      "SUM(capacity) FROM r_total WHERE step = 86400000000000 GROUP BY 1, 2, 3",
-				 NULL, NULL, NULL) != SQLITE_OK) {
-			fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(g.h));
+		if (exec_sql(g.h, "INSERT INTO r_ce_usage SELECT step, win_start, resource, ce, "
+				  "SUM(value) FROM r_usage WHERE step > 0 GROUP BY 1, 2, 3, 4; "
+				  "INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), "
+				  "SUM(capacity) FROM r_total WHERE step > 0 GROUP BY 1, 2, 3"))
 			return 1;
-		}
-		printf("  generated 1d series summed over servers: %8.1f MB (%.1f KB/day) in %.1f s\n",
-		       (db_bytes(g.h) - before) / 1e6, (db_bytes(g.h) - before) / 1e3 / 32, now_s() - ts);
+		ce_bytes = db_bytes(g.h) - before;
+		printf("  generated the series summed over servers: %8.1f MB in %.1f s\n", ce_bytes / 1e6,
+		       now_s() - ts);
+		ts = now_s();
+		before = db_bytes(g.h);
+		/* the calendar months per server, from the day rows (the months
+		 * before the generated days hold only those days, as they would) */
+		if (exec_sql(g.h, "INSERT INTO r_usage SELECT -1, m, server, resource, ce, SUM(value) FROM "
+				  "(SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', 'start of "
+				  "month') AS INTEGER) * 1000000000 AS m, * FROM r_usage WHERE step = "
+				  "86400000000000) GROUP BY m, server, resource, ce; "
+				  "INSERT INTO r_total SELECT -1, m, server, resource, SUM(value), SUM(capacity) "
+				  "FROM (SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', 'start "
+				  "of month') AS INTEGER) * 1000000000 AS m, * FROM r_total WHERE step = "
+				  "86400000000000) GROUP BY m, server, resource"))
+			return 1;
+		printf("  generated the month series: %8.1f MB for 2 months in %.1f s\n",
+		       (db_bytes(g.h) - before) / 1e6, now_s() - ts);
+	}
+	{
+		sqlite3_stmt *cs;
+
+		if (prep(g.h, "SELECT (SELECT count(*) FROM r_ce_usage) + (SELECT count(*) FROM r_ce_total)",
+			 &cs))
+			return 1;
+		if (sqlite3_step(cs) == SQLITE_ROW)
+			ce_rows = sqlite3_column_int64(cs, 0);
+		sqlite3_finalize(cs);
 	}
 	sqlite3_close(g.h);
 	printf("  built in %.1f s\n\nsize per day of retention (bytes per row measured above):\n",
@@ -372,34 +509,60 @@ int main(int argc, char **argv)
 		else
 			printf("  kept for ever\n");
 	}
+	for (i = 0; i < 3; i++) {
+		/* the series summed over servers: one row per resource and CE (and total) */
+		double bpr = ce_rows ? (double)ce_bytes / ce_rows : 0;
+		double rows_day = per_day[i] * ST_R_COUNT * (g.tenants + 1);
+
+		printf("  %-2s summed over servers %6.1f B/row  %8.0f rows/day  %8.2f MB/day", sg[i].name, bpr,
+		       rows_day, rows_day * bpr / 1e6);
+		if (keep_days[i] > 0)
+			printf("  x %3.0f days kept = %7.2f GB\n", keep_days[i],
+			       rows_day * bpr * keep_days[i] / 1e9);
+		else
+			printf("  kept for ever\n");
+	}
+	printf("  month series: %d rows a month (about %.1f MB), kept for ever\n",
+	       g.servers * ST_R_COUNT * (g.tenants + 1), g.servers * ST_R_COUNT * (g.tenants + 1) * 52.0 / 1e6);
 
 timed:
 	fmt_time(END - 30 * DAY, since, sizeof(since));
 	fmt_time(END, until, sizeof(until));
-	snprintf(args[0], sizeof(args[0]), "usage --db '%s' --since %s --until %s --step 1d -o csv", path,
+	snprintf(args[0], sizeof(args[0]), "version");
+	snprintf(args[1], sizeof(args[1]), "usage --db '%s' --since %s --until %s --step 1d -o csv", path,
 		 since, until);
-	snprintf(args[1], sizeof(args[1]), "usage --db '%s' --since %s --until %s --group-by ce --top 10",
+	snprintf(args[2], sizeof(args[2]), "usage --db '%s' --since %s --until %s --step 1d", path, since,
+		 until);
+	snprintf(args[3], sizeof(args[3]), "usage --db '%s' --since %s --until %s --group-by ce --top 10",
 		 path, since, until);
-	snprintf(args[2], sizeof(args[2]), "usage --db '%s' --since %s --until %s --step 1d --group-by ce "
+	snprintf(args[4], sizeof(args[4]), "usage --db '%s' --since %s --until %s --step 1d --group-by ce "
 		 "--top 10", path, since, until);
-	snprintf(args[3], sizeof(args[3]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted",
+	snprintf(args[5], sizeof(args[5]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted",
 		 path);
+	snprintf(args[6], sizeof(args[6]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted "
+		 "--charge-period day", path);
 	if ((f = fopen("/proc/loadavg", "r"))) {
 		if (!fgets(load, sizeof(load), f))
 			snprintf(load, sizeof(load), "?");
 		load[strcspn(load, "\n")] = '\0';
 		fclose(f);
 	}
-	printf("\nqueries over 30 days (median of %d runs, rametrctl process included; loadavg %s):\n",
-	       runs, load);
-	for (i = 0; i < 4; i++) {
-		double ms = time_cmd(args[i], runs);
-
-		if (ms < 0)
+	/* the yardstick between the queries, the queries' medians */
+	for (i = 0; i < 7; i++) {
+		if ((yard[i] = scan_ms(path, floor_to(END - 30 * DAY, DAY), floor_to(END, DAY) + DAY)) < 0 ||
+		    (q_ms[i] = time_cmd(args[i], runs, &q_cpu[i])) < 0)
 			return 1;
-		printf("  %8.1f ms  rametrctl %.*s %s\n", ms, (int)strcspn(args[i], " "), args[i],
-		       strstr(args[i], "' ") + 2);
 	}
+	qsort(yard, 7, sizeof(yard[0]), cmp_d);
+	y_ms = yard[3];
+	printf("\nqueries over 30 days (median of %d runs, rametrctl process included; loadavg %s);\n"
+	       "yardstick: a plain scan of the 30 days' per-server day rows in this process, median %.1f ms\n"
+	       "(%.1f .. %.1f over the run); cpu: user + system time of the process\n", runs, load, y_ms,
+	       yard[0], yard[6]);
+	for (i = 0; i < 7; i++)
+		printf("  %8.1f ms  %6.3f x yardstick  cpu %7.1f ms  rametrctl %.*s %s\n", q_ms[i],
+		       q_ms[i] / y_ms, q_cpu[i], (int)strcspn(args[i], " "), args[i],
+		       i ? strstr(args[i], "' ") + 2 : "");
 	if (!keep) {
 		char wal[600];
 

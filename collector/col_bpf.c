@@ -44,7 +44,33 @@ struct col_bpf {
 	int sink_err;
 	int detached;
 	struct col_bpf_stats stats;
+	struct bpf_link *cut_link;   /* CPU counters: the window sweep (rm_cut_tasks), else NULL */
+	uint64_t swept_win;          /* CPU counters: windows before this one are swept */
 };
+
+/*
+ * CPU counters: charges every thread's CPU since its last edge, split at
+ * window edges (rametr.bpf.c, rm_cut_tasks). Returns RM_OK or RM_EBPF (logged).
+ */
+static int col_bpf_cut(struct col_bpf *b)
+{
+	char buf[64];
+	int fd;
+
+	if ((fd = bpf_iter_create(bpf_link__fd(b->cut_link))) < 0) {
+		rm_log_error("failed to run the window sweep: %s", strerror(errno));
+		return RM_EBPF;
+	}
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+	return RM_OK;
+}
+
+static uint64_t col_bpf_win_now(const struct col_bpf *b)
+{
+	return (rm_clock_mono_ns() + b->offset_ns) / b->window_ns;
+}
 
 static int col_bpf_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -120,6 +146,13 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->follow_replies = cfg->follow_replies ? 1 : 0;
 	b->skel->rodata->follow_wakeups = cfg->follow_wakeups ? 1 : 0;
 	b->skel->rodata->bench_stage = cfg->bench_stage;
+	if (cfg->cpu_counters && (cfg->follow_wakeups || cfg->follow_replies)) {
+		rm_log_error("cpu counters cannot go with follow-wakeups or follow-replies, which need a"
+			     " context-switch hook");
+		col_bpf_close(b);
+		return RM_EINVAL;
+	}
+	b->skel->rodata->cpu_counters = cfg->cpu_counters ? 1 : 0;
 	if (cfg->bench_stage >= RM_STAGE_COUNT) {
 		rm_log_error("bad bench stage %u", cfg->bench_stage);
 		col_bpf_close(b);
@@ -140,6 +173,11 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		bpf_program__set_autoload(b->skel->progs.rm_sched_waking, false);
 	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
+	bpf_program__set_autoattach(b->skel->progs.rm_cut_tasks, false);
+	if (cfg->cpu_counters)
+		bpf_program__set_autoload(b->skel->progs.rm_sched_switch, false); /* the point of the option */
+	else
+		bpf_program__set_autoload(b->skel->progs.rm_cut_tasks, false);
 	if (!col_probe_tp_btf("block_rq_issue")) {
 		rm_log_warn("kernel lacks tracepoint 'block_rq_issue': disk bytes are not measured");
 		bpf_program__set_autoload(b->skel->progs.rm_block_rq_issue, false);
@@ -157,6 +195,19 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		rm_log_error("failed to attach bpf programs: %s", strerror(-err));
 		col_bpf_close(b);
 		return RM_EBPF;
+	}
+	if (cfg->cpu_counters) {
+		/* the first sweep takes every thread's counters as they are */
+		if (!(b->cut_link = bpf_program__attach_iter(b->skel->progs.rm_cut_tasks, NULL))) {
+			rm_log_error("failed to attach the window sweep: %s", strerror(errno));
+			col_bpf_close(b);
+			return RM_EBPF;
+		}
+		b->swept_win = col_bpf_win_now(b);
+		if ((rv = col_bpf_cut(b)) != RM_OK) {
+			col_bpf_close(b);
+			return rv;
+		}
 	}
 	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.parts), col_bpf_on_part, b, NULL);
 	if (!b->rb) {
@@ -260,6 +311,14 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 	uint64_t now;
 	int err;
 
+	if (b->cut_link) {
+		/* wake at the window's end: the sweep splits the threads' CPU there */
+		uint64_t t = rm_clock_mono_ns() + b->offset_ns;
+		uint64_t left_ms = ((t / b->window_ns + 1) * b->window_ns - t) / 1000000ull + 1;
+
+		if (timeout_ms < 0 || (uint64_t)timeout_ms > left_ms)
+			timeout_ms = (int)left_ms;
+	}
 	b->sink = sink;
 	b->sink_err = 0;
 	err = ring_buffer__poll(b->rb, timeout_ms);
@@ -272,6 +331,13 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 	b->sink = NULL;
 	if (b->sink_err)
 		return b->sink_err;
+	if (b->cut_link && col_bpf_win_now(b) > b->swept_win) {
+		/* a window ended: its threads' CPU since their last edges */
+		b->swept_win = col_bpf_win_now(b);
+		if ((err = col_bpf_cut(b)) != RM_OK)
+			return err;
+		b->report_ts = 0;
+	}
 	now = rm_clock_mono_ns();
 	if (now - b->report_ts < COL_BPF_REPORT_MS * 1000000ull)
 		return RM_OK;
@@ -288,6 +354,9 @@ int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink)
 	if (!b->detached) {
 		rametr_bpf__detach(b->skel);
 		b->detached = 1;
+		/* CPU counters: what threads used since their last edges */
+		if (b->cut_link && (rv = col_bpf_cut(b)) != RM_OK)
+			return rv;
 	}
 	link = bpf_program__attach_iter(b->skel->progs.rm_sweep_tasks, NULL);
 	if (!link) {
@@ -363,6 +432,7 @@ void col_bpf_close(struct col_bpf *b)
 	if (!b)
 		return;
 	ring_buffer__free(b->rb);
+	bpf_link__destroy(b->cut_link);
 	rametr_bpf__destroy(b->skel);
 	free(b->last);
 	free(b->vals);

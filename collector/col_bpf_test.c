@@ -31,6 +31,9 @@
 #define MAX_PARTS 200000
 #define MAX_WINS 256
 
+/* RM_TEST_CPU_COUNTERS=1 in the environment: the cases without a follow
+ * option run with CPU from the threads' counters (col_bpf_cfg.cpu_counters) */
+static int cpu_counters;
 static struct rm_part *parts;
 static size_t nparts;
 static struct rm_totals wins[MAX_WINS];
@@ -188,7 +191,7 @@ static void *server_main(void *arg)
 
 static int open_or_skip(struct col_bpf **b)
 {
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .offset_ns = 0, .self_tgid = 0 };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .offset_ns = 0, .self_tgid = 0, .cpu_counters = cpu_counters };
 	struct timespec rt, mono;
 	int rv;
 
@@ -332,7 +335,10 @@ static void check_identity(void)
 		CU_ASSERT_EQUAL(t->busy_ns, sum_cpu[j] + t->unseg_cpu_ns + t->lost_ns);
 		CU_ASSERT_EQUAL(t->rx_bytes, sum_rx[j] + t->unseg_rx);
 		CU_ASSERT_EQUAL(t->tx_bytes, sum_tx[j] + t->unseg_tx);
-		CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2);
+		/* with the counters, CPU claimed over an interval that crosses a
+		 * window's end is split by time (docs/cpu-counters.md): a short
+		 * window at a session's start or end can get a few % too much */
+		CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2 + (cpu_counters ? wins[j].capacity_ns / 10 : 0));
 		if (t->busy_ns > wins[j].capacity_ns + 2000000ULL * 2)
 			fprintf(stderr, "window %llu: busy %llu > capacity %llu (lost %llu, unseg %llu, parts %llu)\n",
 				(unsigned long long)t->win, (unsigned long long)t->busy_ns,
@@ -439,7 +445,7 @@ static void drop_test_ns(void)
 
 static void test_netns_filter(void)
 {
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .cpu_counters = cpu_counters };
 	struct col_bpf *b = NULL;
 	char cmd[256], path[128];
 	struct stat st;
@@ -1101,7 +1107,7 @@ static void *upair_front(void *arg)
 static void test_unix_pairing(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .cpu_counters = cpu_counters };
 	struct upair x = { -1, { -1, -1 }, 0, 0 };
 	const struct rm_part *fsend = NULL, *brecv = NULL, *bsend = NULL, *frecv = NULL;
 	socklen_t alen = sizeof(a);
@@ -1184,7 +1190,7 @@ static void test_unix_pairing(void)
  */
 static void test_drops(void)
 {
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = 4096 };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = 4096, .cpu_counters = cpu_counters };
 	uint64_t dparts = 0, dcpu = 0, drx = 0, dtx = 0, rx_parts = 0;
 	struct col_bpf_stats st;
 	struct col_bpf *b = NULL;
@@ -1260,7 +1266,7 @@ static pid_t serve_child(int *go, const char *name)
  */
 static void test_exclusion(void)
 {
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .exclude_rametr = 1 };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .exclude_rametr = 1, .cpu_counters = cpu_counters };
 	struct col_bpf *b = NULL;
 	pid_t named, bypid, plain;
 	int gn = -1, gp = -1, gq = -1, status, rv;
@@ -1504,7 +1510,157 @@ static void test_tail(void)
 	seg_cpu = seg_sum(end->seg_id, x.tid, 0) - tail_cpu;
 	fprintf(stderr, "segment cpu %.3f ms, its tail %.3f ms\n", seg_cpu / 1e6, tail_cpu / 1e6);
 	CU_ASSERT(seg_cpu >= 4500000ULL && seg_cpu <= 12000000ULL);
-	CU_ASSERT(tail_cpu >= 19000000ULL && tail_cpu <= 27000000ULL);
+	/* with the counters, CPU after the wait but before the thread was last
+	 * preempted is not told from the tail (docs/cpu-counters.md): up to the
+	 * 10 ms after the sleep when the machine is busy */
+	CU_ASSERT(tail_cpu >= 19000000ULL && tail_cpu <= (cpu_counters ? 37000000ULL : 27000000ULL));
+	check_identity();
+}
+
+/*
+ * Each segment's CPU against the thread's own CPU clock
+ * (CLOCK_THREAD_CPUTIME_ID) read just after its recv and just before its
+ * send: 200 requests of 50-450 us of work, every third with a sleep in the
+ * middle. The segment also holds the rest of the recv call, the clock reads
+ * and the send up to its tracepoint - on loopback that includes delivering
+ * the bytes to the peer, 5-40 us here (and, after a wait, the request's
+ * head) - and is never less than the clock says, give or take a few
+ * requests whose edges fell in a slice the hypervisor stole from.
+ */
+#define PREC_N 200
+
+struct prec_srv {
+	int lfd;
+	pid_t tid;
+	uint64_t cpu[PREC_N];
+	int ok;
+};
+
+static void burn_us(unsigned us)
+{
+	uint64_t end = thread_cpu_ns() + (uint64_t)us * 1000ULL, x = 1;
+
+	while (thread_cpu_ns() < end)
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+	sink_hole = x;
+}
+
+static void *prec_server(void *arg)
+{
+	struct prec_srv *x = arg;
+	char buf[8];
+	uint64_t t0;
+	int fd, i;
+
+	x->tid = (pid_t)syscall(SYS_gettid);
+	fd = accept(x->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	for (i = 0; i < PREC_N; i++) {
+		if (recv(fd, buf, sizeof(buf), MSG_WAITALL) != (ssize_t)sizeof(buf))
+			break;
+		t0 = thread_cpu_ns();
+		burn_us(50 + (unsigned)(i * 37 % 200));
+		if (i % 3 == 0)
+			usleep(300);
+		burn_us(50 + (unsigned)(i * 53 % 200));
+		x->cpu[i] = thread_cpu_ns() - t0;
+		if (send(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+			break;
+	}
+	x->ok = i == PREC_N;
+	close(fd);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void test_cpu_precision(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	struct prec_srv x = { 0 };
+	struct { uint64_t start, seg, cpu; } segs[PREC_N + 8];
+	uint64_t err[PREC_N];
+	struct col_bpf *b = NULL;
+	pthread_t srv;
+	char buf[8] = "request";
+	size_t i, j, n = 0;
+	int cfd, rv, k;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = open_or_skip(&b)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable");
+	x.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(x.lfd, 1) == 0 &&
+			getsockname(x.lfd, (struct sockaddr *)&a, &alen) == 0);
+	CU_ASSERT_FATAL(pthread_create(&srv, NULL, prec_server, &x) == 0);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	for (k = 0; k < PREC_N; k++)
+		if (send(cfd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) ||
+		    recv(cfd, buf, sizeof(buf), MSG_WAITALL) != (ssize_t)sizeof(buf))
+			break;
+	pthread_join(srv, NULL);
+	close(cfd);
+	close(x.lfd);
+	drain_close(b);
+	CU_ASSERT_FATAL(x.ok);
+	/* the server's request segments (not their tails), in order */
+	for (i = 0; i < nparts; i++) {
+		const struct rm_part *p = &parts[i];
+
+		if (p->tid != (uint32_t)x.tid || (p->flags & RM_PF_ASSOC) || p->in.lport != ntohs(a.sin_port))
+			continue;
+		for (j = 0; j < n; j++)
+			if (segs[j].seg == p->seg_id)
+				break;
+		if (j == n) {
+			if (n == PREC_N + 8)
+				continue;
+			segs[n].seg = p->seg_id;
+			segs[n].start = p->start_ns;
+			segs[n].cpu = 0;
+			n++;
+		}
+		segs[j].cpu += p->cpu_ns;
+	}
+	CU_ASSERT_EQUAL_FATAL(n, PREC_N);
+	for (i = 1; i < n; i++) /* by start time */
+		for (j = i; j > 0 && segs[j].start < segs[j - 1].start; j--) {
+			uint64_t t0 = segs[j].start, t1 = segs[j].seg, t2 = segs[j].cpu;
+
+			segs[j] = segs[j - 1];
+			segs[j - 1].start = t0;
+			segs[j - 1].seg = t1;
+			segs[j - 1].cpu = t2;
+		}
+	k = 0;
+	for (i = 0; i < n; i++) {
+		/* never less than the thread's clock (100 ns of rounding) */
+		if (segs[i].cpu + 100 < x.cpu[i]) {
+			k++;
+			err[i] = 0;
+		} else {
+			err[i] = segs[i].cpu + 100 - x.cpu[i];
+		}
+	}
+	qsort(err, n, sizeof(err[0]), cmp_u64);
+	fprintf(stderr, "segment cpu - thread clock over %zu requests: median %.1f us, p95 %.1f us, max %.1f us, "
+		"%d below\n", n, err[n / 2] / 1e3, err[n * 95 / 100] / 1e3, err[n - 1] / 1e3, k);
+	/* a CPU read that missed the running slice would give 0 here, the
+	 * thread's clock the full 100-400 us of work. The slice path is looser
+	 * on this loaded VM (measured: p95 up to 300 us, a few requests 10-20 us
+	 * below the clock; docs/cpu-counters.md) */
+	CU_ASSERT(k <= (int)n / (cpu_counters ? 20 : 10));
+	CU_ASSERT(err[n / 2] <= 50000);
+	CU_ASSERT(err[n * 95 / 100] <= (cpu_counters ? 150000ULL : 500000ULL));
 	check_identity();
 }
 
@@ -1640,12 +1796,16 @@ static CU_TestInfo cases[] = {
 	{ "a segment's run-queue wait is the scheduler's own (sched_info)", test_runq },
 	{ "a request's tail: its CPU after the reply until the first wait, not after", test_tail },
 	{ "a UDP server's segments name each datagram's sender, recvfrom/recvmsg, sendto/sendmsg", test_udp },
+	{ "each segment's CPU is the thread's own CPU clock between its recv and send", test_cpu_precision },
 	CU_TEST_INFO_NULL,
 };
 
 static int init_parts(void) __attribute__((constructor));
 static int init_parts(void)
 {
+	const char *c = getenv("RM_TEST_CPU_COUNTERS");
+
+	cpu_counters = c && strcmp(c, "1") == 0;
 	parts = calloc(MAX_PARTS, sizeof(*parts));
 	return parts ? 0 : -1;
 }

@@ -14,6 +14,8 @@ target_link_libraries(col_replay PUBLIC rm_base rm_part_def)
 rm_test(segmenter LIBS col_replay TIMEOUT 60)
 target_compile_definitions(segmenter_test PRIVATE COL_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
 rm_test(col_replay LIBS col_replay TIMEOUT 60)
+# the segmenter's CPU-counter functions on their own (a minimal environment of its own)
+rm_test(segmenter_ctr LIBS col_replay TIMEOUT 60)
 target_compile_definitions(col_replay_test PRIVATE COL_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
 
 if(RM_FUZZ)

@@ -5,9 +5,12 @@
  * Hooks only what loads on a locked-down kernel and costs nothing on
  * unrelated syscalls (docs/kernel.md): tp_btf sock_send_length /
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
- * sched_switch (on-CPU time, and run-queue wait from the scheduler's own
- * sched_info: no wake-up hooks),
  * sched_process_fork / exit (thread lineage) and block_rq_issue (disk).
+ * On-CPU time and run-queue wait: by default (cpu_counters) from each
+ * thread's own scheduler counters read at those edges and by a task
+ * iterator at each window's end, with no hook on context switches
+ * (docs/cpu-counters.md); with the slice path, sched_switch (run-queue wait
+ * from the scheduler's own sched_info: no wake-up hooks).
  * Segments are cut by segmenter.h, the same code the replay backend runs in
  * user space; per-thread state lives in task storage, and one part per
  * (thread, segment, window) goes to the ring buffer, not one per syscall,
@@ -44,6 +47,16 @@ const volatile __u32 netns_ino = 0;         /* nonzero: account only threads of 
 const volatile __u32 follow_wakeups = 0;     /* wake-up chains through futex wakes */
 const volatile __u32 follow_replies = 0;     /* continuation chains anchored by replies (segmenter.h) */
 const volatile __u32 bench_stage = RM_STAGE_FULL; /* benchmarks only: RM_STAGE_* */
+const volatile __u32 cpu_counters = 0;       /* CPU from the threads' own counters, no sched_switch hook */
+
+/*
+ * CPU counters: how far sched_clock (the runqueues' clock) is behind
+ * bpf_ktime_get_ns, the least ktime - rq->clock seen (rq->clock is a past
+ * sched_clock reading, so every sample is an upper bound). An error in it is
+ * the same at both edges of an interval and cancels (segmenter.h, rm_ctr_edge;
+ * docs/cpu-counters.md). Written by any CPU, only ever lowered.
+ */
+__s64 clk_off = 0x7fffffffffffffffLL;
 
 /* Benchmark stages: the verifier drops the dead branches, production pays nothing. */
 #define RM_STOP_AT(stage) (bench_stage == (stage))
@@ -431,6 +444,7 @@ RM_INLINE void rm_batch_age(struct rm_env *e, __u64 now, int idle)
 	*(volatile __u32 *)&b->busy = 0;
 }
 
+#define RM_ENV_CPU_COUNTERS(e) (cpu_counters)
 #include "segmenter.h"
 
 RM_INLINE struct rm_task *rm_or_nostate(struct rm_task *t)
@@ -617,19 +631,146 @@ RM_INLINE struct rm_task *rm_task_create(struct task_struct *task)
 {
 	struct rm_task *t = bpf_task_storage_get(&tasks, task, 0, 0);
 
-	if (t)
+	if (t && !(t->ctr_set & RM_CTR_NEW))
 		return t;
-	t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t)
-		return NULL;
+	if (!t) {
+		t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!t)
+			return NULL;
+		/* run-queue wait from now on (the thread is running, or not queued yet) */
+		t->run_delay = rm_run_delay(task, NULL);
+	}
+	t->ctr_set &= ~(__u32)RM_CTR_NEW; /* (a state made for the counters keeps their marks) */
 	if (rm_excluded(task))
 		t->excluded = 1;
-	/* run-queue wait from now on (the thread is running, or not queued yet) */
-	t->run_delay = rm_run_delay(task, NULL);
 	/* the thread's name as its state is created: one copy per thread, not
 	 * one per segment (a thread that renames itself later keeps this one) */
 	bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), task->comm);
 	return t;
+}
+
+/*
+ * CPU counters: a thread's scheduler counters at ktime now. cpu: its on-CPU
+ * time as CLOCK_THREAD_CPUTIME_ID reads it; slice: the part since it last
+ * got the CPU; nvcsw: its voluntary switches; run_delay: its run-queue wait
+ * (completed waits: a running thread has none pending).
+ */
+struct rm_ctr {
+	__u64 cpu, slice, run_delay;
+	__u32 nvcsw;
+	__u32 pad;
+};
+
+#define RM_ONCE(x) (*(volatile typeof(x) *)&(x))
+
+/*
+ * The counters of p at ktime now. running: p is on the CPU of runqueue rq
+ * (NULL: unknown, the running slice is left out). sum_exec_runtime is folded
+ * only at ticks and switches: the running slice is added, in two pieces -
+ * from exec_start to the runqueue's clock_task (both on that clock, which
+ * leaves out irq and stolen time), then from the runqueue's last clock update
+ * (rq->clock, sched_clock) to now, on sched_clock, which is ktime less
+ * clk_off. A tick folding the slice between the reads is seen by exec_start
+ * moving: then they are read again.
+ */
+RM_INLINE void rm_ctr_read(struct task_struct *p, struct rq *rq, __u64 now, int running, struct rm_ctr *c)
+{
+	__u64 es, sum, prev, ct = 0, cl = 0, run = 0;
+	__s64 obs, off;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		es = RM_ONCE(p->se.exec_start);
+		sum = RM_ONCE(p->se.sum_exec_runtime);
+		prev = RM_ONCE(p->se.prev_sum_exec_runtime);
+		if (running && rq) {
+			ct = RM_ONCE(rq->clock_task);
+			cl = RM_ONCE(rq->clock);
+		}
+		if (RM_ONCE(p->se.exec_start) == es)
+			break;
+	}
+	if (running && rq && cl) {
+		if (ct > es)
+			run = ct - es;
+		obs = (__s64)(now - cl);
+		off = clk_off;
+		if (obs < off) {
+			clk_off = obs;
+			off = obs;
+		}
+		run += (__u64)(obs - off);
+	}
+	c->cpu = sum + run;
+	c->slice = sum - prev + run;
+	c->nvcsw = (__u32)p->nvcsw;
+	c->run_delay = bpf_core_field_exists(p->sched_info) ? p->sched_info.run_delay : 0;
+}
+
+/* Takes t's counters as they are at now: nothing before is charged. */
+RM_INLINE void rm_ctr_init(struct rm_task *t, const struct rm_ctr *c, __u64 now)
+{
+	t->cpu_mark = c->cpu;
+	t->ctr_ns = now;
+	t->nvcsw = c->nvcsw;
+	t->run_delay = c->run_delay;
+	t->ctr_set |= RM_CTR_SET;
+}
+
+/*
+ * The state of task for its counters, made if missing: then marked
+ * RM_CTR_NEW, not yet decided whether excluded (rm_task_create decides).
+ */
+RM_INLINE struct rm_task *rm_ctr_state(struct task_struct *task)
+{
+	struct rm_task *t = bpf_task_storage_get(&tasks, task, 0, 0);
+
+	if (t)
+		return t;
+	t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (t)
+		t->ctr_set = RM_CTR_NEW;
+	return t;
+}
+
+/*
+ * Moves t's CPU mark forward to cpu at now; returns the ns claimed (each
+ * once, whoever moves it) and in *from when the previous claim was.
+ */
+RM_INLINE __u64 rm_ctr_claim(struct rm_task *t, __u64 cpu, __u64 now, __u64 *from)
+{
+	__u64 old = t->cpu_mark;
+
+	*from = t->ctr_ns;
+	if (cpu <= old || __sync_val_compare_and_swap(&t->cpu_mark, old, cpu) != old)
+		return 0; /* lost a race: the rest is claimed at the next edge */
+	t->ctr_ns = now;
+	return cpu - old;
+}
+
+/*
+ * CPU counters: charges the CPU and run-queue wait of t (the state of task,
+ * the current thread) since its last edge, at an edge at now (segmenter.h,
+ * rm_ctr_edge). Returns the request's head to charge after rm_on_recv.
+ */
+RM_INLINE __u64 rm_ctr_cut(struct rm_env *e, struct rm_task *t, struct task_struct *task, __u64 now, int recv)
+{
+	struct rm_ctr c;
+	__u64 d, rd = 0, from;
+	__u32 waits;
+
+	rm_ctr_read(task, rm_cur_rq(), now, 1, &c);
+	if (!(t->ctr_set & RM_CTR_SET)) {
+		rm_ctr_init(t, &c, now);
+		return 0;
+	}
+	d = rm_ctr_claim(t, c.cpu, now, &from);
+	waits = c.nvcsw - t->nvcsw;
+	t->nvcsw = c.nvcsw;
+	if (c.run_delay > t->run_delay)
+		rd = c.run_delay - t->run_delay;
+	t->run_delay = c.run_delay;
+	return rm_ctr_edge(e, t, from, now, d, c.slice, waits, rd, recv);
 }
 
 /* I/O by a thread we do not segment: totals and unsegmented only. */
@@ -814,13 +955,25 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + (int)pid_tgid; /* keep the reads */
 	if (!tcp && tup.family != AF_UNIX && sk->sk_type == SOCK_DGRAM) {
-		rm_dgram_resolve(task, t);
+		__u64 head;
+
+		rm_dgram_resolve(task, t); /* before the cut: a part it flushes names its sender */
+		head = cpu_counters ? rm_ctr_cut(&e, t, task, now, 1) : 0;
 		rm_on_dgram_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, srv);
+		if (cpu_counters)
+			rm_charge_cpu(&e, t, rm_win(&e, now), now, head);
 		if (rm_udp_unconnected(sk, &tup))
 			rm_dgram_note(task, t, &tup);
 		return 0;
 	}
 	rm_dgram_resolve(task, t);
+	if (cpu_counters) {
+		__u64 head = rm_ctr_cut(&e, t, task, now, 1);
+
+		rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
+		rm_charge_cpu(&e, t, rm_win(&e, now), now, head);
+		return 0;
+	}
 	rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
 	return 0;
 }
@@ -831,7 +984,7 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	struct task_struct *task;
 	struct tcp_sock *tcp;
 	struct rm_tuple tup;
-	struct rm_task *t;
+	struct rm_task *t, *own;
 	struct rm_env e;
 	struct rm_inb *inb = NULL;
 	__u64 now, pid_tgid, start = 0;
@@ -859,6 +1012,7 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	}
 	if (t && t->excluded)
 		srv = 0;
+	own = t;
 	t = rm_or_nostate(t);
 	if (!t)
 		return 0;
@@ -877,6 +1031,8 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	if (!tcp && rm_udp_unconnected(sk, &tup))
 		rm_dgram_dest(&tup);
 	rm_dgram_resolve(task, t);
+	if (cpu_counters && own)
+		rm_ctr_cut(&e, own, task, now, 0);
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
 	return 0;
 }
@@ -1032,6 +1188,17 @@ int BPF_PROG(rm_sched_fork, struct task_struct *parent, struct task_struct *chil
 	struct rm_env e;
 
 	pt = bpf_task_storage_get(&tasks, parent, 0, 0);
+	if (cpu_counters && rm_ours(child)) {
+		/* every thread's counter is followed from its start (0): a
+		 * window sweep charges what it did before any edge of its own */
+		struct rm_ctr c;
+
+		ct = rm_ctr_state(child);
+		if (ct && !(ct->ctr_set & RM_CTR_SET)) {
+			rm_ctr_read(child, NULL, 0, 0, &c);
+			rm_ctr_init(ct, &c, bpf_ktime_get_ns());
+		}
+	}
 	if (!pt || pt->mode != RM_MODE_SEG)
 		return 0;
 	ct = rm_task_create(child);
@@ -1048,10 +1215,15 @@ int BPF_PROG(rm_sched_exit, struct task_struct *p)
 	struct rm_task *t = bpf_task_storage_get(&tasks, p, 0, 0);
 	struct rm_env e;
 
+	__u64 now;
+
 	if (!t)
 		return 0;
 	rm_env_init(&e);
-	rm_on_exit(&e, t, bpf_ktime_get_ns());
+	now = bpf_ktime_get_ns();
+	if (cpu_counters)
+		rm_ctr_cut(&e, t, p, now, 0); /* p is the current thread */
+	rm_on_exit(&e, t, now);
 	return 0;
 }
 
@@ -1062,6 +1234,7 @@ int BPF_PROG(rm_block_rq_issue, struct request *rq)
 	struct rm_task *t = NULL;
 	struct rm_env e;
 	__u32 op = rq->cmd_flags & 0xff;
+	__u64 now;
 
 	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
 		return 0;
@@ -1070,10 +1243,13 @@ int BPF_PROG(rm_block_rq_issue, struct request *rq)
 	rm_env_init(&e);
 	if (task->pid)
 		t = bpf_task_storage_get(&tasks, task, 0, 0);
+	now = bpf_ktime_get_ns();
+	if (cpu_counters && t)
+		rm_ctr_cut(&e, t, task, now, 0);
 	t = rm_or_nostate(t);
 	if (!t)
 		return 0;
-	rm_on_disk(&e, t, bpf_ktime_get_ns(), rq->__data_len, op == REQ_OP_WRITE);
+	rm_on_disk(&e, t, now, rq->__data_len, op == REQ_OP_WRITE);
 	return 0;
 }
 
@@ -1093,6 +1269,61 @@ static long rm_sweep_batch(__u64 cpu, void *arg)
 		rm_batch_out(e, b);
 		*(volatile __u32 *)&b->busy = 0;
 	}
+	return 0;
+}
+
+/*
+ * CPU counters: run by the loader just after each window's end and once
+ * after attaching. Charges every thread's CPU since its last edge (split at
+ * the window's end), taking the counters of threads seen for the first
+ * time. A thread on a CPU now has its own hooks running maybe: one in a
+ * charged part is left to its next edge or sweep, others only have their
+ * CPU claimed (unsegmented); their wait count stays for their next edge.
+ */
+SEC("iter/task")
+int rm_cut_tasks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct rq *rq = NULL;
+	struct rm_task *t;
+	struct rm_ctr c;
+	struct rm_env e;
+	__u64 now, d, rd = 0, from;
+	int running;
+
+	if (!task || !rm_ours(task))
+		return 0;
+	t = rm_ctr_state(task);
+	if (!t)
+		return 0;
+	now = bpf_ktime_get_ns();
+	running = task->on_cpu;
+	if (running) {
+		struct cfs_rq *cfs = task->se.cfs_rq;
+
+		rq = cfs ? cfs->rq : NULL;
+	}
+	rm_ctr_read(task, rq, now, running, &c);
+	if (!(t->ctr_set & RM_CTR_SET)) {
+		rm_ctr_init(t, &c, now);
+		return 0;
+	}
+	if (running && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail)))
+		return 0;
+	rm_env_init(&e);
+	d = rm_ctr_claim(t, c.cpu, now, &from);
+	if (running) {
+		/* its CPU since it got the CPU is the latest */
+		__u64 r = c.slice < d ? c.slice : d, mid = now - r > from ? now - r : from;
+
+		rm_ctr_spread(&e, NULL, from, mid, d - r);
+		rm_ctr_spread(&e, NULL, mid, now, r);
+		return 0;
+	}
+	if (c.run_delay > t->run_delay)
+		rd = c.run_delay - t->run_delay;
+	t->run_delay = c.run_delay;
+	rm_ctr_edge(&e, t, from, now, d, 0, c.nvcsw - t->nvcsw, rd, 0);
 	return 0;
 }
 

@@ -106,6 +106,11 @@ struct rm_counts {
 #define RM_CHAIN_DONE 0x20  /* the chain is anchored from its start: the thread was woken by one that
 			       had just answered a request, to finish it (rm_on_handoff) */
 
+/* rm_task.ctr_set (CPU counters). */
+#define RM_CTR_SET 0x1 /* cpu_mark, ctr_ns and nvcsw hold the thread's counters */
+#define RM_CTR_NEW 0x2 /* state made for the counters alone (at fork, by a sweep): whether the thread
+			  is excluded, and its name, are decided when it first reads a socket */
+
 /* rm_task.ans_st: the request the thread last answered (follow-replies). */
 #define RM_ANS_VALID 0x1
 #define RM_ANS_SEQ 0x2
@@ -123,6 +128,10 @@ struct rm_task {
 	__u32 tail;       /* RM_MODE_ASSOC: in the tail of the segment it answered, CPU still charged */
 	__u32 head;       /* woke from a wait holding no request: its CPU until a recv reads the next one */
 	__u64 run_delay;  /* kernel: the thread's run-queue wait (sched_info) already seen, ns */
+	__u64 cpu_mark;   /* CPU counters (segmenter.h): the thread's on-CPU counter already accounted, ns */
+	__u64 ctr_ns;     /* CPU counters: when cpu_mark was last moved (CLOCK_MONOTONIC) */
+	__u32 nvcsw;      /* CPU counters: its voluntary context switches at its last edge */
+	__u32 ctr_set;    /* CPU counters: RM_CTR_* */
 	struct rm_tuple ans;
 	__u64 ans_seq_start, ans_seq_end;
 	struct rm_part cur;

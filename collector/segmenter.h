@@ -93,6 +93,11 @@
 #ifndef RM_SEGMENTER_H
 #define RM_SEGMENTER_H
 
+/* CPU counters (rm_ctr_edge): the includer may define this to nonzero (a constant): then rm_cut does nothing. */
+#ifndef RM_ENV_CPU_COUNTERS
+#define RM_ENV_CPU_COUNTERS(e) 0
+#endif
+
 #define RM_ADD(p, v) __sync_fetch_and_add((p), (v))
 /* A counter that reads 0 is not exchanged (a locked instruction, ~8 ns):
  * whatever a nested hook adds after the read stays for the next emit. */
@@ -404,6 +409,24 @@ RM_INLINE void rm_chain_close(struct rm_env *e, struct rm_task *t, __u64 now, co
 	t->chain_st &= RM_CHAIN_SERVER;
 }
 
+/* d ns of t's CPU (t NULL: unsegmented) in window w, the last at time end. */
+RM_INLINE void rm_charge_cpu(struct rm_env *e, struct rm_task *t, __u64 w, __u64 end, __u64 d)
+{
+	struct rm_wintot *wt;
+
+	if (!d || !(wt = rm_env_wintot(e, w)))
+		return;
+	RM_ADD(&wt->busy_ns, d);
+	if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
+		rm_task_win(e, t, w);
+		RM_ADD(&t->cur.cpu_ns, d);
+		t->cur.end_ns = end;
+		t->dirty = 1;
+	} else {
+		RM_ADD(&wt->unseg_cpu_ns, d);
+	}
+}
+
 /*
  * Account CPU time [from, to) of thread t (NULL: a thread without state) that
  * ran on e->cpu. Splits at window boundaries; time more than RM_MAX_SPLIT
@@ -431,8 +454,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 		wa = wb - RM_MAX_SPLIT + 1;
 	}
 	for (i = 0; i < RM_MAX_SPLIT; i++) {
-		__u64 w = wa + i, s, end, d;
-		struct rm_wintot *wt;
+		__u64 w = wa + i, s, end;
 
 		if (w > wb)
 			break;
@@ -444,19 +466,7 @@ RM_INLINE void rm_account_cpu(struct rm_env *e, struct rm_task *t, __u64 from, _
 			end = to;
 		if (end <= s)
 			continue;
-		d = end - s;
-		wt = rm_env_wintot(e, w);
-		if (!wt)
-			continue;
-		RM_ADD(&wt->busy_ns, d);
-		if (t && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail))) {
-			rm_task_win(e, t, w);
-			RM_ADD(&t->cur.cpu_ns, d);
-			t->cur.end_ns = end;
-			t->dirty = 1;
-		} else {
-			RM_ADD(&wt->unseg_cpu_ns, d);
-		}
+		rm_charge_cpu(e, t, w, end, end - s);
 	}
 }
 
@@ -510,10 +520,12 @@ RM_INLINE __u64 rm_slice_end(struct rm_env *e, struct rm_cpu *c, __u64 from, __u
 
 RM_INLINE void rm_cut(struct rm_env *e, struct rm_task *t, __u64 now)
 {
-	struct rm_cpu *c = rm_env_cpu(e);
+	struct rm_cpu *c;
 	__u64 from;
 
-	if (!c)
+	if (RM_ENV_CPU_COUNTERS(e))
+		return; /* the includer charged the thread's counters (rm_ctr_edge) */
+	if (!(c = rm_env_cpu(e)))
 		return;
 	from = rm_claim(c, now);
 	if (from)
@@ -1045,6 +1057,107 @@ RM_INLINE void rm_on_dgram_src(struct rm_task *t, __u64 seg_id, __u64 cookie, co
 RM_INLINE void rm_sweep(struct rm_env *e, struct rm_task *t)
 {
 	rm_flush(e, t);
+}
+
+/*
+ * CPU counters (an option of the eBPF backend: RM_ENV_CPU_COUNTERS). No
+ * hook runs on context switches: a thread's CPU is what its own on-CPU
+ * counter (the one CLOCK_THREAD_CPUTIME_ID reads) grew by between two of its
+ * edges - recv, send, disk I/O, exit - or a window sweep, and its run-queue
+ * wait what the scheduler's run_delay grew by; the includer reads both and
+ * calls rm_ctr_edge before the edge's rm_on_* (rm_cut does nothing then).
+ * Every nanosecond a thread's counter grows by is claimed once (the
+ * includer moves rm_task.cpu_mark forward atomically) and lands in busy and
+ * in exactly one of a part, unsegmented or lost: the identity holds as
+ * with slices, with busy the sum of the threads' counters. What the
+ * counters cannot tell is where in the interval the CPU was used: all of it
+ * goes to the window of the edge (or of the sweep) that claims it.
+ */
+
+/*
+ * d ns of t's CPU (t NULL: unsegmented) used in [from, to): split at window
+ * edges in proportion to the time in each window (the counters do not say
+ * when in the interval it ran), the parts summing to d exactly; an interval
+ * longer than RM_MAX_SPLIT windows is spread over the last RM_MAX_SPLIT.
+ */
+RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __u64 to, __u64 d)
+{
+	__u64 wa, wb, i, left = d, span, s, end, x;
+
+	if (!d)
+		return;
+	if (from >= to)
+		from = to - 1;
+	wa = rm_win(e, from);
+	wb = rm_win(e, to - 1);
+	if (wb - wa >= RM_MAX_SPLIT) {
+		wa = wb - RM_MAX_SPLIT + 1;
+		from = rm_win_start(e, wa);
+	}
+	span = to - from;
+	for (i = 0; i < RM_MAX_SPLIT; i++) {
+		__u64 w = wa + i;
+
+		if (w >= wb)
+			break;
+		s = i == 0 ? from : rm_win_start(e, w);
+		end = rm_win_start(e, w + 1);
+		/* d * (end - s) / span in 20-bit fixed point: no overflow below 2^44 ns */
+		x = (d * (((end - s) << 20) / span)) >> 20;
+		if (x > left)
+			x = left;
+		rm_charge_cpu(e, t, w, end - 1, x);
+		left -= x;
+	}
+	rm_charge_cpu(e, t, wb, to, left);
+}
+
+/*
+ * Thread t reached an edge at time now (or a sweep found it not running:
+ * head 0); its last edge was at `from`. d: what its on-CPU counter grew by
+ * in between, the last `head` ns of it since it last got the CPU (so used in
+ * [now - head, now]: it has run since); waits: its voluntary context
+ * switches in between; rd: its run-queue wait in between. Charged as the
+ * context-switch hooks charge them:
+ * - no wait: all of d as t is charged now (its part, or unsegmented);
+ * - after waits: a segment keeps all of it; otherwise the request's tail
+ *   ended at the first wait, so the CPU before t last got the CPU (d - head)
+ *   goes as charged before it with one wait, and with several (the share
+ *   before the first is not known) unsegmented. The head: returned for a
+ *   recv by a thread holding no segment (the request's head, which the
+ *   caller charges to the segment the recv begins, after rm_on_recv), else
+ *   charged as t is now.
+ * Without a wait the head is spread over [now - head, now] (the thread ran
+ * all that time) and the rest over the time before it (rm_ctr_spread);
+ * after a wait the head is charged to now's window. Run-queue wait goes to a part in a segment or
+ * continuation. Returns the head ns to charge, or 0.
+ */
+RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u64 now, __u64 d, __u64 head,
+			    __u32 waits, __u64 rd, int recv)
+{
+	__u64 mid;
+
+	if (head > d)
+		head = d;
+	mid = now - head > from ? now - head : from;
+	if (!waits) {
+		rm_ctr_spread(e, t, from, mid, d - head);
+		rm_ctr_spread(e, t, mid, now, head);
+		head = 0;
+	} else {
+		rm_ctr_spread(e, waits == 1 || t->mode == RM_MODE_SEG ? t : 0, from, mid, d - head);
+		t->tail = 0;
+		if (!recv || (t->mode != RM_MODE_ASSOC && t->mode != RM_MODE_NONE)) {
+			rm_charge_cpu(e, t, rm_win(e, now), now, head);
+			head = 0;
+		}
+	}
+	if (rd && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT)) {
+		rm_task_win(e, t, rm_win(e, now));
+		RM_ADD(&t->cur.runq_ns, rd);
+		t->dirty = 1;
+	}
+	return head;
 }
 
 #endif

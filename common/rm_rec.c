@@ -79,10 +79,15 @@ void rm_csv_str(FILE *f, const char *s)
 		return;
 	}
 	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
+	while (*s) {
+		size_t n = strcspn(s, "\"");
+
+		fwrite(s, 1, n, f);
+		s += n;
+		if (*s) {
+			fputs("\"\"", f);
+			s++;
+		}
 	}
 	fputc('"', f);
 }

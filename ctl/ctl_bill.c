@@ -47,115 +47,91 @@ static int ctl_micro(const char *s, int64_t *out)
 	return 0;
 }
 
+struct ctl_rates_read {
+	struct ctl_rates *rt;
+	struct ctl_rate_set *cur; /* the section being read; NULL at the top or after a bad header */
+	int in_section;           /* a section header was read (cur NULL: its keys are skipped) */
+};
+
+/* One header or key of the rate card (rm_conf_fn). */
+static int ctl_rates_line(void *arg, const char *file, int line, char *section, char *key, char *val)
+{
+	struct ctl_rates_read *rd = arg;
+	struct ctl_rates *rt = rd->rt;
+	struct ctl_rate_set *cur;
+	enum st_resource r;
+	char *nm;
+
+	if (!key) {
+		rd->in_section = 1;
+		rd->cur = NULL;
+		if (strcmp(section, "default") == 0) {
+			rd->cur = &rt->set[0];
+			return RM_OK;
+		}
+		nm = strchr(section, ' ');
+		if (!nm || (strncmp(section, "server ", 7) && strncmp(section, "class ", 6)) ||
+		    !*(nm = rm_conf_trim(nm)) || strlen(nm) > ST_NAME_MAX) {
+			rm_log_error("%s:%d: unknown section '[%s]' ([default], [server NAME], [class NAME])", file,
+				     line, section);
+			return RM_ECONFIG;
+		}
+		if (rt->nset == CTL_RATE_SETS_MAX) {
+			rm_log_error("%s:%d: more than %d sections", file, line, CTL_RATE_SETS_MAX);
+			return RM_ECONFIG;
+		}
+		rd->cur = cur = &rt->set[rt->nset++];
+		cur->is_class = section[0] == 'c';
+		snprintf(cur->name, sizeof(cur->name), "%s", nm);
+		return RM_OK;
+	}
+	if (!rd->in_section) {
+		if (strcmp(key, "currency") == 0 && strlen(val) == 3 && isupper((unsigned char)val[0]) &&
+		    isupper((unsigned char)val[1]) && isupper((unsigned char)val[2]))
+			snprintf(rt->currency, sizeof(rt->currency), "%s", val);
+		else if (strcmp(key, "account") == 0 && *val && strlen(val) < sizeof(rt->account))
+			snprintf(rt->account, sizeof(rt->account), "%s", val);
+		else if (strcmp(key, "issuer") == 0 && *val && strlen(val) < sizeof(rt->issuer))
+			snprintf(rt->issuer, sizeof(rt->issuer), "%s", val);
+		else {
+			rm_log_error("%s:%d: invalid '%s = %s' (currency = ISO 4217 code, account, issuer)", file,
+				     line, key, val);
+			return RM_ECONFIG;
+		}
+		return RM_OK;
+	}
+	if (!(cur = rd->cur)) /* the keys of a refused section: its header was reported */
+		return RM_OK;
+	if (cur->is_class && strcmp(key, "servers") == 0 && strlen(val) < sizeof(cur->servers)) {
+		snprintf(cur->servers, sizeof(cur->servers), "%s", val);
+		return RM_OK;
+	}
+	if (st_resource_parse(key, &r) != RM_OK) {
+		rm_log_error("%s:%d: unknown key '%s' (cpu, net_rx, net_tx, disk_read, disk_write%s)", file, line,
+			     key, cur->is_class ? ", servers" : "");
+		return RM_ECONFIG;
+	}
+	if (ctl_micro(val, &cur->price[r])) {
+		rm_log_error("%s:%d: invalid price '%s' for %s (a decimal >= 0, at most 6 decimals)", file, line,
+			     val, key);
+		return RM_ECONFIG;
+	}
+	cur->has[r] = 1;
+	return RM_OK;
+}
+
 int ctl_rates_parse(const char *text, size_t len, const char *name, struct ctl_rates *rt)
 {
-	struct ctl_rate_set *cur = NULL;
-	size_t pos = 0, line = 0;
-	int bad = 0;
+	struct ctl_rates_read rd = { rt, NULL, 0 };
+	int rv;
 
 	memset(rt, 0, sizeof(*rt));
 	snprintf(rt->currency, sizeof(rt->currency), "USD");
 	snprintf(rt->account, sizeof(rt->account), "rametr");
 	snprintf(rt->issuer, sizeof(rt->issuer), "Rametr");
 	rt->nset = 1; /* [default] */
-	while (pos < len) {
-		char buf[1200], *s, *eq, *key, *val;
-		size_t e = pos, l;
-		enum st_resource r;
-
-		while (e < len && text[e] != '\n')
-			e++;
-		l = e - pos;
-		line++;
-		if (l >= sizeof(buf)) {
-			rm_log_error("%s:%zu: line too long", name, line);
-			bad = 1;
-			pos = e + 1;
-			continue;
-		}
-		memcpy(buf, text + pos, l);
-		buf[l] = '\0';
-		pos = e + 1;
-		if ((s = strchr(buf, '#')))
-			*s = '\0';
-		s = rm_conf_trim(buf);
-		if (!*s)
-			continue;
-		if (*s == '[') {
-			char *end = strchr(s, ']'), *nm;
-
-			if (!end || end[1]) {
-				rm_log_error("%s:%zu: malformed section '%s'", name, line, s);
-				bad = 1;
-				cur = NULL;
-				continue;
-			}
-			*end = '\0';
-			s = rm_conf_trim(s + 1);
-			if (strcmp(s, "default") == 0) {
-				cur = &rt->set[0];
-				continue;
-			}
-			nm = strchr(s, ' ');
-			if (!nm || (strncmp(s, "server ", 7) && strncmp(s, "class ", 6)) ||
-			    !*(nm = rm_conf_trim(nm)) || strlen(nm) > ST_NAME_MAX) {
-				rm_log_error("%s:%zu: unknown section '[%s]' ([default], [server NAME], "
-					     "[class NAME])", name, line, s);
-				bad = 1;
-				cur = NULL;
-				continue;
-			}
-			if (rt->nset == CTL_RATE_SETS_MAX) {
-				rm_log_error("%s:%zu: more than %d sections", name, line, CTL_RATE_SETS_MAX);
-				return RM_ECONFIG;
-			}
-			cur = &rt->set[rt->nset++];
-			cur->is_class = s[0] == 'c';
-			snprintf(cur->name, sizeof(cur->name), "%s", nm);
-			continue;
-		}
-		if (!(eq = strchr(s, '='))) {
-			rm_log_error("%s:%zu: expected 'key = value'", name, line);
-			bad = 1;
-			continue;
-		}
-		*eq = '\0';
-		key = rm_conf_trim(s);
-		val = rm_conf_trim(eq + 1);
-		if (!cur) {
-			if (strcmp(key, "currency") == 0 && strlen(val) == 3 && isupper((unsigned char)val[0]) &&
-			    isupper((unsigned char)val[1]) && isupper((unsigned char)val[2]))
-				snprintf(rt->currency, sizeof(rt->currency), "%s", val);
-			else if (strcmp(key, "account") == 0 && *val && strlen(val) < sizeof(rt->account))
-				snprintf(rt->account, sizeof(rt->account), "%s", val);
-			else if (strcmp(key, "issuer") == 0 && *val && strlen(val) < sizeof(rt->issuer))
-				snprintf(rt->issuer, sizeof(rt->issuer), "%s", val);
-			else {
-				rm_log_error("%s:%zu: invalid '%s = %s' (currency = ISO 4217 code, account, "
-					     "issuer)", name, line, key, val);
-				bad = 1;
-			}
-			continue;
-		}
-		if (cur->is_class && strcmp(key, "servers") == 0 && strlen(val) < sizeof(cur->servers)) {
-			snprintf(cur->servers, sizeof(cur->servers), "%s", val);
-			continue;
-		}
-		if (st_resource_parse(key, &r) != RM_OK) {
-			rm_log_error("%s:%zu: unknown key '%s' (cpu, net_rx, net_tx, disk_read, disk_write%s)",
-				     name, line, key, cur->is_class ? ", servers" : "");
-			bad = 1;
-			continue;
-		}
-		if (ctl_micro(val, &cur->price[r])) {
-			rm_log_error("%s:%zu: invalid price '%s' for %s (a decimal >= 0, at most 6 "
-				     "decimals)", name, line, val, key);
-			bad = 1;
-			continue;
-		}
-		cur->has[r] = 1;
-	}
-	return bad ? RM_ECONFIG : RM_OK;
+	rv = rm_conf_parse(text ? text : "", text ? len : 0, name, ctl_rates_line, &rd);
+	return rv == RM_OK ? RM_OK : RM_ECONFIG;
 }
 
 /* Whether the comma-separated list holds name. */
@@ -394,9 +370,25 @@ static char *ctl_decimal(char *buf, size_t len, int64_t v, int64_t div, int dec)
 
 	for (i = 0; i < dec; i++)
 		p *= 10;
+	char tmp[80];
+	size_t k = 0, j;
+
 	q = (a * p * 2 + (unsigned __int128)div) / ((unsigned __int128)div * 2);
-	snprintf(buf, len, "%s%llu.%0*llu", v < 0 && q ? "-" : "", (unsigned long long)(q / p), dec,
-		 (unsigned long long)(q % p));
+	/* the digits backwards, then reversed into buf (no printf per value:
+	 * a bill has three per row) */
+	for (i = 0; i < dec; i++, q /= 10)
+		tmp[k++] = (char)('0' + (int)(q % 10));
+	tmp[k++] = '.';
+	do {
+		tmp[k++] = (char)('0' + (int)(q % 10));
+		q /= 10;
+	} while (q && k < sizeof(tmp) - 1);
+	if (v < 0 && (a * p * 2 + (unsigned __int128)div) / ((unsigned __int128)div * 2))
+		tmp[k++] = '-';
+	for (j = 0; j < k && j + 1 < len; j++)
+		buf[j] = tmp[k - 1 - j];
+	if (len)
+		buf[j] = '\0';
 	return buf;
 }
 
@@ -416,6 +408,7 @@ int ctl_bill_print(FILE *f, enum ctl_fmt fmt, const struct ctl_charge *c, size_t
 	struct rm_field fl[64];
 	char bps[40], bpe[40], cps[40], cpe[40], desc[200], cost[48], price[48], pq[64], details[256],
 		method[48];
+	int64_t cps_ns = INT64_MIN, cpe_ns = INT64_MIN; /* what cps and cpe hold */
 	size_t i, k;
 
 	if (fmt == CTL_FMT_TABLE)
@@ -434,8 +427,10 @@ int ctl_bill_print(FILE *f, enum ctl_fmt fmt, const struct ctl_charge *c, size_t
 		int cpu = x->resource == ST_R_CPU;
 		int64_t unit = cpu ? NS_PER_CORE_HOUR : BYTES_PER_GIB;
 
-		ctl_time_format(x->start_ns, cps, sizeof(cps));
-		ctl_time_format(x->end_ns, cpe, sizeof(cpe));
+		if (x->start_ns != cps_ns || cps_ns == INT64_MIN)
+			ctl_time_format(cps_ns = x->start_ns, cps, sizeof(cps));
+		if (x->end_ns != cpe_ns || cpe_ns == INT64_MIN)
+			ctl_time_format(cpe_ns = x->end_ns, cpe, sizeof(cpe));
 		snprintf(desc, sizeof(desc), "%s of %s on %s (%s)", st_resource_name(x->resource), x->tenant,
 			 x->server, cpu ? "per core-hour" : "per GiB");
 		ctl_decimal(cost, sizeof(cost), x->cost, 1000000, 6);

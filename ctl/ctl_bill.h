@@ -35,7 +35,9 @@ struct ctl_rates {
 };
 
 /*
- * Parses a rate card (INI): top-level currency/account/issuer; sections
+ * Parses a rate card, an INI file read as the daemons' configuration
+ * (rm_conf_parse: comments start with '#' or ';' at a line's start or after
+ * white space): top-level currency/account/issuer; sections
  * [default], [server NAME], [class NAME] (with servers = a, b) holding
  * cpu, net_rx, net_tx, disk_read, disk_write = decimal prices (at most 6
  * decimals; 0 gives showback). name is used in messages ("rates.ini:3:

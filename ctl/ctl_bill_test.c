@@ -108,6 +108,27 @@ static void test_rate_card(void)
 	CU_ASSERT_EQUAL(ctl_rates_parse(bad, strlen(bad), "bad.ini", &rt), RM_ECONFIG);
 }
 
+/* The rate card is read with the daemons' INI grammar: ';' comments, a refused header's keys skipped. */
+static void test_rate_card_grammar(void)
+{
+	static const char card[] = "; prices per core-hour and GiB\n[default]\ncpu = 0.05 ; per core-hour\n"
+				   "[class web]\nservers = web#1\ncpu = 0.07\n";
+	static const char bad[] = "[zone x]\ncpu = 1\n[default]\ncpu = 0.01\n";
+	char many[CTL_RATE_SETS_MAX * 24 + 1] = "";
+	struct ctl_rates rt;
+	size_t i, n = 0;
+
+	CU_ASSERT_EQUAL_FATAL(ctl_rates_parse(card, strlen(card), "g.ini", &rt), RM_OK);
+	CU_ASSERT_EQUAL(ctl_rates_price(&rt, "db", ST_R_CPU), 50000);
+	CU_ASSERT_EQUAL(ctl_rates_price(&rt, "web#1", ST_R_CPU), 70000);
+	CU_ASSERT_EQUAL(ctl_rates_parse(bad, strlen(bad), "bad.ini", &rt), RM_ECONFIG);
+	CU_ASSERT_EQUAL(rt.set[0].price[ST_R_CPU], 10000);
+	for (i = 0; i < CTL_RATE_SETS_MAX; i++)
+		n += (size_t)snprintf(many + n, sizeof(many) - n, "[server s%zu]\ncpu = 1\n", i);
+	CU_ASSERT_EQUAL(ctl_rates_parse(many, n, "many.ini", &rt), RM_ECONFIG);
+	CU_ASSERT_EQUAL(rt.nset, CTL_RATE_SETS_MAX);
+}
+
 /* ---- the real binary ---- */
 
 static char out[1 << 20], err[1 << 14];
@@ -305,6 +326,86 @@ static void test_focus_columns_and_reconciliation(void)
 	}
 	CU_ASSERT_EQUAL(run("bill --db /nonexistent --period 2026-13"), 2);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "invalid --period '2026-13'"));
+}
+
+/* Sums x_RametrQuantity per server (s1, s2) and resource over the CSV in
+ * out; checks every row's charge period against cps/cpe when given.
+ * Returns the number of rows. */
+static int sum_quantities(long long sum[2][ST_R_COUNT], const char *cps, const char *cpe)
+{
+	char *head[64], *f[64], *line, *save = NULL, hbuf[4096];
+	size_t nh;
+	int rows = 0;
+
+	memset(sum, 0, 2 * sizeof(sum[0]));
+	line = strtok_r(out, "\n", &save);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+	snprintf(hbuf, sizeof(hbuf), "%s", line);
+	nh = csv_fields(hbuf, head, 64);
+	while ((line = strtok_r(NULL, "\n", &save))) {
+		enum st_resource r;
+
+		CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 64), nh);
+		CU_ASSERT_EQUAL_FATAL(st_resource_parse(f[col(head, nh, "x_RametrResource")], &r), RM_OK);
+		sum[f[col(head, nh, "ResourceId")][1] - '1'][r] += atoll(f[col(head, nh, "x_RametrQuantity")]);
+		if (cps)
+			CU_ASSERT_STRING_EQUAL(f[col(head, nh, "ChargePeriodStart")], cps);
+		if (cpe)
+			CU_ASSERT_STRING_EQUAL(f[col(head, nh, "ChargePeriodEnd")], cpe);
+		rows++;
+	}
+	return rows;
+}
+
+/* The charge period: by default the billing period (one row per tenant,
+ * server and resource), else days or hours; every choice sums to U. */
+static void test_charge_period(void)
+{
+	long long month[2][ST_R_COUNT], day[2][ST_R_COUNT], hour[2][ST_R_COUNT];
+	static char step_out[sizeof(out)];
+	char args[1024];
+	int i, r;
+
+	snprintf(args, sizeof(args), "bill --db '%s' --period 2026-11 --share-unaccountable weighted", fixture());
+	CU_ASSERT_EQUAL_FATAL(run(args), 0);
+	CU_ASSERT_EQUAL(sum_quantities(month, "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"), 2 * ST_R_COUNT * 3);
+	snprintf(args, sizeof(args), "bill --db '%s' --period 2026-11 --share-unaccountable weighted "
+		 "--charge-period day", fixture());
+	CU_ASSERT_EQUAL_FATAL(run(args), 0);
+	CU_ASSERT_EQUAL(sum_quantities(day, NULL, NULL), 2 * 2 * ST_R_COUNT * 3);
+	snprintf(args, sizeof(args), "bill --db '%s' --since 2026-11-02 --until 2026-11-05 --step 1h", fixture());
+	CU_ASSERT_EQUAL_FATAL(run(args), 0);
+	memcpy(step_out, out, sizeof(out));
+	snprintf(args, sizeof(args), "bill --db '%s' --since 2026-11-02 --until 2026-11-05 --charge-period hour",
+		 fixture());
+	CU_ASSERT_EQUAL_FATAL(run(args), 0);
+	CU_ASSERT_STRING_EQUAL(out, step_out); /* hour is --step 1h */
+	CU_ASSERT_EQUAL(sum_quantities(hour, NULL, NULL), 48 * 2 * ST_R_COUNT * 4);
+	for (i = 0; i < 2; i++)
+		for (r = 0; r < ST_R_COUNT; r++) {
+			char q[700], want[64], *p;
+
+			CU_ASSERT_EQUAL(month[i][r], day[i][r]);
+			CU_ASSERT_EQUAL(month[i][r], hour[i][r]);
+			snprintf(q, sizeof(q), "usage --db '%s' --since 2026-11 --server s%d --group-by server -o csv",
+				 fixture(), i + 1);
+			CU_ASSERT_EQUAL_FATAL(run(q), 0);
+			snprintf(want, sizeof(want), ",s%d,%s,", i + 1, st_resource_name((enum st_resource)r));
+			p = strstr(out, want);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+			CU_ASSERT_EQUAL(month[i][r], atoll(p + strlen(want)));
+		}
+	/* an unaligned range: one charge period, exactly the range */
+	snprintf(args, sizeof(args), "bill --db '%s' --since 2026-11-02T05:00:00Z --until 2026-11-03T07:00:00Z",
+		 fixture());
+	CU_ASSERT_EQUAL_FATAL(run(args), 0);
+	CU_ASSERT(sum_quantities(day, "2026-11-02T05:00:00Z", "2026-11-03T07:00:00Z") > 0);
+	snprintf(args, sizeof(args), "bill --db '%s' --period 2026-11 --charge-period week", fixture());
+	CU_ASSERT_EQUAL(run(args), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "invalid --charge-period 'week'"));
+	snprintf(args, sizeof(args), "bill --db '%s' --period 2026-11 --charge-period day --step 1h", fixture());
+	CU_ASSERT_EQUAL(run(args), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "--charge-period or --step"));
 }
 
 /* Sums x_RametrQuantity of every export in dir, checking that the exports
@@ -520,11 +621,66 @@ static void test_since_last_killed(void)
 		"exported %lld (U %lld)\n", run_us / 1e3, i, killed, progressed, exported, want);
 }
 
+/* The job with the default charge period exports whole settled days, each
+ * export one charge period (its own range), once. */
+static void test_since_last_whole_days(void)
+{
+	char dir[400], state[400], args[2000], path[600], cps[40], cpe[40];
+	long long sum[2][ST_R_COUNT];
+	int64_t horizon, until;
+	st_db *h;
+	int i, r;
+
+	snprintf(dir, sizeof(dir), "%.200s/exports_days", rm_test_tmpdir());
+	snprintf(state, sizeof(state), "%.200s/days.state", rm_test_tmpdir());
+	mkdir(dir, 0755);
+	unlink(state);
+	CU_ASSERT_EQUAL_FATAL(st_open(&h, fixture(), 0), RM_OK);
+	CU_ASSERT_EQUAL(st_horizon_set(h, D0 + 36 * HOUR), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(st_horizon_get(h, &horizon), RM_OK);
+	st_close(h);
+	until = horizon - horizon % (24 * HOUR);
+	snprintf(args, sizeof(args), "bill --db '%s' --since 2026-11-02 --since-last --state '%s' --out '%s'",
+		 fixture(), state, dir);
+	CU_ASSERT_EQUAL_FATAL(run(args), 0);
+	snprintf(path, sizeof(path), "%s/bill-%lld-%lld.csv", dir, (long long)D0, (long long)until);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, path));
+	CU_ASSERT_EQUAL(run(args), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing new settled"));
+	{
+		FILE *f = fopen(path, "r");
+		size_t n;
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = '\0';
+		fclose(f);
+	}
+	snprintf(cps, sizeof(cps), "2026-11-02T00:00:00Z");
+	snprintf(cpe, sizeof(cpe), "2026-11-0%dT00:00:00Z", 2 + (int)((until - D0) / (24 * HOUR)));
+	CU_ASSERT_EQUAL(sum_quantities(sum, cps, cpe), 2 * ST_R_COUNT * 4);
+	for (i = 0; i < 2; i++)
+		for (r = 0; r < ST_R_COUNT; r++) {
+			char q[700], want[64], *p;
+
+			snprintf(q, sizeof(q), "usage --db '%s' --since 2026-11-02 --until %lld --server s%d "
+				 "--group-by server -o csv", fixture(), (long long)(until / SEC), i + 1);
+			CU_ASSERT_EQUAL_FATAL(run(q), 0);
+			snprintf(want, sizeof(want), ",s%d,%s,", i + 1, st_resource_name((enum st_resource)r));
+			p = strstr(out, want);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+			CU_ASSERT_EQUAL(sum[i][r], atoll(p + strlen(want)));
+		}
+}
+
 static CU_TestInfo cases[] = {
 	{ "unaccountable share: none, weighted, even, exact", test_allocation },
 	{ "rate card: precedence, errors", test_rate_card },
+	{ "the rate card is read with the configuration files' grammar", test_rate_card_grammar },
 	{ "FOCUS columns, reconciliation with U", test_focus_columns_and_reconciliation },
+	{ "charge period: the billing period, days, hours", test_charge_period },
 	{ "--since-last killed and re-run 50 times: each period once", test_since_last_killed },
+	{ "--since-last by default: whole days, one charge period an export", test_since_last_whole_days },
 	CU_TEST_INFO_NULL,
 };
 

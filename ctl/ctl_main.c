@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +33,8 @@
 #define CTL_EXIT_OK 0
 #define CTL_EXIT_FAIL 1
 #define CTL_EXIT_USAGE 2
+#define CTL_DAY_NS (86400LL * 1000000000LL)
+#define CTL_TABLE_TOP 10 /* usage: CEs per group a table shows unless --top says */
 
 /* Options, as bits of what each command accepts. */
 enum {
@@ -63,9 +66,11 @@ struct ctl_opts {
 	int64_t step_ns;    /* usage: 0 = one row per range */
 	unsigned by;        /* usage: CTL_BY_* */
 	size_t top;         /* usage: 0 = all */
+	int top_given;      /* usage: --top given (else a table shows the top CTL_TABLE_TOP) */
 	const char *rates;  /* bill: rate card file, NULL = all prices 0 */
 	enum ctl_share share;
 	int since_last;     /* bill: the job */
+	int charge_whole;   /* bill: one charge period = the billing period (step_ns 0) */
 	const char *state, *outdir;
 	int since_given;
 };
@@ -129,9 +134,12 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 	struct ctl_urow *g;
 	struct st_query q;
 	struct st_row *rows;
-	size_t n, ng;
+	size_t n, ng, left = 0, top = o->top;
 	int rv;
 
+	/* a table is read by a person: by default the largest CEs only */
+	if (o->fmt == CTL_FMT_TABLE && !o->top_given && (o->by & CTL_BY_CE))
+		top = CTL_TABLE_TOP;
 	ctl_query(o, &q);
 	q.per_window = 0;
 	/* without servers in the rows, storage sums them over servers */
@@ -142,7 +150,7 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 				: st_query_usage(db, &q, &rows, &n);
 	if (rv != 0)
 		return CTL_EXIT_FAIL;
-	rv = ctl_usage_group(rows, n, o->by, o->show_v, o->top, o->since_ns, o->until_ns, &g, &ng);
+	rv = ctl_usage_group(rows, n, o->by, o->show_v, top, o->since_ns, o->until_ns, &g, &ng, &left);
 	st_rows_free(rows);
 	if (rv) {
 		rm_log_error("failed to group the usage: %s", rv == RM_EINVAL ? "a sum exceeds the int64 limit"
@@ -151,7 +159,11 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 	}
 	rv = ctl_usage_print(stdout, o->fmt, g, ng, o->by, o->step_ns != 0);
 	free(g);
-	if (rv) {
+	if (rv == RM_OK && left && top != o->top)
+		printf("(the %d largest CEs per period%s and resource; %zu smaller rows left out:\n"
+		       " --top N for more, --top all or -o csv|json for every row)\n", CTL_TABLE_TOP,
+		       o->by & CTL_BY_SERVER ? ", server" : "", left);
+	if (rv || (rv = ctl_flush(stdout)) != 0) {
 		ctl_print_rows_err("usage", rv);
 		return CTL_EXIT_FAIL;
 	}
@@ -278,7 +290,9 @@ static int ctl_load_rates(const char *path, struct ctl_rates *rt)
 	return rv;
 }
 
-/* The charges of [since, until) per charge period of o->step_ns. */
+/* The charges of [since, until) per charge period of o->step_ns, or for
+ * the whole of it (o->charge_whole: whole calendar months are then read
+ * from the month series). */
 static int ctl_bill_rows(st_db *db, const struct ctl_opts *o, const struct ctl_rates *rt,
 			 int64_t since, int64_t until, struct ctl_charge **c, size_t *n)
 {
@@ -291,8 +305,15 @@ static int ctl_bill_rows(st_db *db, const struct ctl_opts *o, const struct ctl_r
 	q.since_ns = since;
 	q.until_ns = until;
 	q.ce = NULL;
-	if ((rv = st_query_usage_step(db, &q, o->step_ns, &rows, &nr)) != 0)
+	q.per_window = 0;
+	rv = o->charge_whole ? st_query_usage(db, &q, &rows, &nr) : st_query_usage_step(db, &q, o->step_ns, &rows, &nr);
+	if (rv != 0)
 		return rv;
+	/* per range: the charge period is the billing period */
+	for (size_t i = 0; o->charge_whole && i < nr; i++) {
+		rows[i].win_start_ns = since;
+		rows[i].win_len_ns = until - since;
+	}
 	rv = ctl_bill_compute(rows, nr, rt, o->share, c, n);
 	st_rows_free(rows);
 	if (rv)
@@ -305,7 +326,7 @@ static int ctl_bill_rows(st_db *db, const struct ctl_opts *o, const struct ctl_r
 static int ctl_bill_job(st_db *db, const struct ctl_opts *o, const struct ctl_rates *rt)
 {
 	const char *ext = o->fmt == CTL_FMT_JSON ? "json" : "csv";
-	int64_t from, horizon, until, done;
+	int64_t from, horizon, until, done, align;
 	struct ctl_charge *c;
 	char path[4200], *buf = NULL;
 	size_t n, blen = 0;
@@ -339,7 +360,9 @@ static int ctl_bill_job(st_db *db, const struct ctl_opts *o, const struct ctl_ra
 	}
 	if (rv != RM_OK)
 		return CTL_EXIT_FAIL;
-	until = horizon - ((horizon % o->step_ns) + o->step_ns) % o->step_ns;
+	/* whole settled charge periods; with --charge-period period, whole days */
+	align = o->step_ns ? o->step_ns : CTL_DAY_NS;
+	until = horizon - ((horizon % align) + align) % align;
 	if (until <= from) {
 		fprintf(stderr, "rametrctl: nothing new settled (exported until %lld)\n", (long long)from);
 		return CTL_EXIT_OK;
@@ -421,7 +444,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	  ctl_run_splits },
 	{ "bill", O_DB | O_SINCE | O_UNTIL | O_SERVER | O_RESOURCE | O_OUTPUT | O_STEP | O_HELP | O_BILL,
 	  "charges per tenant, server, resource and period as FOCUS rows",
-	  "[--db PATH] (--period P | --since T [--until T]) [--step D]\n"
+	  "[--db PATH] (--period P | --since T [--until T])\n"
+	  "       [--charge-period period|day|hour | --step D]\n"
 	  "       [--rates FILE] [--share-unaccountable none|weighted|even]\n"
 	  "       [--server S] [--resource R] [-o csv|json]\n"
 	  "   or: rametrctl bill --since-last --state FILE --out DIR [--since T] [...]",
@@ -469,16 +493,22 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		       "  --group-by LIST     server, ce and/or resource, comma-separated or repeated\n"
 		       "                      (default server,ce; ce alone sums across servers;\n"
 		       "                      resources always stay apart)\n"
-		       "  --top N             per period, resource (and server) the N largest CEs\n"
-		       "                      and the unaccountable share\n");
+		       "  --top N|all         per period, resource (and server) the N largest CEs\n"
+		       "                      and the unaccountable share (table: 10 by default,\n"
+		       "                      with a line saying how many rows were left out;\n"
+		       "                      json and csv: all)\n");
 	if (c->opts & O_BILL)
 		printf("  --period P          the billing period: 2026-11, last-month, 2026-11-05, ...\n"
-		       "  --step D            the charge period (default 1d; 1h, ...)\n"
+		       "  --charge-period C   period (default: one row per tenant, server and\n"
+		       "                      resource for the whole billing period, as on a\n"
+		       "                      monthly invoice), day or hour\n"
+		       "  --step D            any other charge period (30m, 6h, 7d; UTC)\n"
 		       "  --rates FILE        the rate card (without one every price is 0: showback)\n"
 		       "  --share-unaccountable M\n"
 		       "                      none (default: rows of %s), weighted by\n"
 		       "                      the tenants' usage, or even\n"
-		       "  --since-last        export the charge periods settled since the last run\n"
+		       "  --since-last        export what settled since the last run (whole days,\n"
+		       "                      or whole charge periods of day, hour or --step)\n"
 		       "                      (each exactly once) into --out DIR, remembered in\n"
 		       "                      --state FILE; the first run needs --since\n", ST_CE_UNACCOUNTABLE);
 	if (c->opts & O_NO_V)
@@ -555,13 +585,24 @@ static int ctl_time_opt(const char *cmd, const char *opt, const char *v, int64_t
 
 /* The billing period and the job's options. */
 static int ctl_bill_opts(const char *cmd, struct ctl_opts *o, const char *period, const char *since,
-			 const char *until)
+			 const char *until, const char *charge)
 {
 	const char *why;
 
 	o->since_given = since != NULL;
-	if (!o->step_ns)
-		o->step_ns = 86400LL * 1000000000LL;
+	if (charge && o->step_ns) {
+		rm_log_error("give --charge-period or --step, not both");
+		return ctl_usage_error(cmd);
+	}
+	if (charge && !strcmp(charge, "day")) {
+		o->step_ns = CTL_DAY_NS;
+	} else if (charge && !strcmp(charge, "hour")) {
+		o->step_ns = CTL_DAY_NS / 24;
+	} else if (charge && strcmp(charge, "period")) {
+		rm_log_error("invalid --charge-period '%s' (period, day, hour)", charge);
+		return ctl_usage_error(cmd);
+	}
+	o->charge_whole = !o->step_ns;
 	if (o->fmt == CTL_FMT_TABLE && !o->fmt_given)
 		o->fmt = CTL_FMT_CSV;
 	if (o->fmt == CTL_FMT_TABLE) {
@@ -698,6 +739,7 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		{ "rates", required_argument, NULL, 'R' },
 		{ "share-unaccountable", required_argument, NULL, 'A' },
 		{ "since-last", no_argument, NULL, 'L' },
+		{ "charge-period", required_argument, NULL, 'C' },
 		{ "state", required_argument, NULL, 'F' },
 		{ "out", required_argument, NULL, 'O' },
 		{ "format", required_argument, NULL, 'o' },
@@ -712,10 +754,10 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		{ 'c', O_CE }, { 'r', O_RESOURCE }, { 'o', O_OUTPUT }, { 'w', O_PER_WINDOW },
 		{ 'n', O_NO_V }, { 'h', O_HELP }, { 'e', O_SOURCE }, { 't', O_STEP },
 		{ 'g', O_GROUP }, { 'T', O_TOP }, { 'P', O_BILL }, { 'R', O_BILL }, { 'A', O_BILL },
-		{ 'L', O_BILL }, { 'F', O_BILL }, { 'O', O_BILL },
+		{ 'L', O_BILL }, { 'F', O_BILL }, { 'O', O_BILL }, { 'C', O_BILL },
 	};
 	struct ctl_opts o = { .resource = -1, .fmt = CTL_FMT_TABLE, .show_v = 1 };
-	const char *since = NULL, *until = NULL, *period = NULL;
+	const char *since = NULL, *until = NULL, *period = NULL, *charge = NULL;
 	struct timespec ts;
 	enum st_resource res;
 	st_db *db;
@@ -815,8 +857,13 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 10);
 
+			o.top_given = 1;
+			if (!strcmp(optarg, "all")) {
+				o.top = 0;
+				break;
+			}
 			if (optarg[0] < '1' || optarg[0] > '9' || *end || v > 1000000) {
-				rm_log_error("invalid --top '%s' (1 to 1000000)", optarg);
+				rm_log_error("invalid --top '%s' (1 to 1000000, or all)", optarg);
 				return ctl_usage_error(c->name);
 			}
 			o.top = v;
@@ -836,6 +883,9 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 			break;
 		case 'L':
 			o.since_last = 1;
+			break;
+		case 'C':
+			charge = optarg;
 			break;
 		case 'F':
 			o.state = optarg;
@@ -874,7 +924,7 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 		return rv;
 	if (until && (rv = ctl_time_opt(c->name, "--until", until, o.now_ns, &o.until_ns, NULL)) != 0)
 		return rv;
-	if (c->run == ctl_run_bill && (rv = ctl_bill_opts(c->name, &o, period, since, until)) != 0)
+	if (c->run == ctl_run_bill && (rv = ctl_bill_opts(c->name, &o, period, since, until, charge)) != 0)
 		return rv;
 	if (o.step_ns && (rv = ctl_align_step(c->name, &o)) != 0)
 		return rv;
@@ -908,6 +958,11 @@ int main(int argc, char **argv)
 	size_t i;
 
 	rm_log_init("rametrctl");
+	/* one thread writes stdout: no lock per character; into a file or a
+	 * pipe, 64 KiB at a time (hundreds of thousands of rows are common) */
+	__fsetlocking(stdout, FSETLOCKING_BYCALLER);
+	if (!isatty(STDOUT_FILENO))
+		setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 	if (argc < 2) {
 		ctl_help_main(stderr);
 		return CTL_EXIT_USAGE;

@@ -11,6 +11,7 @@
 
 #include "ctl_out.h"
 #include "ctl_time.h"
+#include "ctl_usage.h"
 #include "rm_err.h"
 #include "rm_test.h"
 #include "st.h"
@@ -612,6 +613,112 @@ static void test_usage_steps_groups(void)
 	}
 }
 
+/* Grouped by server and CE every storage row is its own group: the rows
+ * come back complete, one per input row, ordered by period, server,
+ * resource, value descending and V last, with top N applied per group. */
+static void test_group_each_row(void)
+{
+	static const char *const sv[] = { "b", "a" }, *const ce[] = { "x", "y", "z" };
+	struct st_row in[2 * ST_R_COUNT * 3 * 4];
+	struct ctl_urow *o;
+	size_t n = 0, no, i, s, r, d, c, top, left;
+	unsigned x = 3;
+
+	/* storage order: server, resource, period, CEs by value, V last */
+	for (s = 0; s < 2; s++)
+		for (r = 0; r < ST_R_COUNT; r++)
+			for (d = 0; d < 3; d++) {
+				for (c = 0; c < 3; c++) {
+					memset(&in[n], 0, sizeof(in[n]));
+					snprintf(in[n].server, sizeof(in[n].server), "%s", sv[1 - s]);
+					snprintf(in[n].ce, sizeof(in[n].ce), "%s", ce[c]);
+					in[n].resource = (enum st_resource)r;
+					in[n].win_start_ns = (int64_t)(2 - d) * 86400000000000LL;
+					in[n].win_len_ns = 86400000000000LL;
+					x = x * 1103515245u + 12345u;
+					in[n].value = 300 - c * 100 + (x >> 28);
+					in[n].total = 1000;
+					n++;
+				}
+				in[n] = in[n - 1];
+				snprintf(in[n].ce, sizeof(in[n].ce), "%s", ST_CE_UNACCOUNTABLE);
+				in[n].residual = -5;
+				n++;
+			}
+	for (top = 0; top < 3; top++) {
+		CU_ASSERT_EQUAL_FATAL(ctl_usage_group(in, n, CTL_BY_SERVER | CTL_BY_CE, 1, top, 0, 0, &o, &no, &left), RM_OK);
+		CU_ASSERT_EQUAL(left, top ? n / 4 * (3 - top) : 0);
+		CU_ASSERT_EQUAL_FATAL(no, top ? n / 4 * (top + 1) : n);
+		for (i = 1; i < no; i++) {
+			const struct ctl_urow *a = &o[i - 1], *b = &o[i];
+			int av = !strcmp(a->ce, ST_CE_UNACCOUNTABLE), bv = !strcmp(b->ce, ST_CE_UNACCOUNTABLE);
+			int same = a->start_ns == b->start_ns && !strcmp(a->server, b->server) &&
+				   a->resource == b->resource;
+
+			CU_ASSERT(a->start_ns <= b->start_ns);
+			if (a->start_ns == b->start_ns)
+				CU_ASSERT(strcmp(a->server, b->server) <= 0);
+			if (same)
+				CU_ASSERT(!av && (bv || a->value >= b->value));
+		}
+		for (i = 0; i < no; i++)
+			CU_ASSERT(!strcmp(o[i].ce, ST_CE_UNACCOUNTABLE) ? o[i].value == -5 : o[i].value > 0);
+		CU_ASSERT_EQUAL(o[0].start_ns, 0);
+		CU_ASSERT_STRING_EQUAL(o[0].server, "a");
+		CU_ASSERT_EQUAL(o[no - 1].end_ns, 3 * 86400000000000LL);
+		free(o);
+	}
+	/* without the unaccountable rows */
+	CU_ASSERT_EQUAL_FATAL(ctl_usage_group(in, n, CTL_BY_SERVER | CTL_BY_CE, 0, 0, 0, 0, &o, &no, NULL), RM_OK);
+	CU_ASSERT_EQUAL(no, n / 4 * 3);
+	free(o);
+}
+
+/* A table shows the 10 largest CEs per group unless --top says otherwise,
+ * and says how many rows it left out; JSON and CSV keep every row. */
+static void test_table_default_top(void)
+{
+	char path[300], args[700], ce[16];
+	st_db *db;
+	int c, lines;
+	const char *p;
+
+	snprintf(path, sizeof(path), "%.200s/top.db", rm_test_tmpdir());
+	unlink(path);
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	for (c = 0; c < 12; c++) {
+		snprintf(ce, sizeof(ce), "ce%02d", c);
+		CU_ASSERT_EQUAL(st_add_usage(db, "s1", 1000000000000000000LL, 1000000000LL, ST_R_CPU, ce,
+					     (uint64_t)(c + 1) * 1000000), RM_OK);
+	}
+	CU_ASSERT_EQUAL(st_add_total(db, "s1", 1000000000000000000LL, 1000000000LL, ST_R_CPU, 100000000, 0),
+			RM_OK);
+	st_close(db);
+	snprintf(args, sizeof(args), "usage --db '%s' --since 0 --resource cpu", path);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	for (lines = 0, p = out; (p = strchr(p, '\n')); p++)
+		lines++;
+	CU_ASSERT_EQUAL(lines, 1 + 10 + 1 + 2); /* head, 10 CEs, V, the note */
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "ce11 "));
+	CU_ASSERT_PTR_NULL(strstr(out, "ce01 "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "2 smaller rows left out"));
+	snprintf(args, sizeof(args), "usage --db '%s' --since 0 --resource cpu --top all", path);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "ce00 "));
+	CU_ASSERT_PTR_NULL(strstr(out, "left out"));
+	snprintf(args, sizeof(args), "usage --db '%s' --since 0 --resource cpu --top 3", path);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_PTR_NULL(strstr(out, "ce08 "));
+	CU_ASSERT_PTR_NULL(strstr(out, "left out")); /* asked for */
+	snprintf(args, sizeof(args), "usage --db '%s' --since 0 --resource cpu -o csv", path);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	for (lines = 0, p = out; (p = strchr(p, '\n')); p++)
+		lines++;
+	CU_ASSERT_EQUAL(lines, 1 + 12 + 1);
+	snprintf(args, sizeof(args), "usage --db '%s' --top 0", path);
+	CU_ASSERT_EQUAL(run(NULL, args), 2);
+}
+
 static CU_TestInfo cases[] = {
 	{ "usage: steps, groups, top, calendar, units, rolled up", test_usage_steps_groups },
 	{ "amount and share formatting", test_formatting },
@@ -622,6 +729,8 @@ static CU_TestInfo cases[] = {
 	{ "check finds an unbalanced window", test_check },
 	{ "split parts per server and window", test_splits },
 	{ "help and exit codes", test_exit_codes },
+	{ "grouped by server and ce: each row its own group", test_group_each_row },
+	{ "a table shows the largest CEs by default", test_table_default_top },
 	CU_TEST_INFO_NULL,
 };
 

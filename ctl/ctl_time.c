@@ -1,48 +1,19 @@
 /*
  * ctl_time.c - parsing of rametrctl's time arguments (RFC 3339, 'now',
  * durations before now (rm_dur.h), Unix seconds) into Unix nanoseconds, and RFC 3339
- * formatting for display. Owns the proleptic Gregorian calendar arithmetic
- * (no timegm/gmtime: no dependence on TZ or libc ranges).
+ * formatting for display, on the calendar arithmetic of rm_date.h (no
+ * timegm/gmtime: no dependence on TZ or libc ranges).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "ctl_time.h"
+#include "rm_date.h"
 #include "rm_dur.h"
 #include "rm_err.h"
 #include "banned.h"
 
 #define NS 1000000000LL
-
-/* Days since 1970-01-01 of y-m-d (proleptic Gregorian). */
-static int64_t ctl_days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-	int64_t era;
-	unsigned yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = (unsigned)(y - era * 400);
-	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (int64_t)doe - 719468;
-}
-
-static void ctl_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
-{
-	int64_t era;
-	unsigned doe, yoe, doy, mp;
-
-	z += 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = (unsigned)(z - era * 146097);
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	*d = doy - (153 * mp + 2) / 5 + 1;
-	*m = mp < 10 ? mp + 3 : mp - 9;
-	*y = (int64_t)yoe + era * 400 + (*m <= 2);
-}
 
 static int ctl_is_leap(int64_t y)
 {
@@ -141,7 +112,7 @@ static int ctl_parse_rfc3339(const char *s, int64_t *out, const char **why)
 	if (h > 23 || mi > 59 || sec > 59)
 		return ctl_fail(why, "time of day out of range");
 
-	secs = ctl_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
+	secs = rm_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
 	secs -= sign * (int64_t)(oh * 3600 + om * 60);
 	if (__builtin_mul_overflow(secs, NS, &ns) || __builtin_add_overflow(ns, frac, &ns))
 		return ctl_fail(why, "out of range (years 1678 to 2262)");
@@ -196,7 +167,7 @@ char *ctl_time_format(int64_t ns, char *buf, size_t len)
 		sod += 86400;
 		days--;
 	}
-	ctl_civil_from_days(days, &y, &m, &d);
+	rm_civil_from_days(days, &y, &m, &d);
 	if (rem)
 		snprintf(buf, len, "%04lld-%02u-%02uT%02d:%02d:%02d.%09lldZ", (long long)y, m, d,
 			 (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), (long long)rem);
@@ -213,10 +184,10 @@ static int64_t ctl_month_start(int64_t z, int add)
 	unsigned m, d;
 	int64_t mm;
 
-	ctl_civil_from_days(z, &y, &m, &d);
+	rm_civil_from_days(z, &y, &m, &d);
 	mm = y * 12 + (m - 1) + add;
 	y = mm >= 0 ? mm / 12 : (mm - 11) / 12;
-	return ctl_days_from_civil(y, (unsigned)(mm - y * 12) + 1, 1);
+	return rm_days_from_civil(y, (unsigned)(mm - y * 12) + 1, 1);
 }
 
 int ctl_period_parse(const char *s, int64_t now_ns, int64_t *start_ns, int64_t *end_ns,
@@ -244,13 +215,13 @@ int ctl_period_parse(const char *s, int64_t now_ns, int64_t *start_ns, int64_t *
 	} else if (strlen(s) == 7 && ctl_digits(&p, 4, &y) && *p++ == '-' && ctl_digits(&p, 2, &m)) {
 		if (m < 1 || m > 12)
 			return ctl_fail(why, "month out of range");
-		a = ctl_days_from_civil(y, m, 1);
+		a = rm_days_from_civil(y, m, 1);
 		b = ctl_month_start(a, 1);
 	} else if (strlen(s) == 10 && (p = s, ctl_digits(&p, 4, &y)) && *p++ == '-' &&
 		   ctl_digits(&p, 2, &m) && *p++ == '-' && ctl_digits(&p, 2, &d)) {
 		if (m < 1 || m > 12 || d < 1 || d > ctl_days_in_month(y, m))
 			return ctl_fail(why, "date out of range");
-		a = ctl_days_from_civil(y, m, d);
+		a = rm_days_from_civil(y, m, d);
 		b = a + 1;
 	} else {
 		return RM_ENOENT;

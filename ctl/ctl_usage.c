@@ -141,8 +141,90 @@ static int ctl_urow_cmp(const void *pa, const void *pb)
 	return strcmp(a->ce, b->ce);
 }
 
+static int ctl_cmp_i64(const void *pa, const void *pb)
+{
+	int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
+static void ctl_copy_name(char *dst, size_t len, const char *src)
+{
+	size_t l = strnlen(src, len - 1);
+
+	memcpy(dst, src, l);
+	dst[l] = '\0';
+}
+
+/*
+ * Grouped by server and CE, every storage row is its own group, and the
+ * storage order (server, resource, period, CEs by value, V last) is the
+ * output order within a period: the rows are only converted and placed
+ * by period, stably (one pass to count the periods, one to place).
+ */
+static int ctl_usage_each(const struct st_row *rows, size_t n, int show_v, int64_t since, int64_t until,
+			  struct ctl_grp *g)
+{
+	int64_t *starts = NULL;
+	size_t *pos = NULL, i, np = 0, lo, hi, acc;
+	int rv = RM_ENOMEM;
+
+	if (!n)
+		return RM_OK;
+	if (!(starts = malloc(n * sizeof(*starts))) || !(g->v = malloc(n * sizeof(*g->v))))
+		goto done;
+	for (i = 0; i < n; i++)
+		starts[i] = rows[i].win_len_ns ? rows[i].win_start_ns : since;
+	qsort(starts, n, sizeof(*starts), ctl_cmp_i64);
+	for (i = 0; i < n; i++)
+		if (!i || starts[i] != starts[np - 1])
+			starts[np++] = starts[i];
+	if (!(pos = calloc(np, sizeof(*pos))))
+		goto done;
+	/* pass 1: rows per period (binary search of the period), pass 2: place */
+	for (int pass = 0; pass < 2; pass++) {
+		for (i = 0, acc = 0; pass && i < np; i++) { /* counts -> first places */
+			size_t c = pos[i];
+
+			pos[i] = acc;
+			acc += c;
+		}
+		for (i = 0; i < n; i++) {
+			const struct st_row *r = &rows[i];
+			int64_t st = r->win_len_ns ? r->win_start_ns : since;
+			struct ctl_urow *u;
+
+			if (!show_v && strcmp(r->ce, ST_CE_UNACCOUNTABLE) == 0)
+				continue;
+			for (lo = 0, hi = np; hi - lo > 1;)
+				if (starts[(lo + hi) / 2] <= st)
+					lo = (lo + hi) / 2;
+				else
+					hi = (lo + hi) / 2;
+			if (!pass) {
+				pos[lo]++;
+				continue;
+			}
+			u = &g->v[pos[lo]++];
+			ctl_copy_name(u->server, sizeof(u->server), r->server);
+			ctl_copy_name(u->ce, sizeof(u->ce), r->ce);
+			u->resource = r->resource;
+			u->start_ns = st;
+			u->end_ns = r->win_len_ns ? r->win_start_ns + r->win_len_ns : until;
+			u->value = ctl_row_amount(r);
+			u->total = r->total;
+			g->n++;
+		}
+	}
+	rv = RM_OK;
+done:
+	free(starts);
+	free(pos);
+	return rv;
+}
+
 int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v, size_t top,
-		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout)
+		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout, size_t *left_out)
 {
 	struct ctl_grp g = { 0 };
 	size_t i, block = 0, idx, w, run;
@@ -150,6 +232,13 @@ int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v
 
 	*out = NULL;
 	*nout = 0;
+	if (left_out)
+		*left_out = 0;
+	if ((by & (CTL_BY_SERVER | CTL_BY_CE)) == (CTL_BY_SERVER | CTL_BY_CE)) {
+		if ((rv = ctl_usage_each(rows, n, show_v, since, until, &g)) != 0)
+			goto fail;
+		goto keep_top;
+	}
 	for (i = 0; i < n; i++) {
 		const struct st_row *r = &rows[i];
 		struct ctl_urow k, *u;
@@ -188,13 +277,17 @@ int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v
 	}
 	if (g.n)
 		qsort(g.v, g.n, sizeof(g.v[0]), ctl_urow_cmp);
+keep_top:
 	/* top N per (period, server, resource): sorted, V last in each run */
 	for (i = 0, w = 0, run = 0; top && i < g.n; i++) {
 		if (i && (g.v[i].start_ns != g.v[i - 1].start_ns || g.v[i].resource != g.v[i - 1].resource ||
 			  strcmp(g.v[i].server, g.v[i - 1].server)))
 			run = 0;
-		if (!ctl_is_v(&g.v[i]) && run++ >= top)
+		if (!ctl_is_v(&g.v[i]) && run++ >= top) {
+			if (left_out)
+				(*left_out)++;
 			continue;
+		}
 		g.v[w++] = g.v[i];
 	}
 	if (top)
@@ -327,6 +420,7 @@ int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size
 {
 	struct rm_field fl[CTL_MAXCOL + 2];
 	char s[40], e[40];
+	int64_t s_ns = INT64_MIN, e_ns = INT64_MIN; /* what s and e hold: rows share periods */
 	size_t i, nf;
 	int rv;
 
@@ -344,8 +438,12 @@ int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size
 		const struct ctl_urow *r = &rows[i];
 
 		nf = 0;
-		fl[nf++] = (struct rm_field){ "period_start", ctl_time_format(r->start_ns, s, sizeof(s)), 0 };
-		fl[nf++] = (struct rm_field){ "period_end", ctl_time_format(r->end_ns, e, sizeof(e)), 0 };
+		if (r->start_ns != s_ns || s_ns == INT64_MIN)
+			ctl_time_format(s_ns = r->start_ns, s, sizeof(s));
+		if (r->end_ns != e_ns || e_ns == INT64_MIN)
+			ctl_time_format(e_ns = r->end_ns, e, sizeof(e));
+		fl[nf++] = (struct rm_field){ "period_start", s, 0 };
+		fl[nf++] = (struct rm_field){ "period_end", e, 0 };
 		if (by & CTL_BY_SERVER)
 			fl[nf++] = (struct rm_field){ "server", r->server, 0 };
 		if (by & CTL_BY_CE)

@@ -38,12 +38,13 @@ struct ctl_urow {
  * [since, until). Without CTL_BY_CE the unaccountable share is summed with
  * the CEs (so the value is U) unless show_v = 0, which leaves it out. top > 0
  * keeps, per period, resource (and server when grouped by it), the top CEs
- * by value and the unaccountable row. Sorted by period, server, resource,
- * value descending, unaccountable last. RM_OK with *out malloc'd (NULL when
+ * by value and the unaccountable row; *left_out (if not NULL) is set to the
+ * number of rows it left out. Sorted by period, server, resource, value
+ * descending, unaccountable last. RM_OK with *out malloc'd (NULL when
  * *nout = 0), RM_EINVAL (a sum beyond int64), RM_ENOMEM. Pure.
  */
 int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v, size_t top,
-		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout);
+		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout, size_t *left_out);
 
 /* Human amounts: cpu ns as core-hours ("12.35 core-h") and per second of the
  * period as cores ("0.51 cores"); bytes as B, KiB, MiB, GiB, TiB (2

@@ -133,12 +133,21 @@ uint8_t *rm_part_put(uint8_t *b, const struct rm_wpart *p)
 	return b;
 }
 
-int rm_part_check(const struct rm_wpart *p, size_t i, char *err, size_t errlen)
+/* the value rules of the table (RM_RULE_) */
+static int rm_part_rules(const struct rm_wpart *p, size_t i, char *err, size_t errlen)
 {
 	const char *what = "part";
-	int rv;
 
 	RM_PART_FIELDS(RM_RULE_)
+	return RM_OK;
+}
+
+int rm_part_check(const struct rm_wpart *p, size_t i, char *err, size_t errlen)
+{
+	int rv;
+
+	if ((rv = rm_part_rules(p, i, err, errlen)) != 0)
+		return rv;
 	if ((rv = rm_tuple_check("in", rm_wire_family(p->in.family), p->in.lport, p->in.rport, i, err,
 				 errlen)) != 0)
 		return rv;
@@ -158,16 +167,13 @@ static void rm_comm_set(char *d, const uint8_t *s, size_t n)
 	memcpy(d, s, n < RM_WIRE_COMM_MAX ? n : RM_WIRE_COMM_MAX);
 }
 
-/*
- * The next field in [*q, end): its tag (number << 3 | wire type), and its
- * payload: a varint in *v, bytes in *sub and *sublen (wire type 2), nothing
- * (fixed 32 and 64 bits, skipped). Returns 0 and advances *q, or -1 if the
- * field is badly framed or numbered 0.
- */
-static int rm_pb_field(const uint8_t **q, const uint8_t *end, uint64_t *tag, uint64_t *v,
+int rm_pb_field(const uint8_t **q, const uint8_t *end, uint64_t *tag, uint64_t *v,
 		       const uint8_t **sub, size_t *sublen)
 {
-	if (rm_pb_get_v(q, end, tag) < 0 || (*tag >> 3) == 0)
+	/* a tag of at most 5 bytes (field numbers fit 32 bits), as protobuf-c reads them */
+	int n = rm_pb_get_v(q, end, tag);
+
+	if (n < 0 || n > 5 || (*tag >> 3) == 0)
 		return -1;
 	switch (*tag & 7) {
 	case 0:
@@ -196,42 +202,117 @@ static int rm_pb_field(const uint8_t **q, const uint8_t *end, uint64_t *tag, uin
 
 #define RM_KEY(n, wt) ((uint64_t)(n) << 3 | (wt))
 
-/* a tuple's fields as they arrive (addresses: where and how long) */
-#define RM_TGET_MEMBER_U64(m) uint64_t m;
-#define RM_TGET_MEMBER_U32(m) uint32_t m;
-#define RM_TGET_MEMBER_FAMILY(m) uint32_t m;
-#define RM_TGET_MEMBER_ADDR(m) const uint8_t *m; size_t m##_len;
-#define RM_TGET_MEMBER_(n, m, kind) RM_TGET_MEMBER_##kind(m)
+/*
+ * The default case of a decoder's switch on tag, in a function returning
+ * -1 for bytes that do not decode: an unknown field is skipped; strict: a
+ * known field (NUM of TABLE gives its case) of another wire type does not decode.
+ */
+#define RM_GET_OTHER(TABLE, NUM)                          \
+	default:                                          \
+		if (!strict)                              \
+			break;                            \
+		switch (tag >> 3) {                       \
+		TABLE(NUM)                                \
+			return -1;                        \
+		default:                                  \
+			break;                            \
+		}                                         \
+		break;
 
-#define RM_TGET_U64(n, m) case RM_KEY(n, 0): t.m = v; break;
-#define RM_TGET_U32(n, m) case RM_KEY(n, 0): t.m = (uint32_t)v; break;
+/* A tuple's fields as they arrive (addresses: where and how long). */
+#define RM_TRAW_MEMBER_U64(m) uint64_t m;
+#define RM_TRAW_MEMBER_U32(m) uint32_t m;
+#define RM_TRAW_MEMBER_FAMILY(m) uint32_t m;
+#define RM_TRAW_MEMBER_ADDR(m) const uint8_t *m; size_t m##_len;
+#define RM_TRAW_MEMBER_(n, m, kind) RM_TRAW_MEMBER_##kind(m)
+
+struct rm_traw {
+	RM_TUPLE_FIELDS(RM_TRAW_MEMBER_)
+	int seen;
+};
+
+#define RM_TGET_U64(n, m) case RM_KEY(n, 0): t->m = v; break;
+#define RM_TGET_U32(n, m) case RM_KEY(n, 0): t->m = (uint32_t)v; break;
 #define RM_TGET_FAMILY(n, m) RM_TGET_U32(n, m)
-#define RM_TGET_ADDR(n, m) case RM_KEY(n, 2): t.m = sub; t.m##_len = sublen; break;
+#define RM_TGET_ADDR(n, m) case RM_KEY(n, 2): t->m = sub; t->m##_len = sublen; break;
 #define RM_TGET_(n, m, kind) RM_TGET_##kind(n, m)
+#define RM_TNUM_(n, m, kind) case n:
 
-static int rm_tuple_get(struct rm_wtuple *d, const uint8_t *q, size_t len)
+/*
+ * The fields of a Tuple in q[0..len) into *t: of a tuple given twice the
+ * last. strict: a tuple given twice (protobuf-c would merge the two its own
+ * way) or a known field of another wire type is an error. Returns 0 or -1
+ * (does not decode).
+ */
+static int rm_tuple_get(struct rm_traw *t, const uint8_t *q, size_t len, int strict)
 {
-	struct {
-		RM_TUPLE_FIELDS(RM_TGET_MEMBER_)
-	} t;
 	const uint8_t *end = q + len, *sub = NULL;
 	size_t sublen = 0;
 	uint64_t tag, v = 0;
 
-	memset(&t, 0, sizeof(t));
+	if (strict && t->seen)
+		return -1;
+	memset(t, 0, sizeof(*t));
+	t->seen = 1;
 	while (q < end) {
 		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
 			return -1;
 		switch (tag) {
 		RM_TUPLE_FIELDS(RM_TGET_)
-		default: /* unknown: skipped */
-			break;
+		RM_GET_OTHER(RM_TUPLE_FIELDS, RM_TNUM_)
 		}
 	}
-	rm_tuple_set(d, t.cookie, t.family, t.laddr, t.laddr_len, t.lport, t.raddr, t.raddr_len,
-		     t.rport);
 	return 0;
 }
+
+/* side: "local" or "remote"; an address of 0 bytes or of the family's size */
+static int rm_addr_check(const char *what, const char *side, uint32_t family, size_t len, size_t i,
+			 char *err, size_t errlen)
+{
+	if (len == 0)
+		return RM_OK;
+	if (len != 4 && len != 16) {
+		rm_errf(err, errlen, "part %zu: %s %s address of %zu bytes (expected 0, 4 or 16)", i, what,
+			side, len);
+		return RM_EPROTO;
+	}
+	if (len != rm_tuple_alen(family)) {
+		rm_errf(err, errlen, "part %zu: %s %s address of %zu bytes does not match family %u", i,
+			what, side, len, family);
+		return RM_EPROTO;
+	}
+	return RM_OK;
+}
+
+/* The wire's rules on a tuple as it arrived (rm_tuple_check, and its addresses' sizes). */
+static int rm_traw_check(const char *what, const struct rm_traw *t, size_t i, char *err, size_t errlen)
+{
+	int rv;
+
+	if (!t->seen)
+		return RM_OK;
+	if ((rv = rm_tuple_check(what, t->family, t->lport, t->rport, i, err, errlen)) != 0 ||
+	    (rv = rm_addr_check(what, "local", t->family, t->laddr_len, i, err, errlen)) != 0)
+		return rv;
+	return rm_addr_check(what, "remote", t->family, t->raddr_len, i, err, errlen);
+}
+
+static void rm_traw_set(struct rm_wtuple *d, const struct rm_traw *t)
+{
+	rm_tuple_set(d, t->cookie, t->family, t->laddr, t->laddr_len, t->lport, t->raddr, t->raddr_len,
+		     t->rport);
+}
+
+/* what arrived of a part beside its values: its tuples, the bytes of comm before a NUL */
+#define RM_PRAW_U64(m)
+#define RM_PRAW_U32(m)
+#define RM_PRAW_COMM(m) size_t m;
+#define RM_PRAW_TUPLE(m) struct rm_traw m;
+#define RM_PRAW_(n, m, kind, rule) RM_PRAW_##kind(m)
+
+struct rm_praw {
+	RM_PART_FIELDS(RM_PRAW_)
+};
 
 #define RM_PGET_U64(n, m) case RM_KEY(n, 0): p->m = v; break;
 #define RM_PGET_U32(n, m) case RM_KEY(n, 0): p->m = (uint32_t)v; break;
@@ -239,32 +320,77 @@ static int rm_tuple_get(struct rm_wtuple *d, const uint8_t *q, size_t len)
 	case RM_KEY(n, 2):                                                              \
 		memset(p->m, 0, sizeof(p->m));                                          \
 		rm_comm_set(p->m, sub, sublen);                                         \
+		z = memchr(sub, 0, sublen);                                             \
+		raw->m = z ? (size_t)(z - sub) : sublen;                                \
 		break;
 #define RM_PGET_TUPLE(n, m)                                                             \
 	case RM_KEY(n, 2):                                                              \
-		if (rm_tuple_get(&p->m, sub, sublen) != 0)                              \
-			return RM_EPROTO;                                               \
+		if (rm_tuple_get(&raw->m, sub, sublen, strict) != 0)                    \
+			return -1;                                                      \
 		break;
 #define RM_PGET_(n, m, kind, rule) RM_PGET_##kind(n, m)
+#define RM_PNUM_(n, m, kind, rule) case n:
+#define RM_PSET_U64(m)
+#define RM_PSET_U32(m)
+#define RM_PSET_COMM(m)
+#define RM_PSET_TUPLE(m) rm_traw_set(&p->m, &raw->m);
+#define RM_PSET_(n, m, kind, rule) RM_PSET_##kind(m)
 
-int rm_part_get(struct rm_wpart *p, const void *buf, size_t len)
+/* The one decoder of a SegmentPart (see rm_part_get; strict as in rm_tuple_get). 0 or -1. */
+static int rm_part_parse(struct rm_wpart *p, struct rm_praw *raw, const void *buf, size_t len, int strict)
 {
-	const uint8_t *q = buf, *end = q + len, *sub = NULL;
+	const uint8_t *q = buf, *end = q + len, *sub = NULL, *z;
 	size_t sublen = 0;
 	uint64_t tag, v = 0;
 
 	memset(p, 0, sizeof(*p));
+	memset(raw, 0, sizeof(*raw));
 	if (!buf && len)
-		return RM_EPROTO;
+		return -1;
 	while (q < end) {
 		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
-			return RM_EPROTO;
+			return -1;
 		switch (tag) {
 		RM_PART_FIELDS(RM_PGET_)
-		default: /* unknown: skipped */
-			break;
+		RM_GET_OTHER(RM_PART_FIELDS, RM_PNUM_)
 		}
 	}
+	RM_PART_FIELDS(RM_PSET_)
+	return 0;
+}
+
+int rm_part_get(struct rm_wpart *p, const void *buf, size_t len)
+{
+	struct rm_praw raw;
+
+	return rm_part_parse(p, &raw, buf, len, 0) == 0 ? RM_OK : RM_EPROTO;
+}
+
+#define RM_PCHK_U64(m)
+#define RM_PCHK_U32(m)
+#define RM_PCHK_COMM(m)                                                                  \
+	if (raw.m > RM_WIRE_COMM_MAX) {                                                  \
+		rm_errf(err, errlen, "part %zu: " #m " of %zu bytes (at most %d)", i, raw.m,  \
+			RM_WIRE_COMM_MAX);                                               \
+		return RM_EINVAL;                                                        \
+	}
+#define RM_PCHK_TUPLE(m)                                                                 \
+	if (rm_traw_check(#m, &raw.m, i, err, errlen) != 0)                              \
+		return RM_EINVAL;
+#define RM_PCHK_(n, m, kind, rule) RM_PCHK_##kind(m)
+
+int rm_part_decode(struct rm_wpart *p, const void *buf, size_t len, size_t i, char *err, size_t errlen)
+{
+	struct rm_praw raw;
+
+	if (rm_part_parse(p, &raw, buf, len, 1) != 0) {
+		rm_errf(err, errlen, "part %zu does not decode", i);
+		return RM_EPROTO;
+	}
+	/* RM_RULE_ returns RM_EPROTO for a broken rule: told apart from bytes that do not decode */
+	if (rm_part_rules(p, i, err, errlen) != 0)
+		return RM_EINVAL;
+	RM_PART_FIELDS(RM_PCHK_)
 	return RM_OK;
 }
 
@@ -283,6 +409,37 @@ int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errle
 
 	RM_TOTALS_FIELDS(RM_RULE_)
 	return RM_OK;
+}
+
+#define RM_WGET_(n, m, kind, rule) case RM_KEY(n, 0): t->m = v; break;
+#define RM_WNUM_(n, m, kind, rule) case n:
+
+int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i, char *err, size_t errlen)
+{
+	const uint8_t *q = buf, *end = q + len, *sub = NULL;
+	size_t sublen = 0;
+	uint64_t tag, v = 0;
+
+	memset(t, 0, sizeof(*t));
+	while (q < end) {
+		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
+			goto malformed;
+		switch (tag) {
+		RM_TOTALS_FIELDS(RM_WGET_)
+		default:
+			switch (tag >> 3) {
+			RM_TOTALS_FIELDS(RM_WNUM_)
+				goto malformed; /* a known field of another wire type */
+			default:
+				break; /* unknown: skipped */
+			}
+			break;
+		}
+	}
+	return rm_totals_check(t, i, err, errlen) == RM_OK ? RM_OK : RM_EINVAL;
+malformed:
+	rm_errf(err, errlen, "window totals %zu do not decode", i);
+	return RM_EPROTO;
 }
 
 #define RM_WSZ_(n, m, kind, rule) +rm_pb_fsz(n, t->m)

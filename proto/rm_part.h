@@ -84,6 +84,19 @@ uint8_t *rm_part_put(uint8_t *b, const struct rm_wpart *p);
 int rm_part_get(struct rm_wpart *p, const void *buf, size_t len);
 
 /*
+ * Decodes part i of a received Batch from buf[0..len) into *p, as
+ * rm_part_get() does (the same code), and checks it as the wire does: a
+ * known field of another wire type, or a tuple given twice, does not
+ * decode; the rules of
+ * rm_part_check(); comm at most RM_WIRE_COMM_MAX bytes before a NUL; each
+ * tuple as it arrived of family 0, 1, 2 or 10, with addresses of 0 bytes or
+ * of the family's size (4 or 16). Returns RM_OK; RM_EPROTO if the bytes do
+ * not decode ("part 3 does not decode"); RM_EINVAL for a broken rule, with
+ * the reason in err ("part 3: win 0").
+ */
+int rm_part_decode(struct rm_wpart *p, const void *buf, size_t len, size_t i, char *err, size_t errlen);
+
+/*
  * The value rules of a part (named i in the reason): win != 0; cpu_ns and
  * runq_ns <= RM_WIRE_ABSURD_NS; each tuple's ports <= 65535 (and its family
  * as encoded one of 0, 1, 2, 10: always). Returns RM_OK, or RM_EPROTO with
@@ -131,6 +144,15 @@ void rm_tuple_set(struct rm_wtuple *d, uint64_t cookie, uint32_t family, const v
  * Returns RM_OK, or RM_EPROTO with the reason in err ("window totals 1: win 0").
  */
 int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errlen);
+
+/*
+ * Decodes window totals i of a received Batch from buf[0..len) into *t
+ * (zeroed first; unknown fields skipped, the last of a repeated value kept)
+ * and checks them (rm_totals_check). Returns RM_OK; RM_EPROTO if the bytes
+ * do not decode (also a known field of another wire type); RM_EINVAL for a
+ * broken rule, with the reason in err.
+ */
+int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i, char *err, size_t errlen);
 
 /* d->m += s->m for every total but win. */
 void rm_totals_add(struct rm_totals *d, const struct rm_totals *s);
@@ -190,6 +212,16 @@ static inline size_t rm_pb_lsz(unsigned f, size_t n)
 {
 	return RM_PB_KLEN(f) + rm_pb_vlen(n) + n;
 }
+
+/*
+ * The next field in [*q, end): its tag (number << 3 | wire type), and its
+ * payload: a varint in *v, bytes in *sub and *sublen (wire type 2), nothing
+ * (fixed 32 and 64 bits, skipped). Returns 0 and advances *q, or -1 if the
+ * field is badly framed (also a tag of more than 5 bytes), of a wire type
+ * protobuf no longer has (groups) or numbered 0.
+ */
+int rm_pb_field(const uint8_t **q, const uint8_t *end, uint64_t *tag, uint64_t *v, const uint8_t **sub,
+		size_t *sublen);
 
 /*
  * A varint at *pp (< end) into *v, advancing *pp: its length (1..10), or -1

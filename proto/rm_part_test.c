@@ -45,29 +45,9 @@ static void rpart(struct rm_wpart *p)
 	size_t i, n;
 
 	memset(p, 0, sizeof(*p));
-	p->seg_id = rm_ref_rval(0);
-	p->win = rm_ref_rval(0) | 1;
-	p->pid = (uint32_t)rm_ref_rval(UINT32_MAX);
-	p->tid = (uint32_t)rm_ref_rval(UINT32_MAX);
-	p->start_ns = rm_ref_rval(0);
-	p->end_ns = rm_ref_rval(0);
-	p->cpu_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);
-	p->runq_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);
-	p->rx_bytes = rm_ref_rval(0);
-	p->tx_bytes = rm_ref_rval(0);
-	p->disk_read = rm_ref_rval(0);
-	p->disk_write = rm_ref_rval(0);
-	p->flags = (uint32_t)rm_ref_rval(UINT32_MAX);
+	RM_REF_PART_VALUES(p);
 	rtuple(&p->in);
 	rtuple(&p->out);
-	p->in_seq_start = rm_ref_rval(0);
-	p->in_seq_end = rm_ref_rval(0);
-	p->out_seq_start = rm_ref_rval(0);
-	p->out_seq_end = rm_ref_rval(0);
-	p->parent_seg = rm_ref_rval(0);
-	p->domid = (uint32_t)rm_ref_rval(UINT32_MAX);
-	p->vcpu = (uint32_t)rm_ref_rval(UINT32_MAX);
-	p->blocked_ns = rm_ref_rval(0);
 	n = rm_ref_rnd() % (RM_WIRE_COMM_MAX + 1);
 	for (i = 0; i < n; i++)
 		p->comm[i] = (char)(0x20 + rm_ref_rnd() % 95);
@@ -232,7 +212,7 @@ static void test_part_from_protobuf_c(void)
 		u = rametr__segment_part__unpack(NULL, n, a);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(u);
 		memset(&want, 0, sizeof(want)); /* padding: memcmp below */
-		rm_wire_part_in(&want, u);
+		rm_ref_part_in(&want, u);
 		rametr__segment_part__free_unpacked(u, NULL);
 		if (memcmp(&got, &want, sizeof(got)) != 0 || memcmp(&got, &k, sizeof(got)) != 0)
 			differ++;
@@ -262,7 +242,7 @@ static void test_part_normalised(void)
 	n = rametr__segment_part__pack(&p, a);
 	CU_ASSERT_EQUAL_FATAL(rm_part_get(&got, a, n), RM_OK);
 	memset(&want, 0, sizeof(want)); /* padding: memcmp below */
-	rm_wire_part_in(&want, &p);
+	rm_ref_part_in(&want, &p);
 	CU_ASSERT_EQUAL(memcmp(&got, &want, sizeof(got)), 0);
 	CU_ASSERT_STRING_EQUAL(got.comm, "a-name-longer-t");
 	CU_ASSERT_EQUAL(got.in.family, 0);
@@ -399,6 +379,87 @@ static void test_bad_bytes(void)
 	CU_ASSERT_EQUAL(p.win, 0);
 }
 
+/* A part received in a batch: the same decoder, and the wire's verdict on hostile bytes. */
+static void test_wire_part(void)
+{
+	static const uint8_t ok[] = { 0x10, 0x05, 0x2a, 0x02, 'a', 'b' };          /* win 5, comm "ab" */
+	static const uint8_t win0[] = { 0x08, 0x01 };                               /* seg_id only */
+	static const uint8_t absurd[] = { 0x10, 0x05, 0x40, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x81, 0x02 };
+	static const uint8_t wt_string[] = { 0x10, 0x05, 0x12, 0x01, 0x05 };       /* win as bytes */
+	static const uint8_t wt_comm[] = { 0x10, 0x05, 0x28, 0x07 };               /* comm as a varint */
+	static const uint8_t wt_tuple[] = { 0x10, 0x05, 0x7a, 0x02, 0x22, 0x00 };  /* lport as bytes */
+	static const uint8_t twice[] = { 0x10, 0x05, 0x7a, 0x02, 0x08, 0x01, 0x7a, 0x02, 0x20, 0x50 };
+	static const uint8_t longcomm[] = { 0x10, 0x05, 0x2a, 0x10, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h',
+					    'i', 'j', 'k', 'l', 'm', 'n', 'o', 'p' };
+	static const uint8_t nulcomm[] = { 0x10, 0x05, 0x2a, 0x11, 'a', 0, 'c', 'd', 'e', 'f', 'g', 'h', 'i',
+					   'j', 'k', 'l', 'm', 'n', 'o', 'p', 'q' };
+	static const uint8_t family[] = { 0x10, 0x05, 0x7a, 0x02, 0x10, 0x07 };    /* family 7 */
+	static const uint8_t port[] = { 0x10, 0x05, 0x82, 0x01, 0x04, 0x30, 0x80, 0x80, 0x04 }; /* out rport 65536 */
+	static const uint8_t addr5[] = { 0x10, 0x05, 0x7a, 0x09, 0x10, 0x02, 0x1a, 0x05, 1, 2, 3, 4, 5 };
+	static const uint8_t addr16[] = { 0x10, 0x05, 0x7a, 0x14, 0x10, 0x02, 0x1a, 0x10, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+					  10, 11, 12, 13, 14, 15, 16 };
+	static const uint8_t longtag[] = { 0x10, 0x05, 0xf8, 0x80, 0x80, 0x80, 0x80, 0x01, 0x01 }; /* 6-byte tag */
+	static const uint8_t unknown[] = { 0x10, 0x05, 0xf8, 0x80, 0x80, 0x80, 0x01, 0x01 };       /* field 2^25 */
+	struct rm_wpart p;
+	char err[128];
+	size_t i;
+
+	CU_ASSERT_EQUAL(rm_part_decode(&p, ok, sizeof(ok), 0, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(p.win, 5);
+	CU_ASSERT_STRING_EQUAL(p.comm, "ab");
+	CU_ASSERT_EQUAL(rm_part_decode(&p, unknown, sizeof(unknown), 0, err, sizeof(err)), RM_OK);
+	/* cut anywhere but at a field's end: does not decode */
+	for (i = 1; i < sizeof(addr16); i++)
+		if (i != 2)
+			CU_ASSERT_EQUAL(rm_part_decode(&p, addr16, i, 0, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_EQUAL(rm_part_decode(&p, wt_string, sizeof(wt_string), 0, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "part 0 does not decode");
+	CU_ASSERT_EQUAL(rm_part_decode(&p, wt_comm, sizeof(wt_comm), 1, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_EQUAL(rm_part_decode(&p, wt_tuple, sizeof(wt_tuple), 1, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_EQUAL(rm_part_decode(&p, twice, sizeof(twice), 1, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_EQUAL(rm_part_decode(&p, longtag, sizeof(longtag), 1, err, sizeof(err)), RM_EPROTO);
+	/* stored parts are read leniently: wrong wire types skipped, the last tuple kept */
+	CU_ASSERT_EQUAL(rm_part_get(&p, wt_tuple, sizeof(wt_tuple)), RM_OK);
+	CU_ASSERT_EQUAL(rm_part_get(&p, twice, sizeof(twice)), RM_OK);
+	CU_ASSERT_EQUAL(p.in.cookie, 0);
+	CU_ASSERT_EQUAL(p.in.lport, 80);
+	/* decoded, and a rule broken */
+	CU_ASSERT_EQUAL(rm_part_decode(&p, win0, sizeof(win0), 2, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "part 2: win 0");
+	CU_ASSERT_EQUAL(rm_part_decode(&p, absurd, sizeof(absurd), 3, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT(strstr(err, "part 3: absurd cpu_ns") != NULL);
+	CU_ASSERT_EQUAL(rm_part_decode(&p, longcomm, sizeof(longcomm), 4, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "part 4: comm of 16 bytes (at most 15)");
+	CU_ASSERT_EQUAL(rm_part_decode(&p, nulcomm, sizeof(nulcomm), 4, err, sizeof(err)), RM_OK);
+	CU_ASSERT_STRING_EQUAL(p.comm, "a");
+	CU_ASSERT_EQUAL(rm_part_decode(&p, family, sizeof(family), 5, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "part 5: in tuple has unknown family 7");
+	CU_ASSERT_EQUAL(rm_part_decode(&p, port, sizeof(port), 6, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "part 6: out tuple has port 65536 out of range");
+	CU_ASSERT_EQUAL(rm_part_decode(&p, addr5, sizeof(addr5), 7, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "part 7: in local address of 5 bytes (expected 0, 4 or 16)");
+	CU_ASSERT_EQUAL(rm_part_decode(&p, addr16, sizeof(addr16), 8, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "part 8: in local address of 16 bytes does not match family 2");
+}
+
+/* Window totals received in a batch. */
+static void test_wire_totals(void)
+{
+	static const uint8_t ok[] = { 0x08, 0x05, 0x10, 0x07, 0xa0, 0x06, 0x01 }; /* win 5, busy 7, field 100 */
+	static const uint8_t win0[] = { 0x10, 0x07 };
+	static const uint8_t wt[] = { 0x08, 0x05, 0x12, 0x00 };                   /* busy_ns as bytes */
+	struct rm_totals t;
+	char err[128];
+
+	CU_ASSERT_EQUAL(rm_totals_decode(&t, ok, sizeof(ok), 0, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(t.win, 5);
+	CU_ASSERT_EQUAL(t.busy_ns, 7);
+	CU_ASSERT_EQUAL(rm_totals_decode(&t, ok, 3, 0, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_EQUAL(rm_totals_decode(&t, wt, sizeof(wt), 0, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_EQUAL(rm_totals_decode(&t, win0, sizeof(win0), 1, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 1: win 0");
+}
+
 static void expect_check(const struct rm_wpart *p, size_t i, const char *want)
 {
 	char err[128];
@@ -459,7 +520,7 @@ static void test_totals(void)
 		CU_ASSERT_FATAL(na <= sizeof(a) && nb <= sizeof(b));
 		CU_ASSERT_EQUAL(rm_totals_put(a, &t) - a, (ptrdiff_t)na);
 		rametr__window_totals__pack(&w, b);
-		rm_wire_totals_in(&back, &w);
+		rm_ref_totals_in(&back, &w);
 		if (na != nb || memcmp(a, b, na) != 0 || memcmp(&back, &t, sizeof(t)) != 0)
 			mismatches++;
 	}
@@ -503,6 +564,8 @@ static CU_TestInfo cases[] = {
 	{ "IP tuples without both addresses and long names are normalised", test_part_normalised },
 	{ "held-part blobs of earlier versions decode and re-encode the same", test_old_blobs },
 	{ "badly framed bytes are refused", test_bad_bytes },
+	{ "a part received in a batch: hostile and truncated bytes", test_wire_part },
+	{ "window totals received in a batch", test_wire_totals },
 	{ "the value rules give their reasons", test_check },
 	{ "window totals encode as protobuf-c packs them; add sums all but win", test_totals },
 	CU_TEST_INFO_NULL,

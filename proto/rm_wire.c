@@ -1,7 +1,9 @@
 /*
- * rm_wire.c - the wire codec: protobuf-c unpacking under a memory budget,
- * the version check (also on bytes that do not decode), the semantic rules
- * listed in rm_wire.h, and encoding with the protocol version filled in.
+ * rm_wire.c - the wire codec: decoding under a memory budget (a Batch
+ * straight into struct rm_wbatch by the part tables' decoders, Hello and Ack
+ * by protobuf-c), the version check (also on bytes that do not decode), the
+ * semantic rules listed in rm_wire.h, and encoding with the protocol
+ * version filled in.
  * Owns no state; every function is reentrant.
  */
 #include <inttypes.h>
@@ -15,18 +17,18 @@
 #include "banned.h"
 
 /*
- * A message of n bytes may make protobuf-c allocate at most
+ * Decoding a message of n bytes may allocate at most
  * RM_WIRE_BUDGET_MUL * n + RM_WIRE_BUDGET_BASE bytes, capped at
  * RM_WIRE_BUDGET_CAP. Real batches need about 2-6 times their encoded size
- * (a part of ~60-150 bytes decodes to ~200-400); a hostile message of empty
- * sub-messages would need ~100 times (2 bytes -> a 200-byte struct).
+ * (a part of ~60-150 bytes decodes to a ~300-byte struct rm_wpart); a
+ * hostile message of empty parts would need ~150 times (2 bytes -> 300).
  */
 #define RM_WIRE_BUDGET_MUL 32u
 #define RM_WIRE_BUDGET_BASE (1u << 20)
 #define RM_WIRE_BUDGET_CAP (1ull << 30)
 
 /*
- * What protobuf-c allocates while unpacking comes from an arena: chunks of
+ * What decoding allocates comes from an arena: chunks of
  * at least RM_WIRE_CHUNK_MIN bytes (the first sized for a typical batch of
  * the message's length, each next one twice the last), bump-allocated,
  * freed all at once by rm_wire_free(). A batch of thousands of parts was
@@ -47,17 +49,10 @@ struct rm_wire_budget {
 	struct rm_wire_chunk *head; /* newest chunk first */
 };
 
-/* rm_wire_set_slow(): every message through protobuf-c (tests compare the two) */
-static _Atomic int rm_wire_slow;
-
-void rm_wire_set_slow(int on)
-{
-	rm_wire_slow = on;
-}
-
-/* What rm_wire_decode() returns a pointer into: the envelope and its arena. */
+/* What rm_wire_decode() returns a pointer into: the envelope, a batch's parts, and the arena. */
 struct rm_wire_msg {
 	Rametr__Envelope env;
+	struct rm_wbatch batch;
 	struct rm_wire_chunk *chunks;
 };
 
@@ -115,25 +110,6 @@ static void rm_wire_budget_free(void *data, void *ptr)
 	(void)ptr;
 }
 
-/* Reads a varint at *p (< end); returns 0 and advances *p, or -1. */
-static int rm_wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t x = 0;
-	unsigned shift = 0;
-
-	while (*p < end && shift < 64) {
-		uint8_t c = *(*p)++;
-
-		x |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80)) {
-			*v = x;
-			return 0;
-		}
-		shift += 7;
-	}
-	return -1;
-}
-
 static int rm_wire_find(const uint8_t *p, size_t len, unsigned field, unsigned wt, uint64_t *v,
 			const uint8_t **sub, size_t *sublen);
 
@@ -145,9 +121,9 @@ static int rm_wire_find(const uint8_t *p, size_t len, unsigned field, unsigned w
  */
 static int rm_wire_peek_version(const uint8_t *p, size_t len, uint32_t *ver)
 {
-	const uint8_t *sub;
-	size_t sublen;
-	uint64_t v;
+	const uint8_t *sub = NULL;
+	size_t sublen = 0;
+	uint64_t v = 0;
 
 	if (rm_wire_find(p, len, 1, 0, &v, &sub, &sublen) != 0 || v > UINT32_MAX)
 		return 0;
@@ -183,45 +159,23 @@ static int rm_wire_check_unknown(const ProtobufCMessage *m, char *err, size_t er
 static int rm_wire_find(const uint8_t *p, size_t len, unsigned field, unsigned wt, uint64_t *v,
 			const uint8_t **sub, size_t *sublen)
 {
-	const uint8_t *end = p + len;
-	uint64_t tag, x;
+	const uint8_t *end = p + len, *s = NULL;
+	size_t sl = 0;
+	uint64_t tag, x = 0;
 	int found = 1;
 
 	while (p < end) {
-		if (rm_wire_varint(&p, end, &tag) != 0 || (tag >> 3) == 0)
+		if (rm_pb_field(&p, end, &tag, &x, &s, &sl) != 0)
 			return -1;
-		switch (tag & 7) {
-		case 0:
-			if (rm_wire_varint(&p, end, &x) != 0)
-				return -1;
-			if ((tag >> 3) == field && wt == 0) {
-				*v = x;
-				found = 0;
-			}
-			break;
-		case 1:
-			if (end - p < 8)
-				return -1;
-			p += 8;
-			break;
-		case 2:
-			if (rm_wire_varint(&p, end, &x) != 0 || x > (uint64_t)(end - p))
-				return -1;
-			if ((tag >> 3) == field && wt == 2) {
-				*sub = p;
-				*sublen = (size_t)x;
-				found = 0;
-			}
-			p += x;
-			break;
-		case 5:
-			if (end - p < 4)
-				return -1;
-			p += 4;
-			break;
-		default:
-			return -1;
+		if (tag != ((uint64_t)field << 3 | wt))
+			continue;
+		if (wt == RM_PB_LEN) {
+			*sub = s;
+			*sublen = sl;
+		} else {
+			*v = x;
 		}
+		found = 0;
 	}
 	return found;
 }
@@ -293,44 +247,6 @@ static int rm_wire_check_text(const char *what, const char *s, size_t min, size_
 	return RM_OK;
 }
 
-/* side: "local" or "remote"; the reason is formatted only on error */
-static int rm_wire_check_addr(const char *what, const char *side, uint32_t family,
-			      const ProtobufCBinaryData *a, size_t i, char *err, size_t errlen)
-{
-	size_t want;
-
-	if (a->len == 0)
-		return RM_OK;
-	if (a->len != 4 && a->len != 16) {
-		rm_errf(err, errlen, "part %zu: %s %s address of %zu bytes (expected 0, 4 or 16)",
-			    i, what, side, a->len);
-		return RM_EPROTO;
-	}
-	want = family == 2 ? 4 : family == 10 ? 16 : 0;
-	if (a->len != want) {
-		rm_errf(err, errlen, "part %zu: %s %s address of %zu bytes does not match family %u",
-			    i, what, side, a->len, family);
-		return RM_EPROTO;
-	}
-	return RM_OK;
-}
-
-static int rm_wire_check_tuple(const char *what, const Rametr__Tuple *t, size_t i, char *err,
-			       size_t errlen)
-{
-	int rv;
-
-	if (!t)
-		return RM_OK;
-	if ((rv = rm_wire_check_unknown(&t->base, err, errlen)) != 0)
-		return rv;
-	if ((rv = rm_tuple_check(what, t->family, t->lport, t->rport, i, err, errlen)) != 0)
-		return rv;
-	if ((rv = rm_wire_check_addr(what, "local", t->family, &t->laddr, i, err, errlen)) != 0)
-		return rv;
-	return rm_wire_check_addr(what, "remote", t->family, &t->raddr, i, err, errlen);
-}
-
 static int rm_wire_check_node_proto(const char *node, char *err, size_t errlen)
 {
 	return rm_wire_check_node(node, err, errlen) ? RM_EPROTO : RM_OK;
@@ -361,63 +277,34 @@ static int rm_wire_check_hello(const Rametr__Hello *h, char *err, size_t errlen)
 	return RM_OK;
 }
 
-static int rm_wire_check_part(const Rametr__SegmentPart *p, size_t i, char *err, size_t errlen)
+static int rm_wire_check_batch_head(const char *node, const char *backend, uint64_t instance, uint64_t seq,
+				    uint64_t window_ns, char *err, size_t errlen);
+
+/*
+ * A Batch built in memory: its bytes get the decoder's verdict, so that the
+ * rules of a part are written once (rm_part_decode).
+ */
+static int rm_wire_check_batch(const Rametr__Envelope *env, char *err, size_t errlen)
 {
-	const char *what = "part";
-	size_t n;
+	Rametr__Envelope *d = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
 	int rv;
 
-	if ((rv = rm_wire_check_unknown(&p->base, err, errlen)) != 0)
-		return rv;
-	/* the value rules of rm_part_check, on the protobuf-c form */
-	RM_PART_FIELDS(RM_RULE_)
-	n = p->comm ? strlen(p->comm) : 0;
-	if (n > RM_WIRE_COMM_MAX) {
-		rm_errf(err, errlen, "part %zu: comm of %zu bytes (at most %d)", i, n,
-			    RM_WIRE_COMM_MAX);
+	if (!env->batch) {
+		rm_errf(err, errlen, "message has no body");
 		return RM_EPROTO;
 	}
-	if ((rv = rm_wire_check_tuple("in", p->in, i, err, errlen)) != 0)
+	if ((rv = rm_wire_check_unknown(&env->batch->base, err, errlen)) != 0)
 		return rv;
-	return rm_wire_check_tuple("out", p->out, i, err, errlen);
-}
-
-static int rm_wire_check_batch(const Rametr__Batch *b, char *err, size_t errlen)
-{
-	size_t i;
-	int rv;
-
-	if ((rv = rm_wire_check_unknown(&b->base, err, errlen)) != 0)
-		return rv;
-	if ((rv = rm_wire_check_node_proto(b->node, err, errlen)) != 0)
-		return rv;
-	if ((rv = rm_wire_check_text("backend name", b->backend, 1, 63, err, errlen)) != 0)
-		return rv;
-	if (b->instance == 0) {
-		rm_errf(err, errlen, "batch has instance 0");
+	if ((rv = rm_wire_encode(env, &buf, &len)) != 0) {
+		rm_errf(err, errlen, "batch does not encode: %s", rm_strerror(rv));
 		return RM_EPROTO;
 	}
-	if (b->seq == 0) {
-		rm_errf(err, errlen, "batch has seq 0");
-		return RM_EPROTO;
-	}
-	if (b->window_ns == 0) {
-		rm_errf(err, errlen, "batch has window_ns 0");
-		return RM_EPROTO;
-	}
-	for (i = 0; i < b->n_parts; i++)
-		if ((rv = rm_wire_check_part(b->parts[i], i, err, errlen)) != 0)
-			return rv;
-	for (i = 0; i < b->n_windows; i++) {
-		const Rametr__WindowTotals *p = b->windows[i];
-		const char *what = "window totals";
-
-		if ((rv = rm_wire_check_unknown(&p->base, err, errlen)) != 0)
-			return rv;
-		/* the value rules of rm_totals_check, on the protobuf-c form */
-		RM_TOTALS_FIELDS(RM_RULE_)
-	}
-	return RM_OK;
+	rv = rm_wire_decode(buf, len, &d, err, errlen);
+	rm_wire_free(d);
+	free(buf);
+	return rv;
 }
 
 void rm_wire_match(const Rametr__ThrottleMatch *m, struct rm_match *out)
@@ -548,7 +435,7 @@ int rm_wire_check(const Rametr__Envelope *env, char *err, size_t errlen)
 	case RAMETR__ENVELOPE__BODY_HELLO:
 		return rm_wire_check_hello(env->hello, err, errlen);
 	case RAMETR__ENVELOPE__BODY_BATCH:
-		return rm_wire_check_batch(env->batch, err, errlen);
+		return rm_wire_check_batch(env, err, errlen);
 	case RAMETR__ENVELOPE__BODY_ACK:
 		return rm_wire_check_ack(env->ack, err, errlen);
 	default:
@@ -557,68 +444,67 @@ int rm_wire_check(const Rametr__Envelope *env, char *err, size_t errlen)
 	}
 }
 
-/* ---- the fast path: Envelope {version, Batch} without protobuf-c ---- */
+/* ---- batches: straight from the bytes to the wire parts ---- */
 
 /*
- * A batch is by far the most common message and protobuf-c's generic unpack
- * (descriptor lookups, a scan pass, one call per field) was most of the
- * aggregator's decoding cost. rm_wire_fast() decodes an Envelope holding a
- * Batch into the same structures protobuf-c would build (same values, absent
- * strings as protobuf_c_empty_string, present ones copied, empty bytes as
- * {0, NULL}), from the same arena and under the same budget. It handles only
- * the known fields, each non-repeated one at most once, with their declared
- * wire types, and varints that fit their field; on anything else (another
- * body, unknown fields, duplicates, odd framing) it gives up and protobuf-c
- * decodes the message. So every input gets protobuf-c's verdict, except
- * that the fast path needs less memory than protobuf-c and may accept a batch
- * within the budget that protobuf-c would have found over it.
+ * A Batch is decoded here, not by protobuf-c: its header into struct
+ * rm_wbatch, each part and window totals by the field tables' decoders
+ * (rm_part_decode, rm_totals_decode), into the arena and under the budget.
+ * It reads what protobuf-c would (fields in any order, the last of a
+ * non-repeated one kept, unknown fields skipped, acked_commands packed or
+ * not) and refuses what it would refuse (bad framing, a known field of
+ * another wire type); an Envelope with a Batch given twice or beside another
+ * body is refused.
  */
 
-struct rm_fast {
-	const uint8_t *p, *end;
-};
-
-/* Next field: 1 and *f, *wt, and the payload (*v, or *sub and *sublen); 0 at the end; -1 odd. */
-static int rm_fast_next(struct rm_fast *r, unsigned *f, unsigned *wt, uint64_t *v,
-			const uint8_t **sub, size_t *sublen)
+/*
+ * The body the Envelope in buf[0..len) holds: 2, 3 or 4 (Hello, Batch, Ack;
+ * the last one given), 0 for none, -1 if the fields are odd, -2 for a Batch
+ * given twice or beside another body (protobuf-c would decode all and keep
+ * the last; no peer sends two).
+ */
+static int rm_env_body(const uint8_t *buf, size_t len, uint32_t *version)
 {
-	uint64_t tag, x;
+	const uint8_t *q = buf, *end = buf + len, *sub;
+	size_t sublen;
+	uint64_t tag, v;
+	int body = 0, bodies = 0, batches = 0;
 
-	if (r->p == r->end)
+	*version = 0;
+	while (q < end) {
+		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
+			return -1;
+		if (tag == (1u << 3 | RM_PB_VARINT)) {
+			*version = (uint32_t)v;
+		} else if ((tag >> 3) >= 2 && (tag >> 3) <= 4 && (tag & 7) == RM_PB_LEN) {
+			body = (int)(tag >> 3);
+			bodies |= 1 << body;
+			batches += body == 3;
+		} else if ((tag >> 3) <= 4) {
+			return -1; /* a known field of another wire type */
+		}
+	}
+	return batches > 1 || (batches && bodies != (1 << 3)) ? -2 : body;
+}
+
+/* The Batch of the Envelope in buf[0..len) (one: rm_env_body). */
+static const uint8_t *rm_env_batch_bytes(const uint8_t *buf, size_t len, size_t *out)
+{
+	const uint8_t *sub = NULL;
+	uint64_t v = 0;
+
+	return rm_wire_find(buf, len, 3, RM_PB_LEN, &v, &sub, out) == 0 ? sub : NULL;
+}
+
+static int rm_wb_string(struct rm_wire_budget *b, const char **dst, const uint8_t *sub, size_t n)
+{
+	char *c;
+
+	if (!sub) {
+		*dst = "";
 		return 0;
-	if (rm_pb_get_v(&r->p, r->end, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 63)
-		return -1;
-	*f = (unsigned)(tag >> 3);
-	*wt = (unsigned)(tag & 7);
-	if (*wt == 0) {
-		int n = rm_pb_get_v(&r->p, r->end, v);
-
-		/* ten bytes at most, the tenth only 0 or 1: the value fits 64 bits as is */
-		if (n < 0 || (n == 10 && r->p[-1] > 1))
-			return -1;
-		return 1;
 	}
-	if (*wt == 2) {
-		if (rm_pb_get_v(&r->p, r->end, &x) < 0 || x > (uint64_t)(r->end - r->p))
-			return -1;
-		*sub = r->p;
-		*sublen = (size_t)x;
-		r->p += x;
-		return 1;
-	}
-	return -1;
-}
-
-static void *rm_fast_alloc(struct rm_wire_budget *b, size_t size)
-{
-	return rm_wire_budget_alloc(b, size);
-}
-
-static int rm_fast_string(struct rm_wire_budget *b, char **dst, const uint8_t *sub, size_t n)
-{
-	char *c = rm_fast_alloc(b, n + 1);
-
-	if (!c)
+	if (!(c = rm_wire_budget_alloc(b, n + 1)))
 		return -1;
 	memcpy(c, sub, n);
 	c[n] = '\0';
@@ -626,214 +512,148 @@ static int rm_fast_string(struct rm_wire_budget *b, char **dst, const uint8_t *s
 	return 0;
 }
 
-static int rm_fast_bytes(struct rm_wire_budget *b, ProtobufCBinaryData *dst, const uint8_t *sub,
-			 size_t n)
+/* The header's rules (Batch and Hello share node and backend's). */
+static int rm_wire_check_batch_head(const char *node, const char *backend, uint64_t instance, uint64_t seq,
+				    uint64_t window_ns, char *err, size_t errlen)
 {
-	dst->len = n;
-	dst->data = NULL;
-	if (n == 0)
-		return 0;
-	if (!(dst->data = rm_fast_alloc(b, n)))
-		return -1;
-	memcpy(dst->data, sub, n);
-	return 0;
-}
-
-/* field numbers seen so far (bit f) in a message: a second one gives up */
-#define RM_FAST_ONCE(seen, f)                   \
-	do {                                    \
-		if ((seen) & (1ull << (f)))     \
-			return -1;              \
-		(seen) |= 1ull << (f);          \
-	} while (0)
-
-/* The cases of the fast decoders, one per field of rm_part_def.h's tables (into p). */
-#define RM_FAST_U64(n, m) case n: if (wt != 0) return -1; p->m = v; break;
-#define RM_FAST_U32(n, m) case n: if (wt != 0 || v > UINT32_MAX) return -1; p->m = (uint32_t)v; break;
-#define RM_FAST_FAMILY(n, m) RM_FAST_U32(n, m)
-#define RM_FAST_ADDR(n, m) case n: if (wt != 2 || rm_fast_bytes(b, &p->m, sub, sublen)) return -1; break;
-#define RM_FAST_COMM(n, m) case n: if (wt != 2 || rm_fast_string(b, &p->m, sub, sublen)) return -1; break;
-#define RM_FAST_TUPLE(n, m) case n: if (wt != 2 || rm_fast_tuple(b, &p->m, sub, sublen)) return -1; break;
-#define RM_FAST_K(n, m) RM_FAST_U64(n, m)
-#define RM_FAST_N(n, m) RM_FAST_U64(n, m)
-#define RM_FAST_TUPLE_(n, m, kind) RM_FAST_##kind(n, m)
-#define RM_FAST_PART_(n, m, kind, rule) RM_FAST_##kind(n, m)
-#define RM_FAST_TOTALS_(n, m, kind, rule) RM_FAST_##kind(n, m)
-
-static int rm_fast_tuple(struct rm_wire_budget *b, Rametr__Tuple **out, const uint8_t *buf,
-			 size_t len)
-{
-	struct rm_fast r = { buf, buf + len };
-	const uint8_t *sub = NULL;
-	size_t sublen = 0;
-	uint64_t v = 0, seen = 0;
-	unsigned f, wt;
-	Rametr__Tuple *p;
 	int rv;
 
-	if (!(p = rm_fast_alloc(b, sizeof(*p))))
-		return -1;
-	rametr__tuple__init(p);
-	while ((rv = rm_fast_next(&r, &f, &wt, &v, &sub, &sublen)) == 1) {
-		RM_FAST_ONCE(seen, f);
-		switch (f) {
-		RM_TUPLE_FIELDS(RM_FAST_TUPLE_)
-		default: return -1;
-		}
+	if ((rv = rm_wire_check_node_proto(node, err, errlen)) != 0)
+		return rv;
+	if ((rv = rm_wire_check_text("backend name", backend, 1, 63, err, errlen)) != 0)
+		return rv;
+	if (instance == 0) {
+		rm_errf(err, errlen, "batch has instance 0");
+		return RM_EPROTO;
 	}
-	if (rv != 0)
-		return -1;
-	*out = p;
-	return 0;
-}
-
-
-static int rm_fast_part(struct rm_wire_budget *b, Rametr__SegmentPart *p, const uint8_t *buf,
-			size_t len)
-{
-	struct rm_fast r = { buf, buf + len };
-	const uint8_t *sub = NULL;
-	size_t sublen = 0;
-	uint64_t v = 0, seen = 0;
-	unsigned f, wt;
-	int rv;
-
-	rametr__segment_part__init(p);
-	while ((rv = rm_fast_next(&r, &f, &wt, &v, &sub, &sublen)) == 1) {
-		RM_FAST_ONCE(seen, f);
-		switch (f) {
-		RM_PART_FIELDS(RM_FAST_PART_)
-		default: return -1;
-		}
+	if (seq == 0) {
+		rm_errf(err, errlen, "batch has seq 0");
+		return RM_EPROTO;
 	}
-	return rv == 0 ? 0 : -1;
-}
-
-static int rm_fast_window(Rametr__WindowTotals *p, const uint8_t *buf, size_t len)
-{
-	struct rm_fast r = { buf, buf + len };
-	const uint8_t *sub = NULL;
-	size_t sublen = 0;
-	uint64_t v = 0, seen = 0;
-	unsigned f, wt;
-	int rv;
-
-	rametr__window_totals__init(p);
-	while ((rv = rm_fast_next(&r, &f, &wt, &v, &sub, &sublen)) == 1) {
-		RM_FAST_ONCE(seen, f);
-		switch (f) {
-		RM_TOTALS_FIELDS(RM_FAST_TOTALS_)
-		default: return -1;
-		}
+	if (window_ns == 0) {
+		rm_errf(err, errlen, "batch has window_ns 0");
+		return RM_EPROTO;
 	}
-	return rv == 0 ? 0 : -1;
+	return RM_OK;
 }
 
-
-static int rm_fast_batch(struct rm_wire_budget *b, Rametr__Batch **out, const uint8_t *buf,
-			 size_t len)
+/*
+ * Decodes the Batch in buf[0..len) into *wb. Returns -1 if it does not
+ * decode (or is over the budget), else 0, with *bad = 0, or RM_EPROTO and
+ * the first broken rule in err (the header's first, then the parts', then
+ * the windows').
+ */
+static int rm_wb_decode(struct rm_wire_budget *b, struct rm_wbatch *wb, const uint8_t *buf, size_t len, int *bad,
+			char *err, size_t errlen)
 {
-	struct rm_fast r = { buf, buf + len };
-	const uint8_t *sub = NULL, *q;
-	size_t sublen = 0, np = 0, nw = 0, na = 0, i;
-	uint64_t v = 0, seen = 0;
-	unsigned f, wt;
-	Rametr__SegmentPart *parts = NULL;
-	Rametr__WindowTotals *wins = NULL;
-	Rametr__Batch *bt;
-	int rv;
+	const uint8_t *q, *end = buf + len, *sub = NULL, *node = NULL, *backend = NULL, *a;
+	size_t sublen = 0, nnode = 0, nbackend = 0, np = 0, nw = 0, na = 0;
+	char perr[256] = "";
+	uint64_t tag, v = 0;
+	int rv, prv = 0;
 
-	/* pass 1: framing, counts, and the packed acks */
-	while ((rv = rm_fast_next(&r, &f, &wt, &v, &sub, &sublen)) == 1) {
-		if (f == 7 && wt == 2) {
-			np++;
-		} else if (f == 8 && wt == 2) {
-			nw++;
-		} else if (f == 9 && wt == 2) {
-			RM_FAST_ONCE(seen, f);
-			for (q = sub; q < sub + sublen; na++)
-				if (rm_pb_get_v(&q, sub + sublen, &v) < 0)
-					return -1;
-		} else if (f >= 1 && f <= 6) {
-			RM_FAST_ONCE(seen, f);
-			if (wt != ((f == 1 || f == 6) ? 2u : 0u))
-				return -1;
-		} else {
+	memset(wb, 0, sizeof(*wb));
+	*bad = 0;
+	/* pass 1: framing, wire types, counts, the header */
+	for (q = buf; q < end;) {
+		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
 			return -1;
+		switch (tag) {
+		case 1u << 3 | RM_PB_LEN: node = sub; nnode = sublen; break;
+		case 2u << 3 | RM_PB_VARINT: wb->instance = v; break;
+		case 3u << 3 | RM_PB_VARINT: wb->seq = v; break;
+		case 4u << 3 | RM_PB_VARINT: wb->window_ns = v; break;
+		case 5u << 3 | RM_PB_VARINT: wb->clock_offset_ns = (int64_t)v; break;
+		case 6u << 3 | RM_PB_LEN: backend = sub; nbackend = sublen; break;
+		case 7u << 3 | RM_PB_LEN: np++; break;
+		case 8u << 3 | RM_PB_LEN: nw++; break;
+		case 9u << 3 | RM_PB_VARINT: na++; break;
+		case 9u << 3 | RM_PB_LEN: /* packed */
+			for (a = sub; a < sub + sublen; na++)
+				if (rm_pb_get_v(&a, sub + sublen, &v) < 0)
+					return -1;
+			break;
+		default:
+			if ((tag >> 3) <= 9)
+				return -1; /* a known field of another wire type */
+			break;     /* unknown: skipped */
 		}
 	}
-	if (rv != 0 || !(bt = rm_fast_alloc(b, sizeof(*bt))))
+	if (rm_wb_string(b, &wb->node, node, nnode) != 0 || rm_wb_string(b, &wb->backend, backend, nbackend) != 0 ||
+	    (np && !(wb->parts = rm_wire_budget_alloc(b, np * sizeof(*wb->parts)))) ||
+	    (nw && !(wb->windows = rm_wire_budget_alloc(b, nw * sizeof(*wb->windows)))) ||
+	    (na && !(wb->acked_commands = rm_wire_budget_alloc(b, na * sizeof(*wb->acked_commands)))))
 		return -1;
-	rametr__batch__init(bt);
-	if ((np && (!(bt->parts = rm_fast_alloc(b, np * sizeof(*bt->parts))) ||
-		    !(parts = rm_fast_alloc(b, np * sizeof(*parts))))) ||
-	    (nw && (!(bt->windows = rm_fast_alloc(b, nw * sizeof(*bt->windows))) ||
-		    !(wins = rm_fast_alloc(b, nw * sizeof(*wins))))) ||
-	    (na && !(bt->acked_commands = rm_fast_alloc(b, na * sizeof(*bt->acked_commands)))))
-		return -1;
-	/* pass 2: the values (framing already checked) */
-	r.p = buf;
-	while (rm_fast_next(&r, &f, &wt, &v, &sub, &sublen) == 1) {
-		switch (f) {
-		case 1: if (rm_fast_string(b, &bt->node, sub, sublen)) return -1; break;
-		case 2: bt->instance = v; break;
-		case 3: bt->seq = v; break;
-		case 4: bt->window_ns = v; break;
-		case 5: bt->clock_offset_ns = (int64_t)v; break;
-		case 6: if (rm_fast_string(b, &bt->backend, sub, sublen)) return -1; break;
-		case 7:
-			if (rm_fast_part(b, &parts[bt->n_parts], sub, sublen) != 0)
-				return -1;
-			bt->parts[bt->n_parts] = &parts[bt->n_parts];
-			bt->n_parts++;
-			break;
-		case 8:
-			if (rm_fast_window(&wins[bt->n_windows], sub, sublen) != 0)
-				return -1;
-			bt->windows[bt->n_windows] = &wins[bt->n_windows];
-			bt->n_windows++;
-			break;
-		case 9:
-			for (q = sub, i = 0; i < na; i++)
-				(void)rm_pb_get_v(&q, sub + sublen, &bt->acked_commands[i]);
-			bt->n_acked_commands = na;
-			break;
+	/* pass 2: the parts, windows and acks (framing already checked) */
+	for (q = buf; q < end && rm_pb_field(&q, end, &tag, &v, &sub, &sublen) == 0;) {
+		if (tag == (7u << 3 | RM_PB_LEN)) {
+			rv = rm_part_decode(&wb->parts[wb->n_parts], sub, sublen, wb->n_parts, perr, sizeof(perr));
+			wb->n_parts++;
+		} else if (tag == (8u << 3 | RM_PB_LEN)) {
+			rv = rm_totals_decode(&wb->windows[wb->n_windows], sub, sublen, wb->n_windows, perr,
+					      sizeof(perr));
+			wb->n_windows++;
+		} else if (tag == (9u << 3 | RM_PB_VARINT)) {
+			wb->acked_commands[wb->n_acked_commands++] = v;
+			continue;
+		} else if (tag == (9u << 3 | RM_PB_LEN)) {
+			for (a = sub; a < sub + sublen;)
+				(void)rm_pb_get_v(&a, sub + sublen, &wb->acked_commands[wb->n_acked_commands++]);
+			continue;
+		} else {
+			continue;
+		}
+		if (rv == RM_EPROTO)
+			return -1;
+		if (rv != RM_OK && !prv) { /* the first broken rule, reported after the header's */
+			prv = RM_EPROTO;
+			rm_errf(err, errlen, "%s", perr);
 		}
 	}
-	*out = bt;
+	if (rm_wire_check_batch_head(wb->node, wb->backend, wb->instance, wb->seq, wb->window_ns, err, errlen) != 0)
+		*bad = RM_EPROTO;
+	else
+		*bad = prv;
 	return 0;
 }
 
-/* The envelope of a batch, or NULL: protobuf-c must decide. */
-static Rametr__Envelope *rm_fast_envelope(struct rm_wire_budget *b, const uint8_t *buf, size_t len)
+/*
+ * The Envelope in buf[0..len) if it holds a Batch (*is_batch = 1): NULL if
+ * it does not decode (also bytes that are no Envelope). Other bodies: NULL
+ * and *is_batch = 0, protobuf-c decodes them. *bad as rm_wb_decode's.
+ */
+static Rametr__Envelope *rm_wb_envelope(struct rm_wire_budget *b, const uint8_t *buf, size_t len, int *is_batch,
+					int *bad, char *err, size_t errlen)
 {
-	struct rm_fast r = { buf, buf + len };
-	const uint8_t *sub = NULL;
-	size_t sublen = 0;
-	uint64_t v = 0, seen = 0;
-	unsigned f, wt;
-	Rametr__Envelope *env;
-	Rametr__Batch *bt = NULL;
-	int rv;
+	struct rm_wire_msg *msg;
+	const uint8_t *bb;
+	uint32_t version;
+	size_t blen = 0;
+	int body;
 
-	if (!(env = rm_fast_alloc(b, sizeof(*env))))
+	body = rm_env_body(buf, len, &version);
+	*is_batch = body == 3 || body == -2; /* -2: refused here; -1: protobuf-c says why */
+	if (body != 3)
 		return NULL;
-	rametr__envelope__init(env);
-	while ((rv = rm_fast_next(&r, &f, &wt, &v, &sub, &sublen)) == 1) {
-		if ((seen & (1ull << f)) || (f == 1 && (wt != 0 || v > UINT32_MAX)) ||
-		    (f == 3 && wt != 2) || (f != 1 && f != 3))
-			return NULL;
-		seen |= 1ull << f;
-		if (f == 1)
-			env->version = (uint32_t)v;
-		else if (rm_fast_batch(b, &bt, sub, sublen) != 0)
-			return NULL;
-	}
-	if (rv != 0 || !bt)
+	if (!(msg = rm_wire_arena_alloc(b, sizeof(*msg))) || !(bb = rm_env_batch_bytes(buf, len, &blen)))
 		return NULL;
-	env->body_case = RAMETR__ENVELOPE__BODY_BATCH;
-	env->batch = bt;
-	return env;
+	memset(msg, 0, sizeof(*msg));
+	rametr__envelope__init(&msg->env);
+	msg->env.version = version;
+	msg->env.body_case = RAMETR__ENVELOPE__BODY_BATCH;
+	if (rm_wb_decode(b, &msg->batch, bb, blen, bad, err, errlen) != 0)
+		return NULL;
+	return &msg->env;
+}
+
+const struct rm_wbatch *rm_wire_batch(const Rametr__Envelope *env)
+{
+	const struct rm_wire_msg *msg;
+
+	if (!env || env->body_case != RAMETR__ENVELOPE__BODY_BATCH || env->batch)
+		return NULL;
+	msg = (const struct rm_wire_msg *)((const char *)env - offsetof(struct rm_wire_msg, env));
+	return &msg->batch;
 }
 
 int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint64_t *seq,
@@ -849,7 +669,7 @@ int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint
 	struct rm_wire_msg *msg;
 	uint32_t ver;
 	uint64_t want;
-	int rv;
+	int rv, is_batch = 0, bad = 0;
 
 	if (seq)
 		*seq = 0;
@@ -862,32 +682,24 @@ int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint
 	if (len > 0 && len <= RM_WIRE_MAX_MSG && buf) {
 		want = (uint64_t)len * RM_WIRE_BUDGET_MUL + RM_WIRE_BUDGET_BASE;
 		budget.left = want > RM_WIRE_BUDGET_CAP ? RM_WIRE_BUDGET_CAP : (size_t)want;
-		/* a batch decodes to ~3 times its length; the envelope copy below fits too */
+		/* a batch decodes to ~3 times its length */
 		budget.next_size = len * 3 + sizeof(*msg) + RM_WIRE_ALIGN;
 		if (budget.next_size < RM_WIRE_CHUNK_MIN)
 			budget.next_size = RM_WIRE_CHUNK_MIN;
-		if (!rm_wire_slow) {
-			size_t left = budget.left, next = budget.next_size;
-
-			if (!(env = rm_fast_envelope(&budget, buf, len))) {
-				/* protobuf-c decides, with the whole budget again */
-				rm_wire_chunks_free(budget.head);
-				budget.head = NULL;
-				budget.left = left;
-				budget.next_size = next;
+		env = rm_wb_envelope(&budget, buf, len, &is_batch, &bad, err, errlen);
+		if (!is_batch) {
+			rm_wire_chunks_free(budget.head);
+			budget.head = NULL;
+			if ((env = rametr__envelope__unpack(&alloc, len, buf))) {
+				/* the envelope moves into a struct that also holds the arena */
+				if (!(msg = rm_wire_arena_alloc(&budget, sizeof(*msg)))) {
+					env = NULL;
+				} else {
+					memset(msg, 0, sizeof(*msg));
+					msg->env = *env;
+					env = &msg->env;
+				}
 			}
-		}
-		if (!env)
-			env = rametr__envelope__unpack(&alloc, len, buf);
-	}
-	if (env) {
-		/* the envelope moves into a struct that also holds the arena */
-		if (!(msg = rm_wire_arena_alloc(&budget, sizeof(*msg)))) {
-			env = NULL;
-		} else {
-			msg->env = *env;
-			msg->chunks = budget.head;
-			env = &msg->env;
 		}
 	}
 	if (!env) {
@@ -901,12 +713,26 @@ int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint
 		rm_errf(err, errlen, "malformed message (%zu bytes)", len);
 		return RM_EPROTO;
 	}
-	if (seq && env->body_case == RAMETR__ENVELOPE__BODY_BATCH)
-		*seq = env->batch->seq;
-	if ((rv = rm_wire_check(env, err, errlen)) != 0) {
+	msg = (struct rm_wire_msg *)((char *)env - offsetof(struct rm_wire_msg, env));
+	msg->chunks = budget.head;
+	if (is_batch) {
+		if (seq)
+			*seq = msg->batch.seq;
+		if (env->version != RM_PROTO_VERSION) {
+			rm_errf(err, errlen, "unsupported protocol version %u (expected %d)", env->version,
+				RM_PROTO_VERSION);
+			rv = RM_EVERSION;
+		} else {
+			rv = bad; /* err holds the reason */
+		}
+	} else {
+		rv = rm_wire_check(env, err, errlen);
+	}
+	if (rv != 0) {
 		rm_wire_free(env);
 		return rv;
 	}
+	rm_errf(err, errlen, "%s", "");
 	*out = env;
 	return RM_OK;
 }
@@ -987,34 +813,6 @@ int rm_wire_encode_ack(Rametr__Ack__Status status, uint64_t seq, const char *err
 }
 
 /* ---- the protobuf-c form into the structs of rm_part.h ---- */
-
-#define RM_IN_U64(m) d->m = p->m;
-#define RM_IN_U32(m) d->m = p->m;
-#define RM_IN_COMM(m)                                                  \
-	memset(d->m, 0, sizeof(d->m));                                 \
-	if (p->m)                                                      \
-		memcpy(d->m, p->m, strnlen(p->m, RM_WIRE_COMM_MAX));
-#define RM_IN_TUPLE(m)                                                                   \
-	if (p->m)                                                                        \
-		rm_tuple_set(&d->m, p->m->cookie, p->m->family, p->m->laddr.data,          \
-			     p->m->laddr.len, p->m->lport, p->m->raddr.data, p->m->raddr.len, \
-			     p->m->rport);                                                \
-	else                                                                             \
-		memset(&d->m, 0, sizeof(d->m));
-#define RM_IN_PART_(n, m, kind, rule) RM_IN_##kind(m)
-
-/* every member is set (no memset of the whole struct: once per part received) */
-void rm_wire_part_in(struct rm_wpart *d, const Rametr__SegmentPart *p)
-{
-	RM_PART_FIELDS(RM_IN_PART_)
-}
-
-#define RM_IN_TOTALS_(n, m, kind, rule) d->m = w->m;
-
-void rm_wire_totals_in(struct rm_totals *d, const Rametr__WindowTotals *w)
-{
-	RM_TOTALS_FIELDS(RM_IN_TOTALS_)
-}
 
 const char *rm_wire_ack_status_name(int status)
 {

@@ -1,6 +1,9 @@
 /*
  * rm_wire.h - the wire codec of Rametr: turning bytes received from a peer
- * into a checked rametr.proto Envelope, and Envelopes into bytes.
+ * into a checked rametr.proto Envelope, and Envelopes into bytes. A Batch
+ * is decoded straight into the parts and window totals the aggregator works
+ * on (struct rm_wbatch: rm_part.h's structs, by its field tables' decoder),
+ * never into protobuf-c structs; Hello and Ack through protobuf-c.
  *
  * Everything that arrives from the network goes through rm_wire_decode(),
  * which never crashes on any input, bounds the memory a message may make it
@@ -10,7 +13,9 @@
  *
  * Semantic rules (rm_wire_check):
  *   - Envelope.version == RM_PROTO_VERSION, exactly one body set;
- *   - no field numbered 0 anywhere (other unknown fields are kept);
+ *   - no field numbered 0 anywhere (other unknown fields are kept; in a
+ *     Batch, skipped), no tag longer than 5 bytes; a Batch given twice or
+ *     beside another body, or a part with a tuple given twice, is malformed;
  *   - node names: 1..RM_WIRE_NODE_MAX bytes of printable ASCII without
  *     spaces (0x21..0x7e), see rm_wire_check_node();
  *   - Hello: node valid, backend 1..63 printable bytes, token at most 128,
@@ -49,7 +54,26 @@
 #define RM_WIRE_MAX_DECIDED 64        /* Ack.decided entries */
 
 /*
- * Decodes len bytes from buf into a new Envelope and checks it.
+ * A decoded Batch: the header as rametr.proto's Batch (node and backend
+ * NUL-terminated, "" when absent), the parts and window totals as rm_part.h
+ * has them, the acked command ids. Lives in its envelope's arena.
+ */
+struct rm_wbatch {
+	const char *node, *backend;
+	uint64_t instance, seq, window_ns;
+	int64_t clock_offset_ns;
+	struct rm_wpart *parts;
+	size_t n_parts;
+	struct rm_totals *windows;
+	size_t n_windows;
+	uint64_t *acked_commands;
+	size_t n_acked_commands;
+};
+
+/*
+ * Decodes len bytes from buf into a new Envelope and checks it. For a
+ * Batch, env->body_case is RAMETR__ENVELOPE__BODY_BATCH, env->batch is NULL
+ * and the batch is rm_wire_batch(env).
  * Returns:
  *   RM_OK       *out is the envelope, free it with rm_wire_free();
  *   RM_EPROTO   undecodable bytes (incl. len 0, truncated, garbage, len >
@@ -75,11 +99,10 @@ int rm_wire_decode_seq(const void *buf, size_t len, Rametr__Envelope **out, uint
 		       char *err, size_t errlen);
 
 /*
- * Tests only: with on != 0, rm_wire_decode() decodes every message with
- * protobuf-c, never with its own fast path for batches (which must give the
- * same envelopes). Process-wide.
+ * The batch of an envelope rm_wire_decode() returned, valid as long as the
+ * envelope; NULL if it holds another body (or is NULL).
  */
-void rm_wire_set_slow(int on);
+const struct rm_wbatch *rm_wire_batch(const Rametr__Envelope *env);
 
 /*
  * Frees an envelope returned by rm_wire_decode() and everything in it, all
@@ -99,7 +122,8 @@ void rm_wire_free(Rametr__Envelope *env);
 int rm_wire_encode(const Rametr__Envelope *env, uint8_t **buf, size_t *len);
 
 /*
- * Checks the semantic rules above on an envelope (the version included).
+ * Checks the semantic rules above on an envelope built in memory (the
+ * version included; a Batch's parts by encoding it and decoding the bytes).
  * Returns RM_OK, RM_EVERSION or RM_EPROTO with the reason in err.
  */
 int rm_wire_check(const Rametr__Envelope *env, char *err, size_t errlen);
@@ -122,14 +146,6 @@ int rm_wire_encode_ack(Rametr__Ack__Status status, uint64_t seq, const char *err
  * bytes are not framed as an Envelope holding a Batch with a seq.
  */
 int rm_wire_peek_seq(const void *buf, size_t len, uint64_t *seq);
-
-/*
- * A decoded (checked) SegmentPart as the struct the aggregator works on,
- * and a decoded WindowTotals likewise: every field copied, tuples and comm
- * as rm_part_get() leaves them.
- */
-void rm_wire_part_in(struct rm_wpart *d, const Rametr__SegmentPart *p);
-void rm_wire_totals_in(struct rm_totals *d, const Rametr__WindowTotals *w);
 
 /* "ACK_OK", "ACK_DUPLICATE", ...; "ACK_UNKNOWN" for other values. Static. */
 const char *rm_wire_ack_status_name(int status);

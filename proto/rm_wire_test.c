@@ -15,6 +15,7 @@
 
 #include "rm_test.h"
 #include "rm_wire.h"
+#include "rm_wire_ref.h"
 #include "banned.h"
 
 /* A valid batch of 3 parts (IPv4, IPv6, UNIX/none tuples) and 2 window totals. */
@@ -157,26 +158,9 @@ static void corpus_write(const char *name, const uint8_t *buf, size_t len)
 	fclose(f);
 }
 
-static void tuple_equal(const Rametr__Tuple *a, const Rametr__Tuple *b)
-{
-	if (!a || !b) {
-		CU_ASSERT_PTR_EQUAL(a, b);
-		return;
-	}
-	CU_ASSERT_EQUAL(a->cookie, b->cookie);
-	CU_ASSERT_EQUAL(a->family, b->family);
-	CU_ASSERT_EQUAL(a->lport, b->lport);
-	CU_ASSERT_EQUAL(a->rport, b->rport);
-	CU_ASSERT_EQUAL_FATAL(a->laddr.len, b->laddr.len);
-	CU_ASSERT_EQUAL_FATAL(a->raddr.len, b->raddr.len);
-	if (a->laddr.len)
-		CU_ASSERT_EQUAL(memcmp(a->laddr.data, b->laddr.data, a->laddr.len), 0);
-	if (a->raddr.len)
-		CU_ASSERT_EQUAL(memcmp(a->raddr.data, b->raddr.data, a->raddr.len), 0);
-}
-
 static void test_roundtrip_batch(void)
 {
+	const struct rm_wbatch *wb;
 	struct sample s;
 	Rametr__Envelope *d = NULL;
 	uint8_t *buf;
@@ -191,64 +175,34 @@ static void test_roundtrip_batch(void)
 	CU_ASSERT_STRING_EQUAL(err, "");
 	CU_ASSERT_EQUAL(d->version, RM_PROTO_VERSION);
 	CU_ASSERT_EQUAL_FATAL(d->body_case, RAMETR__ENVELOPE__BODY_BATCH);
-	CU_ASSERT_STRING_EQUAL(d->batch->node, "node-a");
-	CU_ASSERT_STRING_EQUAL(d->batch->backend, "replay");
-	CU_ASSERT_EQUAL(d->batch->instance, s.batch.instance);
-	CU_ASSERT_EQUAL(d->batch->seq, 7);
-	CU_ASSERT_EQUAL(d->batch->window_ns, s.batch.window_ns);
-	CU_ASSERT_EQUAL(d->batch->clock_offset_ns, -42);
-	CU_ASSERT_EQUAL_FATAL(d->batch->n_parts, 3);
+	CU_ASSERT_PTR_NULL(d->batch); /* a batch is decoded into rm_wbatch only */
+	wb = rm_wire_batch(d);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(wb);
+	CU_ASSERT_STRING_EQUAL(wb->node, "node-a");
+	CU_ASSERT_STRING_EQUAL(wb->backend, "replay");
+	CU_ASSERT_EQUAL(wb->instance, s.batch.instance);
+	CU_ASSERT_EQUAL(wb->seq, 7);
+	CU_ASSERT_EQUAL(wb->window_ns, s.batch.window_ns);
+	CU_ASSERT_EQUAL(wb->clock_offset_ns, -42);
+	CU_ASSERT_EQUAL_FATAL(wb->n_parts, 3);
 	for (i = 0; i < 3; i++) {
-		const Rametr__SegmentPart *a = d->batch->parts[i], *b = &s.part[i];
+		struct rm_wpart want;
 
-		CU_ASSERT_EQUAL(a->seg_id, b->seg_id);
-		CU_ASSERT_EQUAL(a->win, b->win);
-		CU_ASSERT_EQUAL(a->pid, b->pid);
-		CU_ASSERT_EQUAL(a->tid, b->tid);
-		CU_ASSERT_STRING_EQUAL(a->comm, b->comm);
-		CU_ASSERT_EQUAL(a->start_ns, b->start_ns);
-		CU_ASSERT_EQUAL(a->end_ns, b->end_ns);
-		CU_ASSERT_EQUAL(a->cpu_ns, b->cpu_ns);
-		CU_ASSERT_EQUAL(a->runq_ns, b->runq_ns);
-		CU_ASSERT_EQUAL(a->rx_bytes, b->rx_bytes);
-		CU_ASSERT_EQUAL(a->tx_bytes, b->tx_bytes);
-		CU_ASSERT_EQUAL(a->disk_read, b->disk_read);
-		CU_ASSERT_EQUAL(a->disk_write, b->disk_write);
-		CU_ASSERT_EQUAL(a->flags, b->flags);
-		CU_ASSERT_EQUAL(a->in_seq_start, b->in_seq_start);
-		CU_ASSERT_EQUAL(a->in_seq_end, b->in_seq_end);
-		CU_ASSERT_EQUAL(a->out_seq_start, b->out_seq_start);
-		CU_ASSERT_EQUAL(a->out_seq_end, b->out_seq_end);
-		CU_ASSERT_EQUAL(a->parent_seg, b->parent_seg);
-		CU_ASSERT_EQUAL(a->domid, b->domid);
-		CU_ASSERT_EQUAL(a->vcpu, b->vcpu);
-		CU_ASSERT_EQUAL(a->blocked_ns, b->blocked_ns);
-		tuple_equal(a->in, b->in);
-		tuple_equal(a->out, b->out);
+		/* every field as protobuf-c's own structs say, copied by hand (rm_wire_ref.h) */
+		rm_ref_part_in(&want, &s.part[i]);
+		CU_ASSERT_EQUAL(memcmp(&wb->parts[i], &want, sizeof(want)), 0);
+		CU_ASSERT_STRING_EQUAL(wb->parts[i].comm, s.part[i].comm);
 	}
-	CU_ASSERT_EQUAL_FATAL(d->batch->n_windows, 2);
+	CU_ASSERT_EQUAL_FATAL(wb->n_windows, 2);
 	for (i = 0; i < 2; i++) {
-		const Rametr__WindowTotals *a = d->batch->windows[i], *b = &s.win[i];
+		struct rm_totals want;
 
-		CU_ASSERT_EQUAL(a->win, b->win);
-		CU_ASSERT_EQUAL(a->busy_ns, b->busy_ns);
-		CU_ASSERT_EQUAL(a->unseg_cpu_ns, b->unseg_cpu_ns);
-		CU_ASSERT_EQUAL(a->rx_bytes, b->rx_bytes);
-		CU_ASSERT_EQUAL(a->tx_bytes, b->tx_bytes);
-		CU_ASSERT_EQUAL(a->disk_read, b->disk_read);
-		CU_ASSERT_EQUAL(a->disk_write, b->disk_write);
-		CU_ASSERT_EQUAL(a->unseg_rx, b->unseg_rx);
-		CU_ASSERT_EQUAL(a->unseg_tx, b->unseg_tx);
-		CU_ASSERT_EQUAL(a->unseg_disk_read, b->unseg_disk_read);
-		CU_ASSERT_EQUAL(a->unseg_disk_write, b->unseg_disk_write);
-		CU_ASSERT_EQUAL(a->lost_ns, b->lost_ns);
-		CU_ASSERT_EQUAL(a->dropped_parts, b->dropped_parts);
-		CU_ASSERT_EQUAL(a->capacity_ns, b->capacity_ns);
-		CU_ASSERT_EQUAL(a->idle_ns, b->idle_ns);
+		rm_ref_totals_in(&want, &s.win[i]);
+		CU_ASSERT_EQUAL(memcmp(&wb->windows[i], &want, sizeof(want)), 0);
 	}
-	CU_ASSERT_EQUAL_FATAL(d->batch->n_acked_commands, 2);
-	CU_ASSERT_EQUAL(d->batch->acked_commands[0], 11);
-	CU_ASSERT_EQUAL(d->batch->acked_commands[1], 12);
+	CU_ASSERT_EQUAL_FATAL(wb->n_acked_commands, 2);
+	CU_ASSERT_EQUAL(wb->acked_commands[0], 11);
+	CU_ASSERT_EQUAL(wb->acked_commands[1], 12);
 	rm_wire_free(d);
 	/* the seq is found without decoding */
 	{
@@ -427,29 +381,41 @@ static int decode_any(const uint8_t *buf, size_t len)
 
 	err[0] = 'x';
 	rv = rm_wire_decode(buf, len, &d, err, sizeof(err));
-	{
-		/* the fast path for batches and protobuf-c agree on every input */
-		Rametr__Envelope *ds = NULL;
-		uint8_t *e1 = NULL, *e2 = NULL;
-		size_t n1 = 0, n2 = 0;
-		char err2[256];
-		int rv2;
+	if (rv == RM_OK && rm_wire_batch(d)) {
+		/* a batch protobuf-c can read too, with the same parts and windows (rm_wire_ref.h) */
+		const struct rm_wbatch *wb = rm_wire_batch(d);
+		Rametr__Envelope *u = rametr__envelope__unpack(NULL, len, buf);
+		size_t i, differ = 0;
 
-		rm_wire_set_slow(1);
-		rv2 = rm_wire_decode(buf, len, &ds, err2, sizeof(err2));
-		rm_wire_set_slow(0);
-		CU_ASSERT_EQUAL(rv, rv2);
-		CU_ASSERT_STRING_EQUAL(err, err2);
-		if (rv == RM_OK && rv2 == RM_OK) {
-			CU_ASSERT_EQUAL(rm_wire_encode(d, &e1, &n1), RM_OK);
-			CU_ASSERT_EQUAL(rm_wire_encode(ds, &e2, &n2), RM_OK);
-			CU_ASSERT(n1 == n2 && e1 && e2 && memcmp(e1, e2, n1) == 0);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(u);
+		CU_ASSERT_EQUAL_FATAL(u->body_case, RAMETR__ENVELOPE__BODY_BATCH);
+		CU_ASSERT_EQUAL_FATAL(u->batch->n_parts, wb->n_parts);
+		CU_ASSERT_EQUAL_FATAL(u->batch->n_windows, wb->n_windows);
+		CU_ASSERT_EQUAL(u->batch->seq, wb->seq);
+		CU_ASSERT_STRING_EQUAL(u->batch->node, wb->node);
+		for (i = 0; i < wb->n_parts; i++) {
+			struct rm_wpart want, again;
+			uint8_t pb[512];
+			size_t n = rm_part_size(&wb->parts[i]);
+
+			rm_ref_part_in(&want, u->batch->parts[i]);
+			differ += memcmp(&want, &wb->parts[i], sizeof(want)) != 0;
+			/* and re-encodes to a part that decodes the same */
+			CU_ASSERT_FATAL(n <= sizeof(pb));
+			rm_part_put(pb, &wb->parts[i]);
+			differ += rm_part_decode(&again, pb, n, i, err, sizeof(err)) != RM_OK ||
+				  memcmp(&again, &wb->parts[i], sizeof(again)) != 0;
 		}
-		free(e1);
-		free(e2);
-		rm_wire_free(ds);
-	}
-	if (rv == RM_OK) {
+		for (i = 0; i < wb->n_windows; i++) {
+			struct rm_totals want;
+
+			rm_ref_totals_in(&want, u->batch->windows[i]);
+			differ += memcmp(&want, &wb->windows[i], sizeof(want)) != 0;
+		}
+		CU_ASSERT_EQUAL(differ, 0);
+		rametr__envelope__free_unpacked(u, NULL);
+		rm_wire_free(d);
+	} else if (rv == RM_OK) {
 		CU_ASSERT_PTR_NOT_NULL_FATAL(d);
 		CU_ASSERT_STRING_EQUAL(err, "");
 		/* whatever decodes must re-encode and decode again */
@@ -633,7 +599,7 @@ static void test_budget(void)
 	CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_OK);
 	CU_ASSERT_PTR_NOT_NULL(d);
 	if (d)
-		CU_ASSERT_EQUAL(d->batch->n_parts, 50000);
+		CU_ASSERT_EQUAL(rm_wire_batch(d)->n_parts, 50000);
 	rm_wire_free(d);
 	free(buf);
 	free(parts);
@@ -970,7 +936,77 @@ static void test_check_node(void)
 	CU_ASSERT_STRING_EQUAL(err, "node name has non-printable byte 0x09 at offset 1");
 }
 
+/* Batches with hostile parts: refused as a whole, with the seq when the bytes decode. */
+static void test_batch_hostile(void)
+{
+	struct sample s;
+	Rametr__Envelope *d = NULL;
+	uint8_t *buf, *b2;
+	size_t len, n, i;
+	uint64_t seq = 0;
+	char err[256];
+
+	sample_init(&s);
+	CU_ASSERT_EQUAL_FATAL(rm_wire_encode(&s.env, &buf, &len), RM_OK);
+	/* cut anywhere: never accepted with parts missing unless cut at a field's end of the envelope */
+	for (n = 1; n < len; n++) {
+		int rv = rm_wire_decode(buf, n, &d, err, sizeof(err));
+
+		CU_ASSERT(rv == RM_EPROTO || rv == RM_EVERSION);
+		CU_ASSERT_PTR_NULL(d);
+	}
+	/* the batch given twice, or beside a hello: refused */
+	b2 = malloc(2 * len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b2);
+	memcpy(b2, buf, len);
+	memcpy(b2 + len, buf, len);
+	CU_ASSERT_EQUAL(rm_wire_decode(b2, 2 * len, &d, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT(strstr(err, "malformed message") != NULL);
+	{
+		Rametr__Envelope he;
+		Rametr__Hello h;
+		uint8_t *hb;
+		size_t hl;
+
+		hello_init(&he, &h);
+		CU_ASSERT_EQUAL_FATAL(rm_wire_encode(&he, &hb, &hl), RM_OK);
+		CU_ASSERT_FATAL(hl <= len);
+		memcpy(b2, hb, hl);
+		memcpy(b2 + hl, buf, len);
+		CU_ASSERT_EQUAL(rm_wire_decode(b2, hl + len, &d, err, sizeof(err)), RM_EPROTO);
+		free(hb);
+	}
+	free(b2);
+	free(buf);
+	/* a part breaking a rule: refused with the reason, its seq known */
+	s.part[1].win = 0;
+	CU_ASSERT_EQUAL_FATAL(rm_wire_encode(&s.env, &buf, &len), RM_OK);
+	CU_ASSERT_EQUAL(rm_wire_decode_seq(buf, len, &d, &seq, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "part 1: win 0");
+	CU_ASSERT_EQUAL(seq, 7);
+	free(buf);
+	/* ... after the header's: the header's reason first */
+	s.batch.instance = 0;
+	CU_ASSERT_EQUAL_FATAL(rm_wire_encode(&s.env, &buf, &len), RM_OK);
+	CU_ASSERT_EQUAL(rm_wire_decode(buf, len, &d, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "batch has instance 0");
+	free(buf);
+	/* a part whose bytes do not decode (its win as bytes): the message is malformed */
+	sample_init(&s);
+	CU_ASSERT_EQUAL_FATAL(rm_wire_encode(&s.env, &buf, &len), RM_OK);
+	for (i = 0; i + 6 <= len; i++) /* part 0's win: field 2, varint 1700000000 */
+		if (memcmp(buf + i, "\x10\x80\xe2\xcf\xaa\x06", 6) == 0)
+			break;
+	CU_ASSERT_FATAL(i + 6 <= len);
+	buf[i] = 0x12; /* win as bytes, of a length beyond the part: it does not decode */
+	CU_ASSERT_EQUAL(rm_wire_decode_seq(buf, len, &d, &seq, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT(strstr(err, "malformed message") != NULL);
+	CU_ASSERT_PTR_NULL(d);
+	free(buf);
+}
+
 static CU_TestInfo cases[] = {
+	{ "batches with hostile parts are refused", test_batch_hostile },
 	{ "round trip of a batch", test_roundtrip_batch },
 	{ "round trip of a hello", test_roundtrip_hello },
 	{ "round trip of acks of every status", test_roundtrip_ack },

@@ -18,21 +18,32 @@
 #   collector  the collector's own CPU (utime+stime) and peak RSS while the
 #              eBPF backend handles a known segment rate (bench_pingpong);
 #              the rate achieved is counted from the stored bytes
+#   overhead   one line per load on stdout, `overhead: <load>
+#              hooks_cpu_per_request_pct=<x> server=<name>`: the full hooks' CPU
+#              per request (BPF run-time statistics, net of the empty hooks')
+#              over the server's own CPU per request measured detached (its
+#              processes' /proc, the macro rounds' median); and the untraced
+#              context switch's and the traced socket syscall's added ns (micro)
 # Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
+#                         [--cpu-slices] [--json FILE]
+# --cpu-slices: the collector (and the benchmarks' hooks) with that option.
+# --json FILE: the whole table, the overhead lines and the load average as JSON.
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
 # load shorter). A full run takes about 6 minutes (8 with --rounds 15), --quick about 2.
 # Servers, ports, configs and the database live in DIR (default: a new
 # /tmp/rametr-bench.XXXX, kept); nothing is left running.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-quick=0 rounds=7 rounds_set=0 out= skip_micro=0
+quick=0 rounds=7 rounds_set=0 out= skip_micro=0 json= col_opts=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1; shift ;;
 	--rounds) rounds=$2 rounds_set=1; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--skip-micro) skip_micro=1; shift ;;
-	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+	--cpu-slices) col_opts+=(--cpu-slices); shift ;;
+	--json) json=$2; shift 2 ;;
+	-h|--help) sed -n '2,34p' "$0"; exit 0 ;;
 	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -103,14 +114,14 @@ wait_log() { # file pattern pid seconds [lines with pattern already there]
 }
 calc() { awk "BEGIN { printf \"%.${2:-2}f\", ($1) }"; }
 sgn() { awk "BEGIN { printf \"%+.1f\", ($1) }"; }
-rows=()
+rows=() ovh=()
 row() { rows+=("$1|$2|$3|$4"); }   # figure value target met
 met() { awk "BEGIN { exit !($1) }" && echo yes || echo NO; }
 
 # ---------------------------------------------------------------- micro
 if [ $skip_micro = 0 ]; then
 	echo "== micro: build/bench/bench_syscall" >&2
-	"$B/bench/bench_syscall" >"$out/micro.txt" 2>&1 || { cat "$out/micro.txt" >&2; echo "bench: bench_syscall failed" >&2; exit 1; }
+	"$B/bench/bench_syscall" "${col_opts[@]}" >"$out/micro.txt" 2>&1 || { cat "$out/micro.txt" >&2; echo "bench: bench_syscall failed" >&2; exit 1; }
 	cat "$out/micro.txt" >&2
 	# lines ending in: detached attached added ratio (numbers); the name before them
 	nrows=${#rows[@]}
@@ -119,6 +130,17 @@ if [ $skip_micro = 0 ]; then
 	done < <(awk 'NF >= 5 && $(NF-3) ~ /^[0-9.]+$/ && $(NF-2) ~ /^[0-9.]+$/ && $(NF-1) ~ /^[-+]?[0-9.]+$/ && $NF ~ /^[0-9.]+$/ {
 		n = $1; for (i = 2; i <= NF - 4; i++) n = n " " $i; print n "|" $(NF-1) "|" $NF }' "$out/micro.txt")
 	[ ${#rows[@]} -gt $nrows ] || row "micro: no figure lines recognised (see $out/micro.txt)" "-" "-" "NO"
+	micro_added() { awk -v l="$1" 'index($0, l) == 1 { print $(NF-1) + 0 }' "$out/micro.txt"; }
+	cs_added=$(micro_added "context switch (pipe ping-pong)")
+	sock_added=$(micro_added "traced socket syscall")
+	if [ -n "$cs_added" ]; then
+		ovh+=("untraced_context_switch_added_ns=$cs_added")
+		row "overhead: untraced context switch, ns added" "$cs_added" "<= 10" "$(met "$cs_added <= 10")"
+	fi
+	if [ -n "$sock_added" ]; then
+		ovh+=("traced_socket_syscall_added_ns=$sock_added")
+		row "overhead: traced socket syscall, ns added" "$sock_added" "<= 150" "$(met "$sock_added <= 150")"
+	fi
 fi
 
 # ---------------------------------------------------------------- servers
@@ -189,7 +211,7 @@ start_collector() { # log (appended to: wait for this run's line, not an earlier
 	local before
 	before=$(grep -c "ebpf backend attached" "$1" 2>/dev/null) || true
 	"$B/collector/rametr-collector" --aggregator "ipc://$out/agg.ipc" --node "$node" \
-		--spool "$out/spool" >>"$1" 2>&1 &
+		--spool "$out/spool" "${col_opts[@]}" >>"$1" 2>&1 &
 	col=$!; pids+=($col)
 	wait_log "$1" "ebpf backend attached" "$col" 20 "${before:-0}" || { cat "$1" >&2; echo "bench: collector did not attach" >&2; exit 1; }
 }
@@ -208,7 +230,7 @@ redis_load() { redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t g
 nginx_load() { wrk -t1 -c50 -d"${wrk_s}s" --latency "http://127.0.0.1:$nport/index.html"; }
 # bench_attach ARGS... in the background, logging to LOG, until attached: start_attach LOG [ARG...] (sets hooks)
 start_attach() {
-	"$B/bench/bench_attach" "${@:2}" >"$1" 2>&1 &
+	"$B/bench/bench_attach" "${@:2}" "${col_opts[@]}" >"$1" 2>&1 &
 	hooks=$!; pids+=($hooks)
 	wait_log "$1" "attach: ready" $hooks 20 || { cat "$1" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
 }
@@ -358,10 +380,21 @@ for s in redis nginx; do
 		else
 			vals+=", $st +$(calc "$ns_req - $empty" 0)"
 		fi
-		[ $st = full ] && { runs_req=$(calc "$hruns / $nreq" 2); full_net=$(calc "$ns_req - $empty" 0); }
+		[ $st = full ] && { runs_req=$(calc "$hruns / $nreq" 2); full_net=$(calc "$ns_req - $empty" 0); full_gross=$ns_req; }
 	done
 	row "$s: kernel hook runs per request; hook CPU per request by stage, ns (stages cumulative, net of the empty hooks')" "$runs_req runs; $vals" "-" "-"
 	row "$s: the full hooks' CPU per request (net) / the machine's busy CPU per request detached" "$full_net ns / $cpu_req ns = $(calc "$full_net * 100 / $cpu_req" 1)%" "-" "-"
+	# against the server's own CPU per request, detached (its processes, the macro rounds' median)
+	if [ $s = redis ]; then srv_req=$(med "${r_srv[0]}") lg_req=$(med "${r_lg[0]}") srv_name=redis-server
+	else srv_req=$(med "${n_srv[0]}") lg_req=$(med "${n_lg[0]}") srv_name=nginx; fi
+	pct=$(calc "$full_net * 100 / $srv_req" 2)
+	ovh+=("$s hooks_cpu_per_request_pct=$pct server=$srv_name")
+	row "overhead: $s: the full hooks' CPU per request, net (gross: with the empty hooks') / $srv_name's own CPU per request detached" \
+		"$full_net ns ($full_gross ns) / $(calc "$srv_req" 0) ns = $pct% ($(calc "$full_gross * 100 / $srv_req" 2)%)" "<= 1.5%" "$(met "$pct <= 1.5")"
+	# the statistics are per program, not per process: the hooks above ran for
+	# the load generator's sockets too; against both processes' CPU
+	row "$s: the same hooks' CPU per request / the CPU per request of $srv_name and its load generator together, detached" \
+		"$full_net ns / $(calc "$srv_req + $lg_req" 0) ns = $(calc "$full_net * 100 / ($srv_req + $lg_req)" 2)%" "-" "-"
 done
 
 # ---------------------------------------------------------------- collector CPU and memory at a known segment rate
@@ -434,8 +467,10 @@ stop $agg
 pids=()
 
 # ---------------------------------------------------------------- table
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+for o in "${ovh[@]}"; do echo "overhead: $o"; done
 echo
-echo "Rametr collector overhead ($(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(uname -r); $([ $quick = 1 ] && echo quick || echo full) run, $rounds rounds; files in $out)"
+echo "Rametr collector overhead ($(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(uname -r); $([ $quick = 1 ] && echo quick || echo full) run, $rounds rounds; collector options: ${col_opts[*]:-none}; load average $load; files in $out)"
 echo
 echo "| figure | value | target | met? |"
 echo "|---|---|---|---|"
@@ -443,3 +478,20 @@ for x in "${rows[@]}"; do
 	IFS='|' read -r f v t m <<<"$x"
 	echo "| $f | $v | $t | $m |"
 done
+if [ -n "$json" ]; then
+	# the table and the overhead lines as JSON (jq builds it: strings escaped)
+	{ printf '%s\n' "${rows[@]}"; } | jq -R -s \
+		--arg date "$(date -u +%Y-%m-%dT%H:%MZ)" --arg kernel "$(uname -r)" --arg load "$load" \
+		--arg opts "${col_opts[*]:-}" --argjson quick "$quick" --argjson rounds "$rounds" \
+		--arg ovh "$(printf '%s\n' "${ovh[@]}")" '
+		def kv: split(" ") | map(select(length > 0) | capture("^(?<k>[^=]+)=(?<v>.*)$")
+			| { (.k): (.v | tonumber? // .) }) | add;
+		{ date: $date, kernel: $kernel, load_average: $load, collector_options: $opts, quick: ($quick == 1),
+		  rounds: $rounds,
+		  rows: (split("\n") | map(select(length > 0) | split("|")
+			| { figure: .[0], value: .[1], target: .[2], met: .[3] })),
+		  overhead: ($ovh | split("\n") | map(select(length > 0)
+			| if test("^[a-z]+ hooks_cpu") then ({ load: split(" ")[0] } + (sub("^[a-z]+ "; "") | kv))
+			  else kv end)) }' >"$json" || { echo "bench: failed to write '$json'" >&2; exit 1; }
+	echo "(JSON: $json)"
+fi

@@ -127,26 +127,35 @@ static const char *const st_stmt_sql[ST_S_COUNT] = {
 		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_S_HELD_RESOLVE] = "UPDATE held SET dist = ?2 WHERE id = ?1",
 	[ST_S_HELD_DELETE] = "DELETE FROM held WHERE id = ?1",
+	/* a write's buckets in one statement each: ?1..?4 = its 1 min, 1 h,
+	 * 1 day and calendar month buckets, ?5 server, ?6 resource, ?7 CE or
+	 * reason, ?8 value, ?9 capacity */
 	[ST_S_R_USAGE] =
 		"INSERT INTO r_usage (step, win_start, server, resource, ce, value) "
-		"VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET value = value + excluded.value",
+		"VALUES (60000000000, ?1, ?5, ?6, ?7, ?8), (3600000000000, ?2, ?5, ?6, ?7, ?8), "
+		"(86400000000000, ?3, ?5, ?6, ?7, ?8), (-1, ?4, ?5, ?6, ?7, ?8) "
+		"ON CONFLICT DO UPDATE SET value = value + excluded.value",
 	[ST_S_R_UNACCT] =
 		"INSERT INTO r_unacct (step, win_start, server, resource, reason, value) "
-		"VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET value = value + excluded.value",
+		"VALUES (60000000000, ?1, ?5, ?6, ?7, ?8), (3600000000000, ?2, ?5, ?6, ?7, ?8), "
+		"(86400000000000, ?3, ?5, ?6, ?7, ?8) ON CONFLICT DO UPDATE SET value = value + excluded.value",
 	[ST_S_R_TOTAL] =
 		"INSERT INTO r_total (step, win_start, server, resource, value, capacity) "
-		"VALUES (?1, ?2, ?3, ?4, ?6, ?7) ON CONFLICT DO UPDATE SET "
+		"VALUES (60000000000, ?1, ?5, ?6, ?8, ?9), (3600000000000, ?2, ?5, ?6, ?8, ?9), "
+		"(86400000000000, ?3, ?5, ?6, ?8, ?9), (-1, ?4, ?5, ?6, ?8, ?9) ON CONFLICT DO UPDATE SET "
 		"value = value + excluded.value, capacity = capacity + excluded.capacity",
 	[ST_S_R_SPLIT] =
-		"INSERT INTO r_split (step, win_start, server, parts) VALUES (?1, ?2, ?3, ?6) "
+		"INSERT INTO r_split (step, win_start, server, parts) VALUES (60000000000, ?1, ?5, ?8), "
+		"(3600000000000, ?2, ?5, ?8), (86400000000000, ?3, ?5, ?8) "
 		"ON CONFLICT DO UPDATE SET parts = parts + excluded.parts",
 	[ST_S_C_USAGE] =
 		"INSERT INTO r_ce_usage (step, win_start, resource, ce, value) "
-		"VALUES (?1, ?2, ?4, ?5, ?6) "
-		"ON CONFLICT DO UPDATE SET value = value + excluded.value",
+		"VALUES (60000000000, ?1, ?6, ?7, ?8), (3600000000000, ?2, ?6, ?7, ?8), "
+		"(86400000000000, ?3, ?6, ?7, ?8) ON CONFLICT DO UPDATE SET value = value + excluded.value",
 	[ST_S_C_TOTAL] =
 		"INSERT INTO r_ce_total (step, win_start, resource, value, capacity) "
-		"VALUES (?1, ?2, ?4, ?6, ?7) ON CONFLICT DO UPDATE SET "
+		"VALUES (60000000000, ?1, ?6, ?8, ?9), (3600000000000, ?2, ?6, ?8, ?9), "
+		"(86400000000000, ?3, ?6, ?8, ?9) ON CONFLICT DO UPDATE SET "
 		"value = value + excluded.value, capacity = capacity + excluded.capacity",
 	[ST_S_SP_BEGIN] = "SAVEPOINT st_write",
 	[ST_S_SP_RELEASE] = "RELEASE st_write",
@@ -258,6 +267,12 @@ int st_open(st_db **out, const char *path, unsigned flags)
 	if ((rv = st_schema_migrate(db->h, path, ST_SCHEMA_VERSION, readonly, &db->version)) != 0)
 		goto fail;
 	db->version = ST_SCHEMA_VERSION;
+	/* A write and its buckets run in a savepoint whose journal holds the
+	 * pages they touch (about 15, 60 KiB); SQLite moves such a journal to
+	 * a temporary file past 64 KiB, which halved the write rate. Kept in
+	 * memory (after the migration, whose sorts may be large). */
+	if (!readonly && (rv = st_pragma(db, "PRAGMA temp_store = MEMORY", NULL)) != 0)
+		goto fail;
 
 	for (i = 0; i < ST_S_COUNT; i++) {
 		if (readonly && i != ST_S_PEER_GET && i != ST_S_NODE_GET)

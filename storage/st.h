@@ -66,7 +66,7 @@ const char *st_resource_unit(enum st_resource r);
 #define ST_NAME_MAX 63    /* server, CE and node names */
 #define ST_REASON_MAX 31  /* reasons of unaccountable usage */
 #define ST_BUSY_TIMEOUT_MS 5000
-#define ST_SCHEMA_VERSION 7 /* schema version this code creates and reads */
+#define ST_SCHEMA_VERSION 8 /* schema version this code creates and reads */
 
 #define ST_OPEN_READONLY 0x1
 
@@ -176,7 +176,8 @@ int st_add_total(st_db *db, const char *server, int64_t win_start_ns, int64_t wi
  *
  * The range is answered from the coarsest series (st_rollup.h) whose
  * buckets fit it exactly, the edges from finer series, so the sums are
- * those of the stored windows. Where retention deleted the finer rows of a
+ * those of the stored windows (st_query_usage: whole calendar months from
+ * the month series). Where retention deleted the finer rows of a
  * part, the buckets that start in it are used. per_window rows are the
  * windows of the finest series still holding each part (buckets of
  * win_len = their step where the windows were deleted). */

@@ -6,6 +6,7 @@
  * and the unexplained residual are derived per group and the rows sorted
  * as st.h documents. Owns the hash tables of one query.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,13 +37,47 @@ struct st_names {
 	size_t n, cap;
 };
 
+/* One interned name and its rank among all of them in strcmp order (set
+ * by st_rank_names, for sorting rows without comparing strings). */
+struct st_name {
+	uint32_t rank;
+	char s[];
+};
+
+static struct st_name *st_name_of(const char *s)
+{
+	return (struct st_name *)(void *)((char *)(uintptr_t)s - offsetof(struct st_name, s));
+}
+
 static void st_names_free(struct st_names *a)
 {
 	size_t i;
 
 	for (i = 0; i < a->n; i++)
-		free(a->s[i]);
+		free(st_name_of(a->s[i]));
 	free(a->s);
+}
+
+static int st_strp_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Ranks every interned name: RM_OK or RM_ENOMEM. */
+static int st_rank_names(const struct st_names *a)
+{
+	char **v = a->n ? malloc(a->n * sizeof(*v)) : NULL;
+	size_t i;
+
+	if (a->n && !v)
+		return RM_ENOMEM;
+	if (a->n)
+		memcpy(v, a->s, a->n * sizeof(*v));
+	qsort(v, a->n, sizeof(*v), st_strp_cmp);
+	for (i = 0; i < a->n; i++)
+		st_name_of(v[i])->rank = (uint32_t)i;
+	free(v);
+	return RM_OK;
 }
 
 /* The interned copy of s (hashed through a tiny open table kept in a->s
@@ -93,8 +128,16 @@ static const char *st_intern(struct st_intern *in, const char *s)
 		in->all.s = v;
 		in->all.cap = cap;
 	}
-	if (!(in->all.s[in->all.n] = strdup(s)))
-		return NULL;
+	{
+		size_t len = strlen(s) + 1;
+		struct st_name *nm = malloc(sizeof(*nm) + len);
+
+		if (!nm)
+			return NULL;
+		nm->rank = 0;
+		memcpy(nm->s, s, len);
+		in->all.s[in->all.n] = nm->s;
+	}
 	in->slot[j] = in->all.s[in->all.n];
 	return in->all.s[in->all.n++];
 }
@@ -250,30 +293,76 @@ overflow:
 	return RM_ESQL;
 }
 
-/* Output order: server, resource, ws, wl, keyed rows before the group
- * row, value descending, key. */
-static int st_row_cmp(const void *pa, const void *pb)
-{
-	const struct st_row *a = pa, *b = pb;
-	int c, av, bv;
+/* The sort key of an output row: server, resource, ws, wl, keyed rows
+ * before the group row, value descending, key (names by rank). */
+struct st_ord {
+	uint32_t srank, krank;
+	int res, isv;
+	int64_t ws, wl;
+	uint64_t value;
+	size_t idx; /* the row */
+};
 
-	if ((c = strcmp(a->server, b->server)) != 0)
-		return c;
-	if (a->resource != b->resource)
-		return a->resource < b->resource ? -1 : 1;
-	if (a->win_start_ns != b->win_start_ns)
-		return a->win_start_ns < b->win_start_ns ? -1 : 1;
-	if (a->win_len_ns != b->win_len_ns)
-		return a->win_len_ns < b->win_len_ns ? -1 : 1;
-	av = !strcmp(a->ce, ST_CE_UNACCOUNTABLE) || !strcmp(a->reason, ST_REASON_UNEXPLAINED);
-	bv = !strcmp(b->ce, ST_CE_UNACCOUNTABLE) || !strcmp(b->reason, ST_REASON_UNEXPLAINED);
-	if (av != bv)
-		return av ? 1 : -1;
+static int st_ord_cmp(const void *pa, const void *pb)
+{
+	const struct st_ord *a = pa, *b = pb;
+
+	if (a->srank != b->srank)
+		return a->srank < b->srank ? -1 : 1;
+	if (a->res != b->res)
+		return a->res < b->res ? -1 : 1;
+	if (a->ws != b->ws)
+		return a->ws < b->ws ? -1 : 1;
+	if (a->wl != b->wl)
+		return a->wl < b->wl ? -1 : 1;
+	if (a->isv != b->isv)
+		return a->isv ? 1 : -1;
 	if (a->value != b->value)
 		return a->value > b->value ? -1 : 1;
-	if ((c = strcmp(a->ce, b->ce)) != 0)
-		return c;
-	return strcmp(a->reason, b->reason);
+	return a->krank < b->krank ? -1 : a->krank > b->krank;
+}
+
+/* Puts out[0..n) in the output order; names[i] = the server and key (NULL
+ * for a group row) of out[i]. RM_OK or RM_ENOMEM (out unchanged). */
+static int st_sort_rows(struct st_names *in, struct st_row **out, const char *(*names)[2], size_t n)
+{
+	struct st_ord *o = malloc(n * sizeof(*o));
+	struct st_row tmp;
+	size_t i, j, k;
+
+	if (!o || st_rank_names(in) != RM_OK) {
+		free(o);
+		return RM_ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		const struct st_row *r = &(*out)[i];
+
+		o[i].srank = st_name_of(names[i][0])->rank;
+		o[i].krank = names[i][1] ? st_name_of(names[i][1])->rank : 0;
+		o[i].res = (int)r->resource;
+		o[i].isv = !names[i][1];
+		o[i].ws = r->win_start_ns;
+		o[i].wl = r->win_len_ns;
+		o[i].value = r->value;
+		o[i].idx = i;
+	}
+	qsort(o, n, sizeof(*o), st_ord_cmp);
+	/* row i goes where o says, in place, cycle by cycle (a used place's
+	 * idx becomes SIZE_MAX) */
+	for (i = 0; i < n; i++) {
+		if (o[i].idx == SIZE_MAX)
+			continue;
+		tmp = (*out)[i];
+		for (j = i; o[j].idx != i; j = k) {
+			k = o[j].idx;
+			(*out)[j] = (*out)[k];
+			o[j].idx = SIZE_MAX;
+		}
+		(*out)[j] = tmp;
+		o[j].idx = SIZE_MAX;
+	}
+	free(o);
+	return RM_OK;
 }
 
 static uint64_t st_pos(int64_t v)
@@ -323,6 +412,7 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 			    .all_servers = mode == ST_AGG_USAGE_ALL };
 	struct st_map all = { 0 }, *groups = &a.group;
 	struct st_row *out = NULL;
+	const char *(*names)[2] = NULL; /* per row of out: its server and key (NULL: group row) */
 	size_t i, no = 0, cap;
 	int want_ce = 1, want_v = 1, rv = RM_OK, t;
 
@@ -349,7 +439,7 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 			want_v = 0;
 	}
 	cap = a.keyed.n + groups->n;
-	if (cap && !(out = calloc(cap, sizeof(*out)))) {
+	if (cap && (!(out = calloc(cap, sizeof(*out))) || !(names = malloc(cap * sizeof(*names))))) {
 		rv = RM_ENOMEM;
 		rm_log_error("failed to query '%s': %s", db->path, rm_strerror(rv));
 		goto done;
@@ -361,6 +451,8 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 
 		if (unacct ? (c->has != 4 || c->sum == 0) : (c->has != 1 || !want_ce || (q->ce && strcmp(c->key, q->ce))))
 			continue;
+		names[no][0] = g->server;
+		names[no][1] = c->key;
 		r = &out[no++];
 		st_fill(r, g);
 		if (unacct)
@@ -376,6 +468,8 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 
 		if (unacct ? 0 : (!want_v || !(g->has & 3)))
 			continue;
+		names[no][0] = g->server;
+		names[no][1] = NULL;
 		if (a.all_servers) {
 			r = &out[no++];
 			st_fill(r, g);
@@ -401,9 +495,10 @@ int st_agg_query(st_db *db, const struct st_query *q, int64_t step, int mode,
 		r->residual = res;
 		r->value = st_pos(res);
 	}
-	if (no)
-		qsort(out, no, sizeof(*out), st_row_cmp);
+	if (no > 1 && (rv = st_sort_rows(&a.in.all, &out, names, no)) != RM_OK)
+		rm_log_error("failed to query '%s': %s", db->path, rm_strerror(rv));
 done:
+	free(names);
 	st_map_free(&a.keyed);
 	st_map_free(&a.group);
 	st_map_free(&all);

@@ -23,12 +23,12 @@ enum st_stmt {
 	ST_S_HELD_PUT,
 	ST_S_HELD_RESOLVE,
 	ST_S_HELD_DELETE,
-	/* the same writes into a bucket of a rolled-up series (?1 = step) */
+	/* the same writes into their buckets of the rolled-up series (st_rollup_add) */
 	ST_S_R_USAGE,
 	ST_S_R_UNACCT,
 	ST_S_R_TOTAL,
 	ST_S_R_SPLIT,
-	/* usage and totals into the 1 day series summed over servers */
+	/* usage and totals into the series summed over servers */
 	ST_S_C_USAGE,
 	ST_S_C_TOTAL,
 	/* the savepoint around a window's write and its buckets' */
@@ -53,6 +53,8 @@ struct st_db {
 struct st_series_map {
 	int64_t rolled[ST_SERIES_COUNT];
 	int64_t kept[ST_SERIES_COUNT];
+	int64_t month_kept; /* the month series (row ST_SERIES_COUNT of table series; never
+			     * deleted by retention): complete from here on */
 };
 
 /* The latest window start of any table (*found = 0: no window): RM_OK or
@@ -83,6 +85,7 @@ struct st_seg {
 	int64_t lo, hi;
 };
 #define ST_SEG_MAX 64
+#define ST_SEG_MONTH ST_SERIES_COUNT /* series of a segment read from the calendar months */
 
 /*
  * The segments that answer [since, until) (st_rollup.c, pure):
@@ -96,8 +99,17 @@ struct st_seg {
 size_t st_cover(const struct st_series_map *m, int64_t since, int64_t until, int64_t step_ns,
 		int finest, struct st_seg *out);
 
+/* The step stored with the rows of the calendar month series (r_usage and
+ * r_total only; win_start = the month's first ns, UTC). */
+#define ST_STEP_MONTH (-1)
+
+/* The start (Unix ns, UTC) of the month `add` (0 or 1) months after the
+ * month holding ns; saturates at the int64 limits. Pure. */
+int64_t st_month_start(int64_t ns, int add);
+
 /* Adds a write (window start `start`) to its bucket in every rolled-up
- * series. which: ST_S_USAGE, ST_S_UNACCT (key = CE or reason), ST_S_TOTAL
+ * series (usage and totals also to their calendar month and to every
+ * series summed over servers). which: ST_S_USAGE, ST_S_UNACCT (key = CE or reason), ST_S_TOTAL
  * (value, cap), ST_S_SPLIT (value = parts; r unused). Call in the
  * savepoint of the window's write. RM_OK or st_sql_err's code. */
 int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t start,

@@ -134,8 +134,19 @@ static void st_src(struct st_sb *b, enum st_tab t, const struct st_query *q,
 	for (i = 0; i < nseg; i++) {
 		int64_t step = st_series_step((enum st_series)seg[i].series);
 
-		if (all && seg[i].series == ST_SERIES_1D && (t == ST_T_USAGE || t == ST_T_TOTAL)) {
-			/* the day series summed over servers (server "") */
+		if (seg[i].series == ST_SEG_MONTH) {
+			/* whole calendar months (usage and totals per server only) */
+			assert(!all && (t == ST_T_USAGE || t == ST_T_TOTAL));
+			st_sb_add(b, "%sSELECT server, resource, win_start, 0 AS win_len, %s FROM r_%s "
+				     "WHERE step = %d AND win_start >= %lld AND win_start < %lld%s%s",
+				  i ? " UNION ALL " : "", st_tab_cols[t], st_tab_name[t], ST_STEP_MONTH,
+				  (long long)seg[i].lo, (long long)seg[i].hi,
+				  q->server ? " AND server = :server" : "",
+				  q->resource >= 0 ? " AND resource = :res" : "");
+			continue;
+		}
+		if (all && seg[i].series != ST_SERIES_1S && (t == ST_T_USAGE || t == ST_T_TOTAL)) {
+			/* a rolled-up series summed over servers (server "") */
 			st_sb_add(b, "%sSELECT '' AS server, resource, win_start, step AS win_len, %s "
 				     "FROM r_ce_%s WHERE step = %lld AND win_start >= %lld AND win_start < %lld%s",
 				  i ? " UNION ALL " : "", st_tab_cols[t], st_tab_name[t], (long long)step,
@@ -185,6 +196,43 @@ static int st_segments(st_db *db, const struct st_query *q, int64_t step_ns, enu
 	if (found && until > last)
 		until = INT64_MAX;
 	*nseg = st_cover(&m, q->since_ns, until, g == ST_G_STEP ? step_ns : 0, finest, seg);
+	return RM_OK;
+}
+
+static int64_t st_max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* As st_segments for a sum over the range (ST_G_RANGE) of usage and totals
+ * per server: the whole calendar months inside the range come from the
+ * month series (one row per server, resource and CE a month), the rest as
+ * st_segments would read it. */
+static int st_segments_months(st_db *db, const struct st_query *q, struct st_seg *seg, size_t *nseg)
+{
+	struct st_series_map m;
+	int64_t until = q->until_ns, last, m0, m1;
+	int rv, found;
+
+	if ((rv = st_series_load(db, &m)) != 0 || (rv = st_last_start(db, &last, &found)) != 0)
+		return rv;
+	if (found && until > last)
+		until = INT64_MAX;
+	m0 = st_month_start(st_max64(q->since_ns, m.month_kept), 0);
+	if (m0 < q->since_ns || m0 < m.month_kept)
+		m0 = st_month_start(m0, 1);
+	/* past the latest window every bucket is as complete as it will get */
+	m1 = until == INT64_MAX ? (found ? st_month_start(last, 1) : m0) : st_month_start(until, 0);
+	if (m0 >= m1) {
+		*nseg = st_cover(&m, q->since_ns, until, 0, 0, seg);
+		return RM_OK;
+	}
+	*nseg = st_cover(&m, q->since_ns, m0, 0, 0, seg);
+	seg[*nseg].series = ST_SEG_MONTH;
+	seg[*nseg].lo = m0;
+	seg[*nseg].hi = m1;
+	(*nseg)++;
+	*nseg += st_cover(&m, m1, until, 0, 0, seg + *nseg);
 	return RM_OK;
 }
 
@@ -441,7 +489,11 @@ static int st_scan_query_in(st_db *db, const struct st_query *q, int64_t step_ns
 	*n = 0;
 	g = st_group_of(q, step_ns);
 	all = mode == ST_AGG_USAGE_ALL && !q->server;
-	if ((rv = st_segments(db, q, step_ns, g, g == ST_G_WINDOW, seg, &nseg)) != 0)
+	if (g == ST_G_RANGE && mode == ST_AGG_USAGE)
+		rv = st_segments_months(db, q, seg, &nseg);
+	else
+		rv = st_segments(db, q, step_ns, g, g == ST_G_WINDOW, seg, &nseg);
+	if (rv != 0)
 		return rv;
 	for (t = 0; t < 3; t++) {
 		sql[t] = NULL;

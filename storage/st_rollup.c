@@ -1,13 +1,16 @@
 /*
  * st_rollup.c - the 1 min / 1 h / 1 day series: adding each write to its
  * buckets, retention per series, the stored horizon, and the choice of the
- * series that answer a query's range (st_cover). Owns the tables r_usage,
- * r_unacct, r_total, r_split, series and horizon (schema v6, v7).
+ * series that answer a query's range (st_cover), and the calendar month
+ * arithmetic of the month series. Owns the tables r_usage, r_unacct,
+ * r_total, r_split, r_ce_usage, r_ce_total, series and horizon (schema v6,
+ * v7, v8).
  */
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "rm_date.h"
 #include "rm_err.h"
 #include "st_int.h"
 #include "banned.h"
@@ -62,6 +65,20 @@ static int64_t st_max(int64_t a, int64_t b)
 static int64_t st_min(int64_t a, int64_t b)
 {
 	return a < b ? a : b;
+}
+
+int64_t st_month_start(int64_t ns, int add)
+{
+	int64_t y, days, out;
+	unsigned m, d;
+
+	rm_civil_from_days(st_floor(ns, DAY_NS) / DAY_NS, &y, &m, &d);
+	y += (int64_t)(m - 1 + (unsigned)add) / 12;
+	m = (m - 1 + (unsigned)add) % 12 + 1;
+	days = rm_days_from_civil(y, m, 1);
+	if (__builtin_mul_overflow(days, DAY_NS, &out))
+		return days < 0 ? INT64_MIN : INT64_MAX;
+	return out;
 }
 
 /* ---- choosing the series of a query (pure) ---- */
@@ -182,8 +199,11 @@ int st_series_load(st_db *db, struct st_series_map *m)
 	rc = sqlite3_prepare_v2(db->h, "SELECT series, kept_from FROM series", -1, &s, NULL);
 	if (rc != SQLITE_OK)
 		return st_sql_err(db, rc, "failed to query");
+	m->month_kept = INT64_MIN;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		i = sqlite3_column_int(s, 0);
+		if (i == ST_SERIES_COUNT)
+			m->month_kept = sqlite3_column_int64(s, 1);
 		if (i < 0 || i >= ST_SERIES_COUNT)
 			continue;
 		m->kept[i] = sqlite3_column_int64(s, 1);
@@ -318,8 +338,8 @@ static int st_purge(st_db *db, int s, int64_t cutoff)
 	size_t t;
 	int rc;
 
-	/* the 1 day series also has its rows summed over servers */
-	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]) + (s == ST_SERIES_1D ? 2 : 0); t++) {
+	/* the rolled-up series also have their rows summed over servers */
+	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]) + (s != ST_SERIES_1S ? 2 : 0); t++) {
 		if (s == ST_SERIES_1S)
 			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE win_start < ?1", st_tables[t]);
 		else if (t >= sizeof(st_tables) / sizeof(st_tables[0]))
@@ -424,27 +444,25 @@ int st_rollup(st_db *db, const struct st_retention *r, int *more)
 
 /* ---- writes ---- */
 
-/* Binds a bucket write of series step `step` to st (the parameters of
- * ST_S_R_* and ST_S_C_*), steps and resets it. */
-static int st_bucket_write(st_db *db, sqlite3_stmt *st, int64_t step, const char *server,
-			   int64_t start, enum st_resource r, const char *key, uint64_t value,
-			   uint64_t cap)
+/* Binds a write's buckets (the parameters of ST_S_R_* and ST_S_C_*, which
+ * name only those they use), steps and resets st. */
+static int st_bucket_write(st_db *db, sqlite3_stmt *st, const int64_t bucket[4], const char *server,
+			   enum st_resource r, const char *key, uint64_t value, uint64_t cap)
 {
-	int rc;
+	int rc, i, np = sqlite3_bind_parameter_count(st);
 
-	sqlite3_bind_int64(st, 1, step);
-	sqlite3_bind_int64(st, 2, st_floor(start, step));
-	sqlite3_bind_text(st, 3, server, -1, SQLITE_STATIC);
-	if (sqlite3_bind_parameter_count(st) >= 4)
-		sqlite3_bind_int(st, 4, (int)r);
-	if (sqlite3_bind_parameter_count(st) >= 5)
-		sqlite3_bind_text(st, 5, key ? key : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, (sqlite3_int64)value);
-	if (sqlite3_bind_parameter_count(st) >= 7)
-		sqlite3_bind_int64(st, 7, (sqlite3_int64)cap);
+	for (i = 0; i < 4; i++)
+		sqlite3_bind_int64(st, i + 1, bucket[i]);
+	if (np >= 5)
+		sqlite3_bind_text(st, 5, server, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 6, (int)r);
+	if (np >= 7)
+		sqlite3_bind_text(st, 7, key ? key : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)value);
+	if (np >= 9)
+		sqlite3_bind_int64(st, 9, (sqlite3_int64)cap);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
 	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, "failed to write to");
 }
 
@@ -453,14 +471,16 @@ int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t sta
 {
 	enum st_stmt rs = which == ST_S_USAGE ? ST_S_R_USAGE : which == ST_S_UNACCT ? ST_S_R_UNACCT :
 			  which == ST_S_TOTAL ? ST_S_R_TOTAL : ST_S_R_SPLIT;
-	int s, rv;
+	const int64_t bucket[4] = { st_floor(start, MIN_NS), st_floor(start, HOUR_NS), st_floor(start, DAY_NS),
+				    st_month_start(start, 0) };
+	int rv;
 
-	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++)
-		if ((rv = st_bucket_write(db, db->stmt[rs], st_steps[s], server, start, r, key, value,
-					  cap)) != 0)
-			return rv;
+	/* the 1 min, 1 h and 1 day buckets (usage and totals: and the month) */
+	if ((rv = st_bucket_write(db, db->stmt[rs], bucket, server, r, key, value, cap)) != 0)
+		return rv;
+	/* usage and totals: the same summed over servers */
 	if (which == ST_S_USAGE || which == ST_S_TOTAL)
-		return st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL],
-				       DAY_NS, server, start, r, key, value, cap);
+		return st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL], bucket,
+				       server, r, key, value, cap);
 	return RM_OK;
 }

@@ -20,6 +20,11 @@
  * time before which the aggregator expects no more writes) decides only
  * what retention deletes and what a billing job may export as final.
  *
+ * Usage and totals also go, in the same savepoint, to every series summed
+ * over servers (per resource and CE: for queries that do not group by
+ * server) and, per server, to their calendar month (UTC; for sums over
+ * whole months, e.g. monthly bills). The month series is never thinned.
+ *
  * Retention deletes the rows of a series that start more than keep_ns
  * before the horizon (cut at a bucket boundary of the next coarser series,
  * which holds the same sums). Queries (st.h) then answer from the coarser

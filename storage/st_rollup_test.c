@@ -93,7 +93,8 @@ static void windows_only(st_db *db)
 					   "INSERT OR REPLACE INTO series VALUES "
 					   "(1, 9223372036854775807, 9223372036854775807), "
 					   "(2, 9223372036854775807, 9223372036854775807), "
-					   "(3, 9223372036854775807, 9223372036854775807)",
+					   "(3, 9223372036854775807, 9223372036854775807), "
+					   "(4, 9223372036854775807, 9223372036854775807)",
 					   NULL, NULL, NULL), SQLITE_OK);
 }
 
@@ -395,6 +396,19 @@ static sqlite3 *open_old(char *path, size_t len, int version)
 	return h;
 }
 
+/* The one integer sql answers on db's connection. */
+static long long raw_count(st_db *db, const char *sql)
+{
+	sqlite3_stmt *s;
+	long long v = -1;
+
+	CU_ASSERT_EQUAL_FATAL(sqlite3_prepare_v2(db->h, sql, -1, &s, NULL), SQLITE_OK);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
 static void test_migrate_from_v5(void)
 {
 	char path[512];
@@ -497,6 +511,43 @@ static void test_migrate_from_v6(void)
 	st_close(db);
 }
 
+/* A v7 file (its 1 min and 1 h series not summed over servers, no month
+ * series) is migrated so that both answer as the windows do. */
+static void test_migrate_from_v7(void)
+{
+	st_db *dbs[2] = { open_fresh("v7"), open_fresh("v7_ref") };
+	const int64_t nov = T0 - 14 * DAY, jan = nov + 61 * DAY;
+	char path[600];
+	int64_t t;
+	int d;
+
+	for (d = 0; d < 2; d++)
+		CU_ASSERT_EQUAL_FATAL(st_begin(dbs[d]), RM_OK);
+	for (t = nov - 2 * DAY; t < jan + DAY; t += 5 * HOUR + 7 * MIN + W)
+		write_window(dbs, 2, t, (unsigned)(t / W));
+	for (d = 0; d < 2; d++)
+		CU_ASSERT_EQUAL_FATAL(st_commit(dbs[d]), RM_OK);
+	/* what the v7 write path left: the same rows but for those */
+	CU_ASSERT_EQUAL_FATAL(sqlite3_exec(dbs[0]->h,
+					   "DELETE FROM r_ce_usage WHERE step != 86400000000000; "
+					   "DELETE FROM r_ce_total WHERE step != 86400000000000; "
+					   "DELETE FROM r_usage WHERE step = -1; DELETE FROM r_total WHERE step = -1; "
+					   "UPDATE schema_version SET version = 7", NULL, NULL, NULL), SQLITE_OK);
+	snprintf(path, sizeof(path), "%s", dbs[0]->path);
+	st_close(dbs[0]);
+	CU_ASSERT_EQUAL_FATAL(st_open(&dbs[0], path, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_schema_version(dbs[0]), ST_SCHEMA_VERSION);
+	CU_ASSERT(raw_count(dbs[0], "SELECT count(*) FROM r_ce_usage WHERE step = 60000000000") > 0);
+	CU_ASSERT(raw_count(dbs[0], "SELECT count(*) FROM r_total WHERE step = -1") > 0);
+	windows_only(dbs[1]);
+	same_all(dbs[0], dbs[1], range(nov + 90 * MIN + 20 * SEC, jan + 3 * HOUR + 7 * MIN), 0);
+	same_all(dbs[0], dbs[1], range(nov + 90 * MIN, jan + 3 * HOUR), HOUR);
+	same_answers(dbs[0], dbs[1], range(nov, jan), 0);
+	same_answers(dbs[0], dbs[1], range(nov - DAY, INT64_MAX), 0);
+	st_close(dbs[0]);
+	st_close(dbs[1]);
+}
+
 static void test_cover(void)
 {
 	struct st_series_map m = {
@@ -529,13 +580,69 @@ static void test_cover(void)
 	CU_ASSERT(s[1].series == ST_SERIES_1M && s[1].lo == T0 - DAY);
 }
 
+/* Whole calendar months are read from the month series, and answer as the
+ * windows do; st_month_start across years and a leap February. */
+static void test_month_series(void)
+{
+	st_db *dbs[2] = { open_fresh("month_a"), open_fresh("month_b") };
+	const int64_t nov = T0 - 14 * DAY, dec = nov + 30 * DAY, jan = dec + 31 * DAY, feb = jan + 31 * DAY;
+	struct st_query q = { .since_ns = dec, .until_ns = jan, .resource = -1 };
+	struct st_row *ra, *rb;
+	size_t na, nb, i;
+	int64_t t, web_a = -1, web_b = -2;
+	int d;
+
+	CU_ASSERT_EQUAL(st_month_start(nov + 5 * HOUR, 0), nov);
+	CU_ASSERT_EQUAL(st_month_start(nov, 1), dec);
+	CU_ASSERT_EQUAL(st_month_start(dec + DAY + 1, 1), jan);
+	CU_ASSERT_EQUAL(st_month_start(feb, 1) - feb, 29 * DAY); /* 2024 */
+	CU_ASSERT_EQUAL(st_month_start(dec - 1, 0), nov);
+	for (d = 0; d < 2; d++)
+		CU_ASSERT_EQUAL_FATAL(st_begin(dbs[d]), RM_OK);
+	for (t = nov - 2 * DAY; t < feb + 2 * DAY; t += 7 * HOUR + W)
+		write_window(dbs, 2, t, (unsigned)(t / W));
+	for (d = 0; d < 2; d++)
+		CU_ASSERT_EQUAL_FATAL(st_commit(dbs[d]), RM_OK);
+	CU_ASSERT(raw_count(dbs[0], "SELECT count(*) FROM r_usage WHERE step = -1") > 0);
+	windows_only(dbs[1]);
+	same_answers(dbs[0], dbs[1], q, 0);
+	q.since_ns = nov + 3 * HOUR;
+	q.until_ns = feb + HOUR;
+	same_answers(dbs[0], dbs[1], q, 0);
+	q.server = "s2";
+	q.resource = ST_R_NET_TX;
+	same_answers(dbs[0], dbs[1], q, 0);
+	q = (struct st_query){ .since_ns = INT64_MIN, .until_ns = INT64_MAX, .resource = -1 };
+	same_answers(dbs[0], dbs[1], q, 0);
+	/* the answer for December is its month row: changing that row shows */
+	CU_ASSERT_EQUAL(sqlite3_exec(dbs[0]->h, "UPDATE r_usage SET value = value + 1 WHERE step = -1 "
+					     "AND server = 's1' AND resource = 0 AND ce = 'web' AND "
+					     "win_start = 1701388800000000000", NULL, NULL, NULL), SQLITE_OK);
+	q = (struct st_query){ .since_ns = dec, .until_ns = jan, .server = "s1", .resource = ST_R_CPU };
+	CU_ASSERT_EQUAL_FATAL(st_query_usage(dbs[0], &q, &ra, &na), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(st_query_usage(dbs[1], &q, &rb, &nb), RM_OK);
+	for (i = 0; i < na; i++)
+		if (!strcmp(ra[i].ce, "web"))
+			web_a = (int64_t)ra[i].value;
+	for (i = 0; i < nb; i++)
+		if (!strcmp(rb[i].ce, "web"))
+			web_b = (int64_t)rb[i].value;
+	CU_ASSERT_EQUAL(web_a, web_b + 1);
+	st_rows_free(ra);
+	st_rows_free(rb);
+	st_close(dbs[0]);
+	st_close(dbs[1]);
+}
+
 static CU_TestInfo cases[] = {
 	{ "rolled-up series answer as the windows do", test_rolled_answers_equal_windows },
 	{ "retention and late writes keep the answers", test_retention_and_late_writes },
 	{ "retention deletes a backlog in bounded steps", test_retention_in_steps },
 	{ "migrates a v5 file", test_migrate_from_v5 },
 	{ "migrates a partly rolled-up v6 file", test_migrate_from_v6 },
+	{ "migrates a v7 file", test_migrate_from_v7 },
 	{ "choice of series", test_cover },
+	{ "whole calendar months from the month series", test_month_series },
 	CU_TEST_INFO_NULL,
 };
 

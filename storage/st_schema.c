@@ -195,6 +195,25 @@ static const char *const st_schema_steps[] = {
 	"WHERE step = 86400000000000 GROUP BY 1, 2, 3, 4;"
 	"INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), SUM(capacity) FROM r_total "
 	"WHERE step = 86400000000000 GROUP BY 1, 2, 3;",
+
+	/* v8: the 1 min and 1 h series summed over servers too (same tables,
+	 * their steps), so that a query without servers reads the edges of
+	 * its range from them; and the calendar month (UTC) of the usage and
+	 * totals per server (r_usage / r_total rows with step = -1, keyed by
+	 * the month's first ns), for bills with one charge period per month.
+	 * A v7 file gets them from its 1 min, 1 h and 1 day rows. */
+	"INSERT INTO r_ce_usage SELECT step, win_start, resource, ce, SUM(value) FROM r_usage "
+	"WHERE step IN (60000000000, 3600000000000) GROUP BY 1, 2, 3, 4;"
+	"INSERT INTO r_ce_total SELECT step, win_start, resource, SUM(value), SUM(capacity) FROM r_total "
+	"WHERE step IN (60000000000, 3600000000000) GROUP BY 1, 2, 3;"
+	"INSERT INTO r_usage (step, win_start, server, resource, ce, value) SELECT -1, m, server, resource, "
+	"ce, SUM(value) FROM (SELECT CAST(strftime('%s', win_start / 1000000000, 'unixepoch', "
+	"'start of month') AS INTEGER) * 1000000000 AS m, server, resource, ce, value FROM r_usage "
+	"WHERE step = 86400000000000) GROUP BY m, server, resource, ce;"
+	"INSERT INTO r_total (step, win_start, server, resource, value, capacity) SELECT -1, m, server, "
+	"resource, SUM(value), SUM(capacity) FROM (SELECT CAST(strftime('%s', win_start / 1000000000, "
+	"'unixepoch', 'start of month') AS INTEGER) * 1000000000 AS m, server, resource, value, capacity "
+	"FROM r_total WHERE step = 86400000000000) GROUP BY m, server, resource;",
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));

@@ -24,53 +24,17 @@
 #include "rm_test.h"
 #include "rm_err.h"
 #include "st.h"
+#include "rm_stream.h"
 
-#define NCE 3
+#define NCE RM_STREAM_NCE
 #define NREQ 3000
-
-struct expect {
-	uint64_t cpu[NCE], rx[NCE], tx[NCE];
-	uint64_t unseg_cpu;
-};
 
 static char dir[256], conf[300], db[300], url[300];
 
-/*
- * Writes a recorded stream: NREQ requests, round-robin over 3 CEs (one
- * server thread and one client address each), every 20 ms over 60 s; each
- * request is a recv, d ns of CPU, a send. Fills the exact expectation: a
- * request is charged its 1 ns tail (send to wait) and, but for a thread's
- * first, its 1 ns head (wake-up to recv); the time before a thread's first
- * recv is unsegmented.
- */
-static void write_stream(const char *path, uint32_t base_tid, struct expect *ex)
+/* NREQ requests round-robin over 3 CEs, threads base_tid.. (rm_stream.h), and the exact expectation. */
+static void write_stream(const char *path, uint32_t base_tid, struct rm_stream_expect *ex)
 {
-	FILE *f = fopen(path, "w");
-	uint64_t t = 1000000;
-	int k;
-
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	memset(ex, 0, sizeof(*ex));
-	fprintf(f, "rametr-events 1 window_ns=1000000000 offset_ns=1700000000000000000 ncpu=1\n");
-	for (k = 0; k < NREQ; k++) {
-		int c = k % NCE;
-		uint32_t tid = base_tid + (uint32_t)c;
-		uint64_t d = 1000000 + (uint64_t)(k * 7919 % 1000) * 1000;
-
-		fprintf(f, "%llu 0 switch prev=0 prev_state=R next=%u next_pid=%u\n", (unsigned long long)t, tid,
-			base_tid);
-		fprintf(f, "%llu 0 recv tid=%u pid=%u comm=srv sock=%d fam=4 laddr=127.0.0.1:7000 raddr=127.0.0.%d:4000%d bytes=64\n",
-			(unsigned long long)(t + 1), tid, base_tid, 10 + c, 2 + c, c);
-		fprintf(f, "%llu 0 send tid=%u pid=%u sock=%d fam=4 laddr=127.0.0.1:7000 raddr=127.0.0.%d:4000%d bytes=512\n",
-			(unsigned long long)(t + 1 + d), tid, base_tid, 10 + c, 2 + c, c);
-		fprintf(f, "%llu 0 switch prev=%u prev_state=S next=0\n", (unsigned long long)(t + 2 + d), tid);
-		ex->cpu[c] += d + 1 + (k >= NCE);
-		ex->rx[c] += 64;
-		ex->tx[c] += 512;
-		ex->unseg_cpu += k < NCE;
-		t += 20000000;
-	}
-	CU_ASSERT_EQUAL(fclose(f), 0);
+	CU_ASSERT_EQUAL_FATAL(rm_stream_write(path, NREQ, base_tid, ex), 0);
 }
 
 static pid_t start_aggregator(void)
@@ -92,27 +56,13 @@ static pid_t start_collector(const char *node, const char *events, const char *s
 	return rm_test_spawn(argv, log);
 }
 
-/* Sum of U_c (or V with ce = ST_CE_UNACCOUNTABLE) for node and resource; 0 if none. */
+/* Sum of U_c (or V with ce = ST_CE_UNACCOUNTABLE) of node and resource in db; 0 if none. */
 static uint64_t stored(const char *node, const char *ce, int resource)
 {
-	struct st_query q = { INT64_MIN, INT64_MAX, node, NULL, resource, 0 };
-	struct st_row *rows = NULL;
-	size_t n = 0, i;
-	uint64_t v = 0;
-	st_db *d = NULL;
-
-	if (access(db, F_OK) != 0 || st_open(&d, db, ST_OPEN_READONLY) != RM_OK)
-		return 0;
-	if (st_query_usage(d, &q, &rows, &n) == RM_OK)
-		for (i = 0; i < n; i++)
-			if (!strcmp(rows[i].ce, ce))
-				v = rows[i].value;
-	st_rows_free(rows);
-	st_close(d);
-	return v;
+	return rm_stream_stored(db, node, ce, resource);
 }
 
-static void check_exact(const char *node, const struct expect *ex)
+static void check_exact(const char *node, const struct rm_stream_expect *ex)
 {
 	static const char *ces[NCE] = { "c1", "c2", "c3" };
 	struct st_query q = { INT64_MIN, INT64_MAX, node, NULL, -1, 0 };
@@ -158,7 +108,7 @@ static void setup(void)
 static void test_aggregator_killed_mid_stream(void)
 {
 	char events[300], spool[300];
-	struct expect ex;
+	struct rm_stream_expect ex;
 	uint64_t seen, before;
 	pid_t agg, col;
 	int kills, i, rv;
@@ -203,7 +153,7 @@ static void test_aggregator_killed_mid_stream(void)
 static void test_spool_survives_collector_restart(void)
 {
 	char events[300], empty[300], spool[300];
-	struct expect ex;
+	struct rm_stream_expect ex;
 	pid_t agg, col;
 	FILE *f;
 
@@ -241,7 +191,7 @@ static void test_spool_survives_collector_restart(void)
  * request-dependent time and answers. No rule matches on "down": its CEs
  * come only from pairing its received bytes with up's sends.
  */
-static void write_pool_streams(const char *up, const char *down, struct expect *exu, struct expect *exd)
+static void write_pool_streams(const char *up, const char *down, struct rm_stream_expect *exu, struct rm_stream_expect *exd)
 {
 	FILE *fu = fopen(up, "w"), *fd = fopen(down, "w");
 	uint64_t t = 1000000, seq = 1000, rseq = 70000;
@@ -298,7 +248,7 @@ static void held_parts(uint64_t *held, uint64_t *unresolved)
 	st_close(d);
 }
 
-static void check_node(const char *node, const struct expect *ex)
+static void check_node(const char *node, const struct rm_stream_expect *ex)
 {
 	static const char *ces[NCE] = { "c1", "c2", "c3" };
 	struct st_query q = { INT64_MIN, INT64_MAX, node, NULL, -1, 0 };
@@ -323,7 +273,7 @@ static void check_node(const char *node, const struct expect *ex)
 static void test_pending_parts_survive_restart(void)
 {
 	char up[300], down[300], spu[300], spd[300];
-	struct expect exu, exd;
+	struct rm_stream_expect exu, exd;
 	uint64_t held, unresolved;
 	pid_t agg, col;
 

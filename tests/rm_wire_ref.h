@@ -8,6 +8,7 @@
 #define RM_WIRE_REF_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "rametr.pb-c.h"
 #include "rm_part.h"
@@ -45,6 +46,36 @@ static inline uint64_t rm_ref_rval(uint64_t max)
 	return max && v > max ? v % (max + 1) : v;
 }
 
+/*
+ * Random values into the members every form of a part has (struct rm_part,
+ * the kernel's record, and struct rm_wpart): p points to either. Tuples
+ * and comm are each form's own.
+ */
+#define RM_REF_PART_VALUES(p)                                                     \
+	do {                                                                      \
+		(p)->seg_id = rm_ref_rval(0);                                     \
+		(p)->win = rm_ref_rval(0) | 1;                                    \
+		(p)->pid = (uint32_t)rm_ref_rval(UINT32_MAX);                     \
+		(p)->tid = (uint32_t)rm_ref_rval(UINT32_MAX);                     \
+		(p)->start_ns = rm_ref_rval(0);                                   \
+		(p)->end_ns = rm_ref_rval(0);                                     \
+		(p)->cpu_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);                     \
+		(p)->runq_ns = rm_ref_rval(RM_WIRE_ABSURD_NS);                    \
+		(p)->rx_bytes = rm_ref_rval(0);                                   \
+		(p)->tx_bytes = rm_ref_rval(0);                                   \
+		(p)->disk_read = rm_ref_rval(0);                                  \
+		(p)->disk_write = rm_ref_rval(0);                                 \
+		(p)->flags = (uint32_t)rm_ref_rval(UINT32_MAX);                   \
+		(p)->in_seq_start = rm_ref_rval(0);                               \
+		(p)->in_seq_end = rm_ref_rval(0);                                 \
+		(p)->out_seq_start = rm_ref_rval(0);                              \
+		(p)->out_seq_end = rm_ref_rval(0);                                \
+		(p)->parent_seg = rm_ref_rval(0);                                 \
+		(p)->domid = (uint32_t)rm_ref_rval(UINT32_MAX);                   \
+		(p)->vcpu = (uint32_t)rm_ref_rval(UINT32_MAX);                    \
+		(p)->blocked_ns = rm_ref_rval(0);                                 \
+	} while (0)
+
 /* The WindowTotals of k, every field by hand. */
 static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals *k)
 {
@@ -69,6 +100,73 @@ static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals
 	w->dropped_tx = k->dropped_tx;
 	w->dropped_disk_read = k->dropped_disk_read;
 	w->dropped_disk_write = k->dropped_disk_write;
+}
+
+/* The totals protobuf-c decoded, every field by hand. */
+static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTotals *w)
+{
+	memset(k, 0, sizeof(*k));
+	k->win = w->win;
+	k->busy_ns = w->busy_ns;
+	k->unseg_cpu_ns = w->unseg_cpu_ns;
+	k->rx_bytes = w->rx_bytes;
+	k->tx_bytes = w->tx_bytes;
+	k->disk_read = w->disk_read;
+	k->disk_write = w->disk_write;
+	k->unseg_rx = w->unseg_rx;
+	k->unseg_tx = w->unseg_tx;
+	k->unseg_disk_read = w->unseg_disk_read;
+	k->unseg_disk_write = w->unseg_disk_write;
+	k->lost_ns = w->lost_ns;
+	k->dropped_parts = w->dropped_parts;
+	k->capacity_ns = w->capacity_ns;
+	k->idle_ns = w->idle_ns;
+	k->dropped_cpu_ns = w->dropped_cpu_ns;
+	k->dropped_rx = w->dropped_rx;
+	k->dropped_tx = w->dropped_tx;
+	k->dropped_disk_read = w->dropped_disk_read;
+	k->dropped_disk_write = w->dropped_disk_write;
+}
+
+static inline void rm_ref_tuple_in(struct rm_wtuple *d, const Rametr__Tuple *t)
+{
+	if (!t) {
+		memset(d, 0, sizeof(*d));
+		return;
+	}
+	rm_tuple_set(d, t->cookie, t->family, t->laddr.data, t->laddr.len, t->lport, t->raddr.data, t->raddr.len,
+		     t->rport);
+}
+
+/* The part protobuf-c decoded, every field by hand (tuples normalised by rm_tuple_set, comm cut). */
+static inline void rm_ref_part_in(struct rm_wpart *k, const Rametr__SegmentPart *p)
+{
+	memset(k, 0, sizeof(*k));
+	k->seg_id = p->seg_id;
+	k->win = p->win;
+	k->pid = p->pid;
+	k->tid = p->tid;
+	if (p->comm)
+		memcpy(k->comm, p->comm, strnlen(p->comm, RM_WIRE_COMM_MAX));
+	k->start_ns = p->start_ns;
+	k->end_ns = p->end_ns;
+	k->cpu_ns = p->cpu_ns;
+	k->runq_ns = p->runq_ns;
+	k->rx_bytes = p->rx_bytes;
+	k->tx_bytes = p->tx_bytes;
+	k->disk_read = p->disk_read;
+	k->disk_write = p->disk_write;
+	k->flags = p->flags;
+	rm_ref_tuple_in(&k->in, p->in);
+	rm_ref_tuple_in(&k->out, p->out);
+	k->in_seq_start = p->in_seq_start;
+	k->in_seq_end = p->in_seq_end;
+	k->out_seq_start = p->out_seq_start;
+	k->out_seq_end = p->out_seq_end;
+	k->parent_seg = p->parent_seg;
+	k->domid = p->domid;
+	k->vcpu = p->vcpu;
+	k->blocked_ns = p->blocked_ns;
 }
 
 #endif

@@ -1,0 +1,232 @@
+/*
+ * segmenter_ctr_test.c - unit tests of the segmenter's CPU-counter
+ * functions (segmenter.h: rm_ctr_spread, rm_ctr_edge), which the eBPF
+ * backend calls with what a thread's scheduler counters grew by between two
+ * of its edges. A minimal user-space environment of one CPU: window slots,
+ * emitted parts kept in an array. Every case checks its hand computation and
+ * the identity busy = parts + unsegmented of every window.
+ */
+#include <linux/types.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rametr.h"
+#include "rm_test.h"
+#include "banned.h"
+
+#define RM_INLINE static inline
+#define RM_ENV_CPU_COUNTERS(e) 1
+
+struct rm_env {
+	__u64 window_ns;
+	__u64 offset_ns;
+	__u32 cpu;
+	__u32 follow_replies;
+	__u64 win_lo, win_hi, win_cur;
+};
+
+#define MAX_EMIT 64
+
+static struct rm_cpu cpu0;
+static struct rm_wintot slots[RM_WIN_SLOTS];
+static struct rm_part emitted[MAX_EMIT];
+static int nemit;
+
+static struct rm_cpu *rm_env_cpu(struct rm_env *e)
+{
+	(void)e;
+	return &cpu0;
+}
+
+static struct rm_wintot *rm_env_wintot(struct rm_env *e, __u64 win)
+{
+	struct rm_wintot *w = &slots[win % RM_WIN_SLOTS];
+
+	(void)e;
+	if (w->win == win)
+		return w;
+	if (w->win > win)
+		return NULL;
+	memset(w, 0, sizeof(*w));
+	w->win = win;
+	return w;
+}
+
+static int rm_env_emit(struct rm_env *e, const struct rm_part *p, const struct rm_counts *c)
+{
+	(void)e;
+	if (nemit == MAX_EMIT)
+		return -1;
+	emitted[nemit] = *p;
+	emitted[nemit].cpu_ns = c->cpu_ns;
+	emitted[nemit].runq_ns = c->runq_ns;
+	nemit++;
+	return 0;
+}
+
+static __u64 rm_env_steal(struct rm_env *e)
+{
+	(void)e;
+	return 0;
+}
+
+#include "segmenter.h"
+
+/* windows of 1000 ns, no offset; a thread that answered a request (in its tail) */
+static struct rm_env env;
+static struct rm_task task;
+
+static void setup(int mode, int tail)
+{
+	memset(&env, 0, sizeof(env));
+	env.window_ns = 1000;
+	memset(slots, 0, sizeof(slots));
+	memset(&cpu0, 0, sizeof(cpu0));
+	memset(&task, 0, sizeof(task));
+	nemit = 0;
+	task.mode = (__u32)mode;
+	task.tail = (__u32)tail;
+	task.cur.seg_id = 7;
+	task.cur.win = 0;
+}
+
+/* Emits what the task holds; returns the CPU of all its parts of window win. */
+static __u64 part_cpu(__u64 win)
+{
+	__u64 s = 0;
+	int i;
+
+	rm_flush(&env, &task);
+	for (i = 0; i < nemit; i++)
+		if (emitted[i].win == win)
+			s += emitted[i].cpu_ns;
+	return s;
+}
+
+/* busy = parts + unsegmented in windows 0..3 */
+static void check_identity(void)
+{
+	__u64 w;
+
+	rm_flush(&env, &task);
+	for (w = 0; w < 4; w++) {
+		const struct rm_wintot *t = &slots[w];
+		__u64 parts = 0;
+		int i;
+
+		for (i = 0; i < nemit; i++)
+			if (emitted[i].win == w)
+				parts += emitted[i].cpu_ns;
+		if (t->win != w)
+			continue;
+		CU_ASSERT_EQUAL(t->busy_ns, parts + t->unseg_cpu_ns + t->lost_ns);
+	}
+}
+
+/* 400 ns over [900, 1300): 100 in window 0, 300 in window 1; 7 ns over [999, 1002): 2 and 5 */
+static void test_spread(void)
+{
+	setup(RM_MODE_SEG, 0);
+	rm_ctr_spread(&env, &task, 900, 1300, 400);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 100);
+	CU_ASSERT_EQUAL(slots[1].busy_ns, 300);
+	CU_ASSERT_EQUAL(part_cpu(0), 100);
+	CU_ASSERT_EQUAL(part_cpu(1), 300);
+	check_identity();
+	setup(RM_MODE_NONE, 0);
+	rm_ctr_spread(&env, NULL, 999, 1002, 7);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 2);
+	CU_ASSERT_EQUAL(slots[1].unseg_cpu_ns, 5);
+	check_identity();
+}
+
+/* an interval longer than RM_MAX_SPLIT windows is spread over the last RM_MAX_SPLIT */
+static void test_spread_old(void)
+{
+	setup(RM_MODE_NONE, 0);
+	rm_ctr_spread(&env, NULL, 0, 6000, 6001);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 0);
+	CU_ASSERT_EQUAL(slots[1].busy_ns, 0);
+	CU_ASSERT_EQUAL(slots[2].busy_ns, 1500);
+	CU_ASSERT_EQUAL(slots[5].busy_ns, 1501);
+	CU_ASSERT_EQUAL(slots[2].busy_ns + slots[3].busy_ns + slots[4].busy_ns + slots[5].busy_ns, 6001);
+	CU_ASSERT_EQUAL(slots[2].unseg_cpu_ns, slots[2].busy_ns);
+}
+
+/* in a segment: waits do not matter, all CPU and the run-queue wait to the part */
+static void test_edge_segment(void)
+{
+	setup(RM_MODE_SEG, 0);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 300, 40, 2, 25, 0), 0);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 300);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 0);
+	CU_ASSERT_EQUAL(task.cur.runq_ns, 25);
+	CU_ASSERT_EQUAL(part_cpu(0), 300);
+	check_identity();
+}
+
+/* in the tail, one wait, then a recv: the tail keeps the CPU before the thread last got the CPU, the head is returned */
+static void test_edge_tail_head(void)
+{
+	setup(RM_MODE_ASSOC, 1);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 1, 0, 1), 30);
+	CU_ASSERT_EQUAL(task.tail, 0);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 70); /* the head is charged by the caller, after rm_on_recv */
+	CU_ASSERT_EQUAL(part_cpu(0), 70);
+	check_identity();
+	/* not a recv: the head goes as the thread is charged after the wait (unsegmented) */
+	setup(RM_MODE_ASSOC, 1);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 1, 0, 0), 0);
+	CU_ASSERT_EQUAL(part_cpu(0), 70);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 30);
+	check_identity();
+}
+
+/* several waits: the share before the first is unknown, so none of it is the tail's */
+static void test_edge_waits(void)
+{
+	setup(RM_MODE_ASSOC, 1);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 3, 0, 1), 30);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 70);
+	CU_ASSERT_EQUAL(part_cpu(0), 0);
+	check_identity();
+	/* no wait: all of it stays in the tail, nothing returned */
+	setup(RM_MODE_ASSOC, 1);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 0, 0, 1), 0);
+	CU_ASSERT_EQUAL(part_cpu(0), 100);
+	CU_ASSERT_EQUAL(task.tail, 1);
+	check_identity();
+}
+
+/* the CPU since the thread last got the CPU is spread over the time since, the rest before it */
+static void test_edge_place(void)
+{
+	setup(RM_MODE_SEG, 0);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 1100, 600, 400, 0, 0, 0), 0);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 500); /* 200 before 700, and 300 of the 400 in [700, 1100) */
+	CU_ASSERT_EQUAL(slots[1].busy_ns, 100);
+	CU_ASSERT_EQUAL(part_cpu(0), 500);
+	CU_ASSERT_EQUAL(part_cpu(1), 100);
+	check_identity();
+}
+
+/* a head larger than the interval (the thread got the CPU before its last edge) is cut to it */
+static void test_edge_head_capped(void)
+{
+	setup(RM_MODE_NONE, 0);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 400, 500, 50, 80, 1, 0, 1), 50);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 0);
+}
+
+static CU_TestInfo cases[] = {
+	{ "CPU over an interval is split at window edges by time, summing exactly", test_spread },
+	{ "CPU over more windows than kept is spread over the last ones", test_spread_old },
+	{ "a segment keeps its CPU and wait across waits", test_edge_segment },
+	{ "after one wait: the tail keeps what came before, the head is the recv's", test_edge_tail_head },
+	{ "after several waits none of it is the tail's; without a wait all of it", test_edge_waits },
+	{ "the head is never more than the interval", test_edge_head_capped },
+	{ "the CPU since the thread got the CPU is spread over the time since", test_edge_place },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("segmenter_ctr", cases)
