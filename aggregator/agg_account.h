@@ -51,6 +51,7 @@
 #define AGG_REASON_UNPAIRED "unpaired"
 #define AGG_REASON_PAST_HORIZON "past_horizon"
 #define AGG_REASON_UNANCHORED "unanchored"
+#define AGG_REASON_NO_SENDER "no_sender" /* a datagram whose sender was not read (unconnected UDP socket) */
 #define AGG_REASON_TOO_MANY_SENDS "too_many_sends" /* received bytes past the sends the pairing follows per part */
 
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */
