@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agg_account.h"
+#include "agg_restart.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -43,7 +44,7 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store)
 	if (!store || !store->begin || !store->commit || !store->rollback || !store->peer_get || !store->peer_set ||
 	    !store->add_usage || !store->add_unacct || !store->add_total || !store->add_split ||
 	    !store->add_est_input || !store->held_put || !store->held_resolve || !store->held_delete ||
-	    !store->held_load || !store->node_seen)
+	    !store->held_load || !store->node_seen || !store->window_sums)
 		return RM_EINVAL;
 	if (!(a = calloc(1, sizeof(*a))))
 		return RM_ENOMEM;
@@ -216,12 +217,81 @@ static void agg_totals_of(const struct rm_totals *t, uint64_t v[ST_R_COUNT])
 	v[ST_R_DISK_WRITE] = t->disk_write;
 }
 
+/*
+ * A restarted collector's totals t (t->restart windows ending with t->win)
+ * over what storage holds before this batch (agg_restart.h): each window
+ * balanced, the rest as V 'collector_restart' in the last one.
+ */
+static int agg_write_restart(struct agg_account *a, const struct rm_totals *t)
+{
+	const struct agg_batch_meta *m = &a->m;
+	uint64_t n = t->restart < AGG_RESTART_MAX_WINS ? t->restart : AGG_RESTART_MAX_WINS;
+	uint64_t lump[ST_R_COUNT], short_by[ST_R_COUNT], first, j;
+	struct agg_restart_win *w;
+	struct agg_restart_add *add;
+	int64_t start, len = (int64_t)m->window_ns;
+	int r, rv = RM_OK;
+
+	if (n > t->win)
+		n = t->win;
+	if (t->restart > n)
+		rm_log_warn("node '%s': restart totals for %" PRIu64 " windows up to %" PRIu64 "; only the last %"
+			    PRIu64 " are balanced", m->node, t->restart, t->win, n);
+	first = t->win - n + 1;
+	w = calloc(n, sizeof(*w));
+	add = calloc(n, sizeof(*add));
+	if (!w || !add) {
+		free(w);
+		free(add);
+		return RM_ENOMEM;
+	}
+	for (j = 0; j < n && rv == RM_OK; j++)
+		if ((rv = agg_win_start(m->window_ns, first + j, &start)) == RM_OK)
+			rv = a->st.window_sums(a->st.arg, m->node, start, len, w[j].total, w[j].charged,
+					       &w[j].has_total);
+	if (rv == RM_OK) {
+		agg_totals_of(t, lump);
+		agg_restart_split(lump, w, n, add, short_by);
+	}
+	for (j = 0; j < n && rv == RM_OK; j++) {
+		uint64_t cap = j == n - 1 ? t->capacity_ns : 0;
+
+		agg_win_start(m->window_ns, first + j, &start);
+		for (r = 0; r < ST_R_COUNT && rv == RM_OK; r++) {
+			uint64_t c = r == ST_R_CPU ? cap : 0;
+
+			if (add[j].total[r] || c) {
+				rv = a->st.add_total(a->st.arg, m->node, start, len, r, add[j].total[r], c);
+				a->stats.rows_written++;
+			}
+			if (rv == RM_OK && add[j].v[r])
+				rv = a->st.add_unacct(a->st.arg, m->node, start, len, r, AGG_REASON_COLLECTOR_RESTART,
+						      add[j].v[r]);
+		}
+	}
+	for (r = 0; r < ST_R_COUNT && rv == RM_OK; r++)
+		if (short_by[r])
+			rm_log_warn("node '%s' windows %" PRIu64 "..%" PRIu64 ": the restarted collector measured %"
+				    PRIu64 " less of resource %d than the stored parts hold; balanced on the parts",
+				    m->node, first, t->win, short_by[r], r);
+	free(w);
+	free(add);
+	return rv;
+}
+
 static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw)
 {
 	const struct agg_batch_meta *m = &a->m;
 	int64_t start, len;
 	size_t i;
 	int r, rv;
+
+	if (nw && !a->is_batch)
+		return RM_EINVAL;
+	/* restart totals explain what was stored before this batch: first */
+	for (i = 0; i < nw; i++)
+		if (w[i].restart && (rv = agg_write_restart(a, &w[i])) != 0)
+			return rv;
 
 	for (i = 0; i < a->cap; i++) {
 		struct agg_sum *e = &a->tab[i];
@@ -253,8 +323,6 @@ static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw
 			a->stats.rows_written++;
 		}
 	}
-	if (nw && !a->is_batch)
-		return RM_EINVAL;
 	len = (int64_t)m->window_ns;
 	for (i = 0; i < nw; i++) {
 		const struct rm_totals *t = &w[i];
@@ -271,6 +339,8 @@ static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw
 						 [ST_R_DISK_WRITE] = t->dropped_disk_write };
 		uint64_t drop[ST_R_COUNT], lost = w[i].lost_ns;
 
+		if (t->restart)
+			continue;
 		agg_totals_of(t, total);
 
 		if ((rv = agg_win_start(m->window_ns, w[i].win, &start)) != 0)
@@ -374,7 +444,7 @@ static void agg_observe(const struct agg_account *a, const struct rm_totals *w, 
 		a->obs(a->obs_arg, &row);
 	}
 	for (i = 0; i < nw; i++) {
-		if (agg_win_start(a->m.window_ns, w[i].win, &row.start) != 0)
+		if (w[i].restart || agg_win_start(a->m.window_ns, w[i].win, &row.start) != 0)
 			continue;
 		row.node = a->m.node;
 		row.ce = NULL;

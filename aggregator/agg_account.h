@@ -23,7 +23,9 @@
  * socket, a receive range with a gap or overlap), "unpaired" (received bytes
  * that no send covered within the horizon), "past_horizon" (received bytes
  * whose sender was still unresolved at the horizon, or parts dropped because
- * the aggregator held too many).
+ * the aggregator held too many), "collector_restart" (work a killed
+ * collector's windows hold that no stored part explains, from the totals
+ * its node's next collector measured: agg_restart.h).
  * U is the collector's own measurement of the node (busy CPU, all socket and
  * disk bytes), so sum_c U_c + V = U is checked, not assumed: any difference
  * shows as the "unexplained" residual in storage queries.
@@ -49,6 +51,7 @@
 #define AGG_REASON_UNPAIRED "unpaired"
 #define AGG_REASON_PAST_HORIZON "past_horizon"
 #define AGG_REASON_UNANCHORED "unanchored"
+#define AGG_REASON_NO_SENDER "no_sender" /* a datagram whose sender was not read (unconnected UDP socket) */
 #define AGG_REASON_TOO_MANY_SENDS "too_many_sends" /* received bytes past the sends the pairing follows per part */
 
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */

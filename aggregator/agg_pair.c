@@ -403,6 +403,10 @@ static int agg_classify(struct agg_pair *e, struct agg_rec *r, const struct rm_w
 	 * a shared service; the chain ends here */
 	if (i == AGG_RULE_OTHER_END)
 		return agg_resolve_one(e, r, NULL, AGG_REASON_NO_CE, AGG_PAIR_BY_NONE);
+	/* a datagram on an unconnected socket whose sender was never read
+	 * (segmenter.h, rm_on_dgram_src): no address to charge by */
+	if (!(p->flags & RM_PF_IN_SEQ) && (t->family == RM_AF_INET || t->family == RM_AF_INET6) && !t->rport)
+		return agg_resolve_one(e, r, NULL, AGG_REASON_NO_SENDER, AGG_PAIR_BY_NONE);
 	if (!(p->flags & RM_PF_IN_SEQ) || !agg_fkey_make(&k, t, 0, r->node_idx))
 		return agg_resolve_one(e, r, NULL, AGG_REASON_NO_CE, AGG_PAIR_BY_NONE);
 	if ((p->flags & RM_PF_SEQ_SUSPECT) || !agg_valid_range(p->in_seq_start, p->in_seq_end))

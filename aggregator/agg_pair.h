@@ -37,7 +37,12 @@
  *      CE); the part's distribution is the sum over the bytes, exact in
  *      integers (largest remainder). The part waits ("pending") until every
  *      byte is covered by a send whose part is resolved;
- *   5. anything else (no TCP range, no rule): V "no_ce".
+ *   5. an IPv4/IPv6 part without a TCP range whose inbound tuple names no
+ *      remote port: a datagram on an unconnected UDP socket whose sender
+ *      was not read (recvmmsg, io_uring, a part emitted before the recv
+ *      returned): V "no_sender";
+ *   6. anything else (no TCP range, no rule): V "no_ce". Datagrams are
+ *      not paired across nodes: a UDP request no rule decides is "no_ce".
  * A part's own sends (RM_PF_OUT_SEQ, non-empty out range) enter the send
  * index whatever its resolution; a V resolution propagates to receivers as
  * V with the same reason, so work caused by unaccountable work stays

@@ -70,7 +70,7 @@ found:
 static const char *const agg_reasons[] = {
 	AGG_REASON_NO_CE, AGG_REASON_DOM0, AGG_REASON_UNTRUSTED_RANGE, AGG_REASON_UNPAIRED,
 	AGG_REASON_PAST_HORIZON, AGG_REASON_UNSEGMENTED, AGG_REASON_LOST, AGG_REASON_UNANCHORED,
-	AGG_REASON_TOO_MANY_SENDS,
+	AGG_REASON_TOO_MANY_SENDS, AGG_REASON_NO_SENDER,
 };
 
 static int agg_share_cmp(const struct agg_pair_share *a, const struct agg_pair_share *b)

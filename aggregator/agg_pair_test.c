@@ -910,6 +910,27 @@ static void test_rules_take_precedence(void)
 	streams_free(st, 3);
 }
 
+/* testdata/udp_dns.events: datagrams charged by their senders' addresses. */
+static void test_udp(void)
+{
+	struct stream st[1];
+	struct run R;
+	size_t k;
+
+	replay(&st[0], "dns", "udp_dns.events");
+	run_open(&R, st);
+	for (k = 0; k < st[0].cap.nparts; k++)
+		feed(&R, 0, k, (int64_t)k);
+	CU_ASSERT_EQUAL(count_resolved(&R, st[0].cap.nparts), st[0].cap.nparts);
+	CU_ASSERT_EQUAL(tv(&R, "dns", "c1", ST_R_CPU), 4000);
+	CU_ASSERT_EQUAL(tv(&R, "dns", "c2", ST_R_CPU), 5000);
+	CU_ASSERT_EQUAL(tv(&R, "dns", "!" AGG_REASON_NO_SENDER, ST_R_CPU), 3000);
+	CU_ASSERT_EQUAL(tv(&R, "dns", "!" AGG_REASON_NO_CE, ST_R_CPU), 2000);
+	CU_ASSERT_PTR_NULL(total_of(&R, "dns", "c3"));
+	run_close(&R);
+	streams_free(st, 1);
+}
+
 static void test_reply_to_ce_client(void)
 {
 	struct agg_pair_stats ps;
@@ -1279,6 +1300,7 @@ static CU_TestInfo cases[] = {
 	{ "restored state continues like the original", test_restore },
 	{ "configuration rules take precedence over bytes", test_rules_take_precedence },
 	{ "a reply to a CE's own client ends the chain", test_reply_to_ce_client },
+	{ "UDP: datagrams charged by their senders, no sender and no rule to V", test_udp },
 	{ "a stop gives up pending parts and keeps the sends", test_give_up },
 	{ "bad input is refused", test_bad_input },
 	{ "follow-replies: a worker's chains take the CE of the request they answer", test_follow_replies },

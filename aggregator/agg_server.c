@@ -55,6 +55,13 @@
 #define AGG_PROBE_WEDGED_MS 2000
 #define AGG_PROBE_IDLE_POLLS 10 /* idle polls of AGG_POLL_MS meanwhile */
 #define AGG_PROBE_LEN 12
+/*
+ * At close, nng_close() is waited for at most this long: with over a
+ * thousand connections open, nng 1.5.2's nng_close() can wait forever for
+ * connections that never finish closing (seen with 1500 and 2000 idle
+ * peers, each midway through a frame; 1000 close in 0.3 s).
+ */
+#define AGG_CLOSE_SOCK_MS 2000
 
 /* A probe request: magic (a protobuf Envelope never starts with 0) + nonce. */
 static const uint8_t agg_probe_magic[8] = { 0, 'R', 'M', 'P', 'R', 'O', 'B', 'E' };
@@ -159,17 +166,23 @@ static void agg_aio_done(void *arg)
  * Waits for the operation just started on s->aio, at most ms; cancels it
  * when late. Returns its nng result (NNG_ECANCELED if it was late).
  */
+/* *ts = CLOCK_MONOTONIC now + ms. */
+static void agg_deadline(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 static int agg_aio_wait(struct agg_server *s, int ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	agg_deadline(&ts, ms);
 	pthread_mutex_lock(&s->amu);
 	while (!s->adone && pthread_cond_timedwait(&s->acv, &s->amu, &ts) != ETIMEDOUT)
 		;
@@ -1094,6 +1107,82 @@ void agg_server_set_decided(struct agg_server *s, Rametr__ThrottleMatch **decide
 	s->h.ndecided = n;
 }
 
+/* Stops the listeners: no connection is taken while the socket closes. */
+static void agg_close_listeners(struct agg_server *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nls; i++)
+		if (s->ls[i].listening) {
+			nng_listener_close(s->ls[i].l);
+			s->ls[i].listening = 0;
+		}
+}
+
+struct agg_closer {
+	nng_socket sock;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+};
+
+static void *agg_closer_run(void *arg)
+{
+	struct agg_closer *c = arg;
+
+	nng_close(c->sock);
+	pthread_mutex_lock(&c->mu);
+	c->done = 1;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/*
+ * nng_close(sock) on a thread of its own, waited for at most ms. Returns 1
+ * if it returned; 0 if not (the thread and the closer are left to the
+ * process's exit).
+ */
+static int agg_close_sock(nng_socket sock, int ms)
+{
+	struct agg_closer *c = calloc(1, sizeof(*c));
+	struct timespec ts;
+	pthread_condattr_t ca;
+	pthread_t t;
+	int done;
+
+	if (!c) {
+		nng_close(sock);
+		return 1;
+	}
+	c->sock = sock;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&t, NULL, agg_closer_run, c) != 0) {
+		nng_close(sock);
+		done = 1;
+	} else {
+		agg_deadline(&ts, ms);
+		pthread_mutex_lock(&c->mu);
+		while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
+			;
+		done = c->done;
+		pthread_mutex_unlock(&c->mu);
+		if (!done) {
+			pthread_detach(t);
+			return 0;
+		}
+		pthread_join(t, NULL);
+	}
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+	return done;
+}
+
 void agg_server_close(struct agg_server *s)
 {
 	size_t i;
@@ -1103,8 +1192,15 @@ void agg_server_close(struct agg_server *s)
 	for (i = 0; i < s->nls; i++)
 		if (s->ls[i].probe_open)
 			nng_close(s->ls[i].probe);
-	if (s->sock_open)
-		nng_close(s->sock);
+	if (s->sock_open) {
+		agg_close_listeners(s);
+		if (!agg_close_sock(s->sock, AGG_CLOSE_SOCK_MS)) {
+			/* nng's threads may still call agg_pipe_event with s: it stays */
+			rm_log_warn("the transport did not close within %d ms; stopping without waiting for it",
+				    AGG_CLOSE_SOCK_MS);
+			return;
+		}
+	}
 	if (s->aio)
 		nng_aio_free(s->aio);
 	for (i = 0; i < s->nls; i++)

@@ -191,8 +191,11 @@ int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop);
    the replies that follow. On the thread of agg_server_run() only (a handler
    function), or while it does not run. */
 void agg_server_set_decided(struct agg_server *s, Rametr__ThrottleMatch **decided, size_t n);
-/* Closes the socket (collectors see the aggregator as down) and frees s.
-   Not while agg_server_run() runs on another thread. NULL-tolerant. */
+/* Closes the socket (collectors see the aggregator as down) and frees s:
+   the listeners first, then the socket, waited for at most 2 s: if nng
+   does not return by then, a warning is logged and s is left allocated for
+   nng's threads (the caller is stopping). Not while agg_server_run() runs on another thread.
+   NULL-tolerant. */
 void agg_server_close(struct agg_server *s);
 
 #endif

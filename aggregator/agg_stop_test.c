@@ -5,10 +5,17 @@
  * parts that stay pending on one multiplexed connection), as the batches of
  * one gateway node after another, sent back to back
  * over a real nng connection, the signal arriving while a batch is being
- * applied and with tens of thousands of parts pending.
+ * applied and with tens of thousands of parts pending. And with 1500
+ * connections open midway through a frame (nng's own close waited forever
+ * for them), it stops within a few seconds.
  */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,8 +235,78 @@ out:
 	col_replay_capture_release(&cap);
 }
 
+#define FLOOD_CONNS 1500
+#define FLOOD_STOP_MS 4000 /* the socket's close is waited for 2 s at most */
+
+static void test_sigterm_after_flood(void)
+{
+	const char *dir = rm_test_tmpdir();
+	char conf[300], db[300], url[320], log[300];
+	const char *argv[] = { AGG_BIN, "--config", conf, "--db", db, "--listen", url, "--max-conns", "4000",
+			       "--mem-bound", "17179869184", NULL };
+	static const uint8_t junk[65536];
+	unsigned port = rm_test_free_port(), i, open = 0;
+	int fds[FLOOD_CONNS];
+	struct rlimit rl;
+	int64_t t0, took;
+	pid_t pid;
+	int rv;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < FLOOD_CONNS + 256) {
+		rl.rlim_cur = rl.rlim_max < FLOOD_CONNS + 256 ? rl.rlim_max : FLOOD_CONNS + 256;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < FLOOD_CONNS + 256)
+		RM_TEST_SKIP("open-file limit %lu is too low for %d connections", (unsigned long)rl.rlim_cur,
+			     FLOOD_CONNS);
+	snprintf(conf, sizeof(conf), "%s/flood.ini", dir);
+	snprintf(db, sizeof(db), "%s/flood.db", dir);
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%u", port);
+	snprintf(log, sizeof(log), "%s/flood.log", dir);
+	rm_test_write_file(conf, "[aggregator]\nhorizon = 1s\n");
+	pid = rm_test_spawn(argv, log);
+	CU_ASSERT_FATAL(pid > 0);
+	for (t0 = mono_ms(); !strstr(rm_test_slurp(log), "listening on") && mono_ms() - t0 < 20000;)
+		usleep(20000);
+	/* each: a REQ peer's SP header, a frame of just under 2 MiB, 64 KiB of it */
+	for (i = 0; i < FLOOD_CONNS; i++) {
+		static const uint8_t h[16] = { 0, 'S', 'P', 0, 0x00, 0x30, 0, 0, 0, 0, 0, 0, 0, 0x1f, 0xff, 0xc0 };
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&a, sizeof(a)) != 0 ||
+		    send(fds[i], h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h)) {
+			if (fds[i] >= 0)
+				close(fds[i]);
+			fds[i] = -1;
+			continue;
+		}
+		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+		if (send(fds[i], junk, sizeof(junk), MSG_NOSIGNAL) < 0)
+			CU_ASSERT(errno == EAGAIN || errno == EWOULDBLOCK);
+		open++;
+	}
+	CU_ASSERT_EQUAL(open, FLOOD_CONNS);
+	sleep(2); /* the aggregator takes them all */
+	t0 = mono_ms();
+	CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+	rv = rm_test_wait(pid, 30000);
+	took = mono_ms() - t0;
+	printf("stopped %lld ms after SIGTERM with %u connections open ", (long long)took, open);
+	CU_ASSERT_EQUAL(rv, 0);
+	CU_ASSERT(took <= FLOOD_STOP_MS);
+	if (rv != 0 || took > FLOOD_STOP_MS)
+		fprintf(stderr, "%s\n", rm_test_slurp(log));
+	for (i = 0; i < FLOOD_CONNS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
 static CU_TestInfo cases[] = {
 	{ "SIGTERM under a heavy stream stops the aggregator within a second", test_sigterm_under_load },
+	{ "SIGTERM with 1500 connections midway through a frame stops it within seconds", test_sigterm_after_flood },
 	CU_TEST_INFO_NULL,
 };
 

@@ -44,6 +44,9 @@ struct agg_store {
 	int (*held_resolve)(void *arg, uint64_t id, const char *dist);
 	int (*held_delete)(void *arg, uint64_t id);
 	int (*held_load)(void *arg, int (*cb)(void *cbarg, const struct st_held *h), void *cbarg);
+	/* what a window holds: U, U_c + V, whether it has any U (st_window_sums) */
+	int (*window_sums)(void *arg, const char *node, int64_t start, int64_t len, uint64_t total[ST_R_COUNT],
+			   uint64_t charged[ST_R_COUNT], int *has_total);
 	/* a collector's hello */
 	int (*node_seen)(void *arg, const struct st_node *n);
 };

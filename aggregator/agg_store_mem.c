@@ -347,6 +347,32 @@ static int mem_held_load(void *arg, int (*cb)(void *cbarg, const struct st_held 
 	return RM_OK;
 }
 
+static int mem_window_sums(void *arg, const char *node, int64_t start, int64_t len, uint64_t total[ST_R_COUNT],
+			   uint64_t charged[ST_R_COUNT], int *has_total)
+{
+	const struct agg_store_mem *m = arg;
+	size_t i;
+
+	memset(total, 0, ST_R_COUNT * sizeof(*total));
+	memset(charged, 0, ST_R_COUNT * sizeof(*charged));
+	*has_total = 0;
+	if (!mem_name_ok(node) || len <= 0)
+		return RM_EINVAL;
+	for (i = 0; i < m->s.nrows; i++) {
+		const struct mem_row *x = &m->s.rows[i];
+
+		if (x->start != start || x->len != len || x->r < 0 || x->r >= ST_R_COUNT || strcmp(x->node, node))
+			continue;
+		if (x->kind == MEM_TOTAL) {
+			total[x->r] += x->v[0];
+			*has_total = 1;
+		} else if (x->kind == MEM_USAGE || x->kind == MEM_UNACCT) {
+			charged[x->r] += x->v[0];
+		}
+	}
+	return RM_OK;
+}
+
 static int mem_node_seen(void *arg, const struct st_node *n)
 {
 	(void)arg;
@@ -384,6 +410,7 @@ void agg_store_mem_bind(struct agg_store_mem *m, struct agg_store *out)
 	out->held_resolve = mem_held_resolve;
 	out->held_delete = mem_held_delete;
 	out->held_load = mem_held_load;
+	out->window_sums = mem_window_sums;
 	out->node_seen = mem_node_seen;
 }
 

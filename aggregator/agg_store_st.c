@@ -81,6 +81,12 @@ static int agg_st_held_load(void *arg, int (*cb)(void *cbarg, const struct st_he
 	return st_held_load(arg, cb, cbarg);
 }
 
+static int agg_st_window_sums(void *arg, const char *node, int64_t start, int64_t len,
+			      uint64_t total[ST_R_COUNT], uint64_t charged[ST_R_COUNT], int *has_total)
+{
+	return st_window_sums(arg, node, start, len, total, charged, has_total);
+}
+
 static int agg_st_node_seen(void *arg, const struct st_node *n)
 {
 	return st_node_seen(arg, n);
@@ -103,5 +109,6 @@ void agg_store_st(struct agg_store *out, st_db *db)
 	out->held_resolve = agg_st_held_resolve;
 	out->held_delete = agg_st_held_delete;
 	out->held_load = agg_st_held_load;
+	out->window_sums = agg_st_window_sums;
 	out->node_seen = agg_st_node_seen;
 }

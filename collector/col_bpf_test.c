@@ -1664,6 +1664,121 @@ static void test_cpu_precision(void)
 	check_identity();
 }
 
+/*
+ * UDP: one server thread on an unconnected socket answers datagrams from
+ * three clients (127.0.0.2..4), each request burning a known CPU time; half
+ * read with recvfrom, half with recvmsg, answers with sendto and sendmsg.
+ */
+#define UDP_CLIENTS 3
+#define UDP_ROUNDS 4
+
+struct udp_srv {
+	int fd;
+	pid_t tid;
+	int served;
+};
+
+static void *udp_server(void *arg)
+{
+	struct udp_srv *x = arg;
+	char buf[256];
+	int i;
+
+	x->tid = (pid_t)syscall(SYS_gettid);
+	for (i = 0; i < UDP_CLIENTS * UDP_ROUNDS; i++) {
+		struct sockaddr_in from;
+		socklen_t flen = sizeof(from);
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr m = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n;
+
+		n = (i & 1) ? recvmsg(x->fd, &m, 0) : recvfrom(x->fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+		if (n <= 0)
+			return NULL;
+		burn_ms(2 + (unsigned)buf[0]); /* client k asks for 2 + k ms */
+		iov.iov_len = (size_t)n * 2;
+		memset(buf + n, 'a', (size_t)n);
+		if (((i & 2) ? sendmsg(x->fd, &m, 0) : sendto(x->fd, buf, (size_t)n * 2, 0, (struct sockaddr *)&from,
+							       sizeof(from))) != n * 2)
+			return NULL;
+		x->served++;
+	}
+	return NULL;
+}
+
+static void test_udp(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in ca[UDP_CLIENTS];
+	socklen_t alen = sizeof(a);
+	struct udp_srv x = { 0 };
+	struct col_bpf *b = NULL;
+	uint64_t cpu[UDP_CLIENTS] = { 0 }, nseg[UDP_CLIENTS] = { 0 };
+	int cfd[UDP_CLIENTS], k, r, rv;
+	pthread_t srv;
+	char buf[64];
+	size_t i;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = open_or_skip(&b)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	x.fd = socket(AF_INET, SOCK_DGRAM, 0);
+	CU_ASSERT_FATAL(bind(x.fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CU_ASSERT_FATAL(getsockname(x.fd, (struct sockaddr *)&a, &alen) == 0);
+	for (k = 0; k < UDP_CLIENTS; k++) {
+		memset(&ca[k], 0, sizeof(ca[k]));
+		ca[k].sin_family = AF_INET;
+		ca[k].sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + (uint32_t)k);
+		alen = sizeof(ca[k]);
+		cfd[k] = socket(AF_INET, SOCK_DGRAM, 0);
+		CU_ASSERT_FATAL(bind(cfd[k], (struct sockaddr *)&ca[k], sizeof(ca[k])) == 0);
+		CU_ASSERT_FATAL(getsockname(cfd[k], (struct sockaddr *)&ca[k], &alen) == 0);
+	}
+	pthread_create(&srv, NULL, udp_server, &x);
+	for (r = 0; r < UDP_ROUNDS; r++)
+		for (k = 0; k < UDP_CLIENTS; k++) {
+			memset(buf, 'q', sizeof(buf));
+			buf[0] = (char)(4 * k);
+			CU_ASSERT(sendto(cfd[k], buf, 20, 0, (struct sockaddr *)&a, sizeof(a)) == 20);
+			CU_ASSERT(recv(cfd[k], buf, sizeof(buf), 0) == 40);
+		}
+	pthread_join(srv, NULL);
+	for (k = 0; k < UDP_CLIENTS; k++)
+		close(cfd[k]);
+	close(x.fd);
+	drain_close(b);
+	CU_ASSERT_EQUAL(x.served, UDP_CLIENTS * UDP_ROUNDS);
+	/* every segment of the server thread names its client: address and port, in and out */
+	for (i = 0; i < nparts; i++) {
+		const struct rm_part *p = &parts[i];
+
+		if (p->tid != (uint32_t)x.tid || p->in.lport != ntohs(a.sin_port))
+			continue;
+		for (k = 0; k < UDP_CLIENTS; k++)
+			if (p->in.raddr[0] == ca[k].sin_addr.s_addr && p->in.rport == ntohs(ca[k].sin_port))
+				break;
+		CU_ASSERT_FATAL(k < UDP_CLIENTS);
+		cpu[k] += p->cpu_ns;
+		if (p->flags & RM_PF_END) {
+			nseg[k]++;
+			CU_ASSERT_EQUAL(p->out.raddr[0], ca[k].sin_addr.s_addr);
+			CU_ASSERT_EQUAL(p->out.rport, ntohs(ca[k].sin_port));
+			CU_ASSERT_EQUAL(p->rx_bytes, 20);
+			CU_ASSERT_EQUAL(p->tx_bytes, 40);
+		}
+	}
+	for (k = 0; k < UDP_CLIENTS; k++) {
+		uint64_t want = (uint64_t)UDP_ROUNDS * (2 + 4 * k) * 1000000ULL;
+
+		fprintf(stderr, "client %d: %llu segments, cpu %.3f ms (burned %.3f ms)\n", k,
+			(unsigned long long)nseg[k], cpu[k] / 1e6, want / 1e6);
+		CU_ASSERT_EQUAL(nseg[k], UDP_ROUNDS);
+		CU_ASSERT(cpu[k] >= want * 98 / 100 && cpu[k] <= want * 115 / 100);
+	}
+	check_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
@@ -1680,6 +1795,7 @@ static CU_TestInfo cases[] = {
 	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },
 	{ "a segment's run-queue wait is the scheduler's own (sched_info)", test_runq },
 	{ "a request's tail: its CPU after the reply until the first wait, not after", test_tail },
+	{ "a UDP server's segments name each datagram's sender, recvfrom/recvmsg, sendto/sendmsg", test_udp },
 	{ "each segment's CPU is the thread's own CPU clock between its recv and send", test_cpu_precision },
 	CU_TEST_INFO_NULL,
 };

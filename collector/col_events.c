@@ -539,18 +539,27 @@ static int col_events_io(struct col_events_line *L, struct col_ev_io *io)
 	if ((rv = col_events_num(L, "srv", 0, 0, 1, &v, &has)) != 0)
 		return rv;
 	io->srv = has && v;
+	if ((rv = col_events_num(L, "dgram", 0, 0, 1, &v, &has)) != 0)
+		return rv;
+	io->dgram = has && v;
 	if ((rv = col_events_comm(L, io->comm)) != 0)
 		return rv;
 	if (!col_events_take(L, "fam", &fam)) {
 		io->tuple.family = 0;
 	} else if (col_events_tok_is(fam, "4") || col_events_tok_is(fam, "6")) {
 		int f = fam.p[0] - '0';
+		struct col_events_tok from;
 
 		io->tuple.family = f == 4 ? RM_AF_INET : RM_AF_INET6;
 		if ((rv = col_events_addr(L, "laddr", f, io->tuple.laddr, &io->tuple.lport)) != 0 ||
 		    (rv = col_events_addr(L, "raddr", f, io->tuple.raddr, &io->tuple.rport)) != 0)
 			return rv;
-		return RM_OK;
+		if (!col_events_take(L, "from", &from))
+			return RM_OK;
+		if (!io->dgram || strcmp(L->type, "recv") != 0)
+			return col_events_fail(L->r, RM_EPROTO, "'from' is only valid on a recv with dgram=1");
+		io->has_from = 1;
+		return col_events_addr(L, "from", f, io->from, &io->from_port);
 	} else if (col_events_tok_is(fam, "unix")) {
 		uint64_t id;
 		int has_id;
@@ -576,7 +585,10 @@ static int col_events_io(struct col_events_line *L, struct col_ev_io *io)
 	/* no family or unix: no addresses */
 	{
 		struct col_events_tok a;
-		const char *which = col_events_take(L, "laddr", &a) ? "laddr" : col_events_take(L, "raddr", &a) ? "raddr" : NULL;
+		const char *which = col_events_take(L, "laddr", &a)   ? "laddr"
+				    : col_events_take(L, "raddr", &a) ? "raddr"
+				    : col_events_take(L, "from", &a)  ? "from"
+								      : NULL;
 
 		if (which)
 			return col_events_fail(L->r, RM_EPROTO, "'%s' is only valid with fam=4 or fam=6", which);
@@ -792,7 +804,11 @@ static int col_events_check_io(const struct col_ev_io *io)
 		return RM_EINVAL;
 	if (io->has_seq && io->seq > UINT32_MAX)
 		return RM_EINVAL;
-	if (io->srv != 0 && io->srv != 1)
+	if ((io->srv != 0 && io->srv != 1) || (io->dgram != 0 && io->dgram != 1))
+		return RM_EINVAL;
+	if (io->has_from && (!io->dgram || (t->family != RM_AF_INET && t->family != RM_AF_INET6) ||
+			     io->from_port > 65535 ||
+			     (t->family == RM_AF_INET && (io->from[1] || io->from[2] || io->from[3]))))
 		return RM_EINVAL;
 	if (n == RM_COMM_LEN)
 		return RM_EINVAL;
@@ -898,6 +914,10 @@ static void col_events_put_io(struct col_events_out *o, const struct col_ev_io *
 		col_events_put(o, " seq=%llu", (unsigned long long)io->seq);
 	if (io->srv)
 		col_events_put(o, " srv=1");
+	if (io->dgram)
+		col_events_put(o, " dgram=1");
+	if (io->has_from)
+		col_events_put_addr(o, "from", t->family, io->from, io->from_port);
 }
 
 int col_events_format(const struct col_event *ev, char *buf, size_t len)

@@ -60,8 +60,8 @@
  *           follow-replies), 0 or left out otherwise.
  *   recv    tid=<tid> pid=<pid> sock=<cookie> bytes=<n>
  *           [comm=<comm>] [fam=4|6 laddr=<addr> raddr=<addr>] [fam=unix [lsk=<id>] [rsk=<id>]]
- *           [seq=<seq>] [srv=1]
- *   send    same keys as recv
+ *           [seq=<seq>] [srv=1] [dgram=1 [from=<addr>]]
+ *   send    same keys as recv (but from)
  *           A recv (send) of <n> bytes by thread tid (running on <cpu>) on
  *           the socket with cookie <cookie> (1 .. 2^64-1). bytes may be 0
  *           (EOF, ignored by the replay), at most 2^48. fam: 4 = IPv4, 6 =
@@ -74,6 +74,12 @@
  *           byte. srv=1: the socket is the server side of its connection
  *           (its local port was bound explicitly; the follow-replies option
  *           uses it), srv=0 is the same as leaving it out.
+ *           dgram=1: a datagram socket (UDP): each recv is a message of
+ *           its own (segmenter.h, rm_on_dgram_recv). from (recv, fam=4|6,
+ *           dgram=1): the sender's address the recv wrote out, on an
+ *           unconnected socket whose raddr is the unspecified address with
+ *           port 0; the replay, like the kernel, learns it at the thread's
+ *           next recv or send (rm_on_dgram_src).
  *           comm: the thread's name, 1 .. 15 bytes (no NUL); space,
  *           bytes outside printable ASCII and the characters '%', '#' and
  *           '=' are written %XX (two hex digits; the parser accepts %XX for
@@ -103,8 +109,8 @@
  *   4000 0 switch prev=101 prev_pid=100 prev_state=S next=0 next_pid=0
  *
  * The writer emits keys in the order shown in the type list above, always
- * writes prev_pid and next_pid, and writes comm, fam/laddr/raddr, seq and
- * srv=1 only when present, so that parse(write(e)) == e and write(parse(line)) is
+ * writes prev_pid and next_pid, and writes comm, fam/laddr/raddr, seq,
+ * srv=1, dgram=1 and from only when present, so that parse(write(e)) == e and write(parse(line)) is
  * the canonical form of a line.
  *
  * The parser holds the whole stream in memory (a file is read at open).
@@ -154,6 +160,10 @@ struct col_ev_io {
 	int has_seq;
 	uint64_t seq;             /* valid if has_seq; < 2^32 */
 	int srv;                  /* the socket is the server side of its connection */
+	int dgram;                /* a datagram socket: each recv is a message */
+	int has_from;             /* recv on an unconnected datagram socket: from, from_port valid */
+	__u32 from[4];            /* the datagram's sender, as rm_tuple's raddr */
+	__u32 from_port;
 	char comm[RM_COMM_LEN];   /* NUL-terminated; "" if absent */
 };
 

@@ -5,7 +5,8 @@
  * aggregator or spools. Owns the options and configuration files, the
  * flush timer (--flush-ms), the ring's drain interval and the shutdown
  * order: stop the backend, emit what it still holds, flush, spool what the
- * aggregator did not acknowledge.
+ * aggregator did not acknowledge, and remove the state file (col_restart.h)
+ * the next instance of the node would otherwise take as left by a dead one.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -22,6 +23,7 @@
 #include "col_bpf.h"
 #include "col_merge.h"
 #include "col_replay.h"
+#include "col_restart.h"
 #include "col_sender.h"
 #include "col_tc.h"
 #include "col_throttle.h"
@@ -291,6 +293,175 @@ static void col_usage(FILE *f)
 }
 
 
+/* ---- the state left for the next instance of the node (col_restart.h) ---- */
+
+static struct {
+	int on;                       /* this run keeps a state file */
+	char path[600];
+	/* dead instances' lines not yet acknowledged, then this run's (last) */
+	struct col_restart_state st[COL_RESTART_MAX];
+	size_t n;
+	uint64_t saved_win;           /* ebpf: window of the last save */
+} col_rs;
+
+#define COL_RESTART_ACK_MS 2000 /* wait at start for the report of a dead instance's windows */
+
+static uint64_t col_now_win(uint64_t window_ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) / window_ns;
+}
+
+/*
+ * The windows a dead replaying instance left: its stream's totals of every
+ * window, each marked restart = 1, queued in one batch. Returns the number
+ * of windows reported.
+ */
+static size_t col_restart_replay(const struct col_restart_state *prev, struct col_batcher *bt)
+{
+	struct col_replay_capture c;
+	struct col_sink sink;
+	char err[256];
+	struct col_replay_opts ro = { .err = err, .errlen = sizeof(err) };
+	size_t i, n;
+
+	col_replay_capture_init(&c);
+	sink = col_replay_capture_sink(&c);
+	if (col_replay_file(prev->events, &sink, &ro) != RM_OK) {
+		rm_log_warn("a previous collector of node '%s' did not stop cleanly, and its stream cannot be "
+			    "replayed for the totals of the windows it left open: %s", prev->node, err);
+		col_replay_capture_release(&c);
+		return 0;
+	}
+	for (i = 0; i < c.nwins; i++) {
+		c.wins[i].restart = 1;
+		col_batcher_window(bt, &c.wins[i]);
+	}
+	col_batcher_flush(bt);
+	n = c.nwins;
+	col_replay_capture_release(&c);
+	return n;
+}
+
+/*
+ * At start: reports what a dead previous instance of the node left open
+ * (its state file), then writes this run's state. Before the backend
+ * runs, so that the report is a batch of its own, after the spool.
+ */
+static void col_restart_begin(const struct col_opts *o, struct col_batcher *bt)
+{
+	struct col_restart_state *own, *prev = col_rs.st;
+	int ebpf = !strcmp(o->backend, "ebpf"), replay = !strcmp(o->backend, "replay"), reported = 0;
+	uint64_t busy = 0, now_win = col_now_win(o->window_ns);
+	size_t np = 0, keep = 0, i;
+	char boot[40];
+
+	if (!ebpf && !replay)
+		return; /* the xen backends keep no state */
+	snprintf(col_rs.path, sizeof(col_rs.path), "%s.state", o->spool);
+	col_restart_boot_id(boot, sizeof(boot));
+	if (ebpf && col_restart_busy_ns(&busy) != RM_OK)
+		rm_log_warn("failed to read the kernel's busy CPU time from /proc/stat");
+	if (col_restart_load(col_rs.path, prev, &np) != RM_OK)
+		np = 0;
+	for (i = 0; i < np; i++) {
+		if (strcmp(prev[i].node, o->node) != 0)
+			rm_log_warn("'%s' holds a line of a collector of node '%s', not '%s'; ignored", col_rs.path,
+				    prev[i].node, o->node);
+		else
+			prev[keep++] = prev[i];
+	}
+	if (keep == COL_RESTART_MAX) {
+		rm_log_warn("'%s': more than %d collectors of node '%s' died unreported; the oldest is dropped",
+			    col_rs.path, COL_RESTART_MAX - 1, o->node);
+		memmove(prev, prev + 1, (keep - 1) * sizeof(*prev));
+		keep--;
+	}
+	/* this run's line goes in first, after the dead ones: killed while it
+	 * reports them, the next instance finds them all */
+	own = &col_rs.st[keep];
+	col_rs.n = keep + 1;
+	memset(own, 0, sizeof(*own));
+	snprintf(own->node, sizeof(own->node), "%s", o->node);
+	snprintf(own->backend, sizeof(own->backend), "%s", o->backend);
+	own->window_ns = o->window_ns;
+	if (replay) {
+		if (!realpath(o->events, own->events))
+			snprintf(own->events, sizeof(own->events), "%s", o->events);
+	} else {
+		own->from_win = col_rs.saved_win = now_win;
+		own->busy_ns = busy;
+		snprintf(own->boot, sizeof(own->boot), "%s", boot);
+	}
+	col_rs.on = col_restart_save(col_rs.path, col_rs.st, col_rs.n) == RM_OK;
+	for (i = 0; i < keep; i++) {
+		struct rm_totals lump;
+		const char *why = NULL;
+
+		if (!strcmp(prev[i].backend, "replay")) {
+			size_t n = col_restart_replay(&prev[i], bt);
+
+			if (n)
+				rm_log_warn("a previous collector of node '%s' did not stop cleanly (killed?): "
+					    "reporting the totals of the %zu windows of its stream '%s'; what its "
+					    "delivered parts do not explain is charged to V 'collector_restart'",
+					    o->node, n, prev[i].events);
+			reported += n > 0;
+		} else if (busy && col_restart_lump(&prev[i], o->node, o->window_ns, boot, busy, now_win, &lump,
+						    &why)) {
+			col_batcher_window(bt, &lump);
+			col_batcher_flush(bt);
+			rm_log_warn("a previous collector of node '%s' did not stop cleanly (killed?): reporting "
+				    "%.3f s of busy CPU over the %llu windows it left open, from the kernel's "
+				    "counters; what its delivered parts do not explain is charged to V "
+				    "'collector_restart'", o->node, (double)lump.busy_ns / 1e9,
+				    (unsigned long long)lump.restart);
+			reported++;
+		} else {
+			rm_log_warn("a previous collector of node '%s' did not stop cleanly (killed?), and the "
+				    "windows it left open cannot be measured: %s", o->node,
+				    why ? why : "the kernel's counters are unreadable");
+		}
+	}
+	/* acknowledged: the dead instances' lines can go; else the next instance reports them again */
+	if (keep && col_rs.on && (!reported || col_sender_flush(bt->sender, COL_RESTART_ACK_MS) == RM_OK)) {
+		col_rs.st[0] = *own;
+		col_rs.n = 1;
+		col_rs.on = col_restart_save(col_rs.path, col_rs.st, col_rs.n) == RM_OK;
+	}
+}
+
+/*
+ * ebpf, before each flush: once per window, if the aggregator acknowledged
+ * every batch sent so far, moves the state's snapshot here: this window,
+ * with the counters of now (what the window had before, delivered, is
+ * taken out of the next lump: a flush interval's worth, at most).
+ */
+static void col_restart_tick(const struct col_opts *o, struct col_batcher *bt)
+{
+	struct col_sender_stats ss;
+	uint64_t now_win, from, busy;
+
+	if (!col_rs.on || (now_win = col_now_win(o->window_ns)) == col_rs.saved_win)
+		return;
+	col_sender_stats(bt->sender, &ss);
+	rm_log_debug("state at window %llu: %zu batches unacknowledged", (unsigned long long)now_win, ss.queued);
+	if (ss.queued || col_restart_busy_ns(&busy) != RM_OK)
+		return;
+	from = now_win;
+	/* everything sent is acknowledged: the dead instances' lines too */
+	if (col_rs.n > 1) {
+		col_rs.st[0] = col_rs.st[col_rs.n - 1];
+		col_rs.n = 1;
+	}
+	col_rs.st[0].from_win = from;
+	col_rs.st[0].busy_ns = busy;
+	if (col_restart_save(col_rs.path, col_rs.st, col_rs.n) == RM_OK)
+		col_rs.saved_win = now_win;
+}
+
 static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const struct col_sink *sink,
 			int64_t offset)
 {
@@ -343,6 +514,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			now = col_mono_ms();
 		}
 		if (now - last_flush >= (uint64_t)o->flush_ms) {
+			col_restart_tick(o, bt);
 			col_batcher_flush(bt);
 			last_flush = now;
 		}
@@ -744,6 +916,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	col_restart_begin(&o, &bt);
 	if (!strcmp(o.backend, "ebpf")) {
 		rv = col_run_ebpf(&o, &bt, &sink, offset);
 	} else if (!strcmp(o.backend, "replay")) {
@@ -794,6 +967,9 @@ int main(int argc, char **argv)
 		rm_log_error("%llu parts from the backend were refused (broke the wire rules)",
 			     (unsigned long long)bt.refused_parts);
 	col_sender_close(bt.sender);
+	/* everything is acknowledged or in the spool: nothing left open for the next instance */
+	if (col_rs.on && !bt.err && !ss.lost_batches)
+		col_restart_remove(col_rs.path);
 	col_merge_close(bt.merge);
 	col_enforcer_close(&enf);
 	col_batcher_free(&bt);

@@ -1,8 +1,8 @@
 /*
  * col_merge.c - the part merger of col_merge.h. Owns the matches in force,
  * the staged ones (behind a mutex: the sender's thread stages them), and an
- * open-addressing table of records keyed by (window, inbound socket cookie,
- * pid, tid), with the order in which its records were opened.
+ * open-addressing table of records keyed by (window, inbound socket cookie
+ * and remote end, pid, tid), with the order in which its records were opened.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -145,6 +145,7 @@ static uint32_t col_merge_hash(const struct rm_part *p)
 	uint64_t h = p->win * 0x9e3779b97f4a7c15ull;
 
 	h ^= p->in.cookie + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
+	h ^= ((uint64_t)p->in.raddr[0] << 32 | (p->in.raddr[3] ^ p->in.rport)) + (h << 6) + (h >> 2);
 	h ^= ((uint64_t)p->pid << 32 | p->tid) + 0x8cb92ba72f3d8dd7ull + (h << 6) + (h >> 2);
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ull;
@@ -154,7 +155,8 @@ static uint32_t col_merge_hash(const struct rm_part *p)
 
 static int col_same_key(const struct rm_part *a, const struct rm_part *b)
 {
-	return a->win == b->win && a->in.cookie == b->in.cookie && a->pid == b->pid && a->tid == b->tid;
+	return a->win == b->win && a->in.cookie == b->in.cookie && a->pid == b->pid && a->tid == b->tid &&
+	       a->in.rport == b->in.rport && memcmp(a->in.raddr, b->in.raddr, sizeof(a->in.raddr)) == 0;
 }
 
 int col_merge_add(struct col_merge *m, const struct rm_part *p)

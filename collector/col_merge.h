@@ -23,8 +23,9 @@
  *     a match naming it, from either end;
  *   - it sent no bytes (no RM_PF_OUT_SEQ range), or sent them on a decided
  *     socket.
- * Merged parts with the same (window, inbound socket cookie, pid, tid) make
- * one record: the first part's identity and tuples (out: the first one
+ * Merged parts with the same (window, inbound socket cookie and remote end,
+ * pid, tid) make one record (the remote end: one unconnected UDP socket
+ * receives from many senders, each charged by its own address): the first part's identity and tuples (out: the first one
  * named), counters summed, start the earliest and end the latest, flags
  * or-ed; no byte ranges (RM_PF_IN_SEQ, RM_PF_OUT_SEQ, RM_PF_SEQ_SUSPECT
  * cleared): the aggregator needs none for them. Per CE, server, resource and

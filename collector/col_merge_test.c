@@ -161,6 +161,41 @@ static void test_sums(void)
 	col_merge_close(cm);
 }
 
+/* One unconnected UDP socket, datagrams from two senders: a record per sender. */
+static void test_udp_senders(void)
+{
+	struct col_merge *cm = open_with(&c1, 1);
+	struct sink s = { .fail_at = (size_t)-1 };
+	struct rm_part p;
+
+	server_part(&p, 7, 301, 11, 10);
+	p.flags = RM_PF_START | RM_PF_END;
+	tuple4(&p.in, 11, "0.0.0.0", 5432, "10.1.0.1", 40001);
+	p.out = p.in;
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 1);
+	tuple4(&p.in, 11, "0.0.0.0", 5432, "10.1.0.2", 40001);
+	p.out = p.in;
+	p.cpu_ns = 20;
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 1);
+	tuple4(&p.in, 11, "0.0.0.0", 5432, "10.1.0.1", 40002);
+	p.out = p.in;
+	p.cpu_ns = 40;
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 1);
+	tuple4(&p.in, 11, "0.0.0.0", 5432, "10.1.0.2", 40001);
+	p.out = p.in;
+	p.cpu_ns = 80;
+	CU_ASSERT_EQUAL(col_merge_add(cm, &p), 1);
+	CU_ASSERT_EQUAL(col_merge_drain(cm, sink_emit, &s), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(s.n, 3);
+	CU_ASSERT_EQUAL(s.got[0].cpu_ns, 10);
+	CU_ASSERT_EQUAL(s.got[0].in.rport, 40001);
+	CU_ASSERT_EQUAL(s.got[1].cpu_ns, 100);
+	CU_ASSERT_EQUAL(s.got[1].in.raddr[0], s.got[1].out.raddr[0]);
+	CU_ASSERT_EQUAL(s.got[2].cpu_ns, 40);
+	CU_ASSERT_EQUAL(s.got[2].in.rport, 40002);
+	col_merge_close(cm);
+}
+
 static void test_which_parts(void)
 {
 	struct col_merge *cm = open_with(&c1, 1);
@@ -307,6 +342,7 @@ static CU_TestInfo cases[] = {
 	{ "nothing is merged without matches", test_nothing_without_matches },
 	{ "records sum the parts of a socket, thread and window", test_sums },
 	{ "which parts are merged", test_which_parts },
+	{ "an unconnected UDP socket's senders are records of their own", test_udp_senders },
 	{ "matches are staged, then put in force", test_staging },
 	{ "a full table and a failing emitter lose nothing", test_full_and_failing_emit },
 	CU_TEST_INFO_NULL,

@@ -52,6 +52,10 @@ struct col_replay_thread {
 	uint32_t tid;
 	uint32_t cpu;                    /* CPU of its last event (for the final sweep) */
 	struct rm_task t;
+	/* the sender of the datagram that began its segment, known at its next socket event (as rametr.bpf.c) */
+	int dg_pending;
+	uint64_t dg_seg, dg_cookie;
+	__u32 dg_addr[4], dg_port;
 };
 
 /* The bytes last received on a server-side socket (follow-replies), as rametr.bpf.c keeps them. */
@@ -347,6 +351,15 @@ static struct col_replay_inb *col_replay_inb(struct col_replay_run *run, uint64_
 	return i;
 }
 
+/* As rametr.bpf.c's rm_dgram_resolve: t's socket event; the datagram sender its last recv wrote out is known. */
+static void col_replay_dgram_resolve(struct col_replay_thread *t)
+{
+	if (!t || !t->dg_pending)
+		return;
+	rm_on_dgram_src(&t->t, t->dg_seg, t->dg_cookie, t->dg_addr, t->dg_port);
+	t->dg_pending = 0;
+}
+
 static int col_replay_recv(struct col_replay_run *run, const struct col_event *ev)
 {
 	const struct col_ev_io *io = &ev->u.io;
@@ -368,8 +381,22 @@ static int col_replay_recv(struct col_replay_run *run, const struct col_event *e
 			return col_replay_fail(run, RM_ENOMEM, ev->line, "out of memory");
 		rm_inb_update(&in->in, io->has_seq, io->seq, io->bytes);
 	}
-	rm_on_recv(&run->env, &t->t, ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes, io->has_seq, io->seq,
-		   run->env.follow_replies && io->srv);
+	col_replay_dgram_resolve(t);
+	if (io->dgram) {
+		rm_on_dgram_recv(&run->env, &t->t, ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes,
+				 run->env.follow_replies && io->srv);
+		/* an unconnected socket: the sender is learnt at the thread's next socket event */
+		if (io->has_from && !io->tuple.rport && t->t.mode == RM_MODE_SEG) {
+			t->dg_pending = 1;
+			t->dg_seg = t->t.cur.seg_id;
+			t->dg_cookie = io->tuple.cookie;
+			memcpy(t->dg_addr, io->from, sizeof(t->dg_addr));
+			t->dg_port = io->from_port;
+		}
+	} else {
+		rm_on_recv(&run->env, &t->t, ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes, io->has_seq, io->seq,
+			   run->env.follow_replies && io->srv);
+	}
 	/* as rametr.bpf.c: the thread's name goes into a segment at its start */
 	if (io->comm[0] && (t->t.cur.flags & RM_PF_START) && t->t.cur.start_ns == ev->ts_ns)
 		memcpy(t->t.cur.comm, io->comm, sizeof(t->t.cur.comm));
@@ -391,6 +418,7 @@ static int col_replay_send(struct col_replay_run *run, const struct col_event *e
 	/* as rametr.bpf.c: follow-replies follows a thread that replies */
 	if (!t && srv && (rv = col_replay_add(run, io->tid, ev->cpu, &t)) != RM_OK)
 		return col_replay_fail(run, rv, ev->line, "out of memory");
+	col_replay_dgram_resolve(t);
 	rm_on_send(&run->env, col_replay_task(t, ev->cpu), ev->ts_ns, io->pid, io->tid, &io->tuple, io->bytes,
 		   io->has_seq, io->seq, srv, in ? &in->in : NULL);
 	if (in)

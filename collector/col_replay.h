@@ -19,8 +19,10 @@
  * order for equal timestamps): switch -> rm_on_switch (prev tid 0 = idle,
  * prev_state R = runnable), wakeup -> rm_on_wakeup, recv -> rm_on_recv (and
  * the event's comm into the part when a segment starts, as the BPF program
- * does), send -> rm_on_send, fork -> rm_on_fork, exit -> rm_on_exit, disk ->
- * rm_on_disk; recv, send and disk of 0 bytes are ignored. At the end every
+ * does; with dgram=1 rm_on_dgram_recv), send -> rm_on_send, fork -> rm_on_fork,
+ * exit -> rm_on_exit, disk -> rm_on_disk; recv, send and disk of 0 bytes are
+ * ignored. A recv's datagram sender (from) reaches the segmenter
+ * (rm_on_dgram_src) at the thread's next recv or send, as in the kernel. At the end every
  * thread is swept (rm_sweep, in tid order) and then every window from the
  * first event's to the last event's is reported once, summed over CPUs, with
  * capacity_ns = ncpu * (part of the window inside [first ts, last ts)) and

@@ -21,7 +21,7 @@
 #endif
 
 static const char *const testdata_files[] = { "simple.events", "preempt.events", "fork.events", "eventloop.events",
-					       "disk.events" };
+					       "disk.events", "udp.events" };
 
 #define HDR "rametr-events 1 window_ns=1000 offset_ns=0 ncpu=2\n"
 
@@ -137,6 +137,16 @@ static const struct bad_case bad_cases[] = {
 	  "t.events:2: 'recv' with fam=4 needs key 'raddr'" },
 	{ HDR "100 0 recv tid=1 pid=1 sock=1 bytes=1 fam=unix laddr=1.2.3.4:80\n", RM_EPROTO,
 	  "t.events:2: 'laddr' is only valid with fam=4 or fam=6" },
+	{ HDR "100 0 recv tid=1 pid=1 sock=1 bytes=1 fam=4 laddr=1.2.3.4:53 raddr=0.0.0.0:0 from=1.2.3.5:9\n",
+	  RM_EPROTO, "t.events:2: 'from' is only valid on a recv with dgram=1" },
+	{ HDR "100 0 send tid=1 pid=1 sock=1 bytes=1 fam=4 laddr=1.2.3.4:53 raddr=0.0.0.0:0 dgram=1 from=1.2.3.5:9\n",
+	  RM_EPROTO, "t.events:2: 'from' is only valid on a recv with dgram=1" },
+	{ HDR "100 0 recv tid=1 pid=1 sock=1 bytes=1 dgram=1 from=1.2.3.5:9\n", RM_EPROTO,
+	  "t.events:2: 'from' is only valid with fam=4 or fam=6" },
+	{ HDR "100 0 recv tid=1 pid=1 sock=1 bytes=1 fam=4 laddr=1.2.3.4:53 raddr=0.0.0.0:0 dgram=1 from=1.2.3.5\n",
+	  RM_EPROTO, "t.events:2: invalid IPv4 address '1.2.3.5' for 'from' (expected a.b.c.d:port)" },
+	{ HDR "100 0 recv tid=1 pid=1 sock=1 bytes=1 dgram=2\n", RM_EPROTO,
+	  "t.events:2: invalid value '2' for 'dgram' (expected 0 .. 1)" },
 	{ HDR "100 0 recv tid=1 pid=1 sock=1 bytes=1 fam=5\n", RM_EPROTO,
 	  "t.events:2: invalid value '5' for 'fam' (expected 4, 6 or unix)" },
 	{ HDR "100 0 recv tid=1 pid=1 sock=1 bytes=1 comm=abcdefghijklmnop\n", RM_EPROTO,

@@ -167,6 +167,25 @@ struct {
 	__type(value, struct rm_inb);
 } inbs SEC(".maps");
 
+/*
+ * UDP: the datagram that began a thread's segment on an unconnected socket,
+ * whose sender the recv writes out to user memory only after the
+ * tracepoint (rm_dgram_note): read at the thread's next socket call
+ * (rm_dgram_resolve).
+ */
+struct rm_dgram {
+	__u64 uaddr;   /* user address of the sockaddr the recv fills, 0: none pending */
+	__u64 seg_id;  /* the segment it began */
+	__u64 cookie;  /* its socket */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rm_dgram);
+} dgrams SEC(".maps");
+
 struct rm_env {
 	__u64 window_ns;
 	__u64 offset_ns;
@@ -767,6 +786,119 @@ RM_INLINE void rm_unseg_io(struct rm_env *e, __u64 now, __u64 rx, __u64 tx)
 	RM_ADD(&w->unseg_tx, tx);
 }
 
+#define IPPROTO_UDP 17
+#define SOCK_DGRAM 2
+#define RM_NR_SENDTO 44   /* x86-64 */
+#define RM_NR_RECVFROM 45
+#define RM_NR_SENDMSG 46
+#define RM_NR_RECVMSG 47
+
+/* An unconnected INET UDP socket's tuple (tp from rm_tuple_get): no peer in struct sock. */
+RM_INLINE int rm_udp_unconnected(struct sock *sk, const struct rm_tuple *tp)
+{
+	return sk->sk_protocol == IPPROTO_UDP && sk->sk_type == SOCK_DGRAM && !tp->rport &&
+	       (tp->family == AF_INET || tp->family == AF_INET6);
+}
+
+/*
+ * The user address of the sockaddr of the current socket syscall (the
+ * source a recvfrom/recvmsg fills, the destination of a sendto/sendmsg),
+ * from its arguments; 0 if the syscall names none (read/write, the mmsg
+ * calls, io_uring).
+ */
+RM_INLINE __u64 rm_syscall_sockaddr(int tx)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 nr, name = 0;
+
+	if (!regs)
+		return 0;
+	nr = regs->orig_ax;
+	if (nr == (tx ? RM_NR_SENDTO : RM_NR_RECVFROM)) {
+		name = regs->r8;
+		barrier_var(name); /* one load of regs, not one merged with the stack's below */
+	} else if (nr != (tx ? RM_NR_SENDMSG : RM_NR_RECVMSG) ||
+		   bpf_probe_read_user(&name, sizeof(name), (void *)regs->si) != 0) { /* msghdr.msg_name */
+		name = 0;
+	}
+	return name;
+}
+
+/*
+ * The address and port of the sockaddr at user address ua, as a tuple's
+ * remote end (16-byte address, port in host order), if its family is
+ * `family`; returns 0 on success.
+ */
+RM_INLINE int rm_user_sockaddr(__u64 ua, __u32 family, __u32 *addr, __u32 *port)
+{
+	struct sockaddr_in6 sa; /* sockaddr_in is its prefix: family, port, address (flowinfo in v6) */
+
+	/* no more than the family's sockaddr: the rest may be past a mapping */
+	if (!ua || bpf_probe_read_user(&sa, family == AF_INET ? 8 : sizeof(sa), (void *)ua) != 0 ||
+	    sa.sin6_family != family)
+		return -1;
+	*port = bpf_ntohs(sa.sin6_port);
+	if (family == AF_INET) {
+		addr[0] = sa.sin6_flowinfo; /* sin_addr */
+		addr[1] = addr[2] = addr[3] = 0;
+	} else {
+		addr[0] = sa.sin6_addr.in6_u.u6_addr32[0];
+		addr[1] = sa.sin6_addr.in6_u.u6_addr32[1];
+		addr[2] = sa.sin6_addr.in6_u.u6_addr32[2];
+		addr[3] = sa.sin6_addr.in6_u.u6_addr32[3];
+	}
+	return 0;
+}
+
+/* The destination of the datagram being sent on unconnected socket *tp: its remote end. Not inlined (below). */
+static __noinline void rm_dgram_dest(struct rm_tuple *tp)
+{
+	rm_user_sockaddr(rm_syscall_sockaddr(1), tp->family, tp->raddr, &tp->rport);
+}
+
+/*
+ * Thread t (current) began a segment with a datagram on unconnected socket
+ * tp: remember where its recv writes the sender (it does after this hook).
+ */
+RM_INLINE void rm_dgram_note(struct task_struct *task, const struct rm_task *t, const struct rm_tuple *tp)
+{
+	__u64 ua = rm_syscall_sockaddr(0);
+	struct rm_dgram *d;
+
+	if (!ua || t->mode != RM_MODE_SEG)
+		return;
+	d = bpf_task_storage_get(&dgrams, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!d)
+		return;
+	d->uaddr = ua;
+	d->seg_id = t->cur.seg_id;
+	d->cookie = tp->cookie;
+}
+
+/*
+ * At a socket call of thread t (current): the recv that began its segment
+ * with a datagram has returned, its sender is in user memory now
+ * (segmenter.h, rm_on_dgram_src). Costs nothing unless t's segment has an
+ * inbound INET tuple without a remote port (only such datagrams). Not
+ * inlined: its branches would multiply the verifier's states of the
+ * socket hooks.
+ */
+static __noinline void rm_dgram_resolve(struct task_struct *task, struct rm_task *t)
+{
+	struct rm_dgram *d;
+	__u32 addr[4], port;
+
+	if (t->mode == RM_MODE_NONE || t->cur.in.rport ||
+	    (t->cur.in.family != AF_INET && t->cur.in.family != AF_INET6))
+		return;
+	d = bpf_task_storage_get(&dgrams, task, 0, 0);
+	if (!d || !d->uaddr)
+		return;
+	if (rm_user_sockaddr(d->uaddr, t->cur.in.family, addr, &port) == 0)
+		rm_on_dgram_src(t, d->seg_id, d->cookie, addr, port);
+	d->uaddr = 0;
+}
+
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 {
@@ -822,6 +954,19 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + (int)pid_tgid; /* keep the reads */
+	if (!tcp && tup.family != AF_UNIX && sk->sk_type == SOCK_DGRAM) {
+		__u64 head;
+
+		rm_dgram_resolve(task, t); /* before the cut: a part it flushes names its sender */
+		head = cpu_counters ? rm_ctr_cut(&e, t, task, now, 1) : 0;
+		rm_on_dgram_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, srv);
+		if (cpu_counters)
+			rm_charge_cpu(&e, t, rm_win(&e, now), now, head);
+		if (rm_udp_unconnected(sk, &tup))
+			rm_dgram_note(task, t, &tup);
+		return 0;
+	}
+	rm_dgram_resolve(task, t);
 	if (cpu_counters) {
 		__u64 head = rm_ctr_cut(&e, t, task, now, 1);
 
@@ -883,6 +1028,9 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + has_seq;
+	if (!tcp && rm_udp_unconnected(sk, &tup))
+		rm_dgram_dest(&tup);
+	rm_dgram_resolve(task, t);
 	if (cpu_counters && own)
 		rm_ctr_cut(&e, own, task, now, 0);
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);

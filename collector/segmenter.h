@@ -1083,6 +1083,51 @@ RM_INLINE void rm_on_exit(struct rm_env *e, struct rm_task *t, __u64 now)
 	t->head = 0;
 }
 
+/*
+ * Datagrams (UDP). A datagram received and what the same thread sends
+ * next (the answer, to the sender's address) form a segment, as a request
+ * read from a stream socket does; but each datagram is a message of its
+ * own: a second datagram read on the same socket before anything is sent
+ * is another request, not more bytes of the first, so the open segment
+ * ends there (RM_PF_RECV, as at a recv on another socket) and a new one
+ * begins. Datagrams carry no byte ranges.
+ */
+RM_INLINE void rm_on_dgram_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 pid, __u32 tid,
+				const struct rm_tuple *tp, __u64 bytes, int srv)
+{
+	if (t->mode == RM_MODE_SEG && t->cur.in.cookie == tp->cookie) {
+		rm_cut(e, t, now);
+		t->cur.flags |= RM_PF_RECV;
+		t->dirty = 1;
+		rm_flush(e, t);
+		t->mode = RM_MODE_NONE;
+	}
+	rm_on_recv(e, t, now, pid, tid, tp, bytes, 0, 0, srv);
+}
+
+/*
+ * The sender of the datagram that began segment seg_id of t on socket
+ * `cookie`, known only once the recv returned (an unconnected socket names
+ * no peer: the kernel side reads the address the recv wrote out, at the
+ * thread's next socket call): raddr (16 bytes, as rm_tuple holds them) and
+ * rport (host order) become the inbound tuple's remote end, the tenant the
+ * segment is charged to. Parts of the segment emitted before (a window
+ * edge) keep the tuple without it. Nothing changes unless t still holds
+ * that segment with no remote port.
+ */
+RM_INLINE void rm_on_dgram_src(struct rm_task *t, __u64 seg_id, __u64 cookie, const __u32 *raddr, __u32 rport)
+{
+	struct rm_part *p = &t->cur;
+
+	if (t->mode == RM_MODE_NONE || p->seg_id != seg_id || p->in.cookie != cookie || p->in.rport || !rport)
+		return;
+	p->in.raddr[0] = raddr[0];
+	p->in.raddr[1] = raddr[1];
+	p->in.raddr[2] = raddr[2];
+	p->in.raddr[3] = raddr[3];
+	p->in.rport = rport;
+}
+
 /* Emit whatever t holds (collector shutdown, or a thread idle for long). */
 RM_INLINE void rm_sweep(struct rm_env *e, struct rm_task *t)
 {

@@ -1557,6 +1557,95 @@ static void test_window_cache(void)
 	CU_ASSERT_EQUAL(win(3)->unseg_cpu_ns, 0);
 }
 
+/* The part of thread tid, segment n (cpu 0), window w, with flag f among its flags; NULL if none. */
+static const struct rm_part *seg_part(uint32_t tid, uint64_t n, uint64_t w, uint32_t f)
+{
+	size_t i;
+
+	for (i = 0; i < cap.nparts; i++)
+		if (cap.parts[i].tid == tid && cap.parts[i].seg_id == SEG(0, n) && cap.parts[i].win == w &&
+		    (cap.parts[i].flags & f) == f)
+			return &cap.parts[i];
+	return NULL;
+}
+
+/* The inbound tuple of p names sender d (10.0.0.d) on port port (0: none yet). */
+static int from_is(const struct rm_part *p, unsigned d, unsigned port)
+{
+	return p && p->in.cookie == 9 && p->in.lport == 53 && p->in.rport == port &&
+	       (port ? ipv4_is(p->in.raddr, 10, 0, 0, d) : !p->in.raddr[0]);
+}
+
+/* testdata/udp.events: see the computation there. */
+static void test_udp(void)
+{
+	const struct rm_part *p;
+
+	replay_file("udp.events");
+	CU_ASSERT_EQUAL(cap.nparts, 8);
+	p = seg_part(201, 1, 0, RM_PF_START | RM_PF_END);
+	CU_ASSERT(from_is(p, 21, 5001));
+	CU_ASSERT_FATAL(p != NULL);
+	CU_ASSERT_EQUAL(p->flags, RM_PF_START | RM_PF_END);
+	CU_ASSERT_EQUAL(p->cpu_ns, 3000);
+	CU_ASSERT_EQUAL(p->rx_bytes, 40);
+	CU_ASSERT_EQUAL(p->tx_bytes, 80);
+	CU_ASSERT(ipv4_is(p->out.raddr, 10, 0, 0, 21) && p->out.rport == 5001);
+	CU_ASSERT_STRING_EQUAL((const char *)p->comm, "dns");
+	p = seg_part(201, 1, 0, RM_PF_ASSOC);
+	CU_ASSERT(from_is(p, 21, 5001));
+	CU_ASSERT_EQUAL(p ? p->cpu_ns : 0, 1000);
+	/* a second datagram on the socket: a request of its own, the first unanswered */
+	p = seg_part(201, 2, 0, RM_PF_START);
+	CU_ASSERT(from_is(p, 22, 5002));
+	CU_ASSERT_EQUAL(p ? p->flags : 0, RM_PF_START | RM_PF_RECV);
+	CU_ASSERT_EQUAL(p ? p->cpu_ns : 0, 1000);
+	CU_ASSERT_EQUAL(p ? p->rx_bytes : 0, 40);
+	p = seg_part(201, 3, 0, RM_PF_START | RM_PF_END);
+	CU_ASSERT(from_is(p, 23, 5003));
+	CU_ASSERT_EQUAL(p ? p->cpu_ns : 0, 2000);
+	p = seg_part(201, 3, 0, RM_PF_ASSOC);
+	CU_ASSERT(from_is(p, 23, 5003));
+	CU_ASSERT_EQUAL(p ? p->cpu_ns : 0, 500);
+	/* the part emitted at the window edge before the sender was known keeps no sender */
+	p = seg_part(201, 4, 1, RM_PF_START);
+	CU_ASSERT(from_is(p, 0, 0));
+	CU_ASSERT_EQUAL(p ? p->cpu_ns : 0, 1000);
+	p = seg_part(201, 4, 2, RM_PF_END);
+	CU_ASSERT(from_is(p, 21, 5001));
+	CU_ASSERT_EQUAL(p ? p->cpu_ns : 0, 900);
+	p = seg_part(201, 4, 2, RM_PF_ASSOC);
+	CU_ASSERT(from_is(p, 21, 5001));
+	CU_ASSERT_EQUAL(p ? p->cpu_ns : 0, 500);
+	CU_ASSERT_EQUAL(win(0)->busy_ns, 8500);
+	CU_ASSERT_EQUAL(win(0)->unseg_cpu_ns, 1000);
+	CU_ASSERT_EQUAL(win(1)->busy_ns, 1000);
+	CU_ASSERT_EQUAL(win(2)->busy_ns, 1400);
+	CU_ASSERT_EQUAL(win(2)->unseg_cpu_ns, 0);
+}
+
+/* Without dgram=1 the same datagrams on one socket would be one request read in pieces. */
+static void test_udp_stream_rule(void)
+{
+	replay("rametr-events 1 window_ns=10000 offset_ns=0 ncpu=1\n"
+	       "1000 0 recv tid=201 pid=200 sock=9 fam=4 laddr=10.0.0.1:53 raddr=0.0.0.0:0 bytes=40\n"
+	       "2000 0 recv tid=201 pid=200 sock=9 fam=4 laddr=10.0.0.1:53 raddr=0.0.0.0:0 bytes=40\n"
+	       "3000 0 send tid=201 pid=200 sock=9 fam=4 laddr=10.0.0.1:53 raddr=0.0.0.0:0 bytes=80\n");
+	CU_ASSERT_EQUAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL(part(0)->rx_bytes, 80);
+	replay("rametr-events 1 window_ns=10000 offset_ns=0 ncpu=1\n"
+	       "1000 0 recv tid=201 pid=200 sock=9 fam=4 laddr=10.0.0.1:53 raddr=0.0.0.0:0 bytes=40 dgram=1\n"
+	       "2000 0 recv tid=201 pid=200 sock=9 fam=4 laddr=10.0.0.1:53 raddr=0.0.0.0:0 bytes=40 dgram=1\n"
+	       "3000 0 send tid=201 pid=200 sock=9 fam=4 laddr=10.0.0.1:53 raddr=0.0.0.0:0 bytes=80 dgram=1\n");
+	CU_ASSERT_EQUAL(cap.nparts, 2);
+	CU_ASSERT_EQUAL(part(0)->rx_bytes, 40);
+	CU_ASSERT_EQUAL(part(0)->flags, RM_PF_START | RM_PF_RECV);
+	CU_ASSERT_EQUAL(part(1)->rx_bytes, 40);
+	CU_ASSERT_EQUAL(part(1)->tx_bytes, 80);
+	/* recvfrom without an address buffer: the sender stays unknown */
+	CU_ASSERT_EQUAL(part(1)->in.rport, 0);
+}
+
 static CU_TestInfo cases[] = {
 	{ "simple recv, compute, send", test_simple },
 	{ "preemption mid-segment", test_preempt },
@@ -1580,6 +1669,8 @@ static CU_TestInfo cases[] = {
 	{ "the request's tail ends at a hand-off", test_tail_handoff },
 	{ "the request's head: from the wake-up to the recv, unless it did something else", test_head },
 	{ "window offset", test_offset },
+	{ "UDP: each datagram a request, charged to its sender once the recv returned", test_udp },
+	{ "UDP: datagrams are messages, stream reads are not", test_udp_stream_rule },
 	{ "late drop of a part older than the slot ring", test_late_drop },
 	{ "follow-replies: a pool worker taking queued requests without a wake-up", test_follow_replies },
 	{ "without follow-replies the same worker is unsegmented", test_follow_replies_off },

@@ -528,6 +528,7 @@ static const struct rp_reason_text rp_reasons_text[] = {
 	{ "dropped", "records the collector's kernel buffer could not take (overload)" },
 	{ "dom0", "Xen driver-domain CPU not charged to a guest" },
 	{ "untrusted_range", "bytes whose TCP sequence range could not be trusted" },
+	{ "no_sender", "datagrams whose sender could not be read (unconnected UDP sockets)" },
 	{ "unpaired", "received bytes that no known send covered" },
 	{ "past_horizon", "work whose cause was still unknown when the aggregator stopped waiting" },
 	{ "unanchored", "work that could not be tied to a request" },

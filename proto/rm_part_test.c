@@ -553,6 +553,7 @@ static void test_totals(void)
 	want.dropped_tx += s.dropped_tx;
 	want.dropped_disk_read += s.dropped_disk_read;
 	want.dropped_disk_write += s.dropped_disk_write;
+	want.restart += s.restart;
 	rm_totals_add(&d, &s);
 	CU_ASSERT_EQUAL(memcmp(&d, &want, sizeof(d)), 0);
 }

@@ -177,7 +177,7 @@ row_begin() {
 	row=$1 d=$out/$1
 	rm -rf "$d"; mkdir -p "$d/db"
 	write_config "$d/agg.ini"
-	agg_hwm=0 agg_n=0 note="" cut_ok=0
+	agg_hwm=0 agg_n=0 note=""
 	col_n=()
 	: >"$d/truth"
 }
@@ -189,9 +189,10 @@ stream() {
 }
 empty_stream() { echo "rametr-events 1 window_ns=1000000000 offset_ns=$OFFSET ncpu=1" >"$1"; }
 
-# row_end: compares the database with the truth and prints the row.
-# cut_ok=1 (collector kills): windows without a stored total are windows the
-# killed collector never finished; what they miss is reported apart.
+# row_end: compares the database with the truth and prints the row. What
+# the truth has and the database lacks in a window is LOST, unless V
+# 'collector_restart' of that window (a killed collector's open windows,
+# measured by the next instance) holds it.
 row_end() {
 	local db=$d/db/rametr.db produced applied chk verdict h q
 	produced=$(cat "$d"/collector-*.log 2>/dev/null | awk '/sent [0-9]+ parts/ { for (i = 1; i <= NF; i++) if ($i == "sent") p += $(i + 1) } END { print p + 0 }')
@@ -210,43 +211,47 @@ row_end() {
 		   UNION ALL SELECT '$h', (win_start - $OFFSET) / 1000000000, 'V:' || reason, resource, SUM(value)
 		     FROM unacct WHERE server = '$h' AND win_len = 1000000000 GROUP BY 2, 3, 4;"
 		sqlite3 -separator ' ' "$db" "$q" >>"$d/stored"
-		sqlite3 -separator ' ' "$db" "SELECT '$h', (win_start - $OFFSET) / 1000000000 FROM total
-			WHERE server = '$h' AND resource = 0 AND win_len = 1000000000;" >>"$d/totals"
 	done
-	verdict=$(awk -v cut_ok="$cut_ok" '
+	verdict=$(awk '
 		FILENAME == ARGV[1] { T[$1 " " $2 " " $3 " " $4] = $5; next }
-		FILENAME == ARGV[2] { W[$1 " " $2] = 1; next }
-		{ S[$1 " " $2 " " $3 " " $4] = $5; seen[$1 " " $2] = 1 }
+		{ S[$1 " " $2 " " $3 " " $4] = $5 }
 		END {
-			for (k in S) {
-				split(k, a, " "); t = (k in T) ? T[k] : 0; s = S[k]
-				if (s > t) {
-					if (a[3] ~ /^V:/) { vx[a[3] " r" a[4]] += s - t } else { dbl[a[4]] += s - t }
-				}
-			}
+			# per (host, window, resource): what the truth has that is not
+			# stored, and what V holds beyond the truth, by reason
 			for (k in T) {
 				split(k, a, " "); s = (k in S) ? S[k] : 0; t = T[k]
-				if (s >= t) continue
-				if (cut_ok && !((a[1] " " a[2]) in W)) { cut[a[4]] += t - s; continue }
-				lost[a[4]] += t - s
+				if (s < t) short[a[1] " " a[2] " " a[4]] += t - s
 			}
+			for (k in S) {
+				split(k, a, " "); t = (k in T) ? T[k] : 0; s = S[k]
+				if (s <= t) continue
+				if (a[3] ~ /^V:/) vx[a[1] " " a[2] " " a[4], substr(a[3], 3)] += s - t
+				else dbl[a[4]] += s - t
+			}
+			# V collector_restart is what a killed collector left open: it
+			# stands for the shortfall of its own window, no more
+			for (k in vx) {
+				split(k, b, SUBSEP); split(b[1], a, " "); r = a[3]
+				if (b[2] == "collector_restart") {
+					m = vx[k] < short[b[1]] ? vx[k] : short[b[1]]
+					short[b[1]] -= m; vr["collector_restart", r] += m
+					if (vx[k] > m) dbl[r] += vx[k] - m
+				} else {
+					vr[b[2], r] += vx[k]
+				}
+			}
+			for (k in short) { split(k, a, " "); lost[a[3]] += short[k] }
 			name[0] = "cpu ns"; name[1] = "rx B"; name[2] = "tx B"
 			out = ""
 			for (r = 0; r < 3; r++) if (lost[r]) out = out sprintf("%sLOST %.0f %s", out ? "; " : "", lost[r], name[r])
 			for (r = 0; r < 3; r++) if (dbl[r]) out = out sprintf("%sDOUBLE %.0f %s", out ? "; " : "", dbl[r], name[r])
 			v = ""
-			for (k in vx) { split(k, b, " "); r = substr(b[2], 2); v = v sprintf("%sV %.0f %s %s", v ? "; " : "", vx[k], name[r], substr(b[1], 3)) }
-			c = ""
-			for (r = 0; r < 3; r++) if (cut[r]) c = c sprintf("%s%.0f %s", c ? "+" : "", cut[r], name[r])
+			for (k in vr) if (vr[k]) { split(k, b, SUBSEP); v = v sprintf("%sV %.0f %s %s", v ? "; " : "", vr[k], name[b[2]], b[1]) }
 			if (out == "" && v == "") out = "0 lost, 0 double-counted"
 			else if (out == "") out = v " (charged to V; nothing else lost or doubled)"
 			else if (v != "") out = out "; " v
-			if (c != "") {
-				if (out == "0 lost, 0 double-counted") out = "0 double-counted"
-				out = out "; LOST " c " that killed collectors never sent (not in V; their windows have no total)"
-			}
 			print out
-		}' "$d/truth" "$d/totals" "$d/stored")
+		}' "$d/truth" "$d/stored")
 	printf '%-10s | %9s | %9s | %-18s | %7d | %s%s\n' "$row" "$produced" "$applied" "$chk" "$((agg_hwm / 1024))" \
 		"$verdict" "${note:+ [$note]}" | tee -a "$out/table"
 	case "$verdict" in
@@ -310,7 +315,6 @@ row_agg_kill() {
 row_col_kill() {
 	local h k span landed=0
 	row_begin col-kill
-	cut_ok=1
 	span=$(span_s $((NREQ / 2)))
 	for h in c2 c3; do stream "$d" "$h" "$h" "$NREQ" 0; done
 	for k in $(seq 0 "$NKILL"); do stream "$d" c1 "c1-$k" $((NREQ / 2)) $((k * span)); done

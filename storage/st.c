@@ -734,6 +734,48 @@ int st_held_load(st_db *db, int (*cb)(void *arg, const struct st_held *h), void 
 	return rv;
 }
 
+int st_window_sums(st_db *db, const char *server, int64_t win_start_ns, int64_t win_len_ns,
+		   uint64_t total[ST_R_COUNT], uint64_t charged[ST_R_COUNT], int *has_total)
+{
+	static const char sql[] =
+		"SELECT 0, resource, value FROM total WHERE server = ?1 AND win_start = ?2 AND win_len = ?3 "
+		"UNION ALL SELECT 1, resource, value FROM usage WHERE server = ?1 AND win_start = ?2 AND win_len = ?3 "
+		"UNION ALL SELECT 1, resource, value FROM unacct WHERE server = ?1 AND win_start = ?2 AND win_len = ?3";
+	sqlite3_stmt *s;
+	int rc, rv;
+
+	if (!db || !total || !charged || !has_total)
+		return RM_EINVAL;
+	memset(total, 0, ST_R_COUNT * sizeof(*total));
+	memset(charged, 0, ST_R_COUNT * sizeof(*charged));
+	*has_total = 0;
+	if ((rv = st_check_name("server", server, ST_NAME_MAX)) != 0 ||
+	    (rv = st_check_window(win_start_ns, win_len_ns, ST_R_CPU)) != 0)
+		return rv;
+	rc = sqlite3_prepare_v2(db->h, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return st_sql_err(db, rc, "failed to read from");
+	sqlite3_bind_text(s, 1, server, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, win_start_ns);
+	sqlite3_bind_int64(s, 3, win_len_ns);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int r = sqlite3_column_int(s, 1);
+		uint64_t v = (uint64_t)sqlite3_column_int64(s, 2);
+
+		if (r < 0 || r >= ST_R_COUNT)
+			continue;
+		if (sqlite3_column_int(s, 0) == 0) {
+			total[r] += v;
+			*has_total = 1;
+		} else {
+			charged[r] += v;
+		}
+	}
+	rv = rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, "failed to read from");
+	sqlite3_finalize(s);
+	return rv;
+}
+
 int st_held_count(st_db *db, uint64_t *held, uint64_t *unresolved)
 {
 	static const char sql[] = "SELECT count(*), count(*) - count(dist) FROM held";

@@ -340,6 +340,15 @@ int st_held_delete(st_db *db, uint64_t id);
  */
 int st_held_load(st_db *db, int (*cb)(void *arg, const struct st_held *h), void *arg);
 
+/*
+ * What window [win_start_ns, +win_len_ns) of server holds, by resource:
+ * total[r] = U, charged[r] = sum of U_c + sum of V (every reason);
+ * *has_total = 1 if any U row of the window exists (even of value 0).
+ * Reads the open transaction's writes too. RM_OK, RM_EINVAL, RM_ESQL.
+ */
+int st_window_sums(st_db *db, const char *server, int64_t win_start_ns, int64_t win_len_ns,
+		   uint64_t total[ST_R_COUNT], uint64_t charged[ST_R_COUNT], int *has_total);
+
 /* Number of held parts, and of those unresolved. RM_OK, RM_EINVAL, RM_ESQL. */
 int st_held_count(st_db *db, uint64_t *held, uint64_t *unresolved);
 

@@ -8,7 +8,8 @@
  * resident memory must stay under its bound (256 MiB, the default), the
  * collector must be acknowledged in every second of the flood, the extra
  * connections must be refused and the holders closed at the idle timeout,
- * logged and counted; afterwards a real rametr-collector delivers.
+ * logged and counted; afterwards a real rametr-collector delivers, and the
+ * aggregator stops within seconds of SIGTERM.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +39,7 @@
 #define BIG 16             /* peers declaring 64 MiB frames */
 #define IDLE_S 6           /* --idle-timeout of the aggregator here */
 #define FLOOD_S 12         /* seconds the collector is watched during the flood */
+#define STOP_MS 5000       /* SIGTERM to exit after the flood (the socket's close is waited 2 s at most) */
 
 static uint64_t now_ms(void)
 {
@@ -272,9 +274,12 @@ static void test_flood(void)
 		if (peers[i].fd >= 0)
 			close(peers[i].fd);
 	free(peers);
+	t0 = now_ms();
 	kill(agg, SIGTERM);
 	i = (unsigned)rm_test_wait(agg, 30000);
+	fprintf(stderr, "aggregator stopped %llu ms after SIGTERM\n", (unsigned long long)(now_ms() - t0));
 	CU_ASSERT_EQUAL(i, 0);
+	CU_ASSERT(now_ms() - t0 <= STOP_MS);
 	if (i != 0)
 		fprintf(stderr, "aggregator ended with status %d; its log:\n%s\n", (int)i,
 			rm_test_slurp(log));

@@ -37,11 +37,10 @@
 #include "st.h"
 #include "tb_testutil.h"
 #include "tb_truth.h"
+#include "rm_hosts.h"
 #include "banned.h"
 
 #define RUN_S "12"
-#define SESSION_LOCK "/run/rametr-testbed.lock" /* scripts/netns.sh session-lock */
-#define LOCK_WAIT_S 120
 #define NCE 3
 /*
  * CI bounds. The issue's own bounds (1% per CE, V <= 3% of U) are checked by
@@ -69,25 +68,10 @@ static struct {
 	char rametr_why[400];
 	int load_rc[NCE];
 	int leftovers_after_down;       /* objects left by netns.sh down (-1: not run) */
-	int own_hosts;                  /* the session lock is ours: the hosts may be torn down */
 	unsigned long long busy, steal; /* machine jiffies during the load (/proc/stat) */
 	int down_rc;
 	char dir[280], db[300];
 } run = { .leftovers_after_down = -1 };
-
-static pid_t pids[16];
-static size_t npids;
-
-/* Runs "bash scripts/netns.sh ARGS" (stdout to the test's stderr); its exit code. */
-static int netns(const char *args)
-{
-	char cmd[512];
-	int st;
-
-	snprintf(cmd, sizeof(cmd), "bash '%s/scripts/netns.sh' %s 1>&2", RM_SOURCE_DIR, args);
-	st = system(cmd);
-	return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
 
 /* Number of this testbed's namespaces and links that exist. */
 static int leftovers(void)
@@ -112,119 +96,6 @@ static int leftovers(void)
 		n++;
 	}
 	return n;
-}
-
-/* Stops every process this test started (by pid), then removes the hosts. */
-static void cleanup(void)
-{
-	size_t i;
-
-	for (i = 0; i < npids; i++)
-		if (pids[i] > 0)
-			kill(pids[i], SIGKILL);
-	for (i = 0; i < npids; i++)
-		if (pids[i] > 0) {
-			waitpid(pids[i], NULL, 0);
-			rm_test_forget(pids[i]);
-		}
-	npids = 0;
-	if (run.own_hosts)
-		netns("down");
-}
-
-/*
- * Takes the testbed hosts' session lock (held until exit; the descriptor is
- * not inherited), waiting up to LOCK_WAIT_S for another user such as a
- * running scripts/twotier.sh. Returns 0 or -1.
- */
-static int lock_hosts(void)
-{
-	int fd = open(SESSION_LOCK, O_CREAT | O_RDWR | O_CLOEXEC, 0644), i;
-
-	if (fd < 0)
-		return -1;
-	for (i = 0; i < LOCK_WAIT_S * 10; i++) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			return 0;
-		if (errno != EWOULDBLOCK && errno != EINTR)
-			break;
-		if (i == 0)
-			fprintf(stderr, "the testbed hosts are in use ('%s'); waiting\n", SESSION_LOCK);
-		usleep(100000);
-	}
-	close(fd);
-	return -1;
-}
-
-/*
- * Starts argv (PATH lookup for argv[0]) with stdout and stderr appended to
- * log, remembered for cleanup. Returns the pid or -1.
- */
-static pid_t spawn(char *const argv[], const char *log)
-{
-	pid_t pid = rm_test_fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0644);
-
-		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-			_exit(127);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (pid > 0 && npids < sizeof(pids) / sizeof(pids[0]))
-		pids[npids++] = pid;
-	return pid;
-}
-
-static void forget(pid_t pid)
-{
-	size_t i;
-
-	for (i = 0; i < npids; i++)
-		if (pids[i] == pid)
-			pids[i] = -1;
-}
-
-/* Waits up to ms for text in file path while pid lives; 0 or -1. */
-static int wait_for_text(const char *path, const char *text, pid_t pid, int ms)
-{
-	int waited;
-
-	for (waited = 0; waited < ms; waited += 50) {
-		char *s = tbt_slurp(path);
-		int found = s && strstr(s, text);
-
-		free(s);
-		if (found)
-			return 0;
-		if (waitpid(pid, NULL, WNOHANG) == pid) {
-			forget(pid);
-			rm_test_forget(pid);
-			break;
-		}
-		usleep(50000);
-	}
-	{
-		char *s = tbt_slurp(path);
-
-		fprintf(stderr, "'%s' never said '%s':\n%s\n", path, text, s ? s : "(no log)");
-		free(s);
-	}
-	return -1;
-}
-
-/* SIGTERM, wait; the exit code (-1 on timeout). */
-static int stop(pid_t pid, int ms)
-{
-	int rc;
-
-	if (pid <= 0)
-		return -1;
-	kill(pid, SIGTERM);
-	rc = tbt_wait(pid, ms);
-	forget(pid);
-	return rc;
 }
 
 static const char *in_dir(const char *name)
@@ -258,9 +129,9 @@ static void start_rametr(pid_t *agg, pid_t col[2])
 	{
 		char *argv[] = { AGG_BIN, "--config", conf, "--db", run.db, "--listen", url, NULL };
 
-		*agg = spawn(argv, in_dir("aggregator.log"));
+		*agg = rm_hosts_spawn(argv, in_dir("aggregator.log"));
 	}
-	if (*agg < 0 || wait_for_text(in_dir("aggregator.log"), "listening on", *agg, 10000) != 0) {
+	if (*agg < 0 || rm_hosts_wait_text(in_dir("aggregator.log"), "listening on", *agg, 10000) != 0) {
 		snprintf(run.rametr_why, sizeof(run.rametr_why), "rametr-aggregator did not start");
 		return;
 	}
@@ -272,43 +143,13 @@ static void start_rametr(pid_t *agg, pid_t col[2])
 		snprintf(ns, sizeof(ns), "rm-%s", nodes[i]);
 		snprintf(spool, sizeof(spool), "%s/spool-%s", run.dir, nodes[i]);
 		snprintf(log, sizeof(log), "%s/collector-%s.log", run.dir, nodes[i]);
-		col[i] = spawn(argv, log);
-		if (col[i] < 0 || wait_for_text(log, "attached", col[i], 20000) != 0) {
+		col[i] = rm_hosts_spawn(argv, log);
+		if (col[i] < 0 || rm_hosts_wait_text(log, "attached", col[i], 20000) != 0) {
 			snprintf(run.rametr_why, sizeof(run.rametr_why),
 				 "rametr-collector --netns %s did not attach (see collector-%s.log)", ns, nodes[i]);
 			return;
 		}
 	}
-}
-
-/* Busy and steal jiffies of the machine so far (0 0 if unreadable). */
-static void cpu_jiffies(unsigned long long *busy, unsigned long long *steal)
-{
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "r");
-
-	*busy = *steal = 0;
-	if (!f)
-		return;
-	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-		   &v[6], &v[7]) == 8) {
-		*busy = v[0] + v[1] + v[2] + v[5] + v[6];
-		*steal = v[7];
-	}
-	fclose(f);
-}
-
-/* Starts a testbed tool inside host h's namespace. */
-static pid_t spawn_in(const char *h, char *const tool_argv[], const char *log)
-{
-	char ns[16];
-	char *argv[40] = { "ip", "netns", "exec", ns };
-	size_t i;
-
-	snprintf(ns, sizeof(ns), "rm-%s", h);
-	for (i = 0; tool_argv[i] && i + 5 < sizeof(argv) / sizeof(argv[0]); i++)
-		argv[4 + i] = tool_argv[i];
-	return spawn(argv, log);
 }
 
 /*
@@ -319,7 +160,7 @@ static pid_t spawn_in(const char *h, char *const tool_argv[], const char *log)
 static void run_once(void)
 {
 	pid_t agg = -1, col[2] = { -1, -1 }, back, front, loads[NCE];
-	int i, rametr_started;
+	int i, rametr_started, rv;
 
 	if (run.done)
 		return;
@@ -332,15 +173,12 @@ static void run_once(void)
 	snprintf(run.dir, sizeof(run.dir), "%s/twotier", rm_test_tmpdir());
 	mkdir(run.dir, 0755);
 	snprintf(run.db, sizeof(run.db), "%s/rametr.db", run.dir);
-	atexit(cleanup);
-	if (lock_hosts() != 0) {
+	if ((rv = rm_hosts_up()) == -1) {
 		run.skipped = 1;
 		snprintf(run.skip_why, sizeof(run.skip_why), "the testbed hosts stayed in use by another run");
 		return;
 	}
-	run.own_hosts = 1;
-	netns("down");
-	if (netns("up") != 0) {
+	if (rv != 0) {
 		run.skipped = 1;
 		snprintf(run.skip_why, sizeof(run.skip_why), "cannot create the namespace hosts (netns.sh up failed)");
 		return;
@@ -353,7 +191,7 @@ static void run_once(void)
 		char *argv[] = { TB_BACK_BIN, "--listen", "10.213.0.12:7101", "--truth", (char *)in_dir("truth-be.csv"),
 				 "--cpu-us-base", "500", "--cpu-us-per-kb", "300", NULL };
 
-		back = spawn_in("be", argv, in_dir("tb-back.log"));
+		back = rm_hosts_spawn_in("be", argv, in_dir("tb-back.log"));
 	}
 	{
 		const char *w = getenv("RM_TWOTIER_WORKERS");
@@ -363,15 +201,15 @@ static void run_once(void)
 				 NULL };
 
 		fprintf(stderr, "front-end workers: %s\n", w ? w : "0 (a thread per connection)");
-		front = spawn_in("fe", argv, in_dir("tb-front.log"));
+		front = rm_hosts_spawn_in("fe", argv, in_dir("tb-front.log"));
 	}
 	run.services_ok = back > 0 && front > 0 &&
-			  wait_for_text(in_dir("tb-back.log"), "listening", back, 10000) == 0 &&
-			  wait_for_text(in_dir("tb-front.log"), "listening", front, 10000) == 0;
+			  rm_hosts_wait_text(in_dir("tb-back.log"), "listening", back, 10000) == 0 &&
+			  rm_hosts_wait_text(in_dir("tb-front.log"), "listening", front, 10000) == 0;
 	{
 		unsigned long long b, st;
 
-		cpu_jiffies(&b, &st);
+		rm_hosts_jiffies(&b, &st);
 		run.busy = b;
 		run.steal = st;
 	}
@@ -387,35 +225,35 @@ static void run_once(void)
 		snprintf(seed, sizeof(seed), "%d", i + 1);
 		snprintf(out, sizeof(out), "%s/requests-%s.csv", run.dir, ces[i]);
 		snprintf(sum, sizeof(sum), "%s/load-%s.txt", run.dir, ces[i]);
-		loads[i] = run.services_ok ? spawn_in(ces[i], argv, sum) : -1;
+		loads[i] = run.services_ok ? rm_hosts_spawn_in(ces[i], argv, sum) : -1;
 	}
 	for (i = 0; i < NCE; i++) {
 		run.load_rc[i] = loads[i] > 0 ? tbt_wait(loads[i], 120000) : -1;
-		forget(loads[i]);
+		rm_hosts_forget(loads[i]);
 	}
 	{
 		unsigned long long b, st;
 
-		cpu_jiffies(&b, &st);
+		rm_hosts_jiffies(&b, &st);
 		run.busy = b - run.busy;
 		run.steal = st - run.steal;
 	}
-	if (stop(front, 20000) != 0 || stop(back, 20000) != 0)
+	if (rm_hosts_stop(front, 20000) != 0 || rm_hosts_stop(back, 20000) != 0)
 		run.services_ok = 0;
 	usleep(1500000); /* the last window closes */
 	if (rametr_started) {
 		for (i = 0; i < 2; i++)
-			if (stop(col[i], 30000) != 0)
+			if (rm_hosts_stop(col[i], 30000) != 0)
 				snprintf(run.rametr_why, sizeof(run.rametr_why), "a collector failed (see collector-*.log)");
-		if (stop(agg, 30000) != 0 && !run.rametr_why[0])
+		if (rm_hosts_stop(agg, 30000) != 0 && !run.rametr_why[0])
 			snprintf(run.rametr_why, sizeof(run.rametr_why), "the aggregator failed (aggregator.log)");
 	} else {
-		stop(agg, 10000);
-		stop(col[0], 10000);
-		stop(col[1], 10000);
+		rm_hosts_stop(agg, 10000);
+		rm_hosts_stop(col[0], 10000);
+		rm_hosts_stop(col[1], 10000);
 	}
 	run.rametr_ok = !run.rametr_why[0];
-	run.down_rc = netns("down");
+	run.down_rc = rm_hosts_netns("down");
 	run.leftovers_after_down = leftovers();
 }
 
@@ -432,14 +270,14 @@ static void test_hosts_lifecycle(void)
 			       "ip link add rm-br0 type bridge"), 0);
 	snprintf(cmd, sizeof(cmd), "ip netns exec rm-fe sleep 60 & sleep 0.2");
 	CU_ASSERT_EQUAL(system(cmd), 0);
-	CU_ASSERT_NOT_EQUAL(netns("status"), 0);
-	CU_ASSERT_EQUAL(netns("down"), 0);
+	CU_ASSERT_NOT_EQUAL(rm_hosts_netns("status"), 0);
+	CU_ASSERT_EQUAL(rm_hosts_netns("down"), 0);
 	CU_ASSERT_EQUAL(leftovers(), 0);
 	/* idempotent up, over half-created state too */
 	CU_ASSERT_EQUAL(system("ip netns add rm-be"), 0);
-	CU_ASSERT_EQUAL(netns("up"), 0);
-	CU_ASSERT_EQUAL(netns("up"), 0);
-	CU_ASSERT_EQUAL(netns("status"), 0);
+	CU_ASSERT_EQUAL(rm_hosts_netns("up"), 0);
+	CU_ASSERT_EQUAL(rm_hosts_netns("up"), 0);
+	CU_ASSERT_EQUAL(rm_hosts_netns("status"), 0);
 	/* every host has its address and reaches the others, nothing else */
 	for (i = 0; i < NHOSTS; i++) {
 		snprintf(cmd, sizeof(cmd), "ip -n rm-%s -4 addr show dev eth0 | grep -q 'inet 10.213.0.'", hosts[i]);
@@ -449,9 +287,9 @@ static void test_hosts_lifecycle(void)
 	}
 	CU_ASSERT_EQUAL(system("ip netns exec rm-c1 bash -c 'exec 3<>/dev/tcp/10.213.0.12/9' 2>&1 | "
 			       "grep -q 'Connection refused'"), 0); /* be answered (RST), so it is reachable */
-	CU_ASSERT_EQUAL(netns("down"), 0);
+	CU_ASSERT_EQUAL(rm_hosts_netns("down"), 0);
 	CU_ASSERT_EQUAL(leftovers(), 0);
-	CU_ASSERT_EQUAL(netns("down"), 0); /* down twice is fine */
+	CU_ASSERT_EQUAL(rm_hosts_netns("down"), 0); /* down twice is fine */
 }
 
 static void test_services_across_namespaces(void)

@@ -100,6 +100,7 @@ static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals
 	w->dropped_tx = k->dropped_tx;
 	w->dropped_disk_read = k->dropped_disk_read;
 	w->dropped_disk_write = k->dropped_disk_write;
+	w->restart = k->restart;
 }
 
 /* The totals protobuf-c decoded, every field by hand. */
@@ -126,6 +127,7 @@ static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTot
 	k->dropped_tx = w->dropped_tx;
 	k->dropped_disk_read = w->dropped_disk_read;
 	k->dropped_disk_write = w->dropped_disk_write;
+	k->restart = w->restart;
 }
 
 static inline void rm_ref_tuple_in(struct rm_wtuple *d, const Rametr__Tuple *t)

@@ -1,0 +1,198 @@
+/*
+ * rm_hosts.h - what the tests that run services on the testbed's
+ * namespace "hosts" (scripts/netns.sh) share: the hosts' session lock,
+ * netns.sh itself, processes started on the root namespace or inside a
+ * host (logs in files, remembered so that they are killed at exit whatever
+ * happened), waiting for a line in a log, stopping by SIGTERM, and the
+ * machine's busy and steal jiffies.
+ *
+ * The includer defines RM_SOURCE_DIR and includes rm_test.h and
+ * tb_testutil.h first. One test process at a time uses it (static state).
+ */
+#ifndef RM_HOSTS_H
+#define RM_HOSTS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RM_HOSTS_SESSION_LOCK "/run/rametr-testbed.lock" /* scripts/netns.sh session-lock */
+#define RM_HOSTS_LOCK_WAIT_S 120
+#define RM_HOSTS_MAX_PIDS 32
+
+static pid_t rm_hosts_pids[RM_HOSTS_MAX_PIDS];
+static size_t rm_hosts_npids;
+static int rm_hosts_own; /* this process brought the hosts up: take them down at exit */
+
+/* Runs "bash scripts/netns.sh ARGS" (stdout to the test's stderr); its exit code. */
+static inline int rm_hosts_netns(const char *args)
+{
+	char cmd[512];
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "bash '%s/scripts/netns.sh' %s 1>&2", RM_SOURCE_DIR, args);
+	st = system(cmd);
+	return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Kills (SIGKILL) and reaps every process started here, then takes the hosts down if ours. */
+static inline void rm_hosts_cleanup(void)
+{
+	size_t i;
+
+	for (i = 0; i < rm_hosts_npids; i++)
+		if (rm_hosts_pids[i] > 0)
+			kill(rm_hosts_pids[i], SIGKILL);
+	for (i = 0; i < rm_hosts_npids; i++)
+		if (rm_hosts_pids[i] > 0) {
+			waitpid(rm_hosts_pids[i], NULL, 0);
+			rm_test_forget(rm_hosts_pids[i]);
+		}
+	rm_hosts_npids = 0;
+	if (rm_hosts_own)
+		rm_hosts_netns("down");
+	rm_hosts_own = 0;
+}
+
+/*
+ * Takes the hosts' session lock (held until exit; the descriptor is not
+ * inherited), waiting up to RM_HOSTS_LOCK_WAIT_S for another user, then
+ * brings the hosts up from a clean state and arranges rm_hosts_cleanup at
+ * exit. Returns 0, -1 if the lock stayed taken, -2 if the hosts cannot be
+ * made.
+ */
+static inline int rm_hosts_up(void)
+{
+	int fd = open(RM_HOSTS_SESSION_LOCK, O_CREAT | O_RDWR | O_CLOEXEC, 0644), i;
+
+	if (fd < 0)
+		return -1;
+	for (i = 0; i < RM_HOSTS_LOCK_WAIT_S * 10; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			break;
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			i = RM_HOSTS_LOCK_WAIT_S * 10;
+			break;
+		}
+		if (i == 0)
+			fprintf(stderr, "the testbed hosts are in use ('%s'); waiting\n", RM_HOSTS_SESSION_LOCK);
+		usleep(100000);
+	}
+	if (i == RM_HOSTS_LOCK_WAIT_S * 10) {
+		close(fd);
+		return -1;
+	}
+	atexit(rm_hosts_cleanup);
+	rm_hosts_own = 1;
+	rm_hosts_netns("down");
+	return rm_hosts_netns("up") == 0 ? 0 : -2;
+}
+
+/*
+ * Starts argv (PATH lookup for argv[0]) with stdout and stderr appended to
+ * log, remembered for cleanup. Returns the pid or -1.
+ */
+static inline pid_t rm_hosts_spawn(char *const argv[], const char *log)
+{
+	pid_t pid = rm_test_fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_CREAT | O_WRONLY | O_APPEND, 0644);
+
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (pid > 0 && rm_hosts_npids < RM_HOSTS_MAX_PIDS)
+		rm_hosts_pids[rm_hosts_npids++] = pid;
+	return pid;
+}
+
+/* Starts tool_argv inside host h's namespace (ip netns exec rm-h ...), as rm_hosts_spawn. */
+static inline pid_t rm_hosts_spawn_in(const char *h, char *const tool_argv[], const char *log)
+{
+	char ns[32];
+	char *argv[48] = { "ip", "netns", "exec", ns };
+	size_t i;
+
+	snprintf(ns, sizeof(ns), "rm-%s", h);
+	for (i = 0; tool_argv[i] && i + 5 < sizeof(argv) / sizeof(argv[0]); i++)
+		argv[4 + i] = tool_argv[i];
+	return rm_hosts_spawn(argv, log);
+}
+
+/* pid was reaped elsewhere: not to be killed at cleanup. */
+static inline void rm_hosts_forget(pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < rm_hosts_npids; i++)
+		if (rm_hosts_pids[i] == pid)
+			rm_hosts_pids[i] = -1;
+	rm_test_forget(pid);
+}
+
+/* Waits up to ms for text in file path while pid lives; 0, or -1 (the log is printed). */
+static inline int rm_hosts_wait_text(const char *path, const char *text, pid_t pid, int ms)
+{
+	int waited;
+	char *s;
+
+	for (waited = 0; waited < ms; waited += 50) {
+		int found;
+
+		s = tbt_slurp(path);
+		found = s && strstr(s, text);
+		free(s);
+		if (found)
+			return 0;
+		if (waitpid(pid, NULL, WNOHANG) == pid) {
+			rm_hosts_forget(pid);
+			break;
+		}
+		usleep(50000);
+	}
+	s = tbt_slurp(path);
+	fprintf(stderr, "'%s' never said '%s':\n%s\n", path, text, s ? s : "(no log)");
+	free(s);
+	return -1;
+}
+
+/* SIGTERM to pid, wait up to ms; its exit code (-1 on timeout or no pid). */
+static inline int rm_hosts_stop(pid_t pid, int ms)
+{
+	int rc;
+
+	if (pid <= 0)
+		return -1;
+	kill(pid, SIGTERM);
+	rc = tbt_wait(pid, ms);
+	rm_hosts_forget(pid);
+	return rc;
+}
+
+/* Busy and steal jiffies of the machine so far (0 0 if unreadable). */
+static inline void rm_hosts_jiffies(unsigned long long *busy, unsigned long long *steal)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+
+	*busy = *steal = 0;
+	if (!f)
+		return;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+		   &v[6], &v[7]) == 8) {
+		*busy = v[0] + v[1] + v[2] + v[5] + v[6];
+		*steal = v[7];
+	}
+	fclose(f);
+}
+
+#endif
