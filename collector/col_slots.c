@@ -112,6 +112,17 @@ uint32_t col_slots_next(const struct col_slots *t, uint32_t after)
 	return 0;
 }
 
+uint32_t col_slots_release_all(struct col_slots *t, col_slots_release_fn release, void *arg)
+{
+	uint32_t si, n = 0;
+
+	for (si = 0; (si = col_slots_next(t, si)) != 0;) {
+		release(arg, si);
+		n++;
+	}
+	return n;
+}
+
 void col_slots_make_match(const struct rm_match *in, uint32_t slot, struct thr_match *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -100,6 +100,13 @@ int col_slots_set(struct col_slots *t, uint32_t si, const struct col_throttle_cm
 /* Empties slot si's entries and frees the slot. Nothing if it is unused. */
 void col_slots_clear(struct col_slots *t, uint32_t si);
 
+/* A mechanism's release of slot si (its own part, then col_slots_clear). */
+typedef void (*col_slots_release_fn)(void *arg, uint32_t si);
+
+/* Calls release(arg, si) for every used slot, in slot order, on a
+ * mechanism's close. Returns how many slots were released. */
+uint32_t col_slots_release_all(struct col_slots *t, col_slots_release_fn release, void *arg);
+
 /* A used slot whose command expired at or before now (Unix ns), or 0. */
 uint32_t col_slots_expired(const struct col_slots *t, int64_t now_unix_ns);
 

@@ -270,6 +270,34 @@ static void test_walk(void)
 	CU_ASSERT_EQUAL(seen, (1u << 3) | (1u << (THR_MAX_SLOTS - 1)));
 }
 
+/* A mechanism's release as col_slots_release_all sees it: records the slot, frees it. */
+static uint32_t released_mask;
+
+static void release_rec(void *arg, uint32_t si)
+{
+	released_mask |= 1u << si;
+	col_slots_clear(arg, si);
+}
+
+static void test_release_all(void)
+{
+	struct col_slots t;
+	struct col_throttle_cmd c;
+	char err[256] = "";
+
+	reset(&t);
+	released_mask = 0;
+	CU_ASSERT_EQUAL(col_slots_release_all(&t, release_rec, &t), 0);
+	c = cmd("c2", 1, &m_ok, 1);
+	CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, 2, &c, err, sizeof(err)), RM_OK);
+	c = cmd("c5", 2, &m_ok, 1);
+	CU_ASSERT_EQUAL_FATAL(col_slots_set(&t, 5, &c, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(col_slots_release_all(&t, release_rec, &t), 2);
+	CU_ASSERT_EQUAL(released_mask, (1u << 2) | (1u << 5));
+	CU_ASSERT_EQUAL(col_slots_next(&t, 0), 0);
+	CU_ASSERT_EQUAL(entries_of(2) + entries_of(5), 0);
+}
+
 static CU_TestInfo cases[] = {
 	{ "used slots walked in order", test_walk },
 	{ "commands checked, the stricter rules for both", test_check },
@@ -277,6 +305,7 @@ static CU_TestInfo cases[] = {
 	{ "out of entries or slots", test_full },
 	{ "a failed write is undone", test_failed_write },
 	{ "expiry", test_expiry },
+	{ "every used slot released on close", test_release_all },
 	CU_TEST_INFO_NULL,
 };
 

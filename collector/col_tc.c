@@ -53,8 +53,9 @@ struct col_tc {
 };
 
 /* Caller holds mu. */
-static void col_tc_release(struct col_tc *t, uint32_t si)
+static void col_tc_release(void *arg, uint32_t si)
 {
+	struct col_tc *t = arg;
 	struct col_tc_bucket b;
 
 	if (!t->tab.slot[si].used)
@@ -239,8 +240,6 @@ fail:
 
 void col_tc_close(struct col_tc *t)
 {
-	uint32_t i;
-
 	if (!t)
 		return;
 	t->stop = 1;
@@ -248,10 +247,7 @@ void col_tc_close(struct col_tc *t)
 		pthread_join(t->th, NULL);
 	if (t->skel) {
 		pthread_mutex_lock(&t->mu);
-		for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
-			col_tc_release(t, i);
-			t->st.released++;
-		}
+		t->st.released += col_slots_release_all(&t->tab, col_tc_release, t);
 		pthread_mutex_unlock(&t->mu);
 	}
 	if (t->st.passed || t->st.dropped)

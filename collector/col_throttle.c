@@ -284,8 +284,9 @@ static void col_thr_group_remove(struct col_throttle *t, uint32_t si)
 }
 
 /* Ends a throttle: matches off, threads back, group removed. Caller holds mu. */
-static void col_thr_release(struct col_throttle *t, uint32_t si)
+static void col_thr_release(void *arg, uint32_t si)
 {
+	struct col_throttle *t = arg;
 	size_t i;
 
 	if (!t->tab.slot[si].used)
@@ -623,8 +624,6 @@ void col_throttle_group(struct col_throttle *t, const char *ce, char *buf, size_
 
 void col_throttle_close(struct col_throttle *t)
 {
-	uint32_t i;
-
 	if (!t)
 		return;
 	t->stop = 1;
@@ -632,10 +631,7 @@ void col_throttle_close(struct col_throttle *t)
 		pthread_join(t->th, NULL);
 	if (t->skel) {
 		pthread_mutex_lock(&t->mu);
-		for (i = 0; (i = col_slots_next(&t->tab, i)) != 0;) {
-			col_thr_release(t, i);
-			t->st.released++;
-		}
+		t->st.released += col_slots_release_all(&t->tab, col_thr_release, t);
 		pthread_mutex_unlock(&t->mu);
 	}
 	col_thr_detach(t);

@@ -15,16 +15,14 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "rm_err.h"
-#include "rm_version.h"
 #include "tb_lsrv.h"
+#include "tb_cli.h"
 #include "tb_proto.h"
 #include "tb_tier.h"
 #include "tb_truth.h"
@@ -216,7 +214,6 @@ int main(int argc, char **argv)
 	struct sockaddr_in addr;
 	const char *listen_s = NULL;
 	uint64_t conns = TB_BACK_CONNS_DEFAULT;
-	sigset_t mask;
 	int c, lfd, sfd, rv, ret = 0;
 
 	rm_log_init("tb-back");
@@ -254,22 +251,12 @@ int main(int argc, char **argv)
 		case 'H':
 			b.http = 1;
 			break;
-		case 'V':
-			rm_version_print(stdout, "tb-back");
-			return 0;
-		case 'h':
-			tb_usage(stdout);
-			return 0;
 		default:
-			tb_log_bad_option(argv);
-			tb_usage(stderr);
-			return 2;
+			return tb_cli_other(c, argv, "tb-back", tb_usage);
 		}
 	}
-	if (tb_extra_args(argc, argv)) {
-		tb_usage(stderr);
+	if (tb_cli_extra_args(argc, argv, tb_usage))
 		return 2;
-	}
 	if (!listen_s || !b.truth_path) {
 		rm_log_error("--listen and --truth are required");
 		tb_usage(stderr);
@@ -280,16 +267,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	/* Signals go to the signalfd only; SIGPIPE never kills us. */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0 ||
-	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
-		rm_log_error("failed to set up signal handling: %s", strerror(errno));
+	sfd = tb_cli_signalfd();
+	if (sfd < 0)
 		return 1;
-	}
 	if (tb_truth_init(&b.truth, TB_BACK_MAX_CES) != RM_OK) {
 		rm_log_error("failed to initialise the back-end");
 		return 1;

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "rm_err.h"
-#include "rm_version.h"
 #include "st.h"
+#include "tb_cli.h"
 #include "tb_proto.h"
 #include "tb_truth.h"
 #include "banned.h"
@@ -233,22 +233,12 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'V':
-			rm_version_print(stdout, "tb-compare");
-			return 0;
-		case 'h':
-			tb_usage(stdout);
-			return 0;
 		default:
-			tb_log_bad_option(argv);
-			tb_usage(stderr);
-			return 2;
+			return tb_cli_other(c, argv, "tb-compare", tb_usage);
 		}
 	}
-	if (tb_extra_args(argc, argv)) {
-		tb_usage(stderr);
+	if (tb_cli_extra_args(argc, argv, tb_usage))
 		return 2;
-	}
 	if (!truth_path || !db_path) {
 		rm_log_error("--truth and --db are required");
 		tb_usage(stderr);

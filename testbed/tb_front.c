@@ -52,9 +52,9 @@
 #include <unistd.h>
 
 #include "rm_err.h"
-#include "rm_version.h"
 #include "tb_cache.h"
 #include "tb_lsrv.h"
+#include "tb_cli.h"
 #include "tb_proto.h"
 #include "tb_tier.h"
 #include "tb_truth.h"
@@ -973,7 +973,6 @@ int main(int argc, char **argv)
 	const char *listen_s = NULL, *back_s = NULL;
 	uint64_t cache_kb = 300, workers = 0, conns = TB_FRONT_CONNS_DEFAULT;
 	size_t pool_n = 0;
-	sigset_t mask;
 	int c, lfd, sfd, rv, ret = 0;
 
 	rm_log_init("tb-front");
@@ -1019,22 +1018,12 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'V':
-			rm_version_print(stdout, "tb-front");
-			return 0;
-		case 'h':
-			tb_usage(stdout);
-			return 0;
 		default:
-			tb_log_bad_option(argv);
-			tb_usage(stderr);
-			return 2;
+			return tb_cli_other(c, argv, "tb-front", tb_usage);
 		}
 	}
-	if (tb_extra_args(argc, argv)) {
-		tb_usage(stderr);
+	if (tb_cli_extra_args(argc, argv, tb_usage))
 		return 2;
-	}
 	if (!listen_s || !back_s || !f.truth_path) {
 		rm_log_error("--listen, --backend and --truth are required");
 		tb_usage(stderr);
@@ -1051,15 +1040,9 @@ int main(int argc, char **argv)
 	f.max_conns = (size_t)conns;
 	f.nworkers = (size_t)workers;
 
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0 ||
-	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
-		rm_log_error("failed to set up signal handling: %s", strerror(errno));
+	sfd = tb_cli_signalfd();
+	if (sfd < 0)
 		return 1;
-	}
 	f.stats = calloc(TB_FRONT_MAX_CES, sizeof(*f.stats));
 	if (!f.stats || pthread_mutex_init(&f.lock, NULL) != 0 ||
 	    tb_truth_init(&f.truth, TB_FRONT_MAX_CES) != RM_OK ||

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "rm_err.h"
-#include "rm_version.h"
+#include "tb_cli.h"
 #include "tb_proto.h"
 #include "tb_rng.h"
 #include "tb_tier.h"
@@ -865,22 +865,12 @@ int main(int argc, char **argv)
 			if (tb_parse_range(optarg, TB_SIZE_KB_MIN, TB_SIZE_KB_MAX, &l.size_lo, &l.size_hi) != RM_OK)
 				return tb_bad("--size-kb", optarg, "LO:HI or N within 1..1024, LO <= HI");
 			break;
-		case 'V':
-			rm_version_print(stdout, "tb-load");
-			return 0;
-		case 'h':
-			tb_usage(stdout);
-			return 0;
 		default:
-			tb_log_bad_option(argv);
-			tb_usage(stderr);
-			return 2;
+			return tb_cli_other(c, argv, "tb-load", tb_usage);
 		}
 	}
-	if (tb_extra_args(argc, argv)) {
-		tb_usage(stderr);
+	if (tb_cli_extra_args(argc, argv, tb_usage))
 		return 2;
-	}
 	if (!server_s || !ce || l.rate == 0 || l.duration == 0) {
 		rm_log_error("--server, --ce, --rate and --duration are required");
 		tb_usage(stderr);

@@ -28,6 +28,7 @@
 #include "rm_err.h"
 #include "tb_lsrv.h"
 #include "tb_proto.h"
+#include "tb_tier.h"
 #include "banned.h"
 
 struct tb_lsrv;
@@ -52,25 +53,11 @@ struct tb_lsrv {
 int tb_lsrv_send_err(int fd, const char *reason)
 {
 	char msg[160];
-	const char *p = msg;
 	int n = snprintf(msg, sizeof(msg), "ERR %s\n", reason ? reason : "error");
-	size_t len;
 
 	if (n < 0 || (size_t)n >= sizeof(msg))
 		return -1;
-	len = (size_t)n;
-	while (len > 0) {
-		ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += k;
-		len -= (size_t)k;
-	}
-	return 0;
+	return tb_tier_send(fd, msg, (size_t)n, NULL, NULL) == RM_OK ? 0 : -1;
 }
 
 void tb_lsrv_tail_open(struct tb_lsrv_tail *tail, const char *ce, uint64_t from)

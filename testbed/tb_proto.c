@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +34,7 @@ static int tb_ce_char(char c)
 	       c == '_' || c == '.' || c == ':' || c == '-';
 }
 
-/* Next token of [*pos, end): sets *tok and *tlen; returns 0 if none is left. */
-static int tb_next_tok(const char *line, size_t len, size_t *pos, const char **tok, size_t *tlen)
+int tb_next_tok(const char *line, size_t len, size_t *pos, const char **tok, size_t *tlen)
 {
 	size_t i = *pos;
 
@@ -52,24 +50,37 @@ static int tb_next_tok(const char *line, size_t len, size_t *pos, const char **t
 	return 1;
 }
 
-/* Parses a decimal token of tlen bytes into *out; returns 0 if malformed or > max. */
-static int tb_tok_u32(const char *tok, size_t tlen, uint32_t max, uint32_t *out, int *too_big)
+int tb_line_clean(const char *line, size_t *len, const char **reason)
+{
+	size_t i;
+
+	if (*len > 0 && line[*len - 1] == '\r')
+		(*len)--;
+	for (i = 0; i < *len; i++) {
+		if (line[i] == '\0' || line[i] == '\n' || line[i] == '\r') {
+			*reason = "control character in request";
+			return RM_EPROTO;
+		}
+	}
+	return RM_OK;
+}
+
+int tb_tok_u32(const char *tok, size_t tlen, uint32_t min, uint32_t max, uint32_t *out)
 {
 	uint64_t v = 0;
 	size_t i;
 
-	*too_big = 0;
 	if (tlen == 0)
 		return 0;
 	for (i = 0; i < tlen; i++) {
 		if (tok[i] < '0' || tok[i] > '9')
 			return 0;
 		v = v * 10 + (uint64_t)(tok[i] - '0');
-		if (v > max) {
-			*too_big = 1;
-			return 0;
-		}
+		if (v > max)
+			return -1;
 	}
+	if (v < min)
+		return -1;
 	*out = (uint32_t)v;
 	return 1;
 }
@@ -102,25 +113,35 @@ int tb_check_ce(const char *tok, size_t tlen, const char **reason)
 	return RM_OK;
 }
 
+int tb_next_ce(const char *line, size_t len, size_t *pos, char ce[TB_CE_MAX], const char **reason)
+{
+	const char *tok;
+	size_t tlen;
+
+	if (!tb_next_tok(line, len, pos, &tok, &tlen)) {
+		*reason = "missing ce";
+		return RM_EPROTO;
+	}
+	if (tb_check_ce(tok, tlen, reason) != RM_OK)
+		return RM_EPROTO;
+	memcpy(ce, tok, tlen);
+	ce[tlen] = '\0';
+	return RM_OK;
+}
+
 int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **reason)
 {
 	const char *tok;
-	size_t tlen, pos = 0, i;
-	int too_big;
+	size_t tlen, pos = 0;
+	int r;
 
 	if (!line || !req || !reason) {
 		if (reason)
 			*reason = "internal error";
 		return RM_EINVAL;
 	}
-	if (len > 0 && line[len - 1] == '\r')
-		len--;
-	for (i = 0; i < len; i++) {
-		if (line[i] == '\0' || line[i] == '\n' || line[i] == '\r') {
-			*reason = "control character in request";
-			return RM_EPROTO;
-		}
-	}
+	if ((r = tb_line_clean(line, &len, reason)) != RM_OK)
+		return r;
 	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "empty request";
 		return RM_EPROTO;
@@ -129,28 +150,22 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 		*reason = "unknown command";
 		return RM_EPROTO;
 	}
-	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
-		*reason = "missing ce";
+	if (tb_next_ce(line, len, &pos, req->ce, reason) != RM_OK)
 		return RM_EPROTO;
-	}
-	if (tb_check_ce(tok, tlen, reason) != RM_OK)
-		return RM_EPROTO;
-	memcpy(req->ce, tok, tlen);
-	req->ce[tlen] = '\0';
 	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "missing cpu_us";
 		return RM_EPROTO;
 	}
-	if (!tb_tok_u32(tok, tlen, TB_CPU_US_MAX, &req->cpu_us, &too_big)) {
-		*reason = too_big ? "cpu_us too large" : "bad cpu_us";
+	if ((r = tb_tok_u32(tok, tlen, 0, TB_CPU_US_MAX, &req->cpu_us)) != 1) {
+		*reason = r < 0 ? "cpu_us too large" : "bad cpu_us";
 		return RM_EPROTO;
 	}
 	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "missing resp_bytes";
 		return RM_EPROTO;
 	}
-	if (!tb_tok_u32(tok, tlen, TB_RESP_MAX, &req->resp_bytes, &too_big)) {
-		*reason = too_big ? "resp_bytes too large" : "bad resp_bytes";
+	if ((r = tb_tok_u32(tok, tlen, 0, TB_RESP_MAX, &req->resp_bytes)) != 1) {
+		*reason = r < 0 ? "resp_bytes too large" : "bad resp_bytes";
 		return RM_EPROTO;
 	}
 	if (req->resp_bytes < TB_RESP_MIN) {
@@ -390,20 +405,4 @@ uint64_t tb_burn_cpu(uint32_t us)
 			break;
 	}
 	return acc ^ x;
-}
-
-void tb_log_bad_option(char **argv)
-{
-	if (optopt)
-		rm_log_error("bad or incomplete option '-%c'", optopt);
-	else
-		rm_log_error("unknown option '%s'", argv[optind - 1]);
-}
-
-int tb_extra_args(int argc, char **argv)
-{
-	if (optind == argc)
-		return 0;
-	rm_log_error("unexpected argument '%s'", argv[optind]);
-	return 1;
 }

@@ -47,6 +47,35 @@ int tb_parse_req(const char *line, size_t len, struct tb_req *req, const char **
 int tb_check_ce(const char *tok, size_t tlen, const char **reason);
 
 /*
+ * The first step of parsing a request line of *len bytes (no '\n'): drops
+ * one trailing '\r' from *len, then returns RM_OK, or RM_EPROTO with
+ * *reason = "control character in request" if a NUL, '\n' or '\r' is left.
+ */
+int tb_line_clean(const char *line, size_t *len, const char **reason);
+
+/*
+ * The next token of line[*pos, len): skips spaces and tabs, then sets *tok
+ * and *tlen to the run up to the next space, tab or len, moves *pos past it
+ * and returns 1; returns 0 if no token is left. line need not be
+ * NUL-terminated.
+ */
+int tb_next_tok(const char *line, size_t len, size_t *pos, const char **tok, size_t *tlen);
+
+/*
+ * Parses a decimal token of tlen bytes (digits only) into *out: returns 1,
+ * 0 if malformed (empty or not a digit), -1 if outside [min, max] (then *out
+ * is untouched).
+ */
+int tb_tok_u32(const char *tok, size_t tlen, uint32_t min, uint32_t max, uint32_t *out);
+
+/*
+ * The next token of line[*pos, len) as a CE name (rules above), copied with
+ * its NUL into ce. Returns RM_OK, or RM_EPROTO with *reason = "missing ce" or
+ * tb_check_ce()'s reason.
+ */
+int tb_next_ce(const char *line, size_t len, size_t *pos, char ce[TB_CE_MAX], const char **reason);
+
+/*
  * Formats a request line (with '\n') into buf. Returns its length, or 0 if
  * it does not fit or req is invalid.
  */
@@ -109,14 +138,5 @@ uint64_t tb_real_ns(void);
  * the arithmetic so the compiler cannot drop it. Thread-safe.
  */
 uint64_t tb_burn_cpu(uint32_t us);
-
-/*
- * Command-line helpers shared by the testbed's programs, for getopt_long
- * loops. tb_log_bad_option() logs what was wrong with the option just seen
- * (getopt's '?' case). tb_extra_args() logs the first operand left after the
- * options and returns 1 if there is one, 0 otherwise.
- */
-void tb_log_bad_option(char **argv);
-int tb_extra_args(int argc, char **argv);
 
 #endif

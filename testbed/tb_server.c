@@ -39,7 +39,8 @@
 #include <unistd.h>
 
 #include "rm_err.h"
-#include "rm_version.h"
+#include "tb_cli.h"
+#include "tb_lsrv.h"
 #include "tb_proto.h"
 #include "tb_truth.h"
 #include "banned.h"
@@ -97,34 +98,12 @@ static void tb_usage(FILE *f)
 		TB_WORKERS_DEFAULT, TB_WORKERS_MAX, TB_CPU_US_MAX, TB_RESP_MIN, TB_RESP_MAX);
 }
 
-/* Sends a whole short message; returns 0 or -1 if the peer is gone. */
-static int tb_send_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int tb_send_err(struct tb_srv *s, int fd, const char *reason)
 {
-	char msg[128];
-	int n = snprintf(msg, sizeof(msg), "ERR %s\n", reason);
-
 	pthread_mutex_lock(&s->lock);
 	s->malformed++;
 	pthread_mutex_unlock(&s->lock);
-	if (n < 0 || (size_t)n >= sizeof(msg))
-		return -1;
-	return tb_send_all(fd, msg, (size_t)n);
+	return tb_lsrv_send_err(fd, reason);
 }
 
 /* The thread's CPU up to thread CPU time now was the answered request's tail: add it to its CE. */
@@ -305,29 +284,21 @@ static void tb_accept_one(struct tb_srv *s, int lfd)
 	s->active++;
 }
 
-static int tb_listen(const struct sockaddr_in *addr)
+/*
+ * The main loop's once-a-second truth snapshot: writes the truth file if
+ * *next_write (CLOCK_MONOTONIC ns) has passed, moving it a second on, and
+ * returns the poll timeout in ms until the next write. Main thread only.
+ */
+static int tb_truth_tick(struct tb_srv *s, uint64_t *next_write)
 {
-	struct sockaddr_in bound;
-	socklen_t blen = sizeof(bound);
-	char abuf[64];
-	int fd, one = 1;
+	uint64_t now = tb_mono_ns();
 
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		rm_log_error("failed to create a socket: %s", strerror(errno));
-		return -1;
+	if (now >= *next_write) {
+		if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
+			rm_log_warn("failed to write the truth file '%s'", s->truth_path);
+		*next_write = now + 1000000000ull;
 	}
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-	    bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0 || listen(fd, 1024) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
-		rm_log_error("failed to listen on '%s': %s", tb_addr_str(addr, abuf, sizeof(abuf)),
-			     strerror(errno));
-		close(fd);
-		return -1;
-	}
-	printf("listening %s\n", tb_addr_str(&bound, abuf, sizeof(abuf)));
-	fflush(stdout);
-	return fd;
+	return (int)((*next_write - now) / 1000000ull) + 1;
 }
 
 static int tb_run(struct tb_srv *s, int lfd, int sfd)
@@ -336,15 +307,8 @@ static int tb_run(struct tb_srv *s, int lfd, int sfd)
 
 	for (;;) {
 		struct pollfd pfd[3];
-		uint64_t now = tb_mono_ns();
-		int timeout, n, nfds;
+		int timeout = tb_truth_tick(s, &next_write), n, nfds;
 
-		if (now >= next_write) {
-			if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
-				rm_log_warn("failed to write the truth file '%s'", s->truth_path);
-			next_write = now + 1000000000ull;
-		}
-		timeout = (int)((next_write - now) / 1000000ull) + 1;
 		pfd[0].fd = sfd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = s->done_efd;
@@ -402,15 +366,8 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 		return RM_ENOMEM;
 	}
 	for (;;) {
-		uint64_t now = tb_mono_ns();
-		int timeout, k;
+		int timeout = tb_truth_tick(s, &next_write), k;
 
-		if (now >= next_write) {
-			if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
-				rm_log_warn("failed to write the truth file '%s'", s->truth_path);
-			next_write = now + 1000000000ull;
-		}
-		timeout = (int)((next_write - now) / 1000000ull) + 1;
 		pfd[0].fd = sfd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = n < max ? lfd : -1;
@@ -533,7 +490,6 @@ int main(int argc, char **argv)
 	struct sockaddr_in addr;
 	const char *listen_s = NULL, *truth_path = NULL;
 	uint64_t workers = TB_WORKERS_DEFAULT;
-	sigset_t mask;
 	int c, lfd, sfd, rv, ret = 0, event_loop = 0;
 
 	rm_log_init("tb-server");
@@ -555,22 +511,12 @@ int main(int argc, char **argv)
 		case 'e':
 			event_loop = 1;
 			break;
-		case 'V':
-			rm_version_print(stdout, "tb-server");
-			return 0;
-		case 'h':
-			tb_usage(stdout);
-			return 0;
 		default:
-			tb_log_bad_option(argv);
-			tb_usage(stderr);
-			return 2;
+			return tb_cli_other(c, argv, "tb-server", tb_usage);
 		}
 	}
-	if (tb_extra_args(argc, argv)) {
-		tb_usage(stderr);
+	if (tb_cli_extra_args(argc, argv, tb_usage))
 		return 2;
-	}
 	if (!listen_s || !truth_path) {
 		rm_log_error("--listen and --truth are required");
 		tb_usage(stderr);
@@ -581,16 +527,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	/* Signals go to the signalfd only; SIGPIPE never kills us. */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0 ||
-	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
-		rm_log_error("failed to set up signal handling: %s", strerror(errno));
+	sfd = tb_cli_signalfd();
+	if (sfd < 0)
 		return 1;
-	}
 	memset(&srv, 0, sizeof(srv));
 	srv.truth_path = truth_path;
 	srv.nconns = (size_t)workers;
@@ -604,7 +543,7 @@ int main(int argc, char **argv)
 	/* The file exists (empty) from the start, so readers can poll for it. */
 	if (tb_truth_write(&srv.truth, srv.truth_path) != RM_OK)
 		return 1;
-	lfd = tb_listen(&addr);
+	lfd = tb_lsrv_listen(&addr);
 	if (lfd < 0)
 		return 1;
 

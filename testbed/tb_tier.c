@@ -13,49 +13,6 @@
 #include "tb_tier.h"
 #include "banned.h"
 
-static int tb_tier_space(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-/* Next token of line[*pos, len): sets *tok and *tlen; returns 0 if none is left. */
-static int tb_tier_tok(const char *line, size_t len, size_t *pos, const char **tok, size_t *tlen)
-{
-	size_t i = *pos;
-
-	while (i < len && tb_tier_space(line[i]))
-		i++;
-	if (i == len)
-		return 0;
-	*tok = line + i;
-	while (i < len && !tb_tier_space(line[i]))
-		i++;
-	*tlen = (size_t)(line + i - *tok);
-	*pos = i;
-	return 1;
-}
-
-/* Decimal token in [min, max]: 1 ok, 0 malformed, -1 out of range. */
-static int tb_tier_u32(const char *tok, size_t tlen, uint32_t min, uint32_t max, uint32_t *out)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (tlen == 0)
-		return 0;
-	for (i = 0; i < tlen; i++) {
-		if (tok[i] < '0' || tok[i] > '9')
-			return 0;
-		v = v * 10 + (uint64_t)(tok[i] - '0');
-		if (v > max)
-			return -1;
-	}
-	if (v < min)
-		return -1;
-	*out = (uint32_t)v;
-	return 1;
-}
-
 /* One numeric field: fills *out or sets *reason. */
 static int tb_tier_field(const char *line, size_t len, size_t *pos, const char *name, uint32_t min,
 			 uint32_t max, uint32_t *out, const char **reason)
@@ -75,11 +32,11 @@ static int tb_tier_field(const char *line, size_t len, size_t *pos, const char *
 		if (strcmp(msgs[k].name, name) == 0)
 			break;
 	assert(k < sizeof(msgs) / sizeof(msgs[0]));
-	if (!tb_tier_tok(line, len, pos, &tok, &tlen)) {
+	if (!tb_next_tok(line, len, pos, &tok, &tlen)) {
 		*reason = msgs[k].missing;
 		return RM_EPROTO;
 	}
-	r = tb_tier_u32(tok, tlen, min, max, out);
+	r = tb_tok_u32(tok, tlen, min, max, out);
 	if (r == 0) {
 		*reason = msgs[k].bad;
 		return RM_EPROTO;
@@ -96,7 +53,7 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 {
 	static const char *dummy;
 	const char *tok, *word;
-	size_t tlen, pos = 0, i;
+	size_t tlen, pos = 0;
 	int rv;
 
 	if (!reason)
@@ -110,15 +67,9 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 	}
 	front = cmd == TB_CMD_GET || cmd == TB_CMD_PUT;
 	memset(req, 0, sizeof(*req));
-	if (len > 0 && line[len - 1] == '\r')
-		len--;
-	for (i = 0; i < len; i++) {
-		if (line[i] == '\0' || line[i] == '\n' || line[i] == '\r') {
-			*reason = "control character in request";
-			return RM_EPROTO;
-		}
-	}
-	if (!tb_tier_tok(line, len, &pos, &tok, &tlen)) {
+	if ((rv = tb_line_clean(line, &len, reason)) != RM_OK)
+		return rv;
+	if (!tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "empty request";
 		return RM_EPROTO;
 	}
@@ -132,14 +83,8 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 			return RM_EPROTO;
 		}
 	}
-	if (!tb_tier_tok(line, len, &pos, &tok, &tlen)) {
-		*reason = "missing ce";
+	if (tb_next_ce(line, len, &pos, req->ce, reason) != RM_OK)
 		return RM_EPROTO;
-	}
-	if (tb_check_ce(tok, tlen, reason) != RM_OK)
-		return RM_EPROTO;
-	memcpy(req->ce, tok, tlen);
-	req->ce[tlen] = '\0';
 	if ((rv = tb_tier_field(line, len, &pos, "addr", 0, TB_ADDR_MAX, &req->addr, reason)) != RM_OK)
 		return rv;
 	if ((rv = tb_tier_field(line, len, &pos, "size_kb", TB_SIZE_KB_MIN, TB_SIZE_KB_MAX, &req->size_kb,
@@ -148,7 +93,7 @@ int tb_tier_parse(enum tb_tier_cmd cmd, const char *line, size_t len, struct tb_
 	if (front &&
 	    (rv = tb_tier_field(line, len, &pos, "cpu_us", 0, TB_CPU_US_MAX, &req->cpu_us, reason)) != RM_OK)
 		return rv;
-	if (tb_tier_tok(line, len, &pos, &tok, &tlen)) {
+	if (tb_next_tok(line, len, &pos, &tok, &tlen)) {
 		*reason = "trailing garbage";
 		return RM_EPROTO;
 	}

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "rm_err.h"
-#include "rm_version.h"
+#include "tb_cli.h"
 #include "tb_proto.h"
 #include "tb_rng.h"
 #include "banned.h"
@@ -200,12 +200,12 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'D': dns = optarg; break;
-		case 'h': tb_usage(stdout); return 0;
-		case 'V': rm_version_print(stdout, "tb-uload"); return 0;
-		default: tb_log_bad_option(argv); tb_usage(stderr); return 2;
+		default: return tb_cli_other(c, argv, "tb-uload", tb_usage);
 		}
 	}
-	if (tb_extra_args(argc, argv) || !server_s || !ce || rate <= 0 || duration <= 0) {
+	if (tb_cli_extra_args(argc, argv, tb_usage))
+		return 2;
+	if (!server_s || !ce || rate <= 0 || duration <= 0) {
 		rm_log_error("--server, --ce, --rate and --duration are required");
 		tb_usage(stderr);
 		return 2;

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "rm_err.h"
-#include "rm_version.h"
+#include "tb_cli.h"
 #include "tb_proto.h"
 #include "tb_truth.h"
 #include "banned.h"
@@ -187,14 +187,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'h': tb_usage(stdout); return 0;
-		case 'V': rm_version_print(stdout, "tb-userver"); return 0;
-		default: tb_log_bad_option(argv); tb_usage(stderr); return 2;
+		default: return tb_cli_other(c, argv, "tb-userver", tb_usage);
 		}
 	}
-	if (tb_extra_args(argc, argv) || !listen_s || !truth_path) {
-		if (!listen_s || !truth_path)
-			rm_log_error("--listen and --truth are required");
+	if (tb_cli_extra_args(argc, argv, tb_usage))
+		return 2;
+	if (!listen_s || !truth_path) {
+		rm_log_error("--listen and --truth are required");
 		tb_usage(stderr);
 		return 2;
 	}
