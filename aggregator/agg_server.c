@@ -45,6 +45,7 @@
 
 #include "agg_admit.h"
 #include "agg_server.h"
+#include "rm_clock.h"
 #include "banned.h"
 
 #define AGG_LOG_WINDOW_S 10  /* rate limit of the refusal log: */
@@ -166,23 +167,11 @@ static void agg_aio_done(void *arg)
  * Waits for the operation just started on s->aio, at most ms; cancels it
  * when late. Returns its nng result (NNG_ECANCELED if it was late).
  */
-/* *ts = CLOCK_MONOTONIC now + ms. */
-static void agg_deadline(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static int agg_aio_wait(struct agg_server *s, int ms)
 {
 	struct timespec ts;
 
-	agg_deadline(&ts, ms);
+	rm_clock_mono_deadline(&ts, ms);
 	pthread_mutex_lock(&s->amu);
 	while (!s->adone && pthread_cond_timedwait(&s->acv, &s->amu, &ts) != ETIMEDOUT)
 		;
@@ -1165,7 +1154,7 @@ static int agg_close_sock(nng_socket sock, int ms)
 		nng_close(sock);
 		done = 1;
 	} else {
-		agg_deadline(&ts, ms);
+		rm_clock_mono_deadline(&ts, ms);
 		pthread_mutex_lock(&c->mu);
 		while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
 			;

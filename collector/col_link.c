@@ -24,6 +24,7 @@
 #include <nng/supplemental/tls/tls.h>
 
 #include "col_sender_int.h"
+#include "rm_clock.h"
 #include "banned.h"
 
 #define COL_BACKOFF_MIN_MS 100
@@ -43,7 +44,7 @@ static void col_backoff(struct col_sender *s, int *backoff)
 {
 	struct timespec ts;
 
-	col_ms_from_now(&ts, *backoff);
+	rm_clock_mono_deadline(&ts, *backoff);
 	while (!s->stop && pthread_cond_timedwait(&s->work, &s->mu, &ts) != ETIMEDOUT)
 		;
 	*backoff = *backoff * 2 > COL_BACKOFF_MAX_MS ? COL_BACKOFF_MAX_MS : *backoff * 2;
@@ -130,7 +131,7 @@ static int col_aio_wait(struct col_sender *s, int ms)
 {
 	struct timespec ts;
 
-	col_ms_from_now(&ts, ms);
+	rm_clock_mono_deadline(&ts, ms);
 	pthread_mutex_lock(&s->amu);
 	while (!s->adone && !atomic_load(&s->halt) &&
 	       pthread_cond_timedwait(&s->acv, &s->amu, &ts) != ETIMEDOUT)

@@ -18,6 +18,7 @@
 
 #include "col_enc.h"
 #include "col_sender_int.h"
+#include "rm_clock.h"
 #include "banned.h"
 
 /*
@@ -116,17 +117,6 @@ int col_pending_add(struct col_sender *s, const uint64_t *ids, size_t n)
 	memcpy(s->pending + s->npending, ids, n * sizeof(*ids));
 	s->npending += n;
 	return RM_OK;
-}
-
-void col_ms_from_now(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
 }
 
 void col_take_cur(struct col_sender *s)
@@ -327,7 +317,7 @@ int col_sender_flush(struct col_sender *s, int timeout_ms)
 	if (!s)
 		return RM_EINVAL;
 	if (timeout_ms >= 0)
-		col_ms_from_now(&ts, timeout_ms);
+		rm_clock_mono_deadline(&ts, timeout_ms);
 	pthread_mutex_lock(&s->mu);
 	while (col_queued(s) > 0 && !s->stop) {
 		if (timeout_ms < 0) {

@@ -106,8 +106,6 @@ void col_take_cur(struct col_sender *s);
 void col_drop_cur(struct col_sender *s);
 /* Appends command ids to acknowledge in the next batch. RM_OK or RM_ENOMEM. */
 int col_pending_add(struct col_sender *s, const uint64_t *ids, size_t n);
-/* *ts = CLOCK_MONOTONIC now + ms. */
-void col_ms_from_now(struct timespec *ts, int ms);
 
 /* ---- the link (col_link.c) ---- */
 
