@@ -337,7 +337,7 @@ static void check_identity(void)
 		CU_ASSERT_EQUAL(t->tx_bytes, sum_tx[j] + t->unseg_tx);
 		/* with the counters, CPU claimed over an interval that crosses a
 		 * window's end is split by time (docs/cpu-counters.md): a short
-		 * window at a session's start or end can get a few % too much */
+		 * window at the collector's start or end can get a few % too much */
 		CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2 + (cpu_counters ? wins[j].capacity_ns / 10 : 0));
 		if (t->busy_ns > wins[j].capacity_ns + 2000000ULL * 2)
 			fprintf(stderr, "window %llu: busy %llu > capacity %llu (lost %llu, unseg %llu, parts %llu)\n",
