@@ -398,10 +398,12 @@ static void test_unbound(void)
 		(double)charged / 1e9, run.dns_shared_ns ? 100.0 * (double)charged / (double)run.dns_shared_ns : 0.0,
 		(double)total / 1e9, run.dns_shared_ns ? 100.0 * (double)total / (double)run.dns_shared_ns : 0.0,
 		(double)v / 1e9, total ? 100.0 * (double)charged / (double)total : 0.0);
-	/* the rank order of the tenants' CPU alone is Rametr's in the shared run */
+	/* the rank order of the tenants' CPU alone is Rametr's in the shared run, for the tenants
+	 * the separate runs tell apart by more than 10% (each alone for a few seconds is a noisy
+	 * witness: c1 and c2 alone have read within 2% of each other, either way round) */
 	for (i = 0; i < NCE; i++)
 		for (j = 0; j < NCE; j++)
-			if (run.dns_alone_ns[i] < run.dns_alone_ns[j])
+			if ((double)run.dns_alone_ns[i] * 1.10 < (double)run.dns_alone_ns[j])
 				CU_ASSERT(got[i] < got[j]);
 	CU_ASSERT(run.dns_alone_ns[0] < run.dns_alone_ns[2]); /* the rates differ fourfold */
 	CU_ASSERT(run.dns_shared_ns > 0);
