@@ -130,30 +130,10 @@ static void ref_part(struct ref_part *d, const struct rm_wpart *k)
 
 	rametr__segment_part__init(p);
 	memcpy(d->comm, k->comm, sizeof(d->comm));
-	p->seg_id = k->seg_id;
-	p->win = k->win;
-	p->pid = k->pid;
-	p->tid = k->tid;
+	RM_REF_PART_COPY(p, k);
 	p->comm = d->comm;
-	p->start_ns = k->start_ns;
-	p->end_ns = k->end_ns;
-	p->cpu_ns = k->cpu_ns;
-	p->runq_ns = k->runq_ns;
-	p->rx_bytes = k->rx_bytes;
-	p->tx_bytes = k->tx_bytes;
-	p->disk_read = k->disk_read;
-	p->disk_write = k->disk_write;
-	p->flags = k->flags;
 	p->in = ref_tuple(&d->in, &k->in);
 	p->out = ref_tuple(&d->out, &k->out);
-	p->in_seq_start = k->in_seq_start;
-	p->in_seq_end = k->in_seq_end;
-	p->out_seq_start = k->out_seq_start;
-	p->out_seq_end = k->out_seq_end;
-	p->parent_seg = k->parent_seg;
-	p->domid = k->domid;
-	p->vcpu = k->vcpu;
-	p->blocked_ns = k->blocked_ns;
 }
 
 /* ---- cases ---- */

@@ -76,6 +76,37 @@ static inline uint64_t rm_ref_rval(uint64_t max)
 		(p)->blocked_ns = rm_ref_rval(0);                                 \
 	} while (0)
 
+/*
+ * The members every form of a part has, copied by hand from k (struct rm_part,
+ * the kernel's record, or struct rm_wpart) into a Rametr__SegmentPart p:
+ * the reference the encoders are checked against. Tuples and comm are each
+ * form's own.
+ */
+#define RM_REF_PART_COPY(p, k)                                                    \
+	do {                                                                      \
+		(p)->seg_id = (k)->seg_id;                                        \
+		(p)->win = (k)->win;                                              \
+		(p)->pid = (k)->pid;                                              \
+		(p)->tid = (k)->tid;                                              \
+		(p)->start_ns = (k)->start_ns;                                    \
+		(p)->end_ns = (k)->end_ns;                                        \
+		(p)->cpu_ns = (k)->cpu_ns;                                        \
+		(p)->runq_ns = (k)->runq_ns;                                      \
+		(p)->rx_bytes = (k)->rx_bytes;                                    \
+		(p)->tx_bytes = (k)->tx_bytes;                                    \
+		(p)->disk_read = (k)->disk_read;                                  \
+		(p)->disk_write = (k)->disk_write;                                \
+		(p)->flags = (k)->flags;                                          \
+		(p)->in_seq_start = (k)->in_seq_start;                            \
+		(p)->in_seq_end = (k)->in_seq_end;                                \
+		(p)->out_seq_start = (k)->out_seq_start;                          \
+		(p)->out_seq_end = (k)->out_seq_end;                              \
+		(p)->parent_seg = (k)->parent_seg;                                \
+		(p)->domid = (k)->domid;                                          \
+		(p)->vcpu = (k)->vcpu;                                            \
+		(p)->blocked_ns = (k)->blocked_ns;                                \
+	} while (0)
+
 /* The WindowTotals of k, every field by hand. */
 static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals *k)
 {
