@@ -136,9 +136,18 @@ static void expect_secs(char *buf, size_t len, double ns)
 	snprintf(buf, len, "%.3f s", ns / 1e9);
 }
 
-static void expect_hours(char *buf, size_t len, double ns)
+/* cpu in the largest of core-h, core-min, core-s, core-ms it reaches 1 in
+ * (values of at least 1 core-ms: two decimals) */
+static void expect_cpu(char *buf, size_t len, double ns)
 {
-	snprintf(buf, len, "%.2f core-h", ns / 3.6e12);
+	if (ns >= 3.6e12)
+		snprintf(buf, len, "%.2f core-h", ns / 3.6e12);
+	else if (ns >= 60e9)
+		snprintf(buf, len, "%.2f core-min", ns / 60e9);
+	else if (ns >= 1e9)
+		snprintf(buf, len, "%.2f core-s", ns / 1e9);
+	else
+		snprintf(buf, len, "%.2f core-ms", ns / 1e6);
 }
 
 static void expect_share(char *buf, size_t len, double v, double total)
@@ -178,6 +187,24 @@ static void test_formatting(void)
 	}
 	ctl_fmt_share(-250, 1000, a, sizeof(a));
 	CU_ASSERT_STRING_EQUAL(a, "-25.00%");
+
+	/* the table's units: small amounts stay readable */
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 0, a, sizeof(a)), "0.00 core-h");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 27 * 3600 * SEC / 4, a, sizeof(a)), "6.75 core-h");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 90 * SEC, a, sizeof(a)), "1.50 core-min");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 1234567891, a, sizeof(a)), "1.23 core-s");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, -565432110, a, sizeof(a)), "-565.43 core-ms");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 1234, a, sizeof(a)), "0.00123 core-ms");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 1, a, sizeof(a)), "0.00000100 core-ms");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_NET_RX, 4096, a, sizeof(a)), "4.00 KiB");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_NET_RX, 1000, a, sizeof(a)), "1000 B");
+	/* 1 ms of cpu over a day: 1.157e-8 cores; 100 B a day: 0.001157 B/s */
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_CPU, 1000000, 86400 * SEC, a, sizeof(a)),
+			       "0.0000000116 cores");
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_NET_TX, 100, 86400 * SEC, a, sizeof(a)), "0.00116 B/s");
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_CPU, 3 * SEC, 2 * SEC, a, sizeof(a)), "1.50 cores");
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_CPU, 0, 2 * SEC, a, sizeof(a)), "0.00 cores");
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_DISK_READ, 3 << 20, 2 * SEC, a, sizeof(a)), "1.50 MiB/s");
 }
 
 static void test_usage_table(void)
@@ -196,13 +223,16 @@ static void test_usage_table(void)
 	CU_ASSERT_EQUAL(count_lines(out), 8);
 
 	CU_ASSERT_FATAL(find_line("s1", "web", "cpu", line, sizeof(line)));
-	expect_hours(v, sizeof(v), (double)web);
+	expect_cpu(v, sizeof(v), (double)web);
 	expect_share(s, sizeof(s), (double)web, (double)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, s));
+	/* without --since the period is the stored one, [T0, T0 + 2 W): the
+	 * average is web / 20 s = 0.0867 cores (over decades it was 0.00) */
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, " 0.0867 cores "));
 
 	CU_ASSERT_FATAL(find_line("s1", ST_CE_UNACCOUNTABLE, "cpu", line, sizeof(line)));
-	expect_hours(v, sizeof(v), (double)vrow);
+	expect_cpu(v, sizeof(v), (double)vrow);
 	expect_share(s, sizeof(s), (double)vrow, (double)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, s));
@@ -248,11 +278,14 @@ static void test_usage_table(void)
 
 static void test_usage_json_csv(void)
 {
-	char args[700], expect[512];
+	char args[700], expect[512], t0[64], t_end[64];
 	uint64_t s1_cpu_tot = S1_TOT_0 + S1_TOT_1, web = S1_WEB_0 + S1_WEB_1;
 	const char *p, *until = "2024-01-01T00:00:00Z";
 	int objs = 0;
 
+	/* without --since the period starts at the first stored window (T0) */
+	ctl_time_format(T0, t0, sizeof(t0));
+	ctl_time_format(T0 + 2 * W, t_end, sizeof(t_end));
 	snprintf(args, sizeof(args), "usage --db '%s' -o json --until %s", fixture(), until);
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
 	CU_ASSERT_EQUAL(out[0], '[');
@@ -266,10 +299,10 @@ static void test_usage_json_csv(void)
 		 (unsigned long long)web, (unsigned long long)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
 	snprintf(expect, sizeof(expect),
-		 "{\"period_start\": \"1970-01-01T00:00:00Z\", \"period_end\": \"%s\", \"server\": \"s1\", "
+		 "{\"period_start\": \"%s\", \"period_end\": \"%s\", \"server\": \"s1\", "
 		 "\"ce\": \"%s\", \"resource\": \"net_rx\", \"value\": %llu, "
 		 "\"total\": %llu, \"unit\": \"bytes\"}",
-		 until, ST_CE_UNACCOUNTABLE, S1_RX_TOT - S1_RX_WEB, S1_RX_TOT);
+		 t0, until, ST_CE_UNACCOUNTABLE, S1_RX_TOT - S1_RX_WEB, S1_RX_TOT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
 	CU_ASSERT_PTR_NULL(strstr(out, "window_start"));
 
@@ -277,9 +310,18 @@ static void test_usage_json_csv(void)
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
 	CU_ASSERT_EQUAL(strncmp(out, "period_start,period_end,server,ce,resource,value,total,unit\n", 59), 0);
 	CU_ASSERT_EQUAL(count_lines(out), 8);
-	snprintf(expect, sizeof(expect), "Z,s1,%s,cpu,%llu,%llu,ns\n", ST_CE_UNACCOUNTABLE,
+	/* ... and without --until ends at the end of the last (T0 + 2 W) */
+	snprintf(expect, sizeof(expect), "%s,%s,s1,%s,cpu,%llu,%llu,ns\n", t0, t_end, ST_CE_UNACCOUNTABLE,
 		 (unsigned long long)(s1_cpu_tot - web - S1_DB_0), (unsigned long long)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
+	/* --since still means what it says */
+	snprintf(args, sizeof(args), "usage --db '%s' -o csv --since 0 --until %s", fixture(), until);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1970-01-01T00:00:00Z,"));
+	/* an --until before the first window: an empty period, nothing */
+	snprintf(args, sizeof(args), "usage --db '%s' -o csv --until %lld", fixture(), T0 / SEC - 1);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(count_lines(out), 1);
 
 	/* Empty result: valid JSON and a CSV header. */
 	snprintf(args, sizeof(args), "usage --db '%s' -o json --until 2000-01-01", fixture());
@@ -308,7 +350,7 @@ static void test_filters_and_windows(void)
 		 fixture(), t);
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
 	CU_ASSERT(find_line("s1", "web", "cpu", expect, sizeof(expect)));
-	expect_hours(v, sizeof(v), (double)S1_WEB_1);
+	expect_cpu(v, sizeof(v), (double)S1_WEB_1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(expect, v));
 	CU_ASSERT_PTR_NULL(strstr(out, " db "));
 	CU_ASSERT_PTR_NULL(strstr(out, "net_rx"));

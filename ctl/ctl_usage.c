@@ -310,14 +310,22 @@ fail:
 
 /* ---- output ---- */
 
-/* v / div with 2 decimals, rounded half away from zero. */
-static void ctl_dec2(char *buf, size_t len, int64_t v, unsigned __int128 div, const char *unit)
+/* v / div (div > 0) with 2 decimals, or with as many more (up to 12) as
+ * three significant digits need when |v| / div < 1: 0.000123 cores rather
+ * than 0.00. Rounded half away from zero, exact (integers). */
+static void ctl_dec(char *buf, size_t len, int64_t v, unsigned __int128 div, const char *unit)
 {
 	unsigned __int128 a = v < 0 ? (unsigned __int128)(-(v + 1)) + 1 : (unsigned __int128)v;
-	unsigned __int128 c = (a * 200 + div) / (div * 2);
+	unsigned __int128 p = 100, c;
+	int d = 2;
 
-	snprintf(buf, len, "%s%llu.%02llu %s", v < 0 && c ? "-" : "", (unsigned long long)(c / 100),
-		 (unsigned long long)(c % 100), unit);
+	while (a && d < 12 && a * p < div * 100) {
+		p *= 10;
+		d++;
+	}
+	c = (a * p * 2 + div) / (div * 2);
+	snprintf(buf, len, "%s%llu.%0*llu %s", v < 0 && c ? "-" : "", (unsigned long long)(c / p), d,
+		 (unsigned long long)(c % p), unit);
 }
 
 /* Bytes (per second when per > 1) in B, KiB, ... TiB, PiB. */
@@ -334,7 +342,7 @@ static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char
 			snprintf(buf, len, "%lld B", (long long)v);
 		} else {
 			snprintf(u, sizeof(u), "B%s", suffix);
-			ctl_dec2(buf, len, v, per, u);
+			ctl_dec(buf, len, v, per, u);
 		}
 		return;
 	}
@@ -343,15 +351,28 @@ static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char
 		i++;
 	}
 	snprintf(u, sizeof(u), "%s%s", units[i], suffix);
-	ctl_dec2(buf, len, v, div * per, u);
+	ctl_dec(buf, len, v, div * per, u);
 }
 
 char *ctl_human_amount(enum st_resource r, int64_t v, char *buf, size_t len)
 {
-	if (r == ST_R_CPU)
-		ctl_dec2(buf, len, v, (unsigned __int128)3600 * 1000000000ULL, "core-h");
-	else
+	/* cpu in the largest of core-h, core-min, core-s, core-ms that is at
+	 * least 1 (0 in core-h) */
+	static const struct {
+		uint64_t ns;
+		const char *unit;
+	} cpu[] = { { 3600000000000ULL, "core-h" }, { 60000000000ULL, "core-min" },
+		    { 1000000000ULL, "core-s" }, { 1000000ULL, "core-ms" } };
+	uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	size_t i = 0;
+
+	if (r != ST_R_CPU) {
 		ctl_bytes(buf, len, v, 1, "");
+		return buf;
+	}
+	while (a && a < cpu[i].ns && i + 1 < sizeof(cpu) / sizeof(cpu[0]))
+		i++;
+	ctl_dec(buf, len, v, cpu[i].ns, cpu[i].unit);
 	return buf;
 }
 
@@ -360,7 +381,7 @@ char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf
 	if (period_ns <= 0)
 		snprintf(buf, len, "-");
 	else if (r == ST_R_CPU)
-		ctl_dec2(buf, len, v, (unsigned __int128)period_ns, "cores");
+		ctl_dec(buf, len, v, (unsigned __int128)period_ns, "cores");
 	else if (period_ns < 1000000000LL)
 		snprintf(buf, len, "-");
 	else

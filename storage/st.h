@@ -276,6 +276,17 @@ int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n);
 int st_name_known(st_db *db, const char *what, const char *name, int *known);
 int st_names(st_db *db, const char *what, char ***names, size_t *n);
 
+/*
+ * The span of what is stored, for a query that names no period: *first_ns =
+ * the start of the earliest window still kept (where retention deleted the
+ * 1 s windows, the earliest bucket of the finest series that still holds
+ * its oldest data), *end_ns = the end (start + length) of the latest window
+ * (of the finest series holding any row). Reads a few index ends, not
+ * rows. RM_OK; RM_ENOENT (not logged) when nothing is stored; RM_EINVAL
+ * (NULL argument); RM_ESQL. Also on a read-only handle.
+ */
+int st_stored_span(st_db *db, int64_t *first_ns, int64_t *end_ns);
+
 /* Frees rows returned by the queries. NULL-tolerant. */
 void st_rows_free(struct st_row *rows);
 

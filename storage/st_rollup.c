@@ -330,6 +330,65 @@ int st_last_start(st_db *db, int64_t *out, int *found)
 			      "UNION ALL SELECT max(win_start) FROM split)", NULL, 0, out, found);
 }
 
+int st_stored_span(st_db *db, int64_t *first_ns, int64_t *end_ns)
+{
+	struct st_series_map m;
+	int64_t v, len;
+	int s, found = 0, rv;
+
+	if (!db || !first_ns || !end_ns) {
+		rm_log_error("invalid stored span query");
+		return RM_EINVAL;
+	}
+	if ((rv = st_series_load(db, &m)) != 0)
+		return rv;
+	/* the first: the finest series nothing was ever deleted from holds the
+	 * oldest data; if retention cut every series, the coarsest's oldest */
+	for (s = ST_SERIES_1S; s < ST_SERIES_COUNT; s++) {
+		if (m.kept[s] != INT64_MIN && s + 1 < ST_SERIES_COUNT)
+			continue;
+		if ((rv = st_series_min(db, s, first_ns, &found)) != 0)
+			return rv;
+		if (found)
+			break;
+	}
+	if (!found)
+		return RM_ENOENT;
+	/* the end: the latest window, or the latest bucket of the finest
+	 * series holding one */
+	if ((rv = st_last_start(db, &v, &found)) != 0)
+		return rv;
+	if (found) {
+		if ((rv = st_int_get(db, "SELECT max(m) FROM (SELECT max(win_len) AS m FROM usage "
+					 "WHERE win_start = ?1 UNION ALL SELECT max(win_len) FROM unacct "
+					 "WHERE win_start = ?1 UNION ALL SELECT max(win_len) FROM total "
+					 "WHERE win_start = ?1 UNION ALL SELECT max(win_len) FROM split "
+					 "WHERE win_start = ?1)", &v, 1, &len, &found)) != 0)
+			return rv;
+		if (!found)
+			*end_ns = v;
+		else if (__builtin_add_overflow(v, len, end_ns))
+			*end_ns = INT64_MAX;
+		return RM_OK;
+	}
+	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
+		int64_t step = st_steps[s];
+
+		if ((rv = st_int_get(db, "SELECT max(m) FROM (SELECT max(win_start) AS m FROM r_usage "
+					 "WHERE step = ?1 UNION ALL SELECT max(win_start) FROM r_unacct "
+					 "WHERE step = ?1 UNION ALL SELECT max(win_start) FROM r_total "
+					 "WHERE step = ?1 UNION ALL SELECT max(win_start) FROM r_split "
+					 "WHERE step = ?1)", &step, 1, &v, &found)) != 0)
+			return rv;
+		if (found) {
+			if (__builtin_add_overflow(v, step, end_ns))
+				*end_ns = INT64_MAX;
+			return RM_OK;
+		}
+	}
+	return RM_ENOENT;
+}
+
 /* Deletes the rows of series s starting before cutoff. */
 static int st_purge(st_db *db, int s, int64_t cutoff)
 {

@@ -370,6 +370,35 @@ static void test_retention_in_steps(void)
 	st_close(db);
 }
 
+/* The stored span: the first kept window (or, once retention deleted it,
+ * the first bucket of the finest series still whole) to the end of the last. */
+static void test_stored_span(void)
+{
+	st_db *db = open_fresh("span");
+	struct st_retention r1 = { { HOUR, 0, 0, 0 } }, r2 = { { HOUR, HOUR, 0, 0 } };
+	int64_t first = 0, end = 0;
+
+	CU_ASSERT_EQUAL(st_stored_span(db, &first, &end), RM_ENOENT);
+	CU_ASSERT_EQUAL(st_stored_span(db, NULL, &end), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_add_usage(db, "s1", T0 + 90 * SEC, W, ST_R_CPU, "web", 5), RM_OK);
+	CU_ASSERT_EQUAL(st_add_total(db, "s1", T0 + 2 * HOUR + 30 * SEC, W, ST_R_CPU, 9, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_stored_span(db, &first, &end), RM_OK);
+	CU_ASSERT_EQUAL(first, T0 + 90 * SEC);
+	CU_ASSERT_EQUAL(end, T0 + 2 * HOUR + 30 * SEC + W);
+	/* the 1 s window at T0 + 90 s deleted: its minute is the first */
+	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + 3 * HOUR), RM_OK);
+	roll_all(db, &r1);
+	CU_ASSERT_EQUAL(st_stored_span(db, &first, &end), RM_OK);
+	CU_ASSERT_EQUAL(first, T0 + MIN);
+	CU_ASSERT_EQUAL(end, T0 + 2 * HOUR + 30 * SEC + W);
+	/* and the minute too: its hour */
+	roll_all(db, &r2);
+	CU_ASSERT_EQUAL(st_stored_span(db, &first, &end), RM_OK);
+	CU_ASSERT_EQUAL(first, T0);
+	CU_ASSERT_EQUAL(end, T0 + 2 * HOUR + 30 * SEC + W);
+	st_close(db);
+}
+
 /* Runs the SQL text fmt, ... on h. */
 __attribute__((format(printf, 2, 3))) static void exec_fmt(sqlite3 *h, const char *fmt, ...)
 {
@@ -638,6 +667,7 @@ static CU_TestInfo cases[] = {
 	{ "rolled-up series answer as the windows do", test_rolled_answers_equal_windows },
 	{ "retention and late writes keep the answers", test_retention_and_late_writes },
 	{ "retention deletes a backlog in bounded steps", test_retention_in_steps },
+	{ "the stored span, before and after retention", test_stored_span },
 	{ "migrates a v5 file", test_migrate_from_v5 },
 	{ "migrates a partly rolled-up v6 file", test_migrate_from_v6 },
 	{ "migrates a v7 file", test_migrate_from_v7 },
