@@ -66,7 +66,7 @@ const char *st_resource_unit(enum st_resource r);
 #define ST_NAME_MAX 63    /* server, CE and node names */
 #define ST_REASON_MAX 31  /* reasons of unaccountable usage */
 #define ST_BUSY_TIMEOUT_MS 5000
-#define ST_SCHEMA_VERSION 8 /* schema version this code creates and reads */
+#define ST_SCHEMA_VERSION 9 /* schema version this code creates and reads */
 
 #define ST_OPEN_READONLY 0x1
 
@@ -240,6 +240,37 @@ int st_query_unacct_step(st_db *db, const struct st_query *q, int64_t step_ns, s
  */
 int st_query_usage_all(st_db *db, const struct st_query *q, int64_t step_ns, struct st_row **rows,
 		       size_t *n);
+
+/*
+ * One (server, resource, UTC day) of the packed day series: U, the
+ * capacity, and every CE's U_c of that day (n entries, sorted by name,
+ * bytewise; values > 0 or stored zeros), charged = their sum. V = total -
+ * charged exactly (signed), so sum_c U_c + V = U. The pointers are valid
+ * during the callback only.
+ */
+struct st_day {
+	const char *server;
+	enum st_resource resource;
+	int64_t start_ns; /* the day's first ns; the day is 86400 s long */
+	uint64_t total, capacity, charged;
+	size_t n;
+	const char *const *ce;
+	const uint64_t *value;
+};
+
+/*
+ * The days of [q->since_ns, q->until_ns) (both multiples of 86400 s; q->ce
+ * NULL and q->per_window 0, else RM_EINVAL) one group at a time, in the
+ * order of st_query_usage_step with step = 1 day: day, server, resource.
+ * The same groups and sums as st_query_usage_step's rows (a group appears
+ * if it has any U_c, V_k or U row that day), read from one packed row per
+ * group for the days packed (settled days, st_rollup) and from the day
+ * series for the rest. cb's first non-zero return stops the query and is
+ * returned. RM_OK, RM_EINVAL, RM_ESQL (incl. a sum beyond int64),
+ * RM_ENOMEM. Also on a read-only handle.
+ */
+int st_query_days(st_db *db, const struct st_query *q, int (*cb)(void *arg, const struct st_day *d),
+		  void *arg);
 
 /*
  * Breakdown of V = U - sum_c U_c per (server, resource, reason[, window]):
