@@ -129,6 +129,37 @@ static void ctl_query(const struct ctl_opts *o, struct st_query *q)
 	q->per_window = o->per_window;
 }
 
+/* The left-out note under a table that shows the top CEs by default. */
+static void ctl_left_note(const struct ctl_opts *o, size_t top, size_t left)
+{
+	if (left && top != o->top)
+		printf("(the %d largest CEs per period%s and resource; %zu smaller rows left out:\n"
+		       " --top N for more, --top all or -o csv|json for every row)\n", CTL_TABLE_TOP,
+		       o->by & CTL_BY_SERVER ? ", server" : "", left);
+}
+
+/* Usage per whole day grouped by server (and CE), from the packed days. */
+static int ctl_run_days(st_db *db, const struct ctl_opts *o, const struct st_query *q, size_t top)
+{
+	struct ctl_days x;
+	int rv;
+
+	ctl_days_init(&x, stdout, o->fmt, o->by, o->show_v, top);
+	rv = st_query_days(db, q, ctl_days_add, &x);
+	if (rv == RM_EINVAL && x.in)
+		rm_log_error("failed to group the usage: a sum exceeds the int64 limit");
+	if (rv == RM_OK && (rv = ctl_days_finish(&x)) == RM_OK) {
+		ctl_left_note(o, top, x.left_out);
+		rv = ctl_flush(stdout);
+		if (rv)
+			ctl_print_rows_err("usage", rv);
+	} else if (rv == RM_EIO || rv == RM_ENOMEM) {
+		ctl_print_rows_err("usage", rv);
+	}
+	ctl_days_free(&x);
+	return rv ? CTL_EXIT_FAIL : CTL_EXIT_OK;
+}
+
 /* Measured usage grouped per o->by (and per period of o->step_ns). */
 static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 {
@@ -143,6 +174,9 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 		top = CTL_TABLE_TOP;
 	ctl_query(o, &q);
 	q.per_window = 0;
+	/* whole days per server: one packed row per server, resource and day */
+	if (o->step_ns == CTL_DAY_NS && (o->by & CTL_BY_SERVER) && !o->ce)
+		return ctl_run_days(db, o, &q, top);
 	/* without servers in the rows, storage sums them over servers */
 	if (!(o->by & CTL_BY_SERVER))
 		rv = st_query_usage_all(db, &q, o->step_ns, &rows, &n);
@@ -160,10 +194,8 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 	}
 	rv = ctl_usage_print(stdout, o->fmt, g, ng, o->by, o->step_ns != 0);
 	free(g);
-	if (rv == RM_OK && left && top != o->top)
-		printf("(the %d largest CEs per period%s and resource; %zu smaller rows left out:\n"
-		       " --top N for more, --top all or -o csv|json for every row)\n", CTL_TABLE_TOP,
-		       o->by & CTL_BY_SERVER ? ", server" : "", left);
+	if (rv == RM_OK)
+		ctl_left_note(o, top, left);
 	if (rv || (rv = ctl_flush(stdout)) != 0) {
 		ctl_print_rows_err("usage", rv);
 		return CTL_EXIT_FAIL;

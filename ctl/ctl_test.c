@@ -35,7 +35,7 @@
 #define S1_SPLIT_0 3ULL
 #define S1_SPLIT_1 4ULL
 
-static char out[1 << 16], err[1 << 14];
+static char out[1 << 18], err[1 << 14];
 
 static const char *binary(void)
 {
@@ -761,6 +761,101 @@ static void test_table_default_top(void)
 	CU_ASSERT_EQUAL(run(NULL, args), 2);
 }
 
+/* usage --step 1d grouped by server (and CE) reads whole days from the
+ * packed day series (and the days not packed yet from the day rows): its
+ * output equals, byte for byte, grouping the storage's per-day rows. */
+static void test_days_as_rows(void)
+{
+	static const char *const variants[] = {
+		"-o csv", "-o json", "", "--top all", "--top 2 -o csv", "--no-unaccountable -o csv",
+		"--group-by server -o csv", "--group-by server", "--no-unaccountable --group-by server,resource",
+		"--server s2 --resource net_rx -o json", "--since 1699920000 -o csv",
+	};
+	const int64_t d0 = 1700006400LL * SEC, day = 86400 * SEC;
+	struct st_retention keep = { { 0, 0, 0, 0 } };
+	char path[300], args[900], *exp = NULL;
+	int64_t since = d0, until = d0 + 4 * day;
+	size_t i, elen;
+	int more = 1, d, sv, r, c;
+	st_db *db;
+
+	snprintf(path, sizeof(path), "%.200s/days.db", rm_test_tmpdir());
+	unlink(path);
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(st_begin(db), RM_OK);
+	for (d = 0; d < 4; d++)
+		for (sv = 0; sv < 2; sv++)
+			for (r = 0; r < ST_R_COUNT; r++) {
+				const char *server = sv ? "s2" : "s1";
+				int64_t t = d0 + d * day + (int64_t)(r + 1) * 3600 * SEC;
+				uint64_t sum = 0;
+
+				if (sv == 1 && r == ST_R_DISK_WRITE && d == 2) { /* a total alone */
+					CU_ASSERT_EQUAL(st_add_total(db, server, t, W, r, 999, 0), RM_OK);
+					continue;
+				}
+				for (c = 0; c < 13; c++) { /* ties between CEs: by name */
+					char ce[16];
+					uint64_t v = (uint64_t)((c + d + sv) % 4 + 1) * 1000 + (uint64_t)r;
+
+					snprintf(ce, sizeof(ce), "ce%02d", (c * 5) % 13);
+					CU_ASSERT_EQUAL(st_add_usage(db, server, t, W, r, ce, v), RM_OK);
+					sum += v;
+				}
+				CU_ASSERT_EQUAL(st_add_unacct(db, server, t, W, r, "lost", 30), RM_OK);
+				/* s2 cpu on day 1: more charged than measured (V < 0) */
+				CU_ASSERT_EQUAL(st_add_total(db, server, t, W, r,
+							     sv && !r && d == 1 ? sum - 100 : sum + 500, 8 * W), RM_OK);
+			}
+	CU_ASSERT_EQUAL_FATAL(st_commit(db), RM_OK);
+	/* days 0 and 1 packed, 2 and 3 read from the day rows */
+	CU_ASSERT_EQUAL(st_horizon_set(db, d0 + 2 * day + 3600 * SEC), RM_OK);
+	while (more)
+		CU_ASSERT_EQUAL_FATAL(st_rollup(db, &keep, &more), RM_OK);
+
+	for (i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		const char *v = variants[i];
+		enum ctl_fmt fmt = strstr(v, "json") ? CTL_FMT_JSON : strstr(v, "csv") ? CTL_FMT_CSV : CTL_FMT_TABLE;
+		unsigned by = strstr(v, "group-by server") ? CTL_BY_SERVER : CTL_BY_SERVER | CTL_BY_CE;
+		size_t top = strstr(v, "--top 2") ? 2 : fmt == CTL_FMT_TABLE && !strstr(v, "--top") &&
+							       (by & CTL_BY_CE) ? 10 : 0;
+		struct st_query q = { since, until, NULL, NULL, -1, 0 };
+		struct st_row *rows;
+		struct ctl_urow *g;
+		size_t n, ng, left = 0;
+		FILE *m;
+
+		if (strstr(v, "--server")) {
+			q.server = "s2";
+			q.resource = ST_R_NET_RX;
+		}
+		if (strstr(v, "--since 1699920000"))
+			q.since_ns = 1699920000LL * SEC;
+		CU_ASSERT_EQUAL_FATAL(st_query_usage_step(db, &q, day, &rows, &n), RM_OK);
+		CU_ASSERT_EQUAL_FATAL(ctl_usage_group(rows, n, by, !strstr(v, "no-unacc"), top, q.since_ns,
+						      q.until_ns, &g, &ng, &left), RM_OK);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m = open_memstream(&exp, &elen));
+		CU_ASSERT_EQUAL(ctl_usage_print(m, fmt, g, ng, by, 1), RM_OK);
+		if (left && top == 10)
+			fprintf(m, "(the 10 largest CEs per period, server and resource; %zu smaller rows left "
+				   "out:\n --top N for more, --top all or -o csv|json for every row)\n", left);
+		fclose(m);
+		snprintf(args, sizeof(args), "usage --db '%s' --since %lld --until %lld --step 1d %s", path,
+			 (long long)(since / SEC), (long long)(until / SEC), v);
+		CU_ASSERT_EQUAL(run(NULL, args), 0);
+		if (strcmp(out, exp) != 0)
+			fprintf(stderr, "differs for '%s':\n%s\n-- expected --\n%s\n", v, out, exp);
+		CU_ASSERT_STRING_EQUAL(out, exp);
+		CU_ASSERT(ng > 0);
+		CU_ASSERT(top != 10 || left == 4 * 2 * ST_R_COUNT * 3 - 3);
+		free(exp);
+		exp = NULL;
+		free(g);
+		st_rows_free(rows);
+	}
+	st_close(db);
+}
+
 static CU_TestInfo cases[] = {
 	{ "usage: steps, groups, top, calendar, units, rolled up", test_usage_steps_groups },
 	{ "amount and share formatting", test_formatting },
@@ -773,6 +868,7 @@ static CU_TestInfo cases[] = {
 	{ "help and exit codes", test_exit_codes },
 	{ "grouped by server and ce: each row its own group", test_group_each_row },
 	{ "a table shows the largest CEs by default", test_table_default_top },
+	{ "usage --step 1d from the packed days: as the rows", test_days_as_rows },
 	CU_TEST_INFO_NULL,
 };
 

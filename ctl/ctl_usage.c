@@ -436,13 +436,54 @@ static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsig
 	return RM_OK;
 }
 
+/* The CSV header or the JSON "[" of grouped rows. */
+static void ctl_usage_head(FILE *f, enum ctl_fmt fmt, unsigned by)
+{
+	if (fmt == CTL_FMT_CSV)
+		fprintf(f, "period_start,period_end%s%s,resource,value,total,unit\n",
+			by & CTL_BY_SERVER ? ",server" : "", by & CTL_BY_CE ? ",ce" : "");
+	else
+		fputc('[', f);
+}
+
+/* The formatted period of the previous record: rows share periods. */
+struct ctl_period_cache {
+	char s[40], e[40];
+	int64_t s_ns, e_ns;
+	int set;
+};
+
+/* One JSON object or CSV line of grouped row r. */
+static void ctl_usage_rec(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *r, unsigned by, int first,
+			  struct ctl_period_cache *pc)
+{
+	struct rm_field fl[CTL_MAXCOL + 2];
+	size_t nf = 0;
+
+	if (!pc->set || r->start_ns != pc->s_ns)
+		ctl_time_format(pc->s_ns = r->start_ns, pc->s, sizeof(pc->s));
+	if (!pc->set || r->end_ns != pc->e_ns)
+		ctl_time_format(pc->e_ns = r->end_ns, pc->e, sizeof(pc->e));
+	pc->set = 1;
+	fl[nf++] = (struct rm_field){ "period_start", pc->s, 0 };
+	fl[nf++] = (struct rm_field){ "period_end", pc->e, 0 };
+	if (by & CTL_BY_SERVER)
+		fl[nf++] = (struct rm_field){ "server", r->server, 0 };
+	if (by & CTL_BY_CE)
+		fl[nf++] = (struct rm_field){ "ce", r->ce, 0 };
+	fl[nf++] = (struct rm_field){ "resource", st_resource_name(r->resource), 0 };
+	fl[nf++] = (struct rm_field){ "value", NULL, r->value };
+	fl[nf++] = (struct rm_field){ "total", NULL,
+				      r->total > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->total };
+	fl[nf++] = (struct rm_field){ "unit", st_resource_unit(r->resource), 0 };
+	ctl_record(f, fmt, fl, nf, first);
+}
+
 int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size_t n, unsigned by,
 		    int per_period)
 {
-	struct rm_field fl[CTL_MAXCOL + 2];
-	char s[40], e[40];
-	int64_t s_ns = INT64_MIN, e_ns = INT64_MIN; /* what s and e hold: rows share periods */
-	size_t i, nf;
+	struct ctl_period_cache pc = { .set = 0 };
+	size_t i;
 	int rv;
 
 	if (fmt == CTL_FMT_TABLE) {
@@ -450,33 +491,135 @@ int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size
 			return rv;
 		return ctl_flush(f);
 	}
-	if (fmt == CTL_FMT_CSV)
-		fprintf(f, "period_start,period_end%s%s,resource,value,total,unit\n",
-			by & CTL_BY_SERVER ? ",server" : "", by & CTL_BY_CE ? ",ce" : "");
-	else
-		fputc('[', f);
-	for (i = 0; i < n; i++) {
-		const struct ctl_urow *r = &rows[i];
-
-		nf = 0;
-		if (r->start_ns != s_ns || s_ns == INT64_MIN)
-			ctl_time_format(s_ns = r->start_ns, s, sizeof(s));
-		if (r->end_ns != e_ns || e_ns == INT64_MIN)
-			ctl_time_format(e_ns = r->end_ns, e, sizeof(e));
-		fl[nf++] = (struct rm_field){ "period_start", s, 0 };
-		fl[nf++] = (struct rm_field){ "period_end", e, 0 };
-		if (by & CTL_BY_SERVER)
-			fl[nf++] = (struct rm_field){ "server", r->server, 0 };
-		if (by & CTL_BY_CE)
-			fl[nf++] = (struct rm_field){ "ce", r->ce, 0 };
-		fl[nf++] = (struct rm_field){ "resource", st_resource_name(r->resource), 0 };
-		fl[nf++] = (struct rm_field){ "value", NULL, r->value };
-		fl[nf++] = (struct rm_field){ "total", NULL,
-					      r->total > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->total };
-		fl[nf++] = (struct rm_field){ "unit", st_resource_unit(r->resource), 0 };
-		ctl_record(f, fmt, fl, nf, i == 0);
-	}
+	ctl_usage_head(f, fmt, by);
+	for (i = 0; i < n; i++)
+		ctl_usage_rec(f, fmt, &rows[i], by, i == 0, &pc);
 	if (fmt == CTL_FMT_JSON)
 		fputs(n ? "\n]\n" : "]\n", f);
 	return ctl_flush(f);
+}
+
+/* ---- whole days from the packed day series ---- */
+
+struct ctl_days_int {
+	struct ctl_ent {
+		const char *ce;
+		uint64_t value;
+	} *ents;
+	size_t ecap;
+	size_t cap; /* of x->rows */
+	struct ctl_period_cache pc;
+};
+
+/* value down, ties by name: the order of st_query_usage_step */
+static int ctl_ent_cmp(const void *pa, const void *pb)
+{
+	const struct ctl_ent *a = pa, *b = pb;
+
+	if (a->value != b->value)
+		return a->value > b->value ? -1 : 1;
+	return strcmp(a->ce, b->ce);
+}
+
+void ctl_days_init(struct ctl_days *x, FILE *f, enum ctl_fmt fmt, unsigned by, int show_v, size_t top)
+{
+	memset(x, 0, sizeof(*x));
+	x->f = f;
+	x->fmt = fmt;
+	x->by = by;
+	x->show_v = show_v;
+	x->top = top;
+}
+
+/* One grouped row: kept for the table, printed at once otherwise. */
+static int ctl_days_emit(struct ctl_days *x, const struct st_day *d, const char *ce, int64_t value)
+{
+	struct ctl_urow one, *u = &one;
+
+	if (x->fmt == CTL_FMT_TABLE) {
+		if (x->n == x->in->cap) {
+			size_t cap = x->in->cap ? x->in->cap * 2 : 1024;
+			struct ctl_urow *v = realloc(x->rows, cap * sizeof(*v));
+
+			if (!v)
+				return RM_ENOMEM;
+			x->rows = v;
+			x->in->cap = cap;
+		}
+		u = &x->rows[x->n];
+	}
+	ctl_copy_name(u->server, sizeof(u->server), x->by & CTL_BY_SERVER ? d->server : "");
+	ctl_copy_name(u->ce, sizeof(u->ce), ce);
+	u->resource = d->resource;
+	u->start_ns = d->start_ns;
+	u->end_ns = d->start_ns + 86400 * 1000000000LL;
+	u->value = value;
+	u->total = d->total;
+	if (x->fmt != CTL_FMT_TABLE) {
+		if (x->n == 0)
+			ctl_usage_head(x->f, x->fmt, x->by);
+		ctl_usage_rec(x->f, x->fmt, u, x->by, x->n == 0, &x->in->pc);
+	}
+	x->n++;
+	return RM_OK;
+}
+
+int ctl_days_add(void *arg, const struct st_day *d)
+{
+	struct ctl_days *x = arg;
+	size_t i, keep;
+	int rv;
+
+	if (!x->in && !(x->in = calloc(1, sizeof(*x->in))))
+		return RM_ENOMEM;
+	if (d->total > (uint64_t)INT64_MAX || d->charged > (uint64_t)INT64_MAX)
+		return RM_EINVAL;
+	/* without CEs the unaccountable share is summed in: the value is U
+	 * (without it, a group of no CE has no row) */
+	if (!(x->by & CTL_BY_CE) && !x->show_v && !d->n)
+		return RM_OK;
+	if (!(x->by & CTL_BY_CE))
+		return ctl_days_emit(x, d, "", x->show_v ? (int64_t)d->total : (int64_t)d->charged);
+	if (d->n > x->in->ecap) {
+		struct ctl_ent *e = realloc(x->in->ents, d->n * sizeof(*e));
+
+		if (!e)
+			return RM_ENOMEM;
+		x->in->ents = e;
+		x->in->ecap = d->n;
+	}
+	for (i = 0; i < d->n; i++) {
+		x->in->ents[i].ce = d->ce[i];
+		x->in->ents[i].value = d->value[i];
+	}
+	qsort(x->in->ents, d->n, sizeof(x->in->ents[0]), ctl_ent_cmp);
+	keep = x->top && x->top < d->n ? x->top : d->n;
+	x->left_out += d->n - keep;
+	for (i = 0; i < keep; i++)
+		if ((rv = ctl_days_emit(x, d, x->in->ents[i].ce, (int64_t)x->in->ents[i].value)) != 0)
+			return rv;
+	if (x->show_v)
+		return ctl_days_emit(x, d, ST_CE_UNACCOUNTABLE, (int64_t)d->total - (int64_t)d->charged);
+	return RM_OK;
+}
+
+int ctl_days_finish(struct ctl_days *x)
+{
+	if (x->fmt == CTL_FMT_TABLE)
+		return ctl_usage_print(x->f, x->fmt, x->rows, x->n, x->by, 1);
+	if (x->n == 0)
+		ctl_usage_head(x->f, x->fmt, x->by);
+	if (x->fmt == CTL_FMT_JSON)
+		fputs(x->n ? "\n]\n" : "]\n", x->f);
+	return ctl_flush(x->f);
+}
+
+void ctl_days_free(struct ctl_days *x)
+{
+	if (x->in)
+		free(x->in->ents);
+	free(x->in);
+	free(x->rows);
+	x->in = NULL;
+	x->rows = NULL;
 }

@@ -67,4 +67,33 @@ char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf
 int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *r, size_t n, unsigned by,
 		    int per_period);
 
+/*
+ * Grouped rows of whole days straight from st_query_days groups (grouped
+ * by server, with or without CE; not summed over servers): the same rows
+ * and order as ctl_usage_group over st_query_usage_step(1 day) rows and
+ * ctl_usage_print, without a row per CE in memory. ctl_days_init sets up
+ * x for stream f; ctl_days_add is st_query_days' callback (RM_OK,
+ * RM_EINVAL for a sum beyond int64, RM_ENOMEM); JSON/CSV records are
+ * printed as they come, table rows (the top `top` CEs per group when top
+ * > 0, left_out counting the others) kept in rows[0..n) and printed by
+ * ctl_days_finish (RM_OK, RM_EIO, RM_ENOMEM); ctl_days_free frees them.
+ */
+struct ctl_days_int;
+struct ctl_days {
+	FILE *f;
+	enum ctl_fmt fmt;
+	unsigned by;
+	int show_v;
+	size_t top;
+	struct ctl_urow *rows; /* table: the rows kept */
+	size_t n;              /* rows kept or printed */
+	size_t left_out;
+	struct ctl_days_int *in;
+};
+
+void ctl_days_init(struct ctl_days *x, FILE *f, enum ctl_fmt fmt, unsigned by, int show_v, size_t top);
+int ctl_days_add(void *x, const struct st_day *d);
+int ctl_days_finish(struct ctl_days *x);
+void ctl_days_free(struct ctl_days *x);
+
 #endif
