@@ -856,6 +856,77 @@ static void test_days_as_rows(void)
 	st_close(db);
 }
 
+/* The usage table is laid out as ctl_table_print lays out a table of the
+ * same cells (its own printer avoids fixed-size cells and printf). */
+static void test_usage_table_layout(void)
+{
+	struct ctl_urow rows[40];
+	struct ctl_table t = { .ncol = 0 };
+	char *a = NULL, *b = NULL;
+	size_t la, lb, i, k;
+	unsigned by;
+	FILE *m;
+
+	memset(rows, 0, sizeof(rows));
+	for (i = 0; i < 40; i++) {
+		struct ctl_urow *r = &rows[i];
+
+		snprintf(r->server, sizeof(r->server), "%s", i % 3 ? "srv-1" : "a-much-longer-server-name");
+		snprintf(r->ce, sizeof(r->ce), "%s", i % 7 ? "ce" : ST_CE_UNACCOUNTABLE);
+		r->resource = (enum st_resource)(i % ST_R_COUNT);
+		r->start_ns = (int64_t)(i / 10) * 86400 * SEC;
+		r->end_ns = r->start_ns + 86400 * SEC;
+		r->value = i % 11 == 5 ? -(int64_t)(i * 977) : (int64_t)((i * i * i) << (i % 40));
+		r->total = i % 13 == 4 ? 0 : (uint64_t)llabs(r->value) * 3 + 1;
+	}
+	for (by = CTL_BY_SERVER; by <= (CTL_BY_SERVER | CTL_BY_CE); by++) {
+		t.ncol = 0;
+		t.n = 0;
+		memset(t.right, 0, sizeof(t.right));
+		t.head[t.ncol++] = "PERIOD";
+		if (by & CTL_BY_SERVER)
+			t.head[t.ncol++] = "SERVER";
+		if (by & CTL_BY_CE)
+			t.head[t.ncol++] = "CE";
+		t.head[t.ncol++] = "RESOURCE";
+		t.right[t.ncol] = 1;
+		t.head[t.ncol++] = "AMOUNT";
+		t.right[t.ncol] = 1;
+		t.head[t.ncol++] = "AVERAGE";
+		t.right[t.ncol] = 1;
+		t.head[t.ncol++] = "SHARE";
+		for (i = 0; i < 40; i++) {
+			char(*c)[CTL_CELL] = ctl_table_row(&t);
+
+			CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+			k = 0;
+			ctl_time_format(rows[i].start_ns, c[k++], CTL_CELL);
+			if (by & CTL_BY_SERVER)
+				snprintf(c[k++], CTL_CELL, "%.63s", rows[i].server);
+			if (by & CTL_BY_CE)
+				snprintf(c[k++], CTL_CELL, "%.63s", rows[i].ce);
+			snprintf(c[k++], CTL_CELL, "%s", st_resource_name(rows[i].resource));
+			ctl_human_amount(rows[i].resource, rows[i].value, c[k++], CTL_CELL);
+			ctl_human_rate(rows[i].resource, rows[i].value, 86400 * SEC, c[k++], CTL_CELL);
+			ctl_fmt_share(rows[i].value, rows[i].total, c[k++], CTL_CELL);
+		}
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m = open_memstream(&a, &la));
+		ctl_table_print(m, &t);
+		fclose(m);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m = open_memstream(&b, &lb));
+		CU_ASSERT_EQUAL(ctl_usage_print(m, CTL_FMT_TABLE, rows, 40, by, 1), RM_OK);
+		fclose(m);
+		if (strcmp(a, b))
+			fprintf(stderr, "%s\n--- generic ---\n%s\n", b, a);
+		CU_ASSERT_STRING_EQUAL(b, a);
+		CU_ASSERT(la > 40 * 40);
+		free(a);
+		free(b);
+		a = b = NULL;
+	}
+	free(t.cells);
+}
+
 static CU_TestInfo cases[] = {
 	{ "usage: steps, groups, top, calendar, units, rolled up", test_usage_steps_groups },
 	{ "amount and share formatting", test_formatting },
@@ -869,6 +940,7 @@ static CU_TestInfo cases[] = {
 	{ "grouped by server and ce: each row its own group", test_group_each_row },
 	{ "a table shows the largest CEs by default", test_table_default_top },
 	{ "usage --step 1d from the packed days: as the rows", test_days_as_rows },
+	{ "the usage table laid out as any table", test_usage_table_layout },
 	CU_TEST_INFO_NULL,
 };
 

@@ -312,20 +312,33 @@ fail:
 
 /* v / div (div > 0) with 2 decimals, or with as many more (up to 12) as
  * three significant digits need when |v| / div < 1: 0.000123 cores rather
- * than 0.00. Rounded half away from zero, exact (integers). */
+ * than 0.00. Rounded half away from zero, exact (integers); formatted by
+ * hand, not printf (a table may have a hundred thousand rows). */
 static void ctl_dec(char *buf, size_t len, int64_t v, unsigned __int128 div, const char *unit)
 {
 	unsigned __int128 a = v < 0 ? (unsigned __int128)(-(v + 1)) + 1 : (unsigned __int128)v;
 	unsigned __int128 p = 100, c;
-	int d = 2;
+	char t[128], *e = t + sizeof(t) - 1 - strnlen(unit, 63);
+	int d = 2, i, neg;
 
 	while (a && d < 12 && a * p < div * 100) {
 		p *= 10;
 		d++;
 	}
 	c = (a * p * 2 + div) / (div * 2);
-	snprintf(buf, len, "%s%llu.%0*llu %s", v < 0 && c ? "-" : "", (unsigned long long)(c / p), d,
-		 (unsigned long long)(c % p), unit);
+	neg = v < 0 && c != 0; /* "-" unless it rounds to zero */
+	memcpy(e, unit, strnlen(unit, 63) + 1);
+	*--e = ' ';
+	for (i = 0; i < d; i++, c /= 10)
+		*--e = (char)('0' + (int)(c % 10));
+	*--e = '.';
+	do {
+		*--e = (char)('0' + (int)(c % 10));
+		c /= 10;
+	} while (c);
+	if (neg)
+		*--e = '-';
+	ctl_copy_name(buf, len, e);
 }
 
 /* Bytes (per second when per > 1) in B, KiB, ... TiB, PiB. */
@@ -341,7 +354,8 @@ static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char
 		if (per == 1) {
 			snprintf(buf, len, "%lld B", (long long)v);
 		} else {
-			snprintf(u, sizeof(u), "B%s", suffix);
+			ctl_copy_name(u, sizeof(u), "B");
+			ctl_copy_name(u + 1, sizeof(u) - 1, suffix);
 			ctl_dec(buf, len, v, per, u);
 		}
 		return;
@@ -350,7 +364,8 @@ static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char
 		div *= 1024;
 		i++;
 	}
-	snprintf(u, sizeof(u), "%s%s", units[i], suffix);
+	ctl_copy_name(u, sizeof(u), units[i]);
+	ctl_copy_name(u + 3, sizeof(u) - 3, suffix);
 	ctl_dec(buf, len, v, div * per, u);
 }
 
@@ -389,50 +404,125 @@ char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf
 	return buf;
 }
 
+/* Appends cell c padded to width w (right-aligned or not; the last
+ * column unpadded), after the separator unless first: ctl_table_print's
+ * layout. Returns the end. */
+static char *ctl_cell(char *p, const char *c, size_t w, int right, int first, int last)
+{
+	size_t l = strlen(c);
+
+	if (!first) {
+		*p++ = ' ';
+		*p++ = ' ';
+	}
+	if (right && l < w) {
+		memset(p, ' ', w - l);
+		p += w - l;
+	}
+	memcpy(p, c, l);
+	p += l;
+	if (!right && !last && l < w) {
+		memset(p, ' ', w - l);
+		p += w - l;
+	}
+	return p;
+}
+
+/* The formatted cells of a row that are not the row's own strings. */
+struct ctl_fcells {
+	char amount[48], rate[48], share[48];
+};
+
+/*
+ * The table of grouped rows, laid out as ctl_table_print would lay it out
+ * (columns padded to their widest cell) without a fixed-size cell per
+ * column and row and without printf: a --step 1d table may have a hundred
+ * thousand rows. Periods are formatted once per distinct start.
+ */
 static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsigned by,
 			   int per_period)
 {
-	struct ctl_table t = { .ncol = 0 };
-	char(*c)[CTL_CELL];
-	size_t i, k;
+	const char *head[CTL_MAXCOL];
+	int right[CTL_MAXCOL] = { 0 };
+	size_t w[CTL_MAXCOL], ncol = 0, i, c;
+	struct ctl_fcells *fc;
+	char period[40] = "", line[CTL_MAXCOL * 112], *p;
+	const char *cells[CTL_MAXCOL];
+	int64_t pstart = 0;
+	int have_p = 0;
 
-	if (per_period)
-		t.head[t.ncol++] = "PERIOD";
-	if (by & CTL_BY_SERVER)
-		t.head[t.ncol++] = "SERVER";
-	if (by & CTL_BY_CE)
-		t.head[t.ncol++] = "CE";
-	t.head[t.ncol++] = "RESOURCE";
-	t.right[t.ncol] = 1;
-	t.head[t.ncol++] = "AMOUNT";
-	t.right[t.ncol] = 1;
-	t.head[t.ncol++] = "AVERAGE";
-	t.right[t.ncol] = 1;
-	t.head[t.ncol++] = "SHARE";
-	for (i = 0; i < n; i++) {
-		const struct ctl_urow *r = &rows[i];
-
-		if (!(c = ctl_table_row(&t))) {
-			free(t.cells);
-			return RM_ENOMEM;
-		}
-		k = 0;
-		if (per_period)
-			ctl_time_format(r->start_ns, c[k++], CTL_CELL);
-		if (by & CTL_BY_SERVER)
-			snprintf(c[k++], CTL_CELL, "%s", r->server);
-		if (by & CTL_BY_CE)
-			snprintf(c[k++], CTL_CELL, "%s", r->ce);
-		snprintf(c[k++], CTL_CELL, "%s", st_resource_name(r->resource));
-		ctl_human_amount(r->resource, r->value, c[k++], CTL_CELL);
-		ctl_human_rate(r->resource, r->value, r->end_ns - r->start_ns, c[k++], CTL_CELL);
-		ctl_fmt_share(r->value, r->total, c[k++], CTL_CELL);
-	}
-	if (t.n)
-		ctl_table_print(f, &t);
-	else
+	if (!n) {
 		fprintf(f, "no usage recorded in the selected range\n");
-	free(t.cells);
+		return RM_OK;
+	}
+	if (per_period)
+		head[ncol++] = "PERIOD";
+	if (by & CTL_BY_SERVER)
+		head[ncol++] = "SERVER";
+	if (by & CTL_BY_CE)
+		head[ncol++] = "CE";
+	head[ncol++] = "RESOURCE";
+	right[ncol] = 1;
+	head[ncol++] = "AMOUNT";
+	right[ncol] = 1;
+	head[ncol++] = "AVERAGE";
+	right[ncol] = 1;
+	head[ncol++] = "SHARE";
+	if (!(fc = malloc(n * sizeof(*fc))))
+		return RM_ENOMEM;
+	for (c = 0; c < ncol; c++)
+		w[c] = strlen(head[c]);
+	/* pass 1: format and measure; pass 2: print */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass) {
+			p = line;
+			for (c = 0; c < ncol; c++)
+				p = ctl_cell(p, head[c], w[c], right[c], c == 0, c + 1 == ncol);
+			*p++ = '\n';
+			fwrite(line, 1, (size_t)(p - line), f);
+		}
+		have_p = 0;
+		for (i = 0; i < n; i++) {
+			const struct ctl_urow *r = &rows[i];
+
+			if (per_period && (!have_p || r->start_ns != pstart)) {
+				ctl_time_format(pstart = r->start_ns, period, sizeof(period));
+				have_p = 1;
+			}
+			if (!pass) {
+				ctl_human_amount(r->resource, r->value, fc[i].amount, sizeof(fc[i].amount));
+				ctl_human_rate(r->resource, r->value, r->end_ns - r->start_ns, fc[i].rate,
+					       sizeof(fc[i].rate));
+				ctl_fmt_share(r->value, r->total, fc[i].share, sizeof(fc[i].share));
+			}
+			c = 0;
+			if (per_period)
+				cells[c++] = period;
+			if (by & CTL_BY_SERVER)
+				cells[c++] = r->server;
+			if (by & CTL_BY_CE)
+				cells[c++] = r->ce;
+			cells[c++] = st_resource_name(r->resource);
+			cells[c++] = fc[i].amount;
+			cells[c++] = fc[i].rate;
+			cells[c++] = fc[i].share;
+			if (!pass) {
+				for (c = 0; c < ncol; c++) {
+					size_t l = strlen(cells[c]);
+
+					if (l > w[c])
+						w[c] = l;
+				}
+				continue;
+			}
+			p = line;
+			for (c = 0; c < ncol; c++)
+				p = ctl_cell(p, cells[c], w[c], right[c], c == 0, c + 1 == ncol);
+			*p++ = '\n';
+			fwrite(line, 1, (size_t)(p - line), f);
+		}
+	}
+	free(fc);
 	return RM_OK;
 }
 
