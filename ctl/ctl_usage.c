@@ -601,14 +601,42 @@ struct ctl_days_int {
 	struct ctl_period_cache pc;
 };
 
-/* value down, ties by name: the order of st_query_usage_step */
-static int ctl_ent_cmp(const void *pa, const void *pb)
+/* Stable merge sort of e[0..n) by value, largest first (tmp: n entries).
+ * The entries come sorted by name, so ties stay by name: the order of
+ * st_query_usage_step, without comparing names. */
+static void ctl_ent_sort(struct ctl_ent *e, struct ctl_ent *tmp, size_t n)
 {
-	const struct ctl_ent *a = pa, *b = pb;
+	size_t h = n / 2, i = 0, j, k = 0;
 
-	if (a->value != b->value)
-		return a->value > b->value ? -1 : 1;
-	return strcmp(a->ce, b->ce);
+	if (n < 2)
+		return;
+	ctl_ent_sort(e, tmp, h);
+	ctl_ent_sort(e + h, tmp, n - h);
+	for (j = h; i < h && j < n;)
+		tmp[k++] = e[j].value > e[i].value ? e[j++] : e[i++];
+	while (i < h)
+		tmp[k++] = e[i++];
+	memcpy(e, tmp, k * sizeof(*e)); /* the rest e[j..n) is in place */
+}
+
+/* The top n of e[0..m) (sorted by name) into e[0..n), in the order of
+ * ctl_ent_sort: one pass, each entry compared with the smallest kept. */
+static void ctl_ent_top(struct ctl_ent *e, size_t m, size_t n)
+{
+	size_t k = 0, i, j;
+
+	for (i = 0; i < m; i++) {
+		struct ctl_ent x = e[i];
+
+		if (k == n && x.value <= e[k - 1].value)
+			continue;
+		/* after every kept entry of at least its value (ties by name) */
+		for (j = k < n ? k : n - 1; j > 0 && e[j - 1].value < x.value; j--)
+			e[j] = e[j - 1];
+		e[j] = x;
+		if (k < n)
+			k++;
+	}
 }
 
 void ctl_days_init(struct ctl_days *x, FILE *f, enum ctl_fmt fmt, unsigned by, int show_v, size_t top)
@@ -671,7 +699,7 @@ int ctl_days_add(void *arg, const struct st_day *d)
 	if (!(x->by & CTL_BY_CE))
 		return ctl_days_emit(x, d, "", x->show_v ? (int64_t)d->total : (int64_t)d->charged);
 	if (d->n > x->in->ecap) {
-		struct ctl_ent *e = realloc(x->in->ents, d->n * sizeof(*e));
+		struct ctl_ent *e = realloc(x->in->ents, 2 * d->n * sizeof(*e));
 
 		if (!e)
 			return RM_ENOMEM;
@@ -682,8 +710,11 @@ int ctl_days_add(void *arg, const struct st_day *d)
 		x->in->ents[i].ce = d->ce[i];
 		x->in->ents[i].value = d->value[i];
 	}
-	qsort(x->in->ents, d->n, sizeof(x->in->ents[0]), ctl_ent_cmp);
 	keep = x->top && x->top < d->n ? x->top : d->n;
+	if (keep < d->n)
+		ctl_ent_top(x->in->ents, d->n, keep);
+	else
+		ctl_ent_sort(x->in->ents, x->in->ents + d->n, d->n);
 	x->left_out += d->n - keep;
 	for (i = 0; i < keep; i++)
 		if ((rv = ctl_days_emit(x, d, x->in->ents[i].ce, (int64_t)x->in->ents[i].value)) != 0)

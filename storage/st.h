@@ -263,7 +263,7 @@ struct st_day {
  * NULL and q->per_window 0, else RM_EINVAL) one group at a time, in the
  * order of st_query_usage_step with step = 1 day: day, server, resource.
  * The same groups and sums as st_query_usage_step's rows (a group appears
- * if it has any U_c, V_k or U row that day), read from one packed row per
+ * if it has any U_c or U row that day), read from one packed row per
  * group for the days packed (settled days, st_rollup) and from the day
  * series for the rest. cb's first non-zero return stops the query and is
  * returned. RM_OK, RM_EINVAL, RM_ESQL (incl. a sum beyond int64),

@@ -380,6 +380,9 @@ static int st_days_rows(st_db *db, sqlite3_stmt *s, struct st_days_read *r,
 		size_t len = (size_t)sqlite3_column_bytes(s, 5);
 		uint64_t charged = 0;
 
+		/* as st_query_usage_step: a group needs a U_c or a U row */
+		if (!b && sqlite3_column_type(s, 3) == SQLITE_NULL)
+			continue;
 		if ((n = st_unpack(b, b ? len : 0, &r->e, &r->cap)) < 0) {
 			rm_log_error("failed to query '%s': a packed day is malformed", db->path);
 			return RM_ESQL;

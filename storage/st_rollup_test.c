@@ -562,10 +562,13 @@ static void test_packed_days(void)
 	CU_ASSERT_EQUAL(st_add_usage(db, servers[0], T0 + 5 * MIN, W, ST_R_CPU, "late-ce", 77), RM_OK);
 	CU_ASSERT_EQUAL(st_add_unacct(db, servers[0], T0 + 5 * MIN, W, ST_R_CPU, "late", 5), RM_OK);
 	CU_ASSERT_EQUAL(st_add_total(db, servers[0], T0 + 5 * MIN, W, ST_R_CPU, 1082, 4 * W), RM_OK);
-	/* ... and a group the day did not have */
+	/* ... and groups the day did not have: a CE's usage; a reason alone
+	 * (no group, as in st_query_usage_step), packed or not */
 	CU_ASSERT_EQUAL(st_add_usage(db, "s-late", T0 + 5 * MIN, W, ST_R_CPU, ces[1], 3), RM_OK);
+	CU_ASSERT_EQUAL(st_add_unacct(db, "s-reason", T0 + 5 * MIN, W, ST_R_CPU, "lost", 3), RM_OK);
+	CU_ASSERT_EQUAL(st_add_unacct(db, "s-reason", T0 + 3 * DAY, W, ST_R_CPU, "lost", 3), RM_OK);
 	CU_ASSERT(days_equal_step(db, q) > 0);
-	CU_ASSERT_EQUAL(raw_count(db, "SELECT count(*) FROM r_pack"), 31);
+	CU_ASSERT_EQUAL(raw_count(db, "SELECT count(*) FROM r_pack"), 32);
 	/* a bad query */
 	q.since_ns += 1;
 	{

@@ -220,12 +220,13 @@ static const char *const st_schema_steps[] = {
 	 * blobs, for whole-day queries that keep servers and CEs apart (1 row
 	 * where the day series has one per CE). Days before pack_state's
 	 * packed_until are packed; a v8 file gets every settled day (before
-	 * the horizon's day) packed from its day rows now. A rowid table: a
+	 * the horizon's day) packed from its day rows now. total and
+	 * capacity are NULL where the day has no total row. A rowid table: a
 	 * blob of 100 CEs (about 2 KB) stays on its leaf page. */
 	"CREATE TABLE r_pack ("
 	"  win_start INTEGER NOT NULL, server TEXT NOT NULL, resource INTEGER NOT NULL,"
-	"  total INTEGER NOT NULL CHECK (typeof(total) = 'integer' AND total >= 0),"
-	"  capacity INTEGER NOT NULL CHECK (typeof(capacity) = 'integer' AND capacity >= 0),"
+	"  total INTEGER CHECK (total IS NULL OR (typeof(total) = 'integer' AND total >= 0)),"
+	"  capacity INTEGER CHECK (capacity IS NULL OR (typeof(capacity) = 'integer' AND capacity >= 0)),"
 	"  ces BLOB, reasons BLOB);"
 	"CREATE UNIQUE INDEX r_pack_key ON r_pack (win_start, server, resource);"
 	"CREATE TABLE pack_state (id INTEGER PRIMARY KEY CHECK (id = 1), packed_until INTEGER NOT NULL);"
