@@ -9,7 +9,9 @@
  * windows of the last minutes, and the current day, hour and minute
  * buckets (which every write reaches), the 1 min, 1 h and 1 day series
  * summed over servers and the calendar months per server (from those
- * rows, as the writes leave them). The 1 min and 1 s series are not
+ * rows, as the writes leave them), and the packed day series (every
+ * settled day, packed by st_rollup calls as the aggregator makes them,
+ * timed). The 1 min and 1 s series are not
  * generated for the whole month (1.1e9 and 5.4e10 rows): the queries below
  * read no other rows of them, and the size per day of each series is
  * computed from the bytes per row measured here. Values are integers that
@@ -21,6 +23,8 @@
  *   usage --since END-30d --until END --step 1d --group-by ce --top 10
  *   bill --period 2026-11 --share-unaccountable weighted (one charge
  *   period: the month; and --charge-period day)
+ *   usage --since END-30d --until END --step 1d --group-by server, and
+ *   --group-by ce, and -o json
  * each run several times (median printed), output to /dev/null, each also
  * as a ratio to a yardstick timed in the same run between the queries (the
  * machine is shared and noisy): one plain scan of the 30 days' per-server

@@ -430,7 +430,15 @@ static char *ctl_cell(char *p, const char *c, size_t w, int right, int first, in
 
 /* The formatted cells of a row that are not the row's own strings. */
 struct ctl_fcells {
-	char amount[48], rate[48], share[48];
+	char amount[32], rate[32], share[32];
+};
+
+/* A row of the table: names by pointer (a grouped row's own, or interned). */
+struct ctl_trow {
+	const char *server, *ce;
+	enum st_resource resource;
+	int64_t start_ns, end_ns, value;
+	uint64_t total;
 };
 
 /*
@@ -439,8 +447,7 @@ struct ctl_fcells {
  * column and row and without printf: a --step 1d table may have a hundred
  * thousand rows. Periods are formatted once per distinct start.
  */
-static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsigned by,
-			   int per_period)
+static int ctl_table_rows(FILE *f, const struct ctl_trow *rows, size_t n, unsigned by, int per_period)
 {
 	const char *head[CTL_MAXCOL];
 	int right[CTL_MAXCOL] = { 0 };
@@ -483,7 +490,7 @@ static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsig
 		}
 		have_p = 0;
 		for (i = 0; i < n; i++) {
-			const struct ctl_urow *r = &rows[i];
+			const struct ctl_trow *r = &rows[i];
 
 			if (per_period && (!have_p || r->start_ns != pstart)) {
 				ctl_time_format(pstart = r->start_ns, period, sizeof(period));
@@ -524,6 +531,23 @@ static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsig
 	}
 	free(fc);
 	return RM_OK;
+}
+
+static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsigned by,
+			   int per_period)
+{
+	struct ctl_trow *t = n ? malloc(n * sizeof(*t)) : NULL;
+	size_t i;
+	int rv;
+
+	if (n && !t)
+		return RM_ENOMEM;
+	for (i = 0; i < n; i++)
+		t[i] = (struct ctl_trow){ rows[i].server, rows[i].ce, rows[i].resource, rows[i].start_ns,
+					  rows[i].end_ns, rows[i].value, rows[i].total };
+	rv = ctl_table_rows(f, t, n, by, per_period);
+	free(t);
+	return rv;
 }
 
 /* The CSV header or the JSON "[" of grouped rows. */
@@ -597,9 +621,50 @@ struct ctl_days_int {
 		uint64_t value;
 	} *ents;
 	size_t ecap;
-	size_t cap; /* of x->rows */
+	struct ctl_trow *rows; /* table: the rows kept */
+	size_t cap;
+	char **names;          /* interned server and CE names: hash slots */
+	size_t nslot, nnames;
 	struct ctl_period_cache pc;
 };
+
+/* The interned copy of name (valid until ctl_days_free), NULL on ENOMEM. */
+static const char *ctl_intern(struct ctl_days_int *in, const char *name)
+{
+	uint64_t h = 1469598103934665603ULL;
+	const unsigned char *p;
+	size_t j;
+
+	if ((in->nnames + 1) * 2 > in->nslot) {
+		size_t nslot = in->nslot ? in->nslot * 2 : 256, i;
+		char **slot = calloc(nslot, sizeof(*slot));
+
+		if (!slot)
+			return NULL;
+		for (i = 0; i < in->nslot; i++) {
+			if (!in->names[i])
+				continue;
+			for (h = 1469598103934665603ULL, p = (const unsigned char *)in->names[i]; *p; p++)
+				h = (h ^ *p) * 1099511628211ULL;
+			for (j = h & (nslot - 1); slot[j]; j = (j + 1) & (nslot - 1))
+				;
+			slot[j] = in->names[i];
+		}
+		free(in->names);
+		in->names = slot;
+		in->nslot = nslot;
+		h = 1469598103934665603ULL;
+	}
+	for (p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	for (j = h & (in->nslot - 1); in->names[j]; j = (j + 1) & (in->nslot - 1))
+		if (strcmp(in->names[j], name) == 0)
+			return in->names[j];
+	if (!(in->names[j] = strdup(name)))
+		return NULL;
+	in->nnames++;
+	return in->names[j];
+}
 
 /* Stable merge sort of e[0..n) by value, largest first (tmp: n entries).
  * The entries come sorted by name, so ties stay by name: the order of
@@ -652,32 +717,44 @@ void ctl_days_init(struct ctl_days *x, FILE *f, enum ctl_fmt fmt, unsigned by, i
 /* One grouped row: kept for the table, printed at once otherwise. */
 static int ctl_days_emit(struct ctl_days *x, const struct st_day *d, const char *ce, int64_t value)
 {
-	struct ctl_urow one, *u = &one;
+	const char *server = x->by & CTL_BY_SERVER ? d->server : "";
+	int64_t end = d->start_ns + 86400 * 1000000000LL;
+	struct ctl_days_int *in = x->in;
+	struct ctl_urow u;
 
 	if (x->fmt == CTL_FMT_TABLE) {
-		if (x->n == x->in->cap) {
-			size_t cap = x->in->cap ? x->in->cap * 2 : 1024;
-			struct ctl_urow *v = realloc(x->rows, cap * sizeof(*v));
+		struct ctl_trow *t;
+
+		if (x->n == in->cap) {
+			size_t cap = in->cap ? in->cap * 2 : 4096;
+			struct ctl_trow *v = realloc(in->rows, cap * sizeof(*v));
 
 			if (!v)
 				return RM_ENOMEM;
-			x->rows = v;
-			x->in->cap = cap;
+			in->rows = v;
+			in->cap = cap;
 		}
-		u = &x->rows[x->n];
+		t = &in->rows[x->n];
+		if (!(t->server = ctl_intern(in, server)) || !(t->ce = ctl_intern(in, ce)))
+			return RM_ENOMEM;
+		t->resource = d->resource;
+		t->start_ns = d->start_ns;
+		t->end_ns = end;
+		t->value = value;
+		t->total = d->total;
+		x->n++;
+		return RM_OK;
 	}
-	ctl_copy_name(u->server, sizeof(u->server), x->by & CTL_BY_SERVER ? d->server : "");
-	ctl_copy_name(u->ce, sizeof(u->ce), ce);
-	u->resource = d->resource;
-	u->start_ns = d->start_ns;
-	u->end_ns = d->start_ns + 86400 * 1000000000LL;
-	u->value = value;
-	u->total = d->total;
-	if (x->fmt != CTL_FMT_TABLE) {
-		if (x->n == 0)
-			ctl_usage_head(x->f, x->fmt, x->by);
-		ctl_usage_rec(x->f, x->fmt, u, x->by, x->n == 0, &x->in->pc);
-	}
+	ctl_copy_name(u.server, sizeof(u.server), server);
+	ctl_copy_name(u.ce, sizeof(u.ce), ce);
+	u.resource = d->resource;
+	u.start_ns = d->start_ns;
+	u.end_ns = end;
+	u.value = value;
+	u.total = d->total;
+	if (x->n == 0)
+		ctl_usage_head(x->f, x->fmt, x->by);
+	ctl_usage_rec(x->f, x->fmt, &u, x->by, x->n == 0, &in->pc);
 	x->n++;
 	return RM_OK;
 }
@@ -726,8 +803,13 @@ int ctl_days_add(void *arg, const struct st_day *d)
 
 int ctl_days_finish(struct ctl_days *x)
 {
-	if (x->fmt == CTL_FMT_TABLE)
-		return ctl_usage_print(x->f, x->fmt, x->rows, x->n, x->by, 1);
+	int rv;
+
+	if (x->fmt == CTL_FMT_TABLE) {
+		if ((rv = ctl_table_rows(x->f, x->in ? x->in->rows : NULL, x->n, x->by, 1)) != 0)
+			return rv;
+		return ctl_flush(x->f);
+	}
 	if (x->n == 0)
 		ctl_usage_head(x->f, x->fmt, x->by);
 	if (x->fmt == CTL_FMT_JSON)
@@ -737,10 +819,15 @@ int ctl_days_finish(struct ctl_days *x)
 
 void ctl_days_free(struct ctl_days *x)
 {
-	if (x->in)
+	size_t i;
+
+	if (x->in) {
 		free(x->in->ents);
+		free(x->in->rows);
+		for (i = 0; i < x->in->nslot; i++)
+			free(x->in->names[i]);
+		free(x->in->names);
+	}
 	free(x->in);
-	free(x->rows);
 	x->in = NULL;
-	x->rows = NULL;
 }

@@ -75,7 +75,7 @@ int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *r, size_t 
  * x for stream f; ctl_days_add is st_query_days' callback (RM_OK,
  * RM_EINVAL for a sum beyond int64, RM_ENOMEM); JSON/CSV records are
  * printed as they come, table rows (the top `top` CEs per group when top
- * > 0, left_out counting the others) kept in rows[0..n) and printed by
+ * > 0, left_out counting the others) kept (names interned) and printed by
  * ctl_days_finish (RM_OK, RM_EIO, RM_ENOMEM); ctl_days_free frees them.
  */
 struct ctl_days_int;
@@ -85,7 +85,6 @@ struct ctl_days {
 	unsigned by;
 	int show_v;
 	size_t top;
-	struct ctl_urow *rows; /* table: the rows kept */
 	size_t n;              /* rows kept or printed */
 	size_t left_out;
 	struct ctl_days_int *in;
