@@ -128,20 +128,20 @@ int st_pack_register(sqlite3 *h);
 
 /* The day rows of [LO, HI) (SQL expressions) packed, one row per (day,
  * server, resource) with any day row: win_start, server, resource, total,
- * capacity (NULL without a total row), ces, reasons; FILT is appended to the WHERE of each table
- * read (on columns server, resource). Ordered by day, server, resource. */
+ * capacity (NULL without a total row), ces, reasons. Ordered by day,
+ * server, resource. */
 #define ST_PACK_DAY "86400000000000"
-#define ST_PACK_KEYS(TAB, LO, HI, FILT) \
+#define ST_PACK_KEYS(TAB, LO, HI) \
 	"SELECT win_start, server, resource FROM " TAB " WHERE step = " ST_PACK_DAY " AND win_start >= " LO \
-	" AND win_start < " HI FILT
+	" AND win_start < " HI
 #define ST_PACK_OF(FN, TAB, A) \
 	"(SELECT st_pack(" FN ", value) FROM " TAB " " A " WHERE " A ".step = " ST_PACK_DAY " AND " A \
 	".win_start = k.win_start AND " A ".server = k.server AND " A ".resource = k.resource)"
-#define ST_PACK_SELECT(LO, HI, FILT) \
+#define ST_PACK_SELECT(LO, HI) \
 	"SELECT k.win_start, k.server, k.resource, t.value, t.capacity, " \
 	ST_PACK_OF("u.ce", "r_usage", "u") ", " ST_PACK_OF("x.reason", "r_unacct", "x") " FROM (" \
-	ST_PACK_KEYS("r_usage", LO, HI, FILT) " UNION " ST_PACK_KEYS("r_unacct", LO, HI, FILT) " UNION " \
-	ST_PACK_KEYS("r_total", LO, HI, FILT) ") k LEFT JOIN r_total t ON t.step = " ST_PACK_DAY \
+	ST_PACK_KEYS("r_usage", LO, HI) " UNION " ST_PACK_KEYS("r_unacct", LO, HI) " UNION " \
+	ST_PACK_KEYS("r_total", LO, HI) ") k LEFT JOIN r_total t ON t.step = " ST_PACK_DAY \
 	" AND t.win_start = k.win_start AND t.server = k.server AND t.resource = k.resource " \
 	"WHERE 1 ORDER BY 1, 2, 3"
 

@@ -11,6 +11,7 @@
  * name's bytes, a NUL, and the value as 8 bytes little-endian. Values are
  * exact sums of the day rows (integers in [0, INT64_MAX]).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -347,7 +348,7 @@ int st_pack_pass(st_db *db, int64_t horizon, int64_t first_day, int have_first, 
 		*more = 1;
 	if (from < to &&
 	    (rv = st_exec2(db, "INSERT INTO r_pack (win_start, server, resource, total, capacity, ces, reasons) "
-			       ST_PACK_SELECT("?1", "?2", ""), from, to, "failed to pack the day series of")) != 0)
+			       ST_PACK_SELECT("?1", "?2"), from, to, "failed to pack the day series of")) != 0)
 		return rv;
 	if (!found || from < to)
 		return st_exec2(db, "INSERT INTO pack_state (id, packed_until) VALUES (1, ?1) "
@@ -422,17 +423,20 @@ static int st_days_rows(st_db *db, sqlite3_stmt *s, struct st_days_read *r,
 	return rc == SQLITE_DONE ? RM_OK : st_sql_err(db, rc, "failed to query");
 }
 
+/* The days not yet packed, straight from the day rows in their key order
+ * (usage: day, server, resource, CE; totals: day, server, resource),
+ * merged into groups: no grouping or packing in SQL. */
+static int st_days_unpacked(st_db *db, const struct st_query *q, struct st_days_read *r,
+			    int (*cb)(void *arg, const struct st_day *d), void *arg);
+
 #define ST_DAYS_FILTER " AND (:server IS NULL OR server = :server) AND (:res < 0 OR resource = :res)"
 
 int st_query_days(st_db *db, const struct st_query *q, int (*cb)(void *arg, const struct st_day *d),
 		  void *arg)
 {
-	static const char *const sql[2] = {
-		"SELECT win_start, server, resource, total, capacity, ces FROM r_pack "
-		"WHERE win_start >= :since AND win_start < :until" ST_DAYS_FILTER
-		" ORDER BY win_start, server, resource",
-		ST_PACK_SELECT(":since", ":until", ST_DAYS_FILTER),
-	};
+	static const char sql[] = "SELECT win_start, server, resource, total, capacity, ces FROM r_pack "
+				  "WHERE win_start >= :since AND win_start < :until" ST_DAYS_FILTER
+				  " ORDER BY win_start, server, resource";
 	struct st_days_read r = { 0 };
 	struct st_query part;
 	int64_t packed = INT64_MIN;
@@ -465,7 +469,11 @@ int st_query_days(st_db *db, const struct st_query *q, int (*cb)(void *arg, cons
 			part.since_ns = packed;
 		if (part.since_ns >= part.until_ns)
 			continue;
-		rc = sqlite3_prepare_v2(db->h, sql[i], -1, &s, NULL);
+		if (i == 1) {
+			rv = st_days_unpacked(db, &part, &r, cb, arg);
+			break;
+		}
+		rc = sqlite3_prepare_v2(db->h, sql, -1, &s, NULL);
 		if (rc != SQLITE_OK) {
 			rv = st_sql_err(db, rc, "failed to query");
 			break;
@@ -477,5 +485,118 @@ int st_query_days(st_db *db, const struct st_query *q, int (*cb)(void *arg, cons
 	free(r.e);
 	free(r.names);
 	free(r.values);
+	return rv;
+}
+
+/* Key order of (day, server, resource): <0, 0, >0. */
+static int st_key_cmp(int64_t da, const char *sa, int ra, int64_t db_, const char *sb, int rb)
+{
+	int c;
+
+	if (da != db_)
+		return da < db_ ? -1 : 1;
+	if ((c = strcmp(sa, sb)) != 0)
+		return c;
+	return ra < rb ? -1 : ra > rb;
+}
+
+static int st_days_unpacked(st_db *db, const struct st_query *q, struct st_days_read *r,
+			    int (*cb)(void *arg, const struct st_day *d), void *arg)
+{
+	static const char *const sql[2] = {
+		"SELECT win_start, server, resource, ce, value FROM r_usage WHERE step = " ST_PACK_DAY
+		" AND win_start >= :since AND win_start < :until" ST_DAYS_FILTER
+		" ORDER BY win_start, server, resource, ce",
+		"SELECT win_start, server, resource, value, capacity FROM r_total WHERE step = " ST_PACK_DAY
+		" AND win_start >= :since AND win_start < :until" ST_DAYS_FILTER
+		" ORDER BY win_start, server, resource",
+	};
+	sqlite3_stmt *s[2] = { NULL, NULL };
+	char (*names)[ST_NAME_MAX + 1] = NULL, server[ST_NAME_MAX + 1];
+	size_t ncap = 0;
+	int rc[2], i, rv = RM_OK;
+
+	for (i = 0; i < 2; i++) {
+		int e = sqlite3_prepare_v2(db->h, sql[i], -1, &s[i], NULL);
+
+		if (e != SQLITE_OK) {
+			rv = st_sql_err(db, e, "failed to query");
+			goto out;
+		}
+		st_query_bind(s[i], q);
+		rc[i] = sqlite3_step(s[i]);
+	}
+	while (rv == RM_OK && (rc[0] == SQLITE_ROW || rc[1] == SQLITE_ROW)) {
+		struct st_day d = { 0 };
+		int c, has_total = 0;
+		size_t n = 0;
+
+		/* the smaller key of the two cursors */
+		if (rc[0] != SQLITE_ROW)
+			c = 1;
+		else if (rc[1] != SQLITE_ROW)
+			c = -1;
+		else
+			c = st_key_cmp(sqlite3_column_int64(s[0], 0), st_col_text(s[0], 1), sqlite3_column_int(s[0], 2),
+				       sqlite3_column_int64(s[1], 0), st_col_text(s[1], 1), sqlite3_column_int(s[1], 2));
+		i = c <= 0 ? 0 : 1;
+		d.start_ns = sqlite3_column_int64(s[i], 0);
+		snprintf(server, sizeof(server), "%s", st_col_text(s[i], 1));
+		d.server = server;
+		d.resource = (enum st_resource)sqlite3_column_int(s[i], 2);
+		if (c >= 0) {
+			d.total = (uint64_t)sqlite3_column_int64(s[1], 3);
+			d.capacity = (uint64_t)sqlite3_column_int64(s[1], 4);
+			has_total = 1;
+			rc[1] = sqlite3_step(s[1]);
+		}
+		while (c <= 0 && rc[0] == SQLITE_ROW &&
+		       st_key_cmp(sqlite3_column_int64(s[0], 0), st_col_text(s[0], 1), sqlite3_column_int(s[0], 2),
+				  d.start_ns, server, (int)d.resource) == 0) {
+			if (n == ncap) {
+				size_t cap = ncap ? ncap * 2 : 128;
+				void *nm = realloc(names, cap * sizeof(*names));
+				const char **np;
+				uint64_t *vp;
+
+				if (nm)
+					names = nm;
+				np = realloc(r->names, cap * sizeof(*np));
+				if (np)
+					r->names = np;
+				vp = realloc(r->values, cap * sizeof(*vp));
+				if (vp)
+					r->values = vp;
+				if (!nm || !np || !vp) {
+					rv = RM_ENOMEM;
+					goto out;
+				}
+				ncap = r->ncap = cap;
+			}
+			snprintf(names[n], sizeof(names[n]), "%s", st_col_text(s[0], 3));
+			r->values[n] = (uint64_t)sqlite3_column_int64(s[0], 4);
+			if (__builtin_add_overflow(d.charged, r->values[n], &d.charged)) {
+				rm_log_error("failed to query '%s': a sum exceeds the int64 limit", db->path);
+				rv = RM_ESQL;
+				goto out;
+			}
+			n++;
+			rc[0] = sqlite3_step(s[0]);
+		}
+		for (size_t k = 0; k < n; k++)
+			r->names[k] = names[k];
+		d.n = n;
+		d.ce = r->names;
+		d.value = r->values;
+		if (n || has_total)
+			rv = cb(arg, &d);
+	}
+	for (i = 0; i < 2 && rv == RM_OK; i++)
+		if (rc[i] != SQLITE_DONE && rc[i] != SQLITE_ROW)
+			rv = st_sql_err(db, rc[i], "failed to query");
+out:
+	free(names);
+	sqlite3_finalize(s[0]);
+	sqlite3_finalize(s[1]);
 	return rv;
 }

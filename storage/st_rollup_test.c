@@ -546,7 +546,7 @@ static void test_packed_days(void)
 	/* 3 days x 2 servers x 5 resources packed, the same as packing now */
 	CU_ASSERT_EQUAL(raw_count(db, "SELECT count(*) FROM r_pack"), 30);
 	CU_ASSERT_EQUAL(raw_count(db, "WITH k (win_start, server, resource, total, capacity, ces, reasons) AS ("
-				      ST_PACK_SELECT("-1e19", "1e19", "") ") SELECT count(*) FROM r_pack p JOIN k "
+				      ST_PACK_SELECT("-1e19", "1e19") ") SELECT count(*) FROM r_pack p JOIN k "
 				      "USING (win_start, server, resource) WHERE p.total = k.total AND "
 				      "p.capacity = k.capacity AND p.ces IS k.ces AND p.reasons IS k.reasons"), 30);
 	CU_ASSERT(days_equal_step(db, q) > 0);

@@ -233,7 +233,7 @@ static const char *const st_schema_steps[] = {
 	"INSERT INTO pack_state SELECT 1, settled - (((settled % " ST_PACK_DAY ") + " ST_PACK_DAY ") % "
 	ST_PACK_DAY ") FROM horizon WHERE id = 1;"
 	"INSERT INTO r_pack (win_start, server, resource, total, capacity, ces, reasons) "
-	ST_PACK_SELECT("-9223372036854775808", "(SELECT packed_until FROM pack_state WHERE id = 1)", "") ";",
+	ST_PACK_SELECT("-9223372036854775808", "(SELECT packed_until FROM pack_state WHERE id = 1)") ";",
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));
