@@ -21,6 +21,10 @@
 #define BUILDINFO_HDR 32
 #define BUILDINFO_FLAG_INLINE 0x2 /* Go >= 1.18: version and module info inline after the header */
 
+/* Go's small-frame prologue on amd64: cmp 0x10(%r14),%rsp (4 bytes); jbe rel32 */
+static const unsigned char go_prologue[] = { 0x49, 0x3b, 0x66, 0x10, 0x0f, 0x86 };
+#define GO_PROLOGUE_CMP_LEN 4
+
 /* The section named name, or NULL. */
 static Elf_Scn *find_scn(Elf *e, const char *name)
 {
@@ -159,8 +163,16 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 		is_go = 1;
 		read_version(bi, out);
 	}
-	if (!find_sym(e, "runtime.execute", &out->execute_off, &is_go))
+	if (!find_sym(e, "runtime.execute", &out->execute_off, &is_go)) {
 		rv = RM_ENOTSUP;
+	} else {
+		unsigned char head[sizeof(go_prologue)];
+
+		out->probe_off = out->execute_off;
+		if (pread(fd, head, sizeof(head), (off_t)out->execute_off) == (ssize_t)sizeof(head) &&
+		    !memcmp(head, go_prologue, sizeof(head)))
+			out->probe_off += GO_PROLOGUE_CMP_LEN;
+	}
 	if (!is_go) {
 		rv = RM_ENOENT;
 	} else if (rv == RM_OK) {

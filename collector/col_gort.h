@@ -7,6 +7,14 @@
  * in Go >= 1.17's register ABI its first argument, the goroutine's *g, is
  * in RAX), and at which offset struct runtime.g keeps the goroutine's id
  * (its goid member, from the binary's DWARF, read with elfutils' libdw).
+ *
+ * Where to probe: a uprobe on an instruction the kernel cannot emulate is
+ * single-stepped out of line, a second trap that costs 15-50 us per hit on
+ * these virtual machines against ~0.7 us for an emulated one (measured by
+ * bench/bench_gosched). runtime.execute opens with Go's stack-bound check,
+ * "cmp 0x10(%r14),%rsp" (not emulated) then "jbe" (a conditional jump, which
+ * is); the jbe leaves RAX alone, so probe_off is the jbe's offset when the
+ * function starts with those bytes, else execute_off.
  */
 #ifndef COL_GORT_H
 #define COL_GORT_H
@@ -18,6 +26,7 @@
 struct col_gort {
 	char version[COL_GORT_VERSION_MAX]; /* "go1.19.8"; "" if .go.buildinfo does not say */
 	uint64_t execute_off;               /* file offset of runtime.execute's first instruction */
+	uint64_t probe_off;                 /* where a uprobe on it costs least (below) */
 	uint64_t goid_off;                  /* byte offset of goid in struct runtime.g */
 };
 

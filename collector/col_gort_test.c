@@ -2,7 +2,7 @@
  * col_gort_test.c - col_gort_inspect on real binaries: tb-goserver (built
  * with Debian's golang) yields its Go version, runtime.execute's file offset
  * (checked against the ELF symbol through nm's independent reading) and
- * goid's offset in runtime.g (checked against the layout Go 1.17..1.20 use
+ * the cheap probe point past its stack-bound compare, goid's offset in runtime.g (checked against the layout Go 1.17..1.20 use
  * on amd64); copies of it without DWARF or without any symbols are Go
  * programs that cannot be followed; this test's own binary is not a Go
  * program; a missing file is an I/O error. Skips without golang.
@@ -56,6 +56,8 @@ static void test_go_binary(void)
 	pclose(f);
 	CU_ASSERT(vaddr > sh_addr);
 	CU_ASSERT_EQUAL(g.execute_off, vaddr - sh_addr + sh_off);
+	/* Go's toolchain opens runtime.execute with its stack-bound check: the probe goes on the jbe */
+	CU_ASSERT_EQUAL(g.probe_off, g.execute_off + 4);
 	/* struct g of Go 1.17..1.20 on amd64: stack (16), stackguard0/1, _panic, _defer, m (8 each),
 	 * sched (gobuf, 56), syscallsp, syscallpc, stktopsp, param (8 each), atomicstatus, stackLock
 	 * (4 each), then goid: 152 */
