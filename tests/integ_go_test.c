@@ -15,7 +15,9 @@
  *      of every window and the tenants' rank order.
  *
  * RM_GO_POOL=N runs tb-goserver with --pool N (a worker goroutine burns each
- * request, handed over a channel); RM_GO_COLLECTOR_ARGS (space-separated)
+ * request, handed over a channel), RM_GO_SCALE=N with --scale N (N times
+ * the CPU per request) and RM_GO_RATES="R1 R2 R3" sets the tenants' rates
+ * (default 60 30 15); RM_GO_COLLECTOR_ARGS (space-separated)
  * adds options to the collector.
  * One run serves all cases; the namespaces and every process are removed at
  * exit whatever happened. Needs root, the kernel's BTF and Debian's golang;
@@ -47,7 +49,7 @@
 static const char *ces[NCE] = { "c1", "c2", "c3" };
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
 static const char *paths[NCE] = { "/light", "/medium", "/heavy" };
-static const char *rates[NCE] = { "60", "30", "15" };
+static char rates[NCE][12] = { "60", "30", "15" };
 
 static struct {
 	int done, skipped;
@@ -109,9 +111,9 @@ static void start_rametr(pid_t *agg, pid_t *col)
 /* tb-goserver on rm-be and the three tenants' loads at once; sets run.load_ok. */
 static void run_load(void)
 {
-	const char *pool = getenv("RM_GO_POOL");
+	const char *pool = getenv("RM_GO_POOL"), *scale = getenv("RM_GO_SCALE");
 	char *sargv[] = { TB_GOSERVER_BIN, "--listen", SERVER, "--truth", (char *)in_dir("truth.csv"),
-			  "--pool", (char *)(pool ? pool : "0"), NULL };
+			  "--pool", (char *)(pool ? pool : "0"), "--scale", (char *)(scale ? scale : "1"), NULL };
 	pid_t srv, pids[NCE];
 	uint64_t c0;
 	unsigned long long b0, s0, b1, s1;
@@ -126,7 +128,7 @@ static void run_load(void)
 	for (i = 0; i < NCE; i++) {
 		char log[64];
 		char *argv[] = { TB_GOLOAD_BIN, "--server", SERVER, "--bind", (char *)ce_addr[i], "--ce", (char *)ces[i],
-				 "--path", (char *)paths[i], "--rate", (char *)rates[i], "--duration", RUN_S, NULL };
+				 "--path", (char *)paths[i], "--rate", rates[i], "--duration", RUN_S, NULL };
 
 		snprintf(log, sizeof(log), "load-%s.txt", ces[i]);
 		pids[i] = rm_hosts_spawn_in(ces[i], argv, in_dir(log));
@@ -156,6 +158,11 @@ static void run_once(void)
 	if (run.done)
 		return;
 	run.done = 1;
+	if (getenv("RM_GO_RATES") && sscanf(getenv("RM_GO_RATES"), "%11s %11s %11s", rates[0], rates[1], rates[2]) != NCE) {
+		run.skipped = 1;
+		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GO_RATES must be three rates");
+		return;
+	}
 	if (geteuid() != 0) {
 		run.skipped = 1;
 		snprintf(run.skip_why, sizeof(run.skip_why), "network namespaces need root");

@@ -9,7 +9,8 @@
 //	GET /medium?ce=NAME  MediumIters times
 //	GET /heavy?ce=NAME   HeavyIters times
 //
-// and the answer is --resp bytes of body with a Content-Length.
+// (--scale multiplies the three) and the answer is --resp bytes of body with
+// a Content-Length.
 //
 // With --pool N the handler does not burn itself: it hands the request to one
 // of N worker goroutines over a channel and writes the reply when the worker
@@ -175,10 +176,11 @@ func main() {
 	truthPath := flag.String("truth", "", "where to write the per-CE truth CSV (on exit and every second)")
 	resp := flag.Int("resp", 256, "body bytes per reply (16..1048576)")
 	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the runtime's default)")
+	scale := flag.Int("scale", 1, "multiplies every path's burn loop (1..100)")
 	pool := flag.Int("pool", 0, "worker goroutines that burn the requests' CPU (0: the handler burns)")
 	flag.Parse()
-	if *resp < 16 || *resp > 1<<20 || *truthPath == "" || *pool < 0 || *pool > 1024 {
-		fmt.Fprintln(os.Stderr, "tb-goserver: --truth is required, --resp must be 16..1048576 and --pool 0..1024")
+	if *resp < 16 || *resp > 1<<20 || *truthPath == "" || *pool < 0 || *pool > 1024 || *scale < 1 || *scale > 100 {
+		fmt.Fprintln(os.Stderr, "tb-goserver: --truth is required, --resp must be 16..1048576, --pool 0..1024 and --scale 1..100")
 		os.Exit(2)
 	}
 	if *procs > 0 {
@@ -186,7 +188,7 @@ func main() {
 	}
 	t := &truth{rows: make(map[string]*row)}
 	body := []byte(strings.Repeat(".", *resp-1) + "\n")
-	iters := map[string]int{"/light": LightIters, "/medium": MediumIters, "/heavy": HeavyIters}
+	iters := map[string]int{"/light": LightIters * *scale, "/medium": MediumIters * *scale, "/heavy": HeavyIters * *scale}
 	var bad atomic.Uint64
 	var jobs chan job
 	if *pool > 0 {
