@@ -189,9 +189,10 @@ static void *server_main(void *arg)
 	return NULL;
 }
 
-static int open_or_skip(struct col_bpf **b)
+/* Opens *b with windows of window_ns, wall-clock aligned; the backend's status. */
+static int open_windows(struct col_bpf **b, uint64_t window_ns)
 {
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .offset_ns = 0, .self_tgid = 0, .cpu_counters = cpu_counters };
+	struct col_bpf_cfg cfg = { .window_ns = window_ns, .offset_ns = 0, .self_tgid = 0, .cpu_counters = cpu_counters };
 	struct timespec rt, mono;
 	int rv;
 
@@ -200,6 +201,11 @@ static int open_or_skip(struct col_bpf **b)
 	cfg.offset_ns = ((int64_t)rt.tv_sec - mono.tv_sec) * 1000000000LL + (rt.tv_nsec - mono.tv_nsec);
 	rv = col_bpf_open(b, &cfg);
 	return rv;
+}
+
+static int open_or_skip(struct col_bpf **b)
+{
+	return open_windows(b, 1000000000ULL);
 }
 
 static const struct rm_part *find_part(pid_t tid, uint32_t flag)
@@ -866,7 +872,13 @@ static void test_follow_replies(void)
  * through an eventfd, and the reader spends 3 ms taking the connection
  * back: charged to the first request, from the reader's thread. (10 s
  * windows: a tail that crosses a window's end has been emitted and is no
- * longer folded.)
+ * longer folded.) Each charge is checked against the thread's own CPU
+ * clock read around the work it covers - inside it (the burn, what must at
+ * least be there) and around it (from before the thread's wait to after
+ * its next one, what it cannot exceed) - not against the burn alone: on a
+ * busy VM a thread's CPU in the syscalls at either end of its burn (a
+ * page fault, an interrupt's work, a stalled vCPU) is its own CPU too, and
+ * the kernel rightly charges it.
  */
 struct tail2 {
 	int lfd, fd[2], efd;
@@ -874,6 +886,9 @@ struct tail2 {
 	pthread_cond_t cv;
 	int njobs, taken, tail_done;
 	pid_t reader, worker;
+	/* the threads' own CPU clocks (ns) around what each charge covers:
+	 * in_* inside it, out_* around it */
+	uint64_t in_job, out_job, in_back, out_back;
 };
 
 static void *tail2_worker(void *arg)
@@ -885,14 +900,21 @@ static void *tail2_worker(void *arg)
 	__atomic_store_n(&t->worker, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	memset(buf, 'w', sizeof(buf));
 	for (i = 0; i < 2; i++) {
+		uint64_t c0 = thread_cpu_ns(), c1;
+
 		pthread_mutex_lock(&t->q);
 		while (t->taken == t->njobs)
 			pthread_cond_wait(&t->cv, &t->q);
 		t->taken++;
 		pthread_mutex_unlock(&t->q);
+		c1 = thread_cpu_ns();
 		burn_ms(5);
+		if (i == 1)
+			t->in_job = thread_cpu_ns() - c1;
 		if (send(t->fd[i], buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
 			perror("send");
+		if (i == 1)
+			t->out_job = thread_cpu_ns() - c0;
 		if (i == 0) { /* the tail */
 			uint64_t one = 1;
 
@@ -913,11 +935,15 @@ static void *tail2_reader(void *arg)
 	struct tail2 *t = arg;
 	int i;
 
+	uint64_t c0 = 0;
+
 	t->reader = (pid_t)syscall(SYS_gettid);
 	for (i = 0; i < 2; i++) {
 		char buf[60];
 
 		t->fd[i] = accept(t->lfd, NULL, NULL);
+		if (i == 1)
+			t->out_back = thread_cpu_ns() - c0;
 		if (t->fd[i] < 0 || recv(t->fd[i], buf, sizeof(buf), MSG_WAITALL) != (ssize_t)sizeof(buf))
 			return NULL;
 		pthread_mutex_lock(&t->q);
@@ -925,15 +951,23 @@ static void *tail2_reader(void *arg)
 		pthread_cond_signal(&t->cv);
 		pthread_mutex_unlock(&t->q);
 		if (i == 0) {
-			uint64_t n;
+			uint64_t n, c1;
 
+			c0 = thread_cpu_ns();
 			if (read(t->efd, &n, sizeof(n)) != sizeof(n)) /* the first reply went out */
 				return NULL;
+			c1 = thread_cpu_ns();
 			burn_ms(3);
+			t->in_back = thread_cpu_ns() - c1;
 		}
 	}
 	return NULL;
 }
+
+/* What a charge may differ from its thread's clock by: clock reads and the
+ * steal the runqueue clock has not seen yet at a send (a tick's worth at
+ * most, on a quiet host microseconds) */
+#define TAIL2_SLACK_NS 300000ULL
 
 /* Waits up to ms for thread tid of this process to sleep (state S); 1 if it does. */
 static int wait_sleeping(pid_t tid, int ms)
@@ -1036,10 +1070,12 @@ static void test_follow_replies_tail(void)
 	}
 	for (i = 0; i < nwins; i++)
 		unseg += wins[i].unseg_cpu_ns;
-	fprintf(stderr, "worker cpu anchored to the second request %.3f ms (5 ms of work, 4 ms of tail before it), "
-			"reader's taking back the first %.3f ms (3 ms)\n", cpu / 1e6, back / 1e6);
-	CU_ASSERT(cpu >= 4900000ULL && cpu <= 6000000ULL);
-	CU_ASSERT(back >= 2900000ULL && back <= 4000000ULL);
+	fprintf(stderr, "worker cpu anchored to the second request %.3f ms (its own clock %.3f..%.3f ms; 4 ms of tail "
+			"before it), reader's taking back the first %.3f ms (its own clock %.3f..%.3f ms)\n",
+		cpu / 1e6, t.in_job / 1e6, t.out_job / 1e6, back / 1e6, t.in_back / 1e6, t.out_back / 1e6);
+	CU_ASSERT(t.in_job >= 5000000ULL && t.in_back >= 3000000ULL); /* the burns are inside */
+	CU_ASSERT(cpu + TAIL2_SLACK_NS >= t.in_job && cpu <= t.out_job + TAIL2_SLACK_NS);
+	CU_ASSERT(back + TAIL2_SLACK_NS >= t.in_back && back <= t.out_back + TAIL2_SLACK_NS);
 	CU_ASSERT(unseg >= 4000000ULL); /* the tail */
 	check_identity();
 	pthread_mutex_destroy(&t.q);
@@ -1322,7 +1358,8 @@ struct rq_srv {
 	int lfd;
 	volatile int stop;
 	pid_t tid;
-	uint64_t rd0, rd1; /* schedstat run_delay after the recv, before the send */
+	/* schedstat run_delay before and after the recv, before and after the send */
+	uint64_t rd_pre, rd0, rd1, rd_post;
 };
 
 static void pin_cpu0(void)
@@ -1368,6 +1405,7 @@ static void *rq_server(void *arg)
 	fd = accept(x->lfd, NULL, NULL);
 	if (fd < 0)
 		return NULL;
+	x->rd_pre = run_delay_ns();
 	if (recv(fd, buf, 10, MSG_WAITALL) == 10) {
 		x->rd0 = run_delay_ns();
 		burn_ms(40); /* sharing CPU 0 with the spinner: waits about as long */
@@ -1375,6 +1413,7 @@ static void *rq_server(void *arg)
 		memset(buf, 'r', 10);
 		if (send(fd, buf, 10, 0) != 10)
 			x->rd1 = 0;
+		x->rd_post = run_delay_ns();
 	}
 	close(fd);
 	return NULL;
@@ -1405,13 +1444,16 @@ static int exchange10(int *lfd, pthread_t *th, void *(*fn)(void *), void *arg)
 	return cfd;
 }
 
+/* run_delay is read in ns on both sides; this is rounding, not tolerance */
+#define RUNQ_SLACK_NS 1000ULL
+
 static void test_runq(void)
 {
 	struct rq_srv x = { 0 };
 	const struct rm_part *end;
 	struct col_bpf *b = NULL;
 	pthread_t srv, spin;
-	uint64_t runq, ref;
+	uint64_t runq, ref, outer;
 	int cfd, rv, i;
 
 	nparts = 0;
@@ -1431,16 +1473,20 @@ static void test_runq(void)
 	col_bpf_close(b);
 	end = find_part(x.tid, RM_PF_END);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(end);
-	CU_ASSERT_FATAL(x.rd1 > x.rd0);
+	CU_ASSERT_FATAL(x.rd1 > x.rd0 && x.rd_post >= x.rd1 && x.rd0 >= x.rd_pre);
 	runq = seg_sum(end->seg_id, x.tid, 4);
 	ref = x.rd1 - x.rd0;
-	fprintf(stderr, "segment runq %.3f ms, schedstat run_delay %.3f ms\n", runq / 1e6, ref / 1e6);
+	outer = x.rd_post - x.rd_pre;
+	fprintf(stderr, "segment runq %.3f ms, schedstat run_delay %.3f ms inside it, %.3f ms around it\n",
+		runq / 1e6, ref / 1e6, outer / 1e6);
 	/* it waited: the spinner holds CPU 0 about half the time */
 	CU_ASSERT(ref >= 10000000ULL);
-	/* the same waits, give or take what lies outside the reads (the last
-	 * wait before the send, the first after the recv) */
-	CU_ASSERT(runq + 5000000ULL >= ref);
-	CU_ASSERT(runq <= ref + ref / 5 + 5000000ULL);
+	/* the scheduler's own waits, read inside the segment (after the recv,
+	 * before the send) and around it (before the recv, after the send): on
+	 * a loaded machine the waits in the syscalls at either end are long
+	 * and belong to one or the other side of the segment's edges */
+	CU_ASSERT(runq + RUNQ_SLACK_NS >= ref);
+	CU_ASSERT(runq <= outer + RUNQ_SLACK_NS);
 	check_identity();
 }
 
@@ -1668,14 +1714,30 @@ static void test_cpu_precision(void)
  * UDP: one server thread on an unconnected socket answers datagrams from
  * three clients (127.0.0.2..4), each request burning a known CPU time; half
  * read with recvfrom, half with recvmsg, answers with sendto and sendmsg.
+ * Each client's CPU is checked against the server thread's own clock: at
+ * least its reads from after each recv to before its send, at most its
+ * reads from after the previous reply to after this one (the request's
+ * head in the recv, the segment; its tail is the way back into the next
+ * recv, a few microseconds). Windows of an hour: a datagram's sender is
+ * known only at the thread's next socket call, so a part of its segment
+ * emitted at a window's end before that names no sender (segmenter.h,
+ * rm_on_dgram_src); with 1 s windows that happened in 8 of 12 runs on a
+ * loaded machine, where the exchange spans more than a second.
  */
 #define UDP_CLIENTS 3
 #define UDP_ROUNDS 4
+/* per request, what a segment's CPU may differ from the thread's clock
+ * read around it by: each path's error at its edges (test_cpu_precision;
+ * docs/cpu-counters.md: the slice path is off by up to a few ms at times on
+ * a loaded VM, 2.3 ms over one client's 4 requests seen here) */
+#define UDP_SLACK_NS (cpu_counters ? 300000ULL : 1000000ULL)
 
 struct udp_srv {
 	int fd;
 	pid_t tid;
 	int served;
+	/* per client, the server thread's CPU clock (ns) inside and around its requests */
+	uint64_t in[UDP_CLIENTS], out[UDP_CLIENTS];
 };
 
 static void *udp_server(void *arg)
@@ -1683,6 +1745,9 @@ static void *udp_server(void *arg)
 	struct udp_srv *x = arg;
 	char buf[256];
 	int i;
+
+	uint64_t pre = thread_cpu_ns(), c0, c1;
+	int k = 0;
 
 	x->tid = (pid_t)syscall(SYS_gettid);
 	for (i = 0; i < UDP_CLIENTS * UDP_ROUNDS; i++) {
@@ -1693,16 +1758,28 @@ static void *udp_server(void *arg)
 		ssize_t n;
 
 		n = (i & 1) ? recvmsg(x->fd, &m, 0) : recvfrom(x->fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+		c0 = thread_cpu_ns();
 		if (n <= 0)
 			return NULL;
-		burn_ms(2 + (unsigned)buf[0]); /* client k asks for 2 + k ms */
+		k = buf[0] / 4;
+		if (k < 0 || k >= UDP_CLIENTS)
+			return NULL;
+		burn_ms(2 + (unsigned)buf[0]); /* client k asks for 2 + 4k ms */
 		iov.iov_len = (size_t)n * 2;
 		memset(buf + n, 'a', (size_t)n);
+		c1 = thread_cpu_ns();
 		if (((i & 2) ? sendmsg(x->fd, &m, 0) : sendto(x->fd, buf, (size_t)n * 2, 0, (struct sockaddr *)&from,
 							       sizeof(from))) != n * 2)
 			return NULL;
+		x->in[k] += c1 - c0;
+		if (i + 1 < UDP_CLIENTS * UDP_ROUNDS) {
+			c1 = thread_cpu_ns();
+			x->out[k] += c1 - pre;
+			pre = c1;
+		}
 		x->served++;
 	}
+	x->out[k] += thread_cpu_ns() - pre; /* the last tail ends at the thread's exit */
 	return NULL;
 }
 
@@ -1721,7 +1798,7 @@ static void test_udp(void)
 
 	nparts = 0;
 	nwins = 0;
-	if ((rv = open_or_skip(&b)) != RM_OK)
+	if ((rv = open_windows(&b, 3600ULL * 1000000000ULL)) != RM_OK)
 		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
 	x.fd = socket(AF_INET, SOCK_DGRAM, 0);
 	CU_ASSERT_FATAL(bind(x.fd, (struct sockaddr *)&a, sizeof(a)) == 0);
@@ -1771,10 +1848,11 @@ static void test_udp(void)
 	for (k = 0; k < UDP_CLIENTS; k++) {
 		uint64_t want = (uint64_t)UDP_ROUNDS * (2 + 4 * k) * 1000000ULL;
 
-		fprintf(stderr, "client %d: %llu segments, cpu %.3f ms (burned %.3f ms)\n", k,
-			(unsigned long long)nseg[k], cpu[k] / 1e6, want / 1e6);
+		fprintf(stderr, "client %d: %llu segments, cpu %.3f ms (burned %.3f ms; the server's clock %.3f..%.3f ms)\n",
+			k, (unsigned long long)nseg[k], cpu[k] / 1e6, want / 1e6, x.in[k] / 1e6, x.out[k] / 1e6);
 		CU_ASSERT_EQUAL(nseg[k], UDP_ROUNDS);
-		CU_ASSERT(cpu[k] >= want * 98 / 100 && cpu[k] <= want * 115 / 100);
+		CU_ASSERT(x.in[k] >= want);
+		CU_ASSERT(cpu[k] + UDP_ROUNDS * UDP_SLACK_NS >= x.in[k] && cpu[k] <= x.out[k] + UDP_ROUNDS * UDP_SLACK_NS);
 	}
 	check_identity();
 }

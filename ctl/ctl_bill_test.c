@@ -5,7 +5,9 @@
  * column and the 1.3 allocation columns present and filled, quantities that
  * reconcile exactly with U, and the --since-last job killed (SIGKILL) at
  * random points and run again 50 times exporting every settled charge period
- * exactly once.
+ * exactly once. (Some of the kills are aimed at the moment the job is seen to
+ * have written: kill points drawn over one timed run's length alone miss the
+ * writes when the machine's load changes between runs.)
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -529,14 +531,36 @@ static pid_t job_start(const char *db, const char *state, const char *dir, int w
 	return pid;
 }
 
+/*
+ * Waits for the job pid to change what it has written (job_mark differs
+ * from before) and kills it at once (SIGKILL), or until it exits; reaps it
+ * into *st. Returns 1 if it was killed after writing.
+ */
+static int kill_after_write(pid_t pid, const char *state, const char *dir, unsigned long long before, int *st)
+{
+	pid_t r;
+
+	while ((r = waitpid(pid, st, WNOHANG)) == 0) {
+		if (job_mark(state, dir) != before) {
+			kill(pid, SIGKILL);
+			CU_ASSERT_EQUAL(waitpid(pid, st, 0), pid);
+			return WIFSIGNALED(*st);
+		}
+		usleep(100);
+	}
+	CU_ASSERT_EQUAL(r, pid);
+	return 0;
+}
+
 static void test_since_last_killed(void)
 {
 	char dir[400], state[400], args[2000], db[400], tdir[400], tstate[400];
-	int64_t horizon = D0;
+	int64_t horizon = D0, next;
 	long long exported, want;
 	double t0, run_us;
 	st_db *h;
-	int i, st, killed = 0, progressed = 0;
+	int i, st, killed = 0, progressed = 0, aimed = 0;
+	unsigned seed = (unsigned)time(NULL);
 	pid_t pid;
 
 	snprintf(db, sizeof(db), "%s", fixture());
@@ -548,7 +572,7 @@ static void test_since_last_killed(void)
 	mkdir(tdir, 0755);
 	unlink(state);
 	unlink(tstate);
-	srand((unsigned)time(NULL));
+	srand(seed);
 	CU_ASSERT_EQUAL_FATAL(st_open(&h, db, 0), RM_OK);
 	/* one run that is not killed, exporting 2 hours into a scratch
 	 * directory: how long a run that writes takes */
@@ -565,21 +589,32 @@ static void test_since_last_killed(void)
 	for (i = 0; i < 150 && (i < 50 || progressed < 3); i++) {
 		unsigned long long before = job_mark(state, dir);
 
-		/* the horizon moves by 0 or 1 hour between runs (never back:
-		 * it starts where the timed run left it) */
-		horizon += (rand() % 2) * HOUR - (rand() % 2) * 17 * SEC;
+		/* the horizon moves by 0 or 1 hour between runs, often to 17 s
+		 * short of an hour, and never back (a horizon that went back
+		 * below an hour already exported would have the job's exports
+		 * run past the U the test sums); it starts where the timed run
+		 * left it */
+		next = horizon + (rand() % 2) * HOUR - (rand() % 2) * 17 * SEC;
+		if (next > D0 + 48 * HOUR)
+			next = D0 + 48 * HOUR;
+		if (next > horizon)
+			horizon = next;
 		if (horizon < D0 + 2 * HOUR)
 			horizon = D0 + 2 * HOUR;
-		if (horizon > D0 + 48 * HOUR)
-			horizon = D0 + 48 * HOUR;
 		CU_ASSERT_EQUAL(st_horizon_set(h, horizon), RM_OK);
 		pid = job_start(db, state, dir, i % 2);
 		CU_ASSERT_FATAL(pid > 0);
-		/* SIGKILL at a uniformly random point over 1.5 times a run:
-		 * before, during or after its writes */
-		usleep((useconds_t)(1.5 * run_us * (rand() / ((double)RAND_MAX + 1))));
-		kill(pid, SIGKILL);
-		CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+		if (i % 4 == 3) {
+			/* SIGKILL as soon as it is seen to have written (an
+			 * export, its state), before it finishes */
+			aimed += kill_after_write(pid, state, dir, before, &st);
+		} else {
+			/* SIGKILL at a uniformly random point over 1.5 times a
+			 * run: before, during or after its writes */
+			usleep((useconds_t)(1.5 * run_us * (rand() / ((double)RAND_MAX + 1))));
+			kill(pid, SIGKILL);
+			CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+		}
 		CU_ASSERT(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 0));
 		if (WIFSIGNALED(st)) {
 			killed++;
@@ -617,8 +652,8 @@ static void test_since_last_killed(void)
 		}
 	}
 	CU_ASSERT_EQUAL(exported, want);
-	fprintf(stderr, "since-last: a run takes %.1f ms; %d runs, %d killed, %d of them after writing; "
-		"exported %lld (U %lld)\n", run_us / 1e3, i, killed, progressed, exported, want);
+	fprintf(stderr, "since-last (seed %u): a run takes %.1f ms; %d runs, %d killed, %d of them after writing (%d "
+		"aimed there); exported %lld (U %lld)\n", seed, run_us / 1e3, i, killed, progressed, aimed, exported, want);
 }
 
 /* The job with the default charge period exports whole settled days, each

@@ -1,8 +1,8 @@
 /*
- * tb_lsrv.c - the thread-per-connection line server of tb-back and tb-front
- * (tb_lsrv.h). Owns the connection threads and the accepted sockets for the
- * length of tb_lsrv_run (a connection thread closes its socket when done);
- * the request handling belongs to the callbacks.
+ * tb_lsrv.c - the thread-per-connection line server of tb-server, tb-back
+ * and tb-front (tb_lsrv.h). Owns the connection threads and the accepted
+ * sockets for the length of tb_lsrv_run (a connection thread closes its
+ * socket when done); the request handling belongs to the callbacks.
  *
  * Threads accept for themselves (leader/follower): every idle connection
  * thread blocks in accept() on the shared listening socket and the kernel
@@ -104,9 +104,9 @@ static void tb_lsrv_serve_lines(const struct tb_lsrv_cfg *cfg, int fd, struct tb
 				discarding = 1;
 				have = 0;
 			}
-			/* truth_head: wait first, then read, so that the reading is in
-			 * the request's truth and the wait is not */
-			if (cfg->truth_head &&
+			/* TB_TRUTH_HEAD: wait first, then read, so that the reading is
+			 * in the request's truth and the wait is not */
+			if (cfg->truth_head == TB_TRUTH_HEAD &&
 			    poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, -1) < 0 && errno != EINTR)
 				return;
 			pre = tb_thread_cpu_ns();
@@ -117,7 +117,7 @@ static void tb_lsrv_serve_lines(const struct tb_lsrv_cfg *cfg, int fd, struct tb
 				return; /* peer closed (possibly mid-request), or failed */
 			tb_lsrv_tail_close(cfg, tl, pre);
 			/* The last recv before a complete line counts. */
-			t0 = cfg->truth_head ? pre : tb_thread_cpu_ns();
+			t0 = cfg->truth_head != TB_TRUTH_AFTER_RECV ? pre : tb_thread_cpu_ns();
 			t0_valid = 1;
 			have += (size_t)n;
 			continue;

@@ -1,14 +1,15 @@
 /*
- * tb_lsrv.h - the line server shared by tb-back and tb-front: a listening
- * TCP socket, one thread per connection (at most max_conns at once; more
- * wait in the backlog), complete request lines handed to a callback with the
- * thread CPU time taken right after the recv that completed the line, a tick
- * every second on the main thread, and a clean stop on a signal.
+ * tb_lsrv.h - the line server shared by tb-server, tb-back and tb-front: a
+ * listening TCP socket, one thread per connection (at most max_conns at
+ * once; more wait in the backlog), complete request lines handed to a
+ * callback with the thread CPU time where the request's truth starts
+ * (tb_lsrv_cfg.truth_head), a tick every second on the main thread, and a
+ * clean stop on a signal.
  *
- * Same ground truth as tb-server (tb_server.c): from right before the recv
- * that reads a request (truth_head) on to right before the thread's recv of
- * the next one, the request's tail included (the rest of its reply, the way
- * back to the next read). Connection
+ * The ground truth of tb-server, tb-back and tb-front: from right before the
+ * recv that reads a request (TB_TRUTH_RECV, TB_TRUTH_HEAD) on to right before
+ * the thread's recv of the next one, the request's tail included (the rest
+ * of its reply, the way back to the next read). Connection
  * threads accept for themselves and are kept: a thread serves one connection
  * at a time, closes it and accepts the next, so a service with a connection
  * per request (variant a) pays neither a thread creation nor a hand-off
@@ -51,13 +52,19 @@ struct tb_lsrv_cfg {
 	void (*tick)(void *arg);
 	void *arg;
 	size_t max_conns;   /* > 0 */
-	/*
-	 * Nonzero: wait for a request with poll() and start t0 right before the
-	 * recv, so that reading it (its head, which the collector charges to it)
-	 * is in its truth. Zero: t0 is taken right after the recv.
-	 */
+	/* Where a request's truth starts (t0): one of TB_TRUTH_* */
 	int truth_head;
 };
+
+/* t0 right after the recv that completes the request line. */
+#define TB_TRUTH_AFTER_RECV 0
+/* Wait for a request with poll(), then t0 right before the recv, so that
+ * reading it (its head, which the collector charges to it) is in its truth
+ * and the wait is not. */
+#define TB_TRUTH_HEAD 1
+/* t0 right before the blocking recv that reads it: the wait for the request
+ * (its way into and out of the sleep) and reading it are its truth. */
+#define TB_TRUTH_RECV 2
 
 /*
  * Creates a listening socket on addr (non-blocking, SO_REUSEADDR, backlog

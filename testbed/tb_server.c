@@ -16,12 +16,12 @@
  * poll loop, like redis): a CE's slow request delays everyone queued behind
  * it, the case admission throttling (collector --throttle tc:DEV) is for.
  *
- * The main thread owns the listening socket, the connection slots and the
- * truth file; it accepts, reaps finished connection threads, and on a
- * signal shuts every connection down, joins the threads, writes the final
- * truth and exits 0. A connection thread owns nothing but its stack; its
- * socket is closed by the main thread after the join, so a descriptor number
- * is never reused while the main thread may still shut it down.
+ * Without it, the connections are served by the testbed's line server
+ * (tb_lsrv.h: a thread per connection, kept and reused; the truth from right
+ * before the blocking recv, TB_TRUTH_RECV). The main thread owns the
+ * listening socket and the truth file: it writes the truth every second,
+ * and on a signal, once every connection is shut down and its thread
+ * joined, writes the final truth and exits 0.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -49,31 +48,11 @@
 #define TB_WORKERS_MAX 4096
 #define TB_MAX_CES 1024
 
-struct tb_srv;
-
-/* The request a thread answered last, whose tail its CPU still is. */
-struct tb_tail {
-	char ce[TB_CE_MAX];
-	uint64_t from; /* thread CPU time where the tail began */
-	int open;
-};
-
-struct tb_conn {
-	struct tb_srv *srv;
-	pthread_t th;
-	int fd;
-	int in_use;  /* slot taken (main thread only) */
-	int done;    /* thread finished (guarded by srv->lock) */
-};
-
 struct tb_srv {
 	struct tb_truth truth;
 	const char *truth_path;
 	pthread_mutex_t lock;
-	struct tb_conn *conns;
-	size_t nconns;      /* slots == --workers */
-	size_t active;      /* slots in use (main thread only) */
-	int done_efd;       /* eventfd: a connection thread finished */
+	size_t nconns;      /* --workers: connections served at once */
 	uint64_t malformed; /* requests answered with ERR (guarded by lock) */
 };
 
@@ -106,24 +85,35 @@ static int tb_send_err(struct tb_srv *s, int fd, const char *reason)
 	return tb_lsrv_send_err(fd, reason);
 }
 
-/* The thread's CPU up to thread CPU time now was the answered request's tail: add it to its CE. */
-static void tb_tail_close(struct tb_srv *s, struct tb_tail *tl, uint64_t now)
+/* cpu_ns of a thread's CPU was the tail of a request of CE ce: add it to its CE. */
+static void tb_tail_add(void *arg, const char *ce, uint64_t cpu_ns)
+{
+	struct tb_srv *s = arg;
+
+	if (tb_truth_add(&s->truth, ce, 0, cpu_ns, 0, 0) != RM_OK)
+		rm_log_warn("failed to record a request of '%s'", ce);
+}
+
+/* The thread's CPU up to thread CPU time now was the answered request's tail (event loop). */
+static void tb_tail_close(struct tb_srv *s, struct tb_lsrv_tail *tl, uint64_t now)
 {
 	if (!tl->open)
 		return;
 	tl->open = 0;
-	if (now > tl->from && tb_truth_add(&s->truth, tl->ce, 0, now - tl->from, 0, 0) != RM_OK)
-		rm_log_warn("failed to record a request of '%s'", tl->ce);
+	if (now > tl->from)
+		tb_tail_add(s, tl->ce, now - tl->from);
 }
 
 /*
  * Serves one complete request line (without '\n') whose measurement started
- * at thread CPU time t0; the thread's CPU from the reply's first send on is
- * the request's tail, opened in *tl (closed by the caller). Returns 0 to
- * keep the connection, -1 to drop it.
+ * at thread CPU time t0, for the server arg; the thread's CPU from the
+ * reply's first send on is the request's tail, opened in *tl (closed by the
+ * caller). Returns 0 to keep the connection, -1 to drop it. The line
+ * server's serve callback (its connection threads) and the event loop's.
  */
-static int tb_serve_line(struct tb_srv *s, int fd, const char *line, size_t len, uint64_t t0, struct tb_tail *tl)
+static int tb_serve_line(void *arg, int fd, const char *line, size_t len, uint64_t t0, struct tb_lsrv_tail *tl)
 {
+	struct tb_srv *s = arg;
 	volatile uint64_t sink;
 	struct tb_req req;
 	const char *reason;
@@ -147,141 +137,22 @@ static int tb_serve_line(struct tb_srv *s, int fd, const char *line, size_t len,
 	/* Served either way: the CPU was spent on behalf of req.ce. */
 	if (tb_truth_add(&s->truth, req.ce, 1, t1 - t0, len + 1, tx) != RM_OK)
 		rm_log_warn("failed to record a request of '%s'", req.ce);
-	memcpy(tl->ce, req.ce, sizeof(tl->ce));
-	tl->from = t1;
-	tl->open = 1;
+	tb_lsrv_tail_open(tl, req.ce, t1);
 	return rv == RM_OK ? 0 : -1;
 }
 
-static void *tb_conn_main(void *arg)
+/* The line server's other callbacks (tb_lsrv_cfg): on its connection threads, on its main thread. */
+static int tb_too_long_cb(void *arg, int fd)
 {
-	struct tb_conn *c = arg;
-	struct tb_srv *s = c->srv;
-	char buf[TB_LINE_MAX];
-	size_t have = 0;
-	int discarding = 0, t0_valid = 0;
-	uint64_t t0 = 0, tpre, one = 1;
-	struct tb_tail tl = { .open = 0 };
-
-	for (;;) {
-		char *nl = memchr(buf, '\n', have);
-		size_t len;
-
-		if (!nl) {
-			ssize_t n;
-
-			if (have == sizeof(buf)) {
-				/* No newline within TB_LINE_MAX bytes: answer once,
-				 * then drop bytes up to the next newline. */
-				if (!discarding && tb_send_err(s, c->fd, "line too long") != 0)
-					break;
-				discarding = 1;
-				have = 0;
-			}
-			tpre = tb_thread_cpu_ns();
-			n = recv(c->fd, buf + have, sizeof(buf) - have, 0);
-			if (n == 0)
-				break; /* peer closed, possibly mid-request */
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				break;
-			}
-			/* From right before the recv (the wait for the request and
-			 * reading it are its cost); the last one before a complete
-			 * line counts. */
-			t0 = tpre;
-			tb_tail_close(s, &tl, t0);
-			t0_valid = 1;
-			have += (size_t)n;
-			continue;
-		}
-		len = (size_t)(nl - buf);
-		if (!t0_valid) { /* a pipelined line already in the buffer */
-			t0 = tb_thread_cpu_ns();
-			tb_tail_close(s, &tl, t0);
-		}
-		if (discarding) {
-			discarding = 0;
-		} else if (tb_serve_line(s, c->fd, buf, len, t0, &tl) != 0) {
-			break;
-		}
-		t0_valid = 0;
-		have -= len + 1;
-		memmove(buf, nl + 1, have);
-	}
-	tb_tail_close(s, &tl, tb_thread_cpu_ns()); /* the connection's end is its last request's */
-	pthread_mutex_lock(&s->lock);
-	c->done = 1;
-	pthread_mutex_unlock(&s->lock);
-	if (write(s->done_efd, &one, sizeof(one)) != sizeof(one))
-		rm_log_warn("failed to signal a finished connection: %s", strerror(errno));
-	return NULL;
+	return tb_send_err(arg, fd, "line too long");
 }
 
-/* Joins finished connection threads and frees their slots (main thread). */
-static void tb_reap(struct tb_srv *s, int all)
+static void tb_tick_cb(void *arg)
 {
-	size_t i;
+	struct tb_srv *s = arg;
 
-	for (i = 0; i < s->nconns; i++) {
-		struct tb_conn *c = &s->conns[i];
-		int done;
-
-		if (!c->in_use)
-			continue;
-		pthread_mutex_lock(&s->lock);
-		done = c->done;
-		pthread_mutex_unlock(&s->lock);
-		if (!done && !all)
-			continue;
-		pthread_join(c->th, NULL);
-		close(c->fd);
-		c->fd = -1;
-		c->in_use = 0;
-		c->done = 0;
-		s->active--;
-	}
-}
-
-static void tb_accept_one(struct tb_srv *s, int lfd)
-{
-	struct tb_conn *c = NULL;
-	int fd, one = 1, rv;
-	size_t i;
-
-	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-			rm_log_warn("failed to accept: %s", strerror(errno));
-			usleep(100000);
-		}
-		return; /* EAGAIN, ECONNABORTED, EINTR: nothing to do */
-	}
-	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
-		rm_log_debug("failed to set TCP_NODELAY: %s", strerror(errno));
-	for (i = 0; i < s->nconns; i++) {
-		if (!s->conns[i].in_use) {
-			c = &s->conns[i];
-			break;
-		}
-	}
-	if (!c) { /* cannot happen: the caller checks active < nconns */
-		close(fd);
-		return;
-	}
-	c->srv = s;
-	c->fd = fd;
-	c->done = 0;
-	rv = pthread_create(&c->th, NULL, tb_conn_main, c);
-	if (rv != 0) {
-		rm_log_warn("failed to start a connection thread: %s", strerror(rv));
-		close(fd);
-		c->fd = -1;
-		return;
-	}
-	c->in_use = 1;
-	s->active++;
+	if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
+		rm_log_warn("failed to write the truth file '%s'", s->truth_path);
 }
 
 /*
@@ -294,53 +165,26 @@ static int tb_truth_tick(struct tb_srv *s, uint64_t *next_write)
 	uint64_t now = tb_mono_ns();
 
 	if (now >= *next_write) {
-		if (tb_truth_write(&s->truth, s->truth_path) != RM_OK)
-			rm_log_warn("failed to write the truth file '%s'", s->truth_path);
+		tb_tick_cb(s);
 		*next_write = now + 1000000000ull;
 	}
 	return (int)((*next_write - now) / 1000000ull) + 1;
 }
 
+/* Thread per connection: the line server until the signal (sfd). */
 static int tb_run(struct tb_srv *s, int lfd, int sfd)
 {
-	uint64_t next_write = tb_mono_ns() + 1000000000ull;
+	struct tb_lsrv_cfg cfg;
 
-	for (;;) {
-		struct pollfd pfd[3];
-		int timeout = tb_truth_tick(s, &next_write), n, nfds;
-
-		pfd[0].fd = sfd;
-		pfd[0].events = POLLIN;
-		pfd[1].fd = s->done_efd;
-		pfd[1].events = POLLIN;
-		pfd[2].fd = lfd;
-		pfd[2].events = POLLIN;
-		/* With every worker busy, leave new connections in the backlog. */
-		nfds = s->active < s->nconns ? 3 : 2;
-		n = poll(pfd, (nfds_t)nfds, timeout);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rm_log_error("failed to poll: %s", strerror(errno));
-			return RM_EIO;
-		}
-		if (pfd[0].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			if (read(sfd, &si, sizeof(si)) == sizeof(si))
-				rm_log_info("got signal %u, stopping", si.ssi_signo);
-			return RM_OK;
-		}
-		if (pfd[1].revents & POLLIN) {
-			uint64_t cnt;
-
-			if (read(s->done_efd, &cnt, sizeof(cnt)) != sizeof(cnt))
-				rm_log_debug("short eventfd read");
-			tb_reap(s, 0);
-		}
-		if (nfds == 3 && (pfd[2].revents & POLLIN))
-			tb_accept_one(s, lfd);
-	}
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.serve = tb_serve_line;
+	cfg.tail = tb_tail_add;
+	cfg.too_long = tb_too_long_cb;
+	cfg.tick = tb_tick_cb;
+	cfg.arg = s;
+	cfg.max_conns = s->nconns;
+	cfg.truth_head = TB_TRUTH_RECV;
+	return tb_lsrv_run(&cfg, lfd, sfd);
 }
 
 /* --event-loop: one thread, every connection; requests served in turn. */
@@ -357,7 +201,7 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 	size_t max = s->nconns, n = 0, i;
 	struct tb_lconn *c = calloc(max, sizeof(*c));
 	struct pollfd *pfd = calloc(max + 2, sizeof(*pfd));
-	struct tb_tail tl = { .open = 0 };
+	struct tb_lsrv_tail tl = { .open = 0 };
 	int rv = RM_OK;
 
 	if (!c || !pfd) {
@@ -463,18 +307,6 @@ static int tb_run_loop(struct tb_srv *s, int lfd, int sfd)
 	return rv;
 }
 
-static void tb_shutdown_conns(struct tb_srv *s)
-{
-	size_t i;
-
-	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < s->nconns; i++)
-		if (s->conns[i].in_use && !s->conns[i].done)
-			shutdown(s->conns[i].fd, SHUT_RDWR);
-	pthread_mutex_unlock(&s->lock);
-	tb_reap(s, 1);
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -533,10 +365,7 @@ int main(int argc, char **argv)
 	memset(&srv, 0, sizeof(srv));
 	srv.truth_path = truth_path;
 	srv.nconns = (size_t)workers;
-	srv.conns = calloc(srv.nconns, sizeof(*srv.conns));
-	srv.done_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!srv.conns || srv.done_efd < 0 || pthread_mutex_init(&srv.lock, NULL) != 0 ||
-	    tb_truth_init(&srv.truth, TB_MAX_CES) != RM_OK) {
+	if (pthread_mutex_init(&srv.lock, NULL) != 0 || tb_truth_init(&srv.truth, TB_MAX_CES) != RM_OK) {
 		rm_log_error("failed to initialise the server");
 		return 1;
 	}
@@ -549,15 +378,12 @@ int main(int argc, char **argv)
 
 	rv = event_loop ? tb_run_loop(&srv, lfd, sfd) : tb_run(&srv, lfd, sfd);
 	close(lfd);
-	tb_shutdown_conns(&srv);
 	if (tb_truth_write(&srv.truth, srv.truth_path) != RM_OK || rv != RM_OK)
 		ret = 1;
 	if (srv.malformed)
 		rm_log_info("answered %llu malformed requests", (unsigned long long)srv.malformed);
 	tb_truth_release(&srv.truth);
 	pthread_mutex_destroy(&srv.lock);
-	free(srv.conns);
-	close(srv.done_efd);
 	close(sfd);
 	return ret;
 }
