@@ -93,6 +93,7 @@ machine() {
 	echo "dumps stay in the run directory (\`--out\`)."
 	echo
 	[ -z "${RM_EVAL_NOTE:-}" ] || { echo "**Note on this run:** $RM_EVAL_NOTE"; echo; }
+	[ -z "${RM_EVAL_COLLECTOR_ARGS:-}" ] || { echo "**The collectors ran with \`${RM_EVAL_COLLECTOR_ARGS}\`**, not in their default configuration."; echo; }
 } >"$md"
 
 # ------------------------------------------------------------ sweep (Fig. 5)
@@ -313,9 +314,9 @@ if grep -q '^pg,' "$R"; then
 	{
 		echo
 		echo "U over the interval: $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s; the backends' truth covers $(awk -v u="$U" '{ s += $2 } END { printf "%.1f", 100 * s / u }' "$gd/truth-backends.txt")% of it;"
-		echo "postgres's processes other than the CEs' backends used ${nt}% of its CPU (schedstat); V is ${vu}% of U"
-		echo "(by reason: $(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$gd/v-be.csv" 2>/dev/null))."
-		echo "(the rest: postgres's own auxiliary processes, which Rametr leaves unaccountable). A backend's"
+		echo "the rest is postgres's own auxiliary processes, which Rametr leaves unaccountable. Processes other than"
+		echo "the CEs' backends used ${nt}% of postgres's CPU (schedstat); V is ${vu}% of U (by reason:"
+		echo "$(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$gd/v-be.csv" 2>/dev/null)). A backend's"
 		echo "work after its reply is sent — going idle, statistics, the non-blocking read that finds nothing,"
 		echo "entering the wait for the next query — is the tail of the query answered, and its return from"
 		echo "that wait and the read of the next query are that query's head: Rametr charges both to the role"
