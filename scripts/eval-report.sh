@@ -472,7 +472,9 @@ if grep -q '^nginx,' "$R"; then
 			echo "tb-back's connection threads ran $(awk '$1 == "conn" { printf "%.3f s (%d threads)", $2 / 1e9, $3 }' "$nd/tb-back-threads.txt")"
 			echo "and its main thread $(awk '$1 == "main" { printf "%.3f", $2 / 1e9 }' "$nd/tb-back-threads.txt") s (schedstat, from its start to the end of the load);"
 			echo "tb-back's truth is $(awk 'FNR == NR { if ($1 == "conn") c = $2; next } { s += $2 } END { printf "%.2f", c ? 100 * s / c : 0 }' "$nd/tb-back-threads.txt" "$nd/truth-be.txt")% of the connection threads' CPU,"
-			echo "Rametr's charge to the CEs $(awk 'FNR == NR { if ($1 == "conn") c = $2; next } { s += $2 } END { printf "%.2f", c ? 100 * s / c : 0 }' "$nd/tb-back-threads.txt" "$nd/rametr-be.txt")%."
+			echo "Rametr's charge to the CEs $(awk 'FNR == NR { if ($1 == "conn") c = $2; next } { s += $2 } END { printf "%.2f", c ? 100 * s / c : 0 }' "$nd/tb-back-threads.txt" "$nd/rametr-be.txt")%; Rametr's U"
+			echo "is $(awk -v u="$U" '{ s += $2 } END { printf "%.2f", s ? 100 * u / s : 0 }' "$nd/tb-back-threads.txt")% of all tb-back's threads' CPU (above 100%: the collector's CPU clock"
+			echo "reads more than the threads ran)."
 		fi
 		echo "The proxy: nginx's own on-CPU time (\`/proc/PID/schedstat\` of its processes) over"
 		echo "$(awk '{ print $2 - $1 }' "$nd/interval.txt") whole seconds was $(awk -v p="$pcpu" 'BEGIN { printf "%.3f", p / 1e9 }') s; Rametr charged"
