@@ -421,6 +421,34 @@ if grep -q '^redis,' "$R"; then
 	} >>"$md"
 fi
 
+# ce_rows NAME WHAT TRUTH RAMETR TOL PP [EXTRA]: the per-CE table rows (CE,
+# [EXTRA's value,] truth s, share, Rametr s, share, error, share gap) of
+# "ce ns" files TRUTH and RAMETR, and the checks: each CE within TOL% of
+# WHAT, its share of the CEs' CPU within PP pp, the same rank order.
+ce_rows() {
+	local name=$1 what=$2 tf=$3 rf=$4 tol_=$5 pp_=$6 extra=${7:-} c line a b cc dd e f err gap tr_rank rr
+	shares <"$tf" >"$tf.share"
+	shares <"$rf" >"$rf.share"
+	for c in c1 c2 c3; do
+		line=$(awk -v tr="$(get "$tf" $c)" -v v="$(get "$rf" $c)" \
+			-v ts="$(get "$tf.share" $c)" -v vs="$(get "$rf.share" $c)" 'BEGIN {
+			printf "%.3f|%.2f%%|%.3f|%.2f%%|%+.2f%%|%+.2f pp|%.3f|%.3f", tr / 1e9, ts, v / 1e9, vs,
+				tr ? 100 * (v - tr) / tr : 0, vs - ts, tr ? 100 * (v - tr) / tr : 0, vs - ts }')
+		IFS='|' read -r a b cc dd e f err gap <<<"$line"
+		echo "| $c |${extra:+ $(get "$extra" $c) |} $a | $b | $cc | $dd | $e | $f |"
+		awk -v x="$err" -v m="$tol_" 'BEGIN { exit !(x <= m && x >= -m) }' \
+			&& check ok "$name $c: Rametr $e of $what (bound ${tol_}%)" \
+			|| check FAIL "$name $c: Rametr $e of $what (bound ${tol_}%)"
+		awk -v x="$gap" -v m="$pp_" 'BEGIN { exit !(x <= m && x >= -m) }' \
+			&& check ok "$name $c: Rametr's share within $f of the truth's (bound ${pp_} pp)" \
+			|| check FAIL "$name $c: Rametr's share $f from the truth's (bound ${pp_} pp)"
+	done
+	tr_rank=$(rank <"$tf")
+	rr=$(rank <"$rf")
+	[ "$rr" = "$tr_rank" ] && check ok "$name: Rametr's rank order $rr = the truth's" \
+		|| check FAIL "$name: Rametr's rank order '$rr' differs from the truth's '$tr_rank'"
+}
+
 # ------------------------------------------------------------ nginx (pooled reverse proxy)
 nd=$out/runs/nginx
 ng_tol=2.0 ng_pp=1.0
@@ -441,27 +469,8 @@ if grep -q '^nginx,' "$R"; then
 		echo "| CE | tb-back's CPU s | share (truth) | Rametr s | share | error | share gap |"
 		echo "|---|---|---|---|---|---|---|"
 	} >>"$md"
-	shares <"$nd/truth-be.txt" >"$nd/share-truth.txt"
 	awk -F, '$1 == "nginx" && $4 == "Rametr" && $5 ~ /^c/ { print $5, $7 }' "$R" >"$nd/rametr-be.txt"
-	shares <"$nd/rametr-be.txt" >"$nd/share-Rametr.txt"
-	for c in c1 c2 c3; do
-		line=$(awk -v tr="$(get "$nd/truth-be.txt" $c)" -v v="$(get "$nd/rametr-be.txt" $c)" \
-			-v ts="$(get "$nd/share-truth.txt" $c)" -v vs="$(get "$nd/share-Rametr.txt" $c)" 'BEGIN {
-			printf "%.3f|%.2f%%|%.3f|%.2f%%|%+.2f%%|%+.2f pp|%.3f|%.3f", tr / 1e9, ts, v / 1e9, vs,
-				tr ? 100 * (v - tr) / tr : 0, vs - ts, tr ? 100 * (v - tr) / tr : 0, vs - ts }')
-		IFS='|' read -r a b cc dd e f err gap <<<"$line"
-		echo "| $c | $a | $b | $cc | $dd | $e | $f |" >>"$md"
-		awk -v x="$err" -v m="$ng_tol" 'BEGIN { exit !(x <= m && x >= -m) }' \
-			&& check ok "nginx $c: Rametr $e of tb-back's truth (bound ${ng_tol}%)" \
-			|| check FAIL "nginx $c: Rametr $e of tb-back's truth (bound ${ng_tol}%)"
-		awk -v x="$gap" -v m="$ng_pp" 'BEGIN { exit !(x <= m && x >= -m) }' \
-			&& check ok "nginx $c: Rametr's share within $f of the truth's (bound ${ng_pp} pp)" \
-			|| check FAIL "nginx $c: Rametr's share $f from the truth's (bound ${ng_pp} pp)"
-	done
-	tr_rank=$(rank <"$nd/truth-be.txt")
-	rr=$(rank <"$nd/rametr-be.txt")
-	[ "$rr" = "$tr_rank" ] && check ok "nginx: Rametr's rank order $rr = tb-back's" \
-		|| check FAIL "nginx: Rametr's rank order '$rr' differs from tb-back's '$tr_rank'"
+	ce_rows nginx "tb-back's truth" "$nd/truth-be.txt" "$nd/rametr-be.txt" "$ng_tol" "$ng_pp" >>"$md"
 	pcpu=$(get "$nd/proxy-cpu.txt" nginx)
 	{
 		echo
@@ -510,27 +519,9 @@ if grep -q '^memcached,' "$R"; then
 		echo "| CE | requests | worker's CPU s | share (truth) | Rametr s | share | error | share gap |"
 		echo "|---|---|---|---|---|---|---|---|"
 	} >>"$md"
-	shares <"$md_/truth-workers.txt" >"$md_/share-truth.txt"
 	awk -F, '$1 == "memcached" && $4 == "Rametr" && $5 ~ /^c/ { print $5, $7 }' "$R" >"$md_/rametr-ce.txt"
-	shares <"$md_/rametr-ce.txt" >"$md_/share-Rametr.txt"
-	for c in c1 c2 c3; do
-		line=$(awk -v tr="$(get "$md_/truth-workers.txt" $c)" -v v="$(get "$md_/rametr-ce.txt" $c)" \
-			-v ts="$(get "$md_/share-truth.txt" $c)" -v vs="$(get "$md_/share-Rametr.txt" $c)" 'BEGIN {
-			printf "%.3f|%.2f%%|%.3f|%.2f%%|%+.2f%%|%+.2f pp|%.3f|%.3f", tr / 1e9, ts, v / 1e9, vs,
-				tr ? 100 * (v - tr) / tr : 0, vs - ts, tr ? 100 * (v - tr) / tr : 0, vs - ts }')
-		IFS='|' read -r a b cc dd e f err gap <<<"$line"
-		echo "| $c | $(get "$md_/requests.txt" $c) | $a | $b | $cc | $dd | $e | $f |" >>"$md"
-		awk -v x="$err" -v m="$mc_tol" 'BEGIN { exit !(x <= m && x >= -m) }' \
-			&& check ok "memcached $c: Rametr $e of its worker's CPU (bound ${mc_tol}%)" \
-			|| check FAIL "memcached $c: Rametr $e of its worker's CPU (bound ${mc_tol}%)"
-		awk -v x="$gap" -v m="$mc_pp" 'BEGIN { exit !(x <= m && x >= -m) }' \
-			&& check ok "memcached $c: Rametr's share within $f of the workers' (bound ${mc_pp} pp)" \
-			|| check FAIL "memcached $c: Rametr's share $f from the workers' (bound ${mc_pp} pp)"
-	done
-	tr_rank=$(rank <"$md_/truth-workers.txt")
-	rr=$(rank <"$md_/rametr-ce.txt")
-	[ "$rr" = "$tr_rank" ] && check ok "memcached: Rametr's rank order $rr = the workers'" \
-		|| check FAIL "memcached: Rametr's rank order '$rr' differs from the workers' '$tr_rank'"
+	ce_rows memcached "its worker's CPU" "$md_/truth-workers.txt" "$md_/rametr-ce.txt" "$mc_tol" "$mc_pp" \
+		"$md_/requests.txt" >>"$md"
 	# the worker no CE was given must have stayed (nearly) idle, or the mapping failed
 	spare=$(awk 'FNR == NR { used[$2] = 1; next } $1 ~ /^w/ && !($1 in used) { s += $2 } $1 ~ /^w/ { t += $2 }
 		END { printf "%.2f", t ? 100 * s / t : 100 }' "$md_/workers.txt" "$md_/threads-together.txt")

@@ -128,6 +128,17 @@ rm -rf "$out" && mkdir -p "$out/runs"
 RES=$out/results.csv      # exp,config,server,technique,ce,truth,value,unit,error
 echo "exp,config,server,technique,ce,truth,value,unit,error" >"$RES"
 addr() { $NETNS addr "$1"; }
+# wait_port HOST PORT PID LOG NAME: waits up to 5 s for a listener on PORT in
+# HOST's namespace; exits (showing LOG) if process PID ends first or it never comes.
+wait_port() {
+	local j
+	for j in $(seq 1 50); do
+		$NETNS exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+		kill -0 "$3" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$4" >&2; echo "eval: $5 is not listening on port $2" >&2; exit 1
+}
 
 # Writes an aggregator configuration: CE cN = host cN's address on server
 # port $2; with the estimators, [estimate S] for each server S in $3...
@@ -508,11 +519,7 @@ if want nginx; then
 	$NETNS exec fe nginx -c "$ngd/nginx.conf" -p "$ngd" -e "$d/nginx-error.log" -g "daemon off;" \
 		>"$d/nginx.log" 2>&1 &
 	ng=$!; tb_pids+=($ng)
-	for j in $(seq 1 50); do
-		$NETNS exec fe ss -Hltn "sport = :$NG_PORT" | grep -q . && break
-		kill -0 $ng 2>/dev/null || { cat "$d/nginx-error.log" >&2; echo "eval: nginx failed" >&2; exit 1; }
-		sleep 0.1
-	done
+	wait_port fe $NG_PORT $ng "$d/nginx-error.log" nginx
 	loads=()
 	for i in 1 2 3; do
 		n=$((NG_RATE[i - 1] * (svc_dur + 4)))
@@ -596,11 +603,7 @@ if want memcached; then
 	$NETNS exec be memcached -u memcache -l "$(addr be)" -p $MC_PORT -U 0 -t $MC_THREADS -m 64 \
 		>"$d/memcached.log" 2>&1 &
 	mc=$!; tb_pids+=($mc)
-	for j in $(seq 1 50); do
-		$NETNS exec be ss -Hltn "sport = :$MC_PORT" | grep -q . && break
-		kill -0 $mc 2>/dev/null || { cat "$d/memcached.log" >&2; echo "eval: memcached failed" >&2; exit 1; }
-		sleep 0.1
-	done
+	wait_port be $MC_PORT $mc "$d/memcached.log" memcached
 	# keys for the gets, from the root namespace (no CE): connections 0, 1, ...
 	nconn=0
 	for i in 1 2 3; do

@@ -65,19 +65,6 @@ static void tb_usage(FILE *f)
 		   TB_MC_SIZE_MAX, TB_MC_MULTI_MAX);
 }
 
-static void tb_sleep_until(uint64_t t)
-{
-	uint64_t now = tb_mono_ns();
-	struct timespec ts;
-
-	if (t <= now)
-		return;
-	ts.tv_sec = (time_t)((t - now) / 1000000000ULL);
-	ts.tv_nsec = (long)((t - now) % 1000000000ULL);
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* A connected TCP socket to the server (from --bind), or -1 (logged). */
 static int tb_mc_connect(const struct tb_mc *m)
 {
