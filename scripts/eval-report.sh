@@ -511,7 +511,7 @@ if grep -q '^memcached,' "$R"; then
 		echo "memcached in rm-be with 4 worker threads (\`-t 4\`): its listener thread accepts each connection and"
 		echo "passes it over a pipe to the next worker in turn, which serves it from then on. From rm-c1..3 one"
 		echo "\`tb-mcload\` connection each, one request outstanding: c1 \`get\` of one 100-byte value at 400/s, c2"
-		echo "\`get\` of 10 keys of 2 KB at 150/s, c3 \`set\` of 8 KB at 100/s. The CEs connect 0.3 s apart, so each"
+		echo "\`get\` of 10 keys of 2 KB at 150/s, c3 \`set\` of 8 KB at 100/s. The CEs connect 0.5 s apart, so each"
 		echo "lands on a worker of its own: **exact truth** is that worker thread's CPU"
 		echo "(\`/proc/PID/task/TID/schedstat\`) over the ${secs} whole seconds of Rametr's windows; the fourth worker,"
 		echo "which no CE uses, shows the mapping held. Default collector."

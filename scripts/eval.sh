@@ -615,12 +615,12 @@ if want memcached; then
 	# idle: memcached's own CPU with no load
 	sleep 1; mc_threads $mc >"$d/idle-a.txt"; i0=$(date +%s%N); sleep 3; mc_threads $mc >"$d/idle-b.txt"; i1=$(date +%s%N)
 	mc_diff "$d/idle-a.txt" "$d/idle-b.txt" | awk -v w=$((i1 - i0)) '{ print $1, $2 * 1e9 / w }' >"$d/idle.txt"
-	# together: the CEs connect in turn (0.3 s apart): CE i's connection goes to worker (nconn + i - 1) mod 4
+	# together: the CEs connect in turn (0.5 s apart): CE i's connection goes to worker (nconn + i - 1) mod 4
 	t_a=$(at_second 0); mc_threads $mc >"$d/cpu-a.txt"; loads=()
 	for i in 1 2 3; do
 		mc_load $i "$svc_dur" "$d/load-c$i.txt" & loads+=($!); tb_pids+=($!)
 		echo "c$i w$(((nconn + i - 1) % MC_THREADS))" >>"$d/workers.txt"
-		sleep 0.3
+		sleep 0.5
 	done
 	ok=1
 	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
