@@ -564,7 +564,8 @@ fi
 # the CE's worker thread (/proc/PID/task/TID/schedstat) over the run; the one
 # worker no CE uses shows that the mapping held. Separate runs (each CE alone
 # at the same rate, the CPU of the listener and the workers less their idle
-# CPU, per request) are a witness as for redis (seed 000 Fig. 9). memcached's
+# CPU, per second of load) are a witness as for redis (seed 000 Fig. 9): not
+# the truth, memcached is far from additive. memcached's
 # listener (timers) and background threads (LRU maintainer and crawler, slab
 # and hash table maintenance) work for no request.
 MC_PORT=11211 MC_THREADS=4
