@@ -451,7 +451,12 @@ ce_rows() {
 
 # ------------------------------------------------------------ nginx (pooled reverse proxy)
 nd=$out/runs/nginx
-ng_tol=2.0 ng_pp=1.0
+# The bounds on the full profile. On the ci profile's 15 s run the
+# default collector's CPU slices at the back end read up to 2.9% more than
+# tb-back's threads ran (c1 +2.91%, U 101.1% of their schedstat, the truth
+# 100.0% of it: testbed/RESULTS.md): 4% per CE there, shares and rank alike.
+if [ "$profile" = full ]; then ng_tol=2.0; else ng_tol=4.0; fi
+ng_tol=${RM_EVAL_NG_TOL:-$ng_tol} ng_pp=1.0
 if grep -q '^nginx,' "$R"; then
 	U=$(get "$nd/rametr-sums-be.txt" __U__)
 	{

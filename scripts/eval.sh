@@ -47,8 +47,8 @@
 # rank order and V <= 2% of U where postgres's own non-tenant CPU is <= 1%
 # (the ci profile's 15 s run: 8% and 2 pp, see scripts/eval-report.sh), Rametr's rank
 # order on redis = the separate runs', and behind nginx's pooled upstream
-# connections Rametr within 2% per CE of tb-back's truth, its shares within
-# 1 pp, the right rank order; on memcached the right rank order, each CE on a
+# connections Rametr within 2% per CE of tb-back's truth (ci: 4%), its shares
+# within 1 pp, the right rank order; on memcached the right rank order, each CE on a
 # worker of its own, and Rametr within 2% per CE of its worker's CPU and 1 pp
 # of share (full; the ci profile's 15 s run is held to 20% and 2.5 pp, see
 # scripts/eval-report.sh).
