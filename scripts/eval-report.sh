@@ -4,7 +4,7 @@
 # the accuracy bounds. Run by scripts/eval.sh; can be re-run on a kept OUT.
 #
 # Usage: scripts/eval-report.sh --profile ci|full --out OUT --report DIR
-#          [--techs "Rametr LR Kalman"] [--tol PCT] [--pp PP]
+#          [--techs "Rametr LR Kalman"] [--tol PCT]
 #          [--durations "SWEEP PH1 PH2 PH3 SVC SEP"]
 # RM_EVAL_NOTE, if set, is printed under the heading (conditions of the run).
 # An existing RESULTS.md keeps everything from the line HISTORY_MARK on (the
@@ -13,7 +13,7 @@
 # RESULTS.md and on stderr), 2 on bad arguments or missing inputs.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-profile="" out="" report="" techs="Rametr" tol=1.0 pp=2.0 durs="? ? ? ? ? ?"
+profile="" out="" report="" techs="Rametr" tol=1.0 durs="? ? ? ? ? ?"
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--profile) profile=$2; shift 2 ;;
@@ -21,7 +21,6 @@ while [ $# -gt 0 ]; do
 	--report) report=$2; shift 2 ;;
 	--techs) techs=$2; shift 2 ;;
 	--tol) tol=$2; shift 2 ;;
-	--pp) pp=$2; shift 2 ;;
 	--durations) durs=$2; shift 2 ;;
 	*) echo "eval-report: unknown argument '$1'" >&2; exit 2 ;;
 	esac

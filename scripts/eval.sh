@@ -67,7 +67,7 @@ while [ $# -gt 0 ]; do
 	*) echo "eval: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
-tol=${RM_EVAL_TOL:-1.0} pp_tol=${RM_EVAL_PP:-2.0}
+tol=${RM_EVAL_TOL:-1.0}
 case "$profile" in
 full)
 	dur=25 rates="15 30 45 60 75 90 105 120" arrivals="uniform lognormal"
@@ -657,4 +657,4 @@ fi
 # ---------------------------------------------------------------- report
 echo "== report in $report"
 bash "$top/scripts/eval-report.sh" --profile "$profile" --out "$out" --report "$report" --techs "$techs" \
-	--tol "$tol" --pp "$pp_tol" --durations "$dur $ph1 $ph2 $ph3 $svc_dur $sep_dur"
+	--tol "$tol" --durations "$dur $ph1 $ph2 $ph3 $svc_dur $sep_dur"
