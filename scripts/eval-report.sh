@@ -249,11 +249,11 @@ get() { awk -v c="$2" '$1 == c { print $2; f = 1 } END { if (!f) print "" }' "$1
 # ------------------------------------------------------------ PostgreSQL (Fig. 9)
 gd=$out/runs/pg
 # The issue's bounds on the full profile. On the ci profile's 15 s run, on a
-# machine shared with other work, the default collector's CPU slices of a
-# role's backends came out up to 5.6% off their schedstat (c1 -5.6% with V at
-# 0.1%; c3 +5.0% with heavier queries; U off the backends' schedstat by as
-# much, the threads' own counters within 0.2%: testbed/RESULTS.md): 8% and 2 pp.
-if [ "$profile" = full ]; then pg_tol=2.0 pg_pp=1.0; else pg_tol=8.0 pg_pp=2.0; fi
+# machine shared with other work, the default collector's CPU slices of the
+# point-query role's backends came out from -5.6% to +6.8% of their schedstat
+# (V at 0.1%; U 98.5% and 103.0% of postgres's schedstat; the threads' own
+# counters within 0.6%: testbed/RESULTS.md): 10% per CE and 2 pp there.
+if [ "$profile" = full ]; then pg_tol=2.0 pg_pp=1.0; else pg_tol=10.0 pg_pp=2.0; fi
 pg_tol=${RM_EVAL_PG_TOL:-$pg_tol} pg_pp=${RM_EVAL_PG_PP:-$pg_pp}
 if grep -q '^pg,' "$R"; then
 	U=$(get "$gd/rametr-sums.txt" __U__)

@@ -45,7 +45,7 @@
 # Rametr's rank order = the truth's in every phase, on PostgreSQL Rametr
 # within 2% per CE of each role's backends' CPU, shares within 1 pp, the right
 # rank order and V <= 2% of U where postgres's own non-tenant CPU is <= 1%
-# (the ci profile's 15 s run: 8% and 2 pp, see scripts/eval-report.sh), Rametr's rank
+# (the ci profile's 15 s run: 10% and 2 pp, see scripts/eval-report.sh), Rametr's rank
 # order on redis = the separate runs', and behind nginx's pooled upstream
 # connections Rametr within 2% per CE of tb-back's truth (ci: 4%), its shares
 # within 1 pp, the right rank order; on memcached the right rank order, each CE on a
