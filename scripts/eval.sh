@@ -50,7 +50,7 @@
 # connections Rametr within 2% per CE of tb-back's truth (ci: 4%), its shares
 # within 1 pp, the right rank order; on memcached the right rank order, each CE on a
 # worker of its own, and Rametr within 2% per CE of its worker's CPU and 1 pp
-# of share (full; the ci profile's 15 s run is held to 20% and 2.5 pp, see
+# of share (full; the ci profile's 15 s run is held to shares within 2.5 pp and rank order, see
 # scripts/eval-report.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
