@@ -503,8 +503,8 @@ fi
 # ------------------------------------------------------------ memcached (a dispatcher thread)
 md_=$out/runs/memcached
 # The issue's bounds on the full profile. On the ci profile the default
-# collector's CPU slices charged memcached's workers 2-17% more than they ran
-# (c1 +17.0% on a quiet machine, c2 +12.4% in a 60 s run), while the threads'
+# collector's CPU slices charged memcached's workers 2-21% more than they ran
+# (c2 +20.7% on a quiet machine, +12.4% in a 60 s run), while the threads'
 # counters met 0.02% (testbed/RESULTS.md): there the per-CE error is reported,
 # not bounded, and shares (2.5 pp), rank order and the workers' mapping are
 # checked.
