@@ -383,6 +383,19 @@ uint64_t tb_real_ns(void)
 	return tb_clock_ns(CLOCK_REALTIME);
 }
 
+void tb_sleep_until(uint64_t t)
+{
+	uint64_t now = tb_mono_ns();
+	struct timespec ts;
+
+	if (t <= now)
+		return;
+	ts.tv_sec = (time_t)((t - now) / 1000000000ULL);
+	ts.tv_nsec = (long)((t - now) % 1000000000ULL);
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
 uint64_t tb_burn_cpu(uint32_t us)
 {
 	uint64_t start = tb_thread_cpu_ns();

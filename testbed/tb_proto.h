@@ -131,6 +131,9 @@ uint64_t tb_thread_cpu_ns(void);
 uint64_t tb_mono_ns(void);
 uint64_t tb_real_ns(void);
 
+/* Sleeps until CLOCK_MONOTONIC reaches t ns (returns at once if it has), through EINTR. */
+void tb_sleep_until(uint64_t t);
+
 /*
  * Burns us microseconds of the calling thread's CPU time in a busy loop of
  * real integer arithmetic, checking CLOCK_THREAD_CPUTIME_ID every few hundred

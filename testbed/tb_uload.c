@@ -48,19 +48,6 @@ static void tb_usage(FILE *f)
 		   TB_URESP_MAX);
 }
 
-static void tb_sleep_until(uint64_t t)
-{
-	uint64_t now = tb_mono_ns();
-	struct timespec ts;
-
-	if (t <= now)
-		return;
-	ts.tv_sec = (time_t)((t - now) / 1000000000ULL);
-	ts.tv_nsec = (long)((t - now) % 1000000000ULL);
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /*
  * A DNS query (RFC 1035 §4.1) with id for name (type A, class IN, recursion
  * desired) into buf (TB_LINE_MAX): its length, or 0 if name is not a
