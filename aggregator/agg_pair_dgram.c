@@ -126,6 +126,28 @@ static struct agg_send *agg_dgram_realign(struct agg_pair *e, struct agg_flow *f
 	return best;
 }
 
+/*
+ * An unused send of length len among the AGG_DGRAM_AHEAD live sends that
+ * end at or before position q, nearest first; NULL if none.
+ */
+static struct agg_send *agg_dgram_behind(struct agg_pair *e, struct agg_flow *f, uint64_t q, uint64_t len)
+{
+	size_t lo, hi, i, n = 0;
+
+	agg_send_window(f, q, q + 1, &lo, &hi);
+	for (i = hi; i > 0 && n < AGG_DGRAM_AHEAD; i--) {
+		struct agg_send *s = &f->sends[i - 1];
+
+		e->st.scanned++;
+		if (!s->part || s->b > q)
+			continue;
+		n++;
+		if (!s->used && !s->poisoned && s->b - s->a == len)
+			return s;
+	}
+	return NULL;
+}
+
 int agg_dgram_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 {
 	struct agg_flow *f = r->in_flow;
@@ -133,7 +155,7 @@ int agg_dgram_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 	struct agg_send *s, *match = NULL;
 	int64_t d = agg_dgram_offset(f->dg, r->in_a);
 	size_t i, skipped = 0;
-	int hole = 0, rv;
+	int hole = 0, inside = 0, rv;
 
 	*done = 0;
 	e->nacc = 0;
@@ -166,12 +188,24 @@ int agg_dgram_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 			/* inside one part's send of several datagrams (a thread sending
 			 * them after a reply): that part's, wherever they begin */
 			match = s;
+			inside = 1;
 			break;
 		}
 		if (++skipped > AGG_DGRAM_AHEAD)
 			break;
 		pos = s->b > pos ? s->b : pos;
 		i++;
+	}
+	if (!match || (match->a != q && !inside)) {
+		/* not where expected: first a datagram just behind, not taken yet (two threads
+		 * reading one socket count their datagrams in the order they next call the
+		 * socket, not in the order they read them) */
+		struct agg_send *b = agg_dgram_behind(e, f, q, len);
+
+		if (b) {
+			match = b; /* the offset in force stays */
+			goto found;
+		}
 	}
 	if (!match && final)
 		match = agg_dgram_realign(e, f, r, len);
@@ -185,13 +219,14 @@ int agg_dgram_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 	}
 	if (!final && hole)
 		return RM_OK;
-	if (match->a != q) {
+	if (match->a != q && !inside) {
 		/* datagrams lost (or the counts realigned): the offset from here on, and the
 		 * receivers waiting on the flow look again */
 		if ((rv = agg_dgram_mark(f, r->in_a, (int64_t)(match->a - r->in_a))) != 0 ||
 		    (rv = agg_dgram_trigger(e, f)) != 0)
 			return rv;
 	}
+found:
 	if (!f->dg && (rv = agg_dgram_mark(f, r->in_a, d)) != 0)
 		return rv;
 	f->dg->lag = (int64_t)(r->start_ns - match->part->end_ns);

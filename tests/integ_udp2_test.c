@@ -184,23 +184,14 @@ static void run_phase(int phase, const char *loss)
 static void run_once(void)
 {
 	pid_t agg, col[2];
-	int rv, i;
+	int i;
 
 	if (run.done)
 		return;
 	run.done = 1;
-	if (geteuid() != 0) {
+	if (rm_hosts_begin("udp2", run.dir, sizeof(run.dir), run.db, sizeof(run.db), run.skip_why,
+			   sizeof(run.skip_why)) != 0) {
 		run.skipped = 1;
-		snprintf(run.skip_why, sizeof(run.skip_why), "network namespaces need root");
-		return;
-	}
-	snprintf(run.dir, sizeof(run.dir), "%s/udp2", rm_test_tmpdir());
-	mkdir(run.dir, 0755);
-	snprintf(run.db, sizeof(run.db), "%s/rametr.db", run.dir);
-	if ((rv = rm_hosts_up()) != 0) {
-		run.skipped = 1;
-		snprintf(run.skip_why, sizeof(run.skip_why), "%s",
-			 rv == -1 ? "the testbed hosts stayed in use by another run" : "cannot create the hosts");
 		return;
 	}
 	start_rametr(&agg, col);
