@@ -48,7 +48,7 @@
 static const char *ces[NCE] = { "c1", "c2", "c3" };
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
 static const char *rates[NCE] = { "30", "60", "90" };
-static const char *cpu_us[NCE] = { "1000:3000", "500:1500", "1500:2500" };
+static const char *cpu_us[NCE] = { "1000:3000", "1000:1500", "1500:2500" }; /* 4 digits: lengths 15, 16, 17 */
 static const char *resp[NCE] = { "64", "256", "1024" };
 static const char *phase_name[NPHASE] = { "noloss", "loss" };
 
