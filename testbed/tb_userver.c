@@ -58,7 +58,7 @@ struct tb_usrv {
 	uint64_t malformed; /* requests answered with ERR (guarded by lock) */
 	/* front (--forward): the back end, the share lost (basis points), the seed */
 	int forward;
-	struct sockaddr_in fwd, local;
+	struct sockaddr_in fwd;
 	uint64_t loss_bp, seed;
 	uint64_t lost, retried; /* datagrams lost on purpose, requests sent again (guarded by lock) */
 };
@@ -156,16 +156,17 @@ static size_t tb_uforward(struct tb_usrv *s, int fd, struct tb_rng *rng, char *i
 	return 0;
 }
 
-/* Front: a UDP socket of this thread, from the listen address to the back end; -1 on failure. */
+/*
+ * Front: a UDP socket of this thread connected to the back end (its local
+ * address and port chosen by the kernel, as a client's: not bound, so it
+ * is not taken for a server's socket); -1 on failure.
+ */
 static int tb_uforward_socket(const struct tb_usrv *s)
 {
 	struct timeval tv = { 0, TB_UFWD_WAIT_MS * 1000 };
-	struct sockaddr_in from = s->local;
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
-	from.sin_port = 0;
-	if (fd < 0 || bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
-	    connect(fd, (const struct sockaddr *)&s->fwd, sizeof(s->fwd)) != 0 ||
+	if (fd < 0 || connect(fd, (const struct sockaddr *)&s->fwd, sizeof(s->fwd)) != 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
 		rm_log_error("failed to open a socket to the back end: %s", strerror(errno));
 		if (fd >= 0)
@@ -346,7 +347,6 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	s.forward = fwd_s != NULL;
-	s.local = addr;
 	s.loss_bp = loss_pct * 100;
 	s.seed = seed;
 	pthread_mutex_init(&s.lock, NULL);
