@@ -196,10 +196,11 @@ int agg_dgram_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 		pos = s->b > pos ? s->b : pos;
 		i++;
 	}
-	if (!match || (match->a != q && !inside)) {
-		/* not where expected: first a datagram just behind, not taken yet (two threads
-		 * reading one socket count their datagrams in the order they next call the
-		 * socket, not in the order they read them) */
+	if ((!match || (match->a != q && !inside)) && (!hole || final)) {
+		/* not where expected (and not because its send is still to come): first a
+		 * datagram just behind, not taken yet (two threads reading one socket count
+		 * their datagrams in the order they next call the socket, not in the order
+		 * they read them) */
 		struct agg_send *b = agg_dgram_behind(e, f, q, len);
 
 		if (b) {

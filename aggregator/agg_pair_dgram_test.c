@@ -296,7 +296,7 @@ static void test_loss_five_percent(void)
 {
 	struct stream *s = calloc(1, sizeof(*s));
 	size_t id_of[2 * MAXD + 4];
-	int lost[MAXD] = { 0 }, i, nlost = 0;
+	int lost[MAXD] = { 0 }, i, nlost = 0, k;
 	struct run R;
 	struct tally t;
 
@@ -307,13 +307,19 @@ static void test_loss_five_percent(void)
 	for (i = 0; i < 200; i++)
 		nlost += lost[i];
 	build(s, 200, lost, 0, lens_distinct);
-	run_open(&R);
-	feed_any(&R, s, NULL, id_of);
-	t = tally(&R, s, id_of);
-	printf("\n    200 sent, %d lost: %d right, %d wrong, %d unpaired ", nlost, t.right, t.wrong, t.unpaired);
-	CU_ASSERT_EQUAL(t.right, 200 - nlost);
-	CU_ASSERT_EQUAL(t.wrong + t.unpaired + t.other_v, 0);
-	run_close(&R);
+	for (k = 0; k < 2; k++) {
+		size_t order[2 * MAXD + 4], j;
+
+		for (j = 0; j < s->n; j++) /* the second round: every receiver before its sender */
+			order[j] = k == 0 ? j : s->n - 1 - j;
+		run_open(&R);
+		feed_any(&R, s, order, id_of);
+		t = tally(&R, s, id_of);
+		printf("\n    200 sent, %d lost: %d right, %d wrong, %d unpaired ", nlost, t.right, t.wrong, t.unpaired);
+		CU_ASSERT_EQUAL(t.right, 200 - nlost);
+		CU_ASSERT_EQUAL(t.wrong + t.unpaired + t.other_v, 0);
+		run_close(&R);
+	}
 	free(s);
 }
 
@@ -365,10 +371,14 @@ static void test_reorder_both_right(void)
 	int k;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	for (k = 1; k < 40; k++) {
-		build(s, 40, NULL, k, lens_distinct);
+	for (k = 1; k < 80; k++) {
+		size_t order[2 * MAXD + 4], j;
+
+		build(s, 40, NULL, k % 40 ? k % 40 : 1, lens_distinct);
+		for (j = 0; j < s->n; j++) /* the second round: every receiver before its sender */
+			order[j] = k < 40 ? j : s->n - 1 - j;
 		run_open(&R);
-		feed_any(&R, s, NULL, id_of);
+		feed_any(&R, s, order, id_of);
 		t = tally(&R, s, id_of);
 		CU_ASSERT_EQUAL(t.right + t.wrong + t.unpaired + t.other_v, 40);
 		/* the later one first: the earlier one is found just behind, not yet taken */
