@@ -36,6 +36,7 @@
 #include "tb_testutil.h"
 #include "tb_truth.h"
 #include "rm_hosts.h"
+#include "rm_usage.h"
 #include "banned.h"
 
 #define NCE 3
@@ -209,52 +210,11 @@ static void run_once(void)
 	rm_hosts_cleanup();
 }
 
-/*
- * Rametr's CPU per CE at node in [since, until) (values[i] for ces[i]), U,
- * V, and V's reasons printed; RM_OK or an error (also when a window's
- * identity does not hold).
- */
+/* Rametr's CPU per CE at node in [since, until), U and V (V's reasons printed); as rm_usage_cpu. */
 static int rametr_cpu(const char *node, int64_t since, int64_t until, uint64_t values[NCE], uint64_t *total,
 		      int64_t *v)
 {
-	struct st_query q = { since, until, node, NULL, ST_R_CPU, 0 };
-	struct st_row *rows = NULL, *bad = NULL, *vr = NULL;
-	size_t nr = 0, nbad = 0, nv = 0, i, j;
-	st_db *d = NULL;
-	int rv;
-
-	memset(values, 0, NCE * sizeof(values[0]));
-	*total = 0;
-	*v = 0;
-	if ((rv = st_open(&d, run.db, ST_OPEN_READONLY)) != RM_OK)
-		return rv;
-	if ((rv = st_query_usage(d, &q, &rows, &nr)) == RM_OK) {
-		for (j = 0; j < nr; j++) {
-			*total = rows[j].total;
-			if (!strcmp(rows[j].ce, ST_CE_UNACCOUNTABLE))
-				*v = rows[j].residual;
-			for (i = 0; i < NCE; i++)
-				if (!strcmp(rows[j].ce, ces[i]))
-					values[i] = rows[j].value;
-		}
-		if ((rv = st_query_unacct(d, &q, &vr, &nv)) == RM_OK) {
-			fprintf(stderr, "  %s V by reason:", node);
-			for (j = 0; j < nv; j++)
-				fprintf(stderr, " %s %.6f s", vr[j].reason,
-					(double)(vr[j].value ? (int64_t)vr[j].value : vr[j].residual) / 1e9);
-			fprintf(stderr, "\n");
-		}
-		q.resource = -1;
-		if (rv == RM_OK)
-			rv = st_query_identity(d, &q, &bad, &nbad);
-		if (rv == RM_OK && nbad)
-			rv = RM_EPROTO;
-	}
-	st_rows_free(vr);
-	st_rows_free(bad);
-	st_rows_free(rows);
-	st_close(d);
-	return rv;
+	return rm_usage_cpu(run.db, node, since, until, ces, NCE, values, total, v, 1);
 }
 
 static void need_rametr(void)
