@@ -210,11 +210,25 @@ static void run_once(void)
 	rm_hosts_cleanup();
 }
 
-/* Rametr's CPU per CE at node in [since, until), U and V (V's reasons printed); as rm_usage_cpu. */
+/* Rametr's CPU per CE at node in [since, until), U and V, as rm_usage_cpu; V's reasons printed. */
 static int rametr_cpu(const char *node, int64_t since, int64_t until, uint64_t values[NCE], uint64_t *total,
 		      int64_t *v)
 {
-	return rm_usage_cpu(run.db, node, since, until, ces, NCE, values, total, v, 1);
+	struct st_query q = { since, until, node, NULL, ST_R_CPU, 0 };
+	struct st_row *vr = NULL;
+	size_t nv = 0, j;
+	st_db *d = NULL;
+
+	if (st_open(&d, run.db, ST_OPEN_READONLY) == RM_OK && st_query_unacct(d, &q, &vr, &nv) == RM_OK) {
+		fprintf(stderr, "  %s V by reason:", node);
+		for (j = 0; j < nv; j++)
+			fprintf(stderr, " %s %.6f s", vr[j].reason,
+				(double)(vr[j].value ? (int64_t)vr[j].value : vr[j].residual) / 1e9);
+		fprintf(stderr, "\n");
+	}
+	st_rows_free(vr);
+	st_close(d);
+	return rm_usage_cpu(run.db, node, since, until, ces, NCE, values, total, v);
 }
 
 static void need_rametr(void)

@@ -286,7 +286,7 @@ static void run_once(void)
 /* Rametr's CPU per CE at "be" in [since, until) (values[i] for ces[i]), U and V; as rm_usage_cpu. */
 static int rametr_cpu(int64_t since, int64_t until, uint64_t values[NCE], uint64_t *total, int64_t *v)
 {
-	return rm_usage_cpu(run.db, "be", since, until, ces, NCE, values, total, v, 0);
+	return rm_usage_cpu(run.db, "be", since, until, ces, NCE, values, total, v);
 }
 
 static void need_rametr(void)

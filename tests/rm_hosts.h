@@ -3,8 +3,8 @@
  * namespace "hosts" (scripts/netns.sh) share: the hosts' session lock,
  * netns.sh itself, processes started on the root namespace or inside a
  * host (logs in files, remembered so that they are killed at exit whatever
- * happened), waiting for a line in a log, stopping by SIGTERM, and the
- * machine's busy and steal jiffies.
+ * happened), waiting for a line in a log, stopping by SIGTERM, a
+ * process's CPU time and the machine's busy and steal jiffies.
  *
  * The includer defines RM_SOURCE_DIR and includes rm_test.h and
  * tb_testutil.h first. One test process at a time uses it (static state).
@@ -12,9 +12,11 @@
 #ifndef RM_HOSTS_H
 #define RM_HOSTS_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +205,39 @@ static inline int rm_hosts_stop(pid_t pid, int ms)
 	rc = tbt_wait(pid, ms);
 	rm_hosts_forget(pid);
 	return rc;
+}
+
+/*
+ * CPU time of process pid so far in ns: the sum of its threads' on-CPU time
+ * (/proc/<pid>/task/<tid>/schedstat, first field); 0 if unreadable. Not
+ * utime + stime of /proc/<pid>/stat: the kernel scales those ticks to the
+ * same total but keeps each monotonic, so over a few seconds their sum can
+ * lag or lead it by tens of percent.
+ */
+static inline uint64_t rm_hosts_proc_cpu_ns(pid_t pid)
+{
+	char path[320];
+	struct dirent *de;
+	uint64_t sum = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		unsigned long long ns = 0;
+		char *s;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
+		s = tbt_slurp(path);
+		if (s && sscanf(s, "%llu", &ns) == 1)
+			sum += ns;
+		free(s);
+	}
+	closedir(d);
+	return sum;
 }
 
 /* Busy and steal jiffies of the machine so far (0 0 if unreadable). */

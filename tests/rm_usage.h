@@ -1,32 +1,28 @@
 /*
- * rm_usage.h - what an integration test reads back from Rametr's database:
- * the CPU charged per CE at one node over a time range, U and V, with the
- * check that every window balances. Header-only, for the tests.
+ * rm_usage.h - what the tests that run Rametr on the testbed's hosts read
+ * back from its database: the CPU Rametr charged per CE at one node over a
+ * span, its total U and V, with every window's balance checked.
+ *
+ * The includer links rm_storage and includes st.h and rm_err.h first.
  */
 #ifndef RM_USAGE_H
 #define RM_USAGE_H
 
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
-#include "rm_err.h"
-#include "st.h"
-
 /*
- * Rametr's CPU per CE at node in [since, until) from database db: values[i]
- * for ces[i] (n of them; 0 for a CE without a row), *total = U, *v = V.
- * With print, V's reasons are written to stderr. Returns RM_OK, a storage
- * error, or RM_EPROTO when a window's identity (sum_c U_c + V = U, V
- * explained by its reasons) does not hold.
+ * Rametr's CPU at node in [since, until) from database db: values[i] for
+ * ces[i] (n of them; 0 for a CE without a row), *total (U) and *v (V's
+ * residual). Returns RM_OK, st_*'s error, or RM_EPROTO if a window's
+ * sum_c U_c + V is not U or its reasons do not explain V.
  */
 static inline int rm_usage_cpu(const char *db, const char *node, int64_t since, int64_t until,
-			       const char *const *ces, size_t n, uint64_t *values, uint64_t *total, int64_t *v,
-			       int print)
+			       const char *const ces[], size_t n, uint64_t values[], uint64_t *total, int64_t *v)
 {
 	struct st_query q = { since, until, node, NULL, ST_R_CPU, 0 };
-	struct st_row *rows = NULL, *bad = NULL, *vr = NULL;
-	size_t nr = 0, nbad = 0, nv = 0, i, j;
+	struct st_row *rows = NULL, *bad = NULL;
+	size_t nr = 0, nbad = 0, i, j;
 	st_db *d = NULL;
 	int rv;
 
@@ -44,20 +40,11 @@ static inline int rm_usage_cpu(const char *db, const char *node, int64_t since, 
 				if (!strcmp(rows[j].ce, ces[i]))
 					values[i] = rows[j].value;
 		}
-		if (print && (rv = st_query_unacct(d, &q, &vr, &nv)) == RM_OK) {
-			fprintf(stderr, "  %s V by reason:", node);
-			for (j = 0; j < nv; j++)
-				fprintf(stderr, " %s %.6f s", vr[j].reason,
-					(double)(vr[j].value ? (int64_t)vr[j].value : vr[j].residual) / 1e9);
-			fprintf(stderr, "\n");
-		}
 		q.resource = -1;
-		if (rv == RM_OK)
-			rv = st_query_identity(d, &q, &bad, &nbad);
+		rv = st_query_identity(d, &q, &bad, &nbad);
 		if (rv == RM_OK && nbad)
 			rv = RM_EPROTO;
 	}
-	st_rows_free(vr);
 	st_rows_free(bad);
 	st_rows_free(rows);
 	st_close(d);

@@ -1,0 +1,190 @@
+/*
+ * col_gort.c - reads a Go binary's runtime facts (col_gort.h) with libelf
+ * (sections, symbols) and libdw (DWARF). Owns nothing past a call.
+ */
+#include <dwarf.h>
+#include <errno.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "col_gort.h"
+#include "rm_err.h"
+#include "banned.h"
+
+#define BUILDINFO_MAGIC "\xff Go buildinf:"
+#define BUILDINFO_MAGIC_LEN 14
+#define BUILDINFO_HDR 32
+#define BUILDINFO_FLAG_INLINE 0x2 /* Go >= 1.18: version and module info inline after the header */
+
+/* Go's small-frame prologue on amd64: cmp 0x10(%r14),%rsp (4 bytes); jbe rel32 */
+static const unsigned char go_prologue[] = { 0x49, 0x3b, 0x66, 0x10, 0x0f, 0x86 };
+#define GO_PROLOGUE_CMP_LEN 4
+
+/* The section named name, or NULL. */
+static Elf_Scn *find_scn(Elf *e, const char *name)
+{
+	size_t shstrndx;
+	Elf_Scn *s = NULL;
+	GElf_Shdr sh;
+
+	if (elf_getshdrstrndx(e, &shstrndx) != 0)
+		return NULL;
+	while ((s = elf_nextscn(e, s)) != NULL) {
+		const char *n;
+
+		if (gelf_getshdr(s, &sh) && (n = elf_strptr(e, shstrndx, sh.sh_name)) && !strcmp(n, name))
+			return s;
+	}
+	return NULL;
+}
+
+/* The Go version inline in .go.buildinfo (Go >= 1.18) into out->version; "" if absent or older. */
+static void read_version(Elf_Scn *bi, struct col_gort *out)
+{
+	Elf_Data *d = elf_getdata(bi, NULL);
+	const unsigned char *p;
+	uint64_t len = 0;
+	size_t i, shift = 0;
+
+	out->version[0] = '\0';
+	if (!d || !d->d_buf || d->d_size < BUILDINFO_HDR + 1)
+		return;
+	p = d->d_buf;
+	if (memcmp(p, BUILDINFO_MAGIC, BUILDINFO_MAGIC_LEN) || !(p[15] & BUILDINFO_FLAG_INLINE))
+		return;
+	for (i = BUILDINFO_HDR; i < d->d_size && shift < 63; i++, shift += 7) { /* uvarint length */
+		len |= (uint64_t)(p[i] & 0x7f) << shift;
+		if (!(p[i] & 0x80))
+			break;
+	}
+	i++;
+	if (i >= d->d_size || len == 0 || len >= sizeof(out->version) || len > d->d_size - i)
+		return;
+	memcpy(out->version, p + i, len);
+	out->version[len] = '\0';
+}
+
+/* Looks name up in .symtab: 1 with its file offset in *off, 0 if absent. *is_go set if runtime.main is there. */
+static int find_sym(Elf *e, const char *name, uint64_t *off, int *is_go)
+{
+	Elf_Scn *s = NULL;
+	GElf_Shdr sh;
+	int found = 0;
+
+	while ((s = elf_nextscn(e, s)) != NULL) {
+		Elf_Data *d;
+		size_t i, n;
+
+		if (!gelf_getshdr(s, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
+			continue;
+		if (!(d = elf_getdata(s, NULL)))
+			continue;
+		n = sh.sh_size / sh.sh_entsize;
+		for (i = 0; i < n; i++) {
+			GElf_Sym sym;
+			GElf_Shdr th;
+			const char *sn;
+			Elf_Scn *ts;
+
+			if (!gelf_getsym(d, (int)i, &sym) || !(sn = elf_strptr(e, sh.sh_link, sym.st_name)))
+				continue;
+			if (!strcmp(sn, "runtime.main"))
+				*is_go = 1;
+			if (found || strcmp(sn, name) || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+				continue;
+			if (!(ts = elf_getscn(e, sym.st_shndx)) || !gelf_getshdr(ts, &th) || sym.st_value < th.sh_addr)
+				continue;
+			*off = sym.st_value - th.sh_addr + th.sh_offset;
+			found = 1;
+		}
+	}
+	return found;
+}
+
+/* The data_member_location of member of the struct named type: 1 and *off, or 0. */
+static int find_member(Dwarf *dw, const char *type, const char *member, uint64_t *off)
+{
+	Dwarf_Off cu_off = 0, next;
+	size_t hsize;
+
+	while (dwarf_nextcu(dw, cu_off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu, die;
+
+		if (dwarf_offdie(dw, cu_off + hsize, &cu) && dwarf_child(&cu, &die) == 0) {
+			do {
+				const char *n;
+				Dwarf_Die m;
+
+				if (dwarf_tag(&die) != DW_TAG_structure_type || !(n = dwarf_diename(&die)) ||
+				    strcmp(n, type) || dwarf_child(&die, &m) != 0)
+					continue;
+				do {
+					Dwarf_Attribute a;
+					Dwarf_Word w;
+
+					if (dwarf_tag(&m) == DW_TAG_member && (n = dwarf_diename(&m)) && !strcmp(n, member) &&
+					    dwarf_attr(&m, DW_AT_data_member_location, &a) && dwarf_formudata(&a, &w) == 0) {
+						*off = w;
+						return 1;
+					}
+				} while (dwarf_siblingof(&m, &m) == 0);
+			} while (dwarf_siblingof(&die, &die) == 0);
+		}
+		cu_off = next;
+	}
+	return 0;
+}
+
+int col_gort_inspect(const char *path, struct col_gort *out)
+{
+	Elf_Scn *bi;
+	Dwarf *dw;
+	Elf *e;
+	int fd, is_go = 0, rv = RM_OK;
+
+	memset(out, 0, sizeof(*out));
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		rm_log_warn("failed to open '%s': %s", path, strerror(errno));
+		return RM_EIO;
+	}
+	elf_version(EV_CURRENT);
+	if (!(e = elf_begin(fd, ELF_C_READ, NULL)) || elf_kind(e) != ELF_K_ELF) {
+		if (e)
+			elf_end(e);
+		close(fd);
+		return RM_ENOENT;
+	}
+	if ((bi = find_scn(e, ".go.buildinfo")) != NULL) {
+		is_go = 1;
+		read_version(bi, out);
+	}
+	if (!find_sym(e, "runtime.execute", &out->execute_off, &is_go)) {
+		rv = RM_ENOTSUP;
+	} else {
+		unsigned char head[sizeof(go_prologue)];
+
+		out->probe_off = out->execute_off;
+		if (pread(fd, head, sizeof(head), (off_t)out->execute_off) == (ssize_t)sizeof(head) &&
+		    !memcmp(head, go_prologue, sizeof(head)))
+			out->probe_off += GO_PROLOGUE_CMP_LEN;
+	}
+	if (!is_go) {
+		rv = RM_ENOENT;
+	} else if (rv == RM_OK) {
+		if (!(dw = dwarf_begin_elf(e, DWARF_C_READ, NULL))) {
+			rv = RM_ENOTSUP;
+		} else {
+			if (!find_member(dw, "runtime.g", "goid", &out->goid_off))
+				rv = RM_ENOTSUP;
+			dwarf_end(dw);
+		}
+	}
+	elf_end(e);
+	close(fd);
+	return rv;
+}

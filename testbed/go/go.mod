@@ -1,0 +1,3 @@
+module rametr.example/testbed/go
+
+go 1.19

@@ -1,0 +1,277 @@
+// tb-goserver - the testbed's Go HTTP server: one Go process shared by the
+// tenants (CEs), which keeps its own ground truth per CE in tb-server's CSV
+// format (testbed/tb_truth.h: ce,requests,cpu_ns,rx_bytes,tx_bytes).
+//
+// HTTP/1.1 with keep-alive (net/http, the standard library only). Each path
+// costs a different, fixed amount of CPU:
+//
+//	GET /light?ce=NAME   the burn loop run LightIters times
+//	GET /medium?ce=NAME  MediumIters times
+//	GET /heavy?ce=NAME   HeavyIters times
+//
+// (--scale multiplies the three) and the answer is --resp bytes of body with
+// a Content-Length.
+//
+// With --pool N the handler does not burn itself: it hands the request to one
+// of N worker goroutines over a channel and writes the reply when the worker
+// answers (the hand-off of a server with a worker pool, or of etcd's apply
+// loop). The worker's burn is then the truth span, and the reply's write is
+// left out of it.
+//
+// Truth: the handler locks its goroutine to its OS thread
+// (runtime.LockOSThread) and reads the thread's CPU clock
+// (CLOCK_THREAD_CPUTIME_ID through the clock_gettime system call) on entry
+// and after flushing the reply, so the span holds this request's burn, the
+// reply's write system call and whatever the runtime did on that thread in
+// between (GC assists, preemption checks). It leaves out what Go does for the
+// request outside the handler: net/http reading and parsing the request,
+// the netpoller and scheduler finding the goroutine, the background GC
+// workers and sysmon. rx_bytes counts the request line and headers as
+// received (method, URI, protocol, headers with ": " and CRLFs, the blank
+// line); tx_bytes counts the body only.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+const (
+	LightIters  = 150000
+	MediumIters = 600000
+	HeavyIters  = 1800000
+	maxCEs      = 64
+)
+
+type row struct {
+	requests, cpuNs, rx, tx atomic.Uint64
+}
+
+type truth struct {
+	mu   sync.Mutex
+	rows map[string]*row
+}
+
+func (t *truth) get(ce string) *row {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.rows[ce]
+	if r == nil {
+		if len(t.rows) >= maxCEs {
+			return nil
+		}
+		r = &row{}
+		t.rows[ce] = r
+	}
+	return r
+}
+
+// write writes the table to path through path.tmp.PID and rename(2).
+func (t *truth) write(path string) error {
+	t.mu.Lock()
+	names := make([]string, 0, len(t.rows))
+	for n := range t.rows {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("ce,requests,cpu_ns,rx_bytes,tx_bytes\n")
+	for _, n := range names {
+		r := t.rows[n]
+		fmt.Fprintf(&b, "%s,%d,%d,%d,%d\n", n, r.requests.Load(), r.cpuNs.Load(), r.rx.Load(), r.tx.Load())
+	}
+	t.mu.Unlock()
+	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("failed to write '%s': %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("failed to rename '%s': %w", tmp, err)
+	}
+	return nil
+}
+
+// threadCPU is the calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID).
+func threadCPU() uint64 {
+	var ts syscall.Timespec
+	const clockThreadCPUTimeID = 3
+	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0)
+	return uint64(ts.Sec)*1000000000 + uint64(ts.Nsec)
+}
+
+var sink atomic.Uint64
+
+// burn runs n rounds of integer arithmetic (xorshift) whose result is kept.
+func burn(n int) {
+	x := uint64(88172645463325252)
+	for i := 0; i < n; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	sink.Add(x)
+}
+
+// validCE follows tb_check_ce: 1..63 of [A-Za-z0-9_.:-], not starting with "__".
+func validCE(s string) bool {
+	if len(s) == 0 || len(s) > 63 || strings.HasPrefix(s, "__") {
+		return false
+	}
+	for _, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '_' || c == '.' || c == ':' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// headBytes is the size of the request's line and headers as sent on the wire.
+func headBytes(r *http.Request) uint64 {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
+	n += len("Host: ") + len(r.Host) + 2
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return uint64(n + 2)
+}
+
+// job is one request's burn handed to a worker; done gets its CPU time in ns.
+type job struct {
+	iters int
+	done  chan uint64
+}
+
+// worker burns the jobs it takes, each on its locked OS thread, and answers
+// with the thread's CPU time spent on it.
+func worker(jobs <-chan job) {
+	for j := range jobs {
+		runtime.LockOSThread()
+		c0 := threadCPU()
+		burn(j.iters)
+		c1 := threadCPU()
+		runtime.UnlockOSThread()
+		j.done <- c1 - c0
+	}
+}
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:7300", "address:port to listen on")
+	truthPath := flag.String("truth", "", "where to write the per-CE truth CSV (on exit and every second)")
+	resp := flag.Int("resp", 256, "body bytes per reply (16..1048576)")
+	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the runtime's default)")
+	scale := flag.Int("scale", 1, "multiplies every path's burn loop (1..100)")
+	pool := flag.Int("pool", 0, "worker goroutines that burn the requests' CPU (0: the handler burns)")
+	flag.Parse()
+	if *resp < 16 || *resp > 1<<20 || *truthPath == "" || *pool < 0 || *pool > 1024 || *scale < 1 || *scale > 100 {
+		fmt.Fprintln(os.Stderr, "tb-goserver: --truth is required, --resp must be 16..1048576, --pool 0..1024 and --scale 1..100")
+		os.Exit(2)
+	}
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
+	t := &truth{rows: make(map[string]*row)}
+	body := []byte(strings.Repeat(".", *resp-1) + "\n")
+	iters := map[string]int{"/light": LightIters * *scale, "/medium": MediumIters * *scale, "/heavy": HeavyIters * *scale}
+	var bad atomic.Uint64
+	var jobs chan job
+	if *pool > 0 {
+		jobs = make(chan job)
+		for i := 0; i < *pool; i++ {
+			go worker(jobs)
+		}
+	}
+
+	mux := http.NewServeMux()
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		n := iters[r.URL.Path]
+		ce := r.URL.Query().Get("ce")
+		if !validCE(ce) {
+			bad.Add(1)
+			http.Error(w, "bad ce", http.StatusBadRequest)
+			return
+		}
+		rw := t.get(ce)
+		if rw == nil {
+			bad.Add(1)
+			http.Error(w, "too many ces", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		w.Header().Set("Content-Type", "text/plain")
+		var cpu uint64
+		var nw int
+		if jobs != nil {
+			j := job{iters: n, done: make(chan uint64, 1)}
+			jobs <- j
+			cpu = <-j.done
+			nw, _ = w.Write(body)
+		} else {
+			runtime.LockOSThread()
+			c0 := threadCPU()
+			burn(n)
+			nw, _ = w.Write(body)
+			w.(http.Flusher).Flush()
+			cpu = threadCPU() - c0
+			runtime.UnlockOSThread()
+		}
+		rw.requests.Add(1)
+		rw.cpuNs.Add(cpu)
+		rw.rx.Add(headBytes(r))
+		rw.tx.Add(uint64(nw))
+	}
+	for p := range iters {
+		mux.HandleFunc(p, handler)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tb-goserver: failed to listen on '%s': %v\n", *listen, err)
+		os.Exit(1)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	fmt.Printf("tb-goserver: listening on %s (GOMAXPROCS %d, pool %d)\n", ln.Addr(), runtime.GOMAXPROCS(0), *pool)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	status := 0
+	for running := true; running; {
+		select {
+		case <-sig:
+			running = false
+		case err := <-done:
+			fmt.Fprintf(os.Stderr, "tb-goserver: serve failed: %v\n", err)
+			status, running = 1, false
+		case <-tick.C:
+			if err := t.write(*truthPath); err != nil {
+				fmt.Fprintf(os.Stderr, "tb-goserver: %v\n", err)
+			}
+		}
+	}
+	srv.Close()
+	if err := t.write(*truthPath); err != nil {
+		fmt.Fprintf(os.Stderr, "tb-goserver: %v\n", err)
+		status = 1
+	}
+	fmt.Printf("tb-goserver: stopped, %d bad requests\n", bad.Load())
+	os.Exit(status)
+}
