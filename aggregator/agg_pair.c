@@ -173,6 +173,8 @@ static int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 	size_t lo, hi, i, nev = 0, nact = 0, npois = 0;
 	int rv;
 
+	if (f->k.family & AGG_FAM_DGRAM)
+		return agg_dgram_eval(e, r, final, done);
 	*done = 0;
 	e->nacc = 0;
 	agg_send_window(f, r->in_a, r->in_b, &lo, &hi);
@@ -407,6 +409,13 @@ static int agg_classify(struct agg_pair *e, struct agg_rec *r, const struct rm_w
 	 * (segmenter.h, rm_on_dgram_src): no address to charge by */
 	if (!(p->flags & RM_PF_IN_SEQ) && (t->family == RM_AF_INET || t->family == RM_AF_INET6) && !t->rport)
 		return agg_resolve_one(e, r, NULL, AGG_REASON_NO_SENDER, AGG_PAIR_BY_NONE);
+	if ((p->flags & RM_PF_IN_SEQ) && agg_is_dgram(t, p->in_seq_start, p->in_seq_end)) {
+		/* a datagram: the send it is, on its flow (agg_pair_dgram.c) */
+		if (!agg_fkey_make(&k, t, 0, r->node_idx))
+			return agg_resolve_one(e, r, NULL, AGG_REASON_NO_CE, AGG_PAIR_BY_NONE);
+		k.family |= AGG_FAM_DGRAM;
+		return agg_wait_on(e, r, &k, p->in_seq_start, p->in_seq_end);
+	}
 	if (!(p->flags & RM_PF_IN_SEQ) || !agg_fkey_make(&k, t, 0, r->node_idx))
 		return agg_resolve_one(e, r, NULL, AGG_REASON_NO_CE, AGG_PAIR_BY_NONE);
 	if ((p->flags & RM_PF_SEQ_SUSPECT) || !agg_valid_range(p->in_seq_start, p->in_seq_end))
@@ -502,6 +511,11 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 	}
 	if ((p->flags & RM_PF_OUT_SEQ) && !(p->flags & RM_PF_DOMAIN) && p->out_seq_end > p->out_seq_start &&
 	    agg_valid_range(p->out_seq_start, p->out_seq_end) && agg_fkey_make(&k, &p->out, 1, r->node_idx)) {
+		if (p->out_seq_start >= RM_SEQ_DGRAM) {
+			if (!agg_is_dgram(&p->out, p->out_seq_start, p->out_seq_end))
+				return RM_OK; /* not a datagram's range: nothing to pair with */
+			k.family |= AGG_FAM_DGRAM;
+		}
 		if (agg_send_pairable(e, &p->out))
 			return agg_send_insert(e, r, &k, p->out_seq_start, p->out_seq_end);
 		e->st.ruled_sends++;

@@ -65,6 +65,7 @@ void agg_flow_free(struct agg_flow *f)
 {
 	free(f->sends);
 	free(f->wait);
+	free(f->dg);
 	free(f);
 }
 
@@ -159,8 +160,13 @@ void agg_flow_compact(struct agg_flow *f, int force)
 
 int agg_trigger(struct agg_pair *e, struct agg_flow *f, uint64_t a, uint64_t b)
 {
-	size_t i = agg_wait_lb(f, a > f->wmaxlen ? a - f->wmaxlen : 0), hi = agg_wait_lb(f, b);
+	size_t i, hi;
 	int rv;
+
+	if (f->k.family & AGG_FAM_DGRAM) /* receivers wait in their own numbering */
+		return agg_dgram_trigger(e, f);
+	i = agg_wait_lb(f, a > f->wmaxlen ? a - f->wmaxlen : 0);
+	hi = agg_wait_lb(f, b);
 
 	if (hi - i > AGG_MAX_WAKE) {
 		i = hi - AGG_MAX_WAKE;

@@ -8,6 +8,7 @@
  *                     position in that connection's unwrapped sequence space
  *   agg_pair_index.c  the send index: per connection, sends and waiting
  *                     receivers sorted by position, found without walks
+ *   agg_pair_dgram.c  datagrams: which send a received datagram is
  *   agg_pair.c        resolution: what a part is charged to, and when
  * Not thread-safe, as the engine.
  */
@@ -33,6 +34,16 @@
 #define AGG_FAM_CHAIN 0x10000U     /* the flow of a chain (not an address family) */
 #define AGG_CHAIN_LEN (1ULL << 20)
 /*
+ * A UDP flow (agg_pair_dgram.c): its key's family has AGG_FAM_DGRAM set;
+ * positions are the datagram counts of rm_part_def.h (RM_SEQ_DGRAM off),
+ * the sender's for sends, the receiver's for waiting receivers. It keeps at
+ * most AGG_DGRAM_BP breakpoints of the offset between the two, and a
+ * receiver looks past at most AGG_DGRAM_AHEAD sends of another length.
+ */
+#define AGG_FAM_DGRAM 0x20000U
+#define AGG_DGRAM_BP 16
+#define AGG_DGRAM_AHEAD 16
+/*
  * The work per part is bounded by design, whatever the stream: a receiver's
  * evaluation examines at most AGG_MAX_SCAN send entries (the bytes past
  * them go to V "too_many_sends"), an overlap check at most AGG_MAX_SCAN (a
@@ -50,6 +61,16 @@ struct agg_dist {
 };
 
 struct agg_flow;
+
+/* A UDP flow's offsets: from receiver position bp[i].r on, sender position = r + bp[i].d. */
+struct agg_dgram {
+	struct {
+		uint64_t r;
+		int64_t d;
+	} bp[AGG_DGRAM_BP];
+	size_t n;
+	int64_t lag; /* receiver's start - sender's end (node clocks) of the last match */
+};
 
 struct agg_rec {
 	uint64_t id;
@@ -117,6 +138,7 @@ struct agg_flow {
 	struct agg_wait *wait;
 	size_t nwait, capwait, livewait;
 	int gc;
+	struct agg_dgram *dg;  /* a UDP flow's offsets (NULL until its first receiver is matched) */
 };
 
 /* One step of the coverage sweep. */
@@ -224,6 +246,9 @@ void agg_flow_place(struct agg_flow *f, uint64_t start, uint64_t end, uint64_t *
 /* Whether [start, end) is a well-formed byte range (not longer than AGG_MAX_RANGE). */
 int agg_valid_range(uint64_t start, uint64_t end);
 
+/* Whether [start, end) on IP tuple t is one datagram's range (rm_part_def.h, RM_SEQ_DGRAM). */
+int agg_is_dgram(const struct rm_wtuple *t, uint64_t start, uint64_t end);
+
 /* ---- agg_pair_index.c: the send index ---- */
 
 /* Frees f and its arrays (not unlinked). */
@@ -255,6 +280,19 @@ int agg_send_insert(struct agg_pair *e, struct agg_rec *r, const struct agg_fkey
 
 /* Makes r a pending receiver of bytes [start, end) on flow key k. */
 int agg_wait_on(struct agg_pair *e, struct agg_rec *r, const struct agg_fkey *k, uint64_t start, uint64_t end);
+
+/* ---- agg_pair_dgram.c: datagrams ---- */
+
+/*
+ * Evaluates pending receiver r of a UDP flow as agg_eval does a byte
+ * range: the send its datagram is (see agg_pair_dgram.c), its distribution
+ * into e->acc, *done when r can be resolved now (when final: a datagram no
+ * send matches is V "unpaired", one whose sender is pending "past_horizon").
+ */
+int agg_dgram_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done);
+
+/* Queues the oldest receivers waiting on UDP flow f (at most AGG_MAX_WAKE). */
+int agg_dgram_trigger(struct agg_pair *e, struct agg_flow *f);
 
 /* ---- agg_pair.c: resolution ---- */
 

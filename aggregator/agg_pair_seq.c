@@ -95,6 +95,11 @@ static uint64_t agg_unwrap(const struct agg_flow *f, uint64_t seq)
 
 void agg_flow_place(struct agg_flow *f, uint64_t start, uint64_t end, uint64_t *a, uint64_t *b)
 {
+	if (f->k.family & AGG_FAM_DGRAM) { /* 62-bit counts: nothing wraps */
+		*a = start - RM_SEQ_DGRAM;
+		*b = end - RM_SEQ_DGRAM;
+		return;
+	}
 	*a = agg_unwrap(f, start);
 	*b = *a + (end - start);
 	f->ref = *a;
@@ -103,4 +108,9 @@ void agg_flow_place(struct agg_flow *f, uint64_t start, uint64_t end, uint64_t *
 int agg_valid_range(uint64_t start, uint64_t end)
 {
 	return end >= start && end - start <= AGG_MAX_RANGE;
+}
+
+int agg_is_dgram(const struct rm_wtuple *t, uint64_t start, uint64_t end)
+{
+	return agg_tuple_ip(t) && start >= RM_SEQ_DGRAM && end > start && end - start <= 65535;
 }

@@ -177,6 +177,7 @@ struct rm_dgram {
 	__u64 uaddr;   /* user address of the sockaddr the recv fills, 0: none pending */
 	__u64 seg_id;  /* the segment it began */
 	__u64 cookie;  /* its socket */
+	__u64 len;     /* its length */
 };
 
 struct {
@@ -185,6 +186,27 @@ struct {
 	__type(key, int);
 	__type(value, struct rm_dgram);
 } dgrams SEC(".maps");
+
+/*
+ * UDP pairing: the bytes of the datagrams counted so far on each directed
+ * flow of an INET datagram socket (tx: sent to, else received from, the
+ * remote end), which number each datagram for the aggregator
+ * (segmenter.h, rm_on_dgram_range). LRU: a flow evicted starts again at 0,
+ * which the aggregator's matching absorbs like a loss.
+ */
+struct rm_dkey {
+	__u64 cookie;
+	__u32 addr[4];
+	__u32 port;
+	__u32 tx;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct rm_dkey);
+	__type(value, __u64);
+} dflows SEC(".maps");
 
 struct rm_env {
 	__u64 window_ns;
@@ -857,10 +879,71 @@ static __noinline void rm_dgram_dest(struct rm_tuple *tp)
 }
 
 /*
+ * Counts a datagram of len bytes on the directed flow of socket `cookie`
+ * to or from addr:port (tx: sent): returns the bytes counted on the flow
+ * before it, or -1 if the flow could not be counted. Not inlined (below).
+ */
+static __noinline __s64 rm_dgram_count(__u64 cookie, const __u32 *addr, __u32 port, __u32 tx, __u64 len)
+{
+	struct rm_dkey k = {};
+	__u64 zero = 0, *c;
+
+	k.cookie = cookie;
+	k.addr[0] = addr[0];
+	k.addr[1] = addr[1];
+	k.addr[2] = addr[2];
+	k.addr[3] = addr[3];
+	k.port = port;
+	k.tx = tx;
+	c = bpf_map_lookup_elem(&dflows, &k);
+	if (!c) {
+		bpf_map_update_elem(&dflows, &k, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&dflows, &k);
+		if (!c)
+			return -1;
+	}
+	return (__s64)(__sync_fetch_and_add(c, len) & (RM_SEQ_DGRAM - 1));
+}
+
+/*
+ * A datagram of len bytes being sent on INET UDP socket tp: numbered on its
+ * flow if its remote end is known. Returns its range's start for
+ * rm_on_send (RM_SEQ_DGRAM + the bytes sent on the flow before it), or 0:
+ * not numbered, recorded without a range. Not inlined (above).
+ */
+static __noinline __u64 rm_dgram_send_seq(const struct rm_tuple *tp, __u64 len)
+{
+	__s64 start;
+
+	if (!tp->rport || (tp->family != AF_INET && tp->family != AF_INET6))
+		return 0;
+	start = rm_dgram_count(tp->cookie, tp->raddr, tp->rport, 1, len);
+	if (start < 0)
+		return 0;
+	return RM_SEQ_DGRAM + (__u64)start;
+}
+
+/*
+ * Thread t (current) began a segment with a datagram on a connected INET
+ * UDP socket tp (its sender is the socket's peer): number it at once.
+ */
+static __noinline void rm_dgram_rx_connected(struct rm_task *t, const struct rm_tuple *tp, __u64 len)
+{
+	__s64 start;
+
+	if (t->mode != RM_MODE_SEG || !tp->rport || (tp->family != AF_INET && tp->family != AF_INET6))
+		return;
+	start = rm_dgram_count(tp->cookie, tp->raddr, tp->rport, 0, len);
+	if (start >= 0)
+		rm_on_dgram_range(t, t->cur.seg_id, tp->cookie, (__u64)start, len);
+}
+
+/*
  * Thread t (current) began a segment with a datagram on unconnected socket
  * tp: remember where its recv writes the sender (it does after this hook).
  */
-RM_INLINE void rm_dgram_note(struct task_struct *task, const struct rm_task *t, const struct rm_tuple *tp)
+RM_INLINE void rm_dgram_note(struct task_struct *task, const struct rm_task *t, const struct rm_tuple *tp,
+			     __u64 len)
 {
 	__u64 ua = rm_syscall_sockaddr(0);
 	struct rm_dgram *d;
@@ -873,6 +956,7 @@ RM_INLINE void rm_dgram_note(struct task_struct *task, const struct rm_task *t, 
 	d->uaddr = ua;
 	d->seg_id = t->cur.seg_id;
 	d->cookie = tp->cookie;
+	d->len = len;
 }
 
 /*
@@ -894,8 +978,13 @@ static __noinline void rm_dgram_resolve(struct task_struct *task, struct rm_task
 	d = bpf_task_storage_get(&dgrams, task, 0, 0);
 	if (!d || !d->uaddr)
 		return;
-	if (rm_user_sockaddr(d->uaddr, t->cur.in.family, addr, &port) == 0)
+	if (rm_user_sockaddr(d->uaddr, t->cur.in.family, addr, &port) == 0) {
+		__s64 start = rm_dgram_count(d->cookie, addr, port, 0, d->len);
+
 		rm_on_dgram_src(t, d->seg_id, d->cookie, addr, port);
+		if (start >= 0)
+			rm_on_dgram_range(t, d->seg_id, d->cookie, (__u64)start, d->len);
+	}
 	d->uaddr = 0;
 }
 
@@ -963,7 +1052,9 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		if (cpu_counters)
 			rm_charge_cpu(&e, t, rm_win(&e, now), now, head);
 		if (rm_udp_unconnected(sk, &tup))
-			rm_dgram_note(task, t, &tup);
+			rm_dgram_note(task, t, &tup, ret);
+		else if (sk->sk_protocol == IPPROTO_UDP)
+			rm_dgram_rx_connected(t, &tup, ret);
 		return 0;
 	}
 	rm_dgram_resolve(task, t);
@@ -1033,6 +1124,14 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 	rm_dgram_resolve(task, t);
 	if (cpu_counters && own)
 		rm_ctr_cut(&e, own, task, now, 0);
+	if (!tcp && sk->sk_protocol == IPPROTO_UDP) {
+		__u64 ds = rm_dgram_send_seq(&tup, ret);
+
+		if (ds) {
+			start = ds;
+			has_seq = 1;
+		}
+	}
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
 	if (inb)
 		rm_inb_replied(inb);

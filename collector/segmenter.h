@@ -1128,6 +1128,29 @@ RM_INLINE void rm_on_dgram_src(struct rm_task *t, __u64 seg_id, __u64 cookie, co
 	p->in.rport = rport;
 }
 
+/*
+ * Datagrams between nodes are paired by the aggregator with the sends that
+ * produced them, one by one: each end counts the bytes of the datagrams of
+ * each directed flow (the kernel side, per socket and remote end), and a
+ * part carries its datagram as a range at RM_SEQ_DGRAM + that count
+ * (rm_part_def.h). A send's range goes through rm_on_send as a TCP range
+ * does (a part after a reply that sends several datagrams on one flow
+ * holds them as one range). The receiving segment's range is known once its sender
+ * is (rm_on_dgram_src, or at the recv on a connected socket): start is the
+ * receiver's count before this datagram, len its length. Nothing changes
+ * unless t still holds segment seg_id of socket `cookie`, with its sender.
+ */
+RM_INLINE void rm_on_dgram_range(struct rm_task *t, __u64 seg_id, __u64 cookie, __u64 start, __u64 len)
+{
+	struct rm_part *p = &t->cur;
+
+	if (t->mode == RM_MODE_NONE || p->seg_id != seg_id || p->in.cookie != cookie || !p->in.rport || !len)
+		return;
+	p->flags |= RM_PF_IN_SEQ;
+	p->in_seq_start = RM_SEQ_DGRAM + start;
+	p->in_seq_end = RM_SEQ_DGRAM + start + len;
+}
+
 /* Emit whatever t holds (collector shutdown, or a thread idle for long). */
 RM_INLINE void rm_sweep(struct rm_env *e, struct rm_task *t)
 {

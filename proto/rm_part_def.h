@@ -40,6 +40,16 @@
 			       Without: a record (no cost) anchoring chain parent_seg; an empty in
 			       tuple means the chain ended unanswered */
 
+/*
+ * Datagram ranges. With RM_PF_IN_SEQ / RM_PF_OUT_SEQ on a UDP (INET/INET6)
+ * tuple, a range at or above RM_SEQ_DGRAM is one datagram: RM_SEQ_DGRAM +
+ * the bytes of the datagrams counted before it on its directed flow, by the
+ * end that reports it (the sender counts what it sent, the receiver what it
+ * received: their counts differ by what was lost), and its length. TCP
+ * ranges (32-bit sequence numbers) stay below it.
+ */
+#define RM_SEQ_DGRAM 0x4000000000000000ULL
+
 /* Address families as on Linux (Tuple.family). */
 #define RM_AF_UNIX 1
 #define RM_AF_INET 2

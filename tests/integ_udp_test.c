@@ -35,6 +35,7 @@
 #include "tb_testutil.h"
 #include "tb_truth.h"
 #include "rm_hosts.h"
+#include "rm_usage.h"
 #include "banned.h"
 
 #define NCE 3
@@ -259,23 +260,13 @@ static void run_dns(void)
 static void run_once(void)
 {
 	pid_t agg, col;
-	int rv;
 
 	if (run.done)
 		return;
 	run.done = 1;
-	if (geteuid() != 0) {
+	if (rm_hosts_begin("udp", run.dir, sizeof(run.dir), run.db, sizeof(run.db), run.skip_why,
+			   sizeof(run.skip_why)) != 0) {
 		run.skipped = 1;
-		snprintf(run.skip_why, sizeof(run.skip_why), "network namespaces need root");
-		return;
-	}
-	snprintf(run.dir, sizeof(run.dir), "%s/udp", rm_test_tmpdir());
-	mkdir(run.dir, 0755);
-	snprintf(run.db, sizeof(run.db), "%s/rametr.db", run.dir);
-	if ((rv = rm_hosts_up()) != 0) {
-		run.skipped = 1;
-		snprintf(run.skip_why, sizeof(run.skip_why), "%s",
-			 rv == -1 ? "the testbed hosts stayed in use by another run" : "cannot create the hosts");
 		return;
 	}
 	start_rametr(&agg, &col);
@@ -292,38 +283,10 @@ static void run_once(void)
 	rm_hosts_cleanup();
 }
 
-/* Rametr's CPU per CE at "be" in [since, until) (values[i] for ces[i]), U and V; RM_OK or an error. */
+/* Rametr's CPU per CE at "be" in [since, until) (values[i] for ces[i]), U and V; as rm_usage_cpu. */
 static int rametr_cpu(int64_t since, int64_t until, uint64_t values[NCE], uint64_t *total, int64_t *v)
 {
-	struct st_query q = { since, until, "be", NULL, ST_R_CPU, 0 };
-	struct st_row *rows = NULL, *bad = NULL;
-	size_t nr = 0, nbad = 0, i, j;
-	st_db *d = NULL;
-	int rv;
-
-	memset(values, 0, NCE * sizeof(values[0]));
-	*total = 0;
-	*v = 0;
-	if ((rv = st_open(&d, run.db, ST_OPEN_READONLY)) != RM_OK)
-		return rv;
-	if ((rv = st_query_usage(d, &q, &rows, &nr)) == RM_OK) {
-		for (j = 0; j < nr; j++) {
-			*total = rows[j].total;
-			if (!strcmp(rows[j].ce, ST_CE_UNACCOUNTABLE))
-				*v = rows[j].residual;
-			for (i = 0; i < NCE; i++)
-				if (!strcmp(rows[j].ce, ces[i]))
-					values[i] = rows[j].value;
-		}
-		q.resource = -1;
-		rv = st_query_identity(d, &q, &bad, &nbad);
-		if (rv == RM_OK && nbad)
-			rv = RM_EPROTO; /* sum_c U_c + V = U, and the reasons explain V, in every window */
-	}
-	st_rows_free(bad);
-	st_rows_free(rows);
-	st_close(d);
-	return rv;
+	return rm_usage_cpu(run.db, "be", since, until, ces, NCE, values, total, v);
 }
 
 static void need_rametr(void)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,6 +95,32 @@ static inline int rm_hosts_up(void)
 	rm_hosts_own = 1;
 	rm_hosts_netns("down");
 	return rm_hosts_netns("up") == 0 ? 0 : -2;
+}
+
+/*
+ * The start of a test's one run on the hosts: as root, makes directory
+ * `sub` under the test's temporary directory (its path into dir, and
+ * rametr.db there into db) and brings the hosts up. Returns 0, or nonzero
+ * with the reason the test skips in why.
+ */
+static inline int rm_hosts_begin(const char *sub, char *dir, size_t dirlen, char *db, size_t dblen, char *why,
+				 size_t whylen)
+{
+	int rv;
+
+	if (geteuid() != 0) {
+		snprintf(why, whylen, "network namespaces need root");
+		return 1;
+	}
+	snprintf(dir, dirlen, "%s/%s", rm_test_tmpdir(), sub);
+	mkdir(dir, 0755);
+	snprintf(db, dblen, "%s/rametr.db", dir);
+	if ((rv = rm_hosts_up()) != 0) {
+		snprintf(why, whylen, "%s",
+			 rv == -1 ? "the testbed hosts stayed in use by another run" : "cannot create the hosts");
+		return 1;
+	}
+	return 0;
 }
 
 /*
