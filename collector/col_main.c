@@ -264,8 +264,7 @@ static void col_usage(FILE *f)
 		"  --cpu-slices       ebpf: CPU cut into slices by a hook on every context switch instead\n"
 		"                     of read from each thread's own scheduler counters at its socket,\n"
 		"                     disk and exit events and at window ends (docs/cpu-counters.md);\n"
-		"                     the follow options (follow-replies is on by default) need the hook,\n"
-		"                     so counters are used only with --no-follow-replies\n"
+		"                     --follow-wakeups needs the hook and implies this\n"
 		"  --exclude-pid PID  ebpf: never segment process PID (repeatable); the collector itself\n"
 		"                     and processes named rametr* (a local aggregator, rametrctl) never are\n"
 		"  --count-rametr     ebpf: segment processes named rametr* like any other\n"
@@ -467,7 +466,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 {
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
 				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies,
-				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups && !o->follow_replies,
+				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups,
 				   .exclude_rametr = !o->count_rametr, .ring_bytes = o->ring_bytes };
 	size_t i;
 	struct col_bpf_stats st;
