@@ -1205,10 +1205,19 @@ RM_INLINE void rm_ctr_cont(struct rm_env *e, struct rm_task *t, __u64 at, __u64 
  * chain's first block anchors it to the request answered or folds it
  * (rm_cont_block), and a segment of a serving thread ends (rm_seg_wait).
  * The counters do not tell a wait for disk I/O from one for an event:
- * every wait counts as a wait for an event.
+ * every wait counts as a wait for an event. A serving thread that waits
+ * holding no request and no chain begins its next chain after a wait
+ * (RM_CHAIN_SLEPT): that chain is no reply's tail, and its first block
+ * must not fold it. (The slice path charges the CPU between a reply and
+ * the wait, which begins the chain before it; here the counter may have
+ * shown none at an edge in between, and a thread woken by a hand-off and
+ * preempted in its job has the job's CPU before the preemption counted
+ * before its next wait.)
  */
 RM_INLINE void rm_ctr_block(struct rm_env *e, struct rm_task *t, __u64 at)
 {
+	if (t->mode == RM_MODE_ASSOC && e->follow_replies && (t->chain_st & RM_CHAIN_SERVER))
+		t->chain_st |= RM_CHAIN_SLEPT;
 	rm_cont_block(e, t, at);
 	rm_seg_wait(e, t, at);
 	t->tail = 0;
