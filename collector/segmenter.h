@@ -689,6 +689,8 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	rm_flush(e, t);
 	id = rm_next_seg_id(e);
 	rm_seg_begin(e, t, now, id);
+	if (!t->chain)
+		t->chain_st &= ~(__u32)RM_CHAIN_SLEPT; /* a chain begun after this segment has not slept yet */
 	if (srv)
 		t->chain_st |= RM_CHAIN_REQ;
 	else
@@ -1230,12 +1232,16 @@ RM_INLINE void rm_ctr_block(struct rm_env *e, struct rm_task *t, __u64 at)
  * segment ends at its first wait, and what follows goes to a chain that its
  * reply anchors, most often to the same request); a chain that outlived a
  * wait keeps the CPU after its later waits (RM_CHAIN_SLEPT), unless it was
- * anchored from its start (RM_CHAIN_DONE, which ends at its first wait).
+ * anchored from its start (RM_CHAIN_DONE, which ends at its first wait);
+ * so does the chain a serving thread that holds no request begins after a
+ * wait.
  */
-RM_INLINE int rm_ctr_keeps(const struct rm_task *t)
+RM_INLINE int rm_ctr_keeps(const struct rm_env *e, const struct rm_task *t)
 {
 	return t->mode == RM_MODE_SEG ||
-	       (t->mode == RM_MODE_CONT && (t->chain_st & (RM_CHAIN_SLEPT | RM_CHAIN_DONE)) == RM_CHAIN_SLEPT);
+	       (t->mode == RM_MODE_CONT && (t->chain_st & (RM_CHAIN_SLEPT | RM_CHAIN_DONE)) == RM_CHAIN_SLEPT) ||
+	       (t->mode == RM_MODE_ASSOC && e->follow_replies &&
+		(t->chain_st & (RM_CHAIN_SERVER | RM_CHAIN_SLEPT)) == (RM_CHAIN_SERVER | RM_CHAIN_SLEPT));
 }
 
 /*
@@ -1277,7 +1283,7 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 		rm_ctr_spread(e, t, mid, now, head);
 		head = 0;
 	} else {
-		if (waits == 1 || rm_ctr_keeps(t)) {
+		if (waits == 1 || rm_ctr_keeps(e, t)) {
 			rm_ctr_cont(e, t, from, d - head);
 			rm_ctr_spread(e, t, from, mid, d - head);
 		} else {
