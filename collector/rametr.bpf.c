@@ -5,12 +5,13 @@
  * Hooks only what loads on a locked-down kernel and costs nothing on
  * unrelated syscalls (docs/kernel.md): tp_btf sock_send_length /
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
- * sched_process_fork / exit (thread lineage) and block_rq_issue (disk).
+ * sched_process_fork / exit (thread lineage) and block_rq_issue (disk);
+ * with follow-replies, sched_waking (hand-offs inside a process).
  * On-CPU time and run-queue wait: by default (cpu_counters) from each
  * thread's own scheduler counters read at those edges and by a task
  * iterator at each window's end, with no hook on context switches
  * (docs/cpu-counters.md); with the slice path, sched_switch (run-queue wait
- * from the scheduler's own sched_info: no wake-up hooks).
+ * from the scheduler's own sched_info).
  * Segments are cut by segmenter.h, the same code the replay backend runs in
  * user space; per-thread state lives in task storage, and one part per
  * (thread, segment, window) goes to the ring buffer, not one per syscall,
