@@ -1266,7 +1266,9 @@ RM_INLINE int rm_ctr_keeps(const struct rm_env *e, const struct rm_task *t)
  * request begins a continuation chain (rm_ctr_cont).
  * Without a wait the head is spread over [now - head, now] (the thread ran
  * all that time) and the rest over the time before it (rm_ctr_spread);
- * after a wait the head is charged to now's window. Run-queue wait goes to a part in a segment or
+ * after a wait the CPU before it is placed right after `from` (d - head ns
+ * from then on: what a thread runs after an edge and before it waits
+ * mostly follows the edge at once) and the head is charged to now's window. Run-queue wait goes to a part in a segment or
  * continuation. Returns the head ns to charge, or 0.
  */
 RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u64 now, __u64 d, __u64 head,
@@ -1283,13 +1285,19 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 		rm_ctr_spread(e, t, mid, now, head);
 		head = 0;
 	} else {
+		/* the CPU before the first wait ran right after the last edge:
+		 * a thread in a reply's tail runs it and waits (the wait decides
+		 * where it goes, in the window it ran in, as at a switch), not
+		 * spread over its sleep */
+		__u64 blk = mid - from > d - head ? from + (d - head) : mid;
+
 		if (waits == 1 || rm_ctr_keeps(e, t)) {
 			rm_ctr_cont(e, t, from, d - head);
-			rm_ctr_spread(e, t, from, mid, d - head);
+			rm_ctr_spread(e, t, from, blk, d - head);
 		} else {
-			rm_ctr_spread(e, 0, from, mid, d - head);
+			rm_ctr_spread(e, 0, from, blk, d - head);
 		}
-		rm_ctr_block(e, t, mid);
+		rm_ctr_block(e, t, blk);
 		if (!recv || (t->mode != RM_MODE_ASSOC && t->mode != RM_MODE_NONE)) {
 			rm_ctr_cont(e, t, mid, head);
 			rm_charge_cpu(e, t, rm_win(e, now), now, head);

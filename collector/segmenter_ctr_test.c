@@ -392,6 +392,28 @@ static void test_fr_tail_handback(void)
 	fr_identity();
 }
 
+/*
+ * A reply's tail, then a sleep across two window ends: the 50 ns before the
+ * wait ran right after the reply, in its window, and go to request 1 whole
+ * (spread over the sleep, a share would have left in an earlier window's
+ * part before the wait was seen, and the tail would have gone to the next
+ * reply).
+ */
+static void test_fr_tail_window(void)
+{
+	int n;
+
+	fr_setup();
+	env.window_ns = 1000;
+	fr_reply(&w, 1, 0, 100, 0);
+	rm_ctr_edge(&env, &w, 100, 2500, 50, 0, 1, 0, 0);
+	CU_ASSERT_EQUAL(w.mode, RM_MODE_ASSOC);
+	CU_ASSERT_EQUAL(fr_anchored(1, &n), 50);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 50);
+	CU_ASSERT_EQUAL(slots[1].busy_ns + slots[2].busy_ns, 0);
+}
+
 static CU_TestInfo cases[] = {
 	{ "CPU over an interval is split at window edges by time, summing exactly", test_spread },
 	{ "CPU over more windows than kept is spread over the last ones", test_spread_old },
@@ -406,6 +428,8 @@ static CU_TestInfo cases[] = {
 	  test_fr_two_waits },
 	{ "follow-replies: a reply's tail, then a hand-off back to the reader: the reader's work is the request's",
 	  test_fr_tail_handback },
+	{ "follow-replies: a tail before a wait across window ends stays whole in its window, the request's",
+	  test_fr_tail_window },
 	CU_TEST_INFO_NULL,
 };
 
