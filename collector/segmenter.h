@@ -1230,15 +1230,17 @@ RM_INLINE void rm_ctr_block(struct rm_env *e, struct rm_task *t, __u64 at)
  * CPU charged as t is charged now, whichever wait it came after? A segment
  * keeps its CPU across waits (with follow-replies a serving thread's
  * segment ends at its first wait, and what follows goes to a chain that its
- * reply anchors, most often to the same request); a chain that outlived a
+ * reply anchors, most often to the same request; but at a recv that chain
+ * would have been folded, the thread was a reader back in its loop: the
+ * share after the first wait is not known and none of it is kept); a chain that outlived a
  * wait keeps the CPU after its later waits (RM_CHAIN_SLEPT), unless it was
  * anchored from its start (RM_CHAIN_DONE, which ends at its first wait);
  * so does the chain a serving thread that holds no request begins after a
  * wait.
  */
-RM_INLINE int rm_ctr_keeps(const struct rm_env *e, const struct rm_task *t)
+RM_INLINE int rm_ctr_keeps(const struct rm_env *e, const struct rm_task *t, int recv)
 {
-	return t->mode == RM_MODE_SEG ||
+	return (t->mode == RM_MODE_SEG && !(recv && e->follow_replies && (t->chain_st & RM_CHAIN_SERVER))) ||
 	       (t->mode == RM_MODE_CONT && (t->chain_st & (RM_CHAIN_SLEPT | RM_CHAIN_DONE)) == RM_CHAIN_SLEPT) ||
 	       (t->mode == RM_MODE_ASSOC && e->follow_replies &&
 		(t->chain_st & (RM_CHAIN_SERVER | RM_CHAIN_SLEPT)) == (RM_CHAIN_SERVER | RM_CHAIN_SLEPT));
@@ -1291,7 +1293,7 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 		 * spread over its sleep */
 		__u64 blk = mid - from > d - head ? from + (d - head) : mid;
 
-		if (waits == 1 || rm_ctr_keeps(e, t)) {
+		if (waits == 1 || rm_ctr_keeps(e, t, recv)) {
 			rm_ctr_cont(e, t, from, d - head);
 			rm_ctr_spread(e, t, from, blk, d - head);
 		} else {

@@ -414,6 +414,29 @@ static void test_fr_tail_window(void)
 	CU_ASSERT_EQUAL(slots[1].busy_ns + slots[2].busy_ns, 0);
 }
 
+/*
+ * A reader that read request 1 and waited twice before reading request 2
+ * (a contended lock on the way to its queue, then its poll): its segment
+ * ended at the first wait, what came after was its loop, and which share
+ * came before is not known: none of the 80 ns before it last got the CPU
+ * is request 1's; its 20 ns since are request 2's head. The same two waits
+ * before a reply keep all of it in the segment (the chain after the first
+ * wait would have been anchored to the same request).
+ */
+static void test_fr_reader_waits(void)
+{
+	fr_setup();
+	fr_recv(&r, 1, 0);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &r, 0, 500, 100, 20, 2, 0, 1), 20);
+	CU_ASSERT_EQUAL(r.mode, RM_MODE_ASSOC);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 80);
+	fr_setup();
+	fr_recv(&r, 1, 0);
+	rm_ctr_edge(&env, &r, 0, 500, 100, 20, 2, 0, 0);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 0);
+	fr_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "CPU over an interval is split at window edges by time, summing exactly", test_spread },
 	{ "CPU over more windows than kept is spread over the last ones", test_spread_old },
@@ -430,6 +453,8 @@ static CU_TestInfo cases[] = {
 	  test_fr_tail_handback },
 	{ "follow-replies: a tail before a wait across window ends stays whole in its window, the request's",
 	  test_fr_tail_window },
+	{ "follow-replies: a reader's two waits before its next recv: none of it is the last request's",
+	  test_fr_reader_waits },
 	CU_TEST_INFO_NULL,
 };
 
