@@ -689,8 +689,6 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	rm_flush(e, t);
 	id = rm_next_seg_id(e);
 	rm_seg_begin(e, t, now, id);
-	if (!t->chain)
-		t->chain_st &= ~(__u32)RM_CHAIN_SLEPT; /* a chain begun after this segment has not slept yet */
 	if (srv)
 		t->chain_st |= RM_CHAIN_REQ;
 	else
@@ -1281,6 +1279,8 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 	if (head > d)
 		head = d;
 	mid = now - head > from ? now - head : from;
+	if (t->mode == RM_MODE_SEG && !t->chain)
+		t->chain_st &= ~(__u32)RM_CHAIN_SLEPT; /* not since its recv: a chain begun after it has not slept */
 	if (!waits) {
 		rm_ctr_cont(e, t, from, d);
 		rm_ctr_spread(e, t, from, mid, d - head);
