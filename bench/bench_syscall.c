@@ -329,7 +329,7 @@ static int profile(int cfd, int stage, const struct col_sink *sink)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: bench_syscall [--rounds N] [--breakdown] [--profile-only] [--ring BYTES]\n"
-		   "                     [--follow-wakeups] [--cpu-slices] [--no-follow-replies]\n"
+		   "                     [--follow-wakeups] [--cpu-slices] [--cpu-counters] [--no-follow-replies]\n"
 		   "  --rounds N    alternating rounds, 3..%d (default 9)\n"
 		   "  --breakdown   also run the collector's benchmark stages (rametr.h RM_STAGE_*)\n"
 		   "  --profile-only  only the profile lines (hook run times), no alternating rounds\n"
@@ -361,6 +361,8 @@ int main(int argc, char **argv)
 			cpu_counters = 0;
 		} else if (!strcmp(argv[i], "--no-follow-replies")) {
 			follow_replies = 0;
+		} else if (!strcmp(argv[i], "--cpu-counters")) {
+			cpu_counters = 1; /* the collector's option of that name: this program's default */
 		} else if (!strcmp(argv[i], "--follow-wakeups")) {
 			follow_wakeups = 1;
 			cpu_counters = 0; /* wake-up chains need the context-switch hook */
