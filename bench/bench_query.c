@@ -9,7 +9,9 @@
  * windows of the last minutes, and the current day, hour and minute
  * buckets (which every write reaches), the 1 min, 1 h and 1 day series
  * summed over servers and the calendar months per server (from those
- * rows, as the writes leave them). The 1 min and 1 s series are not
+ * rows, as the writes leave them), and the packed day series (every
+ * settled day, packed by st_rollup calls as the aggregator makes them,
+ * timed). The 1 min and 1 s series are not
  * generated for the whole month (1.1e9 and 5.4e10 rows): the queries below
  * read no other rows of them, and the size per day of each series is
  * computed from the bytes per row measured here. Values are integers that
@@ -21,6 +23,8 @@
  *   usage --since END-30d --until END --step 1d --group-by ce --top 10
  *   bill --period 2026-11 --share-unaccountable weighted (one charge
  *   period: the month; and --charge-period day)
+ *   usage --since END-30d --until END --step 1d --group-by server, and
+ *   --group-by ce, and -o json
  * each run several times (median printed), output to /dev/null, each also
  * as a ratio to a yardstick timed in the same run between the queries (the
  * machine is shared and noisy): one plain scan of the 30 days' per-server
@@ -57,6 +61,7 @@
 #define HOUR (3600 * SEC)
 #define DAY (86400 * SEC)
 #define END (1796042096LL * SEC) /* 2026-11-30T12:34:56Z */
+#define NQ 10 /* queries timed */
 
 struct gen {
 	sqlite3 *h;
@@ -376,7 +381,7 @@ int main(int argc, char **argv)
 		{ "writes", required_argument, NULL, 'w' },  { NULL, 0, NULL, 0 },
 	};
 	struct gen g = { .tenants = 100, .servers = 50, .x = 42 };
-	char path[512] = "", since[40], until[40], args[7][1024], load[128] = "?";
+	char path[512] = "", since[40], until[40], args[NQ][1024], load[128] = "?";
 	int keep = 0, reuse = 0, runs = 5, writes = 0, ch, i;
 	int64_t r1m = floor_to(END - 2 * MIN, MIN), r1h = floor_to(r1m, HOUR), r1d = floor_to(r1h, DAY);
 	int64_t edge = floor_to(END - 30 * DAY, HOUR);
@@ -389,8 +394,9 @@ int main(int argc, char **argv)
 	};
 	const double per_day[4] = { 1, 24, 1440, 86400 };
 	const double keep_days[4] = { 0, 395, 30, 2 }; /* defaults; 1d: for ever */
-	double t0, yard[64], q_ms[8], q_cpu[8], y_ms;
-	long long ce_bytes = 0, ce_rows = 0;
+	double t0, yard[64], q_ms[NQ], q_cpu[NQ], y_ms;
+	long long ce_bytes = 0, ce_rows = 0, pack_bytes = 0;
+	int pack_days = 0;
 	FILE *f;
 	st_db *db;
 
@@ -494,6 +500,31 @@ int main(int argc, char **argv)
 			ce_rows = sqlite3_column_int64(cs, 0);
 		sqlite3_finalize(cs);
 	}
+	{
+		/* the packed day series, as the aggregator's st_rollup calls leave
+		 * it: every settled day packed, one a call (retention kept off:
+		 * the generated rows are what the queries read) */
+		struct st_retention all = { { 0, 0, 0, 0 } };
+		sqlite3_stmt *cs;
+		double ts = now_s();
+		long long before = db_bytes(g.h);
+		int more = 1, calls = 0;
+
+		if (st_open(&db, path, 0) != RM_OK)
+			return 1;
+		while (more && calls++ < 1000)
+			if (st_rollup(db, &all, &more) != RM_OK)
+				return 1;
+		st_close(db);
+		pack_bytes = db_bytes(g.h) - before;
+		if (prep(g.h, "SELECT count(DISTINCT win_start) FROM r_pack", &cs))
+			return 1;
+		if (sqlite3_step(cs) == SQLITE_ROW)
+			pack_days = sqlite3_column_int(cs, 0);
+		sqlite3_finalize(cs);
+		printf("  packed %d days in %d st_rollup calls: %8.1f MB in %.1f s\n", pack_days, calls,
+		       pack_bytes / 1e6, now_s() - ts);
+	}
 	sqlite3_close(g.h);
 	printf("  built in %.1f s\n\nsize per day of retention (bytes per row measured above):\n",
 	       now_s() - t0);
@@ -524,6 +555,9 @@ int main(int argc, char **argv)
 	}
 	printf("  month series: %d rows a month (about %.1f MB), kept for ever\n",
 	       g.servers * ST_R_COUNT * (g.tenants + 1), g.servers * ST_R_COUNT * (g.tenants + 1) * 52.0 / 1e6);
+	if (pack_days > 0)
+		printf("  1d packed: %d rows/day (one per server and resource), %.2f MB/day, kept with the 1d "
+		       "series (for ever)\n", g.servers * ST_R_COUNT, pack_bytes / 1e6 / pack_days);
 
 timed:
 	fmt_time(END - 30 * DAY, since, sizeof(since));
@@ -541,6 +575,12 @@ timed:
 		 path);
 	snprintf(args[6], sizeof(args[6]), "bill --db '%s' --period 2026-11 --share-unaccountable weighted "
 		 "--charge-period day", path);
+	snprintf(args[7], sizeof(args[7]), "usage --db '%s' --since %s --until %s --step 1d --group-by server",
+		 path, since, until);
+	snprintf(args[8], sizeof(args[8]), "usage --db '%s' --since %s --until %s --step 1d --group-by ce",
+		 path, since, until);
+	snprintf(args[9], sizeof(args[9]), "usage --db '%s' --since %s --until %s --step 1d -o json", path,
+		 since, until);
 	if ((f = fopen("/proc/loadavg", "r"))) {
 		if (!fgets(load, sizeof(load), f))
 			snprintf(load, sizeof(load), "?");
@@ -548,18 +588,18 @@ timed:
 		fclose(f);
 	}
 	/* the yardstick between the queries, the queries' medians */
-	for (i = 0; i < 7; i++) {
+	for (i = 0; i < NQ; i++) {
 		if ((yard[i] = scan_ms(path, floor_to(END - 30 * DAY, DAY), floor_to(END, DAY) + DAY)) < 0 ||
 		    (q_ms[i] = time_cmd(args[i], runs, &q_cpu[i])) < 0)
 			return 1;
 	}
-	qsort(yard, 7, sizeof(yard[0]), cmp_d);
-	y_ms = yard[3];
+	qsort(yard, NQ, sizeof(yard[0]), cmp_d);
+	y_ms = yard[NQ / 2];
 	printf("\nqueries over 30 days (median of %d runs, rametrctl process included; loadavg %s);\n"
 	       "yardstick: a plain scan of the 30 days' per-server day rows in this process, median %.1f ms\n"
 	       "(%.1f .. %.1f over the run); cpu: user + system time of the process\n", runs, load, y_ms,
-	       yard[0], yard[6]);
-	for (i = 0; i < 7; i++)
+	       yard[0], yard[NQ - 1]);
+	for (i = 0; i < NQ; i++)
 		printf("  %8.1f ms  %6.3f x yardstick  cpu %7.1f ms  rametrctl %.*s %s\n", q_ms[i],
 		       q_ms[i] / y_ms, q_cpu[i], (int)strcspn(args[i], " "), args[i],
 		       i ? strstr(args[i], "' ") + 2 : "");

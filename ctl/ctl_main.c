@@ -92,7 +92,8 @@ static const char ctl_help_times[] =
 	"  now                                                   the current time\n"
 	"  30s, 10m, 2h, 7d                                      that long before now\n"
 	"  1714564800                                            Unix seconds\n"
-	"Defaults: --since 0 (everything), --until now.\n";
+	"Defaults: --since 0 (everything), --until now; usage without --since: from the\n"
+	"first stored window to the end of the last (or to --until).\n";
 
 static const char ctl_help_db[] =
 	"The database is --db PATH, else $RAMETR_DB, else " CTL_DEFAULT_DB ";\n"
@@ -128,6 +129,37 @@ static void ctl_query(const struct ctl_opts *o, struct st_query *q)
 	q->per_window = o->per_window;
 }
 
+/* The left-out note under a table that shows the top CEs by default. */
+static void ctl_left_note(const struct ctl_opts *o, size_t top, size_t left)
+{
+	if (left && top != o->top)
+		printf("(the %d largest CEs per period%s and resource; %zu smaller rows left out:\n"
+		       " --top N for more, --top all or -o csv|json for every row)\n", CTL_TABLE_TOP,
+		       o->by & CTL_BY_SERVER ? ", server" : "", left);
+}
+
+/* Usage per whole day grouped by server (and CE), from the packed days. */
+static int ctl_run_days(st_db *db, const struct ctl_opts *o, const struct st_query *q, size_t top)
+{
+	struct ctl_days x;
+	int rv;
+
+	ctl_days_init(&x, stdout, o->fmt, o->by, o->show_v, top);
+	rv = st_query_days(db, q, ctl_days_add, &x);
+	if (rv == RM_EINVAL && x.in)
+		rm_log_error("failed to group the usage: a sum exceeds the int64 limit");
+	if (rv == RM_OK && (rv = ctl_days_finish(&x)) == RM_OK) {
+		ctl_left_note(o, top, x.left_out);
+		rv = ctl_flush(stdout);
+		if (rv)
+			ctl_print_rows_err("usage", rv);
+	} else if (rv == RM_EIO || rv == RM_ENOMEM) {
+		ctl_print_rows_err("usage", rv);
+	}
+	ctl_days_free(&x);
+	return rv ? CTL_EXIT_FAIL : CTL_EXIT_OK;
+}
+
 /* Measured usage grouped per o->by (and per period of o->step_ns). */
 static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 {
@@ -142,6 +174,9 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 		top = CTL_TABLE_TOP;
 	ctl_query(o, &q);
 	q.per_window = 0;
+	/* whole days per server: one packed row per server, resource and day */
+	if (o->step_ns == CTL_DAY_NS && (o->by & CTL_BY_SERVER) && !o->ce)
+		return ctl_run_days(db, o, &q, top);
 	/* without servers in the rows, storage sums them over servers */
 	if (!(o->by & CTL_BY_SERVER))
 		rv = st_query_usage_all(db, &q, o->step_ns, &rows, &n);
@@ -159,10 +194,8 @@ static int ctl_run_grouped(st_db *db, const struct ctl_opts *o)
 	}
 	rv = ctl_usage_print(stdout, o->fmt, g, ng, o->by, o->step_ns != 0);
 	free(g);
-	if (rv == RM_OK && left && top != o->top)
-		printf("(the %d largest CEs per period%s and resource; %zu smaller rows left out:\n"
-		       " --top N for more, --top all or -o csv|json for every row)\n", CTL_TABLE_TOP,
-		       o->by & CTL_BY_SERVER ? ", server" : "", left);
+	if (rv == RM_OK)
+		ctl_left_note(o, top, left);
 	if (rv || (rv = ctl_flush(stdout)) != 0) {
 		ctl_print_rows_err("usage", rv);
 		return CTL_EXIT_FAIL;
@@ -519,9 +552,12 @@ static void ctl_help_cmd(const struct ctl_cmd *c)
 		       "                      (seed 002 Algorithm 1); cpu only, same columns\n");
 	printf("  -h, --help          this help\n\n");
 	if (c->run == ctl_run_usage)
-		printf("The table shows cpu as core-hours (AMOUNT) and cores (AVERAGE over the\n"
-		       "period), bytes in B/KiB/MiB/GiB and per second; SHARE is the amount as a\n"
-		       "percentage of the total U of the group's servers for that resource.\n"
+		printf("The table shows cpu in core-h, core-min, core-s or core-ms (AMOUNT: the\n"
+		       "largest unit it reaches 1 in) and cores (AVERAGE over the period), bytes\n"
+		       "in B/KiB/MiB/GiB and per second (more digits below 1: 0.000123 cores);\n"
+		       "SHARE is the amount as a percentage of the total U of the group's\n"
+		       "servers for that resource. Without --since the period starts at the\n"
+		       "first stored window and ends at the end of the last (or at --until).\n"
 		       "%s = U - sum of all CEs (negative: more charged than measured).\n"
 		       "JSON and CSV carry raw integers (ns or bytes, see unit) and the period\n"
 		       "(period_start, period_end: UTC, end exclusive). With --per-window or\n"
@@ -648,6 +684,24 @@ static int ctl_align_step(const char *cmd, struct ctl_opts *o)
 		return ctl_usage_error(cmd);
 	}
 	return 0;
+}
+
+/* usage without --since: the period starts at the first stored window and,
+ * without --until, ends at the end of the last (not at 1970 and now, which
+ * would average the amounts over decades). Nothing stored: left as it is. */
+static int ctl_stored_period(st_db *db, struct ctl_opts *o, int until_given)
+{
+	int64_t first, end;
+	int rv = st_stored_span(db, &first, &end);
+
+	if (rv == RM_ENOENT)
+		return 0;
+	if (rv != RM_OK)
+		return CTL_EXIT_FAIL;
+	if (!until_given)
+		o->until_ns = end;
+	o->since_ns = first < o->until_ns ? first : o->until_ns;
+	return o->step_ns ? ctl_align_step("usage", o) : 0;
 }
 
 /* Edit distance of a and b (both at most ST_NAME_MAX bytes). */
@@ -945,6 +999,10 @@ static int ctl_main_cmd(const struct ctl_cmd *c, int argc, char **argv)
 	if ((o.server && (rv = ctl_check_known(db, "server", o.server)) != 0) ||
 	    (o.ce && strcmp(o.ce, ST_CE_UNACCOUNTABLE) != 0 &&
 	     (rv = ctl_check_known(db, "ce", o.ce)) != 0)) {
+		st_close(db);
+		return rv;
+	}
+	if (c->run == ctl_run_usage && !since && (rv = ctl_stored_period(db, &o, until != NULL)) != 0) {
 		st_close(db);
 		return rv;
 	}

@@ -58,10 +58,33 @@ char *ctl_fmt_share(int64_t v, uint64_t total, char *buf, size_t len)
 		snprintf(buf, len, "-");
 		return buf;
 	}
-	/* hundredths of a percent: round(|v| * 10000 / total) */
+	/* hundredths of a percent: round(|v| * 10000 / total); by hand, not
+	 * printf: a table may have a hundred thousand rows */
 	h = ((unsigned __int128)ctl_abs(v) * 20000 + total) / ((unsigned __int128)total * 2);
-	snprintf(buf, len, "%s%llu.%02llu%%", v < 0 && h ? "-" : "",
-		 (unsigned long long)(h / 100), (unsigned long long)(h % 100));
+	{
+		char t[48], *p = t + sizeof(t);
+		unsigned __int128 x = h;
+
+		*--p = '\0';
+		*--p = '%';
+		*--p = (char)('0' + (int)(x % 10));
+		x /= 10;
+		*--p = (char)('0' + (int)(x % 10));
+		x /= 10;
+		*--p = '.';
+		do {
+			*--p = (char)('0' + (int)(x % 10));
+			x /= 10;
+		} while (x);
+		if (v < 0 && h)
+			*--p = '-';
+		if (len) {
+			size_t l = strnlen(p, len - 1);
+
+			memcpy(buf, p, l);
+			buf[l] = '\0';
+		}
+	}
 	return buf;
 }
 

@@ -35,7 +35,7 @@
 #define S1_SPLIT_0 3ULL
 #define S1_SPLIT_1 4ULL
 
-static char out[1 << 16], err[1 << 14];
+static char out[1 << 18], err[1 << 14];
 
 static const char *binary(void)
 {
@@ -136,9 +136,18 @@ static void expect_secs(char *buf, size_t len, double ns)
 	snprintf(buf, len, "%.3f s", ns / 1e9);
 }
 
-static void expect_hours(char *buf, size_t len, double ns)
+/* cpu in the largest of core-h, core-min, core-s, core-ms it reaches 1 in
+ * (values of at least 1 core-ms: two decimals) */
+static void expect_cpu(char *buf, size_t len, double ns)
 {
-	snprintf(buf, len, "%.2f core-h", ns / 3.6e12);
+	if (ns >= 3.6e12)
+		snprintf(buf, len, "%.2f core-h", ns / 3.6e12);
+	else if (ns >= 60e9)
+		snprintf(buf, len, "%.2f core-min", ns / 60e9);
+	else if (ns >= 1e9)
+		snprintf(buf, len, "%.2f core-s", ns / 1e9);
+	else
+		snprintf(buf, len, "%.2f core-ms", ns / 1e6);
 }
 
 static void expect_share(char *buf, size_t len, double v, double total)
@@ -178,6 +187,24 @@ static void test_formatting(void)
 	}
 	ctl_fmt_share(-250, 1000, a, sizeof(a));
 	CU_ASSERT_STRING_EQUAL(a, "-25.00%");
+
+	/* the table's units: small amounts stay readable */
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 0, a, sizeof(a)), "0.00 core-h");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 27 * 3600 * SEC / 4, a, sizeof(a)), "6.75 core-h");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 90 * SEC, a, sizeof(a)), "1.50 core-min");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 1234567891, a, sizeof(a)), "1.23 core-s");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, -565432110, a, sizeof(a)), "-565.43 core-ms");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 1234, a, sizeof(a)), "0.00123 core-ms");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 1, a, sizeof(a)), "0.00000100 core-ms");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_NET_RX, 4096, a, sizeof(a)), "4.00 KiB");
+	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_NET_RX, 1000, a, sizeof(a)), "1000 B");
+	/* 1 ms of cpu over a day: 1.157e-8 cores; 100 B a day: 0.001157 B/s */
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_CPU, 1000000, 86400 * SEC, a, sizeof(a)),
+			       "0.0000000116 cores");
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_NET_TX, 100, 86400 * SEC, a, sizeof(a)), "0.00116 B/s");
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_CPU, 3 * SEC, 2 * SEC, a, sizeof(a)), "1.50 cores");
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_CPU, 0, 2 * SEC, a, sizeof(a)), "0.00 cores");
+	CU_ASSERT_STRING_EQUAL(ctl_human_rate(ST_R_DISK_READ, 3 << 20, 2 * SEC, a, sizeof(a)), "1.50 MiB/s");
 }
 
 static void test_usage_table(void)
@@ -196,13 +223,16 @@ static void test_usage_table(void)
 	CU_ASSERT_EQUAL(count_lines(out), 8);
 
 	CU_ASSERT_FATAL(find_line("s1", "web", "cpu", line, sizeof(line)));
-	expect_hours(v, sizeof(v), (double)web);
+	expect_cpu(v, sizeof(v), (double)web);
 	expect_share(s, sizeof(s), (double)web, (double)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, s));
+	/* without --since the period is the stored one, [T0, T0 + 2 W): the
+	 * average is web / 20 s = 0.0867 cores (over decades it was 0.00) */
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, " 0.0867 cores "));
 
 	CU_ASSERT_FATAL(find_line("s1", ST_CE_UNACCOUNTABLE, "cpu", line, sizeof(line)));
-	expect_hours(v, sizeof(v), (double)vrow);
+	expect_cpu(v, sizeof(v), (double)vrow);
 	expect_share(s, sizeof(s), (double)vrow, (double)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, v));
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, s));
@@ -248,11 +278,14 @@ static void test_usage_table(void)
 
 static void test_usage_json_csv(void)
 {
-	char args[700], expect[512];
+	char args[700], expect[512], t0[64], t_end[64];
 	uint64_t s1_cpu_tot = S1_TOT_0 + S1_TOT_1, web = S1_WEB_0 + S1_WEB_1;
 	const char *p, *until = "2024-01-01T00:00:00Z";
 	int objs = 0;
 
+	/* without --since the period starts at the first stored window (T0) */
+	ctl_time_format(T0, t0, sizeof(t0));
+	ctl_time_format(T0 + 2 * W, t_end, sizeof(t_end));
 	snprintf(args, sizeof(args), "usage --db '%s' -o json --until %s", fixture(), until);
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
 	CU_ASSERT_EQUAL(out[0], '[');
@@ -266,10 +299,10 @@ static void test_usage_json_csv(void)
 		 (unsigned long long)web, (unsigned long long)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
 	snprintf(expect, sizeof(expect),
-		 "{\"period_start\": \"1970-01-01T00:00:00Z\", \"period_end\": \"%s\", \"server\": \"s1\", "
+		 "{\"period_start\": \"%s\", \"period_end\": \"%s\", \"server\": \"s1\", "
 		 "\"ce\": \"%s\", \"resource\": \"net_rx\", \"value\": %llu, "
 		 "\"total\": %llu, \"unit\": \"bytes\"}",
-		 until, ST_CE_UNACCOUNTABLE, S1_RX_TOT - S1_RX_WEB, S1_RX_TOT);
+		 t0, until, ST_CE_UNACCOUNTABLE, S1_RX_TOT - S1_RX_WEB, S1_RX_TOT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
 	CU_ASSERT_PTR_NULL(strstr(out, "window_start"));
 
@@ -277,9 +310,18 @@ static void test_usage_json_csv(void)
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
 	CU_ASSERT_EQUAL(strncmp(out, "period_start,period_end,server,ce,resource,value,total,unit\n", 59), 0);
 	CU_ASSERT_EQUAL(count_lines(out), 8);
-	snprintf(expect, sizeof(expect), "Z,s1,%s,cpu,%llu,%llu,ns\n", ST_CE_UNACCOUNTABLE,
+	/* ... and without --until ends at the end of the last (T0 + 2 W) */
+	snprintf(expect, sizeof(expect), "%s,%s,s1,%s,cpu,%llu,%llu,ns\n", t0, t_end, ST_CE_UNACCOUNTABLE,
 		 (unsigned long long)(s1_cpu_tot - web - S1_DB_0), (unsigned long long)s1_cpu_tot);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, expect));
+	/* --since still means what it says */
+	snprintf(args, sizeof(args), "usage --db '%s' -o csv --since 0 --until %s", fixture(), until);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1970-01-01T00:00:00Z,"));
+	/* an --until before the first window: an empty period, nothing */
+	snprintf(args, sizeof(args), "usage --db '%s' -o csv --until %lld", fixture(), T0 / SEC - 1);
+	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
+	CU_ASSERT_EQUAL(count_lines(out), 1);
 
 	/* Empty result: valid JSON and a CSV header. */
 	snprintf(args, sizeof(args), "usage --db '%s' -o json --until 2000-01-01", fixture());
@@ -308,7 +350,7 @@ static void test_filters_and_windows(void)
 		 fixture(), t);
 	CU_ASSERT_EQUAL_FATAL(run(NULL, args), 0);
 	CU_ASSERT(find_line("s1", "web", "cpu", expect, sizeof(expect)));
-	expect_hours(v, sizeof(v), (double)S1_WEB_1);
+	expect_cpu(v, sizeof(v), (double)S1_WEB_1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(expect, v));
 	CU_ASSERT_PTR_NULL(strstr(out, " db "));
 	CU_ASSERT_PTR_NULL(strstr(out, "net_rx"));
@@ -719,6 +761,172 @@ static void test_table_default_top(void)
 	CU_ASSERT_EQUAL(run(NULL, args), 2);
 }
 
+/* usage --step 1d grouped by server (and CE) reads whole days from the
+ * packed day series (and the days not packed yet from the day rows): its
+ * output equals, byte for byte, grouping the storage's per-day rows. */
+static void test_days_as_rows(void)
+{
+	static const char *const variants[] = {
+		"-o csv", "-o json", "", "--top all", "--top 2 -o csv", "--no-unaccountable -o csv",
+		"--group-by server -o csv", "--group-by server", "--no-unaccountable --group-by server,resource",
+		"--server s2 --resource net_rx -o json", "--since 1699920000 -o csv",
+	};
+	const int64_t d0 = 1700006400LL * SEC, day = 86400 * SEC;
+	struct st_retention keep = { { 0, 0, 0, 0 } };
+	char path[300], args[900], *exp = NULL;
+	int64_t since = d0, until = d0 + 4 * day;
+	size_t i, elen;
+	int more = 1, d, sv, r, c;
+	st_db *db;
+
+	snprintf(path, sizeof(path), "%.200s/days.db", rm_test_tmpdir());
+	unlink(path);
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(st_begin(db), RM_OK);
+	for (d = 0; d < 4; d++)
+		for (sv = 0; sv < 2; sv++)
+			for (r = 0; r < ST_R_COUNT; r++) {
+				const char *server = sv ? "s2" : "s1";
+				int64_t t = d0 + d * day + (int64_t)(r + 1) * 3600 * SEC;
+				uint64_t sum = 0;
+
+				if (sv == 1 && r == ST_R_DISK_WRITE && d == 2) { /* a total alone */
+					CU_ASSERT_EQUAL(st_add_total(db, server, t, W, r, 999, 0), RM_OK);
+					continue;
+				}
+				for (c = 0; c < 13; c++) { /* ties between CEs: by name */
+					char ce[16];
+					uint64_t v = (uint64_t)((c + d + sv) % 4 + 1) * 1000 + (uint64_t)r;
+
+					snprintf(ce, sizeof(ce), "ce%02d", (c * 5) % 13);
+					CU_ASSERT_EQUAL(st_add_usage(db, server, t, W, r, ce, v), RM_OK);
+					sum += v;
+				}
+				CU_ASSERT_EQUAL(st_add_unacct(db, server, t, W, r, "lost", 30), RM_OK);
+				/* s2 cpu on day 1: more charged than measured (V < 0) */
+				CU_ASSERT_EQUAL(st_add_total(db, server, t, W, r,
+							     sv && !r && d == 1 ? sum - 100 : sum + 500, 8 * W), RM_OK);
+			}
+	CU_ASSERT_EQUAL_FATAL(st_commit(db), RM_OK);
+	/* days 0 and 1 packed, 2 and 3 read from the day rows */
+	CU_ASSERT_EQUAL(st_horizon_set(db, d0 + 2 * day + 3600 * SEC), RM_OK);
+	while (more)
+		CU_ASSERT_EQUAL_FATAL(st_rollup(db, &keep, &more), RM_OK);
+
+	for (i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		const char *v = variants[i];
+		enum ctl_fmt fmt = strstr(v, "json") ? CTL_FMT_JSON : strstr(v, "csv") ? CTL_FMT_CSV : CTL_FMT_TABLE;
+		unsigned by = strstr(v, "group-by server") ? CTL_BY_SERVER : CTL_BY_SERVER | CTL_BY_CE;
+		size_t top = strstr(v, "--top 2") ? 2 : fmt == CTL_FMT_TABLE && !strstr(v, "--top") &&
+							       (by & CTL_BY_CE) ? 10 : 0;
+		struct st_query q = { since, until, NULL, NULL, -1, 0 };
+		struct st_row *rows;
+		struct ctl_urow *g;
+		size_t n, ng, left = 0;
+		FILE *m;
+
+		if (strstr(v, "--server")) {
+			q.server = "s2";
+			q.resource = ST_R_NET_RX;
+		}
+		if (strstr(v, "--since 1699920000"))
+			q.since_ns = 1699920000LL * SEC;
+		CU_ASSERT_EQUAL_FATAL(st_query_usage_step(db, &q, day, &rows, &n), RM_OK);
+		CU_ASSERT_EQUAL_FATAL(ctl_usage_group(rows, n, by, !strstr(v, "no-unacc"), top, q.since_ns,
+						      q.until_ns, &g, &ng, &left), RM_OK);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m = open_memstream(&exp, &elen));
+		CU_ASSERT_EQUAL(ctl_usage_print(m, fmt, g, ng, by, 1), RM_OK);
+		if (left && top == 10)
+			fprintf(m, "(the 10 largest CEs per period, server and resource; %zu smaller rows left "
+				   "out:\n --top N for more, --top all or -o csv|json for every row)\n", left);
+		fclose(m);
+		snprintf(args, sizeof(args), "usage --db '%s' --since %lld --until %lld --step 1d %s", path,
+			 (long long)(since / SEC), (long long)(until / SEC), v);
+		CU_ASSERT_EQUAL(run(NULL, args), 0);
+		if (strcmp(out, exp) != 0)
+			fprintf(stderr, "differs for '%s':\n%s\n-- expected --\n%s\n", v, out, exp);
+		CU_ASSERT_STRING_EQUAL(out, exp);
+		CU_ASSERT(ng > 0);
+		CU_ASSERT(top != 10 || left == 4 * 2 * ST_R_COUNT * 3 - 3);
+		free(exp);
+		exp = NULL;
+		free(g);
+		st_rows_free(rows);
+	}
+	st_close(db);
+}
+
+/* The usage table is laid out as ctl_table_print lays out a table of the
+ * same cells (its own printer avoids fixed-size cells and printf). */
+static void test_usage_table_layout(void)
+{
+	struct ctl_urow rows[40];
+	struct ctl_table t = { .ncol = 0 };
+	char *a = NULL, *b = NULL;
+	size_t la, lb, i, k;
+	unsigned by;
+	FILE *m;
+
+	memset(rows, 0, sizeof(rows));
+	for (i = 0; i < 40; i++) {
+		struct ctl_urow *r = &rows[i];
+
+		snprintf(r->server, sizeof(r->server), "%s", i % 3 ? "srv-1" : "a-much-longer-server-name");
+		snprintf(r->ce, sizeof(r->ce), "%s", i % 7 ? "ce" : ST_CE_UNACCOUNTABLE);
+		r->resource = (enum st_resource)(i % ST_R_COUNT);
+		r->start_ns = (int64_t)(i / 10) * 86400 * SEC;
+		r->end_ns = r->start_ns + 86400 * SEC;
+		r->value = i % 11 == 5 ? -(int64_t)(i * 977) : (int64_t)((i * i * i) << (i % 40));
+		r->total = i % 13 == 4 ? 0 : (uint64_t)llabs(r->value) * 3 + 1;
+	}
+	for (by = CTL_BY_SERVER; by <= (CTL_BY_SERVER | CTL_BY_CE); by++) {
+		t.ncol = 0;
+		t.n = 0;
+		memset(t.right, 0, sizeof(t.right));
+		t.head[t.ncol++] = "PERIOD";
+		if (by & CTL_BY_SERVER)
+			t.head[t.ncol++] = "SERVER";
+		if (by & CTL_BY_CE)
+			t.head[t.ncol++] = "CE";
+		t.head[t.ncol++] = "RESOURCE";
+		t.right[t.ncol] = 1;
+		t.head[t.ncol++] = "AMOUNT";
+		t.right[t.ncol] = 1;
+		t.head[t.ncol++] = "AVERAGE";
+		t.right[t.ncol] = 1;
+		t.head[t.ncol++] = "SHARE";
+		for (i = 0; i < 40; i++) {
+			char(*c)[CTL_CELL] = ctl_table_row(&t);
+
+			CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+			k = 0;
+			ctl_time_format(rows[i].start_ns, c[k++], CTL_CELL);
+			if (by & CTL_BY_SERVER)
+				snprintf(c[k++], CTL_CELL, "%.63s", rows[i].server);
+			if (by & CTL_BY_CE)
+				snprintf(c[k++], CTL_CELL, "%.63s", rows[i].ce);
+			snprintf(c[k++], CTL_CELL, "%s", st_resource_name(rows[i].resource));
+			ctl_human_amount(rows[i].resource, rows[i].value, c[k++], CTL_CELL);
+			ctl_human_rate(rows[i].resource, rows[i].value, 86400 * SEC, c[k++], CTL_CELL);
+			ctl_fmt_share(rows[i].value, rows[i].total, c[k++], CTL_CELL);
+		}
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m = open_memstream(&a, &la));
+		ctl_table_print(m, &t);
+		fclose(m);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m = open_memstream(&b, &lb));
+		CU_ASSERT_EQUAL(ctl_usage_print(m, CTL_FMT_TABLE, rows, 40, by, 1), RM_OK);
+		fclose(m);
+		if (strcmp(a, b))
+			fprintf(stderr, "%s\n--- generic ---\n%s\n", b, a);
+		CU_ASSERT_STRING_EQUAL(b, a);
+		CU_ASSERT(la > 40 * 40);
+		free(a);
+		free(b);
+		a = b = NULL;
+	}
+	free(t.cells);
+}
+
 static CU_TestInfo cases[] = {
 	{ "usage: steps, groups, top, calendar, units, rolled up", test_usage_steps_groups },
 	{ "amount and share formatting", test_formatting },
@@ -731,6 +939,8 @@ static CU_TestInfo cases[] = {
 	{ "help and exit codes", test_exit_codes },
 	{ "grouped by server and ce: each row its own group", test_group_each_row },
 	{ "a table shows the largest CEs by default", test_table_default_top },
+	{ "usage --step 1d from the packed days: as the rows", test_days_as_rows },
+	{ "the usage table laid out as any table", test_usage_table_layout },
 	CU_TEST_INFO_NULL,
 };
 

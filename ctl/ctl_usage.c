@@ -310,14 +310,35 @@ fail:
 
 /* ---- output ---- */
 
-/* v / div with 2 decimals, rounded half away from zero. */
-static void ctl_dec2(char *buf, size_t len, int64_t v, unsigned __int128 div, const char *unit)
+/* v / div (div > 0) with 2 decimals, or with as many more (up to 12) as
+ * three significant digits need when |v| / div < 1: 0.000123 cores rather
+ * than 0.00. Rounded half away from zero, exact (integers); formatted by
+ * hand, not printf (a table may have a hundred thousand rows). */
+static void ctl_dec(char *buf, size_t len, int64_t v, unsigned __int128 div, const char *unit)
 {
 	unsigned __int128 a = v < 0 ? (unsigned __int128)(-(v + 1)) + 1 : (unsigned __int128)v;
-	unsigned __int128 c = (a * 200 + div) / (div * 2);
+	unsigned __int128 p = 100, c;
+	char t[128], *e = t + sizeof(t) - 1 - strnlen(unit, 63);
+	int d = 2, i, neg;
 
-	snprintf(buf, len, "%s%llu.%02llu %s", v < 0 && c ? "-" : "", (unsigned long long)(c / 100),
-		 (unsigned long long)(c % 100), unit);
+	while (a && d < 12 && a * p < div * 100) {
+		p *= 10;
+		d++;
+	}
+	c = (a * p * 2 + div) / (div * 2);
+	neg = v < 0 && c != 0; /* "-" unless it rounds to zero */
+	memcpy(e, unit, strnlen(unit, 63) + 1);
+	*--e = ' ';
+	for (i = 0; i < d; i++, c /= 10)
+		*--e = (char)('0' + (int)(c % 10));
+	*--e = '.';
+	do {
+		*--e = (char)('0' + (int)(c % 10));
+		c /= 10;
+	} while (c);
+	if (neg)
+		*--e = '-';
+	ctl_copy_name(buf, len, e);
 }
 
 /* Bytes (per second when per > 1) in B, KiB, ... TiB, PiB. */
@@ -333,8 +354,9 @@ static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char
 		if (per == 1) {
 			snprintf(buf, len, "%lld B", (long long)v);
 		} else {
-			snprintf(u, sizeof(u), "B%s", suffix);
-			ctl_dec2(buf, len, v, per, u);
+			ctl_copy_name(u, sizeof(u), "B");
+			ctl_copy_name(u + 1, sizeof(u) - 1, suffix);
+			ctl_dec(buf, len, v, per, u);
 		}
 		return;
 	}
@@ -342,16 +364,30 @@ static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char
 		div *= 1024;
 		i++;
 	}
-	snprintf(u, sizeof(u), "%s%s", units[i], suffix);
-	ctl_dec2(buf, len, v, div * per, u);
+	ctl_copy_name(u, sizeof(u), units[i]);
+	ctl_copy_name(u + 3, sizeof(u) - 3, suffix);
+	ctl_dec(buf, len, v, div * per, u);
 }
 
 char *ctl_human_amount(enum st_resource r, int64_t v, char *buf, size_t len)
 {
-	if (r == ST_R_CPU)
-		ctl_dec2(buf, len, v, (unsigned __int128)3600 * 1000000000ULL, "core-h");
-	else
+	/* cpu in the largest of core-h, core-min, core-s, core-ms that is at
+	 * least 1 (0 in core-h) */
+	static const struct {
+		uint64_t ns;
+		const char *unit;
+	} cpu[] = { { 3600000000000ULL, "core-h" }, { 60000000000ULL, "core-min" },
+		    { 1000000000ULL, "core-s" }, { 1000000ULL, "core-ms" } };
+	uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	size_t i = 0;
+
+	if (r != ST_R_CPU) {
 		ctl_bytes(buf, len, v, 1, "");
+		return buf;
+	}
+	while (a && a < cpu[i].ns && i + 1 < sizeof(cpu) / sizeof(cpu[0]))
+		i++;
+	ctl_dec(buf, len, v, cpu[i].ns, cpu[i].unit);
 	return buf;
 }
 
@@ -360,7 +396,7 @@ char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf
 	if (period_ns <= 0)
 		snprintf(buf, len, "-");
 	else if (r == ST_R_CPU)
-		ctl_dec2(buf, len, v, (unsigned __int128)period_ns, "cores");
+		ctl_dec(buf, len, v, (unsigned __int128)period_ns, "cores");
 	else if (period_ns < 1000000000LL)
 		snprintf(buf, len, "-");
 	else
@@ -368,60 +404,200 @@ char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf
 	return buf;
 }
 
+/* Appends cell c padded to width w (right-aligned or not; the last
+ * column unpadded), after the separator unless first: ctl_table_print's
+ * layout. Returns the end. */
+static char *ctl_cell(char *p, const char *c, size_t w, int right, int first, int last)
+{
+	size_t l = strlen(c);
+
+	if (!first) {
+		*p++ = ' ';
+		*p++ = ' ';
+	}
+	if (right && l < w) {
+		memset(p, ' ', w - l);
+		p += w - l;
+	}
+	memcpy(p, c, l);
+	p += l;
+	if (!right && !last && l < w) {
+		memset(p, ' ', w - l);
+		p += w - l;
+	}
+	return p;
+}
+
+/* The formatted cells of a row that are not the row's own strings. */
+struct ctl_fcells {
+	char amount[32], rate[32], share[32];
+};
+
+/* A row of the table: names by pointer (a grouped row's own, or interned). */
+struct ctl_trow {
+	const char *server, *ce;
+	enum st_resource resource;
+	int64_t start_ns, end_ns, value;
+	uint64_t total;
+};
+
+/*
+ * The table of grouped rows, laid out as ctl_table_print would lay it out
+ * (columns padded to their widest cell) without a fixed-size cell per
+ * column and row and without printf: a --step 1d table may have a hundred
+ * thousand rows. Periods are formatted once per distinct start.
+ */
+static int ctl_table_rows(FILE *f, const struct ctl_trow *rows, size_t n, unsigned by, int per_period)
+{
+	const char *head[CTL_MAXCOL];
+	int right[CTL_MAXCOL] = { 0 };
+	size_t w[CTL_MAXCOL], ncol = 0, i, c;
+	struct ctl_fcells *fc;
+	char period[40] = "", line[CTL_MAXCOL * 112], *p;
+	const char *cells[CTL_MAXCOL];
+	int64_t pstart = 0;
+	int have_p = 0;
+
+	if (!n) {
+		fprintf(f, "no usage recorded in the selected range\n");
+		return RM_OK;
+	}
+	if (per_period)
+		head[ncol++] = "PERIOD";
+	if (by & CTL_BY_SERVER)
+		head[ncol++] = "SERVER";
+	if (by & CTL_BY_CE)
+		head[ncol++] = "CE";
+	head[ncol++] = "RESOURCE";
+	right[ncol] = 1;
+	head[ncol++] = "AMOUNT";
+	right[ncol] = 1;
+	head[ncol++] = "AVERAGE";
+	right[ncol] = 1;
+	head[ncol++] = "SHARE";
+	if (!(fc = malloc(n * sizeof(*fc))))
+		return RM_ENOMEM;
+	for (c = 0; c < ncol; c++)
+		w[c] = strlen(head[c]);
+	/* pass 1: format and measure; pass 2: print */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass) {
+			p = line;
+			for (c = 0; c < ncol; c++)
+				p = ctl_cell(p, head[c], w[c], right[c], c == 0, c + 1 == ncol);
+			*p++ = '\n';
+			fwrite(line, 1, (size_t)(p - line), f);
+		}
+		have_p = 0;
+		for (i = 0; i < n; i++) {
+			const struct ctl_trow *r = &rows[i];
+
+			if (per_period && (!have_p || r->start_ns != pstart)) {
+				ctl_time_format(pstart = r->start_ns, period, sizeof(period));
+				have_p = 1;
+			}
+			if (!pass) {
+				ctl_human_amount(r->resource, r->value, fc[i].amount, sizeof(fc[i].amount));
+				ctl_human_rate(r->resource, r->value, r->end_ns - r->start_ns, fc[i].rate,
+					       sizeof(fc[i].rate));
+				ctl_fmt_share(r->value, r->total, fc[i].share, sizeof(fc[i].share));
+			}
+			c = 0;
+			if (per_period)
+				cells[c++] = period;
+			if (by & CTL_BY_SERVER)
+				cells[c++] = r->server;
+			if (by & CTL_BY_CE)
+				cells[c++] = r->ce;
+			cells[c++] = st_resource_name(r->resource);
+			cells[c++] = fc[i].amount;
+			cells[c++] = fc[i].rate;
+			cells[c++] = fc[i].share;
+			if (!pass) {
+				for (c = 0; c < ncol; c++) {
+					size_t l = strlen(cells[c]);
+
+					if (l > w[c])
+						w[c] = l;
+				}
+				continue;
+			}
+			p = line;
+			for (c = 0; c < ncol; c++)
+				p = ctl_cell(p, cells[c], w[c], right[c], c == 0, c + 1 == ncol);
+			*p++ = '\n';
+			fwrite(line, 1, (size_t)(p - line), f);
+		}
+	}
+	free(fc);
+	return RM_OK;
+}
+
 static int ctl_usage_table(FILE *f, const struct ctl_urow *rows, size_t n, unsigned by,
 			   int per_period)
 {
-	struct ctl_table t = { .ncol = 0 };
-	char(*c)[CTL_CELL];
-	size_t i, k;
+	struct ctl_trow *t = n ? malloc(n * sizeof(*t)) : NULL;
+	size_t i;
+	int rv;
 
-	if (per_period)
-		t.head[t.ncol++] = "PERIOD";
-	if (by & CTL_BY_SERVER)
-		t.head[t.ncol++] = "SERVER";
-	if (by & CTL_BY_CE)
-		t.head[t.ncol++] = "CE";
-	t.head[t.ncol++] = "RESOURCE";
-	t.right[t.ncol] = 1;
-	t.head[t.ncol++] = "AMOUNT";
-	t.right[t.ncol] = 1;
-	t.head[t.ncol++] = "AVERAGE";
-	t.right[t.ncol] = 1;
-	t.head[t.ncol++] = "SHARE";
-	for (i = 0; i < n; i++) {
-		const struct ctl_urow *r = &rows[i];
+	if (n && !t)
+		return RM_ENOMEM;
+	for (i = 0; i < n; i++)
+		t[i] = (struct ctl_trow){ rows[i].server, rows[i].ce, rows[i].resource, rows[i].start_ns,
+					  rows[i].end_ns, rows[i].value, rows[i].total };
+	rv = ctl_table_rows(f, t, n, by, per_period);
+	free(t);
+	return rv;
+}
 
-		if (!(c = ctl_table_row(&t))) {
-			free(t.cells);
-			return RM_ENOMEM;
-		}
-		k = 0;
-		if (per_period)
-			ctl_time_format(r->start_ns, c[k++], CTL_CELL);
-		if (by & CTL_BY_SERVER)
-			snprintf(c[k++], CTL_CELL, "%s", r->server);
-		if (by & CTL_BY_CE)
-			snprintf(c[k++], CTL_CELL, "%s", r->ce);
-		snprintf(c[k++], CTL_CELL, "%s", st_resource_name(r->resource));
-		ctl_human_amount(r->resource, r->value, c[k++], CTL_CELL);
-		ctl_human_rate(r->resource, r->value, r->end_ns - r->start_ns, c[k++], CTL_CELL);
-		ctl_fmt_share(r->value, r->total, c[k++], CTL_CELL);
-	}
-	if (t.n)
-		ctl_table_print(f, &t);
+/* The CSV header or the JSON "[" of grouped rows. */
+static void ctl_usage_head(FILE *f, enum ctl_fmt fmt, unsigned by)
+{
+	if (fmt == CTL_FMT_CSV)
+		fprintf(f, "period_start,period_end%s%s,resource,value,total,unit\n",
+			by & CTL_BY_SERVER ? ",server" : "", by & CTL_BY_CE ? ",ce" : "");
 	else
-		fprintf(f, "no usage recorded in the selected range\n");
-	free(t.cells);
-	return RM_OK;
+		fputc('[', f);
+}
+
+/* The formatted period of the previous record: rows share periods. */
+struct ctl_period_cache {
+	char s[40], e[40];
+	int64_t s_ns, e_ns;
+	int set;
+};
+
+/* One JSON object or CSV line of grouped row r. */
+static void ctl_usage_rec(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *r, unsigned by, int first,
+			  struct ctl_period_cache *pc)
+{
+	struct rm_field fl[CTL_MAXCOL + 2];
+	size_t nf = 0;
+
+	if (!pc->set || r->start_ns != pc->s_ns)
+		ctl_time_format(pc->s_ns = r->start_ns, pc->s, sizeof(pc->s));
+	if (!pc->set || r->end_ns != pc->e_ns)
+		ctl_time_format(pc->e_ns = r->end_ns, pc->e, sizeof(pc->e));
+	pc->set = 1;
+	fl[nf++] = (struct rm_field){ "period_start", pc->s, 0 };
+	fl[nf++] = (struct rm_field){ "period_end", pc->e, 0 };
+	if (by & CTL_BY_SERVER)
+		fl[nf++] = (struct rm_field){ "server", r->server, 0 };
+	if (by & CTL_BY_CE)
+		fl[nf++] = (struct rm_field){ "ce", r->ce, 0 };
+	fl[nf++] = (struct rm_field){ "resource", st_resource_name(r->resource), 0 };
+	fl[nf++] = (struct rm_field){ "value", NULL, r->value };
+	fl[nf++] = (struct rm_field){ "total", NULL,
+				      r->total > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->total };
+	fl[nf++] = (struct rm_field){ "unit", st_resource_unit(r->resource), 0 };
+	ctl_record(f, fmt, fl, nf, first);
 }
 
 int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size_t n, unsigned by,
 		    int per_period)
 {
-	struct rm_field fl[CTL_MAXCOL + 2];
-	char s[40], e[40];
-	int64_t s_ns = INT64_MIN, e_ns = INT64_MIN; /* what s and e hold: rows share periods */
-	size_t i, nf;
+	struct ctl_period_cache pc = { .set = 0 };
+	size_t i;
 	int rv;
 
 	if (fmt == CTL_FMT_TABLE) {
@@ -429,33 +605,229 @@ int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *rows, size
 			return rv;
 		return ctl_flush(f);
 	}
-	if (fmt == CTL_FMT_CSV)
-		fprintf(f, "period_start,period_end%s%s,resource,value,total,unit\n",
-			by & CTL_BY_SERVER ? ",server" : "", by & CTL_BY_CE ? ",ce" : "");
-	else
-		fputc('[', f);
-	for (i = 0; i < n; i++) {
-		const struct ctl_urow *r = &rows[i];
-
-		nf = 0;
-		if (r->start_ns != s_ns || s_ns == INT64_MIN)
-			ctl_time_format(s_ns = r->start_ns, s, sizeof(s));
-		if (r->end_ns != e_ns || e_ns == INT64_MIN)
-			ctl_time_format(e_ns = r->end_ns, e, sizeof(e));
-		fl[nf++] = (struct rm_field){ "period_start", s, 0 };
-		fl[nf++] = (struct rm_field){ "period_end", e, 0 };
-		if (by & CTL_BY_SERVER)
-			fl[nf++] = (struct rm_field){ "server", r->server, 0 };
-		if (by & CTL_BY_CE)
-			fl[nf++] = (struct rm_field){ "ce", r->ce, 0 };
-		fl[nf++] = (struct rm_field){ "resource", st_resource_name(r->resource), 0 };
-		fl[nf++] = (struct rm_field){ "value", NULL, r->value };
-		fl[nf++] = (struct rm_field){ "total", NULL,
-					      r->total > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->total };
-		fl[nf++] = (struct rm_field){ "unit", st_resource_unit(r->resource), 0 };
-		ctl_record(f, fmt, fl, nf, i == 0);
-	}
+	ctl_usage_head(f, fmt, by);
+	for (i = 0; i < n; i++)
+		ctl_usage_rec(f, fmt, &rows[i], by, i == 0, &pc);
 	if (fmt == CTL_FMT_JSON)
 		fputs(n ? "\n]\n" : "]\n", f);
 	return ctl_flush(f);
+}
+
+/* ---- whole days from the packed day series ---- */
+
+struct ctl_days_int {
+	struct ctl_ent {
+		const char *ce;
+		uint64_t value;
+	} *ents;
+	size_t ecap;
+	struct ctl_trow *rows; /* table: the rows kept */
+	size_t cap;
+	char **names;          /* interned server and CE names: hash slots */
+	size_t nslot, nnames;
+	struct ctl_period_cache pc;
+};
+
+/* The interned copy of name (valid until ctl_days_free), NULL on ENOMEM. */
+static const char *ctl_intern(struct ctl_days_int *in, const char *name)
+{
+	uint64_t h = 1469598103934665603ULL;
+	const unsigned char *p;
+	size_t j;
+
+	if ((in->nnames + 1) * 2 > in->nslot) {
+		size_t nslot = in->nslot ? in->nslot * 2 : 256, i;
+		char **slot = calloc(nslot, sizeof(*slot));
+
+		if (!slot)
+			return NULL;
+		for (i = 0; i < in->nslot; i++) {
+			if (!in->names[i])
+				continue;
+			for (h = 1469598103934665603ULL, p = (const unsigned char *)in->names[i]; *p; p++)
+				h = (h ^ *p) * 1099511628211ULL;
+			for (j = h & (nslot - 1); slot[j]; j = (j + 1) & (nslot - 1))
+				;
+			slot[j] = in->names[i];
+		}
+		free(in->names);
+		in->names = slot;
+		in->nslot = nslot;
+		h = 1469598103934665603ULL;
+	}
+	for (p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	for (j = h & (in->nslot - 1); in->names[j]; j = (j + 1) & (in->nslot - 1))
+		if (strcmp(in->names[j], name) == 0)
+			return in->names[j];
+	if (!(in->names[j] = strdup(name)))
+		return NULL;
+	in->nnames++;
+	return in->names[j];
+}
+
+/* Stable merge sort of e[0..n) by value, largest first (tmp: n entries).
+ * The entries come sorted by name, so ties stay by name: the order of
+ * st_query_usage_step, without comparing names. */
+static void ctl_ent_sort(struct ctl_ent *e, struct ctl_ent *tmp, size_t n)
+{
+	size_t h = n / 2, i = 0, j, k = 0;
+
+	if (n < 2)
+		return;
+	ctl_ent_sort(e, tmp, h);
+	ctl_ent_sort(e + h, tmp, n - h);
+	for (j = h; i < h && j < n;)
+		tmp[k++] = e[j].value > e[i].value ? e[j++] : e[i++];
+	while (i < h)
+		tmp[k++] = e[i++];
+	memcpy(e, tmp, k * sizeof(*e)); /* the rest e[j..n) is in place */
+}
+
+/* The top n of e[0..m) (sorted by name) into e[0..n), in the order of
+ * ctl_ent_sort: one pass, each entry compared with the smallest kept. */
+static void ctl_ent_top(struct ctl_ent *e, size_t m, size_t n)
+{
+	size_t k = 0, i, j;
+
+	for (i = 0; i < m; i++) {
+		struct ctl_ent x = e[i];
+
+		if (k == n && x.value <= e[k - 1].value)
+			continue;
+		/* after every kept entry of at least its value (ties by name) */
+		for (j = k < n ? k : n - 1; j > 0 && e[j - 1].value < x.value; j--)
+			e[j] = e[j - 1];
+		e[j] = x;
+		if (k < n)
+			k++;
+	}
+}
+
+void ctl_days_init(struct ctl_days *x, FILE *f, enum ctl_fmt fmt, unsigned by, int show_v, size_t top)
+{
+	memset(x, 0, sizeof(*x));
+	x->f = f;
+	x->fmt = fmt;
+	x->by = by;
+	x->show_v = show_v;
+	x->top = top;
+}
+
+/* One grouped row: kept for the table, printed at once otherwise. */
+static int ctl_days_emit(struct ctl_days *x, const struct st_day *d, const char *ce, int64_t value)
+{
+	const char *server = x->by & CTL_BY_SERVER ? d->server : "";
+	int64_t end = d->start_ns + 86400 * 1000000000LL;
+	struct ctl_days_int *in = x->in;
+	struct ctl_urow u;
+
+	if (x->fmt == CTL_FMT_TABLE) {
+		struct ctl_trow *t;
+
+		if (x->n == in->cap) {
+			size_t cap = in->cap ? in->cap * 2 : 4096;
+			struct ctl_trow *v = realloc(in->rows, cap * sizeof(*v));
+
+			if (!v)
+				return RM_ENOMEM;
+			in->rows = v;
+			in->cap = cap;
+		}
+		t = &in->rows[x->n];
+		if (!(t->server = ctl_intern(in, server)) || !(t->ce = ctl_intern(in, ce)))
+			return RM_ENOMEM;
+		t->resource = d->resource;
+		t->start_ns = d->start_ns;
+		t->end_ns = end;
+		t->value = value;
+		t->total = d->total;
+		x->n++;
+		return RM_OK;
+	}
+	ctl_copy_name(u.server, sizeof(u.server), server);
+	ctl_copy_name(u.ce, sizeof(u.ce), ce);
+	u.resource = d->resource;
+	u.start_ns = d->start_ns;
+	u.end_ns = end;
+	u.value = value;
+	u.total = d->total;
+	if (x->n == 0)
+		ctl_usage_head(x->f, x->fmt, x->by);
+	ctl_usage_rec(x->f, x->fmt, &u, x->by, x->n == 0, &in->pc);
+	x->n++;
+	return RM_OK;
+}
+
+int ctl_days_add(void *arg, const struct st_day *d)
+{
+	struct ctl_days *x = arg;
+	size_t i, keep;
+	int rv;
+
+	if (!x->in && !(x->in = calloc(1, sizeof(*x->in))))
+		return RM_ENOMEM;
+	if (d->total > (uint64_t)INT64_MAX || d->charged > (uint64_t)INT64_MAX)
+		return RM_EINVAL;
+	/* without CEs the unaccountable share is summed in: the value is U
+	 * (without it, a group of no CE has no row) */
+	if (!(x->by & CTL_BY_CE) && !x->show_v && !d->n)
+		return RM_OK;
+	if (!(x->by & CTL_BY_CE))
+		return ctl_days_emit(x, d, "", x->show_v ? (int64_t)d->total : (int64_t)d->charged);
+	if (d->n > x->in->ecap) {
+		struct ctl_ent *e = realloc(x->in->ents, 2 * d->n * sizeof(*e));
+
+		if (!e)
+			return RM_ENOMEM;
+		x->in->ents = e;
+		x->in->ecap = d->n;
+	}
+	for (i = 0; i < d->n; i++) {
+		x->in->ents[i].ce = d->ce[i];
+		x->in->ents[i].value = d->value[i];
+	}
+	keep = x->top && x->top < d->n ? x->top : d->n;
+	if (keep < d->n)
+		ctl_ent_top(x->in->ents, d->n, keep);
+	else
+		ctl_ent_sort(x->in->ents, x->in->ents + d->n, d->n);
+	x->left_out += d->n - keep;
+	for (i = 0; i < keep; i++)
+		if ((rv = ctl_days_emit(x, d, x->in->ents[i].ce, (int64_t)x->in->ents[i].value)) != 0)
+			return rv;
+	if (x->show_v)
+		return ctl_days_emit(x, d, ST_CE_UNACCOUNTABLE, (int64_t)d->total - (int64_t)d->charged);
+	return RM_OK;
+}
+
+int ctl_days_finish(struct ctl_days *x)
+{
+	int rv;
+
+	if (x->fmt == CTL_FMT_TABLE) {
+		if ((rv = ctl_table_rows(x->f, x->in ? x->in->rows : NULL, x->n, x->by, 1)) != 0)
+			return rv;
+		return ctl_flush(x->f);
+	}
+	if (x->n == 0)
+		ctl_usage_head(x->f, x->fmt, x->by);
+	if (x->fmt == CTL_FMT_JSON)
+		fputs(x->n ? "\n]\n" : "]\n", x->f);
+	return ctl_flush(x->f);
+}
+
+void ctl_days_free(struct ctl_days *x)
+{
+	size_t i;
+
+	if (x->in) {
+		free(x->in->ents);
+		free(x->in->rows);
+		for (i = 0; i < x->in->nslot; i++)
+			free(x->in->names[i]);
+		free(x->in->names);
+	}
+	free(x->in);
+	x->in = NULL;
 }

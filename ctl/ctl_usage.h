@@ -1,8 +1,9 @@
 /*
  * ctl_usage.h - what `rametrctl usage` makes of the storage rows: grouping
  * by server, CE and/or resource (per period), the top N, and printing with
- * human units in the table (core-hours and average cores for cpu, KiB, MiB,
- * GiB for bytes) and raw integers with explicit periods in JSON and CSV.
+ * human units in the table (core-h down to core-ms and average cores for
+ * cpu, B, KiB, MiB, GiB for bytes) and raw integers with explicit periods
+ * in JSON and CSV.
  * ctl_usage_group is pure; the printers write to the given stream only.
  */
 #ifndef RM_CTL_USAGE_H
@@ -46,10 +47,13 @@ struct ctl_urow {
 int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v, size_t top,
 		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout, size_t *left_out);
 
-/* Human amounts: cpu ns as core-hours ("12.35 core-h") and per second of the
- * period as cores ("0.51 cores"); bytes as B, KiB, MiB, GiB, TiB (2
- * decimals from KiB) and per second ("1.20 MiB/s"). period_ns 0: rate "-".
- * Returns buf. */
+/* Human amounts: cpu ns in the largest of core-h, core-min, core-s and
+ * core-ms that is at least 1 ("12.35 core-h", "1.73 core-s"; 0 in core-h)
+ * and per second of the period as cores ("0.51 cores"); bytes as B (an
+ * integer), KiB, MiB, GiB, TiB, PiB and per second ("1.20 MiB/s"). Two
+ * decimals, or below 1 in the unit as many as three significant digits
+ * need (at most 12: "0.000481 cores", "0.0347 B/s"); exact, rounded half
+ * away from zero. period_ns 0: rate "-". Returns buf. */
 char *ctl_human_amount(enum st_resource r, int64_t v, char *buf, size_t len);
 char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf, size_t len);
 
@@ -62,5 +66,33 @@ char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf
  */
 int ctl_usage_print(FILE *f, enum ctl_fmt fmt, const struct ctl_urow *r, size_t n, unsigned by,
 		    int per_period);
+
+/*
+ * Grouped rows of whole days straight from st_query_days groups (grouped
+ * by server, with or without CE; not summed over servers): the same rows
+ * and order as ctl_usage_group over st_query_usage_step(1 day) rows and
+ * ctl_usage_print, without a row per CE in memory. ctl_days_init sets up
+ * x for stream f; ctl_days_add is st_query_days' callback (RM_OK,
+ * RM_EINVAL for a sum beyond int64, RM_ENOMEM); JSON/CSV records are
+ * printed as they come, table rows (the top `top` CEs per group when top
+ * > 0, left_out counting the others) kept (names interned) and printed by
+ * ctl_days_finish (RM_OK, RM_EIO, RM_ENOMEM); ctl_days_free frees them.
+ */
+struct ctl_days_int;
+struct ctl_days {
+	FILE *f;
+	enum ctl_fmt fmt;
+	unsigned by;
+	int show_v;
+	size_t top;
+	size_t n;              /* rows kept or printed */
+	size_t left_out;
+	struct ctl_days_int *in;
+};
+
+void ctl_days_init(struct ctl_days *x, FILE *f, enum ctl_fmt fmt, unsigned by, int show_v, size_t top);
+int ctl_days_add(void *x, const struct st_day *d);
+int ctl_days_finish(struct ctl_days *x);
+void ctl_days_free(struct ctl_days *x);
 
 #endif

@@ -157,6 +157,24 @@ static const char *const st_stmt_sql[ST_S_COUNT] = {
 		"VALUES (60000000000, ?1, ?6, ?8, ?9), (3600000000000, ?2, ?6, ?8, ?9), "
 		"(86400000000000, ?3, ?6, ?8, ?9) ON CONFLICT DO UPDATE SET "
 		"value = value + excluded.value, capacity = capacity + excluded.capacity",
+	/* a write into a day already packed (before packed_until): into its
+	 * packed row too (?3 = the day) */
+	[ST_S_P_USAGE] =
+		"INSERT INTO r_pack (win_start, server, resource, total, capacity, ces, reasons) "
+		"SELECT ?3, ?5, ?6, NULL, NULL, st_pack_add(NULL, ?7, ?8), NULL FROM pack_state "
+		"WHERE id = 1 AND ?3 < packed_until ON CONFLICT (win_start, server, resource) "
+		"DO UPDATE SET ces = st_pack_add(ces, ?7, ?8)",
+	[ST_S_P_UNACCT] =
+		"INSERT INTO r_pack (win_start, server, resource, total, capacity, ces, reasons) "
+		"SELECT ?3, ?5, ?6, NULL, NULL, NULL, st_pack_add(NULL, ?7, ?8) FROM pack_state "
+		"WHERE id = 1 AND ?3 < packed_until ON CONFLICT (win_start, server, resource) "
+		"DO UPDATE SET reasons = st_pack_add(reasons, ?7, ?8)",
+	[ST_S_P_TOTAL] =
+		"INSERT INTO r_pack (win_start, server, resource, total, capacity, ces, reasons) "
+		"SELECT ?3, ?5, ?6, ?8, ?9, NULL, NULL FROM pack_state "
+		"WHERE id = 1 AND ?3 < packed_until ON CONFLICT (win_start, server, resource) "
+		"DO UPDATE SET total = coalesce(total, 0) + excluded.total, "
+		"capacity = coalesce(capacity, 0) + excluded.capacity",
 	[ST_S_SP_BEGIN] = "SAVEPOINT st_write",
 	[ST_S_SP_RELEASE] = "RELEASE st_write",
 	[ST_S_SP_ROLLBACK] = "ROLLBACK TO st_write",
@@ -264,6 +282,15 @@ int st_open(st_db **out, const char *path, unsigned flags)
 	}
 	if ((rv = st_pragma(db, "PRAGMA synchronous = NORMAL", NULL)) != 0)
 		goto fail;
+	/* queries read megabytes of pages (a month of packed days: 16 MB):
+	 * mapped, not copied by a read() per page */
+	if (readonly && (rv = st_pragma(db, "PRAGMA mmap_size = 268435456", NULL)) != 0)
+		goto fail;
+	/* the packed day series' functions: its migration and writes use them */
+	if ((rc = st_pack_register(db->h)) != SQLITE_OK) {
+		rv = st_sql_err(db, rc, "failed to open");
+		goto fail;
+	}
 	if ((rv = st_schema_migrate(db->h, path, ST_SCHEMA_VERSION, readonly, &db->version)) != 0)
 		goto fail;
 	db->version = ST_SCHEMA_VERSION;

@@ -66,7 +66,7 @@ const char *st_resource_unit(enum st_resource r);
 #define ST_NAME_MAX 63    /* server, CE and node names */
 #define ST_REASON_MAX 31  /* reasons of unaccountable usage */
 #define ST_BUSY_TIMEOUT_MS 5000
-#define ST_SCHEMA_VERSION 8 /* schema version this code creates and reads */
+#define ST_SCHEMA_VERSION 9 /* schema version this code creates and reads */
 
 #define ST_OPEN_READONLY 0x1
 
@@ -242,6 +242,37 @@ int st_query_usage_all(st_db *db, const struct st_query *q, int64_t step_ns, str
 		       size_t *n);
 
 /*
+ * One (server, resource, UTC day) of the packed day series: U, the
+ * capacity, and every CE's U_c of that day (n entries, sorted by name,
+ * bytewise; values > 0 or stored zeros), charged = their sum. V = total -
+ * charged exactly (signed), so sum_c U_c + V = U. The pointers are valid
+ * during the callback only.
+ */
+struct st_day {
+	const char *server;
+	enum st_resource resource;
+	int64_t start_ns; /* the day's first ns; the day is 86400 s long */
+	uint64_t total, capacity, charged;
+	size_t n;
+	const char *const *ce;
+	const uint64_t *value;
+};
+
+/*
+ * The days of [q->since_ns, q->until_ns) (both multiples of 86400 s; q->ce
+ * NULL and q->per_window 0, else RM_EINVAL) one group at a time, in the
+ * order of st_query_usage_step with step = 1 day: day, server, resource.
+ * The same groups and sums as st_query_usage_step's rows (a group appears
+ * if it has any U_c or U row that day), read from one packed row per
+ * group for the days packed (settled days, st_rollup) and from the day
+ * series for the rest. cb's first non-zero return stops the query and is
+ * returned. RM_OK, RM_EINVAL, RM_ESQL (incl. a sum beyond int64),
+ * RM_ENOMEM. Also on a read-only handle.
+ */
+int st_query_days(st_db *db, const struct st_query *q, int (*cb)(void *arg, const struct st_day *d),
+		  void *arg);
+
+/*
  * Breakdown of V = U - sum_c U_c per (server, resource, reason[, window]):
  * one row per stored reason with a nonzero sum (value = that sum, residual =
  * 0), plus a row with reason ST_REASON_UNEXPLAINED whose residual = V -
@@ -275,6 +306,17 @@ int st_count_windows(st_db *db, const struct st_query *q, uint64_t *n);
  */
 int st_name_known(st_db *db, const char *what, const char *name, int *known);
 int st_names(st_db *db, const char *what, char ***names, size_t *n);
+
+/*
+ * The span of what is stored, for a query that names no period: *first_ns =
+ * the start of the earliest window still kept (where retention deleted the
+ * 1 s windows, the earliest bucket of the finest series that still holds
+ * its oldest data), *end_ns = the end (start + length) of the latest window
+ * (of the finest series holding any row). Reads a few index ends, not
+ * rows. RM_OK; RM_ENOENT (not logged) when nothing is stored; RM_EINVAL
+ * (NULL argument); RM_ESQL. Also on a read-only handle.
+ */
+int st_stored_span(st_db *db, int64_t *first_ns, int64_t *end_ns);
 
 /* Frees rows returned by the queries. NULL-tolerant. */
 void st_rows_free(struct st_row *rows);

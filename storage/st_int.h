@@ -31,6 +31,10 @@ enum st_stmt {
 	/* usage and totals into the series summed over servers */
 	ST_S_C_USAGE,
 	ST_S_C_TOTAL,
+	/* late writes into a day already packed (st_pack.c) */
+	ST_S_P_USAGE,
+	ST_S_P_UNACCT,
+	ST_S_P_TOTAL,
 	/* the savepoint around a window's write and its buckets' */
 	ST_S_SP_BEGIN,
 	ST_S_SP_RELEASE,
@@ -114,6 +118,41 @@ int64_t st_month_start(int64_t ns, int add);
  * savepoint of the window's write. RM_OK or st_sql_err's code. */
 int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t start,
 		  enum st_resource r, const char *key, uint64_t value, uint64_t cap);
+
+/* ---- the packed day series (st_pack.c) ---- */
+
+/* Registers the SQL functions st_pack(name, value) (aggregate: the packed
+ * blob of the sums per name, NULL for no rows) and st_pack_add(blob, name,
+ * value) (the blob with value added to name's entry) on h. SQLite's code. */
+int st_pack_register(sqlite3 *h);
+
+/* The day rows of [LO, HI) (SQL expressions) packed, one row per (day,
+ * server, resource) with any day row: win_start, server, resource, total,
+ * capacity (NULL without a total row), ces, reasons. Ordered by day,
+ * server, resource. */
+#define ST_PACK_DAY "86400000000000"
+#define ST_PACK_KEYS(TAB, LO, HI) \
+	"SELECT win_start, server, resource FROM " TAB " WHERE step = " ST_PACK_DAY " AND win_start >= " LO \
+	" AND win_start < " HI
+#define ST_PACK_OF(FN, TAB, A) \
+	"(SELECT st_pack(" FN ", value) FROM " TAB " " A " WHERE " A ".step = " ST_PACK_DAY " AND " A \
+	".win_start = k.win_start AND " A ".server = k.server AND " A ".resource = k.resource)"
+#define ST_PACK_SELECT(LO, HI) \
+	"SELECT k.win_start, k.server, k.resource, t.value, t.capacity, " \
+	ST_PACK_OF("u.ce", "r_usage", "u") ", " ST_PACK_OF("x.reason", "r_unacct", "x") " FROM (" \
+	ST_PACK_KEYS("r_usage", LO, HI) " UNION " ST_PACK_KEYS("r_unacct", LO, HI) " UNION " \
+	ST_PACK_KEYS("r_total", LO, HI) ") k LEFT JOIN r_total t ON t.step = " ST_PACK_DAY \
+	" AND t.win_start = k.win_start AND t.server = k.server AND t.resource = k.resource " \
+	"WHERE 1 ORDER BY 1, 2, 3"
+
+/* Days before *until are packed (*found = 0: none yet). RM_OK or st_sql_err's code. */
+int st_pack_until(st_db *db, int64_t *until, int *found);
+
+/* Packs the next settled day (ending at or before horizon) not yet packed,
+ * starting at first_day's day when nothing was packed yet (have_first = 0:
+ * no day rows; packing starts at the horizon's day); sets *more = 1 if
+ * more remain. In the caller's transaction. RM_OK or st_sql_err's code. */
+int st_pack_pass(st_db *db, int64_t horizon, int64_t first_day, int have_first, int *more);
 
 /* Number of migration steps; step i (0-based) brings a file to version i+1. */
 extern const int st_schema_nsteps;

@@ -4,7 +4,7 @@
  * series that answer a query's range (st_cover), and the calendar month
  * arithmetic of the month series. Owns the tables r_usage, r_unacct,
  * r_total, r_split, r_ce_usage, r_ce_total, series and horizon (schema v6,
- * v7, v8).
+ * v7, v8); drives the packing of settled days (st_pack.c) before retention.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -330,6 +330,65 @@ int st_last_start(st_db *db, int64_t *out, int *found)
 			      "UNION ALL SELECT max(win_start) FROM split)", NULL, 0, out, found);
 }
 
+int st_stored_span(st_db *db, int64_t *first_ns, int64_t *end_ns)
+{
+	struct st_series_map m;
+	int64_t v, len;
+	int s, found = 0, rv;
+
+	if (!db || !first_ns || !end_ns) {
+		rm_log_error("invalid stored span query");
+		return RM_EINVAL;
+	}
+	if ((rv = st_series_load(db, &m)) != 0)
+		return rv;
+	/* the first: the finest series nothing was ever deleted from holds the
+	 * oldest data; if retention cut every series, the coarsest's oldest */
+	for (s = ST_SERIES_1S; s < ST_SERIES_COUNT; s++) {
+		if (m.kept[s] != INT64_MIN && s + 1 < ST_SERIES_COUNT)
+			continue;
+		if ((rv = st_series_min(db, s, first_ns, &found)) != 0)
+			return rv;
+		if (found)
+			break;
+	}
+	if (!found)
+		return RM_ENOENT;
+	/* the end: the latest window, or the latest bucket of the finest
+	 * series holding one */
+	if ((rv = st_last_start(db, &v, &found)) != 0)
+		return rv;
+	if (found) {
+		if ((rv = st_int_get(db, "SELECT max(m) FROM (SELECT max(win_len) AS m FROM usage "
+					 "WHERE win_start = ?1 UNION ALL SELECT max(win_len) FROM unacct "
+					 "WHERE win_start = ?1 UNION ALL SELECT max(win_len) FROM total "
+					 "WHERE win_start = ?1 UNION ALL SELECT max(win_len) FROM split "
+					 "WHERE win_start = ?1)", &v, 1, &len, &found)) != 0)
+			return rv;
+		if (!found)
+			*end_ns = v;
+		else if (__builtin_add_overflow(v, len, end_ns))
+			*end_ns = INT64_MAX;
+		return RM_OK;
+	}
+	for (s = ST_SERIES_1M; s < ST_SERIES_COUNT; s++) {
+		int64_t step = st_steps[s];
+
+		if ((rv = st_int_get(db, "SELECT max(m) FROM (SELECT max(win_start) AS m FROM r_usage "
+					 "WHERE step = ?1 UNION ALL SELECT max(win_start) FROM r_unacct "
+					 "WHERE step = ?1 UNION ALL SELECT max(win_start) FROM r_total "
+					 "WHERE step = ?1 UNION ALL SELECT max(win_start) FROM r_split "
+					 "WHERE step = ?1)", &step, 1, &v, &found)) != 0)
+			return rv;
+		if (found) {
+			if (__builtin_add_overflow(v, step, end_ns))
+				*end_ns = INT64_MAX;
+			return RM_OK;
+		}
+	}
+	return RM_ENOENT;
+}
+
 /* Deletes the rows of series s starting before cutoff. */
 static int st_purge(st_db *db, int s, int64_t cutoff)
 {
@@ -338,6 +397,17 @@ static int st_purge(st_db *db, int s, int64_t cutoff)
 	size_t t;
 	int rc;
 
+	/* the day series also has its packed rows */
+	if (s == ST_SERIES_1D) {
+		rc = sqlite3_prepare_v2(db->h, "DELETE FROM r_pack WHERE win_start < ?1", -1, &st, NULL);
+		if (rc != SQLITE_OK)
+			return st_sql_err(db, rc, "failed to apply retention to");
+		sqlite3_bind_int64(st, 1, cutoff);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE)
+			return st_sql_err(db, rc, "failed to apply retention to");
+	}
 	/* the rolled-up series also have their rows summed over servers */
 	for (t = 0; t < sizeof(st_tables) / sizeof(st_tables[0]) + (s != ST_SERIES_1S ? 2 : 0); t++) {
 		if (s == ST_SERIES_1S)
@@ -371,7 +441,16 @@ static int st_rollup_pass(st_db *db, const struct st_retention *r, int64_t horiz
 	int64_t cutoff, lo, first;
 	int s, found, rv;
 
+	int64_t packed;
+	int have_packed;
+
 	if ((rv = st_series_load(db, &m)) != 0)
+		return rv;
+	/* pack the next settled day first: retention of the day series stops
+	 * at the first day not packed yet */
+	if ((rv = st_series_min(db, ST_SERIES_1D, &first, &found)) != 0 ||
+	    (rv = st_pack_pass(db, horizon, first, found, more)) != 0 ||
+	    (rv = st_pack_until(db, &packed, &have_packed)) != 0)
 		return rv;
 	for (s = ST_SERIES_1S; s < ST_SERIES_COUNT; s++) {
 		/* the cut falls on a bucket of the next series, which then
@@ -382,6 +461,8 @@ static int st_rollup_pass(st_db *db, const struct st_retention *r, int64_t horiz
 		if (r->keep_ns[s] == 0 || horizon < INT64_MIN + r->keep_ns[s])
 			continue;
 		cutoff = st_floor(horizon - r->keep_ns[s], align);
+		if (s == ST_SERIES_1D)
+			cutoff = st_min(cutoff, have_packed ? packed : INT64_MIN);
 		if (cutoff <= m.kept[s])
 			continue;
 		lo = m.kept[s];
@@ -479,8 +560,14 @@ int st_rollup_add(st_db *db, enum st_stmt which, const char *server, int64_t sta
 	if ((rv = st_bucket_write(db, db->stmt[rs], bucket, server, r, key, value, cap)) != 0)
 		return rv;
 	/* usage and totals: the same summed over servers */
-	if (which == ST_S_USAGE || which == ST_S_TOTAL)
-		return st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL], bucket,
-				       server, r, key, value, cap);
-	return RM_OK;
+	if ((which == ST_S_USAGE || which == ST_S_TOTAL) &&
+	    (rv = st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_C_USAGE : ST_S_C_TOTAL], bucket,
+				  server, r, key, value, cap)) != 0)
+		return rv;
+	/* a day already packed (a late write): its packed row too */
+	if (which == ST_S_SPLIT)
+		return RM_OK;
+	return st_bucket_write(db, db->stmt[which == ST_S_USAGE ? ST_S_P_USAGE : which == ST_S_UNACCT ? ST_S_P_UNACCT
+												: ST_S_P_TOTAL],
+			       bucket, server, r, key, value, cap);
 }

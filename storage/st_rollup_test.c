@@ -370,6 +370,35 @@ static void test_retention_in_steps(void)
 	st_close(db);
 }
 
+/* The stored span: the first kept window (or, once retention deleted it,
+ * the first bucket of the finest series still whole) to the end of the last. */
+static void test_stored_span(void)
+{
+	st_db *db = open_fresh("span");
+	struct st_retention r1 = { { HOUR, 0, 0, 0 } }, r2 = { { HOUR, HOUR, 0, 0 } };
+	int64_t first = 0, end = 0;
+
+	CU_ASSERT_EQUAL(st_stored_span(db, &first, &end), RM_ENOENT);
+	CU_ASSERT_EQUAL(st_stored_span(db, NULL, &end), RM_EINVAL);
+	CU_ASSERT_EQUAL(st_add_usage(db, "s1", T0 + 90 * SEC, W, ST_R_CPU, "web", 5), RM_OK);
+	CU_ASSERT_EQUAL(st_add_total(db, "s1", T0 + 2 * HOUR + 30 * SEC, W, ST_R_CPU, 9, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_stored_span(db, &first, &end), RM_OK);
+	CU_ASSERT_EQUAL(first, T0 + 90 * SEC);
+	CU_ASSERT_EQUAL(end, T0 + 2 * HOUR + 30 * SEC + W);
+	/* the 1 s window at T0 + 90 s deleted: its minute is the first */
+	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + 3 * HOUR), RM_OK);
+	roll_all(db, &r1);
+	CU_ASSERT_EQUAL(st_stored_span(db, &first, &end), RM_OK);
+	CU_ASSERT_EQUAL(first, T0 + MIN);
+	CU_ASSERT_EQUAL(end, T0 + 2 * HOUR + 30 * SEC + W);
+	/* and the minute too: its hour */
+	roll_all(db, &r2);
+	CU_ASSERT_EQUAL(st_stored_span(db, &first, &end), RM_OK);
+	CU_ASSERT_EQUAL(first, T0);
+	CU_ASSERT_EQUAL(end, T0 + 2 * HOUR + 30 * SEC + W);
+	st_close(db);
+}
+
 /* Runs the SQL text fmt, ... on h. */
 __attribute__((format(printf, 2, 3))) static void exec_fmt(sqlite3 *h, const char *fmt, ...)
 {
@@ -407,6 +436,194 @@ static long long raw_count(st_db *db, const char *sql)
 		v = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return v;
+}
+
+/* st_query_days' groups as st_query_usage_step rows (one per CE, then the
+ * V row), collected by days_cb. */
+struct days_rows {
+	struct st_row *v;
+	size_t n, cap;
+};
+
+static int days_cb(void *arg, const struct st_day *d)
+{
+	struct days_rows *o = arg;
+	size_t i;
+
+	for (i = 0; i <= d->n; i++) {
+		struct st_row *r;
+
+		if (o->n == o->cap) {
+			o->cap = o->cap ? o->cap * 2 : 256;
+			o->v = realloc(o->v, o->cap * sizeof(*o->v));
+			CU_ASSERT_PTR_NOT_NULL_FATAL(o->v);
+		}
+		r = memset(&o->v[o->n++], 0, sizeof(*r));
+		snprintf(r->server, sizeof(r->server), "%s", d->server);
+		r->resource = d->resource;
+		r->win_start_ns = d->start_ns;
+		r->win_len_ns = DAY;
+		r->total = d->total;
+		r->capacity = d->capacity;
+		if (i < d->n) {
+			snprintf(r->ce, sizeof(r->ce), "%s", d->ce[i]);
+			r->value = d->value[i];
+			CU_ASSERT(i == 0 || strcmp(d->ce[i - 1], d->ce[i]) < 0);
+		} else {
+			/* V = U - sum_c U_c: the identity on the packed row */
+			snprintf(r->ce, sizeof(r->ce), "%s", ST_CE_UNACCOUNTABLE);
+			r->residual = (int64_t)(d->total - d->charged);
+			r->value = r->residual > 0 ? (uint64_t)r->residual : 0;
+		}
+	}
+	return 0;
+}
+
+/* st_query_usage_step's order: server, resource, period, value down, V last */
+static int step_order(const void *pa, const void *pb)
+{
+	const struct st_row *a = pa, *b = pb;
+	int c, va = !strcmp(a->ce, ST_CE_UNACCOUNTABLE), vb = !strcmp(b->ce, ST_CE_UNACCOUNTABLE);
+
+	if ((c = strcmp(a->server, b->server)) != 0)
+		return c;
+	if (a->resource != b->resource)
+		return a->resource < b->resource ? -1 : 1;
+	if (a->win_start_ns != b->win_start_ns)
+		return a->win_start_ns < b->win_start_ns ? -1 : 1;
+	if (va != vb)
+		return va - vb;
+	if (a->value != b->value)
+		return a->value > b->value ? -1 : 1;
+	return strcmp(a->ce, b->ce);
+}
+
+/* st_query_days answers q as st_query_usage_step(q, 1 day) does; returns
+ * the number of groups' rows compared. */
+static size_t days_equal_step(st_db *db, struct st_query q)
+{
+	struct days_rows d = { 0 };
+	struct st_row *rows;
+	size_t n, got;
+
+	CU_ASSERT_EQUAL_FATAL(st_query_days(db, &q, days_cb, &d), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(st_query_usage_step(db, &q, DAY, &rows, &n), RM_OK);
+	if (d.n)
+		qsort(d.v, d.n, sizeof(d.v[0]), step_order);
+	CU_ASSERT(rows_equal(d.v, d.n, rows, n));
+	got = d.n;
+	free(d.v);
+	st_rows_free(rows);
+	return got;
+}
+
+/* The packed day series: settled days packed one a call, answering as the
+ * day rows do (U_c, and V = U - sum U_c on the packed row), late writes
+ * into a packed day reach it, a day not packed is read from the day rows,
+ * and retention of the day series never passes the first day not packed. */
+static void test_packed_days(void)
+{
+	st_db *db = open_fresh("packed");
+	struct st_retention keep = { { 0, 0, 0, 0 } }, day1 = { { 0, 0, 0, DAY } };
+	struct st_query q = range(T0 - 2 * DAY, T0 + 4 * DAY);
+	int64_t t, until, kept, rolled;
+	int found, more = 0;
+
+	CU_ASSERT_EQUAL_FATAL(st_begin(db), RM_OK);
+	for (t = T0 - DAY + 7 * MIN; t < T0 + 3 * DAY + 5 * HOUR; t += 3 * HOUR + 11 * MIN + W)
+		write_window(&db, 1, t, (unsigned)(t / W));
+	CU_ASSERT_EQUAL_FATAL(st_commit(db), RM_OK);
+	/* nothing packed yet: every day from the day rows */
+	CU_ASSERT(days_equal_step(db, q) > 0);
+	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + 2 * DAY + HOUR), RM_OK);
+	CU_ASSERT_EQUAL(st_rollup(db, &keep, &more), RM_OK);
+	CU_ASSERT_EQUAL(more, 1); /* one day a call */
+	CU_ASSERT_EQUAL(st_pack_until(db, &until, &found), RM_OK);
+	CU_ASSERT(found && until == T0);
+	roll_all(db, &keep);
+	CU_ASSERT_EQUAL(st_pack_until(db, &until, &found), RM_OK);
+	CU_ASSERT(found && until == T0 + 2 * DAY);
+	/* 3 days x 2 servers x 5 resources packed, the same as packing now */
+	CU_ASSERT_EQUAL(raw_count(db, "SELECT count(*) FROM r_pack"), 30);
+	CU_ASSERT_EQUAL(raw_count(db, "WITH k (win_start, server, resource, total, capacity, ces, reasons) AS ("
+				      ST_PACK_SELECT("-1e19", "1e19") ") SELECT count(*) FROM r_pack p JOIN k "
+				      "USING (win_start, server, resource) WHERE p.total = k.total AND "
+				      "p.capacity = k.capacity AND p.ces IS k.ces AND p.reasons IS k.reasons"), 30);
+	CU_ASSERT(days_equal_step(db, q) > 0);
+	CU_ASSERT(days_equal_step(db, range(T0, T0 + DAY)) > 0);
+	q.server = servers[1];
+	q.resource = ST_R_NET_TX;
+	CU_ASSERT(days_equal_step(db, q) > 0);
+	q.server = NULL;
+	q.resource = -1;
+
+	/* late writes into a packed day: a known CE, a new one, V and U */
+	CU_ASSERT_EQUAL(st_add_usage(db, servers[0], T0 + 5 * MIN, W, ST_R_CPU, ces[0], 1000), RM_OK);
+	CU_ASSERT_EQUAL(st_add_usage(db, servers[0], T0 + 5 * MIN, W, ST_R_CPU, "late-ce", 77), RM_OK);
+	CU_ASSERT_EQUAL(st_add_unacct(db, servers[0], T0 + 5 * MIN, W, ST_R_CPU, "late", 5), RM_OK);
+	CU_ASSERT_EQUAL(st_add_total(db, servers[0], T0 + 5 * MIN, W, ST_R_CPU, 1082, 4 * W), RM_OK);
+	/* ... and groups the day did not have: a CE's usage; a reason alone
+	 * (no group, as in st_query_usage_step), packed or not */
+	CU_ASSERT_EQUAL(st_add_usage(db, "s-late", T0 + 5 * MIN, W, ST_R_CPU, ces[1], 3), RM_OK);
+	CU_ASSERT_EQUAL(st_add_unacct(db, "s-reason", T0 + 5 * MIN, W, ST_R_CPU, "lost", 3), RM_OK);
+	CU_ASSERT_EQUAL(st_add_unacct(db, "s-reason", T0 + 3 * DAY, W, ST_R_CPU, "lost", 3), RM_OK);
+	CU_ASSERT(days_equal_step(db, q) > 0);
+	CU_ASSERT_EQUAL(raw_count(db, "SELECT count(*) FROM r_pack"), 32);
+	/* a bad query */
+	q.since_ns += 1;
+	{
+		struct days_rows d = { 0 };
+
+		CU_ASSERT_EQUAL(st_query_days(db, &q, days_cb, &d), RM_EINVAL);
+		CU_ASSERT_EQUAL(d.n, 0);
+	}
+	q.since_ns -= 1;
+
+	/* retention keeping one day, the horizon far ahead: each call packs
+	 * one more day and the day series is never cut past it */
+	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + 10 * DAY), RM_OK);
+	CU_ASSERT_EQUAL(st_rollup(db, &day1, &more), RM_OK);
+	CU_ASSERT_EQUAL(st_pack_until(db, &until, &found), RM_OK);
+	CU_ASSERT_EQUAL(until, T0 + 3 * DAY);
+	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1D, &rolled, &kept), RM_OK);
+	CU_ASSERT(kept <= until);
+	CU_ASSERT(raw_count(db, "SELECT count(*) FROM r_usage WHERE step = " ST_PACK_DAY " AND win_start >= " 
+			  "(SELECT packed_until FROM pack_state)") > 0);
+	roll_all(db, &day1);
+	CU_ASSERT_EQUAL(st_pack_until(db, &until, &found), RM_OK);
+	CU_ASSERT_EQUAL(until, T0 + 10 * DAY);
+	CU_ASSERT_EQUAL(st_series_state(db, ST_SERIES_1D, &rolled, &kept), RM_OK);
+	CU_ASSERT_EQUAL(kept, T0 + 9 * DAY);
+	CU_ASSERT_EQUAL(raw_count(db, "SELECT count(*) FROM r_pack"), 0);
+	CU_ASSERT_EQUAL(raw_count(db, "SELECT count(*) FROM r_usage WHERE step = " ST_PACK_DAY), 0);
+	st_close(db);
+}
+
+/* A v8 file: its settled days are packed from its day rows at once. */
+static void test_migrate_from_v8(void)
+{
+	st_db *db = open_fresh("v8");
+	char path[600];
+	int64_t t, until;
+	int found;
+
+	CU_ASSERT_EQUAL_FATAL(st_begin(db), RM_OK);
+	for (t = T0 - DAY + 7 * MIN; t < T0 + 2 * DAY + 5 * HOUR; t += 2 * HOUR + 13 * MIN + W)
+		write_window(&db, 1, t, (unsigned)(t / W));
+	CU_ASSERT_EQUAL_FATAL(st_commit(db), RM_OK);
+	CU_ASSERT_EQUAL(st_horizon_set(db, T0 + DAY + HOUR), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(sqlite3_exec(db->h, "DROP TABLE r_pack; DROP TABLE pack_state; "
+					   "UPDATE schema_version SET version = 8", NULL, NULL, NULL), SQLITE_OK);
+	snprintf(path, sizeof(path), "%s", db->path);
+	st_close(db);
+	CU_ASSERT_EQUAL_FATAL(st_open(&db, path, 0), RM_OK);
+	CU_ASSERT_EQUAL(st_schema_version(db), ST_SCHEMA_VERSION);
+	CU_ASSERT_EQUAL(st_pack_until(db, &until, &found), RM_OK);
+	CU_ASSERT(found && until == T0 + DAY);
+	/* T0 - DAY and T0: 2 days x 2 servers x 5 resources */
+	CU_ASSERT_EQUAL(raw_count(db, "SELECT count(*) FROM r_pack"), 20);
+	CU_ASSERT(days_equal_step(db, range(T0 - DAY, T0 + 3 * DAY)) > 0);
+	st_close(db);
 }
 
 static void test_migrate_from_v5(void)
@@ -532,6 +749,7 @@ static void test_migrate_from_v7(void)
 					   "DELETE FROM r_ce_usage WHERE step != 86400000000000; "
 					   "DELETE FROM r_ce_total WHERE step != 86400000000000; "
 					   "DELETE FROM r_usage WHERE step = -1; DELETE FROM r_total WHERE step = -1; "
+					   "DROP TABLE r_pack; DROP TABLE pack_state; "
 					   "UPDATE schema_version SET version = 7", NULL, NULL, NULL), SQLITE_OK);
 	snprintf(path, sizeof(path), "%s", dbs[0]->path);
 	st_close(dbs[0]);
@@ -638,9 +856,12 @@ static CU_TestInfo cases[] = {
 	{ "rolled-up series answer as the windows do", test_rolled_answers_equal_windows },
 	{ "retention and late writes keep the answers", test_retention_and_late_writes },
 	{ "retention deletes a backlog in bounded steps", test_retention_in_steps },
+	{ "the stored span, before and after retention", test_stored_span },
+	{ "packed days: packing, late writes, retention", test_packed_days },
 	{ "migrates a v5 file", test_migrate_from_v5 },
 	{ "migrates a partly rolled-up v6 file", test_migrate_from_v6 },
 	{ "migrates a v7 file", test_migrate_from_v7 },
+	{ "migrates a v8 file: settled days packed", test_migrate_from_v8 },
 	{ "choice of series", test_cover },
 	{ "whole calendar months from the month series", test_month_series },
 	CU_TEST_INFO_NULL,

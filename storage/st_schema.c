@@ -214,6 +214,26 @@ static const char *const st_schema_steps[] = {
 	"resource, SUM(value), SUM(capacity) FROM (SELECT CAST(strftime('%s', win_start / 1000000000, "
 	"'unixepoch', 'start of month') AS INTEGER) * 1000000000 AS m, server, resource, value, capacity "
 	"FROM r_total WHERE step = 86400000000000) GROUP BY m, server, resource;",
+
+	/* v9: the packed day series (st_pack.c): per (day, server, resource)
+	 * one row with U, the capacity and every CE's U_c and reason's V_k in
+	 * blobs, for whole-day queries that keep servers and CEs apart (1 row
+	 * where the day series has one per CE). Days before pack_state's
+	 * packed_until are packed; a v8 file gets every settled day (before
+	 * the horizon's day) packed from its day rows now. total and
+	 * capacity are NULL where the day has no total row. A rowid table: a
+	 * blob of 100 CEs (about 2 KB) stays on its leaf page. */
+	"CREATE TABLE r_pack ("
+	"  win_start INTEGER NOT NULL, server TEXT NOT NULL, resource INTEGER NOT NULL,"
+	"  total INTEGER CHECK (total IS NULL OR (typeof(total) = 'integer' AND total >= 0)),"
+	"  capacity INTEGER CHECK (capacity IS NULL OR (typeof(capacity) = 'integer' AND capacity >= 0)),"
+	"  ces BLOB, reasons BLOB);"
+	"CREATE UNIQUE INDEX r_pack_key ON r_pack (win_start, server, resource);"
+	"CREATE TABLE pack_state (id INTEGER PRIMARY KEY CHECK (id = 1), packed_until INTEGER NOT NULL);"
+	"INSERT INTO pack_state SELECT 1, settled - (((settled % " ST_PACK_DAY ") + " ST_PACK_DAY ") % "
+	ST_PACK_DAY ") FROM horizon WHERE id = 1;"
+	"INSERT INTO r_pack (win_start, server, resource, total, capacity, ces, reasons) "
+	ST_PACK_SELECT("-9223372036854775808", "(SELECT packed_until FROM pack_state WHERE id = 1)") ";",
 };
 
 const int st_schema_nsteps = (int)(sizeof(st_schema_steps) / sizeof(st_schema_steps[0]));
