@@ -22,7 +22,7 @@
  * all, of the clock read, of the threads' state lookups, of the socket
  * reads, of the segmenter without records.
  * --ring BYTES sizes the part ring (a power of 2; default the collector's).
- * Usage: bench_attach [--profile] [--stage NAME] [--ring BYTES] [--cpu-slices]
+ * Usage: bench_attach [--profile] [--stage NAME] [--ring BYTES] [--cpu-slices] [--cpu-counters] [--no-follow-replies]
  */
 #include <signal.h>
 #include <bpf/bpf.h>
@@ -84,7 +84,8 @@ static double mono_s(void)
 
 int main(int argc, char **argv)
 {
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .self_tgid = (uint32_t)getpid(), .cpu_counters = 1 };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .self_tgid = (uint32_t)getpid(), .cpu_counters = 1,
+				   .follow_replies = 1 }; /* the collector's default */
 	uint64_t parts = 0;
 	struct col_sink sink = { &parts, count_part, count_window };
 	struct col_bpf_stats st;
@@ -104,11 +105,15 @@ int main(int argc, char **argv)
 			i++;
 		} else if (strcmp(argv[i], "--cpu-slices") == 0) {
 			cfg.cpu_counters = 0;
+		} else if (strcmp(argv[i], "--no-follow-replies") == 0) {
+			cfg.follow_replies = 0;
+		} else if (strcmp(argv[i], "--cpu-counters") == 0) {
+			cfg.cpu_counters = 1; /* the collector's option of that name: this program's default */
 		} else if (strcmp(argv[i], "--ring") == 0 && i + 1 < argc) {
 			cfg.ring_bytes = (uint32_t)strtoul(argv[++i], NULL, 0);
 		} else {
 			fprintf(stderr, "usage: bench_attach [--profile] [--stage hooks|clock|task|state|noemit|full]"
-					" [--ring BYTES] [--cpu-slices] (runs until SIGINT or SIGTERM)\n");
+					" [--ring BYTES] [--cpu-slices] [--cpu-counters] [--no-follow-replies] (runs until SIGINT or SIGTERM)\n");
 			return 2;
 		}
 	}

@@ -249,6 +249,7 @@ static void *consumer_main(void *arg)
 static uint32_t ring_bytes; /* --ring: part ring size, 0 = the collector's default */
 static int follow_wakeups;  /* --follow-wakeups: the collector option of that name */
 static int cpu_counters = 1; /* 0 with --cpu-slices: the collector option of that name */
+static int follow_replies = 1; /* 0 with --no-follow-replies: as the collector, on by default */
 #define PROF_ROUNDS 3       /* profile runs per stage; the median is printed */
 
 static const char *stage_name[RM_STAGE_COUNT] = RM_STAGE_NAMES;
@@ -259,7 +260,7 @@ static int profile_once(int cfd, int stage, const struct col_sink *sink, struct 
 {
 	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .bench_stage = (uint32_t)stage,
 				   .ring_bytes = ring_bytes, .follow_wakeups = follow_wakeups,
-				   .cpu_counters = cpu_counters };
+				   .follow_replies = follow_replies, .cpu_counters = cpu_counters };
 	struct consumer c = { NULL, sink, 0 };
 	struct col_bpf *b = NULL;
 	double m[CLK_N];
@@ -328,13 +329,14 @@ static int profile(int cfd, int stage, const struct col_sink *sink)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: bench_syscall [--rounds N] [--breakdown] [--profile-only] [--ring BYTES]\n"
-		   "                     [--follow-wakeups] [--cpu-slices]\n"
+		   "                     [--follow-wakeups] [--cpu-slices] [--cpu-counters] [--no-follow-replies]\n"
 		   "  --rounds N    alternating rounds, 3..%d (default 9)\n"
 		   "  --breakdown   also run the collector's benchmark stages (rametr.h RM_STAGE_*)\n"
 		   "  --profile-only  only the profile lines (hook run times), no alternating rounds\n"
 		   "  --ring BYTES  size of the part ring (power of 2; default: the collector's)\n"
 		   "  --follow-wakeups  attach with the collector's wake-up chains option\n"
-		   "  --cpu-slices      attach with the collector's option of that name\n",
+		   "  --cpu-slices      attach with the collector's option of that name\n"
+		   "  --no-follow-replies  attach with the collector's option of that name\n",
 		MAX_ROUNDS);
 }
 
@@ -357,6 +359,10 @@ int main(int argc, char **argv)
 			ring_bytes = (uint32_t)strtoul(argv[++i], NULL, 0);
 		} else if (!strcmp(argv[i], "--cpu-slices")) {
 			cpu_counters = 0;
+		} else if (!strcmp(argv[i], "--no-follow-replies")) {
+			follow_replies = 0;
+		} else if (!strcmp(argv[i], "--cpu-counters")) {
+			cpu_counters = 1; /* the collector's option of that name: this program's default */
 		} else if (!strcmp(argv[i], "--follow-wakeups")) {
 			follow_wakeups = 1;
 			cpu_counters = 0; /* wake-up chains need the context-switch hook */
@@ -403,7 +409,8 @@ int main(int argc, char **argv)
 		for (i = 0; i < NV; i++) {
 			/* alternate, and reverse the order every other round */
 			struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = ring_bytes,
-						   .follow_wakeups = follow_wakeups, .cpu_counters = cpu_counters };
+						   .follow_wakeups = follow_wakeups, .follow_replies = follow_replies,
+						   .cpu_counters = cpu_counters };
 			struct consumer c = { NULL, &sink, 0 };
 			double m[OP_N][CLK_N];
 			struct col_bpf *b = NULL;

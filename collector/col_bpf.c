@@ -146,9 +146,8 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	b->skel->rodata->follow_replies = cfg->follow_replies ? 1 : 0;
 	b->skel->rodata->follow_wakeups = cfg->follow_wakeups ? 1 : 0;
 	b->skel->rodata->bench_stage = cfg->bench_stage;
-	if (cfg->cpu_counters && (cfg->follow_wakeups || cfg->follow_replies)) {
-		rm_log_error("cpu counters cannot go with follow-wakeups or follow-replies, which need a"
-			     " context-switch hook");
+	if (cfg->cpu_counters && cfg->follow_wakeups) {
+		rm_log_error("cpu counters cannot go with follow-wakeups, which needs a context-switch hook");
 		col_bpf_close(b);
 		return RM_EINVAL;
 	}

@@ -25,8 +25,8 @@ struct col_bpf_cfg {
 	int follow_wakeups;   /* wake-up chains: a thread woken by a futex wake inherits the waker's segment */
 	int follow_replies;   /* continuation chains anchored by replies (segmenter.h) */
 	int cpu_counters;     /* on-CPU time from each thread's own scheduler counters read at its edges
-			       * (segmenter.h, rm_ctr_edge): no context-switch hook. Not with the two
-			       * options above, which need one (RM_EINVAL) */
+			       * (segmenter.h, rm_ctr_edge): no context-switch hook. Not with
+			       * follow_wakeups, which needs one (RM_EINVAL) */
 	uint32_t ring_bytes;  /* size of the part ring, a power of 2 >= 4096; 0 = 16 MiB */
 	uint32_t bench_stage; /* benchmarks only: RM_STAGE_* (rametr.h); 0 = full accounting */
 };

@@ -31,8 +31,9 @@
 #define MAX_PARTS 200000
 #define MAX_WINS 256
 
-/* RM_TEST_CPU_COUNTERS=1 in the environment: the cases without a follow
- * option run with CPU from the threads' counters (col_bpf_cfg.cpu_counters) */
+/* RM_TEST_CPU_COUNTERS=1 in the environment: every case but the wake-up
+ * chains' (which need the context-switch hook) runs with CPU from the
+ * threads' counters (col_bpf_cfg.cpu_counters) */
 static int cpu_counters;
 static struct rm_part *parts;
 static size_t nparts;
@@ -722,7 +723,7 @@ static int listen_explicit(int *lfd)
 static void test_follow_replies_loop(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1 };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1, .cpu_counters = cpu_counters };
 	struct loop2 l = { -1, { -1, -1 }, 0 };
 	const struct rm_part *req = NULL;
 	struct col_bpf *b = NULL;
@@ -783,7 +784,7 @@ static void test_follow_replies_loop(void)
 static void test_follow_replies(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1 };
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1, .cpu_counters = cpu_counters };
 	struct pool2 p = { .lfd = -1, .fd = { -1, -1 } };
 	const struct rm_part *req = NULL;
 	struct col_bpf *b = NULL;
@@ -994,7 +995,7 @@ static int wait_sleeping(pid_t tid, int ms)
 static void test_follow_replies_tail(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct col_bpf_cfg cfg = { .window_ns = 10000000000ULL, .follow_replies = 1 };
+	struct col_bpf_cfg cfg = { .window_ns = 10000000000ULL, .follow_replies = 1, .cpu_counters = cpu_counters };
 	struct tail2 t = { .lfd = -1, .fd = { -1, -1 } };
 	const struct rm_part *req = NULL, *first = NULL;
 	struct col_bpf *b = NULL;

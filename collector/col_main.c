@@ -117,7 +117,7 @@ static int64_t col_clock_offset_ns(void)
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
 	uint64_t window_ns, duration_ns, xen_khz;
-	int follow_wakeups, follow_replies, cpu_slices;
+	int follow_wakeups, follow_replies, cpu_slices, cpu_counters;
 	int count_rametr, no_merge;
 	uint32_t ring_bytes;
 	uint32_t exclude[16];
@@ -264,8 +264,11 @@ static void col_usage(FILE *f)
 		"  --cpu-slices       ebpf: CPU cut into slices by a hook on every context switch instead\n"
 		"                     of read from each thread's own scheduler counters at its socket,\n"
 		"                     disk and exit events and at window ends (docs/cpu-counters.md);\n"
-		"                     the follow options (follow-replies is on by default) need the hook,\n"
-		"                     so counters are used only with --no-follow-replies\n"
+		"                     the default while follow-replies is on; --follow-wakeups needs\n"
+		"                     the hook and implies this\n"
+		"  --cpu-counters     ebpf: CPU from the threads' own counters also with follow-replies\n"
+		"                     (chains and hand-offs without a context-switch hook; without\n"
+		"                     follow-replies counters are the default; --cpu-slices wins)\n"
 		"  --exclude-pid PID  ebpf: never segment process PID (repeatable); the collector itself\n"
 		"                     and processes named rametr* (a local aggregator, rametrctl) never are\n"
 		"  --count-rametr     ebpf: segment processes named rametr* like any other\n"
@@ -467,7 +470,8 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 {
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
 				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies,
-				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups && !o->follow_replies,
+				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups &&
+						   (o->cpu_counters || !o->follow_replies),
 				   .exclude_rametr = !o->count_rametr, .ring_bytes = o->ring_bytes };
 	size_t i;
 	struct col_bpf_stats st;
@@ -535,6 +539,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 enum col_setting_id {
 	COL_S_AGGREGATOR, COL_S_NODE, COL_S_BACKEND, COL_S_EVENTS, COL_S_XEN_TRACE, COL_S_XEN_KHZ, COL_S_WINDOW,
 	COL_S_NETNS, COL_S_FOLLOW_WAKEUPS, COL_S_FOLLOW_REPLIES, COL_S_NO_FOLLOW_REPLIES, COL_S_CPU_SLICES,
+	COL_S_CPU_COUNTERS,
 	COL_S_EXCLUDE_PID, COL_S_COUNT_RAMETR,
 	COL_S_NO_MERGE, COL_S_RING_BYTES, COL_S_SPOOL, COL_S_MEM_LIMIT, COL_S_FLUSH_MS, COL_S_BATCH_PARTS,
 	COL_S_DURATION, COL_S_THROTTLE, COL_S_LOG_LEVEL, COL_S_VERBOSE, COL_S_CONFIG, COL_S_CHECK, COL_S_HELP,
@@ -554,6 +559,7 @@ static const struct rm_setting col_settings[COL_S_COUNT] = {
 	[COL_S_FOLLOW_REPLIES] = { "follow-replies", 0, 0, 1, 0 },
 	[COL_S_NO_FOLLOW_REPLIES] = { "no-follow-replies", 0, 0, 1, 0 },
 	[COL_S_CPU_SLICES] = { "cpu-slices", 0, 0, 1, 0 },
+	[COL_S_CPU_COUNTERS] = { "cpu-counters", 0, 0, 1, 0 },
 	[COL_S_EXCLUDE_PID] = { "exclude-pid", 1, 1, 1, 0 },
 	[COL_S_COUNT_RAMETR] = { "count-rametr", 0, 0, 1, 0 },
 	[COL_S_NO_MERGE] = { "no-merge", 0, 0, 1, 0 },
@@ -639,6 +645,7 @@ static int col_set(void *arg, const struct rm_setval *v)
 	case COL_S_FOLLOW_REPLIES: o->follow_replies = yes; break;
 	case COL_S_NO_FOLLOW_REPLIES: o->follow_replies = !yes; break;
 	case COL_S_CPU_SLICES: o->cpu_slices = yes; break;
+	case COL_S_CPU_COUNTERS: o->cpu_counters = yes; break;
 	case COL_S_COUNT_RAMETR: o->count_rametr = yes; break;
 	case COL_S_NO_MERGE: o->no_merge = yes; break;
 	case COL_S_EXCLUDE_PID:

@@ -5,12 +5,13 @@
  * Hooks only what loads on a locked-down kernel and costs nothing on
  * unrelated syscalls (docs/kernel.md): tp_btf sock_send_length /
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
- * sched_process_fork / exit (thread lineage) and block_rq_issue (disk).
+ * sched_process_fork / exit (thread lineage) and block_rq_issue (disk);
+ * with follow-replies, sched_waking (hand-offs inside a process).
  * On-CPU time and run-queue wait: by default (cpu_counters) from each
  * thread's own scheduler counters read at those edges and by a task
  * iterator at each window's end, with no hook on context switches
  * (docs/cpu-counters.md); with the slice path, sched_switch (run-queue wait
- * from the scheduler's own sched_info: no wake-up hooks).
+ * from the scheduler's own sched_info).
  * Segments are cut by segmenter.h, the same code the replay backend runs in
  * user space; per-thread state lives in task storage, and one part per
  * (thread, segment, window) goes to the ring buffer, not one per syscall,
@@ -492,6 +493,7 @@ RM_INLINE void rm_env_init(struct rm_env *e)
 	e->follow_replies = follow_replies;
 	e->win_lo = e->win_hi = e->win_cur = 0;
 	e->batch = 1;
+	e->pad = 0;
 }
 
 /*
@@ -770,29 +772,62 @@ RM_INLINE __u64 rm_ctr_claim(struct rm_task *t, __u64 cpu, __u64 now, __u64 *fro
 	return cpu - old;
 }
 
-/*
- * CPU counters: charges the CPU and run-queue wait of t (the state of task,
- * the current thread) since its last edge, at an edge at now (segmenter.h,
- * rm_ctr_edge). Returns the request's head to charge after rm_on_recv.
- */
-RM_INLINE __u64 rm_ctr_cut(struct rm_env *e, struct rm_task *t, struct task_struct *task, __u64 now, int recv)
-{
-	struct rm_ctr c;
-	__u64 d, rd = 0, from;
-	__u32 waits;
+#define RM_CUT_RECV 0x1    /* the edge is a recv: the head is returned */
+#define RM_CUT_RUNNING 0x2 /* task is the current thread (else it is being woken) */
 
-	rm_ctr_read(task, rm_cur_rq(), now, 1, &c);
+/* An interval between two edges of a thread, for rm_ctr_edge_g. */
+struct rm_ctr_iv {
+	__u64 from, now, d, head, rd;
+	__u32 waits, recv;
+};
+
+/*
+ * segmenter.h's rm_ctr_edge as a global function: the verifier checks it
+ * once, not once per path of each hook that reaches an edge (with
+ * follow-replies, a chain's first wait would multiply the socket hooks'
+ * states past its limit). Returns the head to charge, 0 if e, t or iv is
+ * NULL.
+ */
+__noinline __u64 rm_ctr_edge_g(struct rm_env *e, struct rm_task *t, struct rm_ctr_iv *iv)
+{
+	if (!e || !t || !iv)
+		return 0;
+	return rm_ctr_edge(e, t, iv->from, iv->now, iv->d, iv->head, iv->waits, iv->rd, iv->recv);
+}
+
+/*
+ * CPU counters: charges the CPU and run-queue wait of t (the state of task)
+ * since its last edge, at an edge at now (segmenter.h, rm_ctr_edge). how:
+ * RM_CUT_*; a thread being woken is not running: its counter holds all its
+ * CPU, none of it since it last got the CPU. Returns the request's head to
+ * charge after rm_on_recv.
+ */
+RM_INLINE __u64 rm_ctr_cut_how(struct rm_env *e, struct rm_task *t, struct task_struct *task, __u64 now, __u32 how)
+{
+	struct rq *rq = (how & RM_CUT_RUNNING) ? rm_cur_rq() : NULL;
+	struct rm_ctr_iv iv;
+	struct rm_ctr c;
+
+	rm_ctr_read(task, rq, now, rq != NULL, &c);
 	if (!(t->ctr_set & RM_CTR_SET)) {
 		rm_ctr_init(t, &c, now);
 		return 0;
 	}
-	d = rm_ctr_claim(t, c.cpu, now, &from);
-	waits = c.nvcsw - t->nvcsw;
+	iv.d = rm_ctr_claim(t, c.cpu, now, &iv.from);
+	iv.now = now;
+	iv.head = rq ? c.slice : 0;
+	iv.waits = c.nvcsw - t->nvcsw;
 	t->nvcsw = c.nvcsw;
-	if (c.run_delay > t->run_delay)
-		rd = c.run_delay - t->run_delay;
+	iv.rd = c.run_delay > t->run_delay ? c.run_delay - t->run_delay : 0;
 	t->run_delay = c.run_delay;
-	return rm_ctr_edge(e, t, from, now, d, c.slice, waits, rd, recv);
+	iv.recv = how & RM_CUT_RECV;
+	return rm_ctr_edge_g(e, t, &iv);
+}
+
+/* rm_ctr_cut_how for the current thread. */
+RM_INLINE __u64 rm_ctr_cut(struct rm_env *e, struct rm_task *t, struct task_struct *task, __u64 now, int recv)
+{
+	return rm_ctr_cut_how(e, t, task, now, RM_CUT_RUNNING | (recv ? RM_CUT_RECV : 0));
 }
 
 /* I/O by a thread we do not segment: totals and unsegmented only. */
@@ -1247,9 +1282,15 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct rm_task *t, *w;
 	struct rm_env e;
+	__u64 now;
 	int inherited;
 
 	if (RM_STOP_AT(RM_STAGE_HOOKS))
+		return 0;
+	/* most wake-ups cross processes (an interrupt, a kworker, a peer):
+	 * without wake-up chains only a thread's own process hands over, and
+	 * such a wake-up costs two loads here */
+	if (!follow_wakeups && p->tgid != cur->tgid)
 		return 0;
 	w = bpf_task_storage_get(&tasks, cur, 0, 0);
 	if (!w || cur->pid == p->pid || !rm_ours(p))
@@ -1263,7 +1304,18 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 		/* work handed to another thread of the process: the end of a
 		 * request's tail, a follow-replies hand-off (segmenter.h, rm_on_handoff) */
 		rm_env_init(&e);
-		rm_on_handoff(&e, w, bpf_task_storage_get(&tasks, p, 0, 0), bpf_ktime_get_ns());
+		now = bpf_ktime_get_ns();
+		t = bpf_task_storage_get(&tasks, p, 0, 0);
+		if (cpu_counters) {
+			/* both threads reach an edge here: the waker's CPU so far
+			 * goes as it held work before handing it over, the
+			 * wakee's (all of it before its last wait: it is not
+			 * running, its counter is exact) as before the job */
+			rm_ctr_cut(&e, w, cur, now, 0);
+			if (t)
+				rm_ctr_cut_how(&e, t, p, now, 0);
+		}
+		rm_on_handoff(&e, w, t, now);
 		return 0;
 	}
 	if (w->mode != RM_MODE_SEG || !follow_wakeups || !rm_in_futex_wake(cur))
@@ -1387,9 +1439,10 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	struct rq *rq = NULL;
 	struct rm_task *t;
+	struct rm_ctr_iv iv;
 	struct rm_ctr c;
 	struct rm_env e;
-	__u64 now, d, rd = 0, from;
+	__u64 now, d, from;
 	int running;
 
 	if (!task || !rm_ours(task))
@@ -1409,7 +1462,9 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 		rm_ctr_init(t, &c, now);
 		return 0;
 	}
-	if (running && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail)))
+	if (running && (t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT ||
+			(t->mode == RM_MODE_ASSOC &&
+			 (t->tail || (follow_replies && (t->chain_st & RM_CHAIN_SERVER))))))
 		return 0;
 	rm_env_init(&e);
 	d = rm_ctr_claim(t, c.cpu, now, &from);
@@ -1421,10 +1476,15 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 		rm_ctr_spread(&e, NULL, mid, now, r);
 		return 0;
 	}
-	if (c.run_delay > t->run_delay)
-		rd = c.run_delay - t->run_delay;
+	iv.from = from;
+	iv.now = now;
+	iv.d = d;
+	iv.head = 0;
+	iv.rd = c.run_delay > t->run_delay ? c.run_delay - t->run_delay : 0;
 	t->run_delay = c.run_delay;
-	rm_ctr_edge(&e, t, from, now, d, 0, c.nvcsw - t->nvcsw, rd, 0);
+	iv.waits = c.nvcsw - t->nvcsw;
+	iv.recv = 0;
+	rm_ctr_edge_g(&e, t, &iv);
 	return 0;
 }
 

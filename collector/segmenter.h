@@ -1211,23 +1211,87 @@ RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __
 }
 
 /*
+ * CPU counters with follow-replies: t is about to be charged CPU used from
+ * time `at` on; a serving thread that holds no request (after a reply) has
+ * it go to a continuation chain, as rm_account_cpu does on the slice path.
+ */
+RM_INLINE void rm_ctr_cont(struct rm_env *e, struct rm_task *t, __u64 at, __u64 d)
+{
+	if (d && t->mode == RM_MODE_ASSOC && e->follow_replies && (t->chain_st & RM_CHAIN_SERVER))
+		rm_cont_begin(e, t, at);
+}
+
+/*
+ * CPU counters: thread t first waited (voluntarily left the CPU) at about
+ * time at, since its last edge. What the slice path does when a thread
+ * blocks (rm_on_switch): the request's tail ends; with follow-replies a
+ * chain's first block anchors it to the request answered or folds it
+ * (rm_cont_block), and a segment of a serving thread ends (rm_seg_wait).
+ * The counters do not tell a wait for disk I/O from one for an event:
+ * every wait counts as a wait for an event. A serving thread that waits
+ * holding no request and no chain begins its next chain after a wait
+ * (RM_CHAIN_SLEPT): that chain is no reply's tail, and its first block
+ * must not fold it. (The slice path charges the CPU between a reply and
+ * the wait, which begins the chain before it; here the counter may have
+ * shown none at an edge in between, and a thread woken by a hand-off and
+ * preempted in its job has the job's CPU before the preemption counted
+ * before its next wait.)
+ */
+RM_INLINE void rm_ctr_block(struct rm_env *e, struct rm_task *t, __u64 at)
+{
+	if (t->mode == RM_MODE_ASSOC && e->follow_replies && (t->chain_st & RM_CHAIN_SERVER))
+		t->chain_st |= RM_CHAIN_SLEPT;
+	rm_cont_block(e, t, at);
+	rm_seg_wait(e, t, at);
+	t->tail = 0;
+}
+
+/*
+ * After several waits, is all of the CPU before the thread last got the
+ * CPU charged as t is charged now, whichever wait it came after? A segment
+ * keeps its CPU across waits (with follow-replies a serving thread's
+ * segment ends at its first wait, and what follows goes to a chain that its
+ * reply anchors, most often to the same request; but at a recv that chain
+ * would have been folded, the thread was a reader back in its loop: the
+ * share after the first wait is not known and none of it is kept); a chain that outlived a
+ * wait keeps the CPU after its later waits (RM_CHAIN_SLEPT), unless it was
+ * anchored from its start (RM_CHAIN_DONE, which ends at its first wait);
+ * so does the chain a serving thread that holds no request begins after a
+ * wait.
+ */
+RM_INLINE int rm_ctr_keeps(const struct rm_env *e, const struct rm_task *t, int recv)
+{
+	return (t->mode == RM_MODE_SEG && !(recv && e->follow_replies && (t->chain_st & RM_CHAIN_SERVER))) ||
+	       (t->mode == RM_MODE_CONT && (t->chain_st & (RM_CHAIN_SLEPT | RM_CHAIN_DONE)) == RM_CHAIN_SLEPT) ||
+	       (t->mode == RM_MODE_ASSOC && e->follow_replies &&
+		(t->chain_st & (RM_CHAIN_SERVER | RM_CHAIN_SLEPT)) == (RM_CHAIN_SERVER | RM_CHAIN_SLEPT));
+}
+
+/*
  * Thread t reached an edge at time now (or a sweep found it not running:
- * head 0); its last edge was at `from`. d: what its on-CPU counter grew by
- * in between, the last `head` ns of it since it last got the CPU (so used in
- * [now - head, now]: it has run since); waits: its voluntary context
- * switches in between; rd: its run-queue wait in between. Charged as the
- * context-switch hooks charge them:
+ * head 0; or a hand-off woke it: head 0); its last edge was at `from`. d:
+ * what its on-CPU counter grew by in between, the last `head` ns of it
+ * since it last got the CPU (so used in [now - head, now]: it has run
+ * since); waits: its voluntary context switches in between; rd: its
+ * run-queue wait in between. Charged as the context-switch hooks charge
+ * them:
  * - no wait: all of d as t is charged now (its part, or unsegmented);
- * - after waits: a segment keeps all of it; otherwise the request's tail
- *   ended at the first wait, so the CPU before t last got the CPU (d - head)
- *   goes as charged before it with one wait, and with several (the share
- *   before the first is not known) unsegmented. The head: returned for a
- *   recv by a thread holding no segment (the request's head, which the
- *   caller charges to the segment the recv begins, after rm_on_recv), else
- *   charged as t is now.
+ * - after waits: the CPU before t last got the CPU (d - head) goes as t was
+ *   charged before its first wait if it waited once, or if it keeps its CPU
+ *   across waits (rm_ctr_keeps), and unsegmented otherwise (the share
+ *   before the first wait is not known); then the thread's first wait
+ *   takes effect (rm_ctr_block: the tail ends, a chain is anchored or
+ *   folded, a serving thread's segment ends). The head: returned for a recv
+ *   by a thread holding no segment (the request's head, which the caller
+ *   charges to the segment the recv begins, after rm_on_recv), else charged
+ *   as t is now.
+ * With follow-replies, CPU charged to a serving thread that holds no
+ * request begins a continuation chain (rm_ctr_cont).
  * Without a wait the head is spread over [now - head, now] (the thread ran
  * all that time) and the rest over the time before it (rm_ctr_spread);
- * after a wait the head is charged to now's window. Run-queue wait goes to a part in a segment or
+ * after a wait the CPU before it is placed right after `from` (d - head ns
+ * from then on: what a thread runs after an edge and before it waits
+ * mostly follows the edge at once) and the head is charged to now's window. Run-queue wait goes to a part in a segment or
  * continuation. Returns the head ns to charge, or 0.
  */
 RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u64 now, __u64 d, __u64 head,
@@ -1238,14 +1302,29 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 	if (head > d)
 		head = d;
 	mid = now - head > from ? now - head : from;
+	if (t->mode == RM_MODE_SEG && !t->chain)
+		t->chain_st &= ~(__u32)RM_CHAIN_SLEPT; /* not since its recv: a chain begun after it has not slept */
 	if (!waits) {
+		rm_ctr_cont(e, t, from, d);
 		rm_ctr_spread(e, t, from, mid, d - head);
 		rm_ctr_spread(e, t, mid, now, head);
 		head = 0;
 	} else {
-		rm_ctr_spread(e, waits == 1 || t->mode == RM_MODE_SEG ? t : 0, from, mid, d - head);
-		t->tail = 0;
+		/* the CPU before the first wait ran right after the last edge:
+		 * a thread in a reply's tail runs it and waits (the wait decides
+		 * where it goes, in the window it ran in, as at a switch), not
+		 * spread over its sleep */
+		__u64 blk = mid - from > d - head ? from + (d - head) : mid;
+
+		if (waits == 1 || rm_ctr_keeps(e, t, recv)) {
+			rm_ctr_cont(e, t, from, d - head);
+			rm_ctr_spread(e, t, from, blk, d - head);
+		} else {
+			rm_ctr_spread(e, 0, from, blk, d - head);
+		}
+		rm_ctr_block(e, t, blk);
 		if (!recv || (t->mode != RM_MODE_ASSOC && t->mode != RM_MODE_NONE)) {
+			rm_ctr_cont(e, t, mid, head);
 			rm_charge_cpu(e, t, rm_win(e, now), now, head);
 			head = 0;
 		}

@@ -218,6 +218,225 @@ static void test_edge_head_capped(void)
 	CU_ASSERT_EQUAL(slots[0].busy_ns, 0);
 }
 
+/*
+ * Follow-replies on the counters: recorded streams of two threads of a
+ * server, a pool worker w and a reader r, each step what the kernel hooks
+ * do at an edge (rm_ctr_edge with what the thread's counters grew by, then
+ * the edge's rm_on_*). Sockets 1 and 2 are server-side; request k came in
+ * as bytes [100 k, 100 k + 60).
+ */
+static struct rm_task w, r;
+
+static void fr_setup(void)
+{
+	setup(RM_MODE_NONE, 0);
+	env.follow_replies = 1;
+	env.window_ns = 1000000; /* one window: nothing is emitted for a window change */
+	memset(&w, 0, sizeof(w));
+	memset(&r, 0, sizeof(r));
+}
+
+static void fr_sock(int k, struct rm_tuple *tp, struct rm_inb *in)
+{
+	memset(tp, 0, sizeof(*tp));
+	tp->cookie = (__u64)k;
+	tp->family = 2;
+	tp->lport = 80;
+	tp->rport = 40000 + (__u32)k;
+	memset(in, 0, sizeof(*in));
+	in->has_seq = 1;
+	in->seq_start = 100 * (__u64)k;
+	in->seq_end = in->seq_start + 60;
+}
+
+/* t reads request k at now (an edge with no CPU since the last) */
+static void fr_recv(struct rm_task *t, int k, __u64 now)
+{
+	struct rm_tuple tp;
+	struct rm_inb in;
+
+	fr_sock(k, &tp, &in);
+	rm_ctr_edge(&env, t, now, now, 0, 0, 0, 0, 1);
+	rm_on_recv(&env, t, now, 1, t == &w ? 2 : 3, &tp, 60, 1, in.seq_start, 1);
+}
+
+/* t replies to request k at now; d: its CPU since its last edge at from (no wait) */
+static void fr_reply(struct rm_task *t, int k, __u64 from, __u64 now, __u64 d)
+{
+	struct rm_tuple tp;
+	struct rm_inb in;
+
+	fr_sock(k, &tp, &in);
+	rm_ctr_edge(&env, t, from, now, d, 0, 0, 0, 0);
+	rm_on_send(&env, t, now, 1, t == &w ? 2 : 3, &tp, 40, 1, 5000, 1, &in);
+}
+
+/* CPU of the parts emitted anchored to request k (or, k 0, of all), and how many */
+static __u64 fr_anchored(int k, int *n)
+{
+	__u64 s = 0;
+	int i;
+
+	rm_flush(&env, &w);
+	rm_flush(&env, &r);
+	*n = 0;
+	for (i = 0; i < nemit; i++)
+		if ((emitted[i].flags & RM_PF_ANCHOR) && emitted[i].in.cookie == (__u64)k) {
+			CU_ASSERT_EQUAL(emitted[i].in_seq_start, 100 * (__u64)k);
+			s += emitted[i].cpu_ns;
+			(*n)++;
+		}
+	return s;
+}
+
+/* busy = parts + unsegmented, everything flushed */
+static void fr_identity(void)
+{
+	__u64 parts = 0;
+	int i;
+
+	rm_flush(&env, &w);
+	rm_flush(&env, &r);
+	for (i = 0; i < nemit; i++)
+		parts += emitted[i].cpu_ns;
+	CU_ASSERT_EQUAL(slots[0].busy_ns, parts + slots[0].unseg_cpu_ns);
+}
+
+/*
+ * A worker woken by a reader: w answered request 1 and spent 50 ns in its
+ * tail before it waited; r reads request 2 and hands it to w (both reach an
+ * edge at the wake: r's 30 ns are its segment's, w's 50 ns all came before
+ * its one wait, the tail of request 1). w's job of 400 ns, preempted once
+ * after it took the queue's lock (a second wait), is request 2's.
+ */
+static void test_fr_handoff(void)
+{
+	int n;
+
+	fr_setup();
+	fr_reply(&w, 1, 0, 100, 0);
+	CU_ASSERT_EQUAL(w.mode, RM_MODE_ASSOC);
+	fr_recv(&r, 2, 200);
+	rm_ctr_edge(&env, &r, 200, 300, 30, 30, 0, 0, 0);
+	rm_ctr_edge(&env, &w, 100, 300, 50, 0, 1, 0, 0);
+	rm_on_handoff(&env, &r, &w, 300);
+	CU_ASSERT_EQUAL(r.mode, RM_MODE_ASSOC);
+	CU_ASSERT(r.chain_st & RM_CHAIN_HANDED);
+	/* the job: 300 ns before it last got the CPU (after its wait for the lock), 100 since */
+	rm_ctr_edge(&env, &w, 300, 800, 400, 100, 1, 0, 0);
+	fr_reply(&w, 2, 800, 800, 0);
+	CU_ASSERT_EQUAL(fr_anchored(1, &n), 50);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(fr_anchored(2, &n), 400);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 0);
+	fr_identity();
+}
+
+/*
+ * A worker with two waits between its reply and the hand-off (a lock on
+ * its way back to the queue, then the queue): which share came before the
+ * first is not known, so none of it is request 1's tail (unsegmented); a
+ * job that waits twice itself (a lock, a back-end) keeps all its CPU.
+ */
+static void test_fr_two_waits(void)
+{
+	int n;
+
+	fr_setup();
+	fr_reply(&w, 1, 0, 100, 0);
+	fr_recv(&r, 2, 200);
+	rm_ctr_edge(&env, &r, 200, 300, 30, 30, 0, 0, 0);
+	rm_ctr_edge(&env, &w, 100, 300, 100, 0, 2, 0, 0);
+	rm_on_handoff(&env, &r, &w, 300);
+	rm_ctr_edge(&env, &w, 300, 900, 400, 100, 2, 0, 0);
+	fr_reply(&w, 2, 900, 900, 0);
+	CU_ASSERT_EQUAL(fr_anchored(1, &n), 0);
+	CU_ASSERT_EQUAL(n, 0);
+	CU_ASSERT_EQUAL(fr_anchored(2, &n), 400);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 100);
+	fr_identity();
+}
+
+/*
+ * The tail after a reply, then a hand-off back: w answers request 1 and
+ * at once wakes r, which handed request 1 over and holds none, to take the
+ * connection back (a write to an eventfd). r's work from the wake to its
+ * next wait (90 ns, read at its next recv, before it last got the CPU) is
+ * request 1's; its 20 ns since are the head of request 2. w's 70 ns after
+ * the hand-off, up to its one wait, are no request's: it handed the rest of
+ * request 1 over.
+ */
+static void test_fr_tail_handback(void)
+{
+	int n;
+
+	fr_setup();
+	fr_recv(&r, 1, 0);
+	rm_ctr_edge(&env, &r, 0, 50, 10, 10, 0, 0, 0);
+	rm_on_handoff(&env, &r, &w, 50); /* request 1 to w (w holds nothing yet) */
+	rm_ctr_edge(&env, &r, 50, 60, 5, 0, 1, 0, 0); /* r waits in its poll loop */
+	fr_reply(&w, 1, 50, 100, 0);
+	rm_ctr_edge(&env, &w, 100, 110, 8, 8, 0, 0, 0);   /* w's edge at the wake */
+	rm_ctr_edge(&env, &r, 60, 110, 0, 0, 0, 0, 0);    /* r's (asleep since its last edge) */
+	rm_on_handoff(&env, &w, &r, 110);
+	CU_ASSERT(r.chain_st & RM_CHAIN_DONE);
+	rm_ctr_edge(&env, &w, 110, 300, 70, 0, 1, 0, 0);  /* w waits for its next job */
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &r, 110, 400, 110, 20, 1, 0, 1), 20);
+	fr_recv(&r, 2, 400);
+	CU_ASSERT_EQUAL(fr_anchored(1, &n), 90);
+	CU_ASSERT_EQUAL(n, 1);
+	/* r's 10 ns of request 1 before the hand-off are its segment's, not anchored */
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 5 + 8 + 70);
+	fr_identity();
+}
+
+/*
+ * A reply's tail, then a sleep across two window ends: the 50 ns before the
+ * wait ran right after the reply, in its window, and go to request 1 whole
+ * (spread over the sleep, a share would have left in an earlier window's
+ * part before the wait was seen, and the tail would have gone to the next
+ * reply).
+ */
+static void test_fr_tail_window(void)
+{
+	int n;
+
+	fr_setup();
+	env.window_ns = 1000;
+	fr_reply(&w, 1, 0, 100, 0);
+	rm_ctr_edge(&env, &w, 100, 2500, 50, 0, 1, 0, 0);
+	CU_ASSERT_EQUAL(w.mode, RM_MODE_ASSOC);
+	CU_ASSERT_EQUAL(fr_anchored(1, &n), 50);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 50);
+	CU_ASSERT_EQUAL(slots[1].busy_ns + slots[2].busy_ns, 0);
+}
+
+/*
+ * A reader that read request 1 and waited twice before reading request 2
+ * (a contended lock on the way to its queue, then its poll): its segment
+ * ended at the first wait, what came after was its loop, and which share
+ * came before is not known: none of the 80 ns before it last got the CPU
+ * is request 1's; its 20 ns since are request 2's head. The same two waits
+ * before a reply keep all of it in the segment (the chain after the first
+ * wait would have been anchored to the same request).
+ */
+static void test_fr_reader_waits(void)
+{
+	fr_setup();
+	fr_recv(&r, 1, 0);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &r, 0, 500, 100, 20, 2, 0, 1), 20);
+	CU_ASSERT_EQUAL(r.mode, RM_MODE_ASSOC);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 80);
+	fr_setup();
+	fr_recv(&r, 1, 0);
+	rm_ctr_edge(&env, &r, 0, 500, 100, 20, 2, 0, 0);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 0);
+	fr_identity();
+}
+
 static CU_TestInfo cases[] = {
 	{ "CPU over an interval is split at window edges by time, summing exactly", test_spread },
 	{ "CPU over more windows than kept is spread over the last ones", test_spread_old },
@@ -226,6 +445,16 @@ static CU_TestInfo cases[] = {
 	{ "after several waits none of it is the tail's; without a wait all of it", test_edge_waits },
 	{ "the head is never more than the interval", test_edge_head_capped },
 	{ "the CPU since the thread got the CPU is spread over the time since", test_edge_place },
+	{ "follow-replies: a worker woken by a reader: its tail is the last request's, its job the next's",
+	  test_fr_handoff },
+	{ "follow-replies: a worker with two waits after its reply: no tail; a job's own waits keep its CPU",
+	  test_fr_two_waits },
+	{ "follow-replies: a reply's tail, then a hand-off back to the reader: the reader's work is the request's",
+	  test_fr_tail_handback },
+	{ "follow-replies: a tail before a wait across window ends stays whole in its window, the request's",
+	  test_fr_tail_window },
+	{ "follow-replies: a reader's two waits before its next recv: none of it is the last request's",
+	  test_fr_reader_waits },
 	CU_TEST_INFO_NULL,
 };
 

@@ -25,8 +25,11 @@
 #              processes' /proc, the macro rounds' median); and the untraced
 #              context switch's and the traced socket syscall's added ns (micro)
 # Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
-#                         [--cpu-slices] [--json FILE]
-# --cpu-slices: the collector (and the benchmarks' hooks) with that option.
+#                         [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--json FILE]
+# --cpu-slices, --cpu-counters, --no-follow-replies: the collector (and the
+# benchmarks' hooks) with that option. Without them the collector runs its
+# default (slices with follow-replies) and the benchmarks' hooks counters with
+# follow-replies.
 # --json FILE: the whole table, the overhead lines and the load average as JSON.
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
 # load shorter). A full run takes about 6 minutes (8 with --rounds 15), --quick about 2.
@@ -42,6 +45,8 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--skip-micro) skip_micro=1; shift ;;
 	--cpu-slices) col_opts+=(--cpu-slices); shift ;;
+	--no-follow-replies) col_opts+=(--no-follow-replies); shift ;;
+	--cpu-counters) col_opts+=(--cpu-counters); shift ;;
 	--json) json=$2; shift 2 ;;
 	-h|--help) sed -n '2,34p' "$0"; exit 0 ;;
 	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
