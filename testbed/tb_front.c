@@ -23,10 +23,13 @@
  * from right before the recv that completed its request line (its head) on
  * to right before the thread's next recv (its tail: the rest of the reply,
  * the way back to the next read; tb_lsrv.h). With workers, the reader's
- * part (right before its recv to the hand-off), the worker's part (pick-up
- * to the reply's first send) and the reader's taking the connection back
- * after the reply (watching it again) are measured on each thread and
- * added. --stats has per CE the requests, cache hits, misses and failed
+ * part (from its return from the wait, or right before its recv when it
+ * read another request first, to the hand-off), the worker's part (its
+ * wake-up for the job, or the end of its previous job, to the end of the
+ * completion hand-off: tb_worker_main) and the reader's taking the
+ * connection back after the reply (from its return from the wait that the
+ * hand-off ended to its next read or wait: tb_reader_loop) are measured on
+ * each thread and added. --stats has per CE the requests, cache hits, misses and failed
  * back-end fetches. Both files are rewritten every second and at the end
  * (SIGTERM/SIGINT).
  *
@@ -577,14 +580,27 @@ static void *tb_worker_main(void *arg)
 	struct tb_front *f = arg;
 	uint64_t one = 1;
 
+	/*
+	 * A job's truth: the worker's CPU from its wake-up for the job (or, when
+	 * it took the job without waiting, from the end of its previous job) to
+	 * the end of the completion hand-off that gives the connection back to
+	 * the reader. That is what the job costs the worker: picking it up, the
+	 * work, the reply and the hand-off. Left out: going back to the queue
+	 * after the hand-off until the worker waits (nothing of any request), and
+	 * the inside of pthread_cond_wait around the sleep (a few syscall
+	 * instructions the thread's clock cannot split between entering the wait
+	 * and leaving it).
+	 */
 	for (;;) {
 		struct tb_job *j;
 		uint64_t t0, t1 = 0, tx = 0;
 		int rv, waited = 0;
 
 		pthread_mutex_lock(&f->qlock);
+		t0 = tb_thread_cpu_ns(); /* no wait: the previous job ended here */
 		while (!f->qhead && !f->stopping) {
 			pthread_cond_wait(&f->qcond, &f->qlock);
+			t0 = tb_thread_cpu_ns(); /* woken for a job */
 			waited = 1;
 		}
 		j = f->qhead;
@@ -598,20 +614,19 @@ static void *tb_worker_main(void *arg)
 		pthread_mutex_unlock(&f->qlock);
 		if (!j)
 			break; /* stopping and the queue is empty */
-		/* The worker's part starts when it has the request. */
-		t0 = tb_thread_cpu_ns();
 		rv = tb_front_work(f, j->conn->fd, &j->req, &t1, &tx);
-		if (tb_truth_add(&f->truth, j->req.ce, 1, t1 - t0, j->line_len + 1, tx) != RM_OK)
-			rm_log_warn("failed to record a request of '%s'", j->req.ce);
 		pthread_mutex_lock(&f->qlock);
 		if (rv != 0)
 			j->conn->broken = 1;
 		j->conn->done_next = f->done;
 		f->done = j->conn;
 		pthread_mutex_unlock(&f->qlock);
-		free(j);
 		if (write(f->done_efd, &one, sizeof(one)) != sizeof(one))
 			rm_log_warn("failed to signal a finished request: %s", strerror(errno));
+		t1 = tb_thread_cpu_ns();
+		if (tb_truth_add(&f->truth, j->req.ce, 1, t1 - t0, j->line_len + 1, tx) != RM_OK)
+			rm_log_warn("failed to record a request of '%s'", j->req.ce);
+		free(j);
 	}
 	return NULL;
 }
@@ -730,10 +745,14 @@ static void tb_conn_lines(struct tb_front *f, struct tb_fconn *c, uint64_t t0)
 	}
 }
 
-static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c)
+/*
+ * Reads what c has; a complete request line is the request's, its truth
+ * from t0 (the thread's CPU clock where the reader began on it: its return
+ * from the wait, or right before this recv) on. Reader only.
+ */
+static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c, uint64_t t0)
 {
 	ssize_t n;
-	uint64_t t0;
 
 	if (c->busy || c->closed || c->dead)
 		return;
@@ -742,7 +761,6 @@ static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c)
 		tb_conn_maybe_free(f, c);
 		return;
 	}
-	t0 = tb_thread_cpu_ns(); /* reading the request (its head) is its work */
 	n = recv(c->fd, c->buf + c->have, sizeof(c->buf) - c->have, MSG_DONTWAIT);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
@@ -756,11 +774,19 @@ static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c)
 	tb_conn_maybe_free(f, c);
 }
 
-/* Takes back the connections whose job finished (reader). */
-static void tb_conns_done(struct tb_front *f)
+/*
+ * Takes back the connections whose job finished (reader): each one's truth
+ * from t0 (the first: the reader's return from its wait, which the finished
+ * job's hand-off woke) to its being watched again. Copies the CE of the last
+ * one taken back into last_ce (NUL if none) when last_ce is not NULL.
+ */
+static void tb_conns_done(struct tb_front *f, uint64_t t0, char *last_ce, size_t ce_size)
 {
 	struct tb_fconn *list, *c;
 	uint64_t cnt;
+
+	if (last_ce)
+		last_ce[0] = '\0';
 
 	if (read(f->done_efd, &cnt, sizeof(cnt)) != sizeof(cnt) && errno != EAGAIN)
 		rm_log_debug("short eventfd read");
@@ -769,7 +795,7 @@ static void tb_conns_done(struct tb_front *f)
 	f->done = NULL;
 	pthread_mutex_unlock(&f->qlock);
 	while ((c = list) != NULL) {
-		uint64_t t0 = tb_thread_cpu_ns(), t1;
+		uint64_t t1;
 		int broken;
 
 		list = c->done_next;
@@ -785,12 +811,15 @@ static void tb_conns_done(struct tb_front *f)
 			t1 = tb_thread_cpu_ns();
 			if (tb_truth_add(&f->truth, c->ce, 0, t1 - t0, 0, 0) != RM_OK)
 				rm_log_warn("failed to record a request of '%s'", c->ce);
+			if (last_ce)
+				snprintf(last_ce, ce_size, "%s", c->ce);
 		} else if (!c->closed) {
 			tb_conn_lines(f, c, tb_thread_cpu_ns()); /* a pipelined request */
 			if (!c->busy && !c->closed)
 				tb_conn_epoll(f, c, 1);
 		}
 		tb_conn_maybe_free(f, c);
+		t0 = tb_thread_cpu_ns();
 	}
 }
 
@@ -830,6 +859,8 @@ static int tb_reader_loop(struct tb_front *f, int lfd, int sfd)
 	struct epoll_event ev;
 	uint64_t next_tick = tb_mono_ns() + 1000000000ull;
 	static int tag_sig, tag_lfd, tag_done;
+	char tail_ce[sizeof(((struct tb_fconn *)0)->ce)] = "";
+	uint64_t tail_t0 = 0;
 	int accepting = 1;
 
 	memset(&ev, 0, sizeof(ev));
@@ -845,9 +876,15 @@ static int tb_reader_loop(struct tb_front *f, int lfd, int sfd)
 		goto fail;
 	for (;;) {
 		struct epoll_event evs[64];
-		uint64_t now = tb_mono_ns();
-		int n, i, timeout;
+		uint64_t now = tb_mono_ns(), mark;
+		int n, i, timeout, fresh;
 
+		/* A taken-back request's truth runs on until the reader waits again. */
+		if (tail_ce[0]) {
+			if (tb_truth_add(&f->truth, tail_ce, 0, tb_thread_cpu_ns() - tail_t0, 0, 0) != RM_OK)
+				rm_log_warn("failed to record a request of '%s'", tail_ce);
+			tail_ce[0] = '\0';
+		}
 		if (now >= next_tick) {
 			tb_front_tick(f);
 			next_tick = now + 1000000000ull;
@@ -867,6 +904,14 @@ static int tb_reader_loop(struct tb_front *f, int lfd, int sfd)
 				continue;
 			goto fail;
 		}
+		/*
+		 * The reader's CPU from its return from the wait is the work of what
+		 * woke it: the head of the first request it reads, or the taking back
+		 * of the requests whose hand-off woke it (on to its next read, or to
+		 * its next wait).
+		 */
+		mark = tb_thread_cpu_ns();
+		fresh = 1;
 		for (i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 
@@ -881,10 +926,28 @@ static int tb_reader_loop(struct tb_front *f, int lfd, int sfd)
 				if (accepting)
 					tb_conn_accept(f, lfd);
 			} else if (p == &tag_done) {
-				tb_conns_done(f);
+				char last[sizeof(tail_ce)];
+
+				tb_conns_done(f, fresh ? mark : tb_thread_cpu_ns(), last, sizeof(last));
+				if (last[0]) {
+					memcpy(tail_ce, last, sizeof(tail_ce));
+					tail_t0 = tb_thread_cpu_ns();
+				}
+				fresh = 0;
 			} else {
+				uint64_t t0;
+
+				if (tail_ce[0]) { /* a read ends the taking back */
+					t0 = tb_thread_cpu_ns();
+					if (tb_truth_add(&f->truth, tail_ce, 0, t0 - tail_t0, 0, 0) != RM_OK)
+						rm_log_warn("failed to record a request of '%s'", tail_ce);
+					tail_ce[0] = '\0';
+				} else {
+					t0 = fresh ? mark : tb_thread_cpu_ns();
+				}
+				fresh = 0;
 				/* may be dead already: freed only after the batch */
-				tb_conn_readable(f, p);
+				tb_conn_readable(f, p, t0);
 			}
 		}
 		tb_conns_bury(f);
@@ -929,7 +992,7 @@ static int tb_front_run_workers(struct tb_front *f, int lfd, int sfd)
 	for (i = 0; i < started; i++)
 		pthread_join(f->workers[i], NULL);
 	/* Every job is done: take the connections back and close them all. */
-	tb_conns_done(f);
+	tb_conns_done(f, tb_thread_cpu_ns(), NULL, 0);
 	while (f->conns) {
 		struct tb_fconn *c = f->conns;
 
