@@ -117,7 +117,7 @@ static int64_t col_clock_offset_ns(void)
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
 	uint64_t window_ns, duration_ns, xen_khz;
-	int follow_wakeups, follow_replies, cpu_slices, cpu_counters;
+	int follow_wakeups, follow_replies, cpu_slices;
 	int count_rametr, no_merge;
 	uint32_t ring_bytes;
 	uint32_t exclude[16];
@@ -263,12 +263,10 @@ static void col_usage(FILE *f)
 		"                     the default, is accepted)\n"
 		"  --cpu-slices       ebpf: CPU cut into slices by a hook on every context switch instead\n"
 		"                     of read from each thread's own scheduler counters at its socket,\n"
-		"                     disk and exit events and at window ends (docs/cpu-counters.md);\n"
-		"                     the default while follow-replies is on; --follow-wakeups needs\n"
-		"                     the hook and implies this\n"
-		"  --cpu-counters     ebpf: CPU from the threads' own counters also with follow-replies\n"
-		"                     (chains and hand-offs without a context-switch hook; without\n"
-		"                     follow-replies counters are the default; --cpu-slices wins)\n"
+		"                     disk and exit events, its hand-offs and at window ends (the\n"
+		"                     default; docs/cpu-counters.md); --follow-wakeups needs the hook\n"
+		"                     and implies this\n"
+		"  --cpu-counters     ebpf: the default CPU path (cpu_counters = no: --cpu-slices)\n"
 		"  --exclude-pid PID  ebpf: never segment process PID (repeatable); the collector itself\n"
 		"                     and processes named rametr* (a local aggregator, rametrctl) never are\n"
 		"  --count-rametr     ebpf: segment processes named rametr* like any other\n"
@@ -470,8 +468,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 {
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
 				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies,
-				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups &&
-						   (o->cpu_counters || !o->follow_replies),
+				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups,
 				   .exclude_rametr = !o->count_rametr, .ring_bytes = o->ring_bytes };
 	size_t i;
 	struct col_bpf_stats st;
@@ -645,7 +642,7 @@ static int col_set(void *arg, const struct rm_setval *v)
 	case COL_S_FOLLOW_REPLIES: o->follow_replies = yes; break;
 	case COL_S_NO_FOLLOW_REPLIES: o->follow_replies = !yes; break;
 	case COL_S_CPU_SLICES: o->cpu_slices = yes; break;
-	case COL_S_CPU_COUNTERS: o->cpu_counters = yes; break;
+	case COL_S_CPU_COUNTERS: o->cpu_slices = !yes; break;
 	case COL_S_COUNT_RAMETR: o->count_rametr = yes; break;
 	case COL_S_NO_MERGE: o->no_merge = yes; break;
 	case COL_S_EXCLUDE_PID:
