@@ -69,14 +69,6 @@ static const char *in_dir(const char *name)
 	return tbt_path(run.dir, name);
 }
 
-static int64_t real_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Starts the aggregator and the collector of rm-be; sets run.rametr_why on failure. */
 static void start_rametr(pid_t *agg, pid_t *col)
 {
@@ -125,7 +117,7 @@ static void run_load(void)
 		return;
 	rm_hosts_jiffies(&b0, &s0);
 	c0 = rm_hosts_proc_cpu_ns(srv);
-	run.since = real_ns();
+	run.since = rm_hosts_real_ns();
 	for (i = 0; i < NCE; i++) {
 		char log[64];
 		char *argv[] = { TB_GOLOAD_BIN, "--server", SERVER, "--bind", (char *)ce_addr[i], "--ce", (char *)ces[i],
@@ -142,7 +134,7 @@ static void run_load(void)
 		failed += tbt_wait(pids[i], 120000) != 0;
 		rm_hosts_forget(pids[i]);
 	}
-	run.until = real_ns();
+	run.until = rm_hosts_real_ns();
 	run.server_ns = rm_hosts_proc_cpu_ns(srv) - c0;
 	rm_hosts_jiffies(&b1, &s1);
 	run.busy = b1 - b0;

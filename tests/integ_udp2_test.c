@@ -68,14 +68,6 @@ static const char *in_dir(const char *name)
 	return tbt_path(run.dir, name);
 }
 
-static int64_t real_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Starts the aggregator and the collectors of rm-fe and rm-be; sets run.rametr_why on failure. */
 static void start_rametr(pid_t *agg, pid_t col[2])
 {
@@ -170,9 +162,9 @@ static void run_phase(int phase, const char *loss)
 		return;
 	}
 	rm_hosts_jiffies(&b0, &s0);
-	run.since[phase] = real_ns();
+	run.since[phase] = rm_hosts_real_ns();
 	run.ok[phase] = loads(phase) == 0;
-	run.until[phase] = real_ns();
+	run.until[phase] = rm_hosts_real_ns();
 	rm_hosts_jiffies(&b1, &s1);
 	run.busy[phase] = b1 - b0;
 	run.steal[phase] = s1 - s0;
@@ -198,7 +190,10 @@ static void run_once(void)
 	start_rametr(&agg, col);
 	if (!run.rametr_why[0]) {
 		run_phase(0, "0");
-		usleep(2500000); /* the next phase's windows hold nothing of this one */
+		/* The next phase starts more than the margin of the reads (2 s) and a
+		 * window (1 s) after this one ends: no window read for one holds
+		 * anything of the other. */
+		usleep(4000000);
 		run_phase(1, LOSS_PCT);
 		usleep(1500000); /* the last window closes */
 		for (i = 0; i < 2; i++)

@@ -18,7 +18,6 @@
  * exit whatever happened. Needs root and the kernel's BTF; skips otherwise,
  * and skips case 2 without unbound.
  */
-#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -69,48 +68,6 @@ static struct {
 static const char *in_dir(const char *name)
 {
 	return tbt_path(run.dir, name);
-}
-
-static int64_t real_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/*
- * CPU time of process pid so far in ns: the sum of its threads' on-CPU time
- * (/proc/<pid>/task/<tid>/schedstat, first field); 0 if unreadable.
- * Not utime + stime of /proc/<pid>/stat: the kernel scales those ticks to
- * the same total but keeps each monotonic, so over a few seconds their sum
- * can lag or lead it by tens of percent (measured here over two 10 s runs:
- * Rametr's figure was 76% of it in one and 111% in the other).
- */
-static uint64_t proc_cpu_ns(pid_t pid)
-{
-	char path[320];
-	struct dirent *de;
-	uint64_t sum = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	if (!(d = opendir(path)))
-		return 0;
-	while ((de = readdir(d)) != NULL) {
-		unsigned long long ns = 0;
-		char *s;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
-		s = tbt_slurp(path);
-		if (s && sscanf(s, "%llu", &ns) == 1)
-			sum += ns;
-		free(s);
-	}
-	closedir(d);
-	return sum;
 }
 
 /* Starts the aggregator and the collector of rm-be; sets run.rametr_why on failure. */
@@ -189,9 +146,9 @@ static void run_tb(void)
 	if (srv < 0 || rm_hosts_wait_text(in_dir("tb-userver.log"), "listening", srv, 10000) != 0)
 		return;
 	rm_hosts_jiffies(&b0, &s0);
-	run.tb_since = real_ns();
+	run.tb_since = rm_hosts_real_ns();
 	run.tb_ok = loads(-1, "10.213.0.12:7200", tb_rates, TB_RUN_S, NULL, "tb") == 0;
-	run.tb_until = real_ns();
+	run.tb_until = rm_hosts_real_ns();
 	rm_hosts_jiffies(&b1, &s1);
 	run.busy = b1 - b0;
 	run.steal = s1 - s0;
@@ -235,20 +192,20 @@ static void run_dns(void)
 	run.dns_ok = 1;
 	for (i = 0; i < NCE; i++) {
 		char tag[16];
-		uint64_t c0 = proc_cpu_ns(ub);
+		uint64_t c0 = rm_hosts_proc_cpu_ns(ub);
 
 		snprintf(tag, sizeof(tag), "dns-alone");
 		run.dns_ok &= loads(i, "10.213.0.12:53", dns_rates, DNS_ALONE_S, "a.tenants.test", tag) == 0;
-		run.dns_alone_ns[i] = proc_cpu_ns(ub) - c0;
+		run.dns_alone_ns[i] = rm_hosts_proc_cpu_ns(ub) - c0;
 	}
 	usleep(2500000); /* the shared run's windows hold nothing of the last alone run */
 	{
-		uint64_t c0 = proc_cpu_ns(ub);
+		uint64_t c0 = rm_hosts_proc_cpu_ns(ub);
 
-		run.dns_since = real_ns();
+		run.dns_since = rm_hosts_real_ns();
 		run.dns_ok &= loads(-1, "10.213.0.12:53", dns_rates, DNS_SHARED_S, "a.tenants.test", "dns-shared") == 0;
-		run.dns_until = real_ns();
-		run.dns_shared_ns = proc_cpu_ns(ub) - c0;
+		run.dns_until = rm_hosts_real_ns();
+		run.dns_shared_ns = rm_hosts_proc_cpu_ns(ub) - c0;
 	}
 	if (rm_hosts_stop(ub, 20000) != 0)
 		run.dns_ok = 0;
@@ -272,7 +229,7 @@ static void run_once(void)
 	start_rametr(&agg, &col);
 	if (!run.rametr_why[0]) {
 		run_tb();
-		usleep(2500000); /* phase 2's windows hold nothing of phase 1 */
+		usleep(4000000); /* more than the reads' margin (2 s) and a window: phase 2's windows hold nothing of phase 1 */
 		run_dns();
 		usleep(1500000); /* the last window closes */
 		if (rm_hosts_stop(col, 30000) != 0)

@@ -23,6 +23,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RM_HOSTS_SESSION_LOCK "/run/rametr-testbed.lock" /* scripts/netns.sh session-lock */
@@ -205,6 +206,15 @@ static inline int rm_hosts_stop(pid_t pid, int ms)
 	rc = tbt_wait(pid, ms);
 	rm_hosts_forget(pid);
 	return rc;
+}
+
+/* The wall clock (CLOCK_REALTIME) in ns, the clock of Rametr's window times. */
+static inline int64_t rm_hosts_real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /*
