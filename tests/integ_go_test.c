@@ -72,25 +72,17 @@ static const char *in_dir(const char *name)
 /* Starts the aggregator and the collector of rm-be; sets run.rametr_why on failure. */
 static void start_rametr(pid_t *agg, pid_t *col)
 {
-	char url[400], conf[400], spool[400];
+	char url[400], spool[400];
 	char *argv[16 + MAX_COL_ARGS] = { COL_BIN, "--aggregator", url, "--node", "be", "--netns", "rm-be",
 					  "--window", "1s", "--spool", spool };
 	size_t n = 11;
 	char *tok, *save = NULL;
 
 	*agg = *col = -1;
-	snprintf(url, sizeof(url), "ipc://%s/aggregator.ipc", run.dir);
-	snprintf(conf, sizeof(conf), "%s/testbed/go.ini", RM_SOURCE_DIR);
 	snprintf(spool, sizeof(spool), "%s/spool-be", run.dir);
-	{
-		char *aargv[] = { AGG_BIN, "--config", conf, "--db", run.db, "--listen", url, NULL };
-
-		*agg = rm_hosts_spawn(aargv, in_dir("aggregator.log"));
-	}
-	if (*agg < 0 || rm_hosts_wait_text(in_dir("aggregator.log"), "listening on", *agg, 10000) != 0) {
-		snprintf(run.rametr_why, sizeof(run.rametr_why), "rametr-aggregator did not start");
+	if (rm_hosts_start_aggregator(AGG_BIN, run.dir, "go.ini", run.db, url, sizeof(url), agg, run.rametr_why,
+				      sizeof(run.rametr_why)) != 0)
 		return;
-	}
 	snprintf(run.col_args, sizeof(run.col_args), "%s", getenv("RM_GO_COLLECTOR_ARGS") ? getenv("RM_GO_COLLECTOR_ARGS") : "");
 	for (tok = strtok_r(run.col_args, " ", &save); tok && n < 10 + MAX_COL_ARGS; tok = strtok_r(NULL, " ", &save))
 		argv[n++] = tok;

@@ -116,7 +116,7 @@ static int has_option(const char *prog, const char *word)
 static void start_rametr(pid_t *agg, pid_t col[2])
 {
 	static const char *nodes[2] = { "fe", "be" };
-	char url[400], conf[400];
+	char url[400];
 	int i;
 
 	*agg = col[0] = col[1] = -1;
@@ -124,17 +124,9 @@ static void start_rametr(pid_t *agg, pid_t col[2])
 		snprintf(run.rametr_why, sizeof(run.rametr_why), "rametr-collector has no --netns");
 		return;
 	}
-	snprintf(url, sizeof(url), "ipc://%s/aggregator.ipc", run.dir);
-	snprintf(conf, sizeof(conf), "%s/testbed/twotier.ini", RM_SOURCE_DIR);
-	{
-		char *argv[] = { AGG_BIN, "--config", conf, "--db", run.db, "--listen", url, NULL };
-
-		*agg = rm_hosts_spawn(argv, in_dir("aggregator.log"));
-	}
-	if (*agg < 0 || rm_hosts_wait_text(in_dir("aggregator.log"), "listening on", *agg, 10000) != 0) {
-		snprintf(run.rametr_why, sizeof(run.rametr_why), "rametr-aggregator did not start");
+	if (rm_hosts_start_aggregator(AGG_BIN, run.dir, "twotier.ini", run.db, url, sizeof(url), agg, run.rametr_why,
+				      sizeof(run.rametr_why)) != 0)
 		return;
-	}
 	for (i = 0; i < 2; i++) {
 		char ns[16], spool[400], log[400];
 		char *argv[16] = { COL_BIN, "--aggregator", url, "--node", (char *)nodes[i], "--netns", ns,

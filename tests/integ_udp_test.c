@@ -73,21 +73,13 @@ static const char *in_dir(const char *name)
 /* Starts the aggregator and the collector of rm-be; sets run.rametr_why on failure. */
 static void start_rametr(pid_t *agg, pid_t *col)
 {
-	char url[400], conf[400], spool[400];
+	char url[400], spool[400];
 
 	*agg = *col = -1;
-	snprintf(url, sizeof(url), "ipc://%s/aggregator.ipc", run.dir);
-	snprintf(conf, sizeof(conf), "%s/testbed/udp.ini", RM_SOURCE_DIR);
 	snprintf(spool, sizeof(spool), "%s/spool-be", run.dir);
-	{
-		char *argv[] = { AGG_BIN, "--config", conf, "--db", run.db, "--listen", url, NULL };
-
-		*agg = rm_hosts_spawn(argv, in_dir("aggregator.log"));
-	}
-	if (*agg < 0 || rm_hosts_wait_text(in_dir("aggregator.log"), "listening on", *agg, 10000) != 0) {
-		snprintf(run.rametr_why, sizeof(run.rametr_why), "rametr-aggregator did not start");
+	if (rm_hosts_start_aggregator(AGG_BIN, run.dir, "udp.ini", run.db, url, sizeof(url), agg, run.rametr_why,
+				      sizeof(run.rametr_why)) != 0)
 		return;
-	}
 	{
 		char *argv[] = { COL_BIN, "--aggregator", url, "--node", "be", "--netns", "rm-be", "--window", "1s",
 				 "--spool", spool, NULL };

@@ -208,6 +208,33 @@ static inline int rm_hosts_stop(pid_t pid, int ms)
 	return rc;
 }
 
+/*
+ * Starts rametr-aggregator bin with the source tree's testbed/<ini>, database
+ * db, listening on ipc://<dir>/aggregator.ipc (written to url), its log in
+ * <dir>/aggregator.log; *pid is what it was spawned as (-1: not spawned; a
+ * running process is the caller's to stop). Returns 0 once it listens, else
+ * -1 with why filled.
+ */
+static inline int rm_hosts_start_aggregator(const char *bin, const char *dir, const char *ini, const char *db,
+					    char *url, size_t urllen, pid_t *pid, char *why, size_t whylen)
+{
+	char conf[400], log[400];
+
+	snprintf(url, urllen, "ipc://%s/aggregator.ipc", dir);
+	snprintf(conf, sizeof(conf), "%s/testbed/%s", RM_SOURCE_DIR, ini);
+	snprintf(log, sizeof(log), "%s/aggregator.log", dir);
+	{
+		char *argv[] = { (char *)bin, "--config", conf, "--db", (char *)db, "--listen", url, NULL };
+
+		*pid = rm_hosts_spawn(argv, log);
+	}
+	if (*pid < 0 || rm_hosts_wait_text(log, "listening on", *pid, 10000) != 0) {
+		snprintf(why, whylen, "rametr-aggregator did not start");
+		return -1;
+	}
+	return 0;
+}
+
 /* The wall clock (CLOCK_REALTIME) in ns, the clock of Rametr's window times. */
 static inline int64_t rm_hosts_real_ns(void)
 {
