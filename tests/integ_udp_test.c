@@ -241,13 +241,7 @@ static int rametr_cpu(int64_t since, int64_t until, uint64_t values[NCE], uint64
 static void need_rametr(void)
 {
 	run_once();
-	if (run.skipped)
-		RM_TEST_SKIP("%s", run.skip_why);
-	if (strstr(run.rametr_why, "did not attach"))
-		RM_TEST_SKIP("ebpf collector unavailable: %s", run.rametr_why);
-	if (run.rametr_why[0])
-		fprintf(stderr, "rametr: %s\n", run.rametr_why);
-	CU_ASSERT_FATAL(!run.rametr_why[0]);
+	RM_HOSTS_NEED_RAMETR(run.skipped, run.skip_why, run.rametr_why);
 }
 
 static void test_tb_userver(void)

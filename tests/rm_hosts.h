@@ -209,6 +209,22 @@ static inline int rm_hosts_stop(pid_t pid, int ms)
 }
 
 /*
+ * In a test case: skips it when the run was skipped (skip_why) or the eBPF
+ * collector did not attach; otherwise fails it fatally when Rametr did not run
+ * (why non-empty, printed).
+ */
+#define RM_HOSTS_NEED_RAMETR(skipped, skip_why, why)                                       \
+	do {                                                                               \
+		if (skipped)                                                               \
+			RM_TEST_SKIP("%s", (skip_why));                                    \
+		if (strstr((why), "did not attach"))                                       \
+			RM_TEST_SKIP("ebpf collector unavailable: %s", (why));             \
+		if ((why)[0])                                                              \
+			fprintf(stderr, "rametr: %s\n", (why));                            \
+		CU_ASSERT_FATAL(!(why)[0]);                                                \
+	} while (0)
+
+/*
  * Starts rametr-aggregator bin with the source tree's testbed/<ini>, database
  * db, listening on ipc://<dir>/aggregator.ipc (written to url), its log in
  * <dir>/aggregator.log; *pid is what it was spawned as (-1: not spawned; a
