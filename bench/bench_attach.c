@@ -22,7 +22,11 @@
  * all, of the clock read, of the threads' state lookups, of the socket
  * reads, of the segmenter without records.
  * --ring BYTES sizes the part ring (a power of 2; default the collector's).
- * Usage: bench_attach [--profile] [--stage NAME] [--ring BYTES] [--cpu-slices] [--cpu-counters] [--no-follow-replies]
+ * --netns NAME restricts the hooks to the threads of that network namespace
+ * (/var/run/netns/NAME or a path), as rametr-collector --netns: threads of
+ * other namespaces (a load generator) leave the hooks at their first test.
+ * Usage: bench_attach [--profile] [--stage NAME] [--ring BYTES] [--netns NAME] [--cpu-slices] [--cpu-counters]
+ *                     [--no-follow-replies]
  */
 #include <signal.h>
 #include <bpf/bpf.h>
@@ -30,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,9 +116,20 @@ int main(int argc, char **argv)
 			cfg.cpu_counters = 1; /* the collector's option of that name: this program's default */
 		} else if (strcmp(argv[i], "--ring") == 0 && i + 1 < argc) {
 			cfg.ring_bytes = (uint32_t)strtoul(argv[++i], NULL, 0);
+		} else if (strcmp(argv[i], "--netns") == 0 && i + 1 < argc) {
+			char path[256];
+			struct stat nst;
+
+			i++;
+			snprintf(path, sizeof(path), strchr(argv[i], '/') ? "%s" : "/var/run/netns/%s", argv[i]);
+			if (stat(path, &nst) != 0) {
+				rm_log_error("failed to open network namespace '%s'", path);
+				return 2;
+			}
+			cfg.netns_ino = (uint32_t)nst.st_ino;
 		} else {
 			fprintf(stderr, "usage: bench_attach [--profile] [--stage hooks|clock|task|state|noemit|full]"
-					" [--ring BYTES] [--cpu-slices] [--cpu-counters] [--no-follow-replies] (runs until SIGINT or SIGTERM)\n");
+					" [--ring BYTES] [--netns NAME] [--cpu-slices] [--cpu-counters] [--no-follow-replies] (runs until SIGINT or SIGTERM)\n");
 			return 2;
 		}
 	}

@@ -4,7 +4,15 @@
  * between two threads pinned to one CPU, counted per send or recv: it
  * includes the hooks of the switch each blocking recv causes), per untraced
  * syscall (getppid), and per context switch (a pipe ping-pong between two
- * threads pinned to one CPU, two switches a round trip).
+ * threads pinned to one CPU, two switches a round trip) of threads the
+ * collector does not trace and of threads of the traced process.
+ *
+ * What is traced: the collector is restricted to a network namespace of its
+ * own (its netns filter, as `rametr-collector --netns`): the main thread
+ * moves into a new one (unshare) before it opens the TCP sockets and starts
+ * the echo thread and the traced pipe thread, which inherit it; the two
+ * threads of the untraced pipe ping-pong are started before, in the
+ * namespace the program began in, so the hooks see them as another host's.
  *
  * Noisy machines: every figure is the difference and the ratio against the
  * detached case measured in the same run, variants alternating within each
@@ -28,7 +36,8 @@
  *   operation  detached  attached  added  ratio            (header)
  *   <label, 34 columns> <detached> <attached> <added> <ratio>
  * with labels "traced socket syscall (16 B TCP)", "untraced syscall (getppid)",
- * "context switch (pipe ping-pong)" (CPU time), the same prefixed "wall: ",
+ * "untraced context switch (pipe)", "context switch, traced process" (CPU
+ * time), the same prefixed "wall: ",
  * and with --breakdown the same prefixed "stage hooks: ", "stage clock: ",
  * "stage task: ", "stage state: ", "stage noemit: " (CPU time); then
  *   consumer CPU per part <ns> ns (collector thread, not the service)
@@ -43,14 +52,19 @@
  * machine-wide: programs of other processes count their runs meanwhile.
  */
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,7 +79,7 @@
 #define N_TCP 20000      /* round trips: 4 socket syscalls each */
 #define N_SWITCH 20000   /* round trips: 2 switches each */
 
-enum { OP_TCP, OP_GETPPID, OP_SWITCH, OP_N };
+enum { OP_TCP, OP_GETPPID, OP_USWITCH, OP_SWITCH, OP_N };
 enum { CLK_CPU, CLK_WALL, CLK_N };
 
 /* variants: 0 detached, then bench stages; the last is the full collector */
@@ -86,8 +100,8 @@ static const struct {
 #define V_FULL (NV - 1)
 
 static const char *op_label[OP_N] = { "traced socket syscall (16 B TCP)", "untraced syscall (getppid)",
-				       "context switch (pipe ping-pong)" };
-static const char *op_short[OP_N] = { "socket syscall", "untraced syscall", "context switch" };
+				       "untraced context switch (pipe)", "context switch, traced process" };
+static const char *op_short[OP_N] = { "socket syscall", "untraced syscall", "untraced switch", "traced switch" };
 
 static uint64_t clock_ns(clockid_t c)
 {
@@ -113,17 +127,22 @@ static double median(const double *v, int n)
 	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-/* CPU clocks of the threads a measurement charges: main and its peer */
-static clockid_t main_clk, echo_clk, pipe_clk;
+/* CPU clocks of the threads a measurement charges: main and its peer; the untraced pair */
+static clockid_t main_clk, echo_clk, pipe_clk, udrv_clk, uecho_clk;
 
 struct sample {
 	uint64_t wall, cpu;
 };
 
-static void mark(struct sample *s, clockid_t peer)
+static void mark_of(struct sample *s, clockid_t self, clockid_t peer)
 {
 	s->wall = clock_ns(CLOCK_MONOTONIC);
-	s->cpu = clock_ns(main_clk) + (peer ? clock_ns(peer) : 0);
+	s->cpu = clock_ns(self) + (peer ? clock_ns(peer) : 0);
+}
+
+static void mark(struct sample *s, clockid_t peer)
+{
+	mark_of(s, main_clk, peer);
 }
 
 static void per_op(double out[CLK_N], const struct sample *a, const struct sample *b, double n)
@@ -178,32 +197,115 @@ static int run_tcp(int cfd, double out[CLK_N])
 	return 0;
 }
 
-static int pp[2][2];
+static int pp[2][2];  /* the traced process's pipe ping-pong: main <-> pipe_main */
+static int up[2][2];  /* the untraced pair's: udrv_main <-> uecho_main */
 
-static void *pipe_main(void *arg)
+/* echoes bytes from the pipe pair p (p[0] in, p[1] out) until EOF */
+static void *pipe_echo(int (*p)[2])
 {
 	char c;
 
-	(void)arg;
-	while (read(pp[0][0], &c, 1) == 1)
-		if (write(pp[1][1], &c, 1) != 1)
+	while (read(p[0][0], &c, 1) == 1)
+		if (write(p[1][1], &c, 1) != 1)
 			break;
 	return NULL;
 }
 
+static void *pipe_main(void *arg)
+{
+	(void)arg;
+	return pipe_echo(pp);
+}
+
+static void *uecho_main(void *arg)
+{
+	(void)arg;
+	return pipe_echo(up);
+}
+
 /* a pipe round trip between two threads pinned to one CPU: 2 switches */
-static int run_switch(double out[CLK_N])
+static int run_switch_on(int (*p)[2], clockid_t self, clockid_t peer, double out[CLK_N])
 {
 	struct sample a, b;
 	char c = 'x';
 	int i;
 
-	mark(&a, pipe_clk);
+	mark_of(&a, self, peer);
 	for (i = 0; i < N_SWITCH; i++)
-		if (write(pp[0][1], &c, 1) != 1 || read(pp[1][0], &c, 1) != 1)
+		if (write(p[0][1], &c, 1) != 1 || read(p[1][0], &c, 1) != 1)
 			return -1;
-	mark(&b, pipe_clk);
+	mark_of(&b, self, peer);
 	per_op(out, &a, &b, 2.0 * N_SWITCH);
+	return 0;
+}
+
+static int run_switch(double out[CLK_N])
+{
+	return run_switch_on(pp, main_clk, pipe_clk, out);
+}
+
+/*
+ * The untraced pair: udrv_main runs one ping-pong with uecho_main each time
+ * main posts ugo, and posts udone with its result (the hand-over is outside
+ * the measured interval). Both stay in the namespace the program began in.
+ */
+static sem_t ugo, udone;
+static double uout[CLK_N];
+static int urv, ustop;
+
+static void *udrv_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		while (sem_wait(&ugo) != 0)
+			;
+		if (ustop)
+			return NULL;
+		urv = run_switch_on(up, udrv_clk, uecho_clk, uout);
+		sem_post(&udone);
+	}
+}
+
+static int run_uswitch(double out[CLK_N])
+{
+	sem_post(&ugo);
+	while (sem_wait(&udone) != 0)
+		;
+	memcpy(out, uout, sizeof(uout));
+	return urv;
+}
+
+/*
+ * Moves the calling thread into a new network namespace with its loopback
+ * up; *ino: the namespace's inode (the collector's netns filter). Threads
+ * it starts afterwards are in it; others stay where they were. Returns 0,
+ * or -1 with a message.
+ */
+static int enter_netns(uint32_t *ino)
+{
+	struct ifreq ifr;
+	struct stat st;
+	int fd;
+
+	if (unshare(CLONE_NEWNET) != 0) {
+		perror("bench_syscall: failed to unshare the network namespace");
+		return -1;
+	}
+	if ((fd = socket(AF_INET, SOCK_DGRAM, 0)) < 0)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0 || (ifr.ifr_flags |= IFF_UP, ioctl(fd, SIOCSIFFLAGS, &ifr)) != 0) {
+		perror("bench_syscall: failed to bring up 'lo' in the new namespace");
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	if (stat("/proc/thread-self/ns/net", &st) != 0) {
+		perror("bench_syscall: failed to stat '/proc/thread-self/ns/net'");
+		return -1;
+	}
+	*ino = (uint32_t)st.st_ino;
 	return 0;
 }
 
@@ -250,6 +352,7 @@ static uint32_t ring_bytes; /* --ring: part ring size, 0 = the collector's defau
 static int follow_wakeups;  /* --follow-wakeups: the collector option of that name */
 static int cpu_counters = 1; /* 0 with --cpu-slices: the collector option of that name */
 static int follow_replies = 1; /* 0 with --no-follow-replies: as the collector, on by default */
+static uint32_t netns_ino;      /* the namespace of the traced threads (the collector's filter) */
 #define PROF_ROUNDS 3       /* profile runs per stage; the median is printed */
 
 static const char *stage_name[RM_STAGE_COUNT] = RM_STAGE_NAMES;
@@ -260,7 +363,8 @@ static int profile_once(int cfd, int stage, const struct col_sink *sink, struct 
 {
 	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .bench_stage = (uint32_t)stage,
 				   .ring_bytes = ring_bytes, .follow_wakeups = follow_wakeups,
-				   .follow_replies = follow_replies, .cpu_counters = cpu_counters };
+				   .follow_replies = follow_replies, .cpu_counters = cpu_counters,
+				   .netns_ino = netns_ino };
 	struct consumer c = { NULL, sink, 0 };
 	struct col_bpf *b = NULL;
 	double m[CLK_N];
@@ -283,7 +387,7 @@ static int profile_once(int cfd, int stage, const struct col_sink *sink, struct 
 		return -1;
 	}
 	pin(ct, 1);
-	rv = run_getppid(m) || run_tcp(cfd, m) || run_switch(m);
+	rv = run_getppid(m) || run_tcp(cfd, m) || run_uswitch(m) || run_switch(m);
 	c.stop = 1;
 	pthread_join(ct, NULL);
 	close(sfd);
@@ -350,7 +454,7 @@ int main(int argc, char **argv)
 	uint64_t parts = 0, dropped = 0, cons_cpu = 0, full_parts = 0;
 	struct col_sink sink = { &parts, drain, drain_win };
 	int rounds = 9, breakdown = 0, profile_only = 0, lfd, cfd, one = 1, r, i, v, op, ck, rv;
-	pthread_t th, ph;
+	pthread_t th, ph, uth, ueth;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--breakdown")) {
@@ -384,6 +488,15 @@ int main(int argc, char **argv)
 		}
 	}
 	rm_log_init("bench_syscall");
+	/* the untraced pair first, then everything else in a namespace of its own */
+	if (sem_init(&ugo, 0, 0) || sem_init(&udone, 0, 0) || pipe(up[0]) || pipe(up[1]) ||
+	    pthread_create(&uth, NULL, udrv_main, NULL) || pthread_create(&ueth, NULL, uecho_main, NULL) ||
+	    pthread_getcpuclockid(uth, &udrv_clk) || pthread_getcpuclockid(ueth, &uecho_clk))
+		return 1;
+	pin(uth, 0);
+	pin(ueth, 0);
+	if (enter_netns(&netns_ino) != 0)
+		return 1;
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 1) || getsockname(lfd, (struct sockaddr *)&a, &alen))
 		return 1;
@@ -410,7 +523,7 @@ int main(int argc, char **argv)
 			/* alternate, and reverse the order every other round */
 			struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = ring_bytes,
 						   .follow_wakeups = follow_wakeups, .follow_replies = follow_replies,
-						   .cpu_counters = cpu_counters };
+						   .cpu_counters = cpu_counters, .netns_ino = netns_ino };
 			struct consumer c = { NULL, &sink, 0 };
 			double m[OP_N][CLK_N];
 			struct col_bpf *b = NULL;
@@ -434,7 +547,8 @@ int main(int argc, char **argv)
 				pthread_getcpuclockid(ct, &cclk);
 				c0 = clock_ns(cclk);
 			}
-			if (run_getppid(m[OP_GETPPID]) || run_tcp(cfd, m[OP_TCP]) || run_switch(m[OP_SWITCH])) {
+			if (run_getppid(m[OP_GETPPID]) || run_tcp(cfd, m[OP_TCP]) || run_uswitch(m[OP_USWITCH]) ||
+			    run_switch(m[OP_SWITCH])) {
 				fprintf(stderr, "bench_syscall: ping-pong failed\n");
 				return 1;
 			}
@@ -500,7 +614,12 @@ prof:
 	}
 	shutdown(cfd, SHUT_RDWR);
 	close(pp[0][1]);
+	close(up[0][1]);
+	ustop = 1;
+	sem_post(&ugo);
 	pthread_join(th, NULL);
 	pthread_join(ph, NULL);
+	pthread_join(uth, NULL);
+	pthread_join(ueth, NULL);
 	return 0;
 }

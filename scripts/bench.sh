@@ -3,8 +3,8 @@
 # table: figure, value, target, met?
 #   micro      build/bench/bench_syscall (ns added per traced/untraced syscall
 #              and per context switch; its own alternating rounds)
-#   macro      redis-server under redis-benchmark and nginx under wrk on
-#              loopback at saturation, rounds rotating detached / attached
+#   macro      redis-server under redis-benchmark and nginx under wrk at
+#              saturation, rounds rotating detached / attached
 #              (rametr-collector --backend ebpf -> local rametr-aggregator ->
 #              SQLite) / hooks only (bench_attach): each round's own ratio
 #              attached/detached of throughput and p99, median over the
@@ -24,8 +24,17 @@
 #              over the server's own CPU per request measured detached (its
 #              processes' /proc, the macro rounds' median); and the untraced
 #              context switch's and the traced socket syscall's added ns (micro)
+# Layout (the overhead targets'): the servers run in a network namespace of
+# their own, pinned to CPU 0, reached over a veth pair; the load generators
+# run in the namespace the script runs in, pinned to CPU 1; the collector and
+# bench_attach account only the servers' namespace (--netns), so the load
+# generators' socket syscalls leave the hooks at their first test and the
+# hooks' CPU per request is the servers'. --same-netns runs the earlier
+# layout instead: everything on loopback in one namespace, unpinned, the
+# collector unrestricted (the hooks then also run for the load generators).
 # Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
 #                         [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--json FILE]
+#                         [--same-netns]
 # --cpu-slices, --cpu-counters, --no-follow-replies: the collector (and the
 # benchmarks' hooks) with that option. Without them the collector runs its
 # default (slices with follow-replies) and the benchmarks' hooks counters with
@@ -37,7 +46,7 @@
 # /tmp/rametr-bench.XXXX, kept); nothing is left running.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-quick=0 rounds=7 rounds_set=0 out= skip_micro=0 json= col_opts=()
+quick=0 rounds=7 rounds_set=0 out= skip_micro=0 json= col_opts=() same_netns=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1; shift ;;
@@ -48,7 +57,8 @@ while [ $# -gt 0 ]; do
 	--no-follow-replies) col_opts+=(--no-follow-replies); shift ;;
 	--cpu-counters) col_opts+=(--cpu-counters); shift ;;
 	--json) json=$2; shift 2 ;;
-	-h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+	--same-netns) same_netns=1; shift ;;
+	-h|--help) sed -n '2,43p' "$0"; exit 0 ;;
 	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -76,9 +86,12 @@ stat=$B/bench/bench_stat
 ctl=$B/ctl/rametrctl
 
 pids=()
+sns= veth=
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	[ -z "$veth" ] || ip link del "$veth" 2>/dev/null || true
+	[ -z "$sns" ] || ip netns del "$sns" 2>/dev/null || true
 }
 trap cleanup EXIT
 forget() { local keep=() p; for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; pids=("${keep[@]}"); }
@@ -136,11 +149,16 @@ if [ $skip_micro = 0 ]; then
 		n = $1; for (i = 2; i <= NF - 4; i++) n = n " " $i; print n "|" $(NF-1) "|" $NF }' "$out/micro.txt")
 	[ ${#rows[@]} -gt $nrows ] || row "micro: no figure lines recognised (see $out/micro.txt)" "-" "-" "NO"
 	micro_added() { awk -v l="$1" 'index($0, l) == 1 { print $(NF-1) + 0 }' "$out/micro.txt"; }
-	cs_added=$(micro_added "context switch (pipe ping-pong)")
+	cs_added=$(micro_added "untraced context switch (pipe)")
+	tcs_added=$(micro_added "context switch, traced process")
 	sock_added=$(micro_added "traced socket syscall")
 	if [ -n "$cs_added" ]; then
 		ovh+=("untraced_context_switch_added_ns=$cs_added")
-		row "overhead: untraced context switch, ns added" "$cs_added" "<= 10" "$(met "$cs_added <= 10")"
+		row "overhead: untraced context switch (threads outside the collector's namespace), ns added" "$cs_added" "<= 10" "$(met "$cs_added <= 10")"
+	fi
+	if [ -n "$tcs_added" ]; then
+		ovh+=("traced_process_context_switch_added_ns=$tcs_added")
+		row "context switch between two threads of a traced process, ns added (not the target's figure)" "$tcs_added" "-" "-"
 	fi
 	if [ -n "$sock_added" ]; then
 		ovh+=("traced_socket_syscall_added_ns=$sock_added")
@@ -151,6 +169,19 @@ fi
 # ---------------------------------------------------------------- servers
 free_port rport; free_port nport; free_port ppport; free_port tpport
 node=bench
+# where the servers listen and how they and the load generators are started
+# (see Layout above); nsx: runs a command in the servers' namespace
+if [ $same_netns = 1 ]; then
+	sip=127.0.0.1 nsx=() srv_pin=() lg_pin=() ns_opt=()
+else
+	sns=rmbench$$ veth=rmb$$a sub=10.214.$((RANDOM % 250))
+	ip netns add "$sns"
+	ip link add "$veth" type veth peer name rmb$$b
+	ip link set rmb$$b netns "$sns"
+	ip addr add "$sub.1/30" dev "$veth" && ip link set "$veth" up
+	ip -n "$sns" addr add "$sub.2/30" dev rmb$$b && ip -n "$sns" link set rmb$$b up && ip -n "$sns" link set lo up
+	sip=$sub.2 nsx=(ip netns exec "$sns") srv_pin=(taskset -c 0) lg_pin=(taskset -c 1) ns_opt=(--netns "$sns")
+fi
 db=$out/rametr.db
 cat >"$out/agg.ini" <<EOF
 [aggregator]
@@ -172,7 +203,7 @@ EOF
 agg=$!; pids+=($agg)
 
 mkdir -p "$out/redis"
-redis-server --bind 127.0.0.1 --port "$rport" --save '' --appendonly no --protected-mode no \
+"${nsx[@]}" "${srv_pin[@]}" redis-server --bind "$sip" --port "$rport" --save '' --appendonly no --protected-mode no \
 	--dir "$out/redis" --logfile "$out/redis/redis.log" --daemonize no &
 redis=$!; pids+=($redis)
 
@@ -194,21 +225,21 @@ http {
 	uwsgi_temp_path $out/nginx/tmp/uwsgi;
 	scgi_temp_path $out/nginx/tmp/scgi;
 	server {
-		listen 127.0.0.1:$nport;
+		listen $sip:$nport;
 		root $out/nginx/www;
 	}
 }
 EOF
-nginx -c "$out/nginx/nginx.conf" -p "$out/nginx" -e "$out/nginx/error.log" &
+"${nsx[@]}" "${srv_pin[@]}" nginx -c "$out/nginx/nginx.conf" -p "$out/nginx" -e "$out/nginx/error.log" &
 nginx_master=$!; pids+=($nginx_master)
 
 for i in $(seq 50); do
-	redis-cli -p "$rport" ping >/dev/null 2>&1 && (exec 3<>/dev/tcp/127.0.0.1/$nport) 2>/dev/null && break
+	redis-cli -h "$sip" -p "$rport" ping >/dev/null 2>&1 && (exec 3<>/dev/tcp/$sip/$nport) 2>/dev/null && break
 	sleep 0.1
 done
 kill -0 $agg 2>/dev/null || { cat "$out/aggregator.log" >&2; echo "bench: aggregator did not start" >&2; exit 1; }
-redis-cli -p "$rport" ping >/dev/null || { cat "$out/redis/redis.log" >&2; echo "bench: redis-server did not start" >&2; exit 1; }
-(exec 3<>/dev/tcp/127.0.0.1/$nport) 2>/dev/null || { cat "$out/nginx/error.log" >&2; echo "bench: nginx did not start" >&2; exit 1; }
+redis-cli -h "$sip" -p "$rport" ping >/dev/null || { cat "$out/redis/redis.log" >&2; echo "bench: redis-server did not start" >&2; exit 1; }
+(exec 3<>/dev/tcp/$sip/$nport) 2>/dev/null || { cat "$out/nginx/error.log" >&2; echo "bench: nginx did not start" >&2; exit 1; }
 nginx_pids="$nginx_master $(pgrep -P "$nginx_master" | tr '\n' ' ')"
 
 col=
@@ -216,7 +247,7 @@ start_collector() { # log (appended to: wait for this run's line, not an earlier
 	local before
 	before=$(grep -c "ebpf backend attached" "$1" 2>/dev/null) || true
 	"$B/collector/rametr-collector" --aggregator "ipc://$out/agg.ipc" --node "$node" \
-		--spool "$out/spool" "${col_opts[@]}" >>"$1" 2>&1 &
+		--spool "$out/spool" "${col_opts[@]}" "${ns_opt[@]}" >>"$1" 2>&1 &
 	col=$!; pids+=($col)
 	wait_log "$1" "ebpf backend attached" "$col" 20 "${before:-0}" || { cat "$1" >&2; echo "bench: collector did not attach" >&2; exit 1; }
 }
@@ -231,11 +262,11 @@ wrk_p99() { awk '$1 == "99%" { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+
 wrk_rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
 wrk_reqs() { awk '$2 == "requests" && $3 == "in" { print $1 }' "$1"; }
 # the two loads, on stdout (every round and the hook budget run the same)
-redis_load() { redis-benchmark -h 127.0.0.1 -p "$rport" -c 50 -n "$redis_n" -t get --csv; }
-nginx_load() { wrk -t1 -c50 -d"${wrk_s}s" --latency "http://127.0.0.1:$nport/index.html"; }
+redis_load() { "${lg_pin[@]}" redis-benchmark -h "$sip" -p "$rport" -c 50 -n "$redis_n" -t get --csv; }
+nginx_load() { "${lg_pin[@]}" wrk -t1 -c50 -d"${wrk_s}s" --latency "http://$sip:$nport/index.html"; }
 # bench_attach ARGS... in the background, logging to LOG, until attached: start_attach LOG [ARG...] (sets hooks)
 start_attach() {
-	"$B/bench/bench_attach" "${@:2}" "${col_opts[@]}" >"$1" 2>&1 &
+	"$B/bench/bench_attach" "${@:2}" "${col_opts[@]}" "${ns_opt[@]}" >"$1" 2>&1 &
 	hooks=$!; pids+=($hooks)
 	wait_log "$1" "attach: ready" $hooks 20 || { cat "$1" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
 }
@@ -408,7 +439,7 @@ stop $redis; stop $nginx_master
 start_collector "$out/collector.log"
 sleep 1
 c0=$(cpu_ns $col); t0=$(date +%s%N); sleep "$idle_s"; c1=$(cpu_ns $col); t1=$(date +%s%N)
-"$B/bench/bench_pingpong" --port "$ppport" --rate $pp_rate --duration "$pp_s" --size $pp_size | tee "$out/pingpong.txt" >&2
+"${nsx[@]}" "$B/bench/bench_pingpong" --port "$ppport" --rate $pp_rate --duration "$pp_s" --size $pp_size | tee "$out/pingpong.txt" >&2
 c2=$(cpu_ns $col); t2=$(date +%s%N)
 hwm=$(hwm_kb $col)
 sleep 1.2
@@ -431,7 +462,7 @@ row "collector peak RSS (VmHWM)" "$(calc "$hwm / 1024" 1) MiB" "-" "-"
 # collector's CPU is batching, encoding and sending
 start_attach "$out/attach-pp.log"
 h0=$(cpu_ns $hooks); t0=$(date +%s%N)
-"$B/bench/bench_pingpong" --port "$ppport" --rate $pp_rate --duration "$pp_s" --size $pp_size >"$out/pingpong-attach.txt"
+"${nsx[@]}" "$B/bench/bench_pingpong" --port "$ppport" --rate $pp_rate --duration "$pp_s" --size $pp_size >"$out/pingpong-attach.txt"
 h1=$(cpu_ns $hooks); t1=$(date +%s%N)
 stop $hooks
 htrips=$(sed -n 's/.*round_trips=\([0-9]*\).*/\1/p' "$out/pingpong-attach.txt")
@@ -475,7 +506,9 @@ pids=()
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 for o in "${ovh[@]}"; do echo "overhead: $o"; done
 echo
-echo "Rametr collector overhead ($(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(uname -r); $([ $quick = 1 ] && echo quick || echo full) run, $rounds rounds; collector options: ${col_opts[*]:-none}; load average $load; files in $out)"
+layout=$([ $same_netns = 1 ] && echo "one namespace, loopback, collector unrestricted (--same-netns; not the targets' layout)" ||
+	echo "servers in their own namespace on CPU 0, load generators outside on CPU 1, collector --netns (the targets' layout)")
+echo "Rametr collector overhead ($(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(uname -r); $([ $quick = 1 ] && echo quick || echo full) run, $rounds rounds; collector options: ${col_opts[*]:-none}; $layout; load average $load; files in $out)"
 echo
 echo "| figure | value | target | met? |"
 echo "|---|---|---|---|"
@@ -488,10 +521,12 @@ if [ -n "$json" ]; then
 	{ printf '%s\n' "${rows[@]}"; } | jq -R -s \
 		--arg date "$(date -u +%Y-%m-%dT%H:%MZ)" --arg kernel "$(uname -r)" --arg load "$load" \
 		--arg opts "${col_opts[*]:-}" --argjson quick "$quick" --argjson rounds "$rounds" \
+		--arg layout "$([ $same_netns = 1 ] && echo same-netns || echo server-netns)" \
 		--arg ovh "$(printf '%s\n' "${ovh[@]}")" '
 		def kv: split(" ") | map(select(length > 0) | capture("^(?<k>[^=]+)=(?<v>.*)$")
 			| { (.k): (.v | tonumber? // .) }) | add;
 		{ date: $date, kernel: $kernel, load_average: $load, collector_options: $opts, quick: ($quick == 1),
+		  layout: $layout,
 		  rounds: $rounds,
 		  rows: (split("\n") | map(select(length > 0) | split("|")
 			| { figure: .[0], value: .[1], target: .[2], met: .[3] })),
