@@ -618,9 +618,19 @@ RM_INLINE int rm_tuple_get(struct sock *sk, const struct rm_task *t, int is_tcp,
  */
 RM_INLINE int rm_ours(struct task_struct *t)
 {
+	struct nsproxy *ns;
+	struct net *net;
+
 	if (!netns_ino)
 		return 1;
-	return BPF_CORE_READ(t, nsproxy, net_ns, ns.inum) == netns_ino;
+	/* direct (fault-safe) loads through the BTF pointer, not three
+	 * bpf_probe_read_kernel calls: the test every socket hook of every
+	 * thread makes first; an exiting task without nsproxy is not ours */
+	ns = t->nsproxy;
+	if (!ns)
+		return 0;
+	net = ns->net_ns;
+	return net && net->ns.inum == netns_ino;
 }
 
 RM_INLINE int rm_current_ours(void)
@@ -1291,6 +1301,10 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 	 * without wake-up chains only a thread's own process hands over, and
 	 * such a wake-up costs two loads here */
 	if (!follow_wakeups && p->tgid != cur->tgid)
+		return 0;
+	/* a waker with no task storage at all (a thread of another namespace,
+	 * one no hook has seen) holds nothing: one load, not a lookup */
+	if (bpf_core_field_exists(cur->bpf_storage) && !cur->bpf_storage)
 		return 0;
 	w = bpf_task_storage_get(&tasks, cur, 0, 0);
 	if (!w || cur->pid == p->pid || !rm_ours(p))
