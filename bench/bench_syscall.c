@@ -44,6 +44,11 @@
  *   (<P> segment parts drained while attached, <D> dropped in the kernel)
  *   profile <stage>: parts <n> dropped <n>
  *   profile <stage>: <program> runs <n> ns/run <x>
+ *   profile <stage>: per <op>: hook runs <x> ns <y>
+ * (the last: all programs' runs and run time during that workload alone,
+ * per operation, median of the runs; <op> "socket syscall" or "untraced
+ * switch"; the hooks stage is profiled too, so full minus hooks is the
+ * programs' own cost net of the statistics' clock reads)
  * The profile lines come from 3 more runs per stage (full, or every stage
  * with --breakdown; runs per run on average, median ns/run) with the
  * kernel's BPF run-time statistics enabled: the
@@ -357,10 +362,28 @@ static uint32_t netns_ino;      /* the namespace of the traced threads (the coll
 
 static const char *stage_name[RM_STAGE_COUNT] = RM_STAGE_NAMES;
 
-/* One run of the three workloads with the kernel's BPF run-time statistics on. */
-static int profile_once(int cfd, int stage, const struct col_sink *sink, struct col_bpf_prog_stat *ps, int *nps,
-			struct col_bpf_stats *st)
+/* All programs' runs and run time so far (BPF run-time statistics). */
+static void stat_sum(const struct col_bpf *b, double *runs, double *ns)
 {
+	struct col_bpf_prog_stat ps[32];
+	int n = col_bpf_prog_stats(b, ps, 32), i;
+
+	*runs = *ns = 0;
+	for (i = 0; i < n; i++) {
+		*runs += (double)ps[i].runs;
+		*ns += (double)ps[i].run_ns;
+	}
+}
+
+/* the workloads profiled per operation: hook runs and ns per operation */
+enum { PO_TCP, PO_USWITCH, PO_N };
+static const char *po_name[PO_N] = { "socket syscall", "untraced switch" };
+
+/* One run of the workloads with the kernel's BPF run-time statistics on; po[k][0..1]: runs, ns per operation. */
+static int profile_once(int cfd, int stage, const struct col_sink *sink, struct col_bpf_prog_stat *ps, int *nps,
+			struct col_bpf_stats *st, double po[PO_N][2])
+{
+	double r0, n0, r1, n1;
 	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .bench_stage = (uint32_t)stage,
 				   .ring_bytes = ring_bytes, .follow_wakeups = follow_wakeups,
 				   .follow_replies = follow_replies, .cpu_counters = cpu_counters,
@@ -387,7 +410,17 @@ static int profile_once(int cfd, int stage, const struct col_sink *sink, struct 
 		return -1;
 	}
 	pin(ct, 1);
-	rv = run_getppid(m) || run_tcp(cfd, m) || run_uswitch(m) || run_switch(m);
+	rv = run_getppid(m);
+	stat_sum(b, &r0, &n0);
+	rv = rv || run_tcp(cfd, m);
+	stat_sum(b, &r1, &n1);
+	po[PO_TCP][0] = (r1 - r0) / (4.0 * N_TCP);
+	po[PO_TCP][1] = (n1 - n0) / (4.0 * N_TCP);
+	rv = rv || run_uswitch(m);
+	stat_sum(b, &r0, &n0);
+	po[PO_USWITCH][0] = (r0 - r1) / (2.0 * N_SWITCH);
+	po[PO_USWITCH][1] = (n0 - n1) / (2.0 * N_SWITCH);
+	rv = rv || run_switch(m);
 	c.stop = 1;
 	pthread_join(ct, NULL);
 	close(sfd);
@@ -404,11 +437,16 @@ static int profile(int cfd, int stage, const struct col_sink *sink)
 	struct col_bpf_prog_stat ps[PROF_ROUNDS][32];
 	struct col_bpf_stats st;
 	uint64_t parts = 0, dropped = 0;
-	int n[PROF_ROUNDS], r, i;
+	double po[PO_N][2][PROF_ROUNDS], one[PO_N][2];
+	int n[PROF_ROUNDS], r, i, k;
 
 	for (r = 0; r < PROF_ROUNDS; r++) {
-		if (profile_once(cfd, stage, sink, ps[r], &n[r], &st) != 0)
+		if (profile_once(cfd, stage, sink, ps[r], &n[r], &st, one) != 0)
 			return -1;
+		for (k = 0; k < PO_N; k++) {
+			po[k][0][r] = one[k][0];
+			po[k][1][r] = one[k][1];
+		}
 		parts += st.parts;
 		dropped += st.dropped_parts;
 	}
@@ -427,6 +465,9 @@ static int profile(int cfd, int stage, const struct col_sink *sink)
 			printf("profile %s: %s runs %llu ns/run %.1f\n", stage_name[stage], ps[0][i].name,
 			       (unsigned long long)(runs / PROF_ROUNDS), median(v, PROF_ROUNDS));
 	}
+	for (k = 0; k < PO_N; k++)
+		printf("profile %s: per %s: hook runs %.2f ns %.1f\n", stage_name[stage], po_name[k],
+		       median(po[k][0], PROF_ROUNDS), median(po[k][1], PROF_ROUNDS));
 	return 0;
 }
 
@@ -607,7 +648,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)dropped);
 prof:
 	for (v = 1; v < NV; v++) {
-		if (!breakdown && v != V_FULL)
+		if (!breakdown && v != V_FULL && variants[v].stage != RM_STAGE_HOOKS)
 			continue;
 		if (profile(cfd, variants[v].stage, &sink) != 0)
 			return 1;
