@@ -36,9 +36,8 @@
 #                         [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--json FILE]
 #                         [--same-netns]
 # --cpu-slices, --cpu-counters, --no-follow-replies: the collector (and the
-# benchmarks' hooks) with that option. Without them the collector runs its
-# default (slices with follow-replies) and the benchmarks' hooks counters with
-# follow-replies.
+# benchmarks' hooks) with that option. Without them the collector and the
+# benchmarks' hooks run the collector's default (counters with follow-replies).
 # --json FILE: the whole table, the overhead lines and the load average as JSON.
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
 # load shorter). A full run takes about 6 minutes (8 with --rounds 15), --quick about 2.
@@ -58,7 +57,7 @@ while [ $# -gt 0 ]; do
 	--cpu-counters) col_opts+=(--cpu-counters); shift ;;
 	--json) json=$2; shift 2 ;;
 	--same-netns) same_netns=1; shift ;;
-	-h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,45p' "$0"; exit 0 ;;
 	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
