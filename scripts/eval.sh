@@ -108,7 +108,8 @@ CTL="$B/ctl/rametrctl"
 
 # The estimators (LR, Kalman) exist when rametrctl usage has --source.
 est=0
-"$CTL" usage --help 2>&1 | grep -q -- '--source' && est=1
+# (the help read whole first: under pipefail, grep -q's early exit could fail the pipe)
+grep -q -- '--source' <<<"$("$CTL" usage --help 2>&1)" && est=1
 techs="Rametr"
 [ $est -eq 1 ] && techs="Rametr LR Kalman"
 
