@@ -69,12 +69,18 @@ static void read_version(Elf_Scn *bi, struct col_gort *out)
 	out->version[len] = '\0';
 }
 
-/* Looks name up in .symtab: 1 with its file offset in *off, 0 if absent. *is_go set if runtime.main is there. */
-static int find_sym(Elf *e, const char *name, uint64_t *off, int *is_go)
+/* The symbols col_gort_inspect looks up, in this order. */
+enum { SYM_EXECUTE, SYM_SCHEDULE, SYM_READY, NSYMS };
+static const char *const sym_names[NSYMS] = { "runtime.execute", "runtime.schedule", "runtime.ready" };
+
+/*
+ * Looks sym_names up in .symtab: the file offset of each in off[] (found[]
+ * set); *is_go set if runtime.main is there.
+ */
+static void find_syms(Elf *e, uint64_t off[NSYMS], int found[NSYMS], int *is_go)
 {
 	Elf_Scn *s = NULL;
 	GElf_Shdr sh;
-	int found = 0;
 
 	while ((s = elf_nextscn(e, s)) != NULL) {
 		Elf_Data *d;
@@ -90,20 +96,33 @@ static int find_sym(Elf *e, const char *name, uint64_t *off, int *is_go)
 			GElf_Shdr th;
 			const char *sn;
 			Elf_Scn *ts;
+			int k;
 
-			if (!gelf_getsym(d, (int)i, &sym) || !(sn = elf_strptr(e, sh.sh_link, sym.st_name)))
+			if (!gelf_getsym(d, (int)i, &sym) || !(sn = elf_strptr(e, sh.sh_link, sym.st_name)) ||
+			    strncmp(sn, "runtime.", 8))
 				continue;
 			if (!strcmp(sn, "runtime.main"))
 				*is_go = 1;
-			if (found || strcmp(sn, name) || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+			for (k = 0; k < NSYMS && strcmp(sn, sym_names[k]); k++)
+				;
+			if (k == NSYMS || found[k] || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
 				continue;
 			if (!(ts = elf_getscn(e, sym.st_shndx)) || !gelf_getshdr(ts, &th) || sym.st_value < th.sh_addr)
 				continue;
-			*off = sym.st_value - th.sh_addr + th.sh_offset;
-			found = 1;
+			off[k] = sym.st_value - th.sh_addr + th.sh_offset;
+			found[k] = 1;
 		}
 	}
-	return found;
+}
+
+/* Where to probe the function at file offset off of fd: after Go's stack-bound compare if it starts so. */
+static uint64_t probe_at(int fd, uint64_t off)
+{
+	unsigned char head[sizeof(go_prologue)];
+
+	if (pread(fd, head, sizeof(head), (off_t)off) == (ssize_t)sizeof(head) && !memcmp(head, go_prologue, sizeof(head)))
+		return off + GO_PROLOGUE_CMP_LEN;
+	return off;
 }
 
 /* The data_member_location of member of the struct named type: 1 and *off, or 0. */
@@ -145,6 +164,8 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 	Elf_Scn *bi;
 	Dwarf *dw;
 	Elf *e;
+	uint64_t off[NSYMS] = { 0 };
+	int found[NSYMS] = { 0 };
 	int fd, is_go = 0, rv = RM_OK;
 
 	memset(out, 0, sizeof(*out));
@@ -163,15 +184,15 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 		is_go = 1;
 		read_version(bi, out);
 	}
-	if (!find_sym(e, "runtime.execute", &out->execute_off, &is_go)) {
+	find_syms(e, off, found, &is_go);
+	if (!found[SYM_EXECUTE] || !found[SYM_SCHEDULE] || !found[SYM_READY]) {
 		rv = RM_ENOTSUP;
+		out->execute_off = off[SYM_EXECUTE];
 	} else {
-		unsigned char head[sizeof(go_prologue)];
-
-		out->probe_off = out->execute_off;
-		if (pread(fd, head, sizeof(head), (off_t)out->execute_off) == (ssize_t)sizeof(head) &&
-		    !memcmp(head, go_prologue, sizeof(head)))
-			out->probe_off += GO_PROLOGUE_CMP_LEN;
+		out->execute_off = off[SYM_EXECUTE];
+		out->probe_off = probe_at(fd, off[SYM_EXECUTE]);
+		out->sched_probe_off = probe_at(fd, off[SYM_SCHEDULE]);
+		out->ready_probe_off = probe_at(fd, off[SYM_READY]);
 	}
 	if (!is_go) {
 		rv = RM_ENOENT;

@@ -5,7 +5,8 @@
  * runtime.main symbol), the Go version it was built with (.go.buildinfo),
  * where the scheduler's runtime.execute starts in the file (for a uprobe:
  * in Go >= 1.17's register ABI its first argument, the goroutine's *g, is
- * in RAX), and at which offset struct runtime.g keeps the goroutine's id
+ * in RAX) and where runtime.schedule and runtime.ready start (the
+ * goroutine probes of the collector, docs/go.md), and at which offset struct runtime.g keeps the goroutine's id
  * (its goid member, from the binary's DWARF, read with elfutils' libdw).
  *
  * Where to probe: a uprobe on an instruction the kernel cannot emulate is
@@ -28,13 +29,15 @@ struct col_gort {
 	uint64_t execute_off;               /* file offset of runtime.execute's first instruction */
 	uint64_t probe_off;                 /* where a uprobe on it costs least (below) */
 	uint64_t goid_off;                  /* byte offset of goid in struct runtime.g */
+	uint64_t sched_probe_off;           /* the same place in runtime.schedule (a thread leaves its goroutine) */
+	uint64_t ready_probe_off;           /* and in runtime.ready(gp, ...) (a parked goroutine is readied) */
 };
 
 /*
  * Inspects the ELF file at path. Returns RM_OK with *out filled for a Go
- * binary that has both the symbol and the DWARF; RM_ENOENT if it is not a Go
- * program (or not ELF); RM_ENOTSUP for a Go program without runtime.execute
- * in its symbol table or without struct runtime.g's goid in its DWARF
+ * binary that has the three symbols and the DWARF; RM_ENOENT if it is not a Go
+ * program (or not ELF); RM_ENOTSUP for a Go program without runtime.execute,
+ * runtime.schedule or runtime.ready in its symbol table or without struct runtime.g's goid in its DWARF
  * (stripped: go build -ldflags=-s -w), with out->version filled if known;
  * RM_EIO if the file cannot be opened or read. Thread-safe (no global state
  * beyond libelf's version handshake).

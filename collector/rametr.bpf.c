@@ -1512,3 +1512,225 @@ int rm_sweep_tasks(struct bpf_iter__task *ctx)
 	rm_sweep(&e, t);
 	return 0;
 }
+
+/*
+ * Goroutines (segmenter.h, rm_go_*): uprobes on the Go runtime of the Go
+ * programs the loader found (col_gort.h finds the offsets in the binary;
+ * each probe's attach cookie is goid's offset in struct runtime.g; Go >=
+ * 1.17 passes a function's first argument in RAX): runtime.schedule (the
+ * thread leaves its goroutine), runtime.execute(gp) (it runs gp) and
+ * runtime.ready(gp) (the running goroutine readies a parked gp). A
+ * thread's state in `tasks` holds the running goroutine's segment state,
+ * so the socket hooks need no change; the others' states wait in `gors`.
+ */
+struct rm_gkey {
+	__u32 tgid;
+	__u32 pad;
+	__u64 goid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct rm_gkey);
+	__type(value, struct rm_gor);
+} gors SEC(".maps");
+
+/* The goroutine whose state a thread holds (its rm_task), 0: none. */
+struct rm_gthr {
+	__u64 goid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rm_gthr);
+} gthrs SEC(".maps");
+
+/* A zeroed goroutine state, never written: the value new entries of gors are made from. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rm_gor);
+} gzero SEC(".maps");
+
+/* Counters of the goroutine probes (per CPU, read by the loader): RM_GO_* */
+#define RM_GO_SWITCHES 0  /* a thread started another goroutine than it last held */
+#define RM_GO_CONFLICTS 1 /* ... whose state another thread still held (run without) */
+#define RM_GO_NOSTATE 2   /* ... whose state could not be made (map full) */
+#define RM_GO_BADREADS 3  /* a goroutine's id could not be read */
+#define RM_GO_INHERITS 4  /* a readied goroutine inherited the waker's segment */
+#define RM_GO_NSTATS 5
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RM_GO_NSTATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} gostats SEC(".maps");
+
+RM_INLINE void rm_go_count(__u32 k)
+{
+	__u64 *c = bpf_map_lookup_elem(&gostats, &k);
+
+	if (c)
+		*c += 1;
+}
+
+/* The goid of the *g in RAX (the cookie: goid's offset), 0 if it cannot be read. */
+RM_INLINE __u64 rm_go_goid(struct pt_regs *ctx)
+{
+	__u64 goid;
+
+	if (bpf_probe_read_user(&goid, sizeof(goid), (void *)(ctx->ax + bpf_get_attach_cookie(ctx))) != 0) {
+		rm_go_count(RM_GO_BADREADS);
+		return 0;
+	}
+	return goid;
+}
+
+/* Goroutine goid of process tgid's saved state, made (zeroed) if missing and create. */
+RM_INLINE struct rm_gor *rm_go_get(__u32 tgid, __u64 goid, int create)
+{
+	struct rm_gkey k = { .tgid = tgid, .goid = goid };
+	struct rm_gor *g = bpf_map_lookup_elem(&gors, &k), *z;
+	__u32 zero = 0;
+
+	if (g || !create || !(z = bpf_map_lookup_elem(&gzero, &zero)))
+		return g;
+	bpf_map_update_elem(&gors, &k, z, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&gors, &k);
+}
+
+/*
+ * rm_go_stop / rm_go_start / rm_go_ready as global functions: each checked
+ * once (they emit parts), not inlined into the probes. Return 0 (rm_go_ready_g:
+ * rm_go_ready's answer; pid_tid: the waker's tgid << 32 | tid); g may be
+ * NULL (e or t NULL: nothing done).
+ */
+__noinline int rm_go_stop_g(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u64 now)
+{
+	if (!e || !t)
+		return 0;
+	rm_go_stop(e, t, g, now);
+	return 0;
+}
+
+__noinline int rm_go_start_g(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u32 tid, __u64 now)
+{
+	if (!e || !t)
+		return 0;
+	rm_go_start(e, t, g, tid, now);
+	return 0;
+}
+
+__noinline int rm_go_ready_g(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u64 now, __u64 pid_tid)
+{
+	if (!e || !t || !g)
+		return 0;
+	return rm_go_ready(e, t, g, now, (__u32)(pid_tid >> 32), (__u32)pid_tid);
+}
+
+/*
+ * Thread `task` (current, state t) leaves the goroutine it holds (gt):
+ * its CPU so far goes to it, its state is saved if this thread holds it.
+ */
+RM_INLINE void rm_go_leave(struct rm_env *e, struct task_struct *task, struct rm_task *t, struct rm_gthr *gt,
+			   __u64 now)
+{
+	struct rm_gor *g = rm_go_get(task->tgid, gt->goid, 0);
+
+	if (g && g->holder != (__u32)task->pid)
+		g = NULL;
+	rm_go_stop_g(e, t, g, now);
+	gt->goid = 0;
+}
+
+SEC("uprobe")
+int rm_go_schedule(struct pt_regs *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct rm_gthr *gt;
+	struct rm_task *t;
+	struct rm_env e;
+	__u64 now;
+
+	gt = bpf_task_storage_get(&gthrs, task, 0, 0);
+	if (!gt || !gt->goid)
+		return 0;
+	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!t) {
+		gt->goid = 0;
+		return 0;
+	}
+	rm_env_init(&e);
+	now = bpf_ktime_get_ns();
+	if (cpu_counters)
+		rm_ctr_cut(&e, t, task, now, 0);
+	rm_go_leave(&e, task, t, gt, now);
+	return 0;
+}
+
+SEC("uprobe")
+int rm_go_execute(struct pt_regs *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct rm_gthr *gt;
+	struct rm_task *t;
+	struct rm_gor *g;
+	struct rm_env e;
+	__u64 now, goid;
+
+	if (!rm_ours(task) || !(goid = rm_go_goid(ctx)))
+		return 0;
+	gt = bpf_task_storage_get(&gthrs, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!gt || gt->goid == goid)
+		return 0;
+	t = rm_task_create(task);
+	if (!t || t->excluded)
+		return 0;
+	rm_env_init(&e);
+	now = bpf_ktime_get_ns();
+	if (cpu_counters)
+		rm_ctr_cut(&e, t, task, now, 0);
+	if (gt->goid)
+		rm_go_leave(&e, task, t, gt, now); /* runtime.execute without runtime.schedule before */
+	rm_go_count(RM_GO_SWITCHES);
+	g = rm_go_get(task->tgid, goid, 1);
+	if (!g) {
+		rm_go_count(RM_GO_NOSTATE);
+	} else if (g->holder && g->holder != (__u32)task->pid) {
+		rm_go_count(RM_GO_CONFLICTS);
+		g = NULL;
+	}
+	rm_go_start_g(&e, t, g, task->pid, now);
+	gt->goid = goid;
+	return 0;
+}
+
+SEC("uprobe")
+int rm_go_readied(struct pt_regs *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct rm_gthr *gt;
+	struct rm_task *t;
+	struct rm_gor *g;
+	struct rm_env e;
+	__u64 goid;
+
+	gt = bpf_task_storage_get(&gthrs, task, 0, 0);
+	if (!gt || !gt->goid)
+		return 0;
+	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!t || t->mode != RM_MODE_SEG || !(goid = rm_go_goid(ctx)) || goid == gt->goid)
+		return 0;
+	g = rm_go_get(task->tgid, goid, 1);
+	if (!g)
+		return 0;
+	rm_env_init(&e);
+	if (rm_go_ready_g(&e, t, g, bpf_ktime_get_ns(), (__u64)task->tgid << 32 | (__u32)task->pid))
+		rm_go_count(RM_GO_INHERITS);
+	return 0;
+}

@@ -138,6 +138,20 @@ struct rm_task {
 };
 
 /*
+ * A goroutine's state (Go programs whose scheduler is followed,
+ * segmenter.h's rm_go_*): the segment fields of struct rm_task, kept
+ * while the goroutine does not run (its per-thread fields - counters,
+ * run-queue wait, exclusion - unused). Held in a hash map by (tgid, goid)
+ * in the kernel.
+ */
+struct rm_gor {
+	__u32 holder;     /* tid of the thread whose state holds it now (it runs there), 0: none */
+	__u32 pad;
+	__u64 inh_seg;    /* the segment it inherited from the goroutine that readied it (rm_go_ready), 0: none */
+	struct rm_task t;
+};
+
+/*
  * The bytes last received on a server-side socket (follow-replies): what a
  * reply sent on that socket answers. Socket storage in the kernel.
  */

@@ -1337,4 +1337,127 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 	return head;
 }
 
+/*
+ * Goroutines (Go programs whose scheduler the includer follows: the kernel
+ * side by uprobes on the Go runtime, col_gort.h). A Go program runs many
+ * goroutines on few threads and moves them between threads, so a request's
+ * life is a goroutine's, not a thread's. The thread's state (rm_task) then
+ * holds the segment state of the goroutine it runs, and every hook works on
+ * it unchanged; when a thread stops running a goroutine its state is saved
+ * (struct rm_gor, one per goroutine) and the next goroutine's is loaded:
+ * - rm_go_stop: the thread leaves its goroutine (the scheduler takes over).
+ *   The CPU up to now goes to the goroutine (the includer charges the
+ *   thread's counter first; slices are cut here), its part is emitted, so a
+ *   saved state holds no counters (a state the includer cannot keep - a
+ *   bounded map evicts it - loses no accounted time), and the thread holds
+ *   no request: the scheduler's own work between two goroutines is
+ *   unsegmented.
+ * - rm_go_start: the thread runs goroutine g: its saved state is loaded
+ *   and the thread becomes its holder. A goroutine whose state another
+ *   thread still holds (the scheduler of that thread has not yet left it,
+ *   a race of a few microseconds) runs with none: its CPU is unsegmented
+ *   until it reads a request, and its holder keeps the state.
+ * - rm_go_ready: a goroutine in a segment readies a parked one (a channel
+ *   send, a mutex or condition handed over: the hand-off to a worker
+ *   goroutine): the wakee inherits the segment, as a thread created inside
+ *   a segment does (rm_on_fork), unless it holds a request of its own; a
+ *   segment it inherited before is replaced (a worker taking its next job).
+ */
+
+/* Copies the goroutine's fields of a thread's state (all but the thread's own counters, mark and name). */
+RM_INLINE void rm_go_copy(struct rm_task *to, const struct rm_task *from)
+{
+	__u64 comm[RM_COMM_LEN / 8];
+
+	__builtin_memcpy(comm, to->cur.comm, sizeof(comm));
+	to->mode = from->mode;
+	to->dirty = from->dirty;
+	to->chain_st = from->chain_st;
+	to->chain = from->chain;
+	to->ans_st = from->ans_st;
+	to->tail = from->tail;
+	to->head = from->head;
+	__builtin_memcpy(&to->ans, &from->ans, sizeof(to->ans));
+	to->ans_seq_start = from->ans_seq_start;
+	to->ans_seq_end = from->ans_seq_end;
+	__builtin_memcpy(&to->cur, &from->cur, sizeof(to->cur));
+	__builtin_memcpy(to->cur.comm, comm, sizeof(comm));
+}
+
+/* t holds no request (its part emitted): the goroutine fields of a fresh state. */
+RM_INLINE void rm_go_clear(struct rm_task *t, __u64 now)
+{
+	t->mode = RM_MODE_NONE;
+	t->dirty = 0;
+	t->chain = 0;
+	t->chain_st = 0;
+	t->ans_st = 0;
+	t->tail = 0;
+	t->head = 0;
+	t->cur.flags = 0;
+	t->cur.start_ns = now;
+}
+
+/*
+ * Thread t stops running its goroutine at now. g: the goroutine's saved
+ * state, of which t is the holder (NULL: t ran it without its state, or it
+ * cannot be kept). t is left holding no request.
+ */
+RM_INLINE void rm_go_stop(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u64 now)
+{
+	rm_cut(e, t, now);
+	rm_flush(e, t);
+	if (g) {
+		rm_go_copy(&g->t, t);
+		g->holder = 0;
+		if (t->mode != RM_MODE_SEG || t->cur.seg_id != g->inh_seg)
+			g->inh_seg = 0; /* it read a request of its own since */
+	}
+	rm_go_clear(t, now);
+}
+
+/*
+ * Thread t (tid) starts running a goroutine at now: g its saved state
+ * (zeroed for one not seen before), or NULL if it runs with none (above).
+ */
+RM_INLINE void rm_go_start(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u32 tid, __u64 now)
+{
+	rm_cut(e, t, now);
+	rm_flush(e, t);
+	if (!g) {
+		rm_go_clear(t, now);
+		return;
+	}
+	rm_go_copy(t, &g->t);
+	g->holder = tid;
+}
+
+/*
+ * The goroutine whose state the thread `waker_t` holds readies the parked
+ * goroutine g at now (pid/tid: the waker's, for the inherited part).
+ * Returns 1 if g inherited the waker's segment, 0 if not: the waker holds
+ * no segment, g runs (or another thread holds its state), or g holds a
+ * request of its own.
+ */
+RM_INLINE int rm_go_ready(struct rm_env *e, const struct rm_task *waker_t, struct rm_gor *g, __u64 now, __u32 pid,
+			  __u32 tid)
+{
+	struct rm_task *w = &g->t;
+
+	if (!waker_t || waker_t->mode != RM_MODE_SEG || g->holder ||
+	    (w->mode == RM_MODE_SEG && (!g->inh_seg || w->cur.seg_id != g->inh_seg)))
+		return 0;
+	rm_cont_end(e, w, now);
+	rm_chain_close(e, w, now, 0, 0);
+	rm_flush(e, w);
+	w->mode = RM_MODE_NONE;
+	if (!rm_on_fork(e, waker_t, w, now, pid, tid))
+		return 0;
+	w->tail = 0;
+	w->head = 0;
+	w->ans_st = 0;
+	g->inh_seg = w->cur.seg_id;
+	return 1;
+}
+
 #endif
