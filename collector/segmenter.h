@@ -1347,7 +1347,13 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
  * (struct rm_gor, one per goroutine) and the next goroutine's is loaded:
  * - rm_go_stop: the thread leaves its goroutine (the scheduler takes over).
  *   The CPU up to now goes to the goroutine (the includer charges the
- *   thread's counter first; slices are cut here), its part is emitted, so a
+ *   thread's counter first; slices are cut here). The goroutine waits
+ *   (parked on the network, a channel, a lock; or it yields), which is to
+ *   it what a thread's wait is to a thread (rm_on_switch): a reply's tail
+ *   ends, a continuation chain's first wait anchors it to the request
+ *   answered or folds it; a segment goes on (a goroutine that waits in
+ *   its request - for a worker, a lock - still works for it when it runs
+ *   again, until it answers). Its part is emitted, so a
  *   saved state holds no counters (a state the includer cannot keep - a
  *   bounded map evicts it - loses no accounted time), and the thread holds
  *   no request: the scheduler's own work between two goroutines is
@@ -1406,6 +1412,9 @@ RM_INLINE void rm_go_clear(struct rm_task *t, __u64 now)
 RM_INLINE void rm_go_stop(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u64 now)
 {
 	rm_cut(e, t, now);
+	/* the goroutine waits (or yields): a reply's tail ends, a chain's first wait anchors or folds it */
+	rm_cont_block(e, t, now);
+	t->tail = 0;
 	rm_flush(e, t);
 	if (g) {
 		rm_go_copy(&g->t, t);

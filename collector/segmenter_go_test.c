@@ -30,6 +30,7 @@ struct go_case {
 	uint64_t cpu[NPORTS];  /* CPU of the parts whose inbound remote port is ports[i] */
 	uint64_t unseg;        /* window 0's unsegmented CPU */
 	uint64_t conflicts, inherits;
+	int follow_replies;    /* replayed with the follow-replies option */
 };
 
 static const struct go_case cases_go[] = {
@@ -45,7 +46,7 @@ static const struct go_case cases_go[] = {
 	      "2700 1 go tid=102 pid=100 goid=0\n"          /* the reply's tail: 100 */
 	      "2800 0 switch prev=101 prev_pid=100 prev_state=S next=0\n" /* G9 held none: 1000 */
 	      "2800 1 switch prev=102 prev_pid=100 prev_state=S next=0\n", /* 100 */
-	  { 1000, 0 }, 100 + 100 + 300 + 1000 + 1000 + 100, 0, 0 },
+	  { 1000, 0 }, 100 + 100 + 300 + 1000 + 1000 + 100, 0, 0, 0 },
 	{ "two goroutines on one thread keep their own requests",
 	  HDR "1000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
 	      "1000 0 go tid=101 pid=100 goid=1\n"
@@ -61,7 +62,7 @@ static const struct go_case cases_go[] = {
 	      "3000 0 send tid=101 pid=100 sock=2 bytes=10" B "\n" /* G2: 300 */
 	      "3000 0 go tid=101 pid=100 goid=0\n"
 	      "3000 0 switch prev=101 prev_pid=100 prev_state=S next=0\n",
-	  { 500, 1300 }, 200, 0, 0 },
+	  { 500, 1300 }, 200, 0, 0, 0 },
 	{ "a worker readied by a handler inherits its request; its next job replaces it",
 	  HDR "1000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
 	      "1000 0 go tid=101 pid=100 goid=1\n"
@@ -84,7 +85,7 @@ static const struct go_case cases_go[] = {
 	      "2600 0 send tid=101 pid=100 sock=2 bytes=10" B "\n" /* G2: 100 */
 	      "2600 0 go tid=101 pid=100 goid=0\n"
 	      "2600 0 switch prev=101 prev_pid=100 prev_state=S next=0\n",
-	  { 1000, 600 }, 0, 0, 2 },
+	  { 1000, 600 }, 0, 0, 2, 0 },
 	{ "a goroutine whose state another thread still holds runs without it",
 	  HDR "1000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
 	      "1000 1 switch prev=0 prev_state=S next=102 next_pid=100\n"
@@ -98,8 +99,8 @@ static const struct go_case cases_go[] = {
 	      "1700 1 go tid=102 pid=100 goid=0\n"
 	      "1700 0 switch prev=101 prev_pid=100 prev_state=S next=0\n" /* 200 unsegmented */
 	      "1700 1 switch prev=102 prev_pid=100 prev_state=S next=0\n",
-	  { 600, 0 }, 200 + 200 + 200 + 200, 1, 0 },
-	{ "a goroutine that reads its next request after a wait starts a new segment",
+	  { 600, 0 }, 200 + 200 + 200 + 200, 1, 0, 0 },
+	{ "a goroutine's wait ends the tail of the request it answered",
 	  HDR "1000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
 	      "1000 0 go tid=101 pid=100 goid=1\n"
 	      "1000 0 recv tid=101 pid=100 sock=1 bytes=100" A "\n"
@@ -108,11 +109,23 @@ static const struct go_case cases_go[] = {
 	      "1400 0 switch prev=101 prev_pid=100 prev_state=S next=0\n"
 	      "2000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
 	      "2000 0 go tid=101 pid=100 goid=1\n"
-	      "2100 0 recv tid=101 pid=100 sock=1 bytes=100" A "\n" /* the tail again: 100 */
+	      "2100 0 recv tid=101 pid=100 sock=1 bytes=100" A "\n" /* its wait ended the tail: 100 */
 	      "2400 0 send tid=101 pid=100 sock=1 bytes=10" A "\n" /* 300 */
 	      "2400 0 go tid=101 pid=100 goid=0\n"
 	      "2400 0 switch prev=101 prev_pid=100 prev_state=S next=0\n",
-	  { 800, 0 }, 0, 0, 0 },
+	  { 700, 0 }, 100, 0, 0, 0 },
+	{ "follow-replies: a goroutine's wait anchors its reply's tail to the request answered",
+	  HDR "1000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	      "1000 0 go tid=101 pid=100 goid=1\n"
+	      "1000 0 recv tid=101 pid=100 sock=1 bytes=100" A "\n"
+	      "1300 0 send tid=101 pid=100 sock=1 bytes=10" A "\n" /* 300 */
+	      "1400 0 go tid=101 pid=100 goid=0\n"          /* a chain, anchored to A at the wait: 100 */
+	      "1500 0 go tid=101 pid=100 goid=2\n"          /* the scheduler: 100 unsegmented */
+	      "1500 0 recv tid=101 pid=100 sock=2 bytes=100" B "\n"
+	      "1800 0 send tid=101 pid=100 sock=2 bytes=10" B "\n" /* 300 */
+	      "1800 0 go tid=101 pid=100 goid=0\n"
+	      "1800 0 switch prev=101 prev_pid=100 prev_state=S next=0\n",
+	  { 400, 300 }, 100, 0, 0, 1 },
 };
 
 /* Replays c and checks its figures; returns the number of mismatches (each printed). */
@@ -135,6 +148,7 @@ static int run_case(const struct go_case *c)
 	o.err = err;
 	o.errlen = sizeof(err);
 	o.stats = &st;
+	o.follow_replies = c->follow_replies;
 	rv = col_replay_buf(c->stream, strlen(c->stream), "inline", &sink, &o);
 	if (rv != RM_OK) {
 		fprintf(stderr, "\n%s: replay: %s\n", c->name, err);
