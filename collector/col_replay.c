@@ -508,19 +508,15 @@ static int col_replay_go(struct col_replay_run *run, const struct col_event *ev)
 	if (t->goid == goid)
 		return RM_OK;
 	if (t->goid) {
-		g = col_replay_gor(run, pid, t->goid, 0);
-		rm_go_stop(&run->env, &t->t, g && g->holder == tid ? g : NULL, ev->ts_ns);
+		rm_go_stop(&run->env, &t->t, col_replay_gor(run, pid, t->goid, 0), tid, ev->ts_ns);
 		t->goid = 0;
 	}
 	if (!goid)
 		return RM_OK;
 	if (!(g = col_replay_gor(run, pid, goid, 1)))
 		return col_replay_fail(run, RM_ENOMEM, ev->line, "out of memory");
-	if (g->holder && g->holder != tid) {
+	if (rm_go_start(&run->env, &t->t, g, tid, ev->ts_ns))
 		run->st.go_conflicts++;
-		g = NULL;
-	}
-	rm_go_start(&run->env, &t->t, g, tid, ev->ts_ns);
 	t->goid = goid;
 	return RM_OK;
 }
@@ -529,17 +525,20 @@ static int col_replay_go(struct col_replay_run *run, const struct col_event *ev)
 static int col_replay_goready(struct col_replay_run *run, const struct col_event *ev)
 {
 	struct col_replay_thread *t;
-	struct rm_gor *g;
+	struct rm_gor *g, *wg;
 	int rv;
 
 	if ((rv = col_replay_running(run, ev, ev->u.go.tid)) != RM_OK)
 		return rv;
 	t = col_replay_find(run, ev->u.go.tid);
-	if (!t || !t->goid || t->t.mode != RM_MODE_SEG || t->goid == ev->u.go.goid)
+	if (!t || !t->goid || t->goid == ev->u.go.goid)
 		return RM_OK;
+	wg = col_replay_gor(run, ev->u.go.pid, t->goid, 0);
+	if (!wg || wg->holder != ev->u.go.tid)
+		return RM_OK; /* it runs without its state */
 	if (!(g = col_replay_gor(run, ev->u.go.pid, ev->u.go.goid, 1)))
 		return col_replay_fail(run, RM_ENOMEM, ev->line, "out of memory");
-	if (rm_go_ready(&run->env, &t->t, g, ev->ts_ns, ev->u.go.pid, ev->u.go.tid))
+	if (rm_go_ready(&run->env, &t->t, wg, g, ev->ts_ns, ev->u.go.pid, ev->u.go.tid))
 		run->st.go_inherits++;
 	return RM_OK;
 }

@@ -1606,15 +1606,15 @@ RM_INLINE struct rm_gor *rm_go_get(__u32 tgid, __u64 goid, int create)
 
 /*
  * rm_go_stop / rm_go_start / rm_go_ready as global functions: each checked
- * once (they emit parts), not inlined into the probes. Return 0 (rm_go_ready_g:
- * rm_go_ready's answer; pid_tid: the waker's tgid << 32 | tid); g may be
- * NULL (e or t NULL: nothing done).
+ * once (they emit parts), not inlined into the probes. Return what the
+ * segmenter's function returns, or 0 (rm_go_ready_g: for the current
+ * thread, now); g may be NULL (e or t NULL: nothing done).
  */
-__noinline int rm_go_stop_g(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u64 now)
+__noinline int rm_go_stop_g(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u32 tid, __u64 now)
 {
 	if (!e || !t)
 		return 0;
-	rm_go_stop(e, t, g, now);
+	rm_go_stop(e, t, g, tid, now);
 	return 0;
 }
 
@@ -1622,15 +1622,16 @@ __noinline int rm_go_start_g(struct rm_env *e, struct rm_task *t, struct rm_gor 
 {
 	if (!e || !t)
 		return 0;
-	rm_go_start(e, t, g, tid, now);
-	return 0;
+	return rm_go_start(e, t, g, tid, now);
 }
 
-__noinline int rm_go_ready_g(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u64 now, __u64 pid_tid)
+__noinline int rm_go_ready_g(struct rm_env *e, struct rm_task *t, struct rm_gor *wg, struct rm_gor *g)
 {
-	if (!e || !t || !g)
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (!e || !t || !wg || !g)
 		return 0;
-	return rm_go_ready(e, t, g, now, (__u32)(pid_tid >> 32), (__u32)pid_tid);
+	return rm_go_ready(e, t, wg, g, bpf_ktime_get_ns(), (__u32)(pid_tgid >> 32), (__u32)pid_tgid);
 }
 
 /*
@@ -1640,11 +1641,7 @@ __noinline int rm_go_ready_g(struct rm_env *e, struct rm_task *t, struct rm_gor 
 RM_INLINE void rm_go_leave(struct rm_env *e, struct task_struct *task, struct rm_task *t, struct rm_gthr *gt,
 			   __u64 now)
 {
-	struct rm_gor *g = rm_go_get(task->tgid, gt->goid, 0);
-
-	if (g && g->holder != (__u32)task->pid)
-		g = NULL;
-	rm_go_stop_g(e, t, g, now);
+	rm_go_stop_g(e, t, rm_go_get(task->tgid, gt->goid, 0), task->pid, now);
 	gt->goid = 0;
 }
 
@@ -1699,13 +1696,10 @@ int rm_go_execute(struct pt_regs *ctx)
 		rm_go_leave(&e, task, t, gt, now); /* runtime.execute without runtime.schedule before */
 	rm_go_count(RM_GO_SWITCHES);
 	g = rm_go_get(task->tgid, goid, 1);
-	if (!g) {
+	if (!g)
 		rm_go_count(RM_GO_NOSTATE);
-	} else if (g->holder && g->holder != (__u32)task->pid) {
+	if (rm_go_start_g(&e, t, g, task->pid, now))
 		rm_go_count(RM_GO_CONFLICTS);
-		g = NULL;
-	}
-	rm_go_start_g(&e, t, g, task->pid, now);
 	gt->goid = goid;
 	return 0;
 }
@@ -1714,9 +1708,9 @@ SEC("uprobe")
 int rm_go_readied(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	struct rm_gor *g, *wg;
 	struct rm_gthr *gt;
 	struct rm_task *t;
-	struct rm_gor *g;
 	struct rm_env e;
 	__u64 goid;
 
@@ -1724,13 +1718,18 @@ int rm_go_readied(struct pt_regs *ctx)
 	if (!gt || !gt->goid)
 		return 0;
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
-	if (!t || t->mode != RM_MODE_SEG || !(goid = rm_go_goid(ctx)) || goid == gt->goid)
+	if (!t || !(goid = rm_go_goid(ctx)) || goid == gt->goid)
 		return 0;
+	wg = rm_go_get(task->tgid, gt->goid, 0);
+	if (!wg || wg->holder != (__u32)task->pid)
+		return 0; /* it runs without its state */
 	g = rm_go_get(task->tgid, goid, 1);
 	if (!g)
 		return 0;
 	rm_env_init(&e);
-	if (rm_go_ready_g(&e, t, g, bpf_ktime_get_ns(), (__u64)task->tgid << 32 | (__u32)task->pid))
+	if (cpu_counters)
+		rm_ctr_cut(&e, t, task, bpf_ktime_get_ns(), 0); /* the waker may take up the wakee's request */
+	if (rm_go_ready_g(&e, t, wg, g))
 		rm_go_count(RM_GO_INHERITS);
 	return 0;
 }

@@ -70,7 +70,7 @@ static const struct go_case cases_go[] = {
 	      "1100 0 goready tid=101 pid=100 goid=3\n"     /* the job to worker G3 */
 	      "1100 0 go tid=101 pid=100 goid=0\n"          /* handler G1: 100 */
 	      "1100 0 go tid=101 pid=100 goid=3\n"
-	      "1900 0 goready tid=101 pid=100 goid=1\n"     /* the answer: G1 holds its own request */
+	      "1900 0 goready tid=101 pid=100 goid=1\n"     /* the answer: G3 takes up G1's request, the same */
 	      "1900 0 go tid=101 pid=100 goid=0\n"          /* G3 for A: 800 */
 	      "1900 0 go tid=101 pid=100 goid=1\n"
 	      "2000 0 send tid=101 pid=100 sock=1 bytes=10" A "\n" /* G1: 100 */
@@ -85,7 +85,7 @@ static const struct go_case cases_go[] = {
 	      "2600 0 send tid=101 pid=100 sock=2 bytes=10" B "\n" /* G2: 100 */
 	      "2600 0 go tid=101 pid=100 goid=0\n"
 	      "2600 0 switch prev=101 prev_pid=100 prev_state=S next=0\n",
-	  { 1000, 600 }, 0, 0, 2, 0 },
+	  { 1000, 600 }, 0, 0, 3, 0 },
 	{ "a goroutine whose state another thread still holds runs without it",
 	  HDR "1000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
 	      "1000 1 switch prev=0 prev_state=S next=102 next_pid=100\n"
@@ -126,6 +126,43 @@ static const struct go_case cases_go[] = {
 	      "1800 0 go tid=101 pid=100 goid=0\n"
 	      "1800 0 switch prev=101 prev_pid=100 prev_state=S next=0\n",
 	  { 400, 300 }, 100, 0, 0, 1 },
+	{ "a busy worker back at its queue takes up the job of the handler waiting to hand it over",
+	  HDR "1000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	      "1000 0 go tid=101 pid=100 goid=3\n"          /* worker G3, holding nothing: 100 unsegmented */
+	      "1100 0 go tid=101 pid=100 goid=0\n"
+	      "1100 0 go tid=101 pid=100 goid=1\n"
+	      "1100 0 recv tid=101 pid=100 sock=1 bytes=100" A "\n"
+	      "1200 0 go tid=101 pid=100 goid=0\n"          /* handler G1 waits to hand its job: 100 */
+	      "1200 0 go tid=101 pid=100 goid=3\n"
+	      "1300 0 goready tid=101 pid=100 goid=1\n"     /* G3 takes the job, readying G1: 100 unsegmented */
+	      "2000 0 go tid=101 pid=100 goid=0\n"          /* G3 for A: 700 */
+	      "2000 0 go tid=101 pid=100 goid=2\n"
+	      "2000 0 recv tid=101 pid=100 sock=2 bytes=100" B "\n"
+	      "2100 0 go tid=101 pid=100 goid=0\n"          /* handler G2 waits: 100 */
+	      "2100 0 go tid=101 pid=100 goid=3\n"
+	      "2200 0 goready tid=101 pid=100 goid=2\n"     /* G3 (A's, inherited) takes B's job: 100 to A */
+	      "2500 0 go tid=101 pid=100 goid=0\n"          /* G3 for B: 300 */
+	      "2500 0 go tid=101 pid=100 goid=1\n"
+	      "2600 0 send tid=101 pid=100 sock=1 bytes=10" A "\n" /* 100 */
+	      "2600 0 go tid=101 pid=100 goid=0\n"
+	      "2600 0 go tid=101 pid=100 goid=2\n"
+	      "2700 0 send tid=101 pid=100 sock=2 bytes=10" B "\n" /* 100 */
+	      "2700 0 go tid=101 pid=100 goid=0\n"
+	      "2700 0 switch prev=101 prev_pid=100 prev_state=S next=0\n",
+	  { 100 + 700 + 100 + 100, 100 + 300 + 100 }, 200, 0, 2, 0 },
+	{ "follow-replies: the runtime waking an idle thread is no hand-off of the goroutine's request",
+	  HDR "1000 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	      "1000 0 go tid=101 pid=100 goid=1\n"
+	      "1000 0 recv tid=101 pid=100 sock=1 bytes=100" A "\n"
+	      "1100 0 wakeup tid=102 by=101\n"              /* a futex wake of an idle thread */
+	      "1100 0 goready tid=101 pid=100 goid=3\n"     /* G1 still holds A: G3 inherits it */
+	      "1200 0 go tid=101 pid=100 goid=0\n"          /* G1: 200 */
+	      "1200 0 switch prev=101 prev_pid=100 prev_state=S next=0\n"
+	      "1200 1 switch prev=0 prev_state=S next=102 next_pid=100\n"
+	      "1200 1 go tid=102 pid=100 goid=3\n"
+	      "1700 1 go tid=102 pid=100 goid=0\n"          /* G3 for A: 500 */
+	      "1700 1 switch prev=102 prev_pid=100 prev_state=S next=0\n",
+	  { 700, 0 }, 0, 0, 1, 1 },
 };
 
 /* Replays c and checks its figures; returns the number of mismatches (each printed). */
