@@ -93,7 +93,7 @@ struct col_bpf_go_stats {
 	uint64_t conflicts;  /* ... whose state another thread still held: run without */
 	uint64_t nostate;    /* ... whose state could not be kept (map full) */
 	uint64_t bad_reads;  /* a goroutine's id could not be read */
-	uint64_t inherits;   /* a readied goroutine inherited its waker's segment */
+	uint64_t inherits;   /* a request handed on between a goroutine and one it readied */
 	uint64_t followed;   /* Go processes followed now */
 };
 

@@ -6,7 +6,9 @@
  * unrelated syscalls (docs/kernel.md): tp_btf sock_send_length /
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
  * sched_process_fork / exit (thread lineage) and block_rq_issue (disk);
- * with follow-replies, sched_waking (hand-offs inside a process).
+ * with follow-replies, sched_waking (hand-offs inside a process); and, in
+ * the Go programs the loader finds, uprobes on the Go runtime's scheduler
+ * (goroutines, at the end of this file).
  * On-CPU time and run-queue wait: by default (cpu_counters) from each
  * thread's own scheduler counters read at those edges and by a task
  * iterator at each window's end, with no hook on context switches
@@ -1561,7 +1563,7 @@ struct {
 #define RM_GO_CONFLICTS 1 /* ... whose state another thread still held (run without) */
 #define RM_GO_NOSTATE 2   /* ... whose state could not be made (map full) */
 #define RM_GO_BADREADS 3  /* a goroutine's id could not be read */
-#define RM_GO_INHERITS 4  /* a readied goroutine inherited the waker's segment */
+#define RM_GO_INHERITS 4  /* a request was handed on between waker and readied goroutine (rm_go_ready) */
 #define RM_GO_NSTATS 5
 
 struct {
