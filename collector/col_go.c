@@ -133,14 +133,17 @@ static void proc_new(struct col_go *s, uint32_t pid, const char *name, const cha
 		s->full_logged = 1;
 		return;
 	}
+	/* a process that cannot be attached to is remembered too (no handle): not tried again */
 	if (s->ops.attach(s->ops.arg, pid, exe, &b->g, &h) != RM_OK)
-		return;
+		h = NULL;
 	p = &s->procs[s->nprocs++];
 	p->pid = pid;
 	p->dev = st->st_dev;
 	p->ino = st->st_ino;
 	p->alive = 1;
 	p->handle = h;
+	if (!h)
+		return;
 	s->stats.attached++;
 	rm_log_info("following the goroutines of Go process %u (%s)", pid, b->g.version[0] ? b->g.version : "go");
 }
@@ -177,15 +180,17 @@ int col_go_scan(struct col_go *s)
 		/* else: it executed another binary; detached below, looked at again next scan */
 	}
 	closedir(d);
+	s->stats.followed = 0;
 	for (i = 0; i < s->nprocs;) {
 		if (s->procs[i].alive) {
+			s->stats.followed += s->procs[i].handle != NULL;
 			i++;
 			continue;
 		}
-		s->ops.detach(s->ops.arg, s->procs[i].handle);
+		if (s->procs[i].handle)
+			s->ops.detach(s->ops.arg, s->procs[i].handle);
 		s->procs[i] = s->procs[--s->nprocs];
 	}
-	s->stats.followed = s->nprocs;
 	return RM_OK;
 }
 
@@ -201,6 +206,7 @@ void col_go_free(struct col_go *s)
 	if (!s)
 		return;
 	for (i = 0; i < s->nprocs; i++)
-		s->ops.detach(s->ops.arg, s->procs[i].handle);
+		if (s->procs[i].handle)
+			s->ops.detach(s->ops.arg, s->procs[i].handle);
 	free(s);
 }

@@ -24,8 +24,8 @@
 /* What the scan has the caller do. */
 struct col_go_ops {
 	/* Attach the probes to process pid, whose binary is /proc/PID/exe (exe) described by *g:
-	 * RM_OK with *handle set, or an error (logged by the callee; the process is tried again
-	 * at the next scan). */
+	 * RM_OK with *handle set (not NULL), or an error (logged by the callee; the process is not
+	 * tried again while it runs the same binary). */
 	int (*attach)(void *arg, uint32_t pid, const char *exe, const struct col_gort *g, void **handle);
 	/* Detach what attach returned. */
 	void (*detach)(void *arg, void *handle);
