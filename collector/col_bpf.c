@@ -52,7 +52,7 @@ struct col_bpf {
 };
 
 #define COL_BPF_GO_SCAN_MS 1000 /* how often /proc is scanned for new Go processes */
-#define COL_BPF_GO_NPROBES 3
+#define COL_BPF_GO_NPROBES (2 + COL_GORT_NLEAVE)
 
 /* The goroutine probes attached to one Go process. */
 struct col_bpf_go {
@@ -72,13 +72,14 @@ static void col_bpf_go_detach(void *arg, void *handle)
 	free(h);
 }
 
-/* col_go_ops.attach: uprobes on runtime.schedule, .execute and .ready of process pid; cookie: goid's offset. */
+/*
+ * col_go_ops.attach: uprobes on runtime.execute, runtime.ready and the
+ * functions that leave a goroutine (col_gort_leave) of process pid; the
+ * cookie: goid's offset.
+ */
 static int col_bpf_go_attach(void *arg, uint32_t pid, const char *exe, const struct col_gort *g, void **handle)
 {
 	struct col_bpf *b = arg;
-	struct bpf_program *progs[COL_BPF_GO_NPROBES] = { b->skel->progs.rm_go_schedule, b->skel->progs.rm_go_execute,
-							  b->skel->progs.rm_go_readied };
-	const uint64_t offs[COL_BPF_GO_NPROBES] = { g->sched_probe_off, g->probe_off, g->ready_probe_off };
 	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = g->goid_off);
 	struct col_bpf_go *h;
 	int i;
@@ -86,7 +87,12 @@ static int col_bpf_go_attach(void *arg, uint32_t pid, const char *exe, const str
 	if (!(h = calloc(1, sizeof(*h))))
 		return RM_ENOMEM;
 	for (i = 0; i < COL_BPF_GO_NPROBES; i++) {
-		if (!(h->l[i] = bpf_program__attach_uprobe_opts(progs[i], (pid_t)pid, exe, offs[i], &o))) {
+		struct bpf_program *p = i == 0 ? b->skel->progs.rm_go_execute
+				      : i == 1 ? b->skel->progs.rm_go_readied
+					       : b->skel->progs.rm_go_leave_p;
+		uint64_t off = i == 0 ? g->probe_off : i == 1 ? g->ready_probe_off : g->leave_probe_off[i - 2];
+
+		if (!(h->l[i] = bpf_program__attach_uprobe_opts(p, (pid_t)pid, exe, off, &o))) {
 			rm_log_warn("failed to attach a uprobe to '%s' (process %u): %s", exe, pid, strerror(errno));
 			col_bpf_go_detach(b, h);
 			return RM_EBPF;
@@ -220,11 +226,11 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		bpf_program__set_autoload(b->skel->progs.rm_sched_waking, false);
 	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
-	bpf_program__set_autoattach(b->skel->progs.rm_go_schedule, false);
+	bpf_program__set_autoattach(b->skel->progs.rm_go_leave_p, false);
 	bpf_program__set_autoattach(b->skel->progs.rm_go_execute, false);
 	bpf_program__set_autoattach(b->skel->progs.rm_go_readied, false);
 	if (cfg->no_goroutines) {
-		bpf_program__set_autoload(b->skel->progs.rm_go_schedule, false);
+		bpf_program__set_autoload(b->skel->progs.rm_go_leave_p, false);
 		bpf_program__set_autoload(b->skel->progs.rm_go_execute, false);
 		bpf_program__set_autoload(b->skel->progs.rm_go_readied, false);
 	}

@@ -31,7 +31,7 @@ static int on_attach(void *arg, uint32_t pid, const char *exe, const struct col_
 {
 	(void)arg;
 	(void)exe;
-	if (fail_attach || nattached == MAXP || !g->probe_off || !g->sched_probe_off || !g->ready_probe_off)
+	if (fail_attach || nattached == MAXP || !g->probe_off || !g->ready_probe_off || !g->leave_probe_off[0])
 		return RM_EBPF;
 	attached[nattached++] = pid;
 	*handle = (void *)(uintptr_t)pid;

@@ -55,6 +55,7 @@ static void test_go_binary(void)
 	char cmd[600], line[128] = "";
 	unsigned long long vaddr = 0, sh_addr = 0, sh_off = 0;
 	FILE *f;
+	int i;
 
 	need_go();
 	CU_ASSERT_EQUAL_FATAL(col_gort_inspect(TB_GOSERVER_BIN, &g), RM_OK);
@@ -71,9 +72,11 @@ static void test_go_binary(void)
 	CU_ASSERT_EQUAL(g.execute_off, vaddr - sh_addr + sh_off);
 	/* Go's toolchain opens runtime.execute with its stack-bound check: the probe goes on the jbe */
 	CU_ASSERT_EQUAL(g.probe_off, g.execute_off + 4);
-	/* runtime.schedule and runtime.ready open alike: their probes after the compare too */
-	CU_ASSERT_EQUAL(g.sched_probe_off, nm_addr("runtime.schedule") - sh_addr + sh_off + 4);
+	/* runtime.ready and the functions that leave a goroutine open alike (preemptPark's compare has
+	 * another displacement): their probes after the compare too */
 	CU_ASSERT_EQUAL(g.ready_probe_off, nm_addr("runtime.ready") - sh_addr + sh_off + 4);
+	for (i = 0; i < COL_GORT_NLEAVE; i++)
+		CU_ASSERT_EQUAL(g.leave_probe_off[i], nm_addr(col_gort_leave[i]) - sh_addr + sh_off + 4);
 	/* struct g of Go 1.17..1.20 on amd64: stack (16), stackguard0/1, _panic, _defer, m (8 each),
 	 * sched (gobuf, 56), syscallsp, syscallpc, stktopsp, param (8 each), atomicstatus, stackLock
 	 * (4 each), then goid: 152 */

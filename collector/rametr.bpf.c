@@ -1519,9 +1519,12 @@ int rm_sweep_tasks(struct bpf_iter__task *ctx)
  * Goroutines (segmenter.h, rm_go_*): uprobes on the Go runtime of the Go
  * programs the loader found (col_gort.h finds the offsets in the binary;
  * each probe's attach cookie is goid's offset in struct runtime.g; Go >=
- * 1.17 passes a function's first argument in RAX): runtime.schedule (the
- * thread leaves its goroutine), runtime.execute(gp) (it runs gp) and
- * runtime.ready(gp) (the running goroutine readies a parked gp). A
+ * 1.17 passes a function's first argument in RAX): the runtime functions
+ * in which a thread leaves its goroutine (it parks, yields, is preempted,
+ * exits or returns from a system call without a P: col_gort_leave, before
+ * anything can make the goroutine run elsewhere), runtime.execute(gp) (it
+ * runs gp) and runtime.ready(gp) (the running goroutine readies a parked
+ * gp). A
  * thread's state in `tasks` holds the running goroutine's segment state,
  * so the socket hooks need no change; the others' states wait in `gors`.
  */
@@ -1648,7 +1651,7 @@ RM_INLINE void rm_go_leave(struct rm_env *e, struct task_struct *task, struct rm
 }
 
 SEC("uprobe")
-int rm_go_schedule(struct pt_regs *ctx)
+int rm_go_leave_p(struct pt_regs *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct rm_gthr *gt;
@@ -1695,7 +1698,7 @@ int rm_go_execute(struct pt_regs *ctx)
 	if (cpu_counters)
 		rm_ctr_cut(&e, t, task, now, 0);
 	if (gt->goid)
-		rm_go_leave(&e, task, t, gt, now); /* runtime.execute without runtime.schedule before */
+		rm_go_leave(&e, task, t, gt, now); /* runtime.execute of another goroutine without leaving this one */
 	rm_go_count(RM_GO_SWITCHES);
 	g = rm_go_get(task->tgid, goid, 1);
 	if (!g)
