@@ -102,8 +102,8 @@
  *           Go programs whose scheduler is followed (segmenter.h, rm_go_*):
  *           thread tid (running on <cpu>) runs goroutine <goid> of process
  *           <pid> from now on (the Go runtime's runtime.execute); goid=0:
- *           it leaves its goroutine for the runtime's scheduler
- *           (runtime.schedule). 0 .. 2^63-1.
+ *           it leaves its goroutine for the runtime's scheduler (it
+ *           parks, yields, ...: col_gort.h, col_gort_leave). 0 .. 2^63-1.
  *   goready tid=<tid> pid=<pid> goid=<n>
  *           The goroutine thread tid (running on <cpu>) runs readies the
  *           parked goroutine <goid> of its process (runtime.ready: a channel

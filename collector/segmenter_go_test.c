@@ -1,7 +1,7 @@
 /*
  * segmenter_go_test.c - the segmenter's goroutine rules (segmenter.h,
  * rm_go_*) on recorded streams of a Go program's events (col_events.h:
- * "go" for runtime.schedule / runtime.execute, "goready" for
+ * "go" for a thread leaving its goroutine / runtime.execute, "goready" for
  * runtime.ready), replayed by the replay backend, which runs the same code
  * as rametr.bpf.c's probes. Each case of the table is a stream with its hand
  * computation beside it: the CPU charged per tenant (the inbound remote
