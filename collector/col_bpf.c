@@ -21,7 +21,6 @@
 #include <bpf/libbpf.h>
 
 #include "col_bpf.h"
-#include "col_go.h"
 #include "col_probe.h"
 #include "rm_clock.h"
 #include "rm_err.h"
@@ -47,60 +46,7 @@ struct col_bpf {
 	struct col_bpf_stats stats;
 	struct bpf_link *cut_link;   /* CPU counters: the window sweep (rm_cut_tasks), else NULL */
 	uint64_t swept_win;          /* CPU counters: windows before this one are swept */
-	struct col_go *go;           /* Go processes whose goroutines are followed; NULL: none */
-	uint64_t go_scan_ts;         /* last scan for Go processes (monotonic ns) */
 };
-
-#define COL_BPF_GO_SCAN_MS 1000 /* how often /proc is scanned for new Go processes */
-#define COL_BPF_GO_NPROBES (2 + COL_GORT_NLEAVE)
-
-/* The goroutine probes attached to one Go process. */
-struct col_bpf_go {
-	struct bpf_link *l[COL_BPF_GO_NPROBES];
-};
-
-static void col_bpf_go_detach(void *arg, void *handle)
-{
-	struct col_bpf_go *h = handle;
-	int i;
-
-	(void)arg;
-	if (!h)
-		return;
-	for (i = 0; i < COL_BPF_GO_NPROBES; i++)
-		bpf_link__destroy(h->l[i]);
-	free(h);
-}
-
-/*
- * col_go_ops.attach: uprobes on runtime.execute, runtime.ready and the
- * functions that leave a goroutine (col_gort_leave) of process pid; the
- * cookie: goid's offset.
- */
-static int col_bpf_go_attach(void *arg, uint32_t pid, const char *exe, const struct col_gort *g, void **handle)
-{
-	struct col_bpf *b = arg;
-	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = g->goid_off);
-	struct col_bpf_go *h;
-	int i;
-
-	if (!(h = calloc(1, sizeof(*h))))
-		return RM_ENOMEM;
-	for (i = 0; i < COL_BPF_GO_NPROBES; i++) {
-		struct bpf_program *p = i == 0 ? b->skel->progs.rm_go_execute
-				      : i == 1 ? b->skel->progs.rm_go_readied
-					       : b->skel->progs.rm_go_leave_p;
-		uint64_t off = i == 0 ? g->probe_off : i == 1 ? g->ready_probe_off : g->leave_probe_off[i - 2];
-
-		if (!(h->l[i] = bpf_program__attach_uprobe_opts(p, (pid_t)pid, exe, off, &o))) {
-			rm_log_warn("failed to attach a uprobe to '%s' (process %u): %s", exe, pid, strerror(errno));
-			col_bpf_go_detach(b, h);
-			return RM_EBPF;
-		}
-	}
-	*handle = h;
-	return RM_OK;
-}
 
 /*
  * CPU counters: charges every thread's CPU since its last edge, split at
@@ -226,14 +172,6 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		bpf_program__set_autoload(b->skel->progs.rm_sched_waking, false);
 	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
-	bpf_program__set_autoattach(b->skel->progs.rm_go_leave_p, false);
-	bpf_program__set_autoattach(b->skel->progs.rm_go_execute, false);
-	bpf_program__set_autoattach(b->skel->progs.rm_go_readied, false);
-	if (cfg->no_goroutines) {
-		bpf_program__set_autoload(b->skel->progs.rm_go_leave_p, false);
-		bpf_program__set_autoload(b->skel->progs.rm_go_execute, false);
-		bpf_program__set_autoload(b->skel->progs.rm_go_readied, false);
-	}
 	bpf_program__set_autoattach(b->skel->progs.rm_cut_tasks, false);
 	if (cfg->cpu_counters)
 		bpf_program__set_autoload(b->skel->progs.rm_sched_switch, false); /* the point of the option */
@@ -269,16 +207,6 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 			col_bpf_close(b);
 			return rv;
 		}
-	}
-	if (!cfg->no_goroutines) {
-		struct col_go_ops ops = { .attach = col_bpf_go_attach, .detach = col_bpf_go_detach, .arg = b };
-
-		if ((rv = col_go_new(&b->go, "/proc", cfg->netns_ino, &ops)) != RM_OK) {
-			col_bpf_close(b);
-			return rv;
-		}
-		col_go_scan(b->go);
-		b->go_scan_ts = rm_clock_mono_ns();
 	}
 	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.parts), col_bpf_on_part, b, NULL);
 	if (!b->rb) {
@@ -410,10 +338,6 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 		b->report_ts = 0;
 	}
 	now = rm_clock_mono_ns();
-	if (b->go && now - b->go_scan_ts >= COL_BPF_GO_SCAN_MS * 1000000ull) {
-		b->go_scan_ts = now;
-		col_go_scan(b->go); /* a failure is logged; followed processes stay followed */
-	}
 	if (now - b->report_ts < COL_BPF_REPORT_MS * 1000000ull)
 		return RM_OK;
 	b->report_ts = now;
@@ -427,8 +351,6 @@ int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink)
 	int fd, rv;
 
 	if (!b->detached) {
-		col_go_free(b->go); /* the goroutine probes first: then no state moves */
-		b->go = NULL;
 		rametr_bpf__detach(b->skel);
 		b->detached = 1;
 		/* CPU counters: what threads used since their last edges */
@@ -504,46 +426,11 @@ int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, i
 	return n;
 }
 
-int col_bpf_go_get_stats(const struct col_bpf *b, struct col_bpf_go_stats *out)
-{
-	uint64_t *v, sum[5] = { 0 };
-	uint32_t k;
-	int cpu;
-
-	memset(out, 0, sizeof(*out));
-	if (b->go) {
-		struct col_go_stats gs;
-
-		col_go_get_stats(b->go, &gs);
-		out->followed = gs.followed;
-	}
-	if (bpf_map__fd(b->skel->maps.gostats) < 0)
-		return RM_EBPF;
-	if (!(v = calloc((size_t)b->ncpu_possible, sizeof(*v))))
-		return RM_ENOMEM;
-	for (k = 0; k < 5; k++) {
-		if (bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.gostats), &k, v) != 0) {
-			free(v);
-			return RM_EBPF;
-		}
-		for (cpu = 0; cpu < b->ncpu_possible; cpu++)
-			sum[k] += v[cpu];
-	}
-	free(v);
-	out->switches = sum[0];
-	out->conflicts = sum[1];
-	out->nostate = sum[2];
-	out->bad_reads = sum[3];
-	out->inherits = sum[4];
-	return RM_OK;
-}
-
 void col_bpf_close(struct col_bpf *b)
 {
 	if (!b)
 		return;
 	ring_buffer__free(b->rb);
-	col_go_free(b->go);
 	bpf_link__destroy(b->cut_link);
 	rametr_bpf__destroy(b->skel);
 	free(b->last);

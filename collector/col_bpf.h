@@ -29,7 +29,6 @@ struct col_bpf_cfg {
 			       * follow_wakeups, which needs one (RM_EINVAL) */
 	uint32_t ring_bytes;  /* size of the part ring, a power of 2 >= 4096; 0 = 16 MiB */
 	uint32_t bench_stage; /* benchmarks only: RM_STAGE_* (rametr.h); 0 = full accounting */
-	int no_goroutines;    /* do not follow the goroutines of Go programs (col_go.h; followed by default) */
 };
 
 struct col_bpf_stats {
@@ -86,19 +85,6 @@ struct col_bpf_prog_stat {
  * (bpf_enable_stats(BPF_STATS_RUN_TIME), machine-wide, for benchmarks).
  */
 int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max);
-
-/* The goroutine probes' counters (rametr.bpf.c, RM_GO_*), summed over CPUs, and the scan's. */
-struct col_bpf_go_stats {
-	uint64_t switches;   /* a thread started another goroutine than it last held */
-	uint64_t conflicts;  /* ... whose state another thread still held: run without */
-	uint64_t nostate;    /* ... whose state could not be kept (map full) */
-	uint64_t bad_reads;  /* a goroutine's id could not be read */
-	uint64_t inherits;   /* a request handed on between a goroutine and one it readied */
-	uint64_t followed;   /* Go processes followed now */
-};
-
-/* Fills *out; RM_OK, or RM_EBPF (the counters could not be read). */
-int col_bpf_go_get_stats(const struct col_bpf *b, struct col_bpf_go_stats *out);
 
 /* Detaches and frees; NULL-tolerant. */
 void col_bpf_close(struct col_bpf *b);

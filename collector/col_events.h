@@ -98,16 +98,6 @@
  *   disk    tid=<tid> op=R|W bytes=<n>
  *           Thread tid (running on <cpu>) issued a disk read (R) or write
  *           (W) of <n> bytes (0 .. 2^48; 0 is ignored by the replay).
- *   go      tid=<tid> pid=<pid> goid=<n>
- *           Go programs whose scheduler is followed (segmenter.h, rm_go_*):
- *           thread tid (running on <cpu>) runs goroutine <goid> of process
- *           <pid> from now on (the Go runtime's runtime.execute); goid=0:
- *           it leaves its goroutine for the runtime's scheduler (it
- *           parks, yields, ...: col_gort.h, col_gort_leave). 0 .. 2^63-1.
- *   goready tid=<tid> pid=<pid> goid=<n>
- *           The goroutine thread tid (running on <cpu>) runs readies the
- *           parked goroutine <goid> of its process (runtime.ready: a channel
- *           send, a lock handed over), 1 .. 2^63-1.
  *
  * Example:
  *
@@ -143,7 +133,6 @@
 #define COL_EVENTS_MAX_OFFSET 9223372036854775807ULL /* 2^63 - 1: fits an int64_t clock offset */
 #define COL_EVENTS_MAX_NCPU 4096
 #define COL_EVENTS_MAX_BYTES (1ULL << 48)
-#define COL_EVENTS_MAX_GOID 9223372036854775807ULL /* 2^63 - 1: Go's goid is an int64 */
 #define COL_EVENTS_LINE_MAX 512   /* longest line the writer can produce, with "\n" and NUL */
 
 enum col_ev_type {
@@ -155,8 +144,6 @@ enum col_ev_type {
 	COL_EV_EXIT,
 	COL_EV_DISK,
 	COL_EV_STEAL,
-	COL_EV_GO,
-	COL_EV_GOREADY,
 };
 
 struct col_events_hdr {
@@ -209,10 +196,6 @@ struct col_event {
 		struct {
 			uint64_t ns;
 		} steal;
-		struct {
-			uint32_t tid, pid;
-			uint64_t goid;    /* COL_EV_GO: 0 = leaves its goroutine */
-		} go;             /* COL_EV_GO, COL_EV_GOREADY */
 	} u;
 };
 

@@ -21,8 +21,8 @@
 #define BUILDINFO_HDR 32
 #define BUILDINFO_FLAG_INLINE 0x2 /* Go >= 1.18: version and module info inline after the header */
 
-/* Go's stack-bound check on amd64: cmp disp8(%r14),%rsp (4 bytes: 49 3b 66 disp8); jbe rel32 (0f 86) */
-#define GO_PROLOGUE_LEN 6
+/* Go's small-frame prologue on amd64: cmp 0x10(%r14),%rsp (4 bytes); jbe rel32 */
+static const unsigned char go_prologue[] = { 0x49, 0x3b, 0x66, 0x10, 0x0f, 0x86 };
 #define GO_PROLOGUE_CMP_LEN 4
 
 /* The section named name, or NULL. */
@@ -69,27 +69,12 @@ static void read_version(Elf_Scn *bi, struct col_gort *out)
 	out->version[len] = '\0';
 }
 
-const char *const col_gort_leave[COL_GORT_NLEAVE] = { "runtime.park_m",      "runtime.goschedImpl",
-							 "runtime.goexit0",     "runtime.exitsyscall0",
-							 "runtime.preemptPark", "runtime.goyield_m" };
-
-/* The symbols col_gort_inspect looks up: these, then col_gort_leave's. */
-enum { SYM_EXECUTE, SYM_READY, SYM_LEAVE, NSYMS = SYM_LEAVE + COL_GORT_NLEAVE };
-static const char *const sym_names[SYM_LEAVE] = { "runtime.execute", "runtime.ready" };
-
-static const char *sym_name(int k)
-{
-	return k < SYM_LEAVE ? sym_names[k] : col_gort_leave[k - SYM_LEAVE];
-}
-
-/*
- * Looks sym_names up in .symtab: the file offset of each in off[] (found[]
- * set); *is_go set if runtime.main is there.
- */
-static void find_syms(Elf *e, uint64_t off[NSYMS], int found[NSYMS], int *is_go)
+/* Looks name up in .symtab: 1 with its file offset in *off, 0 if absent. *is_go set if runtime.main is there. */
+static int find_sym(Elf *e, const char *name, uint64_t *off, int *is_go)
 {
 	Elf_Scn *s = NULL;
 	GElf_Shdr sh;
+	int found = 0;
 
 	while ((s = elf_nextscn(e, s)) != NULL) {
 		Elf_Data *d;
@@ -105,34 +90,20 @@ static void find_syms(Elf *e, uint64_t off[NSYMS], int found[NSYMS], int *is_go)
 			GElf_Shdr th;
 			const char *sn;
 			Elf_Scn *ts;
-			int k;
 
-			if (!gelf_getsym(d, (int)i, &sym) || !(sn = elf_strptr(e, sh.sh_link, sym.st_name)) ||
-			    strncmp(sn, "runtime.", 8))
+			if (!gelf_getsym(d, (int)i, &sym) || !(sn = elf_strptr(e, sh.sh_link, sym.st_name)))
 				continue;
 			if (!strcmp(sn, "runtime.main"))
 				*is_go = 1;
-			for (k = 0; k < NSYMS && strcmp(sn, sym_name(k)); k++)
-				;
-			if (k == NSYMS || found[k] || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+			if (found || strcmp(sn, name) || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
 				continue;
 			if (!(ts = elf_getscn(e, sym.st_shndx)) || !gelf_getshdr(ts, &th) || sym.st_value < th.sh_addr)
 				continue;
-			off[k] = sym.st_value - th.sh_addr + th.sh_offset;
-			found[k] = 1;
+			*off = sym.st_value - th.sh_addr + th.sh_offset;
+			found = 1;
 		}
 	}
-}
-
-/* Where to probe the function at file offset off of fd: after Go's stack-bound compare if it starts so. */
-static uint64_t probe_at(int fd, uint64_t off)
-{
-	unsigned char h[GO_PROLOGUE_LEN];
-
-	if (pread(fd, h, sizeof(h), (off_t)off) == (ssize_t)sizeof(h) && h[0] == 0x49 && h[1] == 0x3b && h[2] == 0x66 &&
-	    h[4] == 0x0f && h[5] == 0x86)
-		return off + GO_PROLOGUE_CMP_LEN;
-	return off;
+	return found;
 }
 
 /* The data_member_location of member of the struct named type: 1 and *off, or 0. */
@@ -174,9 +145,7 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 	Elf_Scn *bi;
 	Dwarf *dw;
 	Elf *e;
-	uint64_t off[NSYMS] = { 0 };
-	int found[NSYMS] = { 0 };
-	int fd, k, is_go = 0, rv = RM_OK;
+	int fd, is_go = 0, rv = RM_OK;
 
 	memset(out, 0, sizeof(*out));
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
@@ -194,17 +163,15 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 		is_go = 1;
 		read_version(bi, out);
 	}
-	find_syms(e, off, found, &is_go);
-	out->execute_off = off[SYM_EXECUTE];
-	for (k = 0; k < NSYMS && found[k]; k++)
-		;
-	if (k < NSYMS) {
+	if (!find_sym(e, "runtime.execute", &out->execute_off, &is_go)) {
 		rv = RM_ENOTSUP;
 	} else {
-		out->probe_off = probe_at(fd, off[SYM_EXECUTE]);
-		out->ready_probe_off = probe_at(fd, off[SYM_READY]);
-		for (k = 0; k < COL_GORT_NLEAVE; k++)
-			out->leave_probe_off[k] = probe_at(fd, off[SYM_LEAVE + k]);
+		unsigned char head[sizeof(go_prologue)];
+
+		out->probe_off = out->execute_off;
+		if (pread(fd, head, sizeof(head), (off_t)out->execute_off) == (ssize_t)sizeof(head) &&
+		    !memcmp(head, go_prologue, sizeof(head)))
+			out->probe_off += GO_PROLOGUE_CMP_LEN;
 	}
 	if (!is_go) {
 		rv = RM_ENOENT;

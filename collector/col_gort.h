@@ -5,9 +5,7 @@
  * runtime.main symbol), the Go version it was built with (.go.buildinfo),
  * where the scheduler's runtime.execute starts in the file (for a uprobe:
  * in Go >= 1.17's register ABI its first argument, the goroutine's *g, is
- * in RAX), where runtime.ready and the runtime functions through which a
- * thread leaves its goroutine start (the goroutine probes of the
- * collector, docs/go.md), and at which offset struct runtime.g keeps the goroutine's id
+ * in RAX), and at which offset struct runtime.g keeps the goroutine's id
  * (its goid member, from the binary's DWARF, read with elfutils' libdw).
  *
  * Where to probe: a uprobe on an instruction the kernel cannot emulate is
@@ -24,31 +22,19 @@
 #include <stdint.h>
 
 #define COL_GORT_VERSION_MAX 48
-#define COL_GORT_NLEAVE 6
 
 struct col_gort {
 	char version[COL_GORT_VERSION_MAX]; /* "go1.19.8"; "" if .go.buildinfo does not say */
 	uint64_t execute_off;               /* file offset of runtime.execute's first instruction */
 	uint64_t probe_off;                 /* where a uprobe on it costs least (below) */
 	uint64_t goid_off;                  /* byte offset of goid in struct runtime.g */
-	uint64_t ready_probe_off;           /* the same place in runtime.ready(gp, ...) (a parked goroutine is readied) */
-	uint64_t leave_probe_off[COL_GORT_NLEAVE]; /* and in col_gort_leave[i] (a thread leaves its goroutine) */
 };
 
 /*
- * The runtime functions in which a thread leaves the goroutine it runs,
- * before anything can make that goroutine run elsewhere (it parks, yields,
- * is preempted, exits, or returns from a system call without a P): the
- * callers of runtime.schedule that have a goroutine (as in go1.19; a binary
- * lacking one of them is not followed).
- */
-extern const char *const col_gort_leave[COL_GORT_NLEAVE];
-
-/*
  * Inspects the ELF file at path. Returns RM_OK with *out filled for a Go
- * binary that has these symbols and the DWARF; RM_ENOENT if it is not a Go
- * program (or not ELF); RM_ENOTSUP for a Go program without runtime.execute,
- * runtime.ready or one of col_gort_leave in its symbol table or without struct runtime.g's goid in its DWARF
+ * binary that has both the symbol and the DWARF; RM_ENOENT if it is not a Go
+ * program (or not ELF); RM_ENOTSUP for a Go program without runtime.execute
+ * in its symbol table or without struct runtime.g's goid in its DWARF
  * (stripped: go build -ldflags=-s -w), with out->version filled if known;
  * RM_EIO if the file cannot be opened or read. Thread-safe (no global state
  * beyond libelf's version handshake).

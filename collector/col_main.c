@@ -117,7 +117,7 @@ static int64_t col_clock_offset_ns(void)
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
 	uint64_t window_ns, duration_ns, xen_khz;
-	int follow_wakeups, follow_replies, cpu_slices, no_goroutines;
+	int follow_wakeups, follow_replies, cpu_slices;
 	int count_rametr, no_merge;
 	uint32_t ring_bytes;
 	uint32_t exclude[16];
@@ -267,9 +267,6 @@ static void col_usage(FILE *f)
 		"                     default; docs/cpu-counters.md); --follow-wakeups needs the hook\n"
 		"                     and implies this\n"
 		"  --cpu-counters     ebpf: the default CPU path (cpu_counters = no: --cpu-slices)\n"
-		"  --no-goroutines    ebpf: do not follow the goroutines of Go programs (by default a\n"
-		"                     Go program's segments are its goroutines', found from its binary;\n"
-		"                     docs/go.md)\n"
 		"  --exclude-pid PID  ebpf: never segment process PID (repeatable); the collector itself\n"
 		"                     and processes named rametr* (a local aggregator, rametrctl) never are\n"
 		"  --count-rametr     ebpf: segment processes named rametr* like any other\n"
@@ -472,11 +469,9 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
 				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies,
 				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups,
-				   .no_goroutines = o->no_goroutines,
 				   .exclude_rametr = !o->count_rametr, .ring_bytes = o->ring_bytes };
 	size_t i;
 	struct col_bpf_stats st;
-	struct col_bpf_go_stats gst;
 	struct stat nst;
 	struct col_bpf *b = NULL;
 	uint64_t start = col_mono_ms(), last_flush = start, drain_ms;
@@ -533,12 +528,6 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	rm_log_info("ebpf backend stopped: %llu parts, %llu window reports, %llu parts dropped in the kernel",
 		    (unsigned long long)st.parts, (unsigned long long)st.windows,
 		    (unsigned long long)st.dropped_parts);
-	if (!o->no_goroutines && col_bpf_go_get_stats(b, &gst) == RM_OK && gst.switches)
-		rm_log_info("goroutines: %llu switches followed, %llu run without their state (held by another "
-			    "thread), %llu without room for it, %llu ids unreadable, %llu hand-offs inherited",
-			    (unsigned long long)gst.switches, (unsigned long long)gst.conflicts,
-			    (unsigned long long)gst.nostate, (unsigned long long)gst.bad_reads,
-			    (unsigned long long)gst.inherits);
 	col_bpf_close(b);
 	return rv;
 }
@@ -546,7 +535,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 /* The program's settings: options, and keys of [collector] (rm_conf.h). */
 enum col_setting_id {
 	COL_S_AGGREGATOR, COL_S_NODE, COL_S_BACKEND, COL_S_EVENTS, COL_S_XEN_TRACE, COL_S_XEN_KHZ, COL_S_WINDOW,
-	COL_S_NETNS, COL_S_FOLLOW_WAKEUPS, COL_S_FOLLOW_REPLIES, COL_S_NO_FOLLOW_REPLIES, COL_S_CPU_SLICES, COL_S_NO_GOROUTINES,
+	COL_S_NETNS, COL_S_FOLLOW_WAKEUPS, COL_S_FOLLOW_REPLIES, COL_S_NO_FOLLOW_REPLIES, COL_S_CPU_SLICES,
 	COL_S_CPU_COUNTERS,
 	COL_S_EXCLUDE_PID, COL_S_COUNT_RAMETR,
 	COL_S_NO_MERGE, COL_S_RING_BYTES, COL_S_SPOOL, COL_S_MEM_LIMIT, COL_S_FLUSH_MS, COL_S_BATCH_PARTS,
@@ -567,7 +556,6 @@ static const struct rm_setting col_settings[COL_S_COUNT] = {
 	[COL_S_FOLLOW_REPLIES] = { "follow-replies", 0, 0, 1, 0 },
 	[COL_S_NO_FOLLOW_REPLIES] = { "no-follow-replies", 0, 0, 1, 0 },
 	[COL_S_CPU_SLICES] = { "cpu-slices", 0, 0, 1, 0 },
-	[COL_S_NO_GOROUTINES] = { "no-goroutines", 0, 0, 1, 0 },
 	[COL_S_CPU_COUNTERS] = { "cpu-counters", 0, 0, 1, 0 },
 	[COL_S_EXCLUDE_PID] = { "exclude-pid", 1, 1, 1, 0 },
 	[COL_S_COUNT_RAMETR] = { "count-rametr", 0, 0, 1, 0 },
@@ -654,7 +642,6 @@ static int col_set(void *arg, const struct rm_setval *v)
 	case COL_S_FOLLOW_REPLIES: o->follow_replies = yes; break;
 	case COL_S_NO_FOLLOW_REPLIES: o->follow_replies = !yes; break;
 	case COL_S_CPU_SLICES: o->cpu_slices = yes; break;
-	case COL_S_NO_GOROUTINES: o->no_goroutines = yes; break;
 	case COL_S_CPU_COUNTERS: o->cpu_slices = !yes; break;
 	case COL_S_COUNT_RAMETR: o->count_rametr = yes; break;
 	case COL_S_NO_MERGE: o->no_merge = yes; break;

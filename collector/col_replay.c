@@ -52,7 +52,6 @@ struct col_replay_thread {
 	uint32_t tid;
 	uint32_t cpu;                    /* CPU of its last event (for the final sweep) */
 	struct rm_task t;
-	uint64_t goid;                   /* the goroutine whose state t holds (go events), 0: none */
 	/* the sender of the datagram that began its segment, known at its next socket event (as rametr.bpf.c) */
 	int dg_pending;
 	uint64_t dg_seg, dg_cookie;
@@ -67,16 +66,6 @@ struct col_replay_inb {
 };
 
 #define COL_REPLAY_INB_BUCKETS 256
-
-/* A goroutine's saved state (go events), as rametr.bpf.c keeps them by (pid, goid). */
-struct col_replay_gor {
-	struct col_replay_gor *next;     /* hash chain */
-	uint32_t pid;
-	uint64_t goid;
-	struct rm_gor g;
-};
-
-#define COL_REPLAY_GOR_BUCKETS 256
 
 struct col_replay_cpu {
 	struct rm_cpu c;
@@ -97,7 +86,6 @@ struct col_replay_run {
 	struct col_replay_cpu *cpus;
 	struct col_replay_thread **tab;  /* hash by tid, tabsize a power of two */
 	struct col_replay_inb *inbs[COL_REPLAY_INB_BUCKETS]; /* by socket cookie */
-	struct col_replay_gor *gors[COL_REPLAY_GOR_BUCKETS]; /* by (pid, goid) */
 	size_t tabsize, nthreads;
 	struct rm_totals *acc;           /* [nwin] harvested totals of window wmin + i */
 	uint64_t wmin, nwin;
@@ -471,78 +459,6 @@ static int col_replay_exit(struct col_replay_run *run, const struct col_event *e
 	return RM_OK;
 }
 
-/* Goroutine goid of pid's saved state, made (zeroed) if missing and create; NULL if none (or no memory). */
-static struct rm_gor *col_replay_gor(struct col_replay_run *run, uint32_t pid, uint64_t goid, int create)
-{
-	struct col_replay_gor **b = &run->gors[((goid ^ ((uint64_t)pid << 32)) * 0x9E3779B97F4A7C15ULL) >> 56], *g;
-
-	for (g = *b; g; g = g->next)
-		if (g->pid == pid && g->goid == goid)
-			return &g->g;
-	if (!create || !(g = calloc(1, sizeof(*g))))
-		return NULL;
-	g->pid = pid;
-	g->goid = goid;
-	g->next = *b;
-	*b = g;
-	return &g->g;
-}
-
-/* As rametr.bpf.c's goroutine probes: thread tid leaves its goroutine, then runs goroutine goid (0: none). */
-static int col_replay_go(struct col_replay_run *run, const struct col_event *ev)
-{
-	uint32_t tid = ev->u.go.tid, pid = ev->u.go.pid;
-	uint64_t goid = ev->u.go.goid;
-	struct col_replay_thread *t;
-	struct rm_gor *g;
-	int rv;
-
-	if ((rv = col_replay_running(run, ev, tid)) != RM_OK)
-		return rv;
-	t = col_replay_find(run, tid);
-	if (!t && !goid)
-		return RM_OK;
-	if (!t && (rv = col_replay_add(run, tid, ev->cpu, &t)) != RM_OK)
-		return col_replay_fail(run, rv, ev->line, "out of memory");
-	t->cpu = ev->cpu;
-	if (t->goid == goid)
-		return RM_OK;
-	if (t->goid) {
-		rm_go_stop(&run->env, &t->t, col_replay_gor(run, pid, t->goid, 0), tid, ev->ts_ns);
-		t->goid = 0;
-	}
-	if (!goid)
-		return RM_OK;
-	if (!(g = col_replay_gor(run, pid, goid, 1)))
-		return col_replay_fail(run, RM_ENOMEM, ev->line, "out of memory");
-	if (rm_go_start(&run->env, &t->t, g, tid, ev->ts_ns))
-		run->st.go_conflicts++;
-	t->goid = goid;
-	return RM_OK;
-}
-
-/* As rametr.bpf.c: the goroutine thread tid runs readies parked goroutine goid. */
-static int col_replay_goready(struct col_replay_run *run, const struct col_event *ev)
-{
-	struct col_replay_thread *t;
-	struct rm_gor *g, *wg;
-	int rv;
-
-	if ((rv = col_replay_running(run, ev, ev->u.go.tid)) != RM_OK)
-		return rv;
-	t = col_replay_find(run, ev->u.go.tid);
-	if (!t || !t->goid || t->goid == ev->u.go.goid)
-		return RM_OK;
-	wg = col_replay_gor(run, ev->u.go.pid, t->goid, 0);
-	if (!wg || wg->holder != ev->u.go.tid)
-		return RM_OK; /* it runs without its state */
-	if (!(g = col_replay_gor(run, ev->u.go.pid, ev->u.go.goid, 1)))
-		return col_replay_fail(run, RM_ENOMEM, ev->line, "out of memory");
-	if (rm_go_ready(&run->env, &t->t, wg, g, ev->ts_ns, ev->u.go.pid, ev->u.go.tid))
-		run->st.go_inherits++;
-	return RM_OK;
-}
-
 static int col_replay_disk(struct col_replay_run *run, const struct col_event *ev)
 {
 	int rv;
@@ -590,12 +506,6 @@ static int col_replay_event(struct col_replay_run *run, const struct col_event *
 		break;
 	case COL_EV_DISK:
 		rv = col_replay_disk(run, ev);
-		break;
-	case COL_EV_GO:
-		rv = col_replay_go(run, ev);
-		break;
-	case COL_EV_GOREADY:
-		rv = col_replay_goready(run, ev);
 		break;
 	case COL_EV_STEAL:
 		if (ev->u.steal.ns < run->cpus[ev->cpu].steal)
@@ -745,14 +655,6 @@ static void col_replay_free_run(struct col_replay_run *run)
 		for (; in; in = next) {
 			next = in->next;
 			free(in);
-		}
-	}
-	for (i = 0; i < COL_REPLAY_GOR_BUCKETS; i++) {
-		struct col_replay_gor *g = run->gors[i], *next;
-
-		for (; g; g = next) {
-			next = g->next;
-			free(g);
 		}
 	}
 	free(run->cpus);

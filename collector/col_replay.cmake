@@ -16,8 +16,6 @@ target_compile_definitions(segmenter_test PRIVATE COL_TESTDATA="${CMAKE_CURRENT_
 rm_test(col_replay LIBS col_replay TIMEOUT 60)
 # the segmenter's CPU-counter functions on their own (a minimal environment of its own)
 rm_test(segmenter_ctr LIBS col_replay TIMEOUT 60)
-# the goroutine rules (rm_go_*) on streams of a Go program's scheduler events
-rm_test(segmenter_go LIBS col_replay TIMEOUT 60)
 target_compile_definitions(col_replay_test PRIVATE COL_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
 
 if(RM_FUZZ)

@@ -57,8 +57,6 @@ struct col_replay_stats {
 	uint64_t parts;            /* parts accepted by the sink */
 	uint64_t failed_emits;     /* emits failed on purpose (opts.fail_every) */
 	uint64_t windows;          /* window reports accepted by the sink */
-	uint64_t go_conflicts;     /* goroutines run without their state, held by another thread (rm_go_start) */
-	uint64_t go_inherits;      /* readied goroutines that inherited their waker's segment (rm_go_ready) */
 	/*
 	 * Failed emits the segmenter could not account because the part's
 	 * window slot on the emitting CPU already held a newer window (the part

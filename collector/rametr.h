@@ -135,22 +135,6 @@ struct rm_task {
 	struct rm_tuple ans;
 	__u64 ans_seq_start, ans_seq_end;
 	struct rm_part cur;
-	__u32 gor;        /* the thread holds the state of the goroutine it runs (segmenter.h, rm_go_start) */
-	__u32 gor_pad;
-};
-
-/*
- * A goroutine's state (Go programs whose scheduler is followed,
- * segmenter.h's rm_go_*): the segment fields of struct rm_task, kept
- * while the goroutine does not run (its per-thread fields - counters,
- * run-queue wait, exclusion - unused). Held in a hash map by (tgid, goid)
- * in the kernel.
- */
-struct rm_gor {
-	__u32 holder;     /* tid of the thread whose state holds it now (it runs there), 0: none */
-	__u32 handed;     /* a request was handed to it while its holder still held it: t is its state */
-	__u64 inh_seg;    /* the segment it inherited from the goroutine that readied it (rm_go_ready), 0: none */
-	struct rm_task t;
 };
 
 /*

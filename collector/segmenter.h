@@ -920,9 +920,7 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 {
 	struct rm_part *p;
 
-	/* threads running goroutines wake each other for the Go runtime (an idle thread to run a
-	 * goroutine made runnable): goroutines hand work over by rm_go_ready */
-	if (!waker_t || waker_t == wakee_t || waker_t->gor || (wakee_t && wakee_t->gor))
+	if (!waker_t || waker_t == wakee_t)
 		return;
 	waker_t->head = 0; /* it hands work over, it does not read a request */
 	if (waker_t->mode == RM_MODE_ASSOC && waker_t->tail &&
@@ -992,8 +990,7 @@ RM_INLINE void rm_on_switch(struct rm_env *e, struct rm_task *prev_t, int prev_i
 		rm_account_cpu(e, prev_t, from, rm_slice_end(e, c, from, now));
 	else
 		rm_take_steal(e, c);
-	/* a thread running a goroutine waits for the runtime (a lock, a syscall); its goroutine waits at rm_go_stop */
-	if (prev_t && !prev_runnable && !prev_t->gor) {
+	if (prev_t && !prev_runnable) {
 		rm_cont_block(e, prev_t, now);
 		if (prev_waits) {
 			rm_seg_wait(e, prev_t, now);
@@ -1304,8 +1301,6 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 
 	if (head > d)
 		head = d;
-	if (t->gor)
-		waits = 0; /* the runtime's waits, not the goroutine's (rm_on_switch) */
 	mid = now - head > from ? now - head : from;
 	if (t->mode == RM_MODE_SEG && !t->chain)
 		t->chain_st &= ~(__u32)RM_CHAIN_SLEPT; /* not since its recv: a chain begun after it has not slept */
@@ -1340,193 +1335,6 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 		t->dirty = 1;
 	}
 	return head;
-}
-
-/*
- * Goroutines (Go programs whose scheduler the includer follows: the kernel
- * side by uprobes on the Go runtime, col_gort.h). A Go program runs many
- * goroutines on few threads and moves them between threads, so a request's
- * life is a goroutine's, not a thread's. The thread's state (rm_task) then
- * holds the segment state of the goroutine it runs, and every hook works on
- * it unchanged; when a thread stops running a goroutine its state is saved
- * (struct rm_gor, one per goroutine) and the next goroutine's is loaded:
- * - rm_go_stop: the thread leaves its goroutine (the scheduler takes over).
- *   The CPU up to now goes to the goroutine (the includer charges the
- *   thread's counter first; slices are cut here). The goroutine waits
- *   (parked on the network, a channel, a lock; or it yields), which is to
- *   it what a thread's wait is to a thread (rm_on_switch): a reply's tail
- *   ends, a continuation chain's first wait anchors it to the request
- *   answered or folds it; a segment goes on (a goroutine that waits in
- *   its request - for a worker, a lock - still works for it when it runs
- *   again, until it answers). Its part is emitted, so a
- *   saved state holds no counters (a state the includer cannot keep - a
- *   bounded map evicts it - loses no accounted time), and the thread holds
- *   no request: the scheduler's own work between two goroutines is
- *   unsegmented.
- * - rm_go_start: the thread runs goroutine g: its saved state is loaded
- *   and the thread becomes its holder. While it runs a goroutine, the
- *   thread's own waits (a runtime lock, a blocking system call) are not the
- *   goroutine's: they end no segment, tail or chain (rm_on_switch,
- *   rm_ctr_edge), nor do the runtime's wake-ups of other threads
- *   (rm_on_handoff); the goroutine's own wait is rm_go_stop. A goroutine whose state another
- *   thread still holds (the scheduler of that thread has not yet left it,
- *   a race of a few microseconds) runs with none: its CPU is unsegmented
- *   until it reads a request, and its holder keeps the state; unless a
- *   request was handed to it meanwhile (rm_go_ready): then the state
- *   holding it is loaded and the old holder's copy dropped.
- * - rm_go_ready: a goroutine readies a parked one (a channel send or
- *   receive, a mutex or condition handed over): between one that holds a
- *   request and one that holds none of its own, the request is handed on
- *   (rm_on_fork: a segment of its own, inherited), whichever way the
- *   hand-off goes; a request inherited before is replaced (a worker taking
- *   its next job).
- */
-
-/* Copies the goroutine's fields of a thread's state (all but the thread's own counters, mark and name). */
-RM_INLINE void rm_go_copy(struct rm_task *to, const struct rm_task *from)
-{
-	__u64 comm[RM_COMM_LEN / 8];
-
-	__builtin_memcpy(comm, to->cur.comm, sizeof(comm));
-	to->mode = from->mode;
-	to->dirty = from->dirty;
-	to->chain_st = from->chain_st;
-	to->chain = from->chain;
-	to->ans_st = from->ans_st;
-	to->tail = from->tail;
-	to->head = from->head;
-	__builtin_memcpy(&to->ans, &from->ans, sizeof(to->ans));
-	to->ans_seq_start = from->ans_seq_start;
-	to->ans_seq_end = from->ans_seq_end;
-	__builtin_memcpy(&to->cur, &from->cur, sizeof(to->cur));
-	__builtin_memcpy(to->cur.comm, comm, sizeof(comm));
-}
-
-/* t holds no request (its part emitted): the goroutine fields of a fresh state. */
-RM_INLINE void rm_go_clear(struct rm_task *t, __u64 now)
-{
-	t->mode = RM_MODE_NONE;
-	t->dirty = 0;
-	t->chain = 0;
-	t->chain_st = 0;
-	t->ans_st = 0;
-	t->tail = 0;
-	t->head = 0;
-	t->cur.flags = 0;
-	t->cur.start_ns = now;
-	t->gor = 0;
-}
-
-/*
- * Thread t (tid) stops running its goroutine at now. g: the goroutine's
- * saved state (NULL: none can be kept); t's state is saved there if t is
- * its holder and no request was handed to it meanwhile (rm_go_ready), else
- * dropped (another thread runs it now, or g holds the request handed on).
- * t is left holding no request.
- */
-RM_INLINE void rm_go_stop(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u32 tid, __u64 now)
-{
-	rm_cut(e, t, now);
-	/* the goroutine waits (or yields): a reply's tail ends, a chain's first wait anchors or folds it */
-	rm_cont_block(e, t, now);
-	t->tail = 0;
-	rm_flush(e, t);
-	if (g && g->holder == tid) {
-		if (!g->handed) {
-			rm_go_copy(&g->t, t);
-			if (t->mode != RM_MODE_SEG || t->cur.seg_id != g->inh_seg)
-				g->inh_seg = 0; /* it read a request of its own since */
-		}
-		g->holder = 0;
-		g->handed = 0;
-	}
-	rm_go_clear(t, now);
-}
-
-/*
- * Thread t (tid) starts running a goroutine at now: g its saved state
- * (zeroed for one not seen before; NULL: none can be kept). Returns 1 if
- * it runs without its state because another thread still holds it (the
- * scheduler of that thread has not yet left it, a race of microseconds),
- * else 0: the state is loaded and t is its holder (a state handed a
- * request meanwhile is taken from its old holder). A goroutine without
- * its state holds no request until it reads one.
- */
-RM_INLINE int rm_go_start(struct rm_env *e, struct rm_task *t, struct rm_gor *g, __u32 tid, __u64 now)
-{
-	rm_cut(e, t, now);
-	rm_flush(e, t);
-	if (!g || (g->holder && g->holder != tid && !g->handed)) {
-		rm_go_clear(t, now);
-		return g != 0;
-	}
-	rm_go_copy(t, &g->t);
-	t->gor = 1;
-	g->holder = tid;
-	g->handed = 0;
-	return 0;
-}
-
-/* Does goroutine g, whose state is t, hold a request of its own (a segment it did not inherit)? */
-RM_INLINE int rm_go_own(const struct rm_task *t, const struct rm_gor *g)
-{
-	return t->mode == RM_MODE_SEG && (!g->inh_seg || t->cur.seg_id != g->inh_seg);
-}
-
-/*
- * Goroutine `to` (state to_t, not holding a request of its own) takes up
- * the request of from_t's segment at now (pid/tid for the part): what it
- * held is emitted first.
- */
-RM_INLINE int rm_go_take(struct rm_env *e, const struct rm_task *from_t, struct rm_task *to_t, struct rm_gor *to,
-			 __u64 now, __u32 pid, __u32 tid)
-{
-	rm_cont_end(e, to_t, now);
-	rm_chain_close(e, to_t, now, 0, 0);
-	rm_flush(e, to_t);
-	to_t->mode = RM_MODE_NONE;
-	if (!rm_on_fork(e, from_t, to_t, now, pid, tid))
-		return 0;
-	to_t->tail = 0;
-	to_t->head = 0;
-	to_t->ans_st = 0;
-	to->inh_seg = to_t->cur.seg_id;
-	return 1;
-}
-
-/*
- * The running goroutine wg (its state in the thread's waker_t; NULL: the
- * thread holds no goroutine's state) readies the parked goroutine g at
- * now (pid/tid: the waker's, for the inherited part). A hand-off either
- * way between a goroutine holding a request and one holding none of its
- * own (nothing, or a request it inherited):
- * - the waker holds a request and g none: g inherits it (a handler hands
- *   its job to a parked worker);
- * - g holds a request and the waker none: the waker takes it up (a worker
- *   back at its queue takes the job of a handler that waited to hand it
- *   over, or hands a handler its answer: the same request).
- * The CPU of the waker up to now must be charged before (the includer's
- * counter; slices are cut here). Returns 1 if a segment was handed on, 0
- * if not (both or neither hold a request).
- */
-RM_INLINE int rm_go_ready(struct rm_env *e, struct rm_task *waker_t, struct rm_gor *wg, struct rm_gor *g, __u64 now,
-			  __u32 pid, __u32 tid)
-{
-	int waker_own;
-
-	if (!waker_t || !wg)
-		return 0;
-	waker_own = rm_go_own(waker_t, wg);
-	if (waker_t->mode == RM_MODE_SEG && !rm_go_own(&g->t, g)) {
-		/* its last thread may not have left it yet: then g's state is the one handed the request */
-		g->handed = g->holder != 0;
-		return rm_go_take(e, waker_t, &g->t, g, now, pid, tid);
-	}
-	if (!waker_own && rm_go_own(&g->t, g)) {
-		rm_cut(e, waker_t, now);
-		return rm_go_take(e, &g->t, waker_t, wg, now, pid, tid);
-	}
-	return 0;
 }
 
 #endif

@@ -286,58 +286,9 @@ static void test_rametr(void)
 				CU_ASSERT(got[i] < got[j]);
 }
 
-/* Does the collector run with goroutines followed (the default: RM_GO_COLLECTOR_ARGS without --no-goroutines)? */
-static int goroutines_on(void)
-{
-	const char *a = getenv("RM_GO_COLLECTOR_ARGS");
-
-	return !a || !strstr(a, "--no-goroutines");
-}
-
-/*
- * The collector found tb-goserver to be a Go program from its binary alone
- * and followed its goroutines: every request's goroutine was switched to at
- * least once, and nearly every switch found the goroutine's state.
- */
-static void test_goroutines(void)
-{
-	struct tb_truth_row tr[NCE];
-	unsigned long long sw = 0, conflicts = 0, nostate = 0, bad = 0, handed = 0;
-	uint64_t nreq = 0;
-	char *log, *at;
-	int i;
-
-	need_run();
-	if (!goroutines_on()) {
-		fprintf(stderr, "goroutines not followed (--no-goroutines): nothing to check\n");
-		return;
-	}
-	CU_ASSERT_EQUAL_FATAL(load_truth(tr), RM_OK);
-	for (i = 0; i < NCE; i++)
-		nreq += tr[i].requests;
-	log = tbt_slurp(in_dir("collector-be.log"));
-	CU_ASSERT_FATAL(log != NULL);
-	CU_ASSERT(strstr(log, "following the goroutines of Go process") != NULL);
-	at = strstr(log, "goroutines: ");
-	CU_ASSERT(at && sscanf(at, "goroutines: %llu switches followed, %llu run without their state (held by "
-			       "another thread), %llu without room for it, %llu ids unreadable, %llu hand-offs "
-			       "inherited", &sw, &conflicts, &nostate, &bad, &handed) == 5);
-	free(log);
-	fprintf(stderr, "goroutines: %llu switches (%.2f per request), %llu without state, %llu without room, %llu "
-		"unreadable ids, %llu hand-offs\n", sw, nreq ? (double)sw / (double)nreq : 0.0, conflicts, nostate,
-		bad, handed);
-	CU_ASSERT(sw >= nreq);
-	CU_ASSERT(conflicts * 20 <= sw); /* at most 5% (measured: GORACE) */
-	CU_ASSERT_EQUAL(nostate, 0);
-	CU_ASSERT_EQUAL(bad, 0);
-	if (getenv("RM_GO_POOL") && atoi(getenv("RM_GO_POOL")) > 0)
-		CU_ASSERT(handed >= nreq); /* every job handed to a worker, and back */
-}
-
 static CU_TestInfo cases[] = {
 	{ "tb-goserver's own truth: every request, the paths' costs, within its CPU", test_truth },
 	{ "Rametr's CPU per tenant of a Go server against its truth", test_rametr },
-	{ "the Go server found from its binary and its goroutines followed", test_goroutines },
 	CU_TEST_INFO_NULL,
 };
 
