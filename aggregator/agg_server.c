@@ -100,7 +100,7 @@ struct agg_conn {
 	nng_pipe p;
 	uint64_t last_ms;    /* connected, or last complete message */
 	uint64_t msgs;       /* complete messages */
-	int closing;         /* closed by the idle sweep */
+	int closing;         /* closed by us (idle, or replaced); holds no admission slot */
 	int hello;           /* node and instance are set */
 	uint64_t instance;
 	char node[RM_WIRE_NODE_MAX + 1];
@@ -121,8 +121,9 @@ struct agg_server {
 	size_t max_msg;
 	/* connection table and counters, under pmu */
 	pthread_mutex_t pmu;
-	struct agg_conn *conns;
-	unsigned nconns;
+	struct agg_conn *conns;     /* 2 * max_conns entries: the open ones and the closing ones */
+	unsigned nconns;            /* entries in use */
+	unsigned nclosing;          /* of them, closed by us and not yet gone */
 	struct agg_server_stats st;
 	pthread_mutex_t lmu;        /* the refusal log's rate limiter */
 	/* the one aio of the loop, and how its completion is waited for */
@@ -407,8 +408,10 @@ static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 			return;
 		}
 		pthread_mutex_lock(&s->pmu);
-		open = s->nconns;
-		if (s->nconns >= s->st.max_conns) {
+		open = s->nconns - s->nclosing;
+		/* a connection we closed holds its entry until nng lets it go (which can take
+		 * seconds with many peers midway through a frame), not its admission slot */
+		if (open >= s->st.max_conns || s->nconns >= 2 * s->st.max_conns) {
 			s->st.conns_refused++;
 			refused = 1;
 		} else {
@@ -419,7 +422,6 @@ static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 			c->last_ms = agg_now_ms();
 			snprintf(c->peer, sizeof(c->peer), "%s", peer);
 			s->st.conns_accepted++;
-			s->st.conns = s->nconns;
 		}
 		pthread_mutex_unlock(&s->pmu);
 		if (refused) {
@@ -433,9 +435,10 @@ static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 			silent = c->msgs == 0 && !c->closing;
 			if (c->msgs == 0)
 				s->st.conns_silent++;
+			if (c->closing)
+				s->nclosing--;
 			snprintf(peer, sizeof(peer), "%s", c->peer);
 			*c = s->conns[--s->nconns];
-			s->st.conns = s->nconns;
 		}
 		pthread_mutex_unlock(&s->pmu);
 		if (silent)
@@ -458,6 +461,7 @@ static void agg_sweep_idle(struct agg_server *s)
 
 		if (!c->closing && now - c->last_ms >= (uint64_t)s->cfg.idle_ms) {
 			c->closing = 1;
+			s->nclosing++;
 			close[n] = c->p;
 			snprintf(peer[n], sizeof(peer[n]), "%s", c->peer);
 			n++;
@@ -538,6 +542,7 @@ static int agg_admit_hello(struct agg_server *s, nng_pipe p, const Rametr__Hello
 		}
 		if (n < 8) {
 			c->closing = 1;
+			s->nclosing++;
 			stale[n++] = c->p;
 		}
 	}
@@ -639,6 +644,8 @@ void agg_server_stats(struct agg_server *s, struct agg_server_stats *out)
 		return;
 	pthread_mutex_lock(&s->pmu);
 	*out = s->st;
+	out->conns = s->nconns - s->nclosing;
+	out->conns_closing = s->nclosing;
 	pthread_mutex_unlock(&s->pmu);
 }
 
@@ -1029,7 +1036,7 @@ int agg_server_open_cfg(struct agg_server **out, const char *const *urls, size_t
 	s->max_msg = max_msg;
 	s->st.max_msg = max_msg;
 	s->st.max_conns = s->cfg.max_conns;
-	if (!(s->conns = calloc(s->cfg.max_conns, sizeof(*s->conns)))) {
+	if (!(s->conns = calloc((size_t)2 * s->cfg.max_conns, sizeof(*s->conns)))) {
 		agg_server_close(s);
 		return RM_ENOMEM;
 	}

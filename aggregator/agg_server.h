@@ -56,10 +56,13 @@
  *   logged and counted.
  *   At most max_conns connections: one more is closed as it arrives. A
  *   connection that completes no message in idle_ms is closed (a peer that
- *   holds a partial frame or nothing). The largest message is
+ *   holds a partial frame or nothing). A connection the server closed gives
+ *   its admission slot back at once, though nng may hold it (and its partial
+ *   frame) for seconds more; at most max_conns such are held, beyond which
+ *   new connections are refused too. The largest message is
  *   mem_bound / (2 * max_conns) (at most RM_WIRE_MAX_MSG; at least
- *   AGG_SERVER_MIN_MSG, or open fails), so partial and queued frames of all
- *   connections together stay within half of mem_bound; a larger frame
+ *   AGG_SERVER_MIN_MSG, or open fails), so partial and queued frames of the
+ *   open and the closing connections together stay within mem_bound; a larger frame
  *   closes its connection as soon as its length is read. The open-file
  *   limit is raised to its hard limit at open.
  * Every refusal is logged through the rate limiter above and counted in
@@ -135,6 +138,8 @@ struct agg_server_cfg {
  */
 struct agg_server_stats {
 	uint64_t conns;              /* connections open now */
+	uint64_t conns_closing;      /* closed by the server, not yet released by nng (each holds
+	                                its partial frame, none an admission slot) */
 	uint64_t conns_accepted;
 	uint64_t conns_refused;      /* closed on arrival: max_conns reached */
 	uint64_t conns_unverified;   /* closed on arrival: TLS without a certificate the

@@ -82,8 +82,20 @@ static nng_socket req_open(void)
 	return c;
 }
 
+/*
+ * The promise is a second. With AddressSanitizer the same work (the batch in
+ * flight, the bounded charging of pending parts, freeing them) runs 2-4 times
+ * slower, so that build is held to a proportionate bound: it checks the stop
+ * path for leaks and errors, the plain build checks the second.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define STOP_MS 2500
+#else
+#define STOP_MS 1000
+#endif
+
 /* Sends SIGTERM to pid and waits for it; returns the ms it took (it must
-   exit 0 within a second; killed after 10 s). */
+   exit 0 within STOP_MS; killed after 10 s). */
 static int64_t stop_within(pid_t pid, const char *log)
 {
 	int64_t t0 = mono_ms(), took;
@@ -93,8 +105,8 @@ static int64_t stop_within(pid_t pid, const char *log)
 	rv = rm_test_wait(pid, 10000);
 	took = mono_ms() - t0;
 	CU_ASSERT_EQUAL(rv, 0);
-	CU_ASSERT(took <= 1000);
-	if (rv != 0 || took > 1000)
+	CU_ASSERT(took <= STOP_MS);
+	if (rv != 0 || took > STOP_MS)
 		fprintf(stderr, "%s\n", rm_test_slurp(log));
 	return took;
 }

@@ -325,6 +325,7 @@ static void test_exchange(void)
 static void check_identity(void)
 {
 	uint64_t sum_cpu[MAX_WINS] = { 0 }, sum_rx[MAX_WINS] = { 0 }, sum_tx[MAX_WINS] = { 0 };
+	uint64_t busy = 0, capacity = 0;
 	size_t i, j, checked = 0;
 
 	for (i = 0; i < nparts; i++) {
@@ -343,9 +344,15 @@ static void check_identity(void)
 		CU_ASSERT_EQUAL(t->rx_bytes, sum_rx[j] + t->unseg_rx);
 		CU_ASSERT_EQUAL(t->tx_bytes, sum_tx[j] + t->unseg_tx);
 		/* with the counters, CPU claimed over an interval that crosses a
-		 * window's end is split by time (docs/cpu-counters.md): a short
-		 * window at the collector's start or end can get a few % too much */
-		CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2 + (cpu_counters ? wins[j].capacity_ns / 10 : 0));
+		 * window's end is split by time (docs/cpu-counters.md): a window
+		 * gets some of its neighbour's, which a short window at the
+		 * collector's start or end (tens of ms here) cannot hold. Those
+		 * are checked together with the rest, below */
+		busy += t->busy_ns;
+		capacity += wins[j].capacity_ns;
+		if (!cpu_counters || wins[j].capacity_ns >= 500000000ULL)
+			CU_ASSERT(t->busy_ns <= wins[j].capacity_ns + 2000000ULL * 2 +
+						 (cpu_counters ? wins[j].capacity_ns / 10 : 0));
 		if (t->busy_ns > wins[j].capacity_ns + 2000000ULL * 2)
 			fprintf(stderr, "window %llu: busy %llu > capacity %llu (lost %llu, unseg %llu, parts %llu)\n",
 				(unsigned long long)t->win, (unsigned long long)t->busy_ns,
@@ -359,6 +366,10 @@ static void check_identity(void)
 		checked++;
 	}
 	CU_ASSERT(checked >= 1);
+	CU_ASSERT(busy <= capacity + 2000000ULL * 2 + (cpu_counters ? capacity / 10 : 0));
+	if (busy > capacity + 2000000ULL * 2)
+		fprintf(stderr, "all windows: busy %llu > capacity %llu\n", (unsigned long long)busy,
+			(unsigned long long)capacity);
 }
 
 static void test_identity(void)
@@ -844,8 +855,18 @@ static void test_follow_replies(void)
 
 		if (q->tid != (uint32_t)p.worker || !(q->flags & RM_PF_ANCHOR) || q->in.cookie != req->in.cookie)
 			continue;
+		if (!(q->flags & RM_PF_CONT)) {
+			/* the chain's anchor record: its parts emitted before the reply
+			 * (at a window's end) take this request */
+			CU_ASSERT(q->flags & RM_PF_IN_SEQ);
+			CU_ASSERT_EQUAL(q->cpu_ns, 0);
+			for (k = 0; k < nparts; k++)
+				if (parts[k].tid == (uint32_t)p.worker && parts[k].parent_seg == q->parent_seg &&
+				    (parts[k].flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
+					cpu += parts[k].cpu_ns;
+			continue;
+		}
 		anchored++;
-		CU_ASSERT(q->flags & RM_PF_CONT);
 		CU_ASSERT(q->flags & RM_PF_IN_SEQ);
 		CU_ASSERT_EQUAL(q->in_seq_start, req->in_seq_start);
 		CU_ASSERT_EQUAL(q->in_seq_end, req->in_seq_end);
@@ -854,9 +875,18 @@ static void test_follow_replies(void)
 		cpu += q->cpu_ns;
 		tx += q->tx_bytes;
 	}
-	fprintf(stderr, "worker cpu anchored to the second request %.3f ms\n", cpu / 1e6);
+	/* one part anchored at the reply, and with it whatever a window's end cut off before */
+	fprintf(stderr, "worker cpu charged to the second request %.3f ms\n", cpu / 1e6);
 	CU_ASSERT_EQUAL(anchored, 1);
 	CU_ASSERT(cpu >= 19000000ULL && cpu <= 30000000ULL);
+	if (anchored != 1 || cpu < 19000000ULL || cpu > 30000000ULL)
+		for (i = 0; i < nparts; i++)
+			if (parts[i].tid == (uint32_t)p.worker || parts[i].tid == (uint32_t)p.reader)
+				fprintf(stderr, "  %s part: win %llu chain %llu cpu %.3f ms flags 0x%x in %u->%u "
+					"cookie %llu tx %llu\n", parts[i].tid == (uint32_t)p.worker ? "worker" : "reader",
+					(unsigned long long)parts[i].win, (unsigned long long)parts[i].parent_seg,
+					parts[i].cpu_ns / 1e6, parts[i].flags, parts[i].in.rport, parts[i].in.lport,
+					(unsigned long long)parts[i].in.cookie, (unsigned long long)parts[i].tx_bytes);
 	CU_ASSERT_EQUAL(tx, 400);
 	check_identity();
 }

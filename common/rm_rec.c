@@ -43,22 +43,27 @@ static size_t rm_utf8_len(const unsigned char *s)
 
 void rm_json_str(FILE *f, const char *str)
 {
-	const unsigned char *s = (const unsigned char *)str;
+	const unsigned char *s = (const unsigned char *)str, *run;
 	size_t n;
 
 	fputc('"', f);
 	while (*s) {
+		/* the longest run that goes out as it is, in one write */
+		for (run = s; *s && *s != '"' && *s != '\\' && *s >= 0x20; s += n)
+			if ((n = rm_utf8_len(s)) == 0)
+				break;
+		if (s > run)
+			fwrite(run, 1, (size_t)(s - run), f);
+		if (!*s)
+			break;
 		if (*s == '"' || *s == '\\') {
 			fputc('\\', f);
 			fputc(*s++, f);
 		} else if (*s < 0x20) {
 			fprintf(f, "\\u%04x", *s++);
-		} else if ((n = rm_utf8_len(s)) == 0) {
-			fputs("\\ufffd", f);
-			s++;
 		} else {
-			fwrite(s, 1, n, f);
-			s += n;
+			fputs("\\ufffd", f); /* a byte that starts no valid UTF-8 sequence */
+			s++;
 		}
 	}
 	fputc('"', f);

@@ -563,7 +563,7 @@ fi
 	echo "right rank order and V ≤ 2% of U where postgres's non-tenant CPU is ≤ 1%, on redis the separate runs'"
 	echo "rank order (CEs they tell apart by more than 10%), and behind"
 	echo "nginx's pooled upstream connections ≤ ${ng_tol}% per CE of tb-back's truth, shares within ${ng_pp} pp and"
-	echo "the right rank order; on memcached ≤ ${mc_tol}% per CE of its worker thread's CPU (none: not bounded), shares within ${mc_pp} pp,"
+	echo "the right rank order; on memcached ≤ ${mc_tol}% per CE of its worker thread's CPU, shares within ${mc_pp} pp,"
 	echo "the right rank order."
 	echo
 	sed 's/^ok /- ok: /; s/^FAIL /- **FAILED**: /' "$CHK"

@@ -40,18 +40,16 @@
 #                   memcached
 #   --service-seconds S  how long the CEs load each real service together
 #                   (default 30 full, 15 ci)
-# Bounds checked (exit 1 if one fails): Rametr's mean per-CE |error| <= 1%
-# at both tiers on every synthetic configuration (RM_EVAL_TOL overrides),
-# Rametr's rank order = the truth's in every phase, on PostgreSQL Rametr
-# within 2% per CE of each role's backends' CPU, shares within 1 pp, the right
-# rank order and V <= 2% of U where postgres's own non-tenant CPU is <= 1%
-# (the ci profile's 15 s run: 10% and 2 pp, see scripts/eval-report.sh), Rametr's rank
-# order on redis = the separate runs', and behind nginx's pooled upstream
-# connections Rametr within 2% per CE of tb-back's truth (ci: 4%), its shares
-# within 1 pp, the right rank order; on memcached the right rank order, each CE on a
-# worker of its own, and Rametr within 2% per CE of its worker's CPU and 1 pp
-# of share (full; the ci profile's 15 s run is held to shares within 2.5 pp and rank order, see
-# scripts/eval-report.sh).
+# Bounds checked on both profiles (exit 1 if one fails): Rametr's mean per-CE
+# |error| <= 1% at both tiers on every synthetic configuration (RM_EVAL_TOL
+# overrides), Rametr's rank order = the truth's in every phase, on PostgreSQL
+# Rametr within 2% per CE of each role's backends' CPU, shares within 1 pp, the
+# right rank order and V <= 2% of U where postgres's own non-tenant CPU is
+# <= 1%, Rametr's rank order on redis = the separate runs', behind nginx's
+# pooled upstream connections Rametr within 2% per CE of tb-back's truth, its
+# shares within 1 pp, the right rank order; on memcached each CE on a worker
+# of its own, Rametr within 2% per CE of its worker's CPU, 1 pp of share and
+# the right rank order (scripts/eval-report.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only="sweep,factors,phases,pg,redis,nginx,memcached"
@@ -63,7 +61,7 @@ while [ $# -gt 0 ]; do
 	--report) report=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--service-seconds) svc_set=$2; shift 2 ;;
-	-h|--help) sed -n '2,49p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,52p' "$0"; exit 0 ;;
 	*) echo "eval: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -110,7 +108,8 @@ CTL="$B/ctl/rametrctl"
 
 # The estimators (LR, Kalman) exist when rametrctl usage has --source.
 est=0
-"$CTL" usage --help 2>&1 | grep -q -- '--source' && est=1
+# (the help read whole first: under pipefail, grep -q's early exit could fail the pipe)
+grep -q -- '--source' <<<"$("$CTL" usage --help 2>&1)" && est=1
 techs="Rametr"
 [ $est -eq 1 ] && techs="Rametr LR Kalman"
 

@@ -109,7 +109,9 @@ tb_name=twotier
 . "$top/scripts/testbed-lib.sh"
 tb_init
 tb_use_netns=$use_netns
-if [ $use_netns -eq 1 ] && ! "$B/collector/rametr-collector" --help 2>&1 | grep -q -- '--netns'; then
+# (the help read whole first: grep -q stops reading at the match, and under
+# pipefail the writer's SIGPIPE would fail the test)
+if [ $use_netns -eq 1 ] && ! grep -q -- '--netns' <<<"$("$B/collector/rametr-collector" --help 2>&1)"; then
 	echo "twotier: this rametr-collector has no --netns (use --no-netns to develop without it)" >&2
 	exit 1
 fi

@@ -23,11 +23,12 @@
  * from right before the recv that completed its request line (its head) on
  * to right before the thread's next recv (its tail: the rest of the reply,
  * the way back to the next read; tb_lsrv.h). With workers, the reader's
- * part (from its return from the wait, or right before its recv when it
- * read another request first, to the hand-off), the worker's part (its
- * wake-up for the job, or the end of its previous job, to the end of the
+ * part (from right before the wait that returned the request, as a
+ * connection thread's blocking recv, or right before its recv when it read
+ * another request first, to the hand-off), the worker's part (its wake-up
+ * for the job, or the end of its previous job, to the end of the
  * completion hand-off: tb_worker_main) and the reader's taking the
- * connection back after the reply (from its return from the wait that the
+ * connection back after the reply (from right before the wait that the
  * hand-off ended to its next read or wait: tb_reader_loop) are measured on
  * each thread and added. --stats has per CE the requests, cache hits, misses and failed
  * back-end fetches. Both files are rewritten every second and at the end
@@ -747,8 +748,9 @@ static void tb_conn_lines(struct tb_front *f, struct tb_fconn *c, uint64_t t0)
 
 /*
  * Reads what c has; a complete request line is the request's, its truth
- * from t0 (the thread's CPU clock where the reader began on it: its return
- * from the wait, or right before this recv) on. Reader only.
+ * from t0 (the thread's CPU clock where the reader began on it: right
+ * before the wait that returned it, or right before this recv) on. Reader
+ * only.
  */
 static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c, uint64_t t0)
 {
@@ -776,7 +778,7 @@ static void tb_conn_readable(struct tb_front *f, struct tb_fconn *c, uint64_t t0
 
 /*
  * Takes back the connections whose job finished (reader): each one's truth
- * from t0 (the first: the reader's return from its wait, which the finished
+ * from t0 (the first: right before the reader's wait, which the finished
  * job's hand-off woke) to its being watched again. Copies the CE of the last
  * one taken back into last_ce (NUL if none) when last_ce is not NULL.
  */
@@ -898,19 +900,23 @@ static int tb_reader_loop(struct tb_front *f, int lfd, int sfd)
 				goto fail;
 		}
 		timeout = (int)((next_tick - now) / 1000000ull) + 1;
+		/*
+		 * The reader's CPU in the wait and after it is the work of what
+		 * woke it: the head of the first request it reads, or the taking
+		 * back of the requests whose hand-off woke it (on to its next read,
+		 * or to its next wait). The wait is counted whole to what it
+		 * returns, as a connection thread's blocking recv is counted to the
+		 * request it returns (tb_lsrv.h): being woken and returning the
+		 * events is the head of that work, and the thread's clock cannot
+		 * split the call at the sleep (about 10 us of CPU a wait here).
+		 */
+		mark = tb_thread_cpu_ns();
 		n = epoll_wait(f->epfd, evs, 64, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			goto fail;
 		}
-		/*
-		 * The reader's CPU from its return from the wait is the work of what
-		 * woke it: the head of the first request it reads, or the taking back
-		 * of the requests whose hand-off woke it (on to its next read, or to
-		 * its next wait).
-		 */
-		mark = tb_thread_cpu_ns();
 		fresh = 1;
 		for (i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;

@@ -269,7 +269,10 @@ static void test_flood(void)
 
 		col = rm_test_spawn(argv, col_log);
 	}
-	CU_ASSERT_EQUAL(rm_test_wait(col, 30000), 0);
+	i = (unsigned)rm_test_wait(col, 30000);
+	CU_ASSERT_EQUAL(i, 0);
+	if (i != 0)
+		fprintf(stderr, "collector ended with status %d; its log:\n%s\n", (int)i, rm_test_slurp(col_log));
 	for (i = 0; i < nconns + BIG; i++)
 		if (peers[i].fd >= 0)
 			close(peers[i].fd);
