@@ -17,7 +17,7 @@
  * RM_GO_POOL=N runs tb-goserver with --pool N (a worker goroutine burns each
  * request, handed over a channel), RM_GO_SCALE=N with --scale N (N times
  * the CPU per request) and RM_GO_RATES="R1 R2 R3" sets the tenants' rates
- * (default 60 30 15); RM_GO_COLLECTOR_ARGS (space-separated)
+ * (default 60 30 15), RM_GO_PROCS=N runs it with GOMAXPROCS N; RM_GO_COLLECTOR_ARGS (space-separated)
  * adds options to the collector.
  * One run serves all cases; the namespaces and every process are removed at
  * exit whatever happened. Needs root, the kernel's BTF and Debian's golang;
@@ -96,9 +96,10 @@ static void start_rametr(pid_t *agg, pid_t *col)
 /* tb-goserver on rm-be and the three tenants' loads at once; sets run.load_ok. */
 static void run_load(void)
 {
-	const char *pool = getenv("RM_GO_POOL"), *scale = getenv("RM_GO_SCALE");
+	const char *pool = getenv("RM_GO_POOL"), *scale = getenv("RM_GO_SCALE"), *procs = getenv("RM_GO_PROCS");
 	char *sargv[] = { TB_GOSERVER_BIN, "--listen", SERVER, "--truth", (char *)in_dir("truth.csv"),
-			  "--pool", (char *)(pool ? pool : "0"), "--scale", (char *)(scale ? scale : "1"), NULL };
+			  "--pool", (char *)(pool ? pool : "0"), "--scale", (char *)(scale ? scale : "1"),
+			  "--procs", (char *)(procs ? procs : "0"), NULL };
 	pid_t srv, pids[NCE];
 	uint64_t c0;
 	unsigned long long b0, s0, b1, s1;
