@@ -244,7 +244,8 @@ static void agg_usage(FILE *f)
 		"  --window-tolerance SECONDS\n"
 		"                  refuse batches with windows further than this from this\n"
 		"                  host's clock (default 0: not checked)\n"
-		"  --max-conns N   connections at most (default 64)\n"
+		"  --max-conns N   connections at most (default 64; one the aggregator closed\n"
+		"                  frees its place at once)\n"
 		"  --idle-timeout SECONDS\n"
 		"                  close a connection that completes no message this long\n"
 		"                  (default 60)\n"
@@ -753,9 +754,11 @@ int main(int argc, char **argv)
 			    (unsigned long long)ss.refused_window, (unsigned long long)ss.refused_handler,
 			    (unsigned long long)ss.duplicates);
 		rm_log_info("server: %llu requests answered; %llu times requests waited unread for %d ms or more "
-			    "(%llu ms in all, longest turn %llu ms)",
+			    "(%llu ms in all, longest turn %llu ms); %llu connections open, %llu closed and not yet "
+			    "released",
 			    (unsigned long long)ss.requests, (unsigned long long)ss.stalls, AGG_SERVER_STALL_MS,
-			    (unsigned long long)ss.stall_ms, (unsigned long long)ss.max_busy_ms);
+			    (unsigned long long)ss.stall_ms, (unsigned long long)ss.max_busy_ms,
+			    (unsigned long long)ss.conns, (unsigned long long)ss.conns_closing);
 	}
 	agg_server_close(srv);
 	free(secret);
