@@ -373,8 +373,8 @@ static void test_rametr(void)
 	fprintf(stderr, "pool %s, collector options: '%s'; machine during the load: %llu busy + %llu steal jiffies\n",
 		getenv("RM_GO_POOL") ? getenv("RM_GO_POOL") : "0",
 		getenv("RM_GO_COLLECTOR_ARGS") ? getenv("RM_GO_COLLECTOR_ARGS") : "", run.shared.busy, run.shared.steal);
-	fprintf(stderr, "the load from Unix %.3f s to %.3f s (rametrctl --since/--until; the run's directory is kept "
-		"with RM_TEST_KEEP=1)\n", (double)run.shared.since / 1e9, (double)run.shared.until / 1e9);
+	fprintf(stderr, "the load from Unix %.3f s to %.3f s (rametrctl --since/--until), database %s (kept with "
+		"RM_TEST_KEEP=1)\n", (double)run.shared.since / 1e9, (double)run.shared.until / 1e9, run.db);
 	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", "path", "requests", "truth_s", "rametr_s",
 		"error_%", "truth_%", "rametr_%", "diff_pp");
 	for (i = 0; i < NCE; i++) {
