@@ -106,25 +106,30 @@ static void start_rametr(pid_t *agg, pid_t *col)
 }
 
 /*
- * One phase: a fresh tb-goserver on rm-be (its truth in truth_csv) and the
- * loads of the tenants in mask (bit k: ces[k]; none: the server idles for
- * RUN_S seconds), all stopped; fills *p. The server's CPU is read from /proc
- * over the load only (from before the loads start to after the last ends).
+ * One phase named tag: a fresh tb-goserver on rm-be (its truth in
+ * truth-<tag>.csv, its log in tb-goserver-<tag>.log) and the loads of the
+ * tenants in mask (bit k: ces[k]; none: the server idles for RUN_S seconds),
+ * all stopped; fills *p. The server's CPU is read from /proc over the load
+ * only (from before the loads start to after the last ends).
  */
-static void run_phase(struct phase *p, unsigned mask, const char *truth_csv)
+static void run_phase(struct phase *p, unsigned mask, const char *tag)
 {
+	char truth_csv[320], slog[320];
+
 	const char *pool = getenv("RM_GO_POOL"), *scale = getenv("RM_GO_SCALE"), *procs = getenv("RM_GO_PROCS");
-	char *sargv[] = { TB_GOSERVER_BIN, "--listen", SERVER, "--truth", (char *)truth_csv,
+	char *sargv[] = { TB_GOSERVER_BIN, "--listen", SERVER, "--truth", truth_csv,
 			  "--pool", (char *)(pool ? pool : "0"), "--scale", (char *)(scale ? scale : "1"),
 			  "--procs", (char *)(procs ? procs : "0"), NULL };
 	pid_t srv, pids[NCE];
 	uint64_t c0;
 	unsigned long long b0, s0, b1, s1;
-	int i, failed = 0;
+	int i, failed = 0, stopped;
 
 	memset(p, 0, sizeof(*p));
-	srv = rm_hosts_spawn_in("be", sargv, in_dir("tb-goserver.log"));
-	if (srv < 0 || rm_hosts_wait_text(in_dir("tb-goserver.log"), "listening", srv, 10000) != 0)
+	snprintf(truth_csv, sizeof(truth_csv), "%s/truth-%s.csv", run.dir, tag);
+	snprintf(slog, sizeof(slog), "%s/tb-goserver-%s.log", run.dir, tag);
+	srv = rm_hosts_spawn_in("be", sargv, slog);
+	if (srv < 0 || rm_hosts_wait_text(slog, "listening", srv, 10000) != 0)
 		return;
 	rm_hosts_jiffies(&b0, &s0);
 	c0 = rm_hosts_proc_cpu_ns(srv);
@@ -137,7 +142,7 @@ static void run_phase(struct phase *p, unsigned mask, const char *truth_csv)
 		pids[i] = -1;
 		if (!(mask & (1u << i)))
 			continue;
-		snprintf(log, sizeof(log), "load-%s.txt", ces[i]);
+		snprintf(log, sizeof(log), "load-%s-%s.txt", ces[i], tag);
 		pids[i] = rm_hosts_spawn_in(ces[i], argv, in_dir(log));
 		failed += pids[i] < 0;
 	}
@@ -154,7 +159,8 @@ static void run_phase(struct phase *p, unsigned mask, const char *truth_csv)
 	rm_hosts_jiffies(&b1, &s1);
 	p->busy = b1 - b0;
 	p->steal = s1 - s0;
-	p->load_ok = failed == 0 && rm_hosts_stop(srv, 20000) == 0;
+	stopped = rm_hosts_stop(srv, 20000) == 0;
+	p->load_ok = failed == 0 && stopped;
 }
 
 /*
@@ -164,17 +170,18 @@ static void run_phase(struct phase *p, unsigned mask, const char *truth_csv)
  */
 static void run_separate(void)
 {
-	char csv[64];
+	char tag[32];
 	int k;
 
 	usleep(2500000); /* the shared run's windows close before the next phase */
-	run_phase(&run.base, 0, in_dir("truth-idle.csv"));
-	for (k = 0; k < NCE && run.base.load_ok; k++) {
+	run_phase(&run.base, 0, "idle");
+	run.separate_ok = run.base.load_ok;
+	for (k = 0; k < NCE && run.separate_ok; k++) {
 		usleep(2500000);
-		snprintf(csv, sizeof(csv), "truth-%s-alone.csv", ces[k]);
-		run_phase(&run.alone[k], 1u << k, in_dir(csv));
+		snprintf(tag, sizeof(tag), "%s-alone", ces[k]);
+		run_phase(&run.alone[k], 1u << k, tag);
+		run.separate_ok = run.alone[k].load_ok;
 	}
-	run.separate_ok = run.base.load_ok && k == NCE && run.alone[NCE - 1].load_ok;
 }
 
 /* The one experiment run: hosts up, Rametr, the load, all stopped. */
@@ -212,7 +219,7 @@ static void run_once(void)
 	}
 	start_rametr(&agg, &col);
 	if (!run.rametr_why[0]) {
-		run_phase(&run.shared, (1u << NCE) - 1, in_dir("truth.csv"));
+		run_phase(&run.shared, (1u << NCE) - 1, "shared");
 		run.separate = getenv("RM_GO_SEPARATE") && atoi(getenv("RM_GO_SEPARATE")) > 0;
 		if (run.separate && run.shared.load_ok)
 			run_separate();
@@ -258,7 +265,7 @@ static void test_truth(void)
 	int i;
 
 	need_run();
-	CU_ASSERT_EQUAL_FATAL(load_truth("truth.csv", tr), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(load_truth("truth-shared.csv", tr), RM_OK);
 	for (i = 0; i < NCE; i++) {
 		CU_ASSERT_EQUAL(tr[i].requests, (uint64_t)atoi(rates[i]) * (uint64_t)atoi(RUN_S));
 		CU_ASSERT(tr[i].tx_bytes == tr[i].requests * 256);
@@ -363,7 +370,7 @@ static void test_rametr(void)
 	int i, j;
 
 	need_run();
-	CU_ASSERT_EQUAL_FATAL(load_truth("truth.csv", tr), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(load_truth("truth-shared.csv", tr), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", run.shared.since - 2000000000LL, run.shared.until + 2000000000LL, ces, NCE,
 					   got, &total, &v), RM_OK);
 	for (i = 0; i < NCE; i++) {
