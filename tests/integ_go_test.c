@@ -115,7 +115,6 @@ static void start_rametr(pid_t *agg, pid_t *col)
 static void run_phase(struct phase *p, unsigned mask, const char *tag)
 {
 	char truth_csv[320], slog[320];
-
 	const char *pool = getenv("RM_GO_POOL"), *scale = getenv("RM_GO_SCALE"), *procs = getenv("RM_GO_PROCS");
 	char *sargv[] = { TB_GOSERVER_BIN, "--listen", SERVER, "--truth", truth_csv,
 			  "--pool", (char *)(pool ? pool : "0"), "--scale", (char *)(scale ? scale : "1"),
