@@ -447,6 +447,13 @@ static void agg_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 	}
 }
 
+/* Marks c as closed by us: it keeps its entry until nng releases it, not its admission slot. Under pmu. */
+static void agg_conn_mark_closing(struct agg_server *s, struct agg_conn *c)
+{
+	c->closing = 1;
+	s->nclosing++;
+}
+
 /* Closes connections that completed no message in idle_ms. Loop thread. */
 static void agg_sweep_idle(struct agg_server *s)
 {
@@ -460,8 +467,7 @@ static void agg_sweep_idle(struct agg_server *s)
 		struct agg_conn *c = &s->conns[i];
 
 		if (!c->closing && now - c->last_ms >= (uint64_t)s->cfg.idle_ms) {
-			c->closing = 1;
-			s->nclosing++;
+			agg_conn_mark_closing(s, c);
 			close[n] = c->p;
 			snprintf(peer[n], sizeof(peer[n]), "%s", c->peer);
 			n++;
@@ -541,8 +547,7 @@ static int agg_admit_hello(struct agg_server *s, nng_pipe p, const Rametr__Hello
 			break;
 		}
 		if (n < 8) {
-			c->closing = 1;
-			s->nclosing++;
+			agg_conn_mark_closing(s, c);
 			stale[n++] = c->p;
 		}
 	}
