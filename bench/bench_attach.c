@@ -112,6 +112,8 @@ int main(int argc, char **argv)
 			cfg.cpu_counters = 0;
 		} else if (strcmp(argv[i], "--no-follow-replies") == 0) {
 			cfg.follow_replies = 0;
+		} else if (strcmp(argv[i], "--handoffs-from-start") == 0) {
+			cfg.handoffs_from_start = 1;
 		} else if (strcmp(argv[i], "--cpu-counters") == 0) {
 			cfg.cpu_counters = 1; /* the collector's option of that name: this program's default */
 		} else if (strcmp(argv[i], "--ring") == 0 && i + 1 < argc) {
@@ -129,7 +131,7 @@ int main(int argc, char **argv)
 			cfg.netns_ino = (uint32_t)nst.st_ino;
 		} else {
 			fprintf(stderr, "usage: bench_attach [--profile] [--stage hooks|clock|task|state|noemit|full]"
-					" [--ring BYTES] [--netns NAME] [--cpu-slices] [--cpu-counters] [--no-follow-replies] (runs until SIGINT or SIGTERM)\n");
+					" [--ring BYTES] [--netns NAME] [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--handoffs-from-start] (runs until SIGINT or SIGTERM)\n");
 			return 2;
 		}
 	}

@@ -357,6 +357,7 @@ static uint32_t ring_bytes; /* --ring: part ring size, 0 = the collector's defau
 static int follow_wakeups;  /* --follow-wakeups: the collector option of that name */
 static int cpu_counters = 1; /* 0 with --cpu-slices: the collector option of that name */
 static int follow_replies = 1; /* 0 with --no-follow-replies: as the collector, on by default */
+static int handoffs_from_start; /* --handoffs-from-start: the collector option of that name */
 static uint32_t netns_ino;      /* the namespace of the traced threads (the collector's filter) */
 #define PROF_ROUNDS 3       /* profile runs per stage; the median is printed */
 
@@ -387,7 +388,7 @@ static int profile_once(int cfd, int stage, const struct col_sink *sink, struct 
 	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .bench_stage = (uint32_t)stage,
 				   .ring_bytes = ring_bytes, .follow_wakeups = follow_wakeups,
 				   .follow_replies = follow_replies, .cpu_counters = cpu_counters,
-				   .netns_ino = netns_ino };
+				   .handoffs_from_start = handoffs_from_start, .netns_ino = netns_ino };
 	struct consumer c = { NULL, sink, 0 };
 	struct col_bpf *b = NULL;
 	double m[CLK_N];
@@ -475,13 +476,16 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: bench_syscall [--rounds N] [--breakdown] [--profile-only] [--ring BYTES]\n"
 		   "                     [--follow-wakeups] [--cpu-slices] [--cpu-counters] [--no-follow-replies]\n"
+		   "                     [--handoffs-from-start]\n"
 		   "  --rounds N    alternating rounds, 3..%d (default 9)\n"
 		   "  --breakdown   also run the collector's benchmark stages (rametr.h RM_STAGE_*)\n"
 		   "  --profile-only  only the profile lines (hook run times), no alternating rounds\n"
 		   "  --ring BYTES  size of the part ring (power of 2; default: the collector's)\n"
 		   "  --follow-wakeups  attach with the collector's wake-up chains option\n"
 		   "  --cpu-slices      attach with the collector's option of that name\n"
-		   "  --no-follow-replies  attach with the collector's option of that name\n",
+		   "  --no-follow-replies  attach with the collector's option of that name\n"
+		   "  --handoffs-from-start  attach with the collector's option of that name (the hand-off\n"
+		   "                    hook at once, not at the first request answered by another thread)\n",
 		MAX_ROUNDS);
 }
 
@@ -506,6 +510,8 @@ int main(int argc, char **argv)
 			cpu_counters = 0;
 		} else if (!strcmp(argv[i], "--no-follow-replies")) {
 			follow_replies = 0;
+		} else if (!strcmp(argv[i], "--handoffs-from-start")) {
+			handoffs_from_start = 1;
 		} else if (!strcmp(argv[i], "--cpu-counters")) {
 			cpu_counters = 1; /* the collector's option of that name: this program's default */
 		} else if (!strcmp(argv[i], "--follow-wakeups")) {
@@ -564,7 +570,8 @@ int main(int argc, char **argv)
 			/* alternate, and reverse the order every other round */
 			struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .ring_bytes = ring_bytes,
 						   .follow_wakeups = follow_wakeups, .follow_replies = follow_replies,
-						   .cpu_counters = cpu_counters, .netns_ino = netns_ino };
+						   .cpu_counters = cpu_counters, .handoffs_from_start = handoffs_from_start,
+						   .netns_ino = netns_ino };
 			struct consumer c = { NULL, &sink, 0 };
 			double m[OP_N][CLK_N];
 			struct col_bpf *b = NULL;

@@ -9,6 +9,11 @@
  * the sink only what grew since, so late slices (a thread that ran across a
  * window edge and switched out later) still reach the right window. Capacity
  * (online CPUs x elapsed time) is reported the same way as time passes.
+ *
+ * The hand-off hook (sched_waking, follow-replies) runs at every wake-up on
+ * the machine; unless asked to from the start, it is attached here, between
+ * two drains of the ring on the one thread that owns the backend, once the
+ * kernel has counted a request answered by another thread than its reader.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -45,6 +50,9 @@ struct col_bpf {
 	int detached;
 	struct col_bpf_stats stats;
 	struct bpf_link *cut_link;   /* CPU counters: the window sweep (rm_cut_tasks), else NULL */
+	int handoff_wait;            /* the hand-off hook is loaded, to be attached on the first hand-off */
+	int handoff_attached;        /* the hand-off hook was attached (it stays until col_bpf_finish) */
+	uint64_t handoff_before;     /* hand-offs the kernel counted before the hook was attached */
 	uint64_t swept_win;          /* CPU counters: windows before this one are swept */
 };
 
@@ -170,6 +178,10 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	if (!cfg->follow_wakeups && !cfg->follow_replies) {
 		/* neither: not even the waking tracepoint is attached */
 		bpf_program__set_autoload(b->skel->progs.rm_sched_waking, false);
+	} else if (!cfg->follow_wakeups && !cfg->handoffs_from_start) {
+		/* follow-replies: attached once a server hands a request over */
+		bpf_program__set_autoattach(b->skel->progs.rm_sched_waking, false);
+		b->handoff_wait = 1;
 	}
 	bpf_program__set_autoattach(b->skel->progs.rm_sweep_tasks, false);
 	bpf_program__set_autoattach(b->skel->progs.rm_cut_tasks, false);
@@ -186,6 +198,9 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		col_bpf_close(b);
 		return err == -EPERM ? RM_EPERM : RM_EBPF;
 	}
+	/* attached with the others: nothing to count */
+	if (!b->handoff_wait)
+		b->skel->bss->handoff_hook = 1;
 	/* capacity starts before the first hook is attached: attaching the
 	 * others can take tens of ms (RCU grace periods under load), while the
 	 * first already counts busy time */
@@ -195,6 +210,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		col_bpf_close(b);
 		return RM_EBPF;
 	}
+	b->handoff_attached = b->skel->links.rm_sched_waking != NULL;
 	if (cfg->cpu_counters) {
 		/* the first sweep takes every thread's counters as they are */
 		if (!(b->cut_link = bpf_program__attach_iter(b->skel->progs.rm_cut_tasks, NULL))) {
@@ -305,6 +321,29 @@ static int col_bpf_report(struct col_bpf *b, const struct col_sink *sink)
 	return rv;
 }
 
+/*
+ * A request was answered by another thread than its reader: attaches the
+ * hand-off hook for good. On failure it is not tried again (logged); the
+ * kernel goes on counting such requests.
+ */
+static void col_bpf_handoff_attach(struct col_bpf *b)
+{
+	struct bpf_link *link;
+
+	b->handoff_wait = 0;
+	if (!(link = bpf_program__attach(b->skel->progs.rm_sched_waking))) {
+		rm_log_warn("failed to attach the hand-off hook: %s; requests handed over between threads are "
+			    "charged without it", strerror(errno));
+		return;
+	}
+	b->skel->links.rm_sched_waking = link; /* detached with the others */
+	b->handoff_attached = 1;
+	__atomic_store_n(&b->skel->bss->handoff_hook, 1, __ATOMIC_SEQ_CST);
+	b->handoff_before = __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_SEQ_CST);
+	rm_log_info("hand-off hook attached: %llu requests answered by another thread than their reader before it",
+		    (unsigned long long)b->handoff_before);
+}
+
 int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 {
 	uint64_t now;
@@ -330,6 +369,8 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 	b->sink = NULL;
 	if (b->sink_err)
 		return b->sink_err;
+	if (b->handoff_wait && __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED))
+		col_bpf_handoff_attach(b);
 	if (b->cut_link && col_bpf_win_now(b) > b->swept_win) {
 		/* a window ended: its threads' CPU since their last edges */
 		b->swept_win = col_bpf_win_now(b);
@@ -399,6 +440,11 @@ int col_bpf_exclude(struct col_bpf *b, uint32_t pid)
 void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out)
 {
 	*out = b->stats;
+	out->handoff_hook = b->handoff_attached;
+	/* while waiting, and after a failed attach, the kernel's count so far */
+	out->handoff_replies_before = b->handoff_attached
+					      ? b->handoff_before
+					      : __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED);
 }
 
 int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max)
@@ -419,6 +465,7 @@ int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, i
 		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
 			continue;
 		snprintf(out[n].name, sizeof(out[n].name), "%s", bpf_program__name(prog));
+		out[n].id = info.id;
 		out[n].runs = info.run_cnt;
 		out[n].run_ns = info.run_time_ns;
 		n++;

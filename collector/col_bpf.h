@@ -27,6 +27,9 @@ struct col_bpf_cfg {
 	int cpu_counters;     /* on-CPU time from each thread's own scheduler counters read at its edges
 			       * (segmenter.h, rm_ctr_edge): no context-switch hook. Not with
 			       * follow_wakeups, which needs one (RM_EINVAL) */
+	int handoffs_from_start; /* follow_replies: attach the hand-off hook (sched_waking) at once;
+				  * else col_bpf_poll attaches it once a reply comes from another thread
+				  * than its request's reader. follow_wakeups always attaches it at once */
 	uint32_t ring_bytes;  /* size of the part ring, a power of 2 >= 4096; 0 = 16 MiB */
 	uint32_t bench_stage; /* benchmarks only: RM_STAGE_* (rametr.h); 0 = full accounting */
 };
@@ -35,6 +38,10 @@ struct col_bpf_stats {
 	uint64_t parts;          /* parts read from the ring */
 	uint64_t windows;        /* window reports handed to the sink */
 	uint64_t dropped_parts;  /* parts the kernel could not emit (ring full) */
+	int handoff_hook;        /* the hand-off hook was attached (0: not yet, or not loaded) */
+	uint64_t handoff_replies_before; /* requests answered by another thread than their reader before
+					  * the hand-off hook was attached: charged without the hand-off
+					  * rule (docs/cpu-counters.md) */
 };
 
 /*
@@ -48,8 +55,11 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg);
  * Waits up to timeout_ms for parts, hands every part in the ring to
  * sink->part, then every window-total delta to sink->window (the deltas at
  * most every COL_BPF_REPORT_MS: reading the per-CPU totals is one syscall per
- * slot; col_bpf_finish() always reports). Returns RM_OK or the first sink
- * error (the remaining data stays for the next call).
+ * slot; col_bpf_finish() always reports). Attaches the hand-off hook when
+ * the kernel has seen a request answered by another thread than its reader
+ * (col_bpf_cfg.handoffs_from_start); once attached it stays attached until
+ * col_bpf_finish(). Returns RM_OK or the first sink error (the remaining data
+ * stays for the next call).
  */
 #define COL_BPF_REPORT_MS 100
 int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms);
@@ -75,12 +85,13 @@ int col_bpf_exclude(struct col_bpf *b, uint32_t pid);
 /* One loaded program's run count and run time, as the kernel counts them. */
 struct col_bpf_prog_stat {
 	char name[32];
+	uint32_t id;     /* the kernel's id of the program */
 	uint64_t runs;
 	uint64_t run_ns;
 };
 
 /*
- * Fills out[0..max) with every loaded program's counters; returns how many.
+ * Fills out[0..max) with every loaded program's id and counters; returns how many.
  * The kernel counts only while BPF run-time statistics are enabled
  * (bpf_enable_stats(BPF_STATS_RUN_TIME), machine-wide, for benchmarks).
  */

@@ -117,7 +117,7 @@ static int64_t col_clock_offset_ns(void)
 struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
 	uint64_t window_ns, duration_ns, xen_khz;
-	int follow_wakeups, follow_replies, cpu_slices;
+	int follow_wakeups, follow_replies, cpu_slices, handoffs_from_start;
 	int count_rametr, no_merge;
 	uint32_t ring_bytes;
 	uint32_t exclude[16];
@@ -261,6 +261,11 @@ static void col_usage(FILE *f)
 		"                     to the request its next reply answers (on by default: thread pools\n"
 		"                     that take queued requests without being woken; --follow-replies,\n"
 		"                     the default, is accepted)\n"
+		"  --handoffs-from-start\n"
+		"                     ebpf: follow-replies' hand-off hook (a hook on every wake-up of\n"
+		"                     the machine) from the start; by default it is attached once a\n"
+		"                     server answers a request on another thread than the one that\n"
+		"                     read it (docs/cpu-counters.md)\n"
 		"  --cpu-slices       ebpf: CPU cut into slices by a hook on every context switch instead\n"
 		"                     of read from each thread's own scheduler counters at its socket,\n"
 		"                     disk and exit events, its hand-offs and at window ends (the\n"
@@ -469,6 +474,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	struct col_bpf_cfg cfg = { .window_ns = o->window_ns, .offset_ns = offset, .self_tgid = (uint32_t)getpid(),
 				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies,
 				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups,
+				   .handoffs_from_start = o->handoffs_from_start,
 				   .exclude_rametr = !o->count_rametr, .ring_bytes = o->ring_bytes };
 	size_t i;
 	struct col_bpf_stats st;
@@ -528,6 +534,10 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	rm_log_info("ebpf backend stopped: %llu parts, %llu window reports, %llu parts dropped in the kernel",
 		    (unsigned long long)st.parts, (unsigned long long)st.windows,
 		    (unsigned long long)st.dropped_parts);
+	if (o->follow_replies && !o->follow_wakeups)
+		rm_log_info("hand-off hook %s; %llu requests answered by another thread than their reader were "
+			    "charged without it", st.handoff_hook ? "attached" : "never attached",
+			    (unsigned long long)st.handoff_replies_before);
 	col_bpf_close(b);
 	return rv;
 }
@@ -536,7 +546,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 enum col_setting_id {
 	COL_S_AGGREGATOR, COL_S_NODE, COL_S_BACKEND, COL_S_EVENTS, COL_S_XEN_TRACE, COL_S_XEN_KHZ, COL_S_WINDOW,
 	COL_S_NETNS, COL_S_FOLLOW_WAKEUPS, COL_S_FOLLOW_REPLIES, COL_S_NO_FOLLOW_REPLIES, COL_S_CPU_SLICES,
-	COL_S_CPU_COUNTERS,
+	COL_S_CPU_COUNTERS, COL_S_HANDOFFS_FROM_START,
 	COL_S_EXCLUDE_PID, COL_S_COUNT_RAMETR,
 	COL_S_NO_MERGE, COL_S_RING_BYTES, COL_S_SPOOL, COL_S_MEM_LIMIT, COL_S_FLUSH_MS, COL_S_BATCH_PARTS,
 	COL_S_DURATION, COL_S_THROTTLE, COL_S_LOG_LEVEL, COL_S_VERBOSE, COL_S_CONFIG, COL_S_CHECK, COL_S_HELP,
@@ -557,6 +567,7 @@ static const struct rm_setting col_settings[COL_S_COUNT] = {
 	[COL_S_NO_FOLLOW_REPLIES] = { "no-follow-replies", 0, 0, 1, 0 },
 	[COL_S_CPU_SLICES] = { "cpu-slices", 0, 0, 1, 0 },
 	[COL_S_CPU_COUNTERS] = { "cpu-counters", 0, 0, 1, 0 },
+	[COL_S_HANDOFFS_FROM_START] = { "handoffs-from-start", 0, 0, 1, 0 },
 	[COL_S_EXCLUDE_PID] = { "exclude-pid", 1, 1, 1, 0 },
 	[COL_S_COUNT_RAMETR] = { "count-rametr", 0, 0, 1, 0 },
 	[COL_S_NO_MERGE] = { "no-merge", 0, 0, 1, 0 },
@@ -643,6 +654,7 @@ static int col_set(void *arg, const struct rm_setval *v)
 	case COL_S_NO_FOLLOW_REPLIES: o->follow_replies = !yes; break;
 	case COL_S_CPU_SLICES: o->cpu_slices = yes; break;
 	case COL_S_CPU_COUNTERS: o->cpu_slices = !yes; break;
+	case COL_S_HANDOFFS_FROM_START: o->handoffs_from_start = yes; break;
 	case COL_S_COUNT_RAMETR: o->count_rametr = yes; break;
 	case COL_S_NO_MERGE: o->no_merge = yes; break;
 	case COL_S_EXCLUDE_PID:

@@ -6,7 +6,8 @@
  * unrelated syscalls (docs/kernel.md): tp_btf sock_send_length /
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
  * sched_process_fork / exit (thread lineage) and block_rq_issue (disk);
- * with follow-replies, sched_waking (hand-offs inside a process).
+ * with follow-replies, sched_waking (hand-offs inside a process), attached
+ * by the collector once a server shows it hands requests over (below).
  * On-CPU time and run-queue wait: by default (cpu_counters) from each
  * thread's own scheduler counters read at those edges and by a task
  * iterator at each window's end, with no hook on context switches
@@ -58,6 +59,18 @@ const volatile __u32 cpu_counters = 0;       /* CPU from the threads' own counte
  * docs/cpu-counters.md). Written by any CPU, only ever lowered.
  */
 __s64 clk_off = 0x7fffffffffffffffLL;
+
+/*
+ * The hand-off hook (rm_sched_waking) runs at every wake-up on the machine,
+ * so with follow-replies alone the collector attaches it only once a server
+ * shows that it hands requests over: a reply sent on a server-side socket by
+ * another thread than the one that read the request there (rm_sock_send).
+ * Until then handoff_hook is 0 and each such reply is counted in
+ * handoff_replies, which the collector polls; it sets handoff_hook once the
+ * hook is attached (at its start when the hook is attached from the start).
+ */
+__u32 handoff_hook = 0;
+__u64 handoff_replies = 0;
 
 /* Benchmark stages: the verifier drops the dead branches, production pays nothing. */
 #define RM_STOP_AT(stage) (bench_stage == (stage))
@@ -1082,8 +1095,10 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 	if (srv) {
 		struct rm_inb *in = bpf_sk_storage_get(&inbs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 
-		if (in)
+		if (in) {
 			rm_inb_update(in, has_seq, start, ret);
+			in->reader = task->pid;
+		}
 	}
 	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
@@ -1178,8 +1193,12 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 		}
 	}
 	rm_on_send(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv, inb);
-	if (inb)
+	if (inb) {
+		/* a request answered by another thread than its reader: handed over */
+		if (!inb->replied && inb->reader != task->pid && !handoff_hook)
+			__sync_fetch_and_add(&handoff_replies, 1);
 		rm_inb_replied(inb);
+	}
 	return 0;
 }
 

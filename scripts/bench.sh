@@ -34,8 +34,8 @@
 # collector unrestricted (the hooks then also run for the load generators).
 # Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
 #                         [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--json FILE]
-#                         [--same-netns]
-# --cpu-slices, --cpu-counters, --no-follow-replies: the collector (and the
+#                         [--same-netns] [--handoffs-from-start]
+# --cpu-slices, --cpu-counters, --no-follow-replies, --handoffs-from-start: the collector (and the
 # benchmarks' hooks) with that option. Without them the collector and the
 # benchmarks' hooks run the collector's default (counters with follow-replies).
 # --json FILE: the whole table, the overhead lines and the load average as JSON.
@@ -54,6 +54,7 @@ while [ $# -gt 0 ]; do
 	--skip-micro) skip_micro=1; shift ;;
 	--cpu-slices) col_opts+=(--cpu-slices); shift ;;
 	--no-follow-replies) col_opts+=(--no-follow-replies); shift ;;
+	--handoffs-from-start) col_opts+=(--handoffs-from-start); shift ;;
 	--cpu-counters) col_opts+=(--cpu-counters); shift ;;
 	--json) json=$2; shift 2 ;;
 	--same-netns) same_netns=1; shift ;;
