@@ -15,8 +15,11 @@
  * each other; nothing is left behind; and Rametr's per-CE CPU at the
  * front-end and at the back-end (two hops from the CEs, charged through
  * send/receive pairing) is within 1% of the truth, with V <= 3% of U and
- * every window balanced. One run serves all cases; the namespaces are
- * removed at exit whatever happened.
+ * every window balanced; the collectors' hand-off hook (sched_waking, a
+ * hook on every wake-up of the machine) is attached where requests are
+ * handed between threads (variant c's front-end) and nowhere else, as the
+ * kernel's own view of the collectors' links says. One run serves all
+ * cases; the namespaces are removed at exit whatever happened.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +34,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <dirent.h>
 
 #include "rm_err.h"
 #include "rm_test.h"
@@ -70,8 +76,56 @@ static struct {
 	int leftovers_after_down;       /* objects left by netns.sh down (-1: not run) */
 	unsigned long long busy, steal; /* machine jiffies during the load (/proc/stat) */
 	int down_rc;
+	int waking[2];                  /* fe, be collector: holds a link to rm_sched_waking (-1: unknown) */
 	char dir[280], db[300];
-} run = { .leftovers_after_down = -1 };
+} run = { .leftovers_after_down = -1, .waking = { -1, -1 } };
+
+/*
+ * Does process pid hold a BPF link whose program is named name? Read from
+ * the kernel: the link fds' fdinfo (prog_id) and the program's own info.
+ * 1 yes, 0 no, -1 the process's fds cannot be read.
+ */
+static int holds_link_to(pid_t pid, const char *name)
+{
+	char path[320], line[128];
+	struct dirent *de;
+	int found = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo", (int)pid);
+	if (!(d = opendir(path)))
+		return -1;
+	while (!found && (de = readdir(d)) != NULL) {
+		unsigned prog = 0;
+		int link = 0;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%s", (int)pid, de->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (strncmp(line, "link_type:", 10) == 0)
+				link = 1;
+			sscanf(line, "prog_id: %u", &prog);
+		}
+		fclose(f);
+		if (link && prog) {
+			struct bpf_prog_info info;
+			uint32_t len = sizeof(info);
+			int fd = bpf_prog_get_fd_by_id(prog);
+
+			memset(&info, 0, sizeof(info));
+			if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && strcmp(info.name, name) == 0)
+				found = 1;
+			if (fd >= 0)
+				close(fd);
+		}
+	}
+	closedir(d);
+	return found;
+}
 
 /* Number of this testbed's namespaces and links that exist. */
 static int leftovers(void)
@@ -230,6 +284,9 @@ static void run_once(void)
 		run.busy = b - run.busy;
 		run.steal = st - run.steal;
 	}
+	if (rametr_started)
+		for (i = 0; i < 2; i++)
+			run.waking[i] = holds_link_to(col[i], "rm_sched_waking");
 	if (rm_hosts_stop(front, 20000) != 0 || rm_hosts_stop(back, 20000) != 0)
 		run.services_ok = 0;
 	usleep(1500000); /* the last window closes */
@@ -412,6 +469,27 @@ static void test_rametr_accuracy(void)
 	check_accuracy("be", "truth-be.csv"); /* two hops from the CEs: needs pairing */
 }
 
+/*
+ * The hand-off hook is attached by a collector only where a server answers
+ * requests on other threads than the ones that read them: tb-front's pool
+ * (variant c); not for tb-back, nor tb-front's thread per connection.
+ */
+static void test_handoff_hook(void)
+{
+	const char *w = getenv("RM_TWOTIER_WORKERS");
+	int pool = w && atoi(w) > 0;
+
+	run_once();
+	if (run.skipped)
+		RM_TEST_SKIP("%s", run.skip_why);
+	if (!run.rametr_ok && strstr(run.rametr_why, "did not attach"))
+		RM_TEST_SKIP("ebpf collector unavailable: %s", run.rametr_why);
+	fprintf(stderr, "hand-off hook: fe %d, be %d (front-end %s)\n", run.waking[0], run.waking[1],
+		pool ? "pool" : "thread per connection");
+	CU_ASSERT_EQUAL(run.waking[0], pool);
+	CU_ASSERT_EQUAL(run.waking[1], 0);
+}
+
 static void test_teardown_clean(void)
 {
 	run_once();
@@ -427,6 +505,7 @@ static CU_TestInfo cases[] = {
 	{ "two tiers serve across namespaces with consistent truth", test_services_across_namespaces },
 	{ "teardown leaves no namespace, veth or bridge", test_teardown_clean },
 	{ "rametr cpu per ce within 1% at front and back, v within 3%", test_rametr_accuracy },
+	{ "the hand-off hook is attached only where a pool hands requests over", test_handoff_hook },
 	CU_TEST_INFO_NULL,
 };
 
