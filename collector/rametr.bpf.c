@@ -1372,6 +1372,7 @@ int BPF_PROG(rm_sched_fork, struct task_struct *parent, struct task_struct *chil
 {
 	struct rm_task *pt, *ct;
 	struct rm_env e;
+	__u64 now = 0; /* one clock read, if any is needed */
 
 	pt = bpf_task_storage_get(&tasks, parent, 0, 0);
 	if (cpu_counters && rm_ours(child)) {
@@ -1382,7 +1383,8 @@ int BPF_PROG(rm_sched_fork, struct task_struct *parent, struct task_struct *chil
 		ct = rm_ctr_state(child);
 		if (ct && !(ct->ctr_set & RM_CTR_SET)) {
 			rm_ctr_read(child, NULL, 0, 0, &c);
-			rm_ctr_init(ct, &c, bpf_ktime_get_ns());
+			now = bpf_ktime_get_ns();
+			rm_ctr_init(ct, &c, now);
 		}
 	}
 	if (!pt || pt->mode != RM_MODE_SEG)
@@ -1391,7 +1393,7 @@ int BPF_PROG(rm_sched_fork, struct task_struct *parent, struct task_struct *chil
 	if (!ct || ct->excluded)
 		return 0;
 	rm_env_init(&e);
-	rm_on_fork(&e, pt, ct, bpf_ktime_get_ns(), child->tgid, child->pid);
+	rm_on_fork(&e, pt, ct, now ? now : bpf_ktime_get_ns(), child->tgid, child->pid);
 	return 0;
 }
 
