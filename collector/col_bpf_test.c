@@ -739,44 +739,63 @@ static int listen_explicit(int *lfd)
 	return -1;
 }
 
-static void test_follow_replies_loop(void)
+/*
+ * Serves loop2 two clients' requests on a fresh explicit port, then closes
+ * every socket. Returns the port, or -1 if the exchange failed.
+ */
+static int loop2_run(struct loop2 *l)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1, .cpu_counters = cpu_counters };
-	struct loop2 l = { -1, { -1, -1 }, 0 };
-	const struct rm_part *req = NULL;
-	struct col_bpf *b = NULL;
-	uint64_t cpu = 0, n = 0;
+	int cfd[2] = { -1, -1 }, port, ok = 1;
 	pthread_t th;
 	size_t i;
-	int cfd[2], port, rv;
 
-	nparts = 0;
-	nwins = 0;
-	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
-		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
-	CU_ASSERT_FATAL((port = listen_explicit(&l.lfd)) > 0);
+	if ((port = listen_explicit(&l->lfd)) < 0) {
+		close(l->lfd);
+		return -1;
+	}
 	a.sin_port = htons((uint16_t)port);
-	pthread_create(&th, NULL, loop2_main, &l);
+	pthread_create(&th, NULL, loop2_main, l);
 	for (i = 0; i < 2; i++) {
 		char q[60];
 
 		memset(q, 'q', sizeof(q));
 		cfd[i] = socket(AF_INET, SOCK_STREAM, 0);
-		CU_ASSERT_FATAL(connect(cfd[i], (struct sockaddr *)&a, sizeof(a)) == 0);
-		CU_ASSERT_FATAL(send(cfd[i], q, sizeof(q), 0) == (ssize_t)sizeof(q));
+		ok = ok && cfd[i] >= 0 && connect(cfd[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		     send(cfd[i], q, sizeof(q), 0) == (ssize_t)sizeof(q);
 	}
 	for (i = 0; i < 2; i++) {
 		char r[40];
 
-		CU_ASSERT_EQUAL(recv(cfd[i], r, sizeof(r), MSG_WAITALL), (ssize_t)sizeof(r));
+		ok = ok && recv(cfd[i], r, sizeof(r), MSG_WAITALL) == (ssize_t)sizeof(r);
 		close(cfd[i]);
 	}
+	if (!ok)
+		shutdown(l->lfd, SHUT_RDWR); /* a loop still in accept returns */
 	pthread_join(th, NULL);
-	close(l.fd[0]);
-	close(l.fd[1]);
-	close(l.lfd);
+	close(l->fd[0]);
+	close(l->fd[1]);
+	close(l->lfd);
+	return ok ? port : -1;
+}
+
+static void test_follow_replies_loop(void)
+{
+	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1, .cpu_counters = cpu_counters };
+	struct loop2 l = { -1, { -1, -1 }, 0 };
+	const struct rm_part *req = NULL;
+	struct col_bpf *b = NULL;
+	uint64_t cpu = 0, n = 0;
+	size_t i;
+	int port, rv;
+
+	nparts = 0;
+	nwins = 0;
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	port = loop2_run(&l);
 	drain_close(b);
+	CU_ASSERT_FATAL(port > 0);
 
 	/* the loop's segment of the second request */
 	CU_ASSERT_PTR_NOT_NULL_FATAL(req = last_request(l.tid, port));
@@ -1054,41 +1073,13 @@ static void test_handoff_hook_on_demand(void)
 
 static void handoff_hook_cases(struct col_bpf *b)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct loop2 l = { -1, { -1, -1 }, 0 };
 	struct col_bpf_stats st;
-	pthread_t th;
 	size_t i;
-	int cfd[2] = { -1, -1 }, port, ok = 1;
 
 	CU_ASSERT_EQUAL(waking_linked(b), 0); /* loaded, not attached */
 	/* an event loop answering its own requests */
-	if ((port = listen_explicit(&l.lfd)) < 0) {
-		CU_FAIL("no port to listen on");
-		col_bpf_close(b);
-		return;
-	}
-	a.sin_port = htons((uint16_t)port);
-	pthread_create(&th, NULL, loop2_main, &l);
-	for (i = 0; i < 2; i++) {
-		char q[60];
-
-		memset(q, 'q', sizeof(q));
-		cfd[i] = socket(AF_INET, SOCK_STREAM, 0);
-		ok = ok && cfd[i] >= 0 && connect(cfd[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		     send(cfd[i], q, sizeof(q), 0) == (ssize_t)sizeof(q);
-	}
-	for (i = 0; i < 2; i++) {
-		char r[40];
-
-		ok = ok && recv(cfd[i], r, sizeof(r), MSG_WAITALL) == (ssize_t)sizeof(r);
-		close(cfd[i]);
-	}
-	CU_ASSERT(ok);
-	pthread_join(th, NULL);
-	close(l.fd[0]);
-	close(l.fd[1]);
-	close(l.lfd);
+	CU_ASSERT(loop2_run(&l) > 0);
 	for (i = 0; i < 5; i++)
 		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
 	col_bpf_get_stats(b, &st);
