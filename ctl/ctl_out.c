@@ -50,6 +50,28 @@ char *ctl_fmt_amount(enum st_resource r, int64_t v, char *buf, size_t len)
 	return buf;
 }
 
+char *ctl_fixed(char *end, unsigned __int128 q, int dec)
+{
+	uint64_t q64;
+	int k = 0;
+
+	/* the digits beyond 64 bits (a quotient over 1.8e19: never in practice) */
+	while (q > UINT64_MAX) {
+		*--end = (char)('0' + (int)(q % 10));
+		q /= 10;
+		if (++k == dec)
+			*--end = '.';
+	}
+	q64 = (uint64_t)q;
+	do {
+		*--end = (char)('0' + (int)(q64 % 10));
+		q64 /= 10;
+		if (++k == dec)
+			*--end = '.';
+	} while (q64 || k <= dec);
+	return end;
+}
+
 char *ctl_fmt_share(int64_t v, uint64_t total, char *buf, size_t len)
 {
 	unsigned __int128 h;

@@ -319,7 +319,7 @@ static void ctl_dec(char *buf, size_t len, int64_t v, unsigned __int128 div, con
 	unsigned __int128 a = v < 0 ? (unsigned __int128)(-(v + 1)) + 1 : (unsigned __int128)v;
 	unsigned __int128 p = 100, c;
 	char t[128], *e = t + sizeof(t) - 1 - strnlen(unit, 63);
-	int d = 2, i, neg;
+	int d = 2, neg;
 
 	while (a && d < 12 && a * p < div * 100) {
 		p *= 10;
@@ -329,13 +329,7 @@ static void ctl_dec(char *buf, size_t len, int64_t v, unsigned __int128 div, con
 	neg = v < 0 && c != 0; /* "-" unless it rounds to zero */
 	memcpy(e, unit, strnlen(unit, 63) + 1);
 	*--e = ' ';
-	for (i = 0; i < d; i++, c /= 10)
-		*--e = (char)('0' + (int)(c % 10));
-	*--e = '.';
-	do {
-		*--e = (char)('0' + (int)(c % 10));
-		c /= 10;
-	} while (c);
+	e = ctl_fixed(e, c, d);
 	if (neg)
 		*--e = '-';
 	ctl_copy_name(buf, len, e);
