@@ -60,6 +60,7 @@ kill -0 $agg 2>/dev/null || { cat "$out/aggregator.log" >&2; echo "demo: aggrega
 kill -0 $col 2>/dev/null || { cat "$out/collector.log" >&2; echo "demo: collector did not start" >&2; exit 1; }
 kill -0 $srv 2>/dev/null || { cat "$out/server.log" >&2; echo "demo: tb-server did not start" >&2; exit 1; }
 
+start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 echo "== 3 CEs for ${duration}s ($arrival arrivals): c1 30 req/s, c2 60 req/s, c3 90 req/s"
 loads=()
 i=2 seed=1
@@ -96,6 +97,6 @@ echo "== ground truth (the service's own CLOCK_THREAD_CPUTIME_ID per CE) vs Rame
 rc=0
 "$B/testbed/tb-compare" --truth "$out/truth.csv" --db "$db" --server local --tolerance "$tolerance" || rc=$?
 echo
-"$B/ctl/rametrctl" report --db "$db" --since 1h -o "$out/report.html" &&
+"$B/ctl/rametrctl" report --db "$db" --since "$start" -o "$out/report.html" &&
 	echo "== the same as a report: $out/report.html (one self-contained HTML file)"
 exit $rc
