@@ -376,12 +376,7 @@ static char *ctl_decimal(char *buf, size_t len, int64_t v, int64_t div, int dec)
 	e = ctl_fixed(e, q, dec);
 	if (v < 0 && q)
 		*--e = '-';
-	if (len) {
-		size_t l = strnlen(e, len - 1);
-
-		memcpy(buf, e, l);
-		buf[l] = '\0';
-	}
+	ctl_copy(buf, len, e);
 	return buf;
 }
 

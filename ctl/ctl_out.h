@@ -54,6 +54,9 @@ char *ctl_fmt_amount(enum st_resource r, int64_t v, char *buf, size_t len);
  * and bills format hundreds of thousands of amounts. */
 char *ctl_fixed(char *end, unsigned __int128 q, int dec);
 
+/* src copied into dst (len bytes), cut at len - 1 bytes; nothing if len is 0. */
+void ctl_copy(char *dst, size_t len, const char *src);
+
 /* v / total as a percentage with 2 decimals ("12.34%", rounded half away
  * from zero; negative v gives a negative share), or "-" when total is 0.
  * Returns buf. */
