@@ -3,6 +3,7 @@
  * quotes, backslashes, commas, line ends, non-ASCII and invalid UTF-8, as
  * string literals, CSV fields and whole records.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,10 +108,61 @@ static void test_records(void)
 	free(buf);
 }
 
+/* Rows longer than the writer's line buffer, fields that fill it exactly or
+ * overflow it, quoted or not, and INT64_MIN: the same bytes as the fields
+ * written one by one through rm_csv_str. */
+static void test_long_rows(void)
+{
+	static const size_t lens[] = { 0, 1, 200, 2045, 2046, 2047, 3000, 4093, 4096, 9000 };
+	struct rm_field fl[64];
+	char *strs[64], *got = NULL, *want = NULL;
+	size_t glen = 0, wlen = 0, n = 0, i, j, q;
+	FILE *g = open_memstream(&got, &glen), *w = open_memstream(&want, &wlen);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+	for (q = 0; q < 2; q++) {
+		for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+			strs[n] = malloc(lens[i] + 1);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(strs[n]);
+			for (j = 0; j < lens[i]; j++)
+				strs[n][j] = q && j % 7 == 3 ? '"' : (char)('a' + (int)(j % 26));
+			strs[n][lens[i]] = '\0';
+			fl[n] = (struct rm_field)RM_FIELD_STR("s", strs[n]);
+			n++;
+		}
+		fl[n++] = (struct rm_field)RM_FIELD_INT("i", INT64_MIN);
+	}
+	for (i = 0; i < 3; i++) /* three lines: the buffer starts over each line */
+		rm_csv_row(g, fl, n);
+	for (i = 0; i < 3; i++) {
+		for (j = 0; j < n; j++) {
+			if (j)
+				fputc(',', w);
+			if (fl[j].s)
+				rm_csv_str(w, fl[j].s);
+			else
+				fprintf(w, "%" PRId64, fl[j].i);
+		}
+		fputc('\n', w);
+	}
+	fclose(g);
+	fclose(w);
+	CU_ASSERT_EQUAL(glen, wlen);
+	CU_ASSERT(glen == wlen && memcmp(got, want, glen) == 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(got, ",-9223372036854775808,"));
+	for (i = 0; i < n; i++)
+		if (fl[i].s)
+			free(strs[i]);
+	free(got);
+	free(want);
+}
+
 static CU_TestInfo cases[] = {
 	{ "json string escaping", test_json_strings },
 	{ "csv field quoting", test_csv_fields },
 	{ "records as csv and json", test_records },
+	{ "csv rows longer than the line buffer", test_long_rows },
 	CU_TEST_INFO_NULL,
 };
 

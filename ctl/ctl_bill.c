@@ -366,29 +366,34 @@ const size_t ctl_focus_ncolumns = sizeof(ctl_focus_columns) / sizeof(ctl_focus_c
 static char *ctl_decimal(char *buf, size_t len, int64_t v, int64_t div, int dec)
 {
 	unsigned __int128 a = v < 0 ? (unsigned __int128)(-(v + 1)) + 1 : (unsigned __int128)v, p = 1, q;
+	char tmp[96], *e = tmp + sizeof(tmp) - 1;
 	int i;
 
 	for (i = 0; i < dec; i++)
 		p *= 10;
-	char tmp[80];
-	size_t k = 0, j;
-
 	q = (a * p * 2 + (unsigned __int128)div) / ((unsigned __int128)div * 2);
-	/* the digits backwards, then reversed into buf (no printf per value:
-	 * a bill has three per row) */
-	for (i = 0; i < dec; i++, q /= 10)
-		tmp[k++] = (char)('0' + (int)(q % 10));
-	tmp[k++] = '.';
-	do {
-		tmp[k++] = (char)('0' + (int)(q % 10));
-		q /= 10;
-	} while (q && k < sizeof(tmp) - 1);
-	if (v < 0 && (a * p * 2 + (unsigned __int128)div) / ((unsigned __int128)div * 2))
-		tmp[k++] = '-';
-	for (j = 0; j < k && j + 1 < len; j++)
-		buf[j] = tmp[k - 1 - j];
-	if (len)
-		buf[j] = '\0';
+	*e = '\0';
+	e = ctl_fixed(e, q, dec);
+	if (v < 0 && q)
+		*--e = '-';
+	ctl_copy(buf, len, e);
+	return buf;
+}
+
+/* parts[0..n) joined into buf (len > 0), cut at len - 1 bytes. Returns buf.
+ * A bill's per-row strings are built so, not by snprintf (a third of a
+ * 25 000-row bill's time went to formatting them). */
+static char *ctl_join(char *buf, size_t len, const char *const *parts, size_t n)
+{
+	size_t k = 0, i, l;
+
+	for (i = 0; i < n && k + 1 < len; i++) {
+		if ((l = strlen(parts[i])) > len - 1 - k)
+			l = len - 1 - k;
+		memcpy(buf + k, parts[i], l);
+		k += l;
+	}
+	buf[k] = '\0';
 	return buf;
 }
 
@@ -407,7 +412,7 @@ int ctl_bill_print(FILE *f, enum ctl_fmt fmt, const struct ctl_charge *c, size_t
 							  "Storage", "Storage" };
 	struct rm_field fl[64];
 	char bps[40], bpe[40], cps[40], cpe[40], desc[200], cost[48], price[48], pq[64], details[256],
-		method[48];
+		method[48], measured[32], shared[32];
 	int64_t cps_ns = INT64_MIN, cpe_ns = INT64_MIN; /* what cps and cpe hold */
 	size_t i, k;
 
@@ -431,16 +436,19 @@ int ctl_bill_print(FILE *f, enum ctl_fmt fmt, const struct ctl_charge *c, size_t
 			ctl_time_format(cps_ns = x->start_ns, cps, sizeof(cps));
 		if (x->end_ns != cpe_ns || cpe_ns == INT64_MIN)
 			ctl_time_format(cpe_ns = x->end_ns, cpe, sizeof(cpe));
-		snprintf(desc, sizeof(desc), "%s of %s on %s (%s)", st_resource_name(x->resource), x->tenant,
-			 x->server, cpu ? "per core-hour" : "per GiB");
+		ctl_join(desc, sizeof(desc),
+			 (const char *const[]){ st_resource_name(x->resource), " of ", x->tenant, " on ", x->server,
+						cpu ? " (per core-hour)" : " (per GiB)" }, 6);
 		ctl_decimal(cost, sizeof(cost), x->cost, 1000000, 6);
 		ctl_decimal(price, sizeof(price), x->price, 1000000, 6);
 		ctl_decimal(pq, sizeof(pq), x->quantity, unit, 12);
-		snprintf(method, sizeof(method), "rametr-%s", ctl_method_name(x->method));
-		snprintf(details, sizeof(details),
-			 "{\"Measured\": %lld, \"UnaccountableShare\": %lld, \"Unit\": \"%s\", "
-			 "\"Share\": \"%s\"}", (long long)x->measured, (long long)x->shared,
-			 st_resource_unit(x->resource), ctl_method_name(x->method));
+		ctl_join(method, sizeof(method), (const char *const[]){ "rametr-", ctl_method_name(x->method) }, 2);
+		ctl_decimal(measured, sizeof(measured), x->measured, 1, 0);
+		ctl_decimal(shared, sizeof(shared), x->shared, 1, 0);
+		ctl_join(details, sizeof(details),
+			 (const char *const[]){ "{\"Measured\": ", measured, ", \"UnaccountableShare\": ", shared,
+						", \"Unit\": \"", st_resource_unit(x->resource), "\", \"Share\": \"",
+						ctl_method_name(x->method), "\"}" }, 9);
 		k = 0;
 		fl[k++] = (struct rm_field){ "BillingAccountId", rt->account, 0 };
 		fl[k++] = (struct rm_field){ "BillingAccountName", rt->account, 0 };

@@ -50,41 +50,57 @@ char *ctl_fmt_amount(enum st_resource r, int64_t v, char *buf, size_t len)
 	return buf;
 }
 
+char *ctl_fixed(char *end, unsigned __int128 q, int dec)
+{
+	uint64_t q64;
+	int k = 0;
+
+	/* the digits beyond 64 bits (a quotient over 1.8e19: never in practice) */
+	while (q > UINT64_MAX) {
+		*--end = (char)('0' + (int)(q % 10));
+		q /= 10;
+		if (++k == dec)
+			*--end = '.';
+	}
+	q64 = (uint64_t)q;
+	do {
+		*--end = (char)('0' + (int)(q64 % 10));
+		q64 /= 10;
+		if (++k == dec)
+			*--end = '.';
+	} while (q64 || k <= dec);
+	return end;
+}
+
+void ctl_copy(char *dst, size_t len, const char *src)
+{
+	size_t l;
+
+	if (!len)
+		return;
+	l = strnlen(src, len - 1);
+	memcpy(dst, src, l);
+	dst[l] = '\0';
+}
+
 char *ctl_fmt_share(int64_t v, uint64_t total, char *buf, size_t len)
 {
+	char t[64], *p = t + sizeof(t) - 1;
 	unsigned __int128 h;
 
 	if (total == 0) {
-		snprintf(buf, len, "-");
+		ctl_copy(buf, len, "-");
 		return buf;
 	}
 	/* hundredths of a percent: round(|v| * 10000 / total); by hand, not
 	 * printf: a table may have a hundred thousand rows */
 	h = ((unsigned __int128)ctl_abs(v) * 20000 + total) / ((unsigned __int128)total * 2);
-	{
-		char t[48], *p = t + sizeof(t);
-		unsigned __int128 x = h;
-
-		*--p = '\0';
-		*--p = '%';
-		*--p = (char)('0' + (int)(x % 10));
-		x /= 10;
-		*--p = (char)('0' + (int)(x % 10));
-		x /= 10;
-		*--p = '.';
-		do {
-			*--p = (char)('0' + (int)(x % 10));
-			x /= 10;
-		} while (x);
-		if (v < 0 && h)
-			*--p = '-';
-		if (len) {
-			size_t l = strnlen(p, len - 1);
-
-			memcpy(buf, p, l);
-			buf[l] = '\0';
-		}
-	}
+	*p = '\0';
+	*--p = '%';
+	p = ctl_fixed(p, h, 2);
+	if (v < 0 && h)
+		*--p = '-';
+	ctl_copy(buf, len, p);
 	return buf;
 }
 

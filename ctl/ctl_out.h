@@ -46,6 +46,17 @@ int ctl_fmt_parse(const char *s, enum ctl_fmt *out);
  * rounded half away from zero), bytes as an integer ("4096 B"). Returns buf. */
 char *ctl_fmt_amount(enum st_resource r, int64_t v, char *buf, size_t len);
 
+/* Writes the rounded quotient q as a fixed-point decimal with dec (0..30)
+ * fraction digits ("12.345000" for q = 12345000, dec 6; at least one digit
+ * before the point), backwards, ending just before end: the caller
+ * provides dec + 41 bytes before end and terminates the string. Returns
+ * the first character. No printf and no 128-bit division per digit: tables
+ * and bills format hundreds of thousands of amounts. */
+char *ctl_fixed(char *end, unsigned __int128 q, int dec);
+
+/* src copied into dst (len bytes), cut at len - 1 bytes; nothing if len is 0. */
+void ctl_copy(char *dst, size_t len, const char *src);
+
 /* v / total as a percentage with 2 decimals ("12.34%", rounded half away
  * from zero; negative v gives a negative share), or "-" when total is 0.
  * Returns buf. */

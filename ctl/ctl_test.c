@@ -188,6 +188,30 @@ static void test_formatting(void)
 	ctl_fmt_share(-250, 1000, a, sizeof(a));
 	CU_ASSERT_STRING_EQUAL(a, "-25.00%");
 
+	/* fixed-point digits, across the 64-bit boundary of the quotient */
+	{
+		static const struct {
+			unsigned __int128 q;
+			int dec;
+			const char *want;
+		} fx[] = {
+			{ 0, 0, "0" },
+			{ 0, 3, "0.000" },
+			{ 7, 2, "0.07" },
+			{ 12345000, 6, "12.345000" },
+			{ 100, 2, "1.00" },
+			{ UINT64_MAX, 0, "18446744073709551615" },
+			{ (unsigned __int128)UINT64_MAX + 1, 12, "18446744.073709551616" },
+			{ (unsigned __int128)UINT64_MAX * 1000 + 7, 3, "18446744073709551615.007" },
+		};
+		char fb[96];
+
+		for (i = 0; i < sizeof(fx) / sizeof(fx[0]); i++) {
+			fb[sizeof(fb) - 1] = '\0';
+			CU_ASSERT_STRING_EQUAL(ctl_fixed(fb + sizeof(fb) - 1, fx[i].q, fx[i].dec), fx[i].want);
+		}
+	}
+
 	/* the table's units: small amounts stay readable */
 	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 0, a, sizeof(a)), "0.00 core-h");
 	CU_ASSERT_STRING_EQUAL(ctl_human_amount(ST_R_CPU, 27 * 3600 * SEC / 4, a, sizeof(a)), "6.75 core-h");

@@ -148,14 +148,6 @@ static int ctl_cmp_i64(const void *pa, const void *pb)
 	return a < b ? -1 : a > b;
 }
 
-static void ctl_copy_name(char *dst, size_t len, const char *src)
-{
-	size_t l = strnlen(src, len - 1);
-
-	memcpy(dst, src, l);
-	dst[l] = '\0';
-}
-
 /*
  * Grouped by server and CE, every storage row is its own group, and the
  * storage order (server, resource, period, CEs by value, V last) is the
@@ -206,8 +198,8 @@ static int ctl_usage_each(const struct st_row *rows, size_t n, int show_v, int64
 				continue;
 			}
 			u = &g->v[pos[lo]++];
-			ctl_copy_name(u->server, sizeof(u->server), r->server);
-			ctl_copy_name(u->ce, sizeof(u->ce), r->ce);
+			ctl_copy(u->server, sizeof(u->server), r->server);
+			ctl_copy(u->ce, sizeof(u->ce), r->ce);
 			u->resource = r->resource;
 			u->start_ns = st;
 			u->end_ns = r->win_len_ns ? r->win_start_ns + r->win_len_ns : until;
@@ -319,7 +311,7 @@ static void ctl_dec(char *buf, size_t len, int64_t v, unsigned __int128 div, con
 	unsigned __int128 a = v < 0 ? (unsigned __int128)(-(v + 1)) + 1 : (unsigned __int128)v;
 	unsigned __int128 p = 100, c;
 	char t[128], *e = t + sizeof(t) - 1 - strnlen(unit, 63);
-	int d = 2, i, neg;
+	int d = 2, neg;
 
 	while (a && d < 12 && a * p < div * 100) {
 		p *= 10;
@@ -329,16 +321,10 @@ static void ctl_dec(char *buf, size_t len, int64_t v, unsigned __int128 div, con
 	neg = v < 0 && c != 0; /* "-" unless it rounds to zero */
 	memcpy(e, unit, strnlen(unit, 63) + 1);
 	*--e = ' ';
-	for (i = 0; i < d; i++, c /= 10)
-		*--e = (char)('0' + (int)(c % 10));
-	*--e = '.';
-	do {
-		*--e = (char)('0' + (int)(c % 10));
-		c /= 10;
-	} while (c);
+	e = ctl_fixed(e, c, d);
 	if (neg)
 		*--e = '-';
-	ctl_copy_name(buf, len, e);
+	ctl_copy(buf, len, e);
 }
 
 /* Bytes (per second when per > 1) in B, KiB, ... TiB, PiB. */
@@ -354,8 +340,8 @@ static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char
 		if (per == 1) {
 			snprintf(buf, len, "%lld B", (long long)v);
 		} else {
-			ctl_copy_name(u, sizeof(u), "B");
-			ctl_copy_name(u + 1, sizeof(u) - 1, suffix);
+			ctl_copy(u, sizeof(u), "B");
+			ctl_copy(u + 1, sizeof(u) - 1, suffix);
 			ctl_dec(buf, len, v, per, u);
 		}
 		return;
@@ -364,8 +350,8 @@ static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char
 		div *= 1024;
 		i++;
 	}
-	ctl_copy_name(u, sizeof(u), units[i]);
-	ctl_copy_name(u + 3, sizeof(u) - 3, suffix);
+	ctl_copy(u, sizeof(u), units[i]);
+	ctl_copy(u + 3, sizeof(u) - 3, suffix);
 	ctl_dec(buf, len, v, div * per, u);
 }
 
@@ -745,8 +731,8 @@ static int ctl_days_emit(struct ctl_days *x, const struct st_day *d, const char 
 		x->n++;
 		return RM_OK;
 	}
-	ctl_copy_name(u.server, sizeof(u.server), server);
-	ctl_copy_name(u.ce, sizeof(u.ce), ce);
+	ctl_copy(u.server, sizeof(u.server), server);
+	ctl_copy(u.ce, sizeof(u.ce), ce);
 	u.resource = d->resource;
 	u.start_ns = d->start_ns;
 	u.end_ns = end;

@@ -284,7 +284,7 @@ int st_open(st_db **out, const char *path, unsigned flags)
 		goto fail;
 	/* queries read megabytes of pages (a month of packed days: 16 MB):
 	 * mapped, not copied by a read() per page */
-	if (readonly && (rv = st_pragma(db, "PRAGMA mmap_size = 268435456", NULL)) != 0)
+	if (readonly && (rv = st_pragma(db, "PRAGMA mmap_size = 2147418112", NULL)) != 0)
 		goto fail;
 	/* the packed day series' functions: its migration and writes use them */
 	if ((rc = st_pack_register(db->h)) != SQLITE_OK) {
