@@ -38,6 +38,7 @@ struct tb_back {
 	const char *truth_path;
 	uint64_t cpu_base_us, cpu_per_kb_us;
 	uint64_t malformed, served; /* atomic: counting adds no wake-ups */
+	uint64_t pipelined;         /* atomic: requests read with the one before them */
 	int http;                   /* --http */
 };
 
@@ -288,13 +289,15 @@ int main(int argc, char **argv)
 	cfg.arg = &b;
 	cfg.max_conns = (size_t)conns;
 	cfg.truth_head = 1;
+	cfg.pipelined = &b.pipelined;
 	rv = tb_lsrv_run(&cfg, lfd, sfd);
 	close(lfd);
 	/* tb_lsrv_run wrote the final truth in its last tick; check it once more. */
 	if (tb_truth_write(&b.truth, b.truth_path) != RM_OK || rv != RM_OK)
 		ret = 1;
-	rm_log_info("served %llu requests, answered %llu malformed", (unsigned long long)b.served,
-		    (unsigned long long)b.malformed);
+	rm_log_info("served %llu requests, answered %llu malformed, %llu read with the request before them",
+		    (unsigned long long)b.served, (unsigned long long)b.malformed,
+		    (unsigned long long)b.pipelined);
 	tb_truth_release(&b.truth);
 	close(sfd);
 	return ret;
