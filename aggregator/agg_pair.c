@@ -79,6 +79,10 @@ int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how how)
 	if ((rv = agg_acc_take(e, &r->dist)) != 0)
 		return rv;
 	r->resolved = 1;
+	if (r->ans_wait) {
+		r->ans_wait = 0;
+		e->st.answers_waiting--;
+	}
 	if (r->in_flow) {
 		agg_wait_remove(e, r->in_flow, r);
 		if ((rv = agg_fgc_push(e, r->in_flow)) != 0)
@@ -732,7 +736,7 @@ void agg_pair_reset(struct agg_pair *e)
 	}
 	e->nflows = 0;
 	e->whead = e->nwork = e->ngc = e->nfgc = e->nacc = 0;
-	e->st.held = e->st.pending = e->st.sends = 0;
+	e->st.held = e->st.pending = e->st.sends = e->st.answers_waiting = 0;
 	e->next_id = 1;
 }
 

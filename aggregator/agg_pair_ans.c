@@ -20,12 +20,13 @@
  *   - there are as many answers as requests.
  *
  * Then each group is charged like its request, and its parts are resolved
- * at once. While answers may still come (not all are in, and no more
- * answers than requests), the receivers wait, up to the horizon (then, or
- * when a receiver of their replies reaches its own horizon,
- * agg_ans_release, they are split by bytes). A later read on the
- * connection does not end the wait: the parts of one thread reach the
- * aggregator in any order (each CPU sends its own batches). Otherwise, and for receivers of the range that answered
+ * at once. While answers may still come (some are in, but not as many as
+ * the requests), the receivers wait, up to the horizon (then, or when a
+ * receiver of their replies reaches its own horizon, agg_ans_release, they
+ * are split by bytes); at most AGG_ANS_WAITING parts wait at once. Neither
+ * a gap nor a later read on the connection ends the wait: the parts of one
+ * thread reach the aggregator in any order (each CPU sends its own
+ * batches). Otherwise, and for receivers of the range that answered
  * nothing (the tail after the last reply), the split by bytes of
  * agg_eval() applies. Bounded like the rest of the engine: at most
  * AGG_ANS_MAX requests and AGG_MAX_SCAN receivers are examined.
@@ -36,7 +37,8 @@
 #include "agg_pair_int.h"
 #include "banned.h"
 
-#define AGG_ANS_MAX 64 /* requests of one read answered in order, at most */
+#define AGG_ANS_MAX 64        /* requests of one read answered in order, at most */
+#define AGG_ANS_WAITING 4096  /* parts waiting for more answers, at most */
 
 /* A request of the read: a run of sends of one segment. */
 struct agg_ans_req {
@@ -187,9 +189,14 @@ int agg_ans_eval(struct agg_pair *e, struct agg_rec *r, int final, int *handled)
 	for (i = 1; ok && i < ng; i++)
 		ok = g[i].out == g[0].out && g[i].out_a == g[i - 1].out_b;
 	if (!ok || ng != m) {
-		/* answers may still come: wait for them, unless it is too late
-		 * or there are more answers than requests */
-		*handled = ng <= m && !final && !r->tail;
+		/* answers may still come: wait for them, unless it is too late,
+		 * there are more answers than requests, or too many wait already */
+		*handled = ng <= m && !final && !r->tail &&
+			   (r->ans_wait || e->st.answers_waiting < AGG_ANS_WAITING);
+		if (*handled && !r->ans_wait) {
+			r->ans_wait = 1;
+			e->st.answers_waiting++;
+		}
 		return RM_OK;
 	}
 	for (i = 0; i < ns; i++) {

@@ -99,6 +99,7 @@ struct agg_rec {
 	uint64_t grp;                 /* the request it serves: its segment, or an anchor's chain */
 	int answer;                   /* its send is in the index and went back on the connection it read */
 	int tail;                     /* a chain anchored where it ended without a reply (a request's tail) */
+	int ans_wait;                 /* counted in stats.answers_waiting */
 };
 
 /* Directed connection: bytes from src:sport to dst:dport. */

@@ -1224,9 +1224,12 @@ static void test_in_order_answers(void)
 				CU_ASSERT_EQUAL(tv(&R, "front", "c3", ST_R_CPU), 10000 + 30000);
 				agg_pair_get_stats(R.e, &ps);
 				CU_ASSERT_EQUAL(ps.answered_in_order, 3);
+				CU_ASSERT_EQUAL(ps.answers_waiting, 0);
 			} else {
 				/* one segment answered three requests: it waits for more */
 				CU_ASSERT(count_resolved(&R, n) < n);
+				agg_pair_get_stats(R.e, &ps);
+				CU_ASSERT(ps.answers_waiting > 0);
 				CU_ASSERT_EQUAL(agg_pair_expire(R.e, (int64_t)n + H), RM_OK);
 				CU_ASSERT_EQUAL(count_resolved(&R, n), n);
 				/* 450900 ns split by the request bytes 2:3:1 */
@@ -1235,6 +1238,7 @@ static void test_in_order_answers(void)
 				CU_ASSERT_EQUAL(tv(&R, "back", "c3", ST_R_CPU), 75150);
 				agg_pair_get_stats(R.e, &ps);
 				CU_ASSERT_EQUAL(ps.answered_in_order, 0);
+				CU_ASSERT_EQUAL(ps.answers_waiting, 0);
 			}
 			CU_ASSERT_EQUAL(tv(&R, "back", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 0);
 			CU_ASSERT_EQUAL(tv(&R, "front", "!" AGG_REASON_PAST_HORIZON, ST_R_CPU), 0);
