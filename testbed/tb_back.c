@@ -8,7 +8,10 @@
  * is forwarded by the front-end for this purpose only — from right before
  * the recv that completed the request line (its head, tb_lsrv.h) on to
  * right before the thread's next recv (its tail: the rest of the reply, the
- * way back to the next read). The truth file is rewritten
+ * way back to the next read). A connection's requests may be pipelined
+ * (tb-front --backend-mode mux:N): one read may bring several, served in
+ * turn, each one's truth from the end of the one before; how many came so
+ * is logged at exit. The truth file is rewritten
  * every second and on SIGTERM/SIGINT. With --http it speaks HTTP/1.1
  * instead (GET /<ce>/<addr>/<size_kb>, persistent connections), to stand
  * behind a real reverse proxy. Owns the truth table and its file.
