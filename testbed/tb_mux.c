@@ -217,16 +217,42 @@ static void *tb_mux_reader(void *arg)
 	return NULL;
 }
 
+/* Frees m, whose lock and conditions are initialised and reader is not running. */
+static void tb_mux_free(struct tb_mux *m)
+{
+	pthread_cond_destroy(&m->room);
+	pthread_cond_destroy(&m->conn);
+	pthread_mutex_destroy(&m->lock);
+	if (m->stop_efd >= 0)
+		close(m->stop_efd);
+	free(m->in);
+	free(m);
+}
+
 int tb_mux_open(struct tb_mux **out, const struct sockaddr_in *addr, size_t max_inflight, struct tb_truth *truth)
 {
 	struct tb_mux *m;
-	int e;
 
 	if (!out || !addr || !truth || max_inflight == 0 || max_inflight > TB_MUX_INFLIGHT_MAX)
 		return RM_EINVAL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return RM_ENOMEM;
+	if (pthread_mutex_init(&m->lock, NULL) != 0) {
+		free(m);
+		return RM_ENOMEM;
+	}
+	if (pthread_cond_init(&m->room, NULL) != 0) {
+		pthread_mutex_destroy(&m->lock);
+		free(m);
+		return RM_ENOMEM;
+	}
+	if (pthread_cond_init(&m->conn, NULL) != 0) {
+		pthread_cond_destroy(&m->room);
+		pthread_mutex_destroy(&m->lock);
+		free(m);
+		return RM_ENOMEM;
+	}
 	m->addr = *addr;
 	m->truth = truth;
 	m->max_inflight = max_inflight;
@@ -234,23 +260,9 @@ int tb_mux_open(struct tb_mux **out, const struct sockaddr_in *addr, size_t max_
 	m->incap = tb_tier_reply_bytes(TB_SIZE_KB_MAX) + TB_MUX_READ;
 	m->in = malloc(m->incap);
 	m->stop_efd = eventfd(0, EFD_CLOEXEC);
-	if (!m->in || m->stop_efd < 0 || pthread_mutex_init(&m->lock, NULL) != 0) {
-		rm_log_error("failed to set up the shared back-end connection: %s", strerror(errno));
-		if (m->stop_efd >= 0)
-			close(m->stop_efd);
-		free(m->in);
-		free(m);
-		return RM_ENOMEM;
-	}
-	if (pthread_cond_init(&m->room, NULL) != 0 || pthread_cond_init(&m->conn, NULL) != 0 ||
-	    (e = pthread_create(&m->reader, NULL, tb_mux_reader, m)) != 0) {
-		rm_log_error("failed to start the back-end reader");
-		pthread_cond_destroy(&m->room);
-		pthread_cond_destroy(&m->conn);
-		pthread_mutex_destroy(&m->lock);
-		close(m->stop_efd);
-		free(m->in);
-		free(m);
+	if (!m->in || m->stop_efd < 0 || pthread_create(&m->reader, NULL, tb_mux_reader, m) != 0) {
+		rm_log_error("failed to start the back-end reader: %s", strerror(errno));
+		tb_mux_free(m);
 		return RM_ENOMEM;
 	}
 	*out = m;
@@ -331,10 +343,5 @@ void tb_mux_close(struct tb_mux *m)
 	if (write(m->stop_efd, &one, sizeof(one)) != sizeof(one))
 		rm_log_warn("failed to wake the back-end reader: %s", strerror(errno));
 	pthread_join(m->reader, NULL);
-	pthread_cond_destroy(&m->room);
-	pthread_cond_destroy(&m->conn);
-	pthread_mutex_destroy(&m->lock);
-	close(m->stop_efd);
-	free(m->in);
-	free(m);
+	tb_mux_free(m);
 }
