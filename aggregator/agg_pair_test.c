@@ -340,6 +340,23 @@ static void shuffle(struct item *it, size_t n, uint64_t seed)
 	}
 }
 
+/*
+ * Opens a run and feeds it every part of the nst streams, in the order of
+ * `order`: 0 as recorded, 1 reversed, else shuffled with that seed.
+ */
+static void feed_all(struct run *R, struct stream *st, size_t nst, struct item *it, uint64_t order)
+{
+	size_t n = all_items(st, nst, it), k;
+
+	if (order == 1)
+		reverse(it, n);
+	else if (order > 1)
+		shuffle(it, n, order);
+	run_open(R, st);
+	for (k = 0; k < n; k++)
+		feed(R, it[k].s, it[k].i, (int64_t)k);
+}
+
 static const struct total *total_of(const struct run *R, const char *node, const char *key)
 {
 	size_t i;
@@ -1143,7 +1160,7 @@ static void test_pooled_proxy(void)
 	struct stream st[2];
 	struct item it[MAXP];
 	struct run R;
-	size_t n, k;
+	size_t n;
 	uint64_t seed;
 	int fr;
 
@@ -1152,14 +1169,7 @@ static void test_pooled_proxy(void)
 		replay_follow(&st[1], "back", "pooled_back.events", fr);
 		n = all_items(st, 2, it);
 		for (seed = 0; seed < 6; seed++) {
-			all_items(st, 2, it);
-			if (seed == 1)
-				reverse(it, n);
-			else if (seed > 1)
-				shuffle(it, n, seed);
-			run_open(&R, st);
-			for (k = 0; k < n; k++)
-				feed(&R, it[k].s, it[k].i, (int64_t)k);
+			feed_all(&R, st, 2, it, seed);
 			CU_ASSERT_EQUAL(agg_pair_expire(R.e, (int64_t)n + H), RM_OK);
 			CU_ASSERT_EQUAL(count_resolved(&R, n), n);
 			CU_ASSERT_EQUAL(tv(&R, "front", "c1", ST_R_CPU), 100000);
@@ -1194,7 +1204,7 @@ static void test_in_order_answers(void)
 	struct item it[MAXP];
 	struct run R;
 	struct agg_pair_stats ps;
-	size_t n, k;
+	size_t n;
 	uint64_t seed;
 	int fr;
 
@@ -1203,14 +1213,7 @@ static void test_in_order_answers(void)
 		replay_follow(&st[1], "back", "mux_back.events", fr);
 		n = all_items(st, 2, it);
 		for (seed = 0; seed < 8; seed++) {
-			all_items(st, 2, it);
-			if (seed == 1)
-				reverse(it, n);
-			else if (seed > 1)
-				shuffle(it, n, seed);
-			run_open(&R, st);
-			for (k = 0; k < n; k++)
-				feed(&R, it[k].s, it[k].i, (int64_t)k);
+			feed_all(&R, st, 2, it, seed);
 			if (fr) {
 				CU_ASSERT_EQUAL(count_resolved(&R, n), n);
 				CU_ASSERT_EQUAL(tv(&R, "back", "c1", ST_R_CPU), 100000 + 300);
