@@ -714,13 +714,15 @@ int main(int argc, char **argv)
 		rm_log_info("pairing: %llu parts by rule, %llu by bytes (%llu split), %llu at the horizon, "
 			    "%llu evicted, %llu without CE; %llu sends to sockets the rules decide not indexed; "
 			    "%llu with bytes past the sends followed per part, %llu sends unchecked, %llu wake-ups "
-			    "capped; %llu held (%llu pending) kept for the next start",
+			    "capped; %llu held (%llu pending) kept for the next start; %llu charged like the one "
+			    "request their reply answers among several read at once",
 			    (unsigned long long)ps.by_rule, (unsigned long long)ps.by_bytes,
 			    (unsigned long long)ps.split, (unsigned long long)ps.by_horizon,
 			    (unsigned long long)ps.evicted, (unsigned long long)ps.by_none,
 			    (unsigned long long)ps.ruled_sends, (unsigned long long)ps.too_many_sends,
 			    (unsigned long long)ps.unchecked_sends, (unsigned long long)ps.capped_wakes,
-			    (unsigned long long)ps.held, (unsigned long long)ps.pending);
+			    (unsigned long long)ps.held, (unsigned long long)ps.pending,
+			    (unsigned long long)ps.answered_in_order);
 	}
 	if (m.stitch)
 		thr = m.thr; /* replaced at reloads */

@@ -69,8 +69,7 @@ int agg_fgc_push(struct agg_pair *e, struct agg_flow *f)
 	return RM_OK;
 }
 
-/* Makes e->acc the distribution of r, tells the sink, wakes r's receivers. */
-static int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how how)
+int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how how)
 {
 	struct agg_pair_result res;
 	int rv, k;
@@ -80,6 +79,10 @@ static int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how 
 	if ((rv = agg_acc_take(e, &r->dist)) != 0)
 		return rv;
 	r->resolved = 1;
+	if (r->ans_wait) {
+		r->ans_wait = 0;
+		e->st.answers_waiting--;
+	}
 	if (r->in_flow) {
 		agg_wait_remove(e, r->in_flow, r);
 		if ((rv = agg_fgc_push(e, r->in_flow)) != 0)
@@ -165,7 +168,7 @@ static int agg_ev_cmp(const void *pa, const void *pb)
  * Examines at most AGG_MAX_SCAN send entries: the bytes from the first one
  * not examined on (r->in_cut) go to V "too_many_sends" and do not wait.
  */
-static int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
+int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 {
 	struct agg_flow *f = r->in_flow;
 	uint64_t uncovered = 0, untrusted = 0, blocked = 0, pos = r->in_a, run = 0, cut;
@@ -270,7 +273,7 @@ static int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done)
 /* Evaluates the work list until it is empty. */
 static int agg_drain(struct agg_pair *e)
 {
-	int rv, done;
+	int rv, done, handled;
 
 	/* FIFO: receivers are evaluated in the order they were woken */
 	while (e->whead < e->nwork) {
@@ -278,6 +281,10 @@ static int agg_drain(struct agg_pair *e)
 
 		r->queued = 0;
 		if (r->resolved)
+			continue;
+		if ((rv = agg_ans_eval(e, r, 0, &handled)) != 0)
+			return rv;
+		if (handled)
 			continue;
 		if ((rv = agg_eval(e, r, 0, &done)) != 0)
 			return rv;
@@ -492,6 +499,9 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 	r->out_rport = p->out.rport;
 	memcpy(r->out_raddr, p->out.raddr, sizeof(r->out_raddr));
 	r->arrival = arrival;
+	r->grp = (p->flags & RM_PF_ANCHOR) ? p->parent_seg : p->seg_id;
+	r->tail = (p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == (RM_PF_CONT | RM_PF_ANCHOR) &&
+		  !(p->flags & RM_PF_OUT_SEQ);
 	r->v[ST_R_CPU] = p->cpu_ns;
 	r->v[ST_R_NET_RX] = p->rx_bytes;
 	r->v[ST_R_NET_TX] = p->tx_bytes;
@@ -516,8 +526,14 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 				return RM_OK; /* not a datagram's range: nothing to pair with */
 			k.family |= AGG_FAM_DGRAM;
 		}
-		if (agg_send_pairable(e, &p->out))
-			return agg_send_insert(e, r, &k, p->out_seq_start, p->out_seq_end);
+		if (agg_send_pairable(e, &p->out)) {
+			int rv = agg_send_insert(e, r, &k, p->out_seq_start, p->out_seq_end);
+
+			/* a reply on the connection it read (agg_pair_ans.c) */
+			r->answer = rv == RM_OK && r->out_flow && (p->flags & RM_PF_IN_SEQ) &&
+				    agg_same_conn(&p->in, &p->out);
+			return rv;
+		}
 		e->st.ruled_sends++;
 	}
 	return RM_OK;
@@ -594,7 +610,7 @@ static int agg_give_up(struct agg_pair *e, int64_t now_ns, int all, size_t max, 
 {
 	struct agg_rec *r, *nx;
 	size_t n = 0;
-	int rv, done;
+	int rv, done, handled;
 
 	if (more)
 		*more = 0;
@@ -608,7 +624,9 @@ static int agg_give_up(struct agg_pair *e, int64_t now_ns, int all, size_t max, 
 				*more = 1;
 			break;
 		}
-		if ((rv = agg_eval(e, r, 1, &done)) != 0 || (rv = agg_resolve(e, r, AGG_PAIR_BY_HORIZON)) != 0 ||
+		if ((rv = agg_ans_release(e, r)) != 0 || (rv = agg_ans_eval(e, r, 1, &handled)) != 0 ||
+		    (!handled && ((rv = agg_eval(e, r, 1, &done)) != 0 ||
+				  (rv = agg_resolve(e, r, AGG_PAIR_BY_HORIZON)) != 0)) ||
 		    (rv = agg_drain(e)) != 0)
 			return rv;
 		n++;
@@ -718,7 +736,7 @@ void agg_pair_reset(struct agg_pair *e)
 	}
 	e->nflows = 0;
 	e->whead = e->nwork = e->ngc = e->nfgc = e->nacc = 0;
-	e->st.held = e->st.pending = e->st.sends = 0;
+	e->st.held = e->st.pending = e->st.sends = e->st.answers_waiting = 0;
 	e->next_id = 1;
 }
 

@@ -261,6 +261,9 @@ struct agg_pair_stats {
 	uint64_t too_many_sends; /* receivers with bytes past the sends followed per part (V) */
 	uint64_t capped_wakes;   /* sends or senders that woke only the nearest receivers */
 	uint64_t unchecked_sends; /* sends untrusted because too many sends were around to check */
+	uint64_t answered_in_order; /* parts charged like the request their reply answers, among several
+				       requests of one read (agg_pair_ans.c) */
+	uint64_t answers_waiting; /* current: pending parts waiting for more answers to their read */
 	uint64_t held, pending, sends, flows; /* current */
 };
 void agg_pair_get_stats(const struct agg_pair *e, struct agg_pair_stats *out);

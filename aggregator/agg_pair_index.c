@@ -120,8 +120,7 @@ static size_t agg_wait_lb_id(const struct agg_flow *f, uint64_t pos, uint64_t id
 	return lo;
 }
 
-/* Index of the first waiting receiver whose start is >= pos. */
-static size_t agg_wait_lb(const struct agg_flow *f, uint64_t pos)
+size_t agg_wait_lb(const struct agg_flow *f, uint64_t pos)
 {
 	return agg_wait_lb_id(f, pos, 0);
 }

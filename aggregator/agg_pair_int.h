@@ -9,6 +9,8 @@
  *   agg_pair_index.c  the send index: per connection, sends and waiting
  *                     receivers sorted by position, found without walks
  *   agg_pair_dgram.c  datagrams: which send a received datagram is
+ *   agg_pair_ans.c    answers in order: which request of a read that
+ *                     brought several a reply answers
  *   agg_pair.c        resolution: what a part is charged to, and when
  * Not thread-safe, as the engine.
  */
@@ -94,6 +96,10 @@ struct agg_rec {
 	uint64_t in_cut;              /* bytes from here on are past AGG_MAX_SCAN sends (last evaluation) */
 	struct agg_flow *out_flow;    /* while its send range is in the index */
 	uint64_t out_a, out_b;
+	uint64_t grp;                 /* the request it serves: its segment, or an anchor's chain */
+	int answer;                   /* its send is in the index and went back on the connection it read */
+	int tail;                     /* a chain anchored where it ended without a reply (a request's tail) */
+	int ans_wait;                 /* counted in stats.answers_waiting */
 };
 
 /* Directed connection: bytes from src:sport to dst:dport. */
@@ -226,6 +232,9 @@ uint64_t agg_fkey_hash(const struct agg_fkey *k);
 /* Whether t is an IPv4 or IPv6 tuple. */
 int agg_tuple_ip(const struct rm_wtuple *t);
 
+/* Whether a and b name the same socket (cookie and both ends). */
+int agg_same_conn(const struct rm_wtuple *a, const struct rm_wtuple *b);
+
 /*
  * The directed key of tuple t as seen on node node_idx: sending = the bytes
  * go from t's local end to its remote end, else from remote to local.
@@ -256,6 +265,9 @@ void agg_flow_free(struct agg_flow *f);
 
 /* Removes f from the flow hash and frees it. */
 void agg_flow_unlink(struct agg_pair *e, struct agg_flow *f);
+
+/* Index of the first receiver waiting on f whose range starts at or after pos. */
+size_t agg_wait_lb(const struct agg_flow *f, uint64_t pos);
 
 /* Range of f->sends that may overlap [a, b): [*lo, *hi). */
 void agg_send_window(const struct agg_flow *f, uint64_t a, uint64_t b, size_t *lo, size_t *hi);
@@ -294,6 +306,24 @@ int agg_dgram_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done);
 /* Queues the oldest receivers waiting on UDP flow f (at most AGG_MAX_WAKE). */
 int agg_dgram_trigger(struct agg_pair *e, struct agg_flow *f);
 
+/* ---- agg_pair_ans.c: answers in order ---- */
+
+/*
+ * Whether pending receiver r (its sends all resolved or not) is one of the
+ * answers to a read that brought several requests, and decided as such:
+ * *handled = 1 when r was resolved like the request its reply answers (its
+ * fellow answers too), or must wait for the rest of the answers (not when
+ * final); 0 when agg_eval's split by bytes applies.
+ */
+int agg_ans_eval(struct agg_pair *e, struct agg_rec *r, int final, int *handled);
+
+/*
+ * Pending receiver r is given up at its horizon: the senders of its bytes
+ * that only wait for more answers (agg_ans_eval) are split by bytes first,
+ * so that r is not charged to V for waiting on them.
+ */
+int agg_ans_release(struct agg_pair *e, struct agg_rec *r);
+
 /* ---- agg_pair.c: resolution ---- */
 
 /* arrival + horizon, saturated. */
@@ -301,6 +331,15 @@ int64_t agg_deadline(const struct agg_pair *e, int64_t arrival);
 
 /* Whether two held parts are parts of one segment (node, collector run, seg_id). */
 int agg_same_segment(const struct agg_rec *x, const struct agg_rec *y);
+
+/*
+ * Coverage of pending receiver r's bytes by the sends of its flow into
+ * e->acc; *done when r can be resolved now (always when final).
+ */
+int agg_eval(struct agg_pair *e, struct agg_rec *r, int final, int *done);
+
+/* Resolves r with the distribution in e->acc (non-empty), tells the sink and wakes r's receivers. */
+int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how how);
 
 /* Puts r on the work list (once; not if resolved). RM_OK or RM_ENOMEM. */
 int agg_work_push(struct agg_pair *e, struct agg_rec *r);

@@ -34,6 +34,12 @@ int agg_tuple_ip(const struct rm_wtuple *t)
 	return t->family == RM_AF_INET || t->family == RM_AF_INET6;
 }
 
+int agg_same_conn(const struct rm_wtuple *a, const struct rm_wtuple *b)
+{
+	return a->family == b->family && a->cookie == b->cookie && a->lport == b->lport && a->rport == b->rport &&
+	       !memcmp(a->laddr, b->laddr, sizeof(a->laddr)) && !memcmp(a->raddr, b->raddr, sizeof(a->raddr));
+}
+
 int agg_fkey_make(struct agg_fkey *k, const struct rm_wtuple *t, int sending, uint32_t node_idx)
 {
 	uint32_t fl, fr;

@@ -340,6 +340,23 @@ static void shuffle(struct item *it, size_t n, uint64_t seed)
 	}
 }
 
+/*
+ * Opens a run and feeds it every part of the nst streams, in the order of
+ * `order`: 0 as recorded, 1 reversed, else shuffled with that seed.
+ */
+static void feed_all(struct run *R, struct stream *st, size_t nst, struct item *it, uint64_t order)
+{
+	size_t n = all_items(st, nst, it), k;
+
+	if (order == 1)
+		reverse(it, n);
+	else if (order > 1)
+		shuffle(it, n, order);
+	run_open(R, st);
+	for (k = 0; k < n; k++)
+		feed(R, it[k].s, it[k].i, (int64_t)k);
+}
+
 static const struct total *total_of(const struct run *R, const char *node, const char *key)
 {
 	size_t i;
@@ -620,6 +637,11 @@ static void test_coalesced_and_partial(void)
 		run_open(&R, st);
 		for (k = 0; k < n; k++)
 			feed(&R, it[k].s, it[k].i, (int64_t)k);
+		/* db answered the three requests it read at once with one reply: it
+		 * might have answered more (agg_pair_ans.c), so its parts wait for
+		 * the horizon */
+		CU_ASSERT(count_resolved(&R, n) < n);
+		CU_ASSERT_EQUAL(agg_pair_give_up(R.e), RM_OK);
 		CU_ASSERT_EQUAL(count_resolved(&R, n), n);
 		/* db: one recv covering three CEs' sends, split exactly by bytes */
 		CU_ASSERT_EQUAL(tv(&R, "db", "c1", ST_R_CPU), 166668);
@@ -1138,7 +1160,7 @@ static void test_pooled_proxy(void)
 	struct stream st[2];
 	struct item it[MAXP];
 	struct run R;
-	size_t n, k;
+	size_t n;
 	uint64_t seed;
 	int fr;
 
@@ -1147,14 +1169,7 @@ static void test_pooled_proxy(void)
 		replay_follow(&st[1], "back", "pooled_back.events", fr);
 		n = all_items(st, 2, it);
 		for (seed = 0; seed < 6; seed++) {
-			all_items(st, 2, it);
-			if (seed == 1)
-				reverse(it, n);
-			else if (seed > 1)
-				shuffle(it, n, seed);
-			run_open(&R, st);
-			for (k = 0; k < n; k++)
-				feed(&R, it[k].s, it[k].i, (int64_t)k);
+			feed_all(&R, st, 2, it, seed);
 			CU_ASSERT_EQUAL(agg_pair_expire(R.e, (int64_t)n + H), RM_OK);
 			CU_ASSERT_EQUAL(count_resolved(&R, n), n);
 			CU_ASSERT_EQUAL(tv(&R, "front", "c1", ST_R_CPU), 100000);
@@ -1168,6 +1183,68 @@ static void test_pooled_proxy(void)
 			CU_ASSERT_EQUAL(tv(&R, "back", "c3", ST_R_NET_TX), 300);
 			CU_ASSERT_EQUAL(tv(&R, "back", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 0);
 			CU_ASSERT_EQUAL(tv(&R, "back", "!" AGG_REASON_UNANCHORED, ST_R_CPU), 0);
+			run_close(&R);
+		}
+		streams_free(st, 2);
+	}
+}
+
+/*
+ * A connection shared by three clients' requests in flight at once
+ * (mux_front.events) into a back end that reads them in one read and
+ * answers them in order (mux_back.events): each reply is charged like the
+ * request it answers, the tail after the last reply and the front's reader
+ * of the three replies are split by bytes; in any order of arrival.
+ * Without follow-replies the back end's replies are one segment's and it
+ * is split by bytes: after the horizon, as it might have answered more.
+ */
+static void test_in_order_answers(void)
+{
+	struct stream st[2];
+	struct item it[MAXP];
+	struct run R;
+	struct agg_pair_stats ps;
+	size_t n;
+	uint64_t seed;
+	int fr;
+
+	for (fr = 1; fr >= 0; fr--) {
+		replay_follow(&st[0], "front", "mux_front.events", fr);
+		replay_follow(&st[1], "back", "mux_back.events", fr);
+		n = all_items(st, 2, it);
+		for (seed = 0; seed < 8; seed++) {
+			feed_all(&R, st, 2, it, seed);
+			if (fr) {
+				CU_ASSERT_EQUAL(count_resolved(&R, n), n);
+				CU_ASSERT_EQUAL(tv(&R, "back", "c1", ST_R_CPU), 100000 + 300);
+				CU_ASSERT_EQUAL(tv(&R, "back", "c2", ST_R_CPU), 300000 + 450);
+				CU_ASSERT_EQUAL(tv(&R, "back", "c3", ST_R_CPU), 50000 + 150);
+				CU_ASSERT_EQUAL(tv(&R, "back", "c1", ST_R_NET_TX), 500);
+				CU_ASSERT_EQUAL(tv(&R, "back", "c2", ST_R_NET_TX), 700);
+				CU_ASSERT_EQUAL(tv(&R, "back", "c3", ST_R_NET_TX), 300);
+				CU_ASSERT_EQUAL(tv(&R, "front", "c1", ST_R_CPU), 10000 + 50000);
+				CU_ASSERT_EQUAL(tv(&R, "front", "c2", ST_R_CPU), 10000 + 70000);
+				CU_ASSERT_EQUAL(tv(&R, "front", "c3", ST_R_CPU), 10000 + 30000);
+				agg_pair_get_stats(R.e, &ps);
+				CU_ASSERT_EQUAL(ps.answered_in_order, 3);
+				CU_ASSERT_EQUAL(ps.answers_waiting, 0);
+			} else {
+				/* one segment answered three requests: it waits for more */
+				CU_ASSERT(count_resolved(&R, n) < n);
+				agg_pair_get_stats(R.e, &ps);
+				CU_ASSERT(ps.answers_waiting > 0);
+				CU_ASSERT_EQUAL(agg_pair_expire(R.e, (int64_t)n + H), RM_OK);
+				CU_ASSERT_EQUAL(count_resolved(&R, n), n);
+				/* 450900 ns split by the request bytes 2:3:1 */
+				CU_ASSERT_EQUAL(tv(&R, "back", "c1", ST_R_CPU), 150300);
+				CU_ASSERT_EQUAL(tv(&R, "back", "c2", ST_R_CPU), 225450);
+				CU_ASSERT_EQUAL(tv(&R, "back", "c3", ST_R_CPU), 75150);
+				agg_pair_get_stats(R.e, &ps);
+				CU_ASSERT_EQUAL(ps.answered_in_order, 0);
+				CU_ASSERT_EQUAL(ps.answers_waiting, 0);
+			}
+			CU_ASSERT_EQUAL(tv(&R, "back", "!" AGG_REASON_UNPAIRED, ST_R_CPU), 0);
+			CU_ASSERT_EQUAL(tv(&R, "front", "!" AGG_REASON_PAST_HORIZON, ST_R_CPU), 0);
 			run_close(&R);
 		}
 		streams_free(st, 2);
@@ -1293,6 +1370,8 @@ static CU_TestInfo cases[] = {
 	{ "out-of-order arrival: downstream and responses first", test_out_of_order },
 	{ "skewed node clocks give the same result", test_skewed_clocks },
 	{ "coalesced sends, partial reads and writes: split exactly by bytes", test_coalesced_and_partial },
+	{ "requests in flight on one connection, read at once: each reply charged like its request",
+	  test_in_order_answers },
 	{ "overlapping sends and suspect ranges are untrusted; no upstream is unpaired", test_untrusted },
 	{ "sequence numbers wrapping at 2^32", test_sequence_wrap },
 	{ "receivers of pending senders at the horizon", test_waiting_on_pending_sender },

@@ -1351,6 +1351,11 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 		rm_on_handoff(&e, w, t, now);
 		return 0;
 	}
+	/* a reader of replies handing one over: its next read begins a new
+	 * segment (segmenter.h, rm_on_pass); a flag, no edge */
+	if (p->tgid == cur->tgid && w->mode == RM_MODE_SEG && !(w->chain_st & (RM_CHAIN_REQ | RM_CHAIN_PASSED)) &&
+	    rm_in_handoff_syscall(cur))
+		rm_on_pass(w);
 	if (w->mode != RM_MODE_SEG || !follow_wakeups || !rm_in_futex_wake(cur))
 		return 0;
 	t = rm_task_create(p);

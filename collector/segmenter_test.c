@@ -1476,6 +1476,50 @@ static void test_follow_replies_client(void)
 }
 
 /*
+ * A thread that reads replies on a client-side socket and hands each to
+ * another thread (a multiplexed connection's reader): the hand-off ends
+ * what the next read extends, so [100,300) reads [1000,1100), wakes 102 at
+ * 200, and the read at 300 begins a second segment [1100,1300) up to the
+ * wait at 450; without the wake-up the two reads are one segment (partial
+ * reads). The wake-up of a thread that read a request on a server-side
+ * socket is not this case (its segment ends at the hand-off).
+ */
+static void test_reader_handoff(void)
+{
+	static const char stream[] = "rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
+				     "100 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+				     "100 0 recv tid=101 pid=100 sock=7 fam=4 laddr=10.0.0.1:5000 raddr=10.0.0.2:9000 "
+				     "bytes=100 seq=1000\n"
+				     "200 0 wakeup tid=102%s\n"
+				     "300 0 recv tid=101 pid=100 sock=7 fam=4 laddr=10.0.0.1:5000 raddr=10.0.0.2:9000 "
+				     "bytes=200 seq=1100\n"
+				     "450 0 switch prev=101 prev_state=S next=0\n";
+	char s[sizeof(stream) + 16];
+	int fr;
+
+	for (fr = 0; fr <= 1; fr++) {
+		snprintf(s, sizeof(s), stream, " by=101");
+		follow_replies = fr;
+		replay(s);
+		CU_ASSERT_EQUAL_FATAL(cap.nparts, 2);
+		CU_ASSERT_NOT_EQUAL(part(0)->seg_id, part(1)->seg_id);
+		CU_ASSERT_EQUAL(part(0)->in_seq_start, 1000);
+		CU_ASSERT_EQUAL(part(0)->in_seq_end, 1100);
+		CU_ASSERT_EQUAL(part(0)->cpu_ns, 200);
+		CU_ASSERT_EQUAL(part(1)->in_seq_start, 1100);
+		CU_ASSERT_EQUAL(part(1)->in_seq_end, 1300);
+		CU_ASSERT_EQUAL(part(1)->cpu_ns, 150);
+		snprintf(s, sizeof(s), stream, "");
+		follow_replies = fr;
+		replay(s);
+		CU_ASSERT_EQUAL_FATAL(cap.nparts, 1);
+		CU_ASSERT_EQUAL(part(0)->in_seq_start, 1000);
+		CU_ASSERT_EQUAL(part(0)->in_seq_end, 1300);
+		CU_ASSERT_EQUAL(part(0)->cpu_ns, 350);
+	}
+}
+
+/*
  * Time the hypervisor stole from the CPU is on nobody's CPU: 30 ns stolen
  * while the thread was in its segment [200,500) leave it 270 ns, and busy
  * leaves them out: [100,200) no state 100, part 270, [500,600) the tail
@@ -1667,6 +1711,7 @@ static CU_TestInfo cases[] = {
 	{ "event loop", test_event_loop },
 	{ "the request's tail: preempted, disk wait, first wait, next recv, window edge", test_tail },
 	{ "the request's tail ends at a hand-off", test_tail_handoff },
+	{ "a reader of replies that hands one over begins a new segment at its next read", test_reader_handoff },
 	{ "the request's head: from the wake-up to the recv, unless it did something else", test_head },
 	{ "window offset", test_offset },
 	{ "UDP: each datagram a request, charged to its sender once the recv returned", test_udp },

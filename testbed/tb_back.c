@@ -8,7 +8,10 @@
  * is forwarded by the front-end for this purpose only — from right before
  * the recv that completed the request line (its head, tb_lsrv.h) on to
  * right before the thread's next recv (its tail: the rest of the reply, the
- * way back to the next read). The truth file is rewritten
+ * way back to the next read). A connection's requests may be pipelined
+ * (tb-front --backend-mode mux:N): one read may bring several, served in
+ * turn, each one's truth from the end of the one before; how many came so
+ * is logged at exit. The truth file is rewritten
  * every second and on SIGTERM/SIGINT. With --http it speaks HTTP/1.1
  * instead (GET /<ce>/<addr>/<size_kb>, persistent connections), to stand
  * behind a real reverse proxy. Owns the truth table and its file.
@@ -38,6 +41,7 @@ struct tb_back {
 	const char *truth_path;
 	uint64_t cpu_base_us, cpu_per_kb_us;
 	uint64_t malformed, served; /* atomic: counting adds no wake-ups */
+	uint64_t pipelined;         /* atomic: requests read with the one before them */
 	int http;                   /* --http */
 };
 
@@ -288,13 +292,15 @@ int main(int argc, char **argv)
 	cfg.arg = &b;
 	cfg.max_conns = (size_t)conns;
 	cfg.truth_head = 1;
+	cfg.pipelined = &b.pipelined;
 	rv = tb_lsrv_run(&cfg, lfd, sfd);
 	close(lfd);
 	/* tb_lsrv_run wrote the final truth in its last tick; check it once more. */
 	if (tb_truth_write(&b.truth, b.truth_path) != RM_OK || rv != RM_OK)
 		ret = 1;
-	rm_log_info("served %llu requests, answered %llu malformed", (unsigned long long)b.served,
-		    (unsigned long long)b.malformed);
+	rm_log_info("served %llu requests, answered %llu malformed, %llu read with the request before them",
+		    (unsigned long long)b.served, (unsigned long long)b.malformed,
+		    (unsigned long long)b.pipelined);
 	tb_truth_release(&b.truth);
 	close(sfd);
 	return ret;

@@ -10,6 +10,10 @@
  *   --backend-mode per-request   (a) a new back-end connection per miss
  *   --backend-mode pool:N        (b) N persistent back-end connections shared
  *                                    by all clients, one request at a time each
+ *   --backend-mode mux:N         one persistent back-end connection shared by
+ *                                    all clients with up to N requests in
+ *                                    flight, its replies read back in large
+ *                                    reads by one reader thread (tb_mux.h)
  *   --workers N                  (c) with N > 0 the main thread accepts and
  *                                    reads every client connection (epoll) and
  *                                    hands each request to a pool of N worker
@@ -58,6 +62,7 @@
 #include "rm_err.h"
 #include "tb_cache.h"
 #include "tb_lsrv.h"
+#include "tb_mux.h"
 #include "tb_cli.h"
 #include "tb_proto.h"
 #include "tb_tier.h"
@@ -79,9 +84,11 @@ struct tb_fstat {
 	uint64_t requests, hits, misses, be_errors;
 };
 
-/* The back-end connections: per request (n == 0) or a shared pool of n. */
+/* The back-end connections: per request (n == 0), a shared pool of n, or
+ * one shared multiplexed connection (mux). */
 struct tb_pool {
 	struct sockaddr_in addr;
+	struct tb_mux *mux;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	size_t n;
@@ -147,7 +154,7 @@ static void tb_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tb-front --listen ADDR:PORT --backend ADDR:PORT --truth FILE\n"
-		"                [--stats FILE] [--cache-kb N] [--backend-mode per-request|pool:N]\n"
+		"                [--stats FILE] [--cache-kb N] [--backend-mode per-request|pool:N|mux:N]\n"
 		"                [--workers N] [--max-conns N]\n"
 		"\n"
 		"  --listen ADDR:PORT    IPv4 address and TCP port (port 0: any; the bound\n"
@@ -158,7 +165,10 @@ static void tb_usage(FILE *f)
 		"  --cache-kb N          LRU cache size in KB (default 300)\n"
 		"  --backend-mode M      per-request: a new back-end connection per miss\n"
 		"                        (default); pool:N: N persistent connections shared\n"
-		"                        by all clients (N <= %d)\n"
+		"                        by all clients (N <= %d); mux:N: one persistent\n"
+		"                        connection shared by all clients, up to N requests\n"
+		"                        in flight on it, its replies read back by one reader\n"
+		"                        thread (N <= %d; its CPU is in the truth)\n"
 		"  --workers N           0 (default): one thread per client connection does\n"
 		"                        everything; N > 0: the main thread reads requests and\n"
 		"                        hands them to N worker threads (N <= %d)\n"
@@ -174,7 +184,7 @@ static void tb_usage(FILE *f)
 		"evictions=.. entries=.. used_kb=..' and, with workers, 'workers jobs=..\n"
 		"taken_without_waiting=..' (requests a worker took from the queue without\n"
 		"having slept: hand-offs that no wake-up shows).\n",
-		TB_FRONT_STATS_HEADER, TB_FRONT_POOL_MAX, TB_FRONT_WORKERS_MAX, TB_FRONT_CONNS_DEFAULT,
+		TB_FRONT_STATS_HEADER, TB_FRONT_POOL_MAX, TB_MUX_INFLIGHT_MAX, TB_FRONT_WORKERS_MAX, TB_FRONT_CONNS_DEFAULT,
 		TB_FRONT_CONNS_MAX);
 }
 
@@ -292,13 +302,19 @@ static void tb_front_tick(void *arg)
 
 /* ---- back-end connections ---- */
 
-/* "per-request" or "pool:N". */
-static int tb_parse_mode(const char *s, size_t *pool_n)
+/* "per-request", "pool:N" or "mux:N" (*mux set). */
+static int tb_parse_mode(const char *s, size_t *pool_n, int *mux)
 {
 	uint64_t n;
 
+	*mux = 0;
 	if (strcmp(s, "per-request") == 0) {
 		*pool_n = 0;
+		return RM_OK;
+	}
+	if (strncmp(s, "mux:", 4) == 0 && tb_parse_u64(s + 4, 1, TB_MUX_INFLIGHT_MAX, &n) == RM_OK) {
+		*pool_n = (size_t)n;
+		*mux = 1;
 		return RM_OK;
 	}
 	if (strncmp(s, "pool:", 5) != 0 || tb_parse_u64(s + 5, 1, TB_FRONT_POOL_MAX, &n) != RM_OK)
@@ -340,6 +356,7 @@ static void tb_pool_release(struct tb_pool *p)
 {
 	size_t i;
 
+	tb_mux_close(p->mux);
 	for (i = 0; i < p->n; i++)
 		if (p->fds[i] >= 0)
 			close(p->fds[i]);
@@ -347,28 +364,6 @@ static void tb_pool_release(struct tb_pool *p)
 	free(p->busy);
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
-}
-
-/* A new blocking connection to the back-end with I/O timeouts, or -1. */
-static int tb_back_connect(const struct sockaddr_in *addr)
-{
-	struct timeval tv = { .tv_sec = TB_FRONT_BACK_TIMEOUT_S };
-	int fd, one = 1;
-
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
-	    connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
 }
 
 /* One FETCH exchange on fd. RM_OK, RM_ENOENT (back-end said ERR), RM_ECLOSED, RM_EPROTO. */
@@ -403,8 +398,18 @@ static int tb_back_fetch(struct tb_pool *p, const struct tb_tier_req *get, char 
 	size_t i, slot = 0;
 	int rv, fd, attempt;
 
+	if (p->mux) {
+		struct tb_tier_req fr = *get;
+
+		fr.cmd = get->cmd == TB_CMD_PUT ? TB_CMD_STORE : TB_CMD_FETCH;
+		fr.cpu_us = 0;
+		rv = tb_mux_fetch(p->mux, &fr, buf, cap, len);
+		if (rv != RM_OK)
+			rm_log_debug("back-end fetch failed: %s", rm_strerror(rv));
+		return rv;
+	}
 	if (p->n == 0) {
-		fd = tb_back_connect(&p->addr);
+		fd = tb_tier_connect(&p->addr, TB_FRONT_BACK_TIMEOUT_S);
 		if (fd < 0) {
 			rm_log_debug("failed to connect to the back-end: %s", strerror(errno));
 			return RM_ECLOSED;
@@ -434,7 +439,7 @@ static int tb_back_fetch(struct tb_pool *p, const struct tb_tier_req *get, char 
 		int reused = fd >= 0;
 
 		if (fd < 0) {
-			fd = tb_back_connect(&p->addr);
+			fd = tb_tier_connect(&p->addr, TB_FRONT_BACK_TIMEOUT_S);
 			if (fd < 0) {
 				rm_log_debug("failed to connect to the back-end: %s", strerror(errno));
 				rv = RM_ECLOSED;
@@ -1042,7 +1047,7 @@ int main(int argc, char **argv)
 	const char *listen_s = NULL, *back_s = NULL;
 	uint64_t cache_kb = 300, workers = 0, conns = TB_FRONT_CONNS_DEFAULT;
 	size_t pool_n = 0;
-	int c, lfd, sfd, rv, ret = 0;
+	int mux = 0, c, lfd, sfd, rv, ret = 0;
 
 	rm_log_init("tb-front");
 	memset(&f, 0, sizeof(f));
@@ -1069,9 +1074,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'm':
-			if (tb_parse_mode(optarg, &pool_n) != RM_OK) {
-				rm_log_error("bad --backend-mode '%s': expected per-request or pool:N (N 1..%d)",
-					     optarg, TB_FRONT_POOL_MAX);
+			if (tb_parse_mode(optarg, &pool_n, &mux) != RM_OK) {
+				rm_log_error("bad --backend-mode '%s': expected per-request, pool:N (N 1..%d) or "
+					     "mux:N (N 1..%d)", optarg, TB_FRONT_POOL_MAX, TB_MUX_INFLIGHT_MAX);
 				return 2;
 			}
 			break;
@@ -1116,7 +1121,8 @@ int main(int argc, char **argv)
 	if (!f.stats || pthread_mutex_init(&f.lock, NULL) != 0 ||
 	    tb_truth_init(&f.truth, TB_FRONT_MAX_CES) != RM_OK ||
 	    tb_cache_init(&f.cache, (size_t)cache_kb * 1024) != RM_OK ||
-	    tb_pool_init(&f.pool, &back, pool_n) != RM_OK) {
+	    tb_pool_init(&f.pool, &back, mux ? 0 : pool_n) != RM_OK ||
+	    (mux && tb_mux_open(&f.pool.mux, &back, pool_n, &f.truth) != RM_OK)) {
 		rm_log_error("failed to initialise the front-end");
 		return 1;
 	}
@@ -1127,7 +1133,7 @@ int main(int argc, char **argv)
 	if (lfd < 0)
 		return 1;
 	rm_log_info("cache %llu KB, back-end %s, %s", (unsigned long long)cache_kb,
-		    pool_n ? "pooled connections" : "a connection per request",
+		    mux ? "one multiplexed connection" : pool_n ? "pooled connections" : "a connection per request",
 		    workers ? "worker pool" : "thread per connection");
 	if (workers) {
 		rv = tb_front_run_workers(&f, lfd, sfd);

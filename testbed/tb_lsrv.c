@@ -126,6 +126,8 @@ static void tb_lsrv_serve_lines(const struct tb_lsrv_cfg *cfg, int fd, struct tb
 		if (!t0_valid) { /* a pipelined line already in the buffer */
 			t0 = tb_thread_cpu_ns();
 			tb_lsrv_tail_close(cfg, tl, t0);
+			if (cfg->pipelined)
+				__atomic_fetch_add(cfg->pipelined, 1, __ATOMIC_RELAXED);
 		}
 		if (discarding)
 			discarding = 0;

@@ -54,6 +54,9 @@ struct tb_lsrv_cfg {
 	size_t max_conns;   /* > 0 */
 	/* Where a request's truth starts (t0): one of TB_TRUTH_* */
 	int truth_head;
+	/* If not NULL, counts (atomically) the requests that arrived in the
+	 * same read as the one before them (pipelined on their connection). */
+	uint64_t *pipelined;
 };
 
 /* t0 right after the recv that completes the request line. */

@@ -7,7 +7,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "rm_err.h"
 #include "tb_tier.h"
@@ -194,6 +198,27 @@ int tb_tier_send(int fd, const void *buf, size_t len, uint64_t *sent, uint64_t *
 			*sent += (uint64_t)n;
 	}
 	return RM_OK;
+}
+
+int tb_tier_connect(const struct sockaddr_in *addr, unsigned timeout_s)
+{
+	struct timeval tv = { .tv_sec = (time_t)timeout_s };
+	int fd, one = 1;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+	    connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }
 
 int tb_tier_recv_reply(int fd, uint32_t addr, uint32_t size_kb, char *buf, size_t cap, size_t *len,

@@ -29,6 +29,7 @@
 #ifndef TB_TIER_H
 #define TB_TIER_H
 
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -103,6 +104,13 @@ int tb_tier_check_reply(const char *buf, size_t len, uint32_t addr, uint32_t siz
  * went away (errno kept).
  */
 int tb_tier_send(int fd, const void *buf, size_t len, uint64_t *sent, uint64_t *first_cpu_ns);
+
+/*
+ * A new blocking TCP connection to addr with TCP_NODELAY and send and
+ * receive timeouts of timeout_s seconds. Returns the socket, or -1 with
+ * errno set.
+ */
+int tb_tier_connect(const struct sockaddr_in *addr, unsigned timeout_s);
 
 /*
  * Receives the reply to a request for (addr, size_kb) from the blocking

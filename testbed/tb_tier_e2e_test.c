@@ -309,6 +309,13 @@ static void test_variant_c(void)
 	run_variant("c", "pool:2", "3", "0");
 }
 
+/* One shared back-end connection, up to 4 requests in flight on it (tb_mux.h); reads and writes. */
+static void test_variant_mux(void)
+{
+	run_variant("b, one multiplexed connection", "mux:4", "0", "0");
+	run_variant("b, one multiplexed connection, writes only", "mux:4", "0", "1");
+}
+
 /* Connects to 127.0.0.1:port; the socket or -1. */
 static int dial(int port)
 {
@@ -440,10 +447,10 @@ static void test_front_lines_workers(void)
 /* A free TCP port with nothing listening on it (a dead back-end). */
 static void test_dead_backend(void)
 {
-	static const char *modes[] = { "per-request", "pool:2" };
+	static const char *modes[] = { "per-request", "pool:2", "mux:2" };
 	size_t m;
 
-	for (m = 0; m < 2; m++) {
+	for (m = 0; m < 3; m++) {
 		struct fstat_row st;
 		int fport = 0, fd;
 		pid_t front = start_front((int)rm_test_free_port(), modes[m], "0", tbt_tmp("dfront.csv"),
@@ -640,6 +647,8 @@ static void test_bad_arguments(void)
 		{ "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:0", "--truth", "/tmp/x", NULL },
 		{ "--backend-mode", "pool:0", NULL },
 		{ "--backend-mode", "pool", NULL },
+		{ "--backend-mode", "mux:0", NULL },
+		{ "--backend-mode", "mux:1025", NULL },
 		{ "--backend-mode", "sometimes", NULL },
 		{ "--workers", "257", NULL },
 		{ "--cache-kb", "0", NULL },
@@ -700,6 +709,7 @@ static CU_TestInfo cases[] = {
 	{ "variant b (shared pool) agrees with both truths", test_variant_b },
 	{ "PUTs are written through and never hit", test_writes },
 	{ "variant c (worker pool) agrees with both truths", test_variant_c },
+	{ "one multiplexed back-end connection agrees with both truths", test_variant_mux },
 	{ "front-end answers bad, pipelined and long lines in order", test_front_lines },
 	{ "front-end with workers answers bad, pipelined and long lines in order", test_front_lines_workers },
 	{ "front-end reports a dead back-end and caches nothing", test_dead_backend },
