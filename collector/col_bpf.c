@@ -13,7 +13,8 @@
  * The hand-off hook (sched_waking, follow-replies) runs at every wake-up on
  * the machine; unless asked to from the start, it is attached here, between
  * two drains of the ring on the one thread that owns the backend, once the
- * kernel has counted a request answered by another thread than its reader.
+ * kernel has counted a request handed between threads (a reply sent, or
+ * read, by another thread than the request's).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -322,7 +323,8 @@ static int col_bpf_report(struct col_bpf *b, const struct col_sink *sink)
 }
 
 /*
- * A request was answered by another thread than its reader: attaches the
+ * A request was handed between threads (its reply sent, or read, by another
+ * thread than the request's): attaches the
  * hand-off hook for good. On failure it is not tried again (logged); the
  * kernel goes on counting such requests.
  */
@@ -340,7 +342,8 @@ static void col_bpf_handoff_attach(struct col_bpf *b)
 	b->handoff_attached = 1;
 	__atomic_store_n(&b->skel->bss->handoff_hook, 1, __ATOMIC_SEQ_CST);
 	b->handoff_before = __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_SEQ_CST);
-	rm_log_info("hand-off hook attached: %llu requests answered by another thread than their reader before it",
+	rm_log_info("hand-off hook attached: %llu requests handed between threads (a reply sent or read by another "
+		    "thread than the request's) before it",
 		    (unsigned long long)b->handoff_before);
 }
 

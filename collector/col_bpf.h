@@ -39,7 +39,7 @@ struct col_bpf_stats {
 	uint64_t windows;        /* window reports handed to the sink */
 	uint64_t dropped_parts;  /* parts the kernel could not emit (ring full) */
 	int handoff_hook;        /* the hand-off hook was attached (0: not yet, or not loaded) */
-	uint64_t handoff_replies_before; /* requests answered by another thread than their reader before
+	uint64_t handoff_replies_before; /* requests handed between threads (reply sent or read by another thread) before
 					  * the hand-off hook was attached: charged without the hand-off
 					  * rule (docs/cpu-counters.md) */
 };

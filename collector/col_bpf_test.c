@@ -1040,8 +1040,11 @@ static int wait_handoff_hook(struct col_bpf *b)
  * trigger the hook.
  */
 static void handoff_hook_cases(struct col_bpf *b);
+static void reply_reader_cases(struct col_bpf *b);
 
-static void test_handoff_hook_on_demand(void)
+/* Runs cases on a backend that accounts only a new network namespace,
+ * which this thread (and what it starts) is in meanwhile. */
+static void in_own_netns(void (*cases)(struct col_bpf *b))
 {
 	struct col_bpf_cfg cfg = { .window_ns = 1000000000ULL, .follow_replies = 1, .cpu_counters = cpu_counters };
 	struct col_bpf *b = NULL;
@@ -1060,7 +1063,7 @@ static void test_handoff_hook_on_demand(void)
 	if (system("ip link set lo up") == 0 && stat("/proc/thread-self/ns/net", &nst) == 0) {
 		cfg.netns_ino = (uint32_t)nst.st_ino;
 		if ((rv = col_bpf_open(&b, &cfg)) == RM_OK)
-			handoff_hook_cases(b);
+			cases(b);
 		else
 			fprintf(stderr, "ebpf backend unavailable: %s\n", rm_strerror(rv));
 		CU_ASSERT_EQUAL(rv, RM_OK);
@@ -1069,6 +1072,95 @@ static void test_handoff_hook_on_demand(void)
 	}
 	CU_ASSERT_EQUAL(setns(orig, CLONE_NEWNET), 0);
 	close(orig);
+}
+
+static void test_handoff_hook_on_demand(void)
+{
+	in_own_netns(handoff_hook_cases);
+}
+
+/*
+ * The other trigger: a reply read on a client-side connection by another
+ * thread than the one that sent the request on it (a reader handing replies
+ * to the threads waiting for them, on a connection they share). The server
+ * answers on the thread that read the request, and before it a client that
+ * reads its own replies (loop2) attaches nothing.
+ */
+static void test_handoff_hook_reply_reader(void)
+{
+	in_own_netns(reply_reader_cases);
+}
+
+/* A server thread: one connection, one 60-byte request, a 40-byte reply. */
+static void *echo1_main(void *arg)
+{
+	int *lfd = arg, fd;
+	char buf[60];
+
+	if ((fd = accept(*lfd, NULL, NULL)) < 0)
+		return NULL;
+	if (recv(fd, buf, sizeof(buf), MSG_WAITALL) == (ssize_t)sizeof(buf)) {
+		memset(buf, 'r', 40);
+		if (send(fd, buf, 40, 0) != 40)
+			perror("send");
+	}
+	close(fd);
+	return NULL;
+}
+
+/* A thread reading one 40-byte reply on *arg (an fd); its result in the fd's place (1 read, 0 not). */
+static void *reply_reader_main(void *arg)
+{
+	int *fd = arg;
+	char r[40];
+
+	*fd = recv(*fd, r, sizeof(r), MSG_WAITALL) == (ssize_t)sizeof(r);
+	return NULL;
+}
+
+static void reply_reader_cases(struct col_bpf *b)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct loop2 l = { -1, { -1, -1 }, 0 };
+	struct col_bpf_stats st;
+	pthread_t ts, tr;
+	int lfd = -1, cfd, rfd, port, sent;
+	char q[60];
+	size_t i;
+
+	CU_ASSERT_EQUAL(waking_linked(b), 0);
+	/* clients that read their own replies */
+	CU_ASSERT(loop2_run(&l) > 0);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	col_bpf_get_stats(b, &st);
+	CU_ASSERT_EQUAL(st.handoff_hook, 0);
+	CU_ASSERT_EQUAL(waking_linked(b), 0);
+	/* this thread sends the request, another reads the reply */
+	CU_ASSERT_FATAL((port = listen_explicit(&lfd)) > 0);
+	a.sin_port = htons((uint16_t)port);
+	pthread_create(&ts, NULL, echo1_main, &lfd);
+	memset(q, 'q', sizeof(q));
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	sent = cfd >= 0 && connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	       send(cfd, q, sizeof(q), 0) == (ssize_t)sizeof(q);
+	if (!sent)
+		shutdown(lfd, SHUT_RDWR); /* the server still in accept returns */
+	rfd = cfd;
+	if (sent) {
+		pthread_create(&tr, NULL, reply_reader_main, &rfd);
+		pthread_join(tr, NULL);
+	}
+	pthread_join(ts, NULL);
+	CU_ASSERT(sent && rfd == 1);
+	CU_ASSERT(wait_handoff_hook(b));
+	CU_ASSERT_EQUAL(waking_linked(b), 1);
+	col_bpf_get_stats(b, &st);
+	CU_ASSERT(st.handoff_replies_before >= 1);
+	close(cfd);
+	close(lfd);
+	drain_close(b);
+	check_identity();
 }
 
 static void handoff_hook_cases(struct col_bpf *b)
@@ -2158,6 +2250,8 @@ static CU_TestInfo cases[] = {
 	  test_follow_replies_tail },
 	{ "the hand-off hook is attached at a pool's first hand-off, never for a server that answers itself",
 	  test_handoff_hook_on_demand },
+	{ "the hand-off hook is attached when a reply is read by another thread than its request's sender",
+	  test_handoff_hook_reply_reader },
 	{ "a unix stream socket's bytes carry both ends and their positions", test_unix_pairing },
 	{ "rametr processes and excluded pids never appear in parts", test_exclusion },
 	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },

@@ -535,8 +535,8 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 		    (unsigned long long)st.parts, (unsigned long long)st.windows,
 		    (unsigned long long)st.dropped_parts);
 	if (o->follow_replies && !o->follow_wakeups)
-		rm_log_info("hand-off hook %s; %llu requests answered by another thread than their reader were "
-			    "charged without it", st.handoff_hook ? "attached" : "never attached",
+		rm_log_info("hand-off hook %s; %llu requests handed between threads (a reply sent or read by another "
+			    "thread than the request's) were charged without it", st.handoff_hook ? "attached" : "never attached",
 			    (unsigned long long)st.handoff_replies_before);
 	col_bpf_close(b);
 	return rv;

@@ -62,10 +62,13 @@ __s64 clk_off = 0x7fffffffffffffffLL;
 
 /*
  * The hand-off hook (rm_sched_waking) runs at every wake-up on the machine,
- * so with follow-replies alone the collector attaches it only once a server
- * shows that it hands requests over: a reply sent on a server-side socket by
- * another thread than the one that read the request there (rm_sock_send).
- * Until then handoff_hook is 0 and each such reply is counted in
+ * so with follow-replies alone the collector attaches it only once a process
+ * shows that it hands requests over between threads: a reply sent on a
+ * server-side socket by another thread than the one that read the request
+ * there (rm_sock_send), or a reply read on a client-side socket by another
+ * thread than the one that last sent on it (rm_sock_recv: a reader handing
+ * replies to the threads waiting for them on a shared connection). Until
+ * then handoff_hook is 0 and each such request is counted in
  * handoff_replies, which the collector polls; it sets handoff_hook once the
  * hook is attached (at its start when the hook is attached from the start).
  */
@@ -1099,6 +1102,12 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 			rm_inb_update(in, has_seq, start, ret);
 			in->reader = task->pid;
 		}
+	} else if (follow_replies && !handoff_hook && tcp) {
+		/* a reply read by another thread than the request's sender */
+		struct rm_inb *in = bpf_sk_storage_get(&inbs, sk, 0, 0);
+
+		if (in && in->reader && in->reader != task->pid)
+			__sync_fetch_and_add(&handoff_replies, 1);
 	}
 	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
@@ -1174,8 +1183,16 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 		has_seq = rm_unix_range(sk, &tup, ret, 1, &start);
 	}
 	/* whatever the mode: the cut inside rm_on_send may begin a chain */
-	if (srv)
+	if (srv) {
 		inb = bpf_sk_storage_get(&inbs, sk, 0, 0);
+	} else if (follow_replies && !handoff_hook && tcp) {
+		/* a client-side request: who sent it, for its reply's reader
+		 * (only until the hand-off hook is attached) */
+		struct rm_inb *out = bpf_sk_storage_get(&inbs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+
+		if (out)
+			out->reader = task->pid;
+	}
 	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
 		return (int)(start & 1) + has_seq;

@@ -148,7 +148,8 @@ struct rm_inb {
 	__u64 seq_start, seq_end; /* TCP range, valid if has_seq */
 	__u32 has_seq;
 	__u32 replied;            /* a reply went out since: the next bytes begin a new request */
-	__u32 reader;             /* kernel: the thread that read them (the hand-off hook's trigger) */
+	__u32 reader;             /* kernel: the thread that read them; on a client-side socket the thread
+				     that last sent on it (the hand-off hook's triggers) */
 	__u32 pad;
 };
 
