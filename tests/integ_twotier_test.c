@@ -517,14 +517,16 @@ static void test_rametr_accuracy(void)
 }
 
 /*
- * The hand-off hook is attached by a collector only where a server answers
- * requests on other threads than the ones that read them: tb-front's pool
- * (variant c); not for tb-back, nor tb-front's thread per connection.
+ * The hand-off hook is attached by a collector only where requests move
+ * between threads: tb-front's pool (variant c: a server answering on other
+ * threads than the readers) and tb-front's shared back-end connection (mux:
+ * replies read by another thread than the senders); not for tb-back, nor
+ * tb-front's thread per connection with a connection of its own.
  */
 static void test_handoff_hook(void)
 {
 	const char *w = getenv("RM_TWOTIER_WORKERS");
-	int pool = w && atoi(w) > 0;
+	int pool = (w && atoi(w) > 0) || getenv("RM_TWOTIER_MUX");
 
 	run_once();
 	if (run.skipped)
@@ -532,7 +534,7 @@ static void test_handoff_hook(void)
 	if (!run.rametr_ok && strstr(run.rametr_why, "did not attach"))
 		RM_TEST_SKIP("ebpf collector unavailable: %s", run.rametr_why);
 	fprintf(stderr, "hand-off hook: fe %d, be %d (front-end %s)\n", run.waking[0], run.waking[1],
-		pool ? "pool" : "thread per connection");
+		getenv("RM_TWOTIER_MUX") ? "one shared back-end connection" : pool ? "pool" : "thread per connection");
 	CU_ASSERT_EQUAL(run.waking[0], pool);
 	CU_ASSERT_EQUAL(run.waking[1], 0);
 }
@@ -552,7 +554,7 @@ static CU_TestInfo cases[] = {
 	{ "two tiers serve across namespaces with consistent truth", test_services_across_namespaces },
 	{ "teardown leaves no namespace, veth or bridge", test_teardown_clean },
 	{ "rametr cpu per ce within 1% at front and back, v within 3%", test_rametr_accuracy },
-	{ "the hand-off hook is attached only where a pool hands requests over", test_handoff_hook },
+	{ "the hand-off hook is attached only where requests move between threads", test_handoff_hook },
 	CU_TEST_INFO_NULL,
 };
 
