@@ -131,7 +131,7 @@ static void test_labelled(void)
 	CU_ASSERT_EQUAL_FATAL(run(args), 0);
 	CU_ASSERT_EQUAL(strncmp(out, "ESTIMATES by kalman", 19), 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "SERVER"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(out, "0.800 s"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "800.00 core-ms"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "80.00%"));
 	CU_ASSERT_PTR_NULL(strstr(out, "net_rx"));
 	/* the measured table carries no label */

@@ -1,6 +1,6 @@
 /*
  * ctl_out.c - rametrctl's output: the aligned table (with amounts in
- * seconds or bytes and shares in percent), JSON and CSV records (raw
+ * core-hours ... core-ms or B ... PiB and shares in percent), JSON and CSV records (raw
  * integers; escaping in rm_rec.h), for the usage, unaccountable, splits and
  * check commands. Owns the small table buffer used to align columns.
  */
@@ -32,22 +32,6 @@ int ctl_fmt_parse(const char *s, enum ctl_fmt *out)
 static uint64_t ctl_abs(int64_t v)
 {
 	return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-}
-
-char *ctl_fmt_amount(enum st_resource r, int64_t v, char *buf, size_t len)
-{
-	uint64_t a = ctl_abs(v);
-
-	if (r == ST_R_CPU) {
-		/* ms rounded half away from zero; u128 so that a near 2^64 cannot wrap */
-		uint64_t ms = (uint64_t)(((unsigned __int128)a + 500000) / 1000000);
-
-		snprintf(buf, len, "%s%llu.%03llu s", v < 0 ? "-" : "",
-			 (unsigned long long)(ms / 1000), (unsigned long long)(ms % 1000));
-	} else {
-		snprintf(buf, len, "%lld B", (long long)v);
-	}
-	return buf;
 }
 
 char *ctl_fixed(char *end, unsigned __int128 q, int dec)
@@ -101,6 +85,94 @@ char *ctl_fmt_share(int64_t v, uint64_t total, char *buf, size_t len)
 	if (v < 0 && h)
 		*--p = '-';
 	ctl_copy(buf, len, p);
+	return buf;
+}
+
+/* v / div (div > 0) with 2 decimals, or with as many more (up to 12) as
+ * three significant digits need when |v| / div < 1: 0.000123 cores rather
+ * than 0.00. Rounded half away from zero, exact (integers); formatted by
+ * hand, not printf (a table may have a hundred thousand rows). */
+static void ctl_dec(char *buf, size_t len, int64_t v, unsigned __int128 div, const char *unit)
+{
+	unsigned __int128 a = v < 0 ? (unsigned __int128)(-(v + 1)) + 1 : (unsigned __int128)v;
+	unsigned __int128 p = 100, c;
+	char t[128], *e = t + sizeof(t) - 1 - strnlen(unit, 63);
+	int d = 2, neg;
+
+	while (a && d < 12 && a * p < div * 100) {
+		p *= 10;
+		d++;
+	}
+	c = (a * p * 2 + div) / (div * 2);
+	neg = v < 0 && c != 0; /* "-" unless it rounds to zero */
+	memcpy(e, unit, strnlen(unit, 63) + 1);
+	*--e = ' ';
+	e = ctl_fixed(e, c, d);
+	if (neg)
+		*--e = '-';
+	ctl_copy(buf, len, e);
+}
+
+/* Bytes (per second when per > 1) in B, KiB, ... TiB, PiB. */
+static void ctl_bytes(char *buf, size_t len, int64_t v, uint64_t per, const char *suffix)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	uint64_t a = (v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v) / per;
+	unsigned __int128 div = 1024;
+	char u[16];
+	size_t i = 0;
+
+	if (a < 1024) {
+		if (per == 1) {
+			snprintf(buf, len, "%lld B", (long long)v);
+		} else {
+			ctl_copy(u, sizeof(u), "B");
+			ctl_copy(u + 1, sizeof(u) - 1, suffix);
+			ctl_dec(buf, len, v, per, u);
+		}
+		return;
+	}
+	while (i + 1 < sizeof(units) / sizeof(units[0]) && a >= div * 1024) {
+		div *= 1024;
+		i++;
+	}
+	ctl_copy(u, sizeof(u), units[i]);
+	ctl_copy(u + 3, sizeof(u) - 3, suffix);
+	ctl_dec(buf, len, v, div * per, u);
+}
+
+char *ctl_human_amount(enum st_resource r, int64_t v, char *buf, size_t len)
+{
+	/* cpu in the largest of core-h, core-min, core-s, core-ms that is at
+	 * least 1 (0 in core-h) */
+	static const struct {
+		uint64_t ns;
+		const char *unit;
+	} cpu[] = { { 3600000000000ULL, "core-h" }, { 60000000000ULL, "core-min" },
+		    { 1000000000ULL, "core-s" }, { 1000000ULL, "core-ms" } };
+	uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	size_t i = 0;
+
+	if (r != ST_R_CPU) {
+		ctl_bytes(buf, len, v, 1, "");
+		return buf;
+	}
+	while (a && a < cpu[i].ns && i + 1 < sizeof(cpu) / sizeof(cpu[0]))
+		i++;
+	ctl_dec(buf, len, v, cpu[i].ns, cpu[i].unit);
+	return buf;
+}
+
+char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf, size_t len)
+{
+	if (period_ns <= 0)
+		snprintf(buf, len, "-");
+	else if (r == ST_R_CPU)
+		ctl_dec(buf, len, v, (unsigned __int128)period_ns, "cores");
+	else if (period_ns < 1000000000LL)
+		snprintf(buf, len, "-");
+	else
+		ctl_bytes(buf, len, v, (uint64_t)(period_ns / 1000000000LL), "/s");
 	return buf;
 }
 
@@ -262,7 +334,7 @@ int ctl_print_usage_src(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, si
 	if (per_window)
 		t.head[t.ncol++] = "WINDOW";
 	t.right[t.ncol] = 1;
-	t.head[t.ncol++] = "VALUE";
+	t.head[t.ncol++] = "AMOUNT";
 	t.right[t.ncol] = 1;
 	t.head[t.ncol++] = "SHARE";
 	for (i = 0; i < n; i++) {
@@ -281,7 +353,7 @@ int ctl_print_usage_src(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, si
 		snprintf(c[k++], CTL_CELL, "%s", st_resource_name(r->resource));
 		if (per_window)
 			ctl_time_format(r->win_start_ns, c[k++], CTL_CELL);
-		ctl_fmt_amount(r->resource, v, c[k++], CTL_CELL);
+		ctl_human_amount(r->resource, v, c[k++], CTL_CELL);
 		ctl_fmt_share(v, r->total, c[k++], CTL_CELL);
 	}
 	if (t.n)
@@ -309,7 +381,7 @@ int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_
 		t.head[t.ncol++] = "WINDOW";
 	t.head[t.ncol++] = "REASON";
 	t.right[t.ncol] = 1;
-	t.head[t.ncol++] = "VALUE";
+	t.head[t.ncol++] = "AMOUNT";
 	t.right[t.ncol] = 1;
 	t.head[t.ncol++] = "SHARE";
 	for (i = 0; i < n; i++) {
@@ -326,7 +398,7 @@ int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_
 		if (per_window)
 			ctl_time_format(r->win_start_ns, c[k++], CTL_CELL);
 		snprintf(c[k++], CTL_CELL, "%s", r->reason);
-		ctl_fmt_amount(r->resource, v, c[k++], CTL_CELL);
+		ctl_human_amount(r->resource, v, c[k++], CTL_CELL);
 		ctl_fmt_share(v, r->total, c[k++], CTL_CELL);
 	}
 	if (t.n)

@@ -42,9 +42,15 @@ int ctl_flush(FILE *f);
 /* "table", "json", "csv" -> *out: RM_OK or RM_EINVAL (logs nothing). */
 int ctl_fmt_parse(const char *s, enum ctl_fmt *out);
 
-/* A resource amount for people: cpu ns as seconds with 3 decimals ("1.235 s",
- * rounded half away from zero), bytes as an integer ("4096 B"). Returns buf. */
-char *ctl_fmt_amount(enum st_resource r, int64_t v, char *buf, size_t len);
+/* Human amounts: cpu ns in the largest of core-h, core-min, core-s and
+ * core-ms that is at least 1 ("12.35 core-h", "1.73 core-s"; 0 in core-h)
+ * and per second of the period as cores ("0.51 cores"); bytes as B (an
+ * integer), KiB, MiB, GiB, TiB, PiB and per second ("1.20 MiB/s"). Two
+ * decimals, or below 1 in the unit as many as three significant digits
+ * need (at most 12: "0.000481 cores", "0.0347 B/s"); exact, rounded half
+ * away from zero. period_ns 0: rate "-". Returns buf. */
+char *ctl_human_amount(enum st_resource r, int64_t v, char *buf, size_t len);
+char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf, size_t len);
 
 /* Writes the rounded quotient q as a fixed-point decimal with dec (0..30)
  * fraction digits ("12.345000" for q = 12345000, dec 6; at least one digit
@@ -69,7 +75,7 @@ int64_t ctl_row_amount(const struct st_row *row);
 
 /*
  * Prints st_query_usage() rows. Table columns SERVER CE RESOURCE [WINDOW]
- * VALUE SHARE; JSON objects server, ce, resource, value, total, unit
+ * AMOUNT (ctl_human_amount) SHARE; JSON objects server, ce, resource, value, total, unit
  * [, window_start, window_len]; CSV the same fields with a header line.
  * show_v = 0 leaves out the ST_CE_UNACCOUNTABLE rows. Returns RM_OK or
  * RM_EIO (write error) / RM_ENOMEM.
@@ -86,7 +92,7 @@ int ctl_print_usage(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t
 int ctl_print_usage_src(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,
 			int per_window, int show_v, const char *source);
 
-/* Prints st_query_unacct() rows: SERVER RESOURCE [WINDOW] REASON VALUE SHARE
+/* Prints st_query_unacct() rows: SERVER RESOURCE [WINDOW] REASON AMOUNT SHARE
  * (share of the total U); JSON/CSV fields server, resource, reason, value,
  * total, unit [, window_start, window_len]. Returns as ctl_print_usage. */
 int ctl_print_unacct(FILE *f, enum ctl_fmt fmt, const struct st_row *rows, size_t n,

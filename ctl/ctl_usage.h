@@ -47,16 +47,6 @@ struct ctl_urow {
 int ctl_usage_group(const struct st_row *rows, size_t n, unsigned by, int show_v, size_t top,
 		    int64_t since, int64_t until, struct ctl_urow **out, size_t *nout, size_t *left_out);
 
-/* Human amounts: cpu ns in the largest of core-h, core-min, core-s and
- * core-ms that is at least 1 ("12.35 core-h", "1.73 core-s"; 0 in core-h)
- * and per second of the period as cores ("0.51 cores"); bytes as B (an
- * integer), KiB, MiB, GiB, TiB, PiB and per second ("1.20 MiB/s"). Two
- * decimals, or below 1 in the unit as many as three significant digits
- * need (at most 12: "0.000481 cores", "0.0347 B/s"); exact, rounded half
- * away from zero. period_ns 0: rate "-". Returns buf. */
-char *ctl_human_amount(enum st_resource r, int64_t v, char *buf, size_t len);
-char *ctl_human_rate(enum st_resource r, int64_t v, int64_t period_ns, char *buf, size_t len);
-
 /*
  * Prints grouped rows. Table: [PERIOD when per_period] [SERVER] [CE]
  * RESOURCE AMOUNT AVERAGE SHARE (share of the group's U). JSON/CSV:
