@@ -28,8 +28,9 @@ struct col_bpf_cfg {
 			       * (segmenter.h, rm_ctr_edge): no context-switch hook. Not with
 			       * follow_wakeups, which needs one (RM_EINVAL) */
 	int handoffs_from_start; /* follow_replies: attach the hand-off hook (sched_waking) at once;
-				  * else col_bpf_poll attaches it once a reply comes from another thread
-				  * than its request's reader. follow_wakeups always attaches it at once */
+				  * else col_bpf_poll attaches it once a request is handed between
+				  * threads (its reply sent, or read, by another thread than the
+				  * request's). follow_wakeups always attaches it at once */
 	uint32_t ring_bytes;  /* size of the part ring, a power of 2 >= 4096; 0 = 16 MiB */
 	uint32_t bench_stage; /* benchmarks only: RM_STAGE_* (rametr.h); 0 = full accounting */
 };
@@ -39,9 +40,9 @@ struct col_bpf_stats {
 	uint64_t windows;        /* window reports handed to the sink */
 	uint64_t dropped_parts;  /* parts the kernel could not emit (ring full) */
 	int handoff_hook;        /* the hand-off hook was attached (0: not yet, or not loaded) */
-	uint64_t handoff_replies_before; /* requests handed between threads (reply sent or read by another thread) before
-					  * the hand-off hook was attached: charged without the hand-off
-					  * rule (docs/cpu-counters.md) */
+	uint64_t handoff_replies_before; /* requests handed between threads (reply sent or read by
+					  * another thread) before the hand-off hook was attached:
+					  * charged without the hand-off rule (docs/cpu-counters.md) */
 };
 
 /*
@@ -56,7 +57,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg);
  * sink->part, then every window-total delta to sink->window (the deltas at
  * most every COL_BPF_REPORT_MS: reading the per-CPU totals is one syscall per
  * slot; col_bpf_finish() always reports). Attaches the hand-off hook when
- * the kernel has seen a request answered by another thread than its reader
+ * the kernel has seen a request handed between threads
  * (col_bpf_cfg.handoffs_from_start); once attached it stays attached until
  * col_bpf_finish(). Returns RM_OK or the first sink error (the remaining data
  * stays for the next call).

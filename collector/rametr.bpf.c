@@ -7,7 +7,7 @@
  * sock_recv_length (bytes, 4-tuple and TCP byte range from struct sock),
  * sched_process_fork / exit (thread lineage) and block_rq_issue (disk);
  * with follow-replies, sched_waking (hand-offs inside a process), attached
- * by the collector once a server shows it hands requests over (below).
+ * by the collector once a process shows it hands requests over (below).
  * On-CPU time and run-queue wait: by default (cpu_counters) from each
  * thread's own scheduler counters read at those edges and by a task
  * iterator at each window's end, with no hook on context switches

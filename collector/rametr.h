@@ -107,7 +107,7 @@ struct rm_counts {
 			       had just answered a request, to finish it (rm_on_handoff) */
 #define RM_CHAIN_PASSED 0x40 /* with RM_MODE_SEG on a client-side socket: the thread handed what it read
 				to another thread (a demultiplexing reader): its next recv begins a new
-				segment instead of extending this one (rm_on_handoff) */
+				segment instead of extending this one (rm_on_pass) */
 
 /* rm_task.ctr_set (CPU counters). */
 #define RM_CTR_SET 0x1 /* cpu_mark, ctr_ns and nvcsw hold the thread's counters */
