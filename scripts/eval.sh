@@ -59,7 +59,11 @@
 # pooled upstream connections Rametr within 2% per CE of tb-back's truth, its
 # shares within 1 pp, the right rank order; on memcached each CE on a worker
 # of its own, Rametr within 2% per CE of its worker's CPU, 1 pp of share and
-# the right rank order (scripts/eval-report.sh).
+# the right rank order; on MariaDB within 1% per CE of its connection's
+# thread, 0.5 pp of share, the right rank order and V within 0.5 pp of U from
+# its other threads' CPU; on apache2 within 30% per CE of the separate runs,
+# 6 pp of share, the right rank order, U within 2% of its threads' CPU and V
+# at most 2 pp of U above its listener's CPU (scripts/eval-report.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only=""
