@@ -828,6 +828,14 @@ if want apache; then
 	echo "$t_a $t_b" >"$d/interval.txt"
 	add_rows apache separate be "$d" "$d/truth-separate.txt" $t_a $t_b
 	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+	# each CE alone is exact: all of the server's CPU less idle is that CE's.
+	# "ce cpu-less-idle-ns rametr-ns v-ns" over each alone phase
+	for i in 1 2 3; do
+		read -r cpu secs a b <"$d/sep-c$i-cpu.txt"
+		sum_windows "$d/win-be-Rametr.csv" "$a" "$b" | awk -v ce=c$i -v cpu="$cpu" -v secs="$secs" \
+			-v idle="$(cat "$d/sep-idle-cpu.txt")" 'BEGIN { split(idle, I, " ") } { v[$1] = $2 }
+			END { printf "%s %.0f %.0f %.0f\n", ce, cpu - I[1] / I[2] * secs, v[ce], v["__unaccountable__"] }'
+	done >"$d/alone-rametr.txt"
 fi
 
 # ---------------------------------------------------------------- MariaDB
