@@ -215,6 +215,18 @@ add_rows() {
 	done
 }
 
+# be_rows EXP CONFIG TRUTH: the results of a run on rm-be over [t_a, t_b)
+# ($d): the window dumps, V by reason (v-be.csv), interval.txt, the result
+# rows against TRUTH ("ce ns") and Rametr's sums (rametr-sums.txt).
+be_rows() {
+	dump_windows "$d" be
+	"$CTL" unaccountable --db "$d/rametr.db" --server be --resource cpu --since "$t_a" --until "$t_b" -o csv \
+		>"$d/v-be.csv" 2>/dev/null || :
+	echo "$t_a $t_b" >"$d/interval.txt"
+	add_rows "$1" "$2" be "$d" "$3" $t_a $t_b
+	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+}
+
 # truth file of tb-front/tb-back -> "ce cpu_ns"
 truth_lines() { awk -F, 'NR > 1 { print $1, $3 }' "$1"; }
 
@@ -665,13 +677,8 @@ if want memcached; then
 	tb_stop $mc memcached "$d/memcached.log"
 	tb_rametr_stop
 	tb_release_hosts
-	dump_windows "$d" be
-	"$CTL" unaccountable --db "$d/rametr.db" --server be --resource cpu --since "$t_a" --until "$t_b" -o csv \
-		>"$d/v-be.csv" 2>/dev/null || :
 	for i in 1 2 3; do echo "c$i $(mc_requests "$d/load-c$i.txt")"; done >"$d/requests.txt"
-	echo "$t_a $t_b" >"$d/interval.txt"
-	add_rows memcached workers be "$d" "$d/truth-workers.txt" $t_a $t_b
-	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+	be_rows memcached workers "$d/truth-workers.txt"
 fi
 
 # ---------------------------------------------------------------- apache2
@@ -822,12 +829,7 @@ if want apache; then
 				for (c in raw) printf "%s %.0f\n", c, raw[c] * target / s
 				printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f\n", ir, target, s / target > "/dev/stderr" }' \
 			"$d/requests.txt" - 2>"$d/separate-summary.txt" | sort >"$d/truth-separate.txt"
-	dump_windows "$d" be
-	"$CTL" unaccountable --db "$d/rametr.db" --server be --resource cpu --since "$t_a" --until "$t_b" -o csv \
-		>"$d/v-be.csv" 2>/dev/null || :
-	echo "$t_a $t_b" >"$d/interval.txt"
-	add_rows apache separate be "$d" "$d/truth-separate.txt" $t_a $t_b
-	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+	be_rows apache separate "$d/truth-separate.txt"
 	# each CE alone is exact: all of the server's CPU less idle is that CE's.
 	# "ce cpu-less-idle-ns rametr-ns v-ns" over each alone phase
 	for i in 1 2 3; do
@@ -927,12 +929,7 @@ if want mariadb; then
 		"$d/conn-threads.txt" "$d/cpu-a.txt" "$d/cpu-b.txt" | sort >"$d/threads-together.txt"
 	grep '^c' "$d/threads-together.txt" >"$d/truth-threads.txt"
 	for i in 1 2 3; do echo "c$i $(sed -n 's/^statements=//p' "$d/load-c$i.txt")"; done >"$d/requests.txt"
-	dump_windows "$d" be
-	"$CTL" unaccountable --db "$d/rametr.db" --server be --resource cpu --since "$t_a" --until "$t_b" -o csv \
-		>"$d/v-be.csv" 2>/dev/null || :
-	echo "$t_a $t_b" >"$d/interval.txt"
-	add_rows mariadb threads be "$d" "$d/truth-threads.txt" $t_a $t_b
-	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+	be_rows mariadb threads "$d/truth-threads.txt"
 fi
 
 # ---------------------------------------------------------------- report
