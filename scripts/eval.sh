@@ -61,9 +61,10 @@
 # of its own, Rametr within 2% per CE of its worker's CPU, 1 pp of share and
 # the right rank order; on MariaDB within 1% per CE of its connection's
 # thread, 0.5 pp of share, the right rank order and V within 0.5 pp of U from
-# its other threads' CPU; on apache2 within 30% per CE of the separate runs,
-# 6 pp of share, the right rank order, U within 2% of its threads' CPU and V
-# at most 2 pp of U above its listener's CPU (scripts/eval-report.sh).
+# its other threads' CPU; on apache2 each CE alone within -32/-14/-6% and +2%
+# of the server's CPU less idle, 21 pp of the separate runs' shares and their
+# rank order, U within 2% of its threads' CPU and V at most 2 pp of U above
+# its listener's CPU (scripts/eval-report.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only=""
