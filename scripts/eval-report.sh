@@ -245,6 +245,8 @@ fi
 # shares: "ce value" lines -> "ce pct-of-sum"
 shares() { awk '$1 ~ /^c[0-9]+$/ { v[$1] = $2; s += $2 } END { for (c in v) printf "%s %.2f\n", c, s ? 100 * v[c] / s : 0 }'; }
 get() { awk -v c="$2" '$1 == c { print $2; f = 1 } END { if (!f) print "" }' "$1"; }
+# v_reasons FILE: V by reason from a rametrctl unaccountable csv, "reason p%, ..." (nothing if FILE is missing)
+v_reasons() { awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$1" 2>/dev/null || :; }
 
 # ------------------------------------------------------------ PostgreSQL (Fig. 9)
 gd=$out/runs/pg
@@ -313,7 +315,7 @@ if grep -q '^pg,' "$R"; then
 		echo "U over the interval: $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s; the backends' truth covers $(awk -v u="$U" '{ s += $2 } END { printf "%.1f", 100 * s / u }' "$gd/truth-backends.txt")% of it;"
 		echo "the rest is postgres's own auxiliary processes, which Rametr leaves unaccountable. Processes other than"
 		echo "the CEs' backends used ${nt}% of postgres's CPU (schedstat); V is ${vu}% of U (by reason:"
-		echo "$(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$gd/v-be.csv" 2>/dev/null)). A backend's"
+		echo "$(v_reasons "$gd/v-be.csv")). A backend's"
 		echo "work after its reply is sent — going idle, statistics, the non-blocking read that finds nothing,"
 		echo "entering the wait for the next query — is the tail of the query answered, and its return from"
 		echo "that wait and the read of the next query are that query's head: Rametr charges both to the role"
@@ -478,7 +480,7 @@ if grep -q '^nginx,' "$R"; then
 	{
 		echo
 		echo "At the back end U is $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s, V $(awk -v u="$U" -v v="$(get "$nd/rametr-sums-be.txt" __unaccountable__)" 'BEGIN { printf "%.2f", u ? 100 * v / u : 0 }')% of it;"
-		echo "by reason: $(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$nd/v-be.csv" 2>/dev/null)."
+		echo "by reason: $(v_reasons "$nd/v-be.csv")."
 		echo "tb-back's truth sums to $(awk -v u="$U" '{ s += $2 } END { printf "%.1f", u ? 100 * s / u : 0 }' "$nd/truth-be.txt")% of U (its main thread's ticks are in U, not in the truth)."
 		if [ -r "$nd/tb-back-threads.txt" ]; then
 			echo "tb-back's connection threads ran $(awk '$1 == "conn" { printf "%.3f s (%d threads)", $2 / 1e9, $3 }' "$nd/tb-back-threads.txt")"
@@ -491,7 +493,7 @@ if grep -q '^nginx,' "$R"; then
 		echo "The proxy: nginx's own on-CPU time (\`/proc/PID/schedstat\` of its processes) over"
 		echo "$(awk '{ print $2 - $1 }' "$nd/interval.txt") whole seconds was $(awk -v p="$pcpu" 'BEGIN { printf "%.3f", p / 1e9 }') s; Rametr charged"
 		echo "$(awk -v p="$pcpu" '$1 ~ /^c[0-9]+$/ { s += $2 } END { printf "%.1f", p ? 100 * s / p : 0 }' "$nd/rametr-sums-fe.txt")% of it to the CEs"
-		echo "(V at rm-fe by reason over the run: $(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$nd/v-fe.csv" 2>/dev/null))."
+		echo "(V at rm-fe by reason over the run: $(v_reasons "$nd/v-fe.csv"))."
 		echo
 	} >>"$md"
 fi
@@ -536,7 +538,7 @@ if grep -q '^memcached,' "$R"; then
 		echo "$(awk '$1 == "background" { printf "%.3f", $2 / 1e9 }' "$md_/threads-together.txt") s (mostly the LRU maintainer, which under load wakes every few"
 		echo "milliseconds to move items between its LRU queues: work for no request). Rametr's U $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s,"
 		echo "V $(awk -v u="$U" -v v="$(get "$md_/rametr-sums.txt" __unaccountable__)" 'BEGIN { printf "%.2f", u ? 100 * v / u : 0 }')% of it, by reason:"
-		echo "$(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$md_/v-be.csv" 2>/dev/null)."
+		echo "$(v_reasons "$md_/v-be.csv")."
 		echo "V is memcached's non-tenant work here, not a loss: the V/U bound of 2% applies where a server's"
 		echo "own non-tenant CPU is at most 1%, and memcached's is not."
 		echo
@@ -595,7 +597,7 @@ if grep -q '^mariadb,' "$R"; then
 		echo "$(awk '{ s += $2 } END { printf "%.3f", s / 1e9 }' "$myd_/threads-together.txt") s, of them the connections' threads"
 		echo "$(awk '$1 ~ /^c/ { s += $2 } END { printf "%.3f", s / 1e9 }' "$myd_/threads-together.txt") s and the other threads (main/acceptor, InnoDB, timers)"
 		echo "$(awk -v o="$other" 'BEGIN { printf "%.4f", o / 1e9 }') s ($(awk -v u="$U" -v o="$other" 'BEGIN { printf "%.2f", u ? 100 * o / u : 0 }')% of U). V $(awk -v u="$U" -v v="${vv:-0}" 'BEGIN { printf "%.2f", u ? 100 * v / u : 0 }')% of U, by reason:"
-		echo "$(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$myd_/v-be.csv" 2>/dev/null)."
+		echo "$(v_reasons "$myd_/v-be.csv")."
 		echo
 	} >>"$md"
 fi
@@ -659,7 +661,7 @@ if grep -q '^apache,' "$R"; then
 		echo "Over the interval apache's threads ran $(awk -v a="$all" 'BEGIN { printf "%.3f", a / 1e9 }') s: the workers"
 		echo "$(awk '$1 == "workers" { printf "%.3f", $2 / 1e9 }' "$ad/threads-together.txt") s, the listener $(awk '$1 == "listener" { printf "%.4f", $2 / 1e9 }' "$ad/threads-together.txt") s ($(awk -v u="$U" '$1 == "listener" { printf "%.2f", u ? 100 * $2 / u : 0 }' "$ad/threads-together.txt")% of U), the parent"
 		echo "process $(awk '$1 == "parent" { printf "%.4f", $2 / 1e9 }' "$ad/threads-together.txt") s. Rametr's U $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s, V $(awk -v u="$U" -v v="${vv:-0}" 'BEGIN { printf "%.2f", u ? 100 * v / u : 0 }')% of it, by reason:"
-		echo "$(awk -F, 'NR > 1 && $3 != "" { printf "%s%s %.2f%%", n++ ? ", " : "", $3, $5 ? 100 * $4 / $5 : 0 }' "$ad/v-be.csv" 2>/dev/null)."
+		echo "$(v_reasons "$ad/v-be.csv")."
 		echo "The listener's work is for the requests (it polls each connection and hands each request to a"
 		echo "worker) but it never reads or answers one, so no segment names whose it is: it stays in V, and the"
 		echo "CEs read low by about that much. The separate runs: $(awk '{ printf "the idle server %.3f ms/s; the CEs'"'"' costs alone times their shared requests are %.3f times the shared run'"'"'s CPU less idle (%.3f s; 1 is additive)", $3 / 1e6, $7, $5 / 1e9 }' "$ad/separate-summary.txt")."
