@@ -59,6 +59,9 @@
  * another CPU than the one its thread ran on): busy = sum(part cpu) + unseg
  * + lost, exactly; likewise for bytes. col_* and the tests check that
  * identity.
+ * Of the unsegmented CPU, what threads of a process running a managed
+ * runtime (rm_task.rt: a Go program, which the loader recognises from its
+ * binary) used is also counted in unseg_rt_ns (a subset, never more).
  *
  * The includer defines, before including this header:
  *   RM_INLINE                    inline qualifier
@@ -91,6 +94,12 @@
  */
 #ifndef RM_SEGMENTER_H
 #define RM_SEGMENTER_H
+
+/* A charge without a thread's state (t NULL) is CPU of a thread of a managed runtime (rm_task.rt): the includer
+ * may define this to read it from e (the kernel's window sweep); 0 by default. */
+#ifndef RM_ENV_RUNTIME
+#define RM_ENV_RUNTIME(e) 0
+#endif
 
 /* CPU counters (rm_ctr_edge): the includer may define this to nonzero (a constant): then rm_cut does nothing. */
 #ifndef RM_ENV_CPU_COUNTERS
@@ -245,10 +254,14 @@ RM_INLINE void rm_cont_fold(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	struct rm_part *p = &t->cur;
 	struct rm_wintot *w;
+	__u64 c;
 
 	if (!t->dirty || p->win != rm_win(e, now) || !(w = rm_env_wintot(e, p->win)))
 		return;
-	RM_ADD(&w->unseg_cpu_ns, RM_TAKE(&p->cpu_ns));
+	c = RM_TAKE(&p->cpu_ns);
+	RM_ADD(&w->unseg_cpu_ns, c);
+	if (t->rt)
+		RM_ADD(&w->unseg_rt_ns, c);
 	RM_ADD(&w->unseg_rx, RM_TAKE(&p->rx_bytes));
 	RM_ADD(&w->unseg_tx, RM_TAKE(&p->tx_bytes));
 	RM_ADD(&w->unseg_disk_read, RM_TAKE(&p->disk_read));
@@ -464,6 +477,8 @@ RM_INLINE void rm_charge_cpu(struct rm_env *e, struct rm_task *t, __u64 w, __u64
 		t->dirty = 1;
 	} else {
 		RM_ADD(&wt->unseg_cpu_ns, d);
+		if (t ? t->rt : RM_ENV_RUNTIME(e))
+			RM_ADD(&wt->unseg_rt_ns, d);
 	}
 }
 

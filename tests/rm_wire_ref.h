@@ -132,6 +132,7 @@ static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals
 	w->dropped_disk_read = k->dropped_disk_read;
 	w->dropped_disk_write = k->dropped_disk_write;
 	w->restart = k->restart;
+	w->unseg_rt_ns = k->unseg_rt_ns;
 }
 
 /* The totals protobuf-c decoded, every field by hand. */
@@ -159,6 +160,7 @@ static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTot
 	k->dropped_disk_read = w->dropped_disk_read;
 	k->dropped_disk_write = w->dropped_disk_write;
 	k->restart = w->restart;
+	k->unseg_rt_ns = w->unseg_rt_ns;
 }
 
 static inline void rm_ref_tuple_in(struct rm_wtuple *d, const Rametr__Tuple *t)
