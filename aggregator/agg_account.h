@@ -53,6 +53,26 @@
 #define AGG_REASON_UNANCHORED "unanchored"
 #define AGG_REASON_NO_SENDER "no_sender" /* a datagram whose sender was not read (unconnected UDP socket) */
 #define AGG_REASON_TOO_MANY_SENDS "too_many_sends" /* received bytes past the sends the pairing follows per part */
+#define AGG_REASON_RUNTIME "runtime" /* a managed runtime's CPU outside segments that the runtime rule did not charge */
+
+/*
+ * The runtime rule. The collector reports, per window, the part of its
+ * unsegmented CPU that threads of a process running a managed runtime (a Go
+ * program) used (rm_totals.unseg_rt_ns): the runtime's own work (scheduler,
+ * sysmon, garbage collector) and the program's between requests, which
+ * follow the requests it serves. Unless switched off, the accountant
+ * charges that CPU of a window of a node to the CEs the node served in that
+ * window (else in the window before), by weights: AGG_RT_REQ_PM_DEFAULT per
+ * mille by each CE's share of the requests completed, the rest by its share
+ * of the CPU charged to it there; the amounts sum to it exactly. What finds
+ * no CE stays V 'runtime' (so does all of it when the rule is off). The
+ * CEs of a window are those this accountant saw charged in it: in this
+ * batch or remembered from earlier ones (AGG_RT_WINS windows, AGG_RT_CES
+ * CEs each, since the aggregator started; a CE past those has no weight).
+ */
+#define AGG_RT_REQ_PM_DEFAULT 500
+#define AGG_RT_WINS 64
+#define AGG_RT_CES 64
 
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */
 struct agg_charge {
@@ -74,6 +94,10 @@ struct agg_account;
 /* store is copied; what it writes to must outlive the accountant. RM_OK,
    RM_EINVAL (a store function missing), RM_ENOMEM. */
 int agg_account_open(struct agg_account **out, const struct agg_store *store);
+
+/* The runtime rule (above): on (the default) or off, and its weight by
+ * requests in per mille (0..1000; the rest by CPU). RM_OK, RM_EINVAL. */
+int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille);
 void agg_account_close(struct agg_account *a);
 
 /*
@@ -160,6 +184,8 @@ struct agg_account_stats {
 	uint64_t batches, duplicates, charges, rows_written, gaps;
 	uint64_t passes;  /* committed expiry passes */
 	uint64_t splits;  /* split parts counted */
+	uint64_t runtime_charged_ns; /* CPU the runtime rule charged to CEs */
+	uint64_t runtime_left_ns;    /* a runtime's CPU left in V 'runtime' (no CE, or the rule off) */
 };
 void agg_account_get_stats(const struct agg_account *a, struct agg_account_stats *out);
 
