@@ -13,7 +13,7 @@
 #include "rm_err.h"
 #include "banned.h"
 
-enum agg_kind { AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT, AGG_K_EST };
+enum agg_kind { AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT, AGG_K_EST, AGG_K_REQ /* the runtime rule's only */ };
 
 struct agg_sum {
 	int kind;             /* 0 = free slot */
@@ -240,6 +240,29 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 	return RM_OK;
 }
 
+int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
+			uint64_t requests)
+{
+	struct agg_sum k = { 0 }, *e;
+	int rv;
+
+	if (!a->open)
+		return RM_ESTATE;
+	if (!ce)
+		return RM_EINVAL;
+	if ((rv = agg_origin(a, node, window_ns, &k)) != 0)
+		return rv;
+	if (a->rt_off || !requests)
+		return RM_OK;
+	k.kind = AGG_K_REQ;
+	k.key = ce;
+	k.win = win;
+	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+		return rv;
+	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
+	return RM_OK;
+}
+
 static int agg_win_start(uint64_t window_ns, uint64_t win, int64_t *start)
 {
 	if (window_ns == 0 || window_ns > (uint64_t)INT64_MAX || win > (uint64_t)INT64_MAX / window_ns ||
@@ -372,12 +395,12 @@ static size_t agg_rt_gather(struct agg_account *a, uint64_t win, struct agg_rt_w
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
 
-		if ((e->kind != AGG_K_CE && e->kind != AGG_K_EST) || e->win != win || e->window_ns != a->m.window_ns ||
+		if ((e->kind != AGG_K_CE && e->kind != AGG_K_REQ) || e->win != win || e->window_ns != a->m.window_ns ||
 		    strcmp(e->node, a->m.node))
 			continue;
 		if (e->kind == AGG_K_CE && e->v[ST_R_CPU] > e->rt_cpu)
 			agg_rt_put(ws, &n, e->key, e->v[ST_R_CPU] - e->rt_cpu, 0);
-		else if (e->kind == AGG_K_EST && e->v[0])
+		else if (e->kind == AGG_K_REQ && e->v[0])
 			agg_rt_put(ws, &n, e->key, 0, e->v[0]);
 	}
 	return n;
@@ -458,11 +481,11 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 	for (i = 0; i < nw; i++) {
 		rt_of[i] = w[i].unseg_rt_ns < w[i].unseg_cpu_ns ? w[i].unseg_rt_ns : w[i].unseg_cpu_ns;
 		charged[i] = 0;
-		if (!rt_of[i] || w[i].restart || a->rt_off)
+		if (!rt_of[i] || w[i].restart)
 			continue;
-		if ((n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
+		if (!a->rt_off && (n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
 			n = agg_rt_gather(a, w[i].win - 1, ws);
-		if ((rv = agg_rt_charge(a, w[i].win, rt_of[i], ws, n, &charged[i])) != 0)
+		if (!a->rt_off && (rv = agg_rt_charge(a, w[i].win, rt_of[i], ws, n, &charged[i])) != 0)
 			return rv;
 		a->rt_charged += charged[i];
 		a->rt_left += rt_of[i] - charged[i];
@@ -504,7 +527,7 @@ static void agg_rt_remember(struct agg_account *a)
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
 		uint64_t cpu = e->kind == AGG_K_CE && e->v[ST_R_CPU] > e->rt_cpu ? e->v[ST_R_CPU] - e->rt_cpu : 0;
-		uint64_t req = e->kind == AGG_K_EST ? e->v[0] : 0;
+		uint64_t req = e->kind == AGG_K_REQ ? e->v[0] : 0;
 		struct agg_rt_win *rw;
 
 		/* (entries the rule alone made are skipped before their key, which may be a slot's, is read) */
@@ -553,6 +576,8 @@ static int agg_write_rows(struct agg_account *a, const struct rm_totals *w, size
 			a->stats.rows_written++;
 			continue;
 		}
+		if (e->kind == AGG_K_REQ)
+			continue; /* the runtime rule's weights: in memory only */
 		if (e->kind == AGG_K_EST) {
 			if ((rv = a->st.add_est_input(a->st.arg, e->node, start, len, e->key, e->v[0], e->v[1], e->v[2])) != 0)
 				return rv;

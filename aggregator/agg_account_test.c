@@ -531,9 +531,9 @@ static void rt_batch(struct rtfx *f, const char *node, uint64_t win, uint64_t c1
 	if (c2)
 		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch[1]), RM_OK);
 	if (r1)
-		CU_ASSERT_EQUAL(agg_account_add_est(f->a, NULL, 0, win, "c1", r1, 0, 0), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", r1), RM_OK);
 	if (r2)
-		CU_ASSERT_EQUAL(agg_account_add_est(f->a, NULL, 0, win, "c2", r2, 0, 0), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", r2), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_commit(f->a, &w, busy ? 1 : 0), RM_OK);
 }
 
@@ -609,6 +609,7 @@ static void test_runtime_across_batches(void)
 
 static void test_runtime_off(void)
 {
+	struct agg_account_stats st;
 	struct rtfx f;
 
 	rt_open(&f);
@@ -619,6 +620,9 @@ static void test_runtime_off(void)
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000);
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 1001);
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 200);
+	agg_account_get_stats(f.a, &st);
+	CU_ASSERT_EQUAL(st.runtime_charged_ns, 0);
+	CU_ASSERT_EQUAL(st.runtime_left_ns, 1001);
 	/* a node without a runtime: nothing moves whether the rule is on or off */
 	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, AGG_RT_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n2", WIN, 3000, 3, 1000, 1, 5200, 1200, 0);

@@ -245,7 +245,7 @@ struct rm_env {
 	__u32 follow_replies;
 	__u64 win_lo, win_hi, win_cur; /* rm_win's last answer, within one hook */
 	__u32 batch;                   /* parts go through this CPU's batch */
-	__u32 rt;                      /* the sweep charges a thread of a managed runtime (RM_ENV_RUNTIME) */
+	__u32 rt;                      /* unsegmented CPU charged with no state is a runtime thread's (segmenter.h) */
 };
 
 #define RM_INLINE static __always_inline
@@ -497,7 +497,6 @@ RM_INLINE void rm_batch_age(struct rm_env *e, __u64 now, int idle)
 }
 
 #define RM_ENV_CPU_COUNTERS(e) (cpu_counters)
-#define RM_ENV_RUNTIME(e) ((e)->rt)
 #include "segmenter.h"
 
 RM_INLINE struct rm_task *rm_or_nostate(struct rm_task *t)

@@ -78,7 +78,7 @@ struct rm_part {
 	__u64 disk_read;
 	__u64 disk_write;
 	__u32 flags;      /* RM_PF_* */
-	__u32 pad;
+	__u32 ends;       /* user space: a record summing merged parts, how many ended their segment; else 0 */
 	struct rm_tuple in;
 	struct rm_tuple out;
 	__u64 in_seq_start, in_seq_end;

@@ -67,7 +67,9 @@
  *   RM_INLINE                    inline qualifier
  *   struct rm_env                with members window_ns, offset_ns (__u64), cpu and
  *                                   follow_replies (__u32), and win_lo, win_hi,
- *                                   win_cur (__u64), zeroed when the settings are set
+ *                                   win_cur (__u64), zeroed when the settings are set,
+ *                                   and rt (__u32, 0 when set up: a charge with no
+ *                                   thread's state, t NULL, is of a runtime's thread)
  *   rm_env_cpu(e)                -> struct rm_cpu *  (per-CPU state of e->cpu; may be NULL)
  *   rm_env_wintot(e, win)        -> struct rm_wintot * (slot of e->cpu for win,
  *                                   zeroed and claimed if it held an older window;
@@ -94,12 +96,6 @@
  */
 #ifndef RM_SEGMENTER_H
 #define RM_SEGMENTER_H
-
-/* A charge without a thread's state (t NULL) is CPU of a thread of a managed runtime (rm_task.rt): the includer
- * may define this to read it from e (the kernel's window sweep); 0 by default. */
-#ifndef RM_ENV_RUNTIME
-#define RM_ENV_RUNTIME(e) 0
-#endif
 
 /* CPU counters (rm_ctr_edge): the includer may define this to nonzero (a constant): then rm_cut does nothing. */
 #ifndef RM_ENV_CPU_COUNTERS
@@ -477,7 +473,7 @@ RM_INLINE void rm_charge_cpu(struct rm_env *e, struct rm_task *t, __u64 w, __u64
 		t->dirty = 1;
 	} else {
 		RM_ADD(&wt->unseg_cpu_ns, d);
-		if (t ? t->rt : RM_ENV_RUNTIME(e))
+		if (t ? t->rt : e->rt)
 			RM_ADD(&wt->unseg_rt_ns, d);
 	}
 }
@@ -1354,7 +1350,9 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 			rm_ctr_cont(e, t, from, d - head);
 			rm_ctr_spread(e, t, from, blk, d - head);
 		} else {
+			e->rt = t->rt; /* unsegmented, but a runtime's counted apart */
 			rm_ctr_spread(e, 0, from, blk, d - head);
+			e->rt = 0;
 		}
 		rm_ctr_block(e, t, blk);
 		if (!recv || (t->mode != RM_MODE_ASSOC && t->mode != RM_MODE_NONE)) {

@@ -65,7 +65,7 @@
 	X(17, in_seq_start, U64, ANY) X(18, in_seq_end, U64, ANY)                             \
 	X(19, out_seq_start, U64, ANY) X(20, out_seq_end, U64, ANY)                           \
 	X(21, parent_seg, U64, ANY) X(22, domid, U32, ANY) X(23, vcpu, U32, ANY)              \
-	X(24, blocked_ns, U64, ANY)
+	X(24, blocked_ns, U64, ANY) X(25, ends, U32, ANY)
 
 /* rametr.proto Tuple. */
 #define RM_TUPLE_FIELDS(X)                                                                   \

@@ -74,6 +74,7 @@ static inline uint64_t rm_ref_rval(uint64_t max)
 		(p)->domid = (uint32_t)rm_ref_rval(UINT32_MAX);                   \
 		(p)->vcpu = (uint32_t)rm_ref_rval(UINT32_MAX);                    \
 		(p)->blocked_ns = rm_ref_rval(0);                                 \
+		(p)->ends = (uint32_t)rm_ref_rval(UINT32_MAX);                    \
 	} while (0)
 
 /*
@@ -105,6 +106,7 @@ static inline uint64_t rm_ref_rval(uint64_t max)
 		(p)->domid = (k)->domid;                                          \
 		(p)->vcpu = (k)->vcpu;                                            \
 		(p)->blocked_ns = (k)->blocked_ns;                                \
+		(p)->ends = (k)->ends;                                            \
 	} while (0)
 
 /* The WindowTotals of k, every field by hand. */
@@ -202,6 +204,7 @@ static inline void rm_ref_part_in(struct rm_wpart *k, const Rametr__SegmentPart 
 	k->domid = p->domid;
 	k->vcpu = p->vcpu;
 	k->blocked_ns = p->blocked_ns;
+	k->ends = p->ends;
 }
 
 #endif
