@@ -71,7 +71,7 @@
  * batch or remembered from earlier ones (AGG_RT_WINS windows, AGG_RT_CES
  * CEs each, since the aggregator started; a CE past those has no weight).
  */
-#define AGG_RT_REQ_PM_DEFAULT 500
+#define AGG_RT_REQ_PM_DEFAULT 700
 #define AGG_RT_WINS 64
 #define AGG_RT_CES 64
 

@@ -544,7 +544,7 @@ static void test_runtime_rule(void)
 
 	rt_open(&f);
 	/* c1: 3000 ns and 3 requests, c2: 1000 ns and 1 request; 1001 ns of the runtime's (of 1201 unsegmented):
-	 * half by requests (3/4, 1/4), half by CPU (3/4, 1/4) */
+	 * by requests (3/4, 1/4) and by CPU (3/4, 1/4) */
 	rt_batch(&f, "n1", WIN, 3000, 3, 1000, 1, 5201, 1201, 1001);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU) + agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU),
 			4000 + 1001);
@@ -553,12 +553,16 @@ static void test_runtime_rule(void)
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 200);
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 0);
 	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
-	/* requests and CPU disagree: c1 all the requests, c2 all the CPU: half each */
+	/* requests and CPU disagree: c1 all the requests, c2 all the CPU: by the weight (default, then half each) */
 	rt_batch(&f, "n1", WIN + 1, 0, 10, 4000, 0, 5000, 1000, 1000);
-	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000 + 250 + 4000 + 500);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000 + 250 + 4000 + 1000 - AGG_RT_REQ_PM_DEFAULT);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 500), RM_OK);
+	rt_batch(&f, "n1", WIN + 2, 0, 10, 4000, 0, 5000, 1000, 1000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT + 500);
 	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
 	agg_account_get_stats(f.a, &st);
-	CU_ASSERT_EQUAL(st.runtime_charged_ns, 2001);
+	CU_ASSERT_EQUAL(st.runtime_charged_ns, 3001);
 	CU_ASSERT_EQUAL(st.runtime_left_ns, 0);
 	rt_close(&f);
 }
