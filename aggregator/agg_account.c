@@ -216,10 +216,11 @@ int agg_account_add_split(struct agg_account *a, const char *node, uint64_t wind
 	return RM_OK;
 }
 
-int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
-			uint64_t requests, uint64_t rt_ns, uint64_t rx)
+/* The open transaction's sum of kind for CE ce of (node, window_ns, win) (agg_origin), made if missing. */
+static int agg_ce_sum(struct agg_account *a, int kind, const char *node, uint64_t window_ns, uint64_t win,
+		      const char *ce, struct agg_sum **out)
 {
-	struct agg_sum k = { 0 }, *e;
+	struct agg_sum k = { 0 };
 	int rv;
 
 	if (!a->open)
@@ -228,10 +229,19 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 		return RM_EINVAL;
 	if ((rv = agg_origin(a, node, window_ns, &k)) != 0)
 		return rv;
-	k.kind = AGG_K_EST;
+	k.kind = kind;
 	k.key = ce;
 	k.win = win;
-	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+	return agg_sum_get(a, &k, out);
+}
+
+int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
+			uint64_t requests, uint64_t rt_ns, uint64_t rx)
+{
+	struct agg_sum *e;
+	int rv;
+
+	if ((rv = agg_ce_sum(a, AGG_K_EST, node, window_ns, win, ce, &e)) != 0)
 		return rv;
 	/* saturate: storage refuses sums above INT64_MAX with a clear error */
 	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
@@ -243,21 +253,12 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
 			uint64_t requests)
 {
-	struct agg_sum k = { 0 }, *e;
+	struct agg_sum *e;
 	int rv;
 
-	if (!a->open)
-		return RM_ESTATE;
-	if (!ce)
-		return RM_EINVAL;
-	if ((rv = agg_origin(a, node, window_ns, &k)) != 0)
-		return rv;
-	if (a->rt_off || !requests)
+	if (a->open && ce && (a->rt_off || !requests))
 		return RM_OK;
-	k.kind = AGG_K_REQ;
-	k.key = ce;
-	k.win = win;
-	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+	if ((rv = agg_ce_sum(a, AGG_K_REQ, node, window_ns, win, ce, &e)) != 0)
 		return rv;
 	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
 	return RM_OK;
