@@ -1553,7 +1553,6 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 		__u64 r = c.slice < d ? c.slice : d, mid = now - r > from ? now - r : from;
 
 		e.rt = t->rt;
-
 		rm_ctr_spread(&e, NULL, from, mid, d - r);
 		rm_ctr_spread(&e, NULL, mid, now, r);
 		return 0;
