@@ -21,13 +21,12 @@ struct agg_sum {
 	uint64_t window_ns, win;
 	const char *key;      /* CE or reason; NULL for splits */
 	uint64_t v[ST_R_COUNT]; /* splits: the count in v[0]; est: requests, rt, rx */
-	uint64_t rt_cpu;      /* CE: the part of v[ST_R_CPU] charged by the runtime rule */
 };
 
 /* What the runtime rule remembers of one window of one node: the CEs it served (agg_rt_*). */
 struct agg_rt_ce {
 	char *ce;             /* owned */
-	uint64_t cpu, req;    /* CPU charged to it (not by the rule), requests it completed */
+	uint64_t cpu, req;    /* CPU charged to it by runtime threads' parts, requests they answered */
 };
 struct agg_rt_win {
 	char *node;           /* owned; NULL = free slot */
@@ -251,16 +250,17 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 }
 
 int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
-			uint64_t requests)
+			uint64_t requests, uint64_t cpu_ns)
 {
 	struct agg_sum *e;
 	int rv;
 
-	if (a->open && ce && (a->rt_off || !requests))
+	if (a->open && ce && (a->rt_off || (!requests && !cpu_ns)))
 		return RM_OK;
 	if ((rv = agg_ce_sum(a, AGG_K_REQ, node, window_ns, win, ce, &e)) != 0)
 		return rv;
 	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
+	e->v[1] = e->v[1] + cpu_ns < e->v[1] ? UINT64_MAX : e->v[1] + cpu_ns;
 	return RM_OK;
 }
 
@@ -381,10 +381,10 @@ static void agg_rt_put(struct agg_rt_w *ws, size_t *n, const char *ce, uint64_t 
 }
 
 /*
- * The CEs the batch's node served in window win, as far as this accountant
- * knows: the CPU charged to them (not by the rule) and the requests they
- * completed, remembered from earlier batches and in this one. Returns how
- * many (into ws, AGG_RT_CES at most).
+ * The CEs the batch's node's runtime threads served in window win, as far as
+ * this accountant knows (agg_account_add_req): the CPU charged to them and
+ * the requests answered, remembered from earlier batches and in this one.
+ * Returns how many (into ws, AGG_RT_CES at most).
  */
 static size_t agg_rt_gather(struct agg_account *a, uint64_t win, struct agg_rt_w *ws)
 {
@@ -396,13 +396,8 @@ static size_t agg_rt_gather(struct agg_account *a, uint64_t win, struct agg_rt_w
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
 
-		if ((e->kind != AGG_K_CE && e->kind != AGG_K_REQ) || e->win != win || e->window_ns != a->m.window_ns ||
-		    strcmp(e->node, a->m.node))
-			continue;
-		if (e->kind == AGG_K_CE && e->v[ST_R_CPU] > e->rt_cpu)
-			agg_rt_put(ws, &n, e->key, e->v[ST_R_CPU] - e->rt_cpu, 0);
-		else if (e->kind == AGG_K_REQ && e->v[0])
-			agg_rt_put(ws, &n, e->key, 0, e->v[0]);
+		if (e->kind == AGG_K_REQ && e->win == win && e->window_ns == a->m.window_ns && !strcmp(e->node, a->m.node))
+			agg_rt_put(ws, &n, e->key, e->v[1], e->v[0]);
 	}
 	return n;
 }
@@ -460,7 +455,6 @@ static int agg_rt_charge(struct agg_account *a, uint64_t win, uint64_t rt, const
 		if ((rv = agg_sum_get(a, &k, &e)) != 0)
 			return rv;
 		e->v[ST_R_CPU] += amt[i];
-		e->rt_cpu += amt[i];
 	}
 	*charged = rt;
 	return RM_OK;
@@ -515,9 +509,9 @@ static struct agg_rt_win *agg_rt_slot(struct agg_account *a, const char *node, u
 }
 
 /*
- * After a commit: remembers what the batch charged to the CEs of its own
- * node (CPU not charged by the rule, requests), per window, for the rule's
- * weights in later batches. Best effort: out of memory, a CE is left out.
+ * After a commit: remembers the batch's weights for the CEs of its own node
+ * (agg_account_add_req), per window, for the rule in later batches. Best
+ * effort: out of memory, a CE is left out.
  */
 static void agg_rt_remember(struct agg_account *a)
 {
@@ -527,12 +521,11 @@ static void agg_rt_remember(struct agg_account *a)
 		return;
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
-		uint64_t cpu = e->kind == AGG_K_CE && e->v[ST_R_CPU] > e->rt_cpu ? e->v[ST_R_CPU] - e->rt_cpu : 0;
-		uint64_t req = e->kind == AGG_K_REQ ? e->v[0] : 0;
+		uint64_t cpu = e->v[1], req = e->v[0];
 		struct agg_rt_win *rw;
 
-		/* (entries the rule alone made are skipped before their key, which may be a slot's, is read) */
-		if ((!cpu && !req) || e->window_ns != a->m.window_ns || strcmp(e->node, a->m.node))
+		/* (the rule's own entries, AGG_K_CE, may have a slot's string as key: never read here) */
+		if (e->kind != AGG_K_REQ || e->window_ns != a->m.window_ns || strcmp(e->node, a->m.node))
 			continue;
 		if (!(rw = agg_rt_slot(a, e->node, e->window_ns, e->win)))
 			continue;

@@ -61,11 +61,12 @@
  * program) used (rm_totals.unseg_rt_ns): the runtime's own work (scheduler,
  * sysmon, garbage collector) and the program's between requests, which
  * follow the requests it serves. Unless switched off, the accountant
- * charges that CPU of a window of a node to the CEs the node served in that
- * window (else in the window before), by weights: AGG_RT_REQ_PM_DEFAULT per
- * mille by each CE's share of the requests completed there
- * (agg_account_add_req), the rest by its share
- * of the CPU charged to it there; the amounts sum to it exactly. What finds
+ * charges that CPU of a window of a node to the CEs the node's runtime
+ * threads served in that window (else in the window before), by weights:
+ * AGG_RT_REQ_PM_DEFAULT per mille by each CE's share of the requests they
+ * answered, the rest by its share of the CPU they were charged for it
+ * (agg_account_add_req); the amounts sum to it exactly. (Per node: two
+ * runtimes on one node share their CEs; other servers' CEs get none.) What finds
  * no CE stays V 'runtime' (so does all of it when the rule is off). The
  * CEs of a window are those this accountant saw charged in it: in this
  * batch or remembered from earlier ones (AGG_RT_WINS windows, AGG_RT_CES
@@ -128,13 +129,14 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 			uint64_t requests, uint64_t rt_ns, uint64_t rx);
 
 /*
- * Counts requests of CE ce completed on node (NULL = the batch's) in window
- * win (window_ns 0 = the batch's): the runtime rule's weights, kept in
- * memory, never written. As agg_account_add; nothing is kept while the
- * rule is off.
+ * Counts requests of CE ce answered, and CPU charged to it (ns), by threads
+ * of a managed runtime (parts flagged RM_PF_RUNTIME) on node (NULL = the
+ * batch's) in window win (window_ns 0 = the batch's): the runtime rule's
+ * weights, kept in memory, never written. As agg_account_add; nothing is
+ * kept while the rule is off.
  */
 int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
-			uint64_t requests);
+			uint64_t requests, uint64_t cpu_ns);
 
 /*
  * Changes to the stitcher's held parts, written at once in the open

@@ -530,10 +530,11 @@ static void rt_batch(struct rtfx *f, const char *node, uint64_t win, uint64_t c1
 		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch[0]), RM_OK);
 	if (c2)
 		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch[1]), RM_OK);
-	if (r1)
-		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", r1), RM_OK);
-	if (r2)
-		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", r2), RM_OK);
+	/* the runtime's threads served them (parts flagged RM_PF_RUNTIME) */
+	if (r1 || c1)
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", r1, c1), RM_OK);
+	if (r2 || c2)
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", r2, c2), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_commit(f->a, &w, busy ? 1 : 0), RM_OK);
 }
 
@@ -611,6 +612,28 @@ static void test_runtime_across_batches(void)
 	rt_close(&f);
 }
 
+static void test_runtime_other_server(void)
+{
+	struct agg_batch_meta m = { "n1", "test", 7, 1, WIN_NS };
+	struct agg_charge ch[2] = { { .win = WIN, .ce = "c1", .v = { 1000 } }, { .win = WIN, .ce = "c2", .v = { 9000 } } };
+	struct rm_totals w = { .win = WIN, .busy_ns = 10600, .unseg_cpu_ns = 600, .unseg_rt_ns = 500 };
+	struct rtfx f;
+	int dup = 0;
+
+	rt_open(&f);
+	/* c2 is another server's on the same node (its parts carry no RM_PF_RUNTIME): the runtime's CPU is c1's */
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[0]), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[1]), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN, "c1", 2, 1000), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 1500);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 9000);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 100);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	rt_close(&f);
+}
+
 static void test_runtime_off(void)
 {
 	struct agg_account_stats st;
@@ -650,6 +673,7 @@ static CU_TestInfo cases[] = {
 	{ "the runtime rule charges a runtime's CPU by requests and CPU, exactly", test_runtime_rule },
 	{ "the runtime rule charges nothing where no CE was served", test_runtime_no_ce },
 	{ "the runtime rule weighs a window's CEs across batches, per node", test_runtime_across_batches },
+	{ "the runtime rule charges only the CEs the runtime's threads served", test_runtime_other_server },
 	{ "the runtime rule off, and a node without a runtime", test_runtime_off },
 	CU_TEST_INFO_NULL,
 };

@@ -215,6 +215,7 @@ static void test_edge_runtime(void)
 	task.rt = 1;
 	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 0, 0, 1), 0);
 	CU_ASSERT_EQUAL(part_cpu(0), 100);
+	CU_ASSERT(nemit > 0 && (emitted[nemit - 1].flags & RM_PF_RUNTIME)); /* the runtime rule's weights */
 	CU_ASSERT_EQUAL(slots[0].unseg_rt_ns, 0);
 	/* holding nothing: unsegmented, the runtime's; another thread's is not */
 	setup(RM_MODE_NONE, 0);

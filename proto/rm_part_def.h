@@ -35,6 +35,8 @@
 #define RM_PF_CONT 0x800    /* continuation (follow-replies): work after a send, before the thread's
 			       next recv; parent_seg names its chain. Without RM_PF_ANCHOR its in
 			       tuple means nothing: it takes the CE of its chain's anchor */
+#define RM_PF_RUNTIME 0x2000 /* the part's thread is of a process running a managed runtime (a Go
+				program): the aggregator's runtime rule weighs its CEs by such parts */
 #define RM_PF_ANCHOR 0x1000 /* in tuple/range set at a reply: the request last received on the socket
 			       the thread answered on. With RM_PF_CONT: the part itself is anchored.
 			       Without: a record (no cost) anchoring chain parent_seg; an empty in
