@@ -478,10 +478,12 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 		charged[i] = 0;
 		if (!rt_of[i] || w[i].restart)
 			continue;
-		if (!a->rt_off && (n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
-			n = agg_rt_gather(a, w[i].win - 1, ws);
-		if (!a->rt_off && (rv = agg_rt_charge(a, w[i].win, rt_of[i], ws, n, &charged[i])) != 0)
-			return rv;
+		if (!a->rt_off) {
+			if ((n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
+				n = agg_rt_gather(a, w[i].win - 1, ws);
+			if ((rv = agg_rt_charge(a, w[i].win, rt_of[i], ws, n, &charged[i])) != 0)
+				return rv;
+		}
 		a->rt_charged += charged[i];
 		a->rt_left += rt_of[i] - charged[i];
 	}
