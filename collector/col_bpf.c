@@ -55,6 +55,7 @@ struct col_bpf {
 	int handoff_wait;            /* the hand-off hook is loaded, to be attached on the first hand-off */
 	int handoff_attached;        /* the hand-off hook was attached (it stays until col_bpf_finish) */
 	uint64_t handoff_before;     /* hand-offs the kernel counted before the hook was attached */
+	uint64_t reads_before;       /* connections' requests read by another thread, likewise */
 	uint64_t swept_win;          /* CPU counters: windows before this one are swept */
 	struct col_rtscan *rtscan;   /* keeps the kernel's map of managed runtimes (Go programs) */
 	uint64_t rtscan_win;         /* the window of its last pass */
@@ -333,7 +334,8 @@ static int col_bpf_report(struct col_bpf *b, const struct col_sink *sink)
 
 /*
  * A request was handed between threads (its reply sent, or read, by another
- * thread than the request's): attaches the
+ * thread than the request's, or it was read on a connection by another
+ * thread than the one that read the previous request there): attaches the
  * hand-off hook for good. On failure it is not tried again (logged); the
  * kernel goes on counting such requests.
  */
@@ -351,9 +353,11 @@ static void col_bpf_handoff_attach(struct col_bpf *b)
 	b->handoff_attached = 1;
 	__atomic_store_n(&b->skel->bss->handoff_hook, 1, __ATOMIC_SEQ_CST);
 	b->handoff_before = __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_SEQ_CST);
+	b->reads_before = __atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_SEQ_CST);
 	rm_log_info("hand-off hook attached: %llu requests handed between threads (a reply sent or read by another "
-		    "thread than the request's) before it",
-		    (unsigned long long)b->handoff_before);
+		    "thread than the request's) and %llu read on a connection by another thread than its previous "
+		    "request before it",
+		    (unsigned long long)b->handoff_before, (unsigned long long)b->reads_before);
 }
 
 int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
@@ -381,7 +385,8 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 	b->sink = NULL;
 	if (b->sink_err)
 		return b->sink_err;
-	if (b->handoff_wait && __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED))
+	if (b->handoff_wait && (__atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED) ||
+				__atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_RELAXED)))
 		col_bpf_handoff_attach(b);
 	if (b->rtscan && col_bpf_win_now(b) > b->rtscan_win) {
 		/* once a window, before its sweep: which processes run a managed runtime */
@@ -462,6 +467,11 @@ void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out)
 	out->handoff_replies_before = b->handoff_attached
 					      ? b->handoff_before
 					      : __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED);
+	out->handoff_reads_before = b->handoff_attached
+					    ? b->reads_before
+					    : __atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_RELAXED);
+	out->carry_wakeups = __atomic_load_n(&b->skel->bss->carry_wakeups, __ATOMIC_RELAXED);
+	out->carry_capped_ns = __atomic_load_n(&b->skel->bss->carry_capped_ns, __ATOMIC_RELAXED);
 }
 
 int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max)

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1199,6 +1200,212 @@ static void handoff_hook_cases(struct col_bpf *b)
 }
 
 /*
+ * A dispatcher (the shape of apache's event MPM, the JDK's HttpServer): a
+ * listener thread watches a kept-alive connection, burns DISP_BURN_MS of
+ * CPU when its next request is ready (its per-request work) and wakes one
+ * of two workers, in turn, through a condition; the worker reads the
+ * request and answers it. The listener never reads or writes a socket; the
+ * connection moves between the workers. The second request, read by
+ * another thread than the first, attaches the hand-off hook
+ * (handoff_reads); from then on, on CPU counters, each request's segment
+ * holds the listener's CPU since its previous wake-up, which the
+ * listener's own clock measures.
+ */
+#define DISP_ROUNDS 6
+#define DISP_BURN_MS 1 /* a round's dispatch work, under RM_CARRY_MAX */
+#define DISP_BIG_MS 3  /* the last round's, over it */
+
+struct disp_worker {
+	pthread_cond_t cond;
+	int ready, job;
+	pid_t tid;
+	uint64_t t0[DISP_ROUNDS], t1[DISP_ROUNDS]; /* CLOCK_MONOTONIC before its recv, after its send */
+	uint64_t cpu[DISP_ROUNDS];                  /* its own CPU from waking to after its send */
+};
+
+struct disp {
+	pthread_mutex_t mu;
+	struct disp_worker w[2];
+	int fd, nworkers, stop;
+	int answered;               /* requests answered */
+	uint64_t lcpu[DISP_ROUNDS]; /* the listener's thread clock at each wake-up */
+};
+
+static uint64_t mono_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void *disp_worker_main(void *arg)
+{
+	struct disp *d = arg;
+	struct disp_worker *me;
+	char q[60], r[100];
+	uint64_t c0;
+	int k;
+
+	memset(r, 'r', sizeof(r));
+	pthread_mutex_lock(&d->mu);
+	me = &d->w[d->nworkers++];
+	me->tid = (pid_t)syscall(SYS_gettid);
+	for (;;) {
+		me->ready = 1;
+		while (!me->job && !d->stop)
+			pthread_cond_wait(&me->cond, &d->mu);
+		if (d->stop)
+			break;
+		me->job = 0;
+		me->ready = 0;
+		k = d->answered;
+		pthread_mutex_unlock(&d->mu);
+		c0 = thread_cpu_ns();
+		me->t0[k] = mono_now_ns();
+		if (recv(d->fd, q, sizeof(q), MSG_WAITALL) != (ssize_t)sizeof(q) ||
+		    send(d->fd, r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			perror("dispatched worker");
+		me->t1[k] = mono_now_ns();
+		me->cpu[k] = thread_cpu_ns() - c0;
+		pthread_mutex_lock(&d->mu);
+		d->answered = k + 1;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+static void *disp_listener_main(void *arg)
+{
+	struct disp *d = arg;
+	struct pollfd pf = { .fd = d->fd, .events = POLLIN };
+	int k, ready;
+
+	for (k = 0; k < DISP_ROUNDS; k++) {
+		struct disp_worker *w = &d->w[k % 2];
+
+		/* the previous request answered, the next worker waiting */
+		do {
+			usleep(10000); /* and asleep: the signal is a wake-up */
+			pthread_mutex_lock(&d->mu);
+			ready = d->answered == k && d->nworkers == 2 && w->ready;
+			pthread_mutex_unlock(&d->mu);
+		} while (!ready && !d->stop);
+		if (d->stop || poll(&pf, 1, 5000) != 1)
+			break;
+		burn_ms(k == DISP_ROUNDS - 1 ? DISP_BIG_MS : DISP_BURN_MS);
+		pthread_mutex_lock(&d->mu);
+		d->lcpu[k] = thread_cpu_ns();
+		w->job = 1;
+		pthread_cond_signal(&w->cond);
+		pthread_mutex_unlock(&d->mu);
+	}
+	return NULL;
+}
+
+/* The CPU of worker w's request segment of round k (0 if none). */
+static uint64_t disp_segment_cpu(const struct disp_worker *w, int k, int port)
+{
+	uint64_t seg = 0, cpu = 0;
+	size_t i;
+
+	for (i = 0; i < nparts && !seg; i++)
+		if (parts[i].tid == (uint32_t)w->tid && (parts[i].flags & RM_PF_START) &&
+		    !(parts[i].flags & (RM_PF_CONT | RM_PF_ASSOC)) && parts[i].in.lport == (uint32_t)port &&
+		    parts[i].start_ns >= w->t0[k] && parts[i].start_ns <= w->t1[k])
+			seg = parts[i].seg_id;
+	for (i = 0; i < nparts && seg; i++)
+		if (parts[i].seg_id == seg && !(parts[i].flags & (RM_PF_CONT | RM_PF_ASSOC)))
+			cpu += parts[i].cpu_ns;
+	return cpu;
+}
+
+static void dispatcher_cases(struct col_bpf *b)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct disp d = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+	struct col_bpf_stats st;
+	pthread_t tw[2], tl;
+	char q[60], r[100];
+	int lfd = -1, cfd = -1, port, k, ok = 1, hook = 0, low = 0;
+
+	/* the server's threads start before this thread reads anything: a
+	 * thread made inside a segment would inherit it */
+	CU_ASSERT_FATAL((port = listen_explicit(&lfd)) > 0);
+	a.sin_port = htons((uint16_t)port);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(cfd >= 0 && connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CU_ASSERT_FATAL((d.fd = accept(lfd, NULL, NULL)) >= 0);
+	pthread_cond_init(&d.w[0].cond, NULL);
+	pthread_cond_init(&d.w[1].cond, NULL);
+	pthread_create(&tw[0], NULL, disp_worker_main, &d);
+	pthread_create(&tw[1], NULL, disp_worker_main, &d);
+	pthread_create(&tl, NULL, disp_listener_main, &d);
+	no_handoff_hook_yet(b);
+	memset(q, 'q', sizeof(q));
+	for (k = 0; k < DISP_ROUNDS && ok; k++) {
+		if (k == 2) /* two requests of one connection read by two threads */
+			hook = wait_handoff_hook(b);
+		ok = send(cfd, q, sizeof(q), 0) == (ssize_t)sizeof(q) &&
+		     recv(cfd, r, sizeof(r), MSG_WAITALL) == (ssize_t)sizeof(r);
+	}
+	pthread_mutex_lock(&d.mu);
+	d.stop = 1;
+	pthread_cond_broadcast(&d.w[0].cond);
+	pthread_cond_broadcast(&d.w[1].cond);
+	pthread_mutex_unlock(&d.mu);
+	shutdown(cfd, SHUT_RDWR); /* a listener still in its poll returns */
+	pthread_join(tl, NULL);
+	pthread_join(tw[0], NULL);
+	pthread_join(tw[1], NULL);
+	CU_ASSERT(ok);
+	CU_ASSERT(hook);
+	CU_ASSERT_EQUAL(waking_linked(b), 1);
+	col_bpf_get_stats(b, &st);
+	fprintf(stderr, "hand-off hook attached after %llu connection requests read by another thread "
+			"(%llu replies by another thread); %llu carrying wake-ups\n",
+		(unsigned long long)st.handoff_reads_before, (unsigned long long)st.handoff_replies_before,
+		(unsigned long long)st.carry_wakeups);
+	CU_ASSERT(st.handoff_reads_before >= 1);
+	CU_ASSERT_EQUAL(st.handoff_replies_before, 0);
+	close(cfd);
+	close(d.fd);
+	close(lfd);
+	drain_close(b);
+	check_identity();
+	if (!cpu_counters || !ok)
+		return; /* the carry is the counters' (slices charge the listener's CPU as it runs) */
+	CU_ASSERT(st.carry_wakeups >= DISP_ROUNDS - 2);
+	/* the last round carries RM_CARRY_MAX; the rest of its burn is counted */
+	CU_ASSERT(st.carry_capped_ns >= (DISP_BIG_MS * 1000000ULL - RM_CARRY_MAX) * 9 / 10);
+	for (k = 2; k < DISP_ROUNDS; k++) {
+		const struct disp_worker *w = &d.w[k % 2];
+		uint64_t seg = disp_segment_cpu(w, k, port), lis = d.lcpu[k] - d.lcpu[k - 1];
+
+		fprintf(stderr, "request %d: segment %.3f ms; the listener's clock since its last wake-up %.3f ms, "
+				"the worker's %.3f ms\n",
+			k, seg / 1e6, lis / 1e6, w->cpu[k] / 1e6);
+		/* at most what both clocks say (the listener's since its previous wake-up,
+		 * whose CPU a window's sweep may have claimed first), at least its burn */
+		if (k == DISP_ROUNDS - 1) {
+			CU_ASSERT(seg <= RM_CARRY_MAX + w->cpu[k] + 300000ULL);
+			low += seg < RM_CARRY_MAX;
+		} else {
+			if (k > 2)
+				CU_ASSERT(seg <= lis + w->cpu[k] + 300000ULL);
+			low += seg < DISP_BURN_MS * 900000ULL;
+		}
+	}
+	/* a window's sweep in a round's burn leaves the rest unsegmented: once at most */
+	CU_ASSERT(low <= 1);
+}
+
+static void test_dispatcher(void)
+{
+	in_own_netns(dispatcher_cases);
+}
+
+/*
  * A worker pool's tail (follow-replies): the reader hands each request to a
  * worker through a mutex + condition; the worker burns 5 ms, replies, and
  * then does 4 ms of bookkeeping before it waits for the next job - 2 ms,
@@ -2255,6 +2462,8 @@ static CU_TestInfo cases[] = {
 	  test_handoff_hook_on_demand },
 	{ "the hand-off hook is attached when a reply is read by another thread than its request's sender",
 	  test_handoff_hook_reply_reader },
+	{ "a dispatcher's CPU goes to the request it hands over; a moving connection attaches the hook",
+	  test_dispatcher },
 	{ "a unix stream socket's bytes carry both ends and their positions", test_unix_pairing },
 	{ "rametr processes and excluded pids never appear in parts", test_exclusion },
 	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },

@@ -538,6 +538,12 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 		rm_log_info("hand-off hook %s; %llu requests handed between threads (a reply sent or read by another "
 			    "thread than the request's) were charged without it", st.handoff_hook ? "attached" : "never attached",
 			    (unsigned long long)st.handoff_replies_before);
+	if (o->follow_replies && !o->follow_wakeups && (st.handoff_reads_before || st.carry_wakeups))
+		rm_log_info("%llu requests read on a connection by another thread than its previous request before "
+			    "the hand-off hook; a dispatcher's CPU carried at %llu wake-ups, %llu ns of it left "
+			    "unsegmented (carry full)",
+			    (unsigned long long)st.handoff_reads_before, (unsigned long long)st.carry_wakeups,
+			    (unsigned long long)st.carry_capped_ns);
 	col_bpf_close(b);
 	return rv;
 }

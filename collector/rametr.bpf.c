@@ -71,9 +71,22 @@ __s64 clk_off = 0x7fffffffffffffffLL;
  * then handoff_hook is 0 and each such request is counted in
  * handoff_replies, which the collector polls; it sets handoff_hook once the
  * hook is attached (at its start when the hook is attached from the start).
+ * A third trigger, counted in handoff_reads: a request read on a server-side
+ * TCP socket by another thread than the one that read the previous request
+ * there (rm_sock_recv: a connection that moves between pool threads, which
+ * a dispatcher thread hands to them; segmenter.h, rm_ctr_carry).
  */
 __u32 handoff_hook = 0;
 __u64 handoff_replies = 0;
+__u64 handoff_reads = 0;
+
+/*
+ * CPU counters, with the hook attached: wake-ups at which a dispatcher's
+ * CPU was carried to the thread it woke (segmenter.h, rm_ctr_carry), and
+ * the ns left unsegmented because the wakee already carried RM_CARRY_MAX.
+ */
+__u64 carry_wakeups = 0;
+__u64 carry_capped_ns = 0;
 
 /* Benchmark stages: the verifier drops the dead branches, production pays nothing. */
 #define RM_STOP_AT(stage) (bench_stage == (stage))
@@ -1121,6 +1134,9 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		struct rm_inb *in = bpf_sk_storage_get(&inbs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 
 		if (in) {
+			/* a connection's next request read by another thread (only until the hook is attached) */
+			if (!handoff_hook && tcp && in->replied && in->reader && in->reader != task->pid)
+				__sync_fetch_and_add(&handoff_reads, 1);
 			rm_inb_update(in, has_seq, start, ret);
 			in->reader = task->pid;
 		}
@@ -1140,8 +1156,10 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 		rm_dgram_resolve(task, t); /* before the cut: a part it flushes names its sender */
 		head = cpu_counters ? rm_ctr_cut(&e, t, task, now, 1) : 0;
 		rm_on_dgram_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, srv);
-		if (cpu_counters)
+		if (cpu_counters) {
 			rm_charge_cpu(&e, t, rm_win(&e, now), now, head);
+			rm_ctr_carry_take(&e, t, now, 0);
+		}
 		if (rm_udp_unconnected(sk, &tup))
 			rm_dgram_note(task, t, &tup, ret);
 		else if (sk->sk_protocol == IPPROTO_UDP)
@@ -1154,6 +1172,7 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 
 		rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
 		rm_charge_cpu(&e, t, rm_win(&e, now), now, head);
+		rm_ctr_carry_take(&e, t, now, srv && tcp);
 		return 0;
 	}
 	rm_on_recv(&e, t, now, pid_tgid >> 32, (__u32)pid_tgid, &tup, ret, has_seq, start, srv);
@@ -1344,6 +1363,52 @@ RM_INLINE int rm_in_handoff_syscall(struct task_struct *cur)
 	return regs->orig_ax == RM_NR_WRITE || regs->orig_ax == RM_NR_WRITEV || rm_in_futex_wake(cur);
 }
 
+/*
+ * CPU counters: may waker w be a dispatcher (segmenter.h, rm_ctr_carry)? It
+ * holds no request (no segment, not in a tail, no chain), never read a
+ * request itself (a serving thread's CPU after a reply has rules of its
+ * own) and is no managed runtime's thread (a runtime's threads wake each
+ * other for its own work).
+ */
+RM_INLINE int rm_dispatcher(const struct rm_task *w)
+{
+	return (w->mode == RM_MODE_NONE || (w->mode == RM_MODE_ASSOC && !w->tail)) &&
+	       !(w->chain_st & RM_CHAIN_SERVER) && !w->rt && !w->excluded && (w->ctr_set & RM_CTR_SET);
+}
+
+/*
+ * CPU counters: dispatcher w (the state of cur, running) wakes p: its CPU
+ * since its last edge or wake-up is claimed and carried in p's state
+ * (segmenter.h, rm_ctr_carry). An edge of w: its waits take effect.
+ */
+static __noinline void rm_carry_wake(struct task_struct *cur, struct rm_task *w, struct task_struct *p)
+{
+	struct rm_task *t;
+	struct rm_ctr c;
+	struct rm_env e;
+	__u64 now, from, d;
+
+	if (!cur || !w || !p)
+		return;
+	rm_env_init(&e);
+	now = bpf_ktime_get_ns();
+	rm_ctr_read(cur, rm_cur_rq(), now, 1, &c);
+	d = rm_ctr_claim(w, c.cpu, now, &from);
+	if (c.nvcsw != w->nvcsw)
+		rm_ctr_block(&e, w, now);
+	w->nvcsw = c.nvcsw;
+	w->run_delay = c.run_delay; /* a thread holding no request: its wait goes nowhere */
+	t = rm_ctr_state(p);
+	if (!t || t->excluded) {
+		rm_ctr_spread(&e, 0, from, now, d);
+		return;
+	}
+	d = rm_ctr_carry(&e, t, from, now, d);
+	__sync_fetch_and_add(&carry_wakeups, 1);
+	if (d)
+		__sync_fetch_and_add(&carry_capped_ns, d);
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(rm_sched_waking, struct task_struct *p)
 {
@@ -1388,6 +1453,11 @@ int BPF_PROG(rm_sched_waking, struct task_struct *p)
 				rm_ctr_cut_how(&e, t, p, now, 0);
 		}
 		rm_on_handoff(&e, w, t, now);
+		return 0;
+	}
+	if (cpu_counters && follow_replies && p->tgid == cur->tgid && rm_dispatcher(w) &&
+	    rm_in_handoff_syscall(cur)) {
+		rm_carry_wake(cur, w, p);
 		return 0;
 	}
 	/* a reader of replies handing one over: its next read begins a new
@@ -1555,6 +1625,8 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 		e.rt = t->rt;
 		rm_ctr_spread(&e, NULL, from, mid, d - r);
 		rm_ctr_spread(&e, NULL, mid, now, r);
+		e.rt = 0;
+		rm_ctr_carry_take(&e, t, now, 0);
 		return 0;
 	}
 	iv.from = from;
@@ -1590,6 +1662,8 @@ int rm_sweep_tasks(struct bpf_iter__task *ctx)
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
 	if (!t)
 		return 0;
+	if (cpu_counters)
+		rm_ctr_carry_take(&e, t, bpf_ktime_get_ns(), 0);
 	rm_sweep(&e, t);
 	return 0;
 }

@@ -111,6 +111,7 @@ struct rm_counts {
 
 /* rm_task.ctr_set (CPU counters). */
 #define RM_CTR_SET 0x1 /* cpu_mark, ctr_ns and nvcsw hold the thread's counters */
+#define RM_CARRY_MAX 2000000ULL /* rm_task.carry_ns at most (ns); the rest stays unsegmented */
 #define RM_CTR_NEW 0x2 /* state made for the counters alone (at fork, by a sweep): whether the thread
 			  is excluded, and its name, are decided when it first reads a socket */
 
@@ -138,6 +139,8 @@ struct rm_task {
 	__u64 ctr_ns;     /* CPU counters: when cpu_mark was last moved (CLOCK_MONOTONIC) */
 	__u32 nvcsw;      /* CPU counters: its voluntary context switches at its last edge */
 	__u32 ctr_set;    /* CPU counters: RM_CTR_* */
+	__u64 carry_ns;   /* CPU counters: a dispatcher's CPU carried to the request this thread reads next
+			     (rm_ctr_carry), at most RM_CARRY_MAX */
 	struct rm_tuple ans;
 	__u64 ans_seq_start, ans_seq_end;
 	struct rm_part cur;

@@ -1243,6 +1243,48 @@ RM_INLINE void rm_ctr_spread(struct rm_env *e, struct rm_task *t, __u64 from, __
 }
 
 /*
+ * CPU counters: a dispatcher's work. A thread of a serving process that
+ * holds no request (no segment, not in a request's tail, never read one: a
+ * listener in its poll loop) wakes thread t of its process through a futex
+ * or a write: it handed a ready connection to t, which will read the
+ * request there. The waker's CPU since its last edge or wake-up (d ns,
+ * used in [from, now), claimed from its counters) is that request's: it
+ * is carried in t (rm_task.carry_ns, summed over several wake-ups) until
+ * t's next edge, where rm_ctr_carry_take charges it. At most RM_CARRY_MAX
+ * is carried; the rest is unsegmented now. Returns that rest (ns).
+ */
+RM_INLINE __u64 rm_ctr_carry(struct rm_env *e, struct rm_task *t, __u64 from, __u64 now, __u64 d)
+{
+	__u64 have = *(volatile __u64 *)&t->carry_ns, keep = have < RM_CARRY_MAX ? RM_CARRY_MAX - have : 0;
+
+	if (keep > d)
+		keep = d;
+	if (keep)
+		RM_ADD(&t->carry_ns, keep);
+	rm_ctr_spread(e, 0, from, now, d - keep);
+	return d - keep;
+}
+
+/*
+ * CPU counters: t reached an edge at now; what it carries (rm_ctr_carry)
+ * goes to the segment a recv on a server-side socket just began (req: the
+ * edge is such a recv, after rm_on_recv), else unsegmented (a send, a
+ * recv of a reply, disk I/O, its exit, a window's sweep): each carried ns
+ * lands once, in now's window.
+ */
+RM_INLINE void rm_ctr_carry_take(struct rm_env *e, struct rm_task *t, __u64 now, int req)
+{
+	__u64 c = RM_TAKE(&t->carry_ns);
+
+	if (!c)
+		return;
+	if (req && t->mode == RM_MODE_SEG && (t->chain_st & RM_CHAIN_REQ))
+		rm_charge_cpu(e, t, rm_win(e, now), now, c);
+	else
+		rm_charge_cpu(e, 0, rm_win(e, now), now, c);
+}
+
+/*
  * CPU counters with follow-replies: t is about to be charged CPU used from
  * time `at` on; a serving thread that holds no request (after a reply) has
  * it go to a continuation chain, as rm_account_cpu does on the slice path.
@@ -1331,6 +1373,8 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 {
 	__u64 mid;
 
+	if (!recv)
+		rm_ctr_carry_take(e, t, now, 0); /* the recv's caller takes it after rm_on_recv */
 	if (head > d)
 		head = d;
 	mid = now - head > from ? now - head : from;
