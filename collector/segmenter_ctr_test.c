@@ -467,8 +467,59 @@ static void test_fr_reader_waits(void)
 	fr_identity();
 }
 
+/*
+ * A dispatcher's CPU carried to the thread it woke (rm_ctr_carry): two
+ * wake-ups before its recv sum up, and a recv on a server-side socket puts
+ * them in the segment it begins; a send, or the recv of a reply, returns
+ * them unsegmented; past RM_CARRY_MAX the rest is unsegmented at once.
+ */
+static void test_carry(void)
+{
+	struct rm_tuple tp = { .cookie = 5, .family = RM_AF_INET, .lport = 80, .rport = 40000 };
+
+	setup(RM_MODE_NONE, 0);
+	env.follow_replies = 1;
+	CU_ASSERT_EQUAL(rm_ctr_carry(&env, &task, 100, 200, 300), 0);
+	CU_ASSERT_EQUAL(rm_ctr_carry(&env, &task, 200, 400, 200), 0);
+	CU_ASSERT_EQUAL(task.carry_ns, 500);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 0); /* not charged yet */
+	rm_on_recv(&env, &task, 500, 1, 2, &tp, 60, 0, 0, 1);
+	rm_ctr_carry_take(&env, &task, 500, 1);
+	CU_ASSERT_EQUAL(task.carry_ns, 0);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 500);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 0);
+	CU_ASSERT_EQUAL(part_cpu(0), 500);
+	check_identity();
+	/* the next edge is a send: unsegmented */
+	setup(RM_MODE_NONE, 0);
+	env.follow_replies = 1;
+	rm_ctr_carry(&env, &task, 100, 200, 300);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 600, 0, 0, 0, 0, 0), 0);
+	CU_ASSERT_EQUAL(task.carry_ns, 0);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 300);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 300);
+	check_identity();
+	/* the recv of a reply (a client-side socket): unsegmented */
+	setup(RM_MODE_NONE, 0);
+	env.follow_replies = 1;
+	rm_ctr_carry(&env, &task, 100, 200, 300);
+	rm_on_recv(&env, &task, 500, 1, 2, &tp, 60, 0, 0, 0);
+	rm_ctr_carry_take(&env, &task, 500, 0);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 300);
+	CU_ASSERT_EQUAL(part_cpu(0), 0);
+	check_identity();
+	/* full: 100 ns more fit, 400 are unsegmented now */
+	setup(RM_MODE_NONE, 0);
+	task.carry_ns = RM_CARRY_MAX - 100;
+	CU_ASSERT_EQUAL(rm_ctr_carry(&env, &task, 100, 600, 500), 400);
+	CU_ASSERT_EQUAL(task.carry_ns, RM_CARRY_MAX);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 400);
+	CU_ASSERT_EQUAL(slots[0].busy_ns, 400);
+}
+
 static CU_TestInfo cases[] = {
 	{ "CPU over an interval is split at window edges by time, summing exactly", test_spread },
+	{ "a dispatcher's CPU carried to its wakee: to the request it reads, else unsegmented; capped", test_carry },
 	{ "CPU over more windows than kept is spread over the last ones", test_spread_old },
 	{ "a segment keeps its CPU and wait across waits", test_edge_segment },
 	{ "after one wait: the tail keeps what came before, the head is the recv's", test_edge_tail_head },
