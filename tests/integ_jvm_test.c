@@ -7,13 +7,13 @@
  * per tenant address), each tenant calling its own path (different CPU per
  * request) with tb-goload from rm-c1..rm-c3.
  *
- * Every phase starts a fresh JVM and warms it first (WARM_S seconds of all
- * three tenants' loads at warm_x[] times their rates, RM_JVM_WARM_S=S sets
- * the seconds, then a pause longer
- * than the span read back), so that the JIT's first compilations fall outside
- * the measured load; the warm-up uses the tenants' own names (a name the
- * compiled code has not seen makes the JIT deoptimise and compile again), and
- * the truth read after it is subtracted from the phase's.
+ * Every phase starts a fresh JVM and warms it first: WARM_S seconds
+ * (RM_JVM_WARM_S overrides) of all three tenants' loads at warm_x[] times
+ * their rates, then a pause longer than the span read back, so that the
+ * JIT's first compilations fall outside the measured load. The warm-up uses
+ * the tenants' own names (a name the compiled code has not seen makes the
+ * JIT deoptimise and compile again); the truth read after it is subtracted
+ * from the phase's.
  *
  *   1. tb-javaserver's own truth: every request counted, the paths' costs in
  *      their order, the truth (handler spans only) within the server's CPU
@@ -31,10 +31,8 @@
  * the tenants' rates (default 60 30 15), RM_JVM_COLLECTOR_ARGS
  * (space-separated) adds options to the collector. RM_JVM_SEPARATE=1 then
  * runs the server idle and each tenant's load alone (a fresh, warmed server
- * each, Rametr still watching) and prints a truth from them: each tenant's
- * per-request cost alone (less the idle server's CPU) times its requests in
- * the shared run, scaled to the shared run's server CPU less idle, against
- * Rametr's figures.
+ * each, Rametr still watching) and prints a truth from them (see
+ * compare_separate), against Rametr's figures.
  * One run serves all cases; the namespaces and every process are removed at
  * exit whatever happened. Needs root, the kernel's BTF, Debian's openjdk and
  * golang (for tb-goload); skips otherwise.
