@@ -669,13 +669,13 @@ static void test_rametr(void)
 			charged ? 100.0 * (double)got[i] / (double)charged : 0.0);
 	}
 	CU_ASSERT(total > 0);
-	/* measured (testbed/RESULTS.md, 7 runs of both shapes): Rametr charged 95.9-100.0% of the
-	 * serving threads' CPU to the tenants, its shares within 1.02 pp of the estimate above; the
+	/* measured (testbed/RESULTS.md, 8 runs of both shapes): Rametr charged 95.9-100.0% of the
+	 * serving threads' CPU to the tenants, its shares within 1.46 pp of the estimate above; the
 	 * bounds are three times the gaps */
 	CU_ASSERT((double)charged >= 0.877 * (double)serving);
 	CU_ASSERT((double)charged <= 1.02 * (double)serving);
 	for (i = 0; i < NCE; i++)
-		CU_ASSERT(fabs(100.0 * (double)got[i] / (double)charged - 100.0 * est[i] / (double)serving) <= 3.1);
+		CU_ASSERT(fabs(100.0 * (double)got[i] / (double)charged - 100.0 * est[i] / (double)serving) <= 4.4);
 	/* each tenant's work is at least 1.5x the next one's: Rametr ranks them as the truth does */
 	for (i = 0; i < NCE; i++)
 		for (j = 0; j < NCE; j++)
