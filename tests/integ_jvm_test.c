@@ -597,20 +597,27 @@ static void compare_separate(const struct tb_truth_row tr[NCE], const uint64_t g
 }
 
 /* Prints V over [since, until) at node "be" by reason. */
-static void print_v(int64_t since, int64_t until)
+/* Prints V by reason; returns the CPU of reason `runtime` (ns). */
+static int64_t print_v(int64_t since, int64_t until)
 {
 	struct st_query q = { since, until, "be", NULL, ST_R_CPU, 0 };
 	struct st_row *rows = NULL;
 	size_t n = 0, i;
 	st_db *d = NULL;
+	int64_t rt = 0;
 
 	CU_ASSERT_EQUAL_FATAL(st_open(&d, run.db, ST_OPEN_READONLY), RM_OK);
 	CU_ASSERT_EQUAL(st_query_unacct(d, &q, &rows, &n), RM_OK);
-	for (i = 0; i < n; i++)
-		fprintf(stderr, "V %-20s %.4f s\n", rows[i].reason,
-			(double)(rows[i].value ? (int64_t)rows[i].value : rows[i].residual) / 1e9);
+	for (i = 0; i < n; i++) {
+		int64_t val = rows[i].value ? (int64_t)rows[i].value : rows[i].residual;
+
+		fprintf(stderr, "V %-20s %.4f s\n", rows[i].reason, (double)val / 1e9);
+		if (!strcmp(rows[i].reason, "runtime"))
+			rt += val;
+	}
 	st_rows_free(rows);
 	st_close(d);
+	return rt;
 }
 
 static void test_rametr(void)
@@ -619,6 +626,7 @@ static void test_rametr(void)
 	uint64_t got[NCE], total, charged = 0, tsum = 0;
 	int64_t v, since = run.shared.since - 1000000000LL, until = run.shared.until + 2000000000LL;
 	uint64_t serving = 0, nreq;
+	int64_t v_rt;
 	double per, est[NCE];
 	size_t k;
 	int i, j;
@@ -650,7 +658,7 @@ static void test_rametr(void)
 		run.shared.server_ns ? 100.0 * (double)total / (double)run.shared.server_ns : 0.0, (double)charged / 1e9,
 		run.shared.server_ns ? 100.0 * (double)charged / (double)run.shared.server_ns : 0.0,
 		total ? 100.0 * (double)charged / (double)total : 0.0, (double)v / 1e9);
-	print_v(since, until);
+	v_rt = print_v(since, until);
 	/* what the serving threads did outside the handlers' spans (the JDK server's reading and
 	 * parsing, the pool's queue) split evenly per request: each tenant's CPU on those threads */
 	for (k = 0; k < run.shared.ncls; k++)
@@ -674,6 +682,14 @@ static void test_rametr(void)
 	 * bounds are three times the gaps */
 	CU_ASSERT((double)charged >= 0.877 * (double)serving);
 	CU_ASSERT((double)charged <= 1.02 * (double)serving);
+	/* the collector recognised the JVM from its launcher: what its threads did outside requests
+	 * (the VM's own threads, the JDK's dispatcher) is V `runtime` (jvm.ini leaves the runtime rule
+	 * off), about all of the CPU of the threads that serve nothing */
+	fprintf(stderr, "V runtime %.4f s against the JVM's CPU outside the serving threads %.4f s\n",
+		(double)v_rt / 1e9, (double)(run.shared.server_ns - serving) / 1e9);
+	CU_ASSERT(run.shared.server_ns > serving);
+	CU_ASSERT((double)v_rt >= 0.7 * (double)(run.shared.server_ns - serving));
+	CU_ASSERT((double)v_rt <= (double)total - (double)charged + 1.0);
 	for (i = 0; i < NCE; i++)
 		CU_ASSERT(fabs(100.0 * (double)got[i] / (double)charged - 100.0 * est[i] / (double)serving) <= 4.4);
 	/* each tenant's work is at least 1.5x the next one's: Rametr ranks them as the truth does */
