@@ -63,7 +63,7 @@
 #define EST_PP_MEASURED 6.7
 #define SEP_PP_MEASURED 2.1
 #define SEP_ADD_MEASURED 0.06
-#define V_PCT_MEASURED 12.4
+#define V_PCT_MEASURED 13.3
 
 static const char *ces[NCE] = { "c1", "c2", "c3" };
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
@@ -454,7 +454,7 @@ static void test_rametr(void)
 	/*
 	 * The handlers' truth leaves out what grpc-go and the runtime do per call (reading and writing frames,
 	 * the call's goroutine, scheduling): spread evenly per call it gives an estimate of each tenant's whole
-	 * CPU, which the separate runs' truth confirmed here (within 0.3 pp in shares). Rametr's shares against it:
+	 * CPU, X. Rametr's shares against it:
 	 */
 	CU_ASSERT_FATAL(run.shared.server_ns > tsum);
 	per = (double)(run.shared.server_ns - tsum) / (double)(tr[0].requests + tr[1].requests + tr[2].requests);
