@@ -21,7 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"rametr.example/tbgrpc"
+	"rametr.example/testbed/go/tbgrpc"
 )
 
 func main() {

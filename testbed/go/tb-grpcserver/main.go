@@ -7,9 +7,9 @@
 // service tb.Burn cost different, fixed amounts of CPU, as tb-goserver's
 // paths do:
 //
-//	/tb.Burn/Light   the burn loop run LightIters times
-//	/tb.Burn/Medium  MediumIters times
-//	/tb.Burn/Heavy   HeavyIters times
+//	/tb.Burn/Light   the burn loop run tbtruth.LightIters times
+//	/tb.Burn/Medium  tbtruth.MediumIters times
+//	/tb.Burn/Heavy   tbtruth.HeavyIters times
 //
 // (--scale multiplies the three). The request's message is the CE's name;
 // the reply is --resp bytes: "CE METHOD" padded with '.' and ending in a
@@ -39,116 +39,20 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"sort"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"rametr.example/tbgrpc"
+	"rametr.example/testbed/go/tbgrpc"
+	"rametr.example/testbed/go/tbtruth"
 )
-
-const (
-	LightIters  = 150000
-	MediumIters = 600000
-	HeavyIters  = 1800000
-	maxCEs      = 64
-)
-
-type row struct {
-	requests, cpuNs, rx, tx atomic.Uint64
-}
-
-type truth struct {
-	mu   sync.Mutex
-	rows map[string]*row
-}
-
-// get returns ce's row, created on first use; nil once maxCEs rows exist.
-func (t *truth) get(ce string) *row {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.rows[ce]
-	if r == nil {
-		if len(t.rows) >= maxCEs {
-			return nil
-		}
-		r = &row{}
-		t.rows[ce] = r
-	}
-	return r
-}
-
-// write writes the table to path through path.tmp.PID and rename(2).
-func (t *truth) write(path string) error {
-	t.mu.Lock()
-	names := make([]string, 0, len(t.rows))
-	for n := range t.rows {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString("ce,requests,cpu_ns,rx_bytes,tx_bytes\n")
-	for _, n := range names {
-		r := t.rows[n]
-		fmt.Fprintf(&b, "%s,%d,%d,%d,%d\n", n, r.requests.Load(), r.cpuNs.Load(), r.rx.Load(), r.tx.Load())
-	}
-	t.mu.Unlock()
-	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("failed to write '%s': %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("failed to rename '%s': %w", tmp, err)
-	}
-	return nil
-}
-
-// threadCPU is the calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID).
-func threadCPU() uint64 {
-	var ts syscall.Timespec
-	const clockThreadCPUTimeID = 3
-	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0)
-	return uint64(ts.Sec)*1000000000 + uint64(ts.Nsec)
-}
-
-var sink atomic.Uint64
-
-// burn runs n rounds of integer arithmetic (xorshift) whose result is kept.
-func burn(n int) {
-	x := uint64(88172645463325252)
-	for i := 0; i < n; i++ {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-	}
-	sink.Add(x)
-}
-
-// validCE follows tb_check_ce: 1..63 of [A-Za-z0-9_.:-], not starting with "__".
-func validCE(s string) bool {
-	if len(s) == 0 || len(s) > 63 || strings.HasPrefix(s, "__") {
-		return false
-	}
-	for _, c := range []byte(s) {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '_' || c == '.' || c == ':' || c == '-'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
 
 type server struct {
-	t    *truth
+	t    *tbtruth.Table
 	resp int
 	bad  atomic.Uint64
 }
@@ -162,25 +66,25 @@ func (s *server) handler(method string, iters int) func(interface{}, context.Con
 			return nil, err
 		}
 		ce := string(req.B)
-		if !validCE(ce) {
+		if !tbtruth.ValidCE(ce) {
 			s.bad.Add(1)
 			return nil, status.Error(codes.InvalidArgument, "bad ce")
 		}
-		rw := s.t.get(ce)
+		rw := s.t.Get(ce)
 		if rw == nil {
 			s.bad.Add(1)
 			return nil, status.Error(codes.ResourceExhausted, "too many ces")
 		}
 		runtime.LockOSThread()
-		c0 := threadCPU()
-		burn(iters)
-		cpu := threadCPU() - c0
+		c0 := tbtruth.ThreadCPU()
+		tbtruth.Burn(iters)
+		cpu := tbtruth.ThreadCPU() - c0
 		runtime.UnlockOSThread()
 		out := &tbgrpc.Msg{B: tbgrpc.Reply(ce, method, s.resp)}
-		rw.requests.Add(1)
-		rw.cpuNs.Add(cpu)
-		rw.rx.Add(uint64(len(req.B)))
-		rw.tx.Add(uint64(len(out.B)))
+		rw.Requests.Add(1)
+		rw.CPUNs.Add(cpu)
+		rw.Rx.Add(uint64(len(req.B)))
+		rw.Tx.Add(uint64(len(out.B)))
 		return out, nil
 	}
 }
@@ -199,8 +103,8 @@ func main() {
 	if *procs > 0 {
 		runtime.GOMAXPROCS(*procs)
 	}
-	s := &server{t: &truth{rows: make(map[string]*row)}, resp: *resp}
-	iters := []int{LightIters * *scale, MediumIters * *scale, HeavyIters * *scale}
+	s := &server{t: tbtruth.NewTable(), resp: *resp}
+	iters := []int{tbtruth.LightIters * *scale, tbtruth.MediumIters * *scale, tbtruth.HeavyIters * *scale}
 	desc := grpc.ServiceDesc{ServiceName: tbgrpc.Service, HandlerType: (*interface{})(nil), Metadata: "tbgrpc"}
 	for i, m := range tbgrpc.Methods {
 		desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: m, Handler: s.handler(m, iters[i])})
@@ -229,13 +133,13 @@ func main() {
 			fmt.Fprintf(os.Stderr, "tb-grpcserver: serve failed: %v\n", err)
 			status, running = 1, false
 		case <-tick.C:
-			if err := s.t.write(*truthPath); err != nil {
+			if err := s.t.Write(*truthPath); err != nil {
 				fmt.Fprintf(os.Stderr, "tb-grpcserver: %v\n", err)
 			}
 		}
 	}
 	gs.Stop()
-	if err := s.t.write(*truthPath); err != nil {
+	if err := s.t.Write(*truthPath); err != nil {
 		fmt.Fprintf(os.Stderr, "tb-grpcserver: %v\n", err)
 		status = 1
 	}
