@@ -61,7 +61,7 @@
  * additivity (|sum of the alone costs / the shared run's CPU - 1|) and V's part of the server's CPU (%).
  */
 #define EST_PP_MEASURED 6.7
-#define SEP_PP_MEASURED 2.1
+#define SEP_PP_MEASURED 2.4
 #define SEP_ADD_MEASURED 0.06
 #define V_PCT_MEASURED 13.3
 
@@ -366,7 +366,7 @@ static void test_rametr(void)
 	/*
 	 * The handlers' truth leaves out what grpc-go and the runtime do per call (reading and writing frames,
 	 * the call's goroutine, scheduling): spread evenly per call it gives an estimate of each tenant's whole
-	 * CPU, which the separate runs' truth confirmed here (within 1.2 pp in shares, two runs). Rametr's shares
+	 * CPU, which the separate runs' truth confirmed here (within 2.1 pp in shares, three runs). Rametr's shares
 	 * against it:
 	 */
 	CU_ASSERT_FATAL(run.shared.server_ns > tsum);
