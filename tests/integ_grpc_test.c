@@ -54,6 +54,7 @@
 #define RUN_S "12"
 #define SERVER "10.213.0.12:7310"
 #define RESP 256
+
 /*
  * The largest deviations measured on this machine (testbed/RESULTS.md, 2026-11-26, "a Go gRPC server"); the
  * checks allow three times each: Rametr's shares against the estimate (the handlers' truth plus the rest of
