@@ -13,7 +13,7 @@
 #include "rm_err.h"
 #include "banned.h"
 
-enum agg_kind { AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT, AGG_K_EST };
+enum agg_kind { AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT, AGG_K_EST, AGG_K_REQ /* the runtime rule's only */ };
 
 struct agg_sum {
 	int kind;             /* 0 = free slot */
@@ -21,6 +21,18 @@ struct agg_sum {
 	uint64_t window_ns, win;
 	const char *key;      /* CE or reason; NULL for splits */
 	uint64_t v[ST_R_COUNT]; /* splits: the count in v[0]; est: requests, rt, rx */
+};
+
+/* What the runtime rule remembers of one window of one node: the CEs it served (agg_rt_*). */
+struct agg_rt_ce {
+	char *ce;             /* owned */
+	uint64_t cpu, req;    /* CPU charged to it by runtime threads' parts, requests they answered */
+};
+struct agg_rt_win {
+	char *node;           /* owned; NULL = free slot */
+	uint64_t window_ns, win;
+	size_t n;
+	struct agg_rt_ce ce[AGG_RT_CES];
 };
 
 struct agg_account {
@@ -34,6 +46,10 @@ struct agg_account {
 	struct agg_account_stats stats;
 	agg_account_observer obs; /* told what each commit wrote */
 	void *obs_arg;
+	int rt_off;            /* the runtime rule is off (agg_account_set_runtime) */
+	unsigned rt_req_pm;    /* its weight: per mille by requests, the rest by CPU */
+	struct agg_rt_win rt[AGG_RT_WINS]; /* the CEs of recent (node, window)s */
+	uint64_t rt_charged, rt_left; /* of the open transaction: CPU the rule charged, left in V 'runtime' */
 };
 
 int agg_account_open(struct agg_account **out, const struct agg_store *store)
@@ -49,17 +65,42 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store)
 	if (!(a = calloc(1, sizeof(*a))))
 		return RM_ENOMEM;
 	a->st = *store;
+	a->rt_req_pm = AGG_RT_REQ_PM_DEFAULT;
 	*out = a;
 	return RM_OK;
 }
 
+/* Frees what slot w holds and marks it free. */
+static void agg_rt_clear(struct agg_rt_win *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->n; i++)
+		free(w->ce[i].ce);
+	free(w->node);
+	memset(w, 0, sizeof(*w));
+}
+
 void agg_account_close(struct agg_account *a)
 {
+	size_t i;
+
 	if (!a)
 		return;
 	agg_account_abort(a);
+	for (i = 0; i < AGG_RT_WINS; i++)
+		agg_rt_clear(&a->rt[i]);
 	free(a->tab);
 	free(a);
+}
+
+int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille)
+{
+	if (req_permille > 1000)
+		return RM_EINVAL;
+	a->rt_off = !on;
+	a->rt_req_pm = req_permille;
+	return RM_OK;
 }
 
 static uint64_t agg_str_hash(uint64_t h, const char *s)
@@ -174,10 +215,11 @@ int agg_account_add_split(struct agg_account *a, const char *node, uint64_t wind
 	return RM_OK;
 }
 
-int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
-			uint64_t requests, uint64_t rt_ns, uint64_t rx)
+/* The open transaction's sum of kind for CE ce of (node, window_ns, win) (agg_origin), made if missing. */
+static int agg_ce_sum(struct agg_account *a, int kind, const char *node, uint64_t window_ns, uint64_t win,
+		      const char *ce, struct agg_sum **out)
 {
-	struct agg_sum k = { 0 }, *e;
+	struct agg_sum k = { 0 };
 	int rv;
 
 	if (!a->open)
@@ -186,15 +228,39 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 		return RM_EINVAL;
 	if ((rv = agg_origin(a, node, window_ns, &k)) != 0)
 		return rv;
-	k.kind = AGG_K_EST;
+	k.kind = kind;
 	k.key = ce;
 	k.win = win;
-	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+	return agg_sum_get(a, &k, out);
+}
+
+int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
+			uint64_t requests, uint64_t rt_ns, uint64_t rx)
+{
+	struct agg_sum *e;
+	int rv;
+
+	if ((rv = agg_ce_sum(a, AGG_K_EST, node, window_ns, win, ce, &e)) != 0)
 		return rv;
 	/* saturate: storage refuses sums above INT64_MAX with a clear error */
 	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
 	e->v[1] = e->v[1] + rt_ns < e->v[1] ? UINT64_MAX : e->v[1] + rt_ns;
 	e->v[2] = e->v[2] + rx < e->v[2] ? UINT64_MAX : e->v[2] + rx;
+	return RM_OK;
+}
+
+int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
+			uint64_t requests, uint64_t cpu_ns)
+{
+	struct agg_sum *e;
+	int rv;
+
+	if (a->open && ce && (a->rt_off || (!requests && !cpu_ns)))
+		return RM_OK;
+	if ((rv = agg_ce_sum(a, AGG_K_REQ, node, window_ns, win, ce, &e)) != 0)
+		return rv;
+	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
+	e->v[1] = e->v[1] + cpu_ns < e->v[1] ? UINT64_MAX : e->v[1] + cpu_ns;
 	return RM_OK;
 }
 
@@ -279,15 +345,214 @@ static int agg_write_restart(struct agg_account *a, const struct rm_totals *t)
 	return rv;
 }
 
-static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw)
+/* The remembered window (node, window_ns, win), or NULL. */
+static struct agg_rt_win *agg_rt_find(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win)
+{
+	size_t i;
+
+	for (i = 0; i < AGG_RT_WINS; i++)
+		if (a->rt[i].node && a->rt[i].win == win && a->rt[i].window_ns == window_ns && !strcmp(a->rt[i].node, node))
+			return &a->rt[i];
+	return NULL;
+}
+
+/* One CE's inputs to the runtime rule's weight in a window. */
+struct agg_rt_w {
+	const char *ce; /* borrowed */
+	uint64_t cpu, req;
+};
+
+/* Adds (ce, cpu, req) to ws[0..*n), merged by CE; CEs past AGG_RT_CES are left out. */
+static void agg_rt_put(struct agg_rt_w *ws, size_t *n, const char *ce, uint64_t cpu, uint64_t req)
+{
+	size_t i;
+
+	for (i = 0; i < *n && strcmp(ws[i].ce, ce); i++)
+		;
+	if (i == *n) {
+		if (*n == AGG_RT_CES)
+			return;
+		ws[i].ce = ce;
+		ws[i].cpu = ws[i].req = 0;
+		(*n)++;
+	}
+	ws[i].cpu += cpu;
+	ws[i].req += req;
+}
+
+/*
+ * The CEs the batch's node's runtime threads served in window win, as far as
+ * this accountant knows (agg_account_add_req): the CPU charged to them and
+ * the requests answered, remembered from earlier batches and in this one.
+ * Returns how many (into ws, AGG_RT_CES at most).
+ */
+static size_t agg_rt_gather(struct agg_account *a, uint64_t win, struct agg_rt_w *ws)
+{
+	const struct agg_rt_win *rw = agg_rt_find(a, a->m.node, a->m.window_ns, win);
+	size_t i, n = 0;
+
+	for (i = 0; rw && i < rw->n; i++)
+		agg_rt_put(ws, &n, rw->ce[i].ce, rw->ce[i].cpu, rw->ce[i].req);
+	for (i = 0; i < a->cap; i++) {
+		const struct agg_sum *e = &a->tab[i];
+
+		if (e->kind == AGG_K_REQ && e->win == win && e->window_ns == a->m.window_ns && !strcmp(e->node, a->m.node))
+			agg_rt_put(ws, &n, e->key, e->v[1], e->v[0]);
+	}
+	return n;
+}
+
+/*
+ * The runtime rule: charges rt ns of the batch's node's CPU in window win
+ * to the CEs ws[0..n), each by its weight - rt_req_pm per mille by its
+ * share of the requests, the rest by its share of the CPU charged (all by
+ * one of them when the other sums to 0) - into this transaction's sums.
+ * Exact: the amounts sum to rt (the rounding's remainder goes to the CE
+ * of the largest weight). *charged = rt, or 0 if no CE has a weight.
+ */
+static int agg_rt_charge(struct agg_account *a, uint64_t win, uint64_t rt, const struct agg_rt_w *ws, size_t n,
+			 uint64_t *charged)
+{
+	double wt[AGG_RT_CES], wsum = 0, cpu = 0, req = 0, fr = a->rt_req_pm / 1000.0;
+	uint64_t amt[AGG_RT_CES], given = 0;
+	size_t i, big = 0;
+	int rv;
+
+	*charged = 0;
+	for (i = 0; i < n; i++) {
+		cpu += (double)ws[i].cpu;
+		req += (double)ws[i].req;
+	}
+	if (req == 0)
+		fr = 0;
+	else if (cpu == 0)
+		fr = 1;
+	for (i = 0; i < n; i++) {
+		wt[i] = (req > 0 ? fr * (double)ws[i].req / req : 0) + (cpu > 0 ? (1 - fr) * (double)ws[i].cpu / cpu : 0);
+		wsum += wt[i];
+		if (wt[i] > wt[big])
+			big = i;
+	}
+	if (!n || wsum <= 0)
+		return RM_OK;
+	for (i = 0; i < n; i++) {
+		double x = (double)rt * wt[i] / wsum;
+
+		amt[i] = x >= (double)(rt - given) ? rt - given : (uint64_t)x;
+		given += amt[i];
+	}
+	amt[big] += rt - given;
+	for (i = 0; i < n; i++) {
+		struct agg_sum k = { 0 }, *e;
+
+		if (!amt[i])
+			continue;
+		k.kind = AGG_K_CE;
+		k.node = a->m.node;
+		k.window_ns = a->m.window_ns;
+		k.win = win;
+		k.key = ws[i].ce;
+		if ((rv = agg_sum_get(a, &k, &e)) != 0)
+			return rv;
+		e->v[ST_R_CPU] += amt[i];
+	}
+	*charged = rt;
+	return RM_OK;
+}
+
+/*
+ * The runtime rule over the batch's window totals: into rt_of[i] the CPU of
+ * w[i] that threads of a managed runtime used outside segments, into
+ * charged[i] what of it went to the CEs of that window (else of the window
+ * before it); the rest stays V 'runtime'.
+ */
+static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t nw, uint64_t *rt_of,
+			uint64_t *charged)
+{
+	struct agg_rt_w ws[AGG_RT_CES];
+	size_t i, n;
+	int rv;
+
+	for (i = 0; i < nw; i++) {
+		rt_of[i] = w[i].unseg_rt_ns < w[i].unseg_cpu_ns ? w[i].unseg_rt_ns : w[i].unseg_cpu_ns;
+		charged[i] = 0;
+		if (!rt_of[i] || w[i].restart)
+			continue;
+		if (!a->rt_off) {
+			if ((n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
+				n = agg_rt_gather(a, w[i].win - 1, ws);
+			if ((rv = agg_rt_charge(a, w[i].win, rt_of[i], ws, n, &charged[i])) != 0)
+				return rv;
+		}
+		a->rt_charged += charged[i];
+		a->rt_left += rt_of[i] - charged[i];
+	}
+	return RM_OK;
+}
+
+/* Remembers a window slot for (node, window_ns, win): found, free, or the oldest one cleared. NULL: out of memory. */
+static struct agg_rt_win *agg_rt_slot(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win)
+{
+	struct agg_rt_win *rw = agg_rt_find(a, node, window_ns, win), *old = &a->rt[0];
+	size_t i;
+
+	if (rw)
+		return rw;
+	for (i = 0; i < AGG_RT_WINS && a->rt[i].node; i++)
+		if (a->rt[i].win < old->win)
+			old = &a->rt[i];
+	rw = i < AGG_RT_WINS ? &a->rt[i] : old;
+	agg_rt_clear(rw);
+	if (!(rw->node = strdup(node)))
+		return NULL;
+	rw->window_ns = window_ns;
+	rw->win = win;
+	return rw;
+}
+
+/*
+ * After a commit: remembers the batch's weights for the CEs of its own node
+ * (agg_account_add_req), per window, for the rule in later batches. Best
+ * effort: out of memory, a CE is left out.
+ */
+static void agg_rt_remember(struct agg_account *a)
+{
+	size_t i, j;
+
+	if (!a->is_batch || a->rt_off)
+		return;
+	for (i = 0; i < a->cap; i++) {
+		const struct agg_sum *e = &a->tab[i];
+		uint64_t cpu = e->v[1], req = e->v[0];
+		struct agg_rt_win *rw;
+
+		/* (the rule's own entries, AGG_K_CE, may have a slot's string as key: never read here) */
+		if (e->kind != AGG_K_REQ || e->window_ns != a->m.window_ns || strcmp(e->node, a->m.node))
+			continue;
+		if (!(rw = agg_rt_slot(a, e->node, e->window_ns, e->win)))
+			continue;
+		for (j = 0; j < rw->n && strcmp(rw->ce[j].ce, e->key); j++)
+			;
+		if (j == rw->n) {
+			if (rw->n == AGG_RT_CES || !(rw->ce[j].ce = strdup(e->key)))
+				continue;
+			rw->ce[j].cpu = rw->ce[j].req = 0;
+			rw->n++;
+		}
+		rw->ce[j].cpu += cpu;
+		rw->ce[j].req += req;
+	}
+}
+
+/* Writes the transaction's sums and the batch's totals; rt_of, rt_charged: agg_rt_apply's. */
+static int agg_write_rows(struct agg_account *a, const struct rm_totals *w, size_t nw, const uint64_t *rt_of,
+			  const uint64_t *rt_charged)
 {
 	const struct agg_batch_meta *m = &a->m;
 	int64_t start, len;
 	size_t i;
 	int r, rv;
 
-	if (nw && !a->is_batch)
-		return RM_EINVAL;
 	/* restart totals explain what was stored before this batch: first */
 	for (i = 0; i < nw; i++)
 		if (w[i].restart && (rv = agg_write_restart(a, &w[i])) != 0)
@@ -307,6 +572,8 @@ static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw
 			a->stats.rows_written++;
 			continue;
 		}
+		if (e->kind == AGG_K_REQ)
+			continue; /* the runtime rule's weights: in memory only */
 		if (e->kind == AGG_K_EST) {
 			if ((rv = a->st.add_est_input(a->st.arg, e->node, start, len, e->key, e->v[0], e->v[1], e->v[2])) != 0)
 				return rv;
@@ -356,7 +623,7 @@ static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw
 		lost -= drop[ST_R_CPU];
 		for (r = 0; r < ST_R_COUNT; r++) {
 			uint64_t cap = r == ST_R_CPU ? w[i].capacity_ns : 0;
-			uint64_t unseg = unseg_of[r] - (r == ST_R_CPU ? 0 : drop[r]);
+			uint64_t unseg = unseg_of[r] - (r == ST_R_CPU ? rt_of[i] : drop[r]);
 
 			if (total[r] || cap) {
 				if ((rv = a->st.add_total(a->st.arg, m->node, start, len, r, total[r], cap)) != 0)
@@ -370,11 +637,33 @@ static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw
 		}
 		if (lost && (rv = a->st.add_unacct(a->st.arg, m->node, start, len, ST_R_CPU, AGG_REASON_LOST, lost)))
 			return rv;
+		if (rt_of[i] > rt_charged[i] && (rv = a->st.add_unacct(a->st.arg, m->node, start, len, ST_R_CPU,
+									 AGG_REASON_RUNTIME, rt_of[i] - rt_charged[i])))
+			return rv;
 		if (w[i].dropped_parts)
 			rm_log_warn("node '%s' window %" PRIu64 ": %" PRIu64 " segment parts dropped in the kernel; their CPU and bytes are charged to V as '%s'",
 				    m->node, w[i].win, w[i].dropped_parts, AGG_REASON_DROPPED);
 	}
 	return RM_OK;
+}
+
+/* Applies the runtime rule, then writes everything (agg_write_rows). */
+static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw)
+{
+	uint64_t *rt_of = NULL, *rt_charged = NULL;
+	int rv;
+
+	if (nw && !a->is_batch)
+		return RM_EINVAL;
+	if (nw && (!(rt_of = calloc(nw, sizeof(*rt_of))) || !(rt_charged = calloc(nw, sizeof(*rt_charged))))) {
+		free(rt_of);
+		return RM_ENOMEM;
+	}
+	if ((rv = agg_rt_apply(a, w, nw, rt_of, rt_charged)) == RM_OK)
+		rv = agg_write_rows(a, w, nw, rt_of, rt_charged);
+	free(rt_of);
+	free(rt_charged);
+	return rv;
 }
 
 int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int *duplicate)
@@ -392,6 +681,7 @@ int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int
 		memset(a->tab, 0, a->cap * sizeof(*a->tab));
 	a->n = 0;
 	a->nch = a->nsplit = 0;
+	a->rt_charged = a->rt_left = 0;
 	a->is_batch = m != NULL;
 	memset(&a->m, 0, sizeof(a->m));
 	if (m)
@@ -474,8 +764,11 @@ int agg_account_commit(struct agg_account *a, const struct rm_totals *w, size_t 
 		a->stats.passes++;
 	a->stats.charges += a->nch;
 	a->stats.splits += a->nsplit;
+	a->stats.runtime_charged_ns += a->rt_charged;
+	a->stats.runtime_left_ns += a->rt_left;
 	if (a->obs)
 		agg_observe(a, w, nw);
+	agg_rt_remember(a);
 	return RM_OK;
 fail:
 	agg_account_abort(a);

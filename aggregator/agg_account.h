@@ -53,6 +53,28 @@
 #define AGG_REASON_UNANCHORED "unanchored"
 #define AGG_REASON_NO_SENDER "no_sender" /* a datagram whose sender was not read (unconnected UDP socket) */
 #define AGG_REASON_TOO_MANY_SENDS "too_many_sends" /* received bytes past the sends the pairing follows per part */
+#define AGG_REASON_RUNTIME "runtime" /* a managed runtime's CPU outside segments that the runtime rule did not charge */
+
+/*
+ * The runtime rule. The collector reports, per window, the part of its
+ * unsegmented CPU that threads of a process running a managed runtime (a Go
+ * program) used (rm_totals.unseg_rt_ns): the runtime's own work (scheduler,
+ * sysmon, garbage collector) and the program's between requests, which
+ * follow the requests it serves. Unless switched off, the accountant
+ * charges that CPU of a window of a node to the CEs the node's runtime
+ * threads served in that window (else in the window before), by weights:
+ * AGG_RT_REQ_PM_DEFAULT per mille by each CE's share of the requests they
+ * answered, the rest by its share of the CPU they were charged for it
+ * (agg_account_add_req); the amounts sum to it exactly. (Per node: two
+ * runtimes on one node share their CEs; other servers' CEs get none.) What finds
+ * no CE stays V 'runtime' (so does all of it when the rule is off). The
+ * CEs of a window are those this accountant saw charged in it: in this
+ * batch or remembered from earlier ones (AGG_RT_WINS windows, AGG_RT_CES
+ * CEs each, since the aggregator started; a CE past those has no weight).
+ */
+#define AGG_RT_REQ_PM_DEFAULT 700
+#define AGG_RT_WINS 64
+#define AGG_RT_CES 64
 
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */
 struct agg_charge {
@@ -74,6 +96,10 @@ struct agg_account;
 /* store is copied; what it writes to must outlive the accountant. RM_OK,
    RM_EINVAL (a store function missing), RM_ENOMEM. */
 int agg_account_open(struct agg_account **out, const struct agg_store *store);
+
+/* The runtime rule (above): on (the default) or off, and its weight by
+ * requests in per mille (0..1000; the rest by CPU). RM_OK, RM_EINVAL. */
+int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille);
 void agg_account_close(struct agg_account *a);
 
 /*
@@ -101,6 +127,16 @@ int agg_account_add_split(struct agg_account *a, const char *node, uint64_t wind
  */
 int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
 			uint64_t requests, uint64_t rt_ns, uint64_t rx);
+
+/*
+ * Counts requests of CE ce answered, and CPU charged to it (ns), by threads
+ * of a managed runtime (parts flagged RM_PF_RUNTIME) on node (NULL = the
+ * batch's) in window win (window_ns 0 = the batch's): the runtime rule's
+ * weights, kept in memory, never written. As agg_account_add; nothing is
+ * kept while the rule is off.
+ */
+int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
+			uint64_t requests, uint64_t cpu_ns);
 
 /*
  * Changes to the stitcher's held parts, written at once in the open
@@ -160,6 +196,8 @@ struct agg_account_stats {
 	uint64_t batches, duplicates, charges, rows_written, gaps;
 	uint64_t passes;  /* committed expiry passes */
 	uint64_t splits;  /* split parts counted */
+	uint64_t runtime_charged_ns; /* CPU the runtime rule charged to CEs */
+	uint64_t runtime_left_ns;    /* a runtime's CPU left in V 'runtime' (no CE, or the rule off) */
 };
 void agg_account_get_stats(const struct agg_account *a, struct agg_account_stats *out);
 

@@ -3,7 +3,7 @@
  * (agg_store_mem.h: no database): CE attribution by rules, V reasons, the
  * identity per window, exactly-once application of batches (duplicates, new
  * instances, gaps), Xen domains, estimator inputs, dropped parts, the
- * observer. The SQLite store itself is tested in agg_store_st_test.c.
+ * observer, the runtime rule. The SQLite store itself is tested in agg_store_st_test.c.
  */
 #include <arpa/inet.h>
 #include <stdint.h>
@@ -488,6 +488,178 @@ static void test_observer(void)
 	agg_store_mem_close(db);
 }
 
+/* A store and an accountant of its own (no stitcher): the runtime rule's cases. */
+struct rtfx {
+	struct agg_store_mem *db;
+	struct agg_store store;
+	struct agg_account *a;
+	uint64_t seq;
+};
+
+static void rt_open(struct rtfx *f)
+{
+	memset(f, 0, sizeof(*f));
+	CU_ASSERT_EQUAL_FATAL(agg_store_mem_open(&f->db), RM_OK);
+	agg_store_mem_bind(f->db, &f->store);
+	CU_ASSERT_EQUAL_FATAL(agg_account_open(&f->a, &f->store), RM_OK);
+}
+
+static void rt_close(struct rtfx *f)
+{
+	agg_account_close(f->a);
+	agg_store_mem_close(f->db);
+}
+
+/*
+ * One batch of node: the CPU charged to c1 and c2 (0: none) and the requests
+ * they completed in window win, and the window's totals (none if busy is 0):
+ * busy, unsegmented and of that the runtime's.
+ */
+static void rt_batch(struct rtfx *f, const char *node, uint64_t win, uint64_t c1, uint64_t r1, uint64_t c2,
+		     uint64_t r2, uint64_t busy, uint64_t unseg, uint64_t rt)
+{
+	struct agg_batch_meta m = { node, "test", 7, ++f->seq, WIN_NS };
+	struct agg_charge ch[2] = { { .win = win, .ce = "c1", .v = { c1 } }, { .win = win, .ce = "c2", .v = { c2 } } };
+	struct rm_totals w = { .win = win, .busy_ns = busy, .unseg_cpu_ns = unseg, .unseg_rt_ns = rt };
+	int dup = 0;
+
+	if (!strcmp(node, "n2"))
+		m.instance = 8; /* each node its own collector */
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f->a, &m, &dup), RM_OK);
+	if (c1)
+		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch[0]), RM_OK);
+	if (c2)
+		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch[1]), RM_OK);
+	/* the runtime's threads served them (parts flagged RM_PF_RUNTIME) */
+	if (r1 || c1)
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", r1, c1), RM_OK);
+	if (r2 || c2)
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", r2, c2), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_commit(f->a, &w, busy ? 1 : 0), RM_OK);
+}
+
+static void test_runtime_rule(void)
+{
+	struct agg_account_stats st;
+	struct rtfx f;
+
+	rt_open(&f);
+	/* c1: 3000 ns and 3 requests, c2: 1000 ns and 1 request; 1001 ns of the runtime's (of 1201 unsegmented):
+	 * by requests (3/4, 1/4) and by CPU (3/4, 1/4) */
+	rt_batch(&f, "n1", WIN, 3000, 3, 1000, 1, 5201, 1201, 1001);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU) + agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU),
+			4000 + 1001);
+	CU_ASSERT(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU) >= 3000 + 750);
+	CU_ASSERT(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU) <= 3000 + 751);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 200);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	/* requests and CPU disagree: c1 all the requests, c2 all the CPU: by the weight (default, then half each) */
+	rt_batch(&f, "n1", WIN + 1, 0, 10, 4000, 0, 5000, 1000, 1000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000 + 250 + 4000 + 1000 - AGG_RT_REQ_PM_DEFAULT);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 500), RM_OK);
+	rt_batch(&f, "n1", WIN + 2, 0, 10, 4000, 0, 5000, 1000, 1000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT + 500);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	agg_account_get_stats(f.a, &st);
+	CU_ASSERT_EQUAL(st.runtime_charged_ns, 3001);
+	CU_ASSERT_EQUAL(st.runtime_left_ns, 0);
+	rt_close(&f);
+}
+
+static void test_runtime_no_ce(void)
+{
+	struct agg_account_stats st;
+	struct rtfx f;
+
+	rt_open(&f);
+	/* no CE served in the window nor in the one before: all of it stays V 'runtime' */
+	rt_batch(&f, "n1", WIN, 0, 0, 0, 0, 900, 900, 700);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", NULL, ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 700);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 200);
+	/* a runtime share above the unsegmented CPU is cut to it */
+	rt_batch(&f, "n1", WIN + 5, 0, 0, 0, 0, 100, 100, 500);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 800);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 200);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	agg_account_get_stats(f.a, &st);
+	CU_ASSERT_EQUAL(st.runtime_charged_ns, 0);
+	CU_ASSERT_EQUAL(st.runtime_left_ns, 800);
+	rt_close(&f);
+}
+
+static void test_runtime_across_batches(void)
+{
+	struct rtfx f;
+
+	rt_open(&f);
+	/* the CEs' charges of a window in one batch, its totals in the next, another node's in between */
+	rt_batch(&f, "n1", WIN, 2000, 2, 2000, 2, 0, 0, 0);
+	rt_batch(&f, "n2", WIN, 0, 0, 0, 0, 800, 800, 800);
+	rt_batch(&f, "n1", WIN, 0, 0, 0, 0, 4600, 600, 600);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 2300);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 2300);
+	/* the other node served no CE: its runtime's CPU is its own V, never n1's CEs' */
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n2", NULL, ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n2", AGG_REASON_RUNTIME, ST_R_CPU), 800);
+	/* totals of a window no charge reached yet: the CEs of the window before */
+	rt_batch(&f, "n1", WIN + 1, 0, 0, 0, 0, 100, 100, 100);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 2350);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 2350);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	rt_close(&f);
+}
+
+static void test_runtime_other_server(void)
+{
+	struct agg_batch_meta m = { "n1", "test", 7, 1, WIN_NS };
+	struct agg_charge ch[2] = { { .win = WIN, .ce = "c1", .v = { 1000 } }, { .win = WIN, .ce = "c2", .v = { 9000 } } };
+	struct rm_totals w = { .win = WIN, .busy_ns = 10600, .unseg_cpu_ns = 600, .unseg_rt_ns = 500 };
+	struct rtfx f;
+	int dup = 0;
+
+	rt_open(&f);
+	/* c2 is another server's on the same node (its parts carry no RM_PF_RUNTIME): the runtime's CPU is c1's */
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[0]), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[1]), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN, "c1", 2, 1000), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 1500);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 9000);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 100);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	rt_close(&f);
+}
+
+static void test_runtime_off(void)
+{
+	struct agg_account_stats st;
+	struct rtfx f;
+
+	rt_open(&f);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 1001), RM_EINVAL);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 0, AGG_RT_REQ_PM_DEFAULT), RM_OK);
+	rt_batch(&f, "n1", WIN, 3000, 3, 1000, 1, 5201, 1201, 1001);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 1001);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 200);
+	agg_account_get_stats(f.a, &st);
+	CU_ASSERT_EQUAL(st.runtime_charged_ns, 0);
+	CU_ASSERT_EQUAL(st.runtime_left_ns, 1001);
+	/* a node without a runtime: nothing moves whether the rule is on or off */
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, AGG_RT_REQ_PM_DEFAULT), RM_OK);
+	rt_batch(&f, "n2", WIN, 3000, 3, 1000, 1, 5200, 1200, 0);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n2", "c1", ST_R_CPU), 3000);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n2", AGG_REASON_UNSEGMENTED, ST_R_CPU), 1200);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n2", AGG_REASON_RUNTIME, ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	rt_close(&f);
+}
+
 static CU_TestInfo cases[] = {
 	{ "parts are charged to CEs by rules, the rest to V with reasons", test_attribution },
 	{ "batches apply exactly once per node instance", test_exactly_once },
@@ -498,6 +670,11 @@ static CU_TestInfo cases[] = {
 	{ "estimator inputs from the sends into a server", test_estimator_inputs_by_address },
 	{ "dropped parts are charged to V as 'dropped', never more than was lost", test_dropped },
 	{ "an observer hears what each commit wrote", test_observer },
+	{ "the runtime rule charges a runtime's CPU by requests and CPU, exactly", test_runtime_rule },
+	{ "the runtime rule charges nothing where no CE was served", test_runtime_no_ce },
+	{ "the runtime rule weighs a window's CEs across batches, per node", test_runtime_across_batches },
+	{ "the runtime rule charges only the CEs the runtime's threads served", test_runtime_other_server },
+	{ "the runtime rule off, and a node without a runtime", test_runtime_off },
 	CU_TEST_INFO_NULL,
 };
 

@@ -234,6 +234,11 @@ static void agg_usage(FILE *f)
 		"  --keep-pending  on SIGINT/SIGTERM keep the parts still waiting for the bytes'\n"
 		"                  sender for the next start (default: charge them as at the\n"
 		"                  horizon, so every window balances once stopped)\n"
+		"  --no-charge-runtime\n"
+		"                  leave a managed runtime's CPU outside requests (a Go program's\n"
+		"                  scheduler, sysmon, GC) in V 'runtime' instead of charging it to\n"
+		"                  the tenants its server served in the window (70%% by their\n"
+		"                  requests, 30%% by their CPU; docs/go.md); charge_runtime = no\n"
 		"  --tls-cert FILE PEM file with this aggregator's certificate and key\n"
 		"                  (tls+tcp:// listeners; made by scripts/cert.sh)\n"
 		"  --tls-ca FILE   PEM file of the cluster CA: collectors must present a\n"
@@ -266,7 +271,8 @@ static void agg_usage(FILE *f)
 enum agg_setting_id {
 	AGG_S_CONFIG, AGG_S_DB, AGG_S_LISTEN, AGG_S_KEEP_PENDING, AGG_S_METRICS_LISTEN, AGG_S_LOG_LEVEL,
 	AGG_S_VERBOSE, AGG_S_CHECK, AGG_S_HELP, AGG_S_VERSION, AGG_S_TLS_CERT, AGG_S_TLS_CA, AGG_S_SECRET,
-	AGG_S_WINDOW_TOLERANCE, AGG_S_MAX_CONNS, AGG_S_IDLE_TIMEOUT, AGG_S_MEM_BOUND, AGG_S_COUNT
+	AGG_S_WINDOW_TOLERANCE, AGG_S_MAX_CONNS, AGG_S_IDLE_TIMEOUT, AGG_S_MEM_BOUND, AGG_S_CHARGE_RUNTIME,
+	AGG_S_NO_CHARGE_RUNTIME, AGG_S_COUNT
 };
 
 static const struct rm_setting agg_settings[AGG_S_COUNT] = {
@@ -287,6 +293,8 @@ static const struct rm_setting agg_settings[AGG_S_COUNT] = {
 	[AGG_S_MAX_CONNS] = { "max-conns", 1, 0, 1, 0 },
 	[AGG_S_IDLE_TIMEOUT] = { "idle-timeout", 1, 0, 1, 0 },
 	[AGG_S_MEM_BOUND] = { "mem-bound", 1, 0, 1, 0 },
+	[AGG_S_CHARGE_RUNTIME] = { "charge-runtime", 0, 0, 1, 0 },
+	[AGG_S_NO_CHARGE_RUNTIME] = { "no-charge-runtime", 0, 0, 1, 0 },
 };
 
 struct agg_opts {
@@ -294,6 +302,7 @@ struct agg_opts {
 	const char *listen[16];
 	size_t nlisten;
 	int keep_pending, check;
+	int no_charge_runtime;  /* the accountant's runtime rule off */
 	enum rm_log_level level;
 	/* transport security and bounds; 0 / NULL: the server's default */
 	const char *tls_cert, *tls_ca, *secret_file;
@@ -336,6 +345,8 @@ static int agg_set(void *arg, const struct rm_setval *v)
 		o->listen[o->nlisten++] = v->value;
 		break;
 	case AGG_S_KEEP_PENDING: o->keep_pending = yes; break;
+	case AGG_S_CHARGE_RUNTIME: o->no_charge_runtime = !yes; break;
+	case AGG_S_NO_CHARGE_RUNTIME: o->no_charge_runtime = yes; break;
 	case AGG_S_VERBOSE: o->level = yes ? RM_LOG_DEBUG : RM_LOG_INFO; break;
 	case AGG_S_CHECK: o->check = yes; break;
 	case AGG_S_TLS_CERT: o->tls_cert = v->value; break;
@@ -614,6 +625,8 @@ int main(int argc, char **argv)
 	if (rv == RM_OK) {
 		agg_store_st(&store, db);
 		rv = agg_account_open(&acct, &store);
+		if (rv == RM_OK)
+			rv = agg_account_set_runtime(acct, !o.no_charge_runtime, AGG_RT_REQ_PM_DEFAULT);
 	}
 	/* usage settles into the metrics once quiet for the horizon (held parts are charged by then) */
 	if (rv == RM_OK && o.metrics_listen &&
@@ -708,6 +721,9 @@ int main(int argc, char **argv)
 		rm_log_info("applied %llu batches (%llu duplicates ignored, %llu gaps), %llu parts",
 			    (unsigned long long)st.batches, (unsigned long long)st.duplicates,
 			    (unsigned long long)st.gaps, (unsigned long long)st.charges);
+		rm_log_info("runtime rule %s: %.3f s of managed runtimes' CPU outside requests charged to CEs, %.3f s "
+			    "left in V 'runtime'", o.no_charge_runtime ? "off" : "on",
+			    (double)st.runtime_charged_ns / 1e9, (double)st.runtime_left_ns / 1e9);
 	}
 	if (stitch) {
 		agg_stitch_run_get_stats(stitch, &ps);

@@ -111,6 +111,7 @@ int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how how)
 	res.win = r->win;
 	res.seg_id = r->seg_id;
 	res.flags = r->flags;
+	res.ends = r->ends;
 	res.start_ns = r->start_ns;
 	res.end_ns = r->end_ns;
 	res.out_family = r->out_family;
@@ -495,6 +496,7 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 	r->start_ns = p->start_ns;
 	r->end_ns = p->end_ns;
 	r->flags = p->flags;
+	r->ends = p->ends;
 	r->out_family = p->out.family;
 	r->out_rport = p->out.rport;
 	memcpy(r->out_raddr, p->out.raddr, sizeof(r->out_raddr));

@@ -154,6 +154,7 @@ struct agg_pair_result {
 	const char *node;   /* interned: valid until agg_pair_close */
 	uint64_t instance, window_ns, win, seg_id;
 	uint32_t flags;     /* the part's RM_PF_* */
+	uint32_t ends;      /* a merged record's requests answered (rm_wpart.ends); 0 for one part */
 	uint64_t start_ns, end_ns; /* the part's (node monotonic) */
 	uint32_t out_family, out_rport; /* the part's out tuple: family (0 = none), remote port */
 	const uint32_t *out_raddr;  /* and remote address (4 words, network order) */

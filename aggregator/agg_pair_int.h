@@ -83,6 +83,7 @@ struct agg_rec {
 	uint64_t v[ST_R_COUNT];
 	uint64_t start_ns, end_ns;    /* the part's, for the estimators' inputs */
 	uint32_t flags;               /* RM_PF_* */
+	uint32_t ends;                /* a merged record's requests answered (rm_wpart.ends) */
 	uint32_t out_family, out_rport; /* remote end of its closing send (estimators) */
 	uint32_t out_raddr[4];
 	int64_t arrival;

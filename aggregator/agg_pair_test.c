@@ -131,6 +131,41 @@ static void replay_skewed(struct stream *s, const char *node, const char *file, 
 	free(buf);
 }
 
+/*
+ * Replays `file` as node `node` with the clients 10.1.0.1 and 10.1.0.3
+ * swapped: the same connections on the node's side, other CEs.
+ */
+static void replay_swapped(struct stream *s, const char *node, const char *file, int follow_replies)
+{
+	struct col_replay_opts o = { 0 };
+	struct col_sink sink;
+	char path[512], *buf, *p;
+	long len;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", AGG_TESTDATA, file);
+	f = fopen(path, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL_FATAL(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	CU_ASSERT_FATAL(len > 0);
+	rewind(f);
+	buf = malloc((size_t)len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	CU_ASSERT_EQUAL_FATAL(fread(buf, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	for (p = buf; (p = memmem(p, (size_t)(buf + len - p), "10.1.0.", 7)) != NULL; p += 7)
+		if (p + 7 < buf + len && (p[7] == '1' || p[7] == '3'))
+			p[7] = p[7] == '1' ? '3' : '1';
+	o.follow_replies = follow_replies;
+	s->node = node;
+	col_replay_capture_init(&s->cap);
+	s->wp = NULL;
+	sink = col_replay_capture_sink(&s->cap);
+	CU_ASSERT_EQUAL_FATAL(col_replay_buf(buf, (size_t)len, node, &sink, &o), RM_OK);
+	free(buf);
+}
+
 static void streams_free(struct stream *s, size_t n)
 {
 	size_t i;
@@ -1364,6 +1399,56 @@ static void test_mux_no_spin(void)
 	streams_free(&st, 1);
 }
 
+/*
+ * Processes that call their own server over loopback (selfcall.events): a
+ * thread per connection whose call is served by another thread of the same
+ * process, and one event-loop thread that is both the client and the server
+ * of its loopback connections, two CEs interleaved. Every hop is paired like
+ * any other connection and charged to the CE whose request caused it, with
+ * follow-replies on or off, in any order; two nodes whose loopback
+ * connections have the same addresses, ports and sequence numbers (and other
+ * CEs behind them) are kept apart.
+ */
+static void test_loopback_to_itself(void)
+{
+	static const char *const nodes[2] = { "gw", "gw2" };
+	struct stream st[2];
+	struct item it[MAXP];
+	struct run R;
+	size_t n, k;
+	uint64_t seed;
+	int fr, ns;
+
+	for (fr = 1; fr >= 0; fr--) {
+		for (ns = 1; ns <= 2; ns++) {
+			replay_follow(&st[0], nodes[0], "selfcall.events", fr);
+			if (ns == 2)
+				replay_swapped(&st[1], nodes[1], "selfcall.events", fr);
+			n = all_items(st, (size_t)ns, it);
+			CU_ASSERT_FATAL(n <= MAXP);
+			for (seed = 0; seed < 6; seed++) {
+				feed_all(&R, st, (size_t)ns, it, seed);
+				CU_ASSERT_EQUAL(agg_pair_expire(R.e, (int64_t)n + H), RM_OK);
+				CU_ASSERT_EQUAL(count_resolved(&R, n), n);
+				for (k = 0; k < (size_t)ns; k++) {
+					/* gw2: c1's and c3's clients swapped */
+					const char *a = k ? "c3" : "c1", *b = k ? "c1" : "c3";
+
+					CU_ASSERT_EQUAL(tv(&R, nodes[k], a, ST_R_CPU), 20000 + 200000 + 100 + 30000);
+					CU_ASSERT_EQUAL(tv(&R, nodes[k], "c2", ST_R_CPU), 10000 + 100000 + 20000);
+					CU_ASSERT_EQUAL(tv(&R, nodes[k], b, ST_R_CPU), 15000 + 60000 + 25000);
+					CU_ASSERT_EQUAL(tv(&R, nodes[k], a, ST_R_NET_TX), 100 + 500 + 600);
+					CU_ASSERT_EQUAL(tv(&R, nodes[k], b, ST_R_NET_RX), 40 + 100 + 700);
+					CU_ASSERT_EQUAL(tv(&R, nodes[k], "!" AGG_REASON_UNPAIRED, ST_R_CPU), 0);
+					CU_ASSERT_EQUAL(tv(&R, nodes[k], "!" AGG_REASON_PAST_HORIZON, ST_R_CPU), 0);
+				}
+				run_close(&R);
+			}
+			streams_free(st, (size_t)ns);
+		}
+	}
+}
+
 static CU_TestInfo cases[] = {
 	{ "largest-remainder split is exact", test_apportion },
 	{ "pooled connection: three CEs' interleaved requests, two hops, any order", test_pooled_connection },
@@ -1387,6 +1472,7 @@ static CU_TestInfo cases[] = {
 	  test_pooled_proxy },
 	{ "unix stream sockets are paired on a node by both ends and byte positions", test_unix },
 	{ "many unresolved sends on one multiplexed connection: bounded work", test_mux_no_spin },
+	{ "a process calling its own server over loopback: every hop charged to its CE", test_loopback_to_itself },
 	CU_TEST_INFO_NULL,
 };
 

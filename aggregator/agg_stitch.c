@@ -84,6 +84,9 @@ static size_t agg_part_pack(const struct rm_wpart *k, uint8_t *buf, size_t len)
  * inbound bytes, and, for a part that ends its segment with a send (a
  * completed request), one request and its response time (recv to send) for
  * the CE of the largest share (a split part is one request, not several).
+ * Also, for a part of a managed runtime's thread (RM_PF_RUNTIME) on any
+ * server, its requests answered and CPU per CE for the accountant's runtime
+ * rule (agg_account_add_req).
  * Only for servers with an [estimate] section. One with `address` there
  * gets its inputs from the sends into it instead: per CE of the sending
  * part, its sent bytes and one request per closing send (response time
@@ -99,6 +102,13 @@ static int agg_est_inputs(struct agg_stitch *s, const struct agg_pair_result *r)
 	for (i = 0; i < r->ndist; i++)
 		if (r->dist[i].ce && (best == SIZE_MAX || r->dist[i].w > r->dist[best].w))
 			best = i;
+	/* a managed runtime's part: the requests it answered (a merged record's count) to the CE of the
+	   largest share, its CPU to each CE: the runtime rule's weights */
+	for (i = 0; (r->flags & RM_PF_RUNTIME) && i < r->ndist; i++)
+		if (r->dist[i].ce &&
+		    (rv = agg_account_add_req(s->acct, r->node, r->window_ns, r->win, r->dist[i].ce,
+					      i != best ? 0 : r->ends ? r->ends : (uint32_t)end, r->pieces[i].v[ST_R_CPU])) != 0)
+			return rv;
 	if (end && (r->out_family == RM_AF_INET || r->out_family == RM_AF_INET6) && r->out_raddr)
 		to = agg_config_match_est_addr(s->cfg, r->out_family, (const uint8_t *)r->out_raddr,
 					       r->out_family == RM_AF_INET ? 4 : 16, r->out_rport);

@@ -28,6 +28,7 @@
 
 #include "col_bpf.h"
 #include "col_probe.h"
+#include "col_rtscan.h"
 #include "rm_clock.h"
 #include "rm_err.h"
 #include "rametr.skel.h"
@@ -55,6 +56,8 @@ struct col_bpf {
 	int handoff_attached;        /* the hand-off hook was attached (it stays until col_bpf_finish) */
 	uint64_t handoff_before;     /* hand-offs the kernel counted before the hook was attached */
 	uint64_t swept_win;          /* CPU counters: windows before this one are swept */
+	struct col_rtscan *rtscan;   /* keeps the kernel's map of managed runtimes (Go programs) */
+	uint64_t rtscan_win;         /* the window of its last pass */
 };
 
 /*
@@ -212,6 +215,12 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		return RM_EBPF;
 	}
 	b->handoff_attached = b->skel->links.rm_sched_waking != NULL;
+	if ((rv = col_rtscan_open(&b->rtscan, "/proc", bpf_map__fd(b->skel->maps.runtimes), cfg->netns_ino)) != RM_OK) {
+		col_bpf_close(b);
+		return rv;
+	}
+	b->rtscan_win = col_bpf_win_now(b);
+	col_rtscan_run(b->rtscan, NULL); /* before the first sweep, which marks their threads */
 	if (cfg->cpu_counters) {
 		/* the first sweep takes every thread's counters as they are */
 		if (!(b->cut_link = bpf_program__attach_iter(b->skel->progs.rm_cut_tasks, NULL))) {
@@ -374,6 +383,11 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 		return b->sink_err;
 	if (b->handoff_wait && __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED))
 		col_bpf_handoff_attach(b);
+	if (b->rtscan && col_bpf_win_now(b) > b->rtscan_win) {
+		/* once a window, before its sweep: which processes run a managed runtime */
+		b->rtscan_win = col_bpf_win_now(b);
+		col_rtscan_run(b->rtscan, NULL);
+	}
 	if (b->cut_link && col_bpf_win_now(b) > b->swept_win) {
 		/* a window ended: its threads' CPU since their last edges */
 		b->swept_win = col_bpf_win_now(b);
@@ -482,6 +496,7 @@ void col_bpf_close(struct col_bpf *b)
 		return;
 	ring_buffer__free(b->rb);
 	bpf_link__destroy(b->cut_link);
+	col_rtscan_close(b->rtscan);
 	rametr_bpf__destroy(b->skel);
 	free(b->last);
 	free(b->vals);

@@ -188,3 +188,24 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 	close(fd);
 	return rv;
 }
+
+int col_gort_is_go(const char *path)
+{
+	uint64_t off;
+	Elf *e;
+	int fd, is_go = 0;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return RM_EIO;
+	elf_version(EV_CURRENT);
+	if ((e = elf_begin(fd, ELF_C_READ, NULL)) != NULL && elf_kind(e) == ELF_K_ELF) {
+		if (find_scn(e, ".go.buildinfo"))
+			is_go = 1;
+		else
+			find_sym(e, "runtime.main", &off, &is_go);
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return is_go ? RM_OK : RM_ENOENT;
+}

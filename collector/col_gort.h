@@ -41,4 +41,12 @@ struct col_gort {
  */
 int col_gort_inspect(const char *path, struct col_gort *out);
 
+/*
+ * Is the ELF file at path a Go program (a .go.buildinfo section or a
+ * runtime.main symbol; also stripped ones that have .go.buildinfo)? Cheaper
+ * than col_gort_inspect: no DWARF. Returns RM_OK if so, RM_ENOENT if not (or
+ * not ELF), RM_EIO if it cannot be opened. Thread-safe.
+ */
+int col_gort_is_go(const char *path);
+
 #endif

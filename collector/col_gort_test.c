@@ -42,6 +42,7 @@ static void test_go_binary(void)
 
 	need_go();
 	CU_ASSERT_EQUAL_FATAL(col_gort_inspect(TB_GOSERVER_BIN, &g), RM_OK);
+	CU_ASSERT_EQUAL(col_gort_is_go(TB_GOSERVER_BIN), RM_OK);
 	CU_ASSERT(!strncmp(g.version, "go1.", 4));
 	/* runtime.execute's address by nm, .text's address and offset by readelf: the same file offset */
 	snprintf(cmd, sizeof(cmd), "nm '%s' | awk '$3 == \"runtime.execute\" {print $1}'", TB_GOSERVER_BIN);
@@ -83,6 +84,7 @@ static void test_stripped(void)
 	CU_ASSERT(g.execute_off > 0);
 	CU_ASSERT_EQUAL(col_gort_inspect(nosym, &g), RM_ENOTSUP);
 	CU_ASSERT(!strncmp(g.version, "go1.", 4)); /* .go.buildinfo is not a debug section: still there */
+	CU_ASSERT_EQUAL(col_gort_is_go(nosym), RM_OK); /* still a Go program's runtime */
 	unlink(nodw);
 	unlink(nosym);
 }
@@ -98,6 +100,9 @@ static void test_not_go(void)
 	CU_ASSERT_EQUAL(col_gort_inspect(self, &g), RM_ENOENT);
 	CU_ASSERT_EQUAL(col_gort_inspect("/proc/self/status", &g), RM_ENOENT); /* not ELF */
 	CU_ASSERT_EQUAL(col_gort_inspect("/nonexistent/gosrv", &g), RM_EIO);
+	CU_ASSERT_EQUAL(col_gort_is_go(self), RM_ENOENT);
+	CU_ASSERT_EQUAL(col_gort_is_go("/proc/self/status"), RM_ENOENT);
+	CU_ASSERT_EQUAL(col_gort_is_go("/nonexistent/gosrv"), RM_EIO);
 }
 
 static CU_TestInfo cases[] = {

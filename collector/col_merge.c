@@ -176,6 +176,7 @@ int col_merge_add(struct col_merge *m, const struct rm_part *p)
 		}
 		r = &m->rec[m->nrec];
 		*r = *p;
+		r->ends = p->ends + ((p->flags & RM_PF_END) ? 1 : 0);
 		r->flags &= ~(__u32)COL_MERGE_RANGES;
 		r->in_seq_start = r->in_seq_end = 0;
 		r->out_seq_start = r->out_seq_end = 0;
@@ -195,6 +196,7 @@ int col_merge_add(struct col_merge *m, const struct rm_part *p)
 	if (p->end_ns > r->end_ns)
 		r->end_ns = p->end_ns;
 	r->flags |= p->flags & ~(__u32)COL_MERGE_RANGES;
+	r->ends += p->ends + ((p->flags & RM_PF_END) ? 1 : 0);
 	if (!r->out.family && !r->out.cookie)
 		r->out = p->out;
 	m->st.merged++;

@@ -27,7 +27,8 @@
  * pid, tid) make one record (the remote end: one unconnected UDP socket
  * receives from many senders, each charged by its own address): the first part's identity and tuples (out: the first one
  * named), counters summed, start the earliest and end the latest, flags
- * or-ed; no byte ranges (RM_PF_IN_SEQ, RM_PF_OUT_SEQ, RM_PF_SEQ_SUSPECT
+ * or-ed, `ends` counting the parts that ended their segment (RM_PF_END: the
+ * requests answered); no byte ranges (RM_PF_IN_SEQ, RM_PF_OUT_SEQ, RM_PF_SEQ_SUSPECT
  * cleared): the aggregator needs none for them. Per CE, server, resource and
  * window the aggregator charges exactly what it would have charged the parts.
  *

@@ -151,6 +151,9 @@ static void test_sums(void)
 	CU_ASSERT_EQUAL(s.got[2].in.cookie, 12);
 	CU_ASSERT_EQUAL(s.got[3].win, 8);
 	CU_ASSERT_EQUAL(s.got[3].cpu_ns, 3);
+	/* the first record sums two requests answered and a part closed by a recv; the others one each */
+	CU_ASSERT_EQUAL(s.got[0].ends, 2);
+	CU_ASSERT_EQUAL(s.got[1].ends, 1);
 	col_merge_get_stats(cm, &st);
 	CU_ASSERT_EQUAL(st.merged, 6);
 	CU_ASSERT_EQUAL(st.records, 4);

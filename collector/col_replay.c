@@ -27,6 +27,7 @@ struct rm_env {
 	__u32 cpu;
 	__u32 follow_replies;
 	__u64 win_lo, win_hi, win_cur; /* rm_win's last answer */
+	__u32 rt;                      /* segmenter.h: always 0 here (no runtime is recognised in a replay) */
 	struct col_replay_run *run;
 };
 

@@ -93,6 +93,19 @@ struct {
 	__type(value, __u32);
 } excluded SEC(".maps");
 
+/*
+ * Processes (tgid -> 1) that run a managed runtime (Go), which the loader
+ * recognises from their binaries (col_rtscan.h): their threads'
+ * unsegmented CPU is also counted in unseg_rt_ns. Read when a thread's
+ * state is made and at each window sweep.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} runtimes SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);
@@ -232,7 +245,7 @@ struct rm_env {
 	__u32 follow_replies;
 	__u64 win_lo, win_hi, win_cur; /* rm_win's last answer, within one hook */
 	__u32 batch;                   /* parts go through this CPU's batch */
-	__u32 pad;
+	__u32 rt;                      /* unsegmented CPU charged with no state is a runtime thread's (segmenter.h) */
 };
 
 #define RM_INLINE static __always_inline
@@ -509,7 +522,7 @@ RM_INLINE void rm_env_init(struct rm_env *e)
 	e->follow_replies = follow_replies;
 	e->win_lo = e->win_hi = e->win_cur = 0;
 	e->batch = 1;
-	e->pad = 0;
+	e->rt = 0;
 }
 
 /*
@@ -676,6 +689,14 @@ RM_INLINE int rm_excluded(struct task_struct *task)
 	return c[0] == 'r' && c[1] == 'a' && c[2] == 'm' && c[3] == 'e' && c[4] == 't' && c[5] == 'r';
 }
 
+/* Is task a thread of a process that runs a managed runtime (the runtimes map)? */
+RM_INLINE __u32 rm_is_runtime(struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+
+	return bpf_map_lookup_elem(&runtimes, &tgid) ? 1 : 0;
+}
+
 /* The state of task, created (and its exclusion decided) if missing. */
 RM_INLINE struct rm_task *rm_task_create(struct task_struct *task)
 {
@@ -693,6 +714,7 @@ RM_INLINE struct rm_task *rm_task_create(struct task_struct *task)
 	t->ctr_set &= ~(__u32)RM_CTR_NEW; /* (a state made for the counters keeps their marks) */
 	if (rm_excluded(task))
 		t->excluded = 1;
+	t->rt = rm_is_runtime(task);
 	/* the thread's name as its state is created: one copy per thread, not
 	 * one per segment (a thread that renames itself later keeps this one) */
 	bpf_probe_read_kernel_str(&t->cur.comm, sizeof(t->cur.comm), task->comm);
@@ -1515,6 +1537,7 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 		rq = cfs ? cfs->rq : NULL;
 	}
 	rm_ctr_read(task, rq, now, running, &c);
+	t->rt = rm_is_runtime(task); /* the loader recognises a runtime after its threads began */
 	if (!(t->ctr_set & RM_CTR_SET)) {
 		rm_ctr_init(t, &c, now);
 		return 0;
@@ -1529,6 +1552,7 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 		/* its CPU since it got the CPU is the latest */
 		__u64 r = c.slice < d ? c.slice : d, mid = now - r > from ? now - r : from;
 
+		e.rt = t->rt;
 		rm_ctr_spread(&e, NULL, from, mid, d - r);
 		rm_ctr_spread(&e, NULL, mid, now, r);
 		return 0;

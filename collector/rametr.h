@@ -78,7 +78,7 @@ struct rm_part {
 	__u64 disk_read;
 	__u64 disk_write;
 	__u32 flags;      /* RM_PF_* */
-	__u32 pad;
+	__u32 ends;       /* user space: a record summing merged parts, how many ended their segment; else 0 */
 	struct rm_tuple in;
 	struct rm_tuple out;
 	__u64 in_seq_start, in_seq_end;
@@ -130,6 +130,9 @@ struct rm_task {
 	__u32 ans_st;     /* RM_ANS_*: ans, ans_seq_* hold the request of the thread's last reply */
 	__u32 tail;       /* RM_MODE_ASSOC: in the tail of the segment it answered, CPU still charged */
 	__u32 head;       /* woke from a wait holding no request: its CPU until a recv reads the next one */
+	__u32 rt;         /* a thread of a process running a managed runtime (Go): its unsegmented CPU is also
+			     counted in unseg_rt_ns */
+	__u32 rt_pad;
 	__u64 run_delay;  /* kernel: the thread's run-queue wait (sched_info) already seen, ns */
 	__u64 cpu_mark;   /* CPU counters (segmenter.h): the thread's on-CPU counter already accounted, ns */
 	__u64 ctr_ns;     /* CPU counters: when cpu_mark was last moved (CLOCK_MONOTONIC) */

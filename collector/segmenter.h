@@ -59,12 +59,17 @@
  * another CPU than the one its thread ran on): busy = sum(part cpu) + unseg
  * + lost, exactly; likewise for bytes. col_* and the tests check that
  * identity.
+ * Of the unsegmented CPU, what threads of a process running a managed
+ * runtime (rm_task.rt: a Go program, which the loader recognises from its
+ * binary) used is also counted in unseg_rt_ns (a subset, never more).
  *
  * The includer defines, before including this header:
  *   RM_INLINE                    inline qualifier
  *   struct rm_env                with members window_ns, offset_ns (__u64), cpu and
  *                                   follow_replies (__u32), and win_lo, win_hi,
- *                                   win_cur (__u64), zeroed when the settings are set
+ *                                   win_cur (__u64), zeroed when the settings are set,
+ *                                   and rt (__u32, 0 when set up: a charge with no
+ *                                   thread's state, t NULL, is of a runtime's thread)
  *   rm_env_cpu(e)                -> struct rm_cpu *  (per-CPU state of e->cpu; may be NULL)
  *   rm_env_wintot(e, win)        -> struct rm_wintot * (slot of e->cpu for win,
  *                                   zeroed and claimed if it held an older window;
@@ -167,6 +172,8 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 		c.disk_write = RM_TAKE(&p->disk_write);
 		if ((p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
 			t->chain_st |= RM_CHAIN_OUT; /* the chain's anchor must be emitted too */
+		if (t->rt)
+			p->flags |= RM_PF_RUNTIME;
 		if (rm_env_emit(e, p, &c) < 0)
 			rm_drop_part(e, p->win, &c);
 	}
@@ -245,10 +252,14 @@ RM_INLINE void rm_cont_fold(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	struct rm_part *p = &t->cur;
 	struct rm_wintot *w;
+	__u64 c;
 
 	if (!t->dirty || p->win != rm_win(e, now) || !(w = rm_env_wintot(e, p->win)))
 		return;
-	RM_ADD(&w->unseg_cpu_ns, RM_TAKE(&p->cpu_ns));
+	c = RM_TAKE(&p->cpu_ns);
+	RM_ADD(&w->unseg_cpu_ns, c);
+	if (t->rt)
+		RM_ADD(&w->unseg_rt_ns, c);
 	RM_ADD(&w->unseg_rx, RM_TAKE(&p->rx_bytes));
 	RM_ADD(&w->unseg_tx, RM_TAKE(&p->tx_bytes));
 	RM_ADD(&w->unseg_disk_read, RM_TAKE(&p->disk_read));
@@ -464,6 +475,8 @@ RM_INLINE void rm_charge_cpu(struct rm_env *e, struct rm_task *t, __u64 w, __u64
 		t->dirty = 1;
 	} else {
 		RM_ADD(&wt->unseg_cpu_ns, d);
+		if (t ? t->rt : e->rt)
+			RM_ADD(&wt->unseg_rt_ns, d);
 	}
 }
 
@@ -1339,7 +1352,9 @@ RM_INLINE __u64 rm_ctr_edge(struct rm_env *e, struct rm_task *t, __u64 from, __u
 			rm_ctr_cont(e, t, from, d - head);
 			rm_ctr_spread(e, t, from, blk, d - head);
 		} else {
+			e->rt = t->rt; /* unsegmented, but a runtime's counted apart */
 			rm_ctr_spread(e, 0, from, blk, d - head);
+			e->rt = 0;
 		}
 		rm_ctr_block(e, t, blk);
 		if (!recv || (t->mode != RM_MODE_ASSOC && t->mode != RM_MODE_NONE)) {

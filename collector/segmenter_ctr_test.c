@@ -23,6 +23,7 @@ struct rm_env {
 	__u32 cpu;
 	__u32 follow_replies;
 	__u64 win_lo, win_hi, win_cur;
+	__u32 rt;
 };
 
 #define MAX_EMIT 64
@@ -195,6 +196,35 @@ static void test_edge_waits(void)
 	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 0, 0, 1), 0);
 	CU_ASSERT_EQUAL(part_cpu(0), 100);
 	CU_ASSERT_EQUAL(task.tail, 1);
+	check_identity();
+}
+
+/* a thread of a managed runtime: its unsegmented CPU is also counted apart, never its parts' */
+static void test_edge_runtime(void)
+{
+	setup(RM_MODE_ASSOC, 1);
+	task.rt = 1;
+	/* several waits: the 70 before the last one are unsegmented, the runtime's */
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 3, 0, 1), 30);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 70);
+	CU_ASSERT_EQUAL(slots[0].unseg_rt_ns, 70);
+	CU_ASSERT_EQUAL(env.rt, 0);
+	check_identity();
+	/* in its tail, no wait: the tail's, not the runtime's */
+	setup(RM_MODE_ASSOC, 1);
+	task.rt = 1;
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 0, 0, 1), 0);
+	CU_ASSERT_EQUAL(part_cpu(0), 100);
+	CU_ASSERT(nemit > 0 && (emitted[nemit - 1].flags & RM_PF_RUNTIME)); /* the runtime rule's weights */
+	CU_ASSERT_EQUAL(slots[0].unseg_rt_ns, 0);
+	/* holding nothing: unsegmented, the runtime's; another thread's is not */
+	setup(RM_MODE_NONE, 0);
+	task.rt = 1;
+	rm_ctr_edge(&env, &task, 100, 500, 40, 0, 0, 0, 0);
+	task.rt = 0;
+	rm_ctr_edge(&env, &task, 500, 900, 25, 0, 0, 0, 0);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 65);
+	CU_ASSERT_EQUAL(slots[0].unseg_rt_ns, 40);
 	check_identity();
 }
 
@@ -444,6 +474,7 @@ static CU_TestInfo cases[] = {
 	{ "after one wait: the tail keeps what came before, the head is the recv's", test_edge_tail_head },
 	{ "after several waits none of it is the tail's; without a wait all of it", test_edge_waits },
 	{ "the head is never more than the interval", test_edge_head_capped },
+	{ "a managed runtime's unsegmented CPU is counted apart", test_edge_runtime },
 	{ "the CPU since the thread got the CPU is spread over the time since", test_edge_place },
 	{ "follow-replies: a worker woken by a reader: its tail is the last request's, its job the next's",
 	  test_fr_handoff },

@@ -532,6 +532,7 @@ static const struct rp_reason_text rp_reasons_text[] = {
 	{ "unpaired", "received bytes that no known send covered" },
 	{ "past_horizon", "work whose cause was still unknown when the aggregator stopped waiting" },
 	{ "unanchored", "work that could not be tied to a request" },
+	{ "runtime", "a managed runtime's own work (e.g. Go's scheduler) the runtime rule did not charge to tenants" },
 	{ ST_REASON_UNEXPLAINED, "the part of V no stored reason covers (negative: the reasons over-count)" },
 };
 

@@ -35,6 +35,8 @@
 #define RM_PF_CONT 0x800    /* continuation (follow-replies): work after a send, before the thread's
 			       next recv; parent_seg names its chain. Without RM_PF_ANCHOR its in
 			       tuple means nothing: it takes the CE of its chain's anchor */
+#define RM_PF_RUNTIME 0x2000 /* the part's thread is of a process running a managed runtime (a Go
+				program): the aggregator's runtime rule weighs its CEs by such parts */
 #define RM_PF_ANCHOR 0x1000 /* in tuple/range set at a reply: the request last received on the socket
 			       the thread answered on. With RM_PF_CONT: the part itself is anchored.
 			       Without: a record (no cost) anchoring chain parent_seg; an empty in
@@ -65,7 +67,7 @@
 	X(17, in_seq_start, U64, ANY) X(18, in_seq_end, U64, ANY)                             \
 	X(19, out_seq_start, U64, ANY) X(20, out_seq_end, U64, ANY)                           \
 	X(21, parent_seg, U64, ANY) X(22, domid, U32, ANY) X(23, vcpu, U32, ANY)              \
-	X(24, blocked_ns, U64, ANY)
+	X(24, blocked_ns, U64, ANY) X(25, ends, U32, ANY)
 
 /* rametr.proto Tuple. */
 #define RM_TUPLE_FIELDS(X)                                                                   \
@@ -81,6 +83,6 @@
 	X(13, dropped_parts, K, ANY) X(14, capacity_ns, N, ANY) X(15, idle_ns, N, ANY)         \
 	X(16, dropped_cpu_ns, K, ANY) X(17, dropped_rx, K, ANY) X(18, dropped_tx, K, ANY)      \
 	X(19, dropped_disk_read, K, ANY) X(20, dropped_disk_write, K, ANY)      \
-	X(21, restart, N, ANY)
+	X(21, restart, N, ANY) X(22, unseg_rt_ns, K, ANY)
 
 #endif

@@ -25,11 +25,21 @@
 #               connection to one of 4 worker threads; tb-mcload from
 #               rm-c1..3, each CE on a worker of its own: truth = that
 #               worker thread's CPU; separate runs as a witness
+#      mariadb  MariaDB (Debian) in rm-be, a thread per connection beside
+#               InnoDB's background threads; one user and query mix per CE
+#               over one connection each: truth = that connection's
+#               thread's CPU (performance_schema.threads gives its TID)
+#      apache   apache2 (Debian) with mpm_event in rm-be: a listener thread
+#               polls the keep-alive connections and hands each request to
+#               a worker thread; mod_lua handlers of a cost per CE, curl
+#               from rm-c1..3; truth from separate runs (the server idle,
+#               each CE alone, each on a fresh server; full profile only)
 #
 # Usage: scripts/eval.sh --profile ci|full [--out DIR] [--build DIR]
 #          [--report DIR] [--only LIST] [--service-seconds S]
 #   --profile ci    one synthetic configuration, short phases, short pg,
-#                   redis, nginx and memcached runs (about 5 min); checks the bounds
+#                   redis, nginx, memcached and mariadb runs (about 5 min);
+#                   checks the bounds
 #   --profile full  everything (about 20 min); writes testbed/RESULTS.md and
 #                   testbed/results/ (CSV, SVG)
 #   --out DIR       raw runs, logs and databases (default /tmp/rametr-eval)
@@ -37,7 +47,7 @@
 #   --report DIR    where RESULTS.md, CSV and SVG go (default: testbed for
 #                   full, OUT/report for ci)
 #   --only LIST     comma-separated subset of sweep,factors,phases,pg,redis,nginx,
-#                   memcached
+#                   memcached,mariadb,apache (default: all; apache only on full)
 #   --service-seconds S  how long the CEs load each real service together
 #                   (default 30 full, 15 ci)
 # Bounds checked on both profiles (exit 1 if one fails): Rametr's mean per-CE
@@ -49,10 +59,15 @@
 # pooled upstream connections Rametr within 2% per CE of tb-back's truth, its
 # shares within 1 pp, the right rank order; on memcached each CE on a worker
 # of its own, Rametr within 2% per CE of its worker's CPU, 1 pp of share and
-# the right rank order (scripts/eval-report.sh).
+# the right rank order; on MariaDB within 1% per CE of its connection's
+# thread, 0.5 pp of share, the right rank order and V within 0.5 pp of U from
+# its other threads' CPU; on apache2 each CE alone within -32/-14/-6% and +2%
+# of the server's CPU less idle, 21 pp of the separate runs' shares and their
+# rank order, U within 2% of its threads' CPU and V at most 2 pp of U above
+# its listener's CPU (scripts/eval-report.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only="sweep,factors,phases,pg,redis,nginx,memcached"
+svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--profile) profile=$2; shift 2 ;;
@@ -61,7 +76,7 @@ while [ $# -gt 0 ]; do
 	--report) report=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--service-seconds) svc_set=$2; shift 2 ;;
-	-h|--help) sed -n '2,52p' "$0"; exit 0 ;;
+	-h|--help) awk 'NR > 1 && /^set -euo/ { exit } NR > 1' "$0"; exit 0 ;;
 	*) echo "eval: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -76,6 +91,12 @@ ci)
 	ph1=10 ph2=8 ph3=12 svc_dur=15 sep_dur=8 ;;
 *) echo "eval: --profile must be ci or full" >&2; exit 2 ;;
 esac
+# apache's truth comes from separate runs (about 70 s, and their noise needs
+# the full profile's bounds): on the full profile only, unless named
+if [ -z "$only" ]; then
+	only="sweep,factors,phases,pg,redis,nginx,memcached,mariadb"
+	[ "$profile" = full ] && only="$only,apache"
+fi
 if [ -n "$svc_set" ]; then
 	[[ "$svc_set" =~ ^[1-9][0-9]*$ ]] && [ "$svc_set" -ge 5 ] \
 		|| { echo "eval: --service-seconds must be a whole number of seconds, at least 5" >&2; exit 2; }
@@ -98,7 +119,8 @@ for p in aggregator/rametr-aggregator collector/rametr-collector ctl/rametrctl t
 done
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 for p in "$PGBIN/initdb" "$PGBIN/postgres" /usr/bin/pgbench /usr/bin/psql /usr/bin/redis-server \
-	 /usr/bin/redis-cli /usr/sbin/nginx /usr/bin/curl /usr/bin/memcached runuser; do
+	 /usr/bin/redis-cli /usr/sbin/nginx /usr/bin/curl /usr/bin/memcached /usr/sbin/mariadbd /usr/bin/mariadb \
+	 /usr/bin/mariadb-install-db /usr/sbin/apache2 perl runuser; do
 	command -v "$p" >/dev/null || { echo "eval: '$p' is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 out=$(realpath -m "$out")
@@ -192,6 +214,18 @@ add_rows() {
 			END { printf "%d %d\n", n[ARGV[1]], n[ARGV[2]] }' "$d/win-$s-Rametr.csv" "$d/win-$s-$t.csv" \
 			| awk -v ex="$exp" -v cfg="$cfg" -v s="$s" -v t="$t" '{ printf "%s,%s,%s,%s,windows,%d,%d,windows,\n", ex, cfg, s, t, $1, $2 }' >>"$RES"
 	done
+}
+
+# be_rows EXP CONFIG TRUTH: the results of a run on rm-be over [t_a, t_b)
+# ($d): the window dumps, V by reason (v-be.csv), interval.txt, the result
+# rows against TRUTH ("ce ns") and Rametr's sums (rametr-sums.txt).
+be_rows() {
+	dump_windows "$d" be
+	"$CTL" unaccountable --db "$d/rametr.db" --server be --resource cpu --since "$t_a" --until "$t_b" -o csv \
+		>"$d/v-be.csv" 2>/dev/null || :
+	echo "$t_a $t_b" >"$d/interval.txt"
+	add_rows "$1" "$2" be "$d" "$3" $t_a $t_b
+	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
 }
 
 # truth file of tb-front/tb-back -> "ce cpu_ns"
@@ -644,13 +678,259 @@ if want memcached; then
 	tb_stop $mc memcached "$d/memcached.log"
 	tb_rametr_stop
 	tb_release_hosts
-	dump_windows "$d" be
-	"$CTL" unaccountable --db "$d/rametr.db" --server be --resource cpu --since "$t_a" --until "$t_b" -o csv \
-		>"$d/v-be.csv" 2>/dev/null || :
 	for i in 1 2 3; do echo "c$i $(mc_requests "$d/load-c$i.txt")"; done >"$d/requests.txt"
-	echo "$t_a $t_b" >"$d/interval.txt"
-	add_rows memcached workers be "$d" "$d/truth-workers.txt" $t_a $t_b
-	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
+	be_rows memcached workers "$d/truth-workers.txt"
+fi
+
+# ---------------------------------------------------------------- apache2
+# Debian's apache2 with mpm_event in rm-be: one child process whose listener
+# thread accepts and polls the connections and hands each readable one to a
+# free worker thread; between requests a keep-alive connection is parked with
+# the listener again, so a CE's requests run on whichever workers are free.
+# mod_lua serves each CE a handler of its own cost (AP_N iterations of a loop
+# per request) over one keep-alive curl connection per CE. No thread is any
+# CE's, so the truth comes from separate runs (as tests/integ_go_test.c): the
+# server idle, then each CE's load alone, each on a fresh server with Rametr
+# watching; a CE's CPU per request alone (less the idle server's CPU) times
+# its requests in the shared run, scaled to the shared run's CPU less idle.
+AP_PORT=8081
+AP_N=(2000 40000 200000)  # loop iterations per request, per CE
+AP_RATE=(60 30 10)        # requests per second, per CE
+# Writes the server's configuration into $apd (an access log line per request:
+# "unix-second client-address").
+ap_conf() {
+	cat >"$apd/h.lua" <<-'EOF'
+		-- n (from the query string) iterations of a loop, then a short body
+		function handle(r)
+			local n = tonumber(r:parseargs()["n"]) or 1000
+			local x = 0
+			for i = 1, n do x = (x * 31 + i) % 1000003 end
+			r.content_type = "text/plain"
+			r:puts(string.format("%d\n", x))
+			return apache2.OK
+		end
+	EOF
+	cat >"$apd/apache2.conf" <<-EOF
+		ServerRoot $apd
+		ServerName rametr-eval
+		PidFile $apd/apache2.pid
+		ErrorLog $apd/error.log
+		LogLevel warn
+		User www-data
+		Group www-data
+		Listen $(addr be):$AP_PORT
+		LoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so
+		LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+		LoadModule lua_module /usr/lib/apache2/modules/mod_lua.so
+		StartServers 1
+		ServerLimit 1
+		ThreadsPerChild 8
+		MinSpareThreads 1
+		MaxSpareThreads 8
+		MaxRequestWorkers 8
+		KeepAlive On
+		MaxKeepAliveRequests 0
+		KeepAliveTimeout 30
+		DocumentRoot $apd
+		LogFormat "%{sec}t %a" tenant
+		CustomLog $apd/access.log tenant
+		LuaScope thread
+		LuaMapHandler "^/c[0-9]/" $apd/h.lua handle
+	EOF
+	chmod 755 "$apd"; chmod 644 "$apd/h.lua" "$apd/apache2.conf"
+}
+# Starts a fresh apache2 ($ap, its parent process); empties its access log.
+ap_up() {
+	: >"$apd/access.log"; chown www-data "$apd/access.log"
+	$NETNS exec be apache2 -f "$apd/apache2.conf" -DFOREGROUND >"$1" 2>&1 &
+	ap=$!; tb_pids+=($ap)
+	wait_port be $AP_PORT $ap "$apd/error.log" apache2
+}
+# apache2's on-CPU ns: all threads of all its processes (the only ones in rm-be)
+ap_cpu() {
+	local p
+	for p in $(ip netns pids rm-be 2>/dev/null); do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done \
+		| awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+# apache2's threads: "pid tid ns wchan" (the listener waits in epoll, the
+# workers on a futex, the parent process in poll)
+ap_threads() {
+	local p t ns w
+	for p in $(ip netns pids rm-be 2>/dev/null); do
+		for t in /proc/"$p"/task/*; do
+			w=""
+			{ read -r ns _ <"$t/schedstat" && { read -r w <"$t/wchan" || [ -n "$w" ]; }; } 2>/dev/null || continue
+			echo "$p ${t##*/} $ns ${w:-running}"
+		done
+	done
+}
+ap_load() { # CE-index seconds log
+	local i=$1 n
+	n=$((AP_RATE[i - 1] * $2))
+	$NETNS exec c$i curl -sS --fail -o /dev/null --rate "${AP_RATE[i - 1]}/s" \
+		"http://$(addr be):$AP_PORT/c$i/[1-$n]?n=${AP_N[i - 1]}" >"$3" 2>&1
+}
+# Requests per CE in the access log, in seconds [FROM, TO): "ce n"
+ap_requests() {
+	awk -v from="$1" -v to="$2" -v a1="$(addr c1)" -v a2="$(addr c2)" -v a3="$(addr c3)" \
+		'$1 >= from && $1 < to { n[$2]++ } END { printf "c1 %d\nc2 %d\nc3 %d\n", n[a1], n[a2], n[a3] }' "$apd/access.log"
+}
+# The number of CE $2's requests in an ap_requests file $1
+get_n() { awk -v c="$2" '$1 == c { print $2 }' "$1"; }
+# One phase on a fresh server: CEs in $2 ("" idle) for $sep_dur s: "cpu_ns seconds" and requests in DIR/sep-TAG-*.
+ap_phase() {
+	local tag=$1 ces=$2 i l=() a b c0 c1_
+	ap_up "$d/apache2-$tag.log"
+	for i in $ces; do ap_load $i $((sep_dur + 3)) "$d/sep-$tag-c$i.log" & l+=($!); tb_pids+=($!); done
+	sleep 1.5; a=$(at_second 0); c0=$(ap_cpu)
+	sleep $((sep_dur - 1)); b=$(at_second 0); c1_=$(ap_cpu)
+	for i in "${l[@]}"; do wait "$i" || { cat "$d/sep-$tag"-*.log >&2; echo "eval: apache: curl failed" >&2; exit 1; }; tb_forget "$i"; done
+	tb_stop $ap apache2 "$apd/error.log"
+	echo "$((c1_ - c0)) $((b - a)) $a $b" >"$d/sep-$tag-cpu.txt"
+	ap_requests "$a" "$b" >"$d/sep-$tag-requests.txt"
+}
+if want apache; then
+	d=$out/runs/apache; mkdir -p "$d"
+	echo "== apache2 (mpm_event, mod_lua) in rm-be, curl from rm-c1..3 (${svc_dur}s together; idle and each CE ${sep_dur}s alone)"
+	tb_service_dir www-data apd
+	ap_conf
+	mkcfg "$d/rametr.ini" $AP_PORT be
+	tb_take_hosts
+	tb_rametr_start "$d" "$d/rametr.ini" be
+	# together
+	ap_up "$d/apache2.log"
+	loads=()
+	for i in 1 2 3; do ap_load $i $((svc_dur + 4)) "$d/load-c$i.log" & loads+=($!); tb_pids+=($!); done
+	sleep 2; t_a=$(at_second 0); ap_threads >"$d/cpu-a.txt"
+	sleep $((svc_dur - 1)); t_b=$(at_second 0); ap_threads >"$d/cpu-b.txt"
+	ok=1
+	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
+	tb_stop $ap apache2 "$apd/error.log"
+	[ $ok -eq 1 ] || { cat "$d"/load-*.log >&2; echo "eval: apache: a client reported errors" >&2; exit 1; }
+	# "listener", "workers", "parent" (the process that forked the child) CPU over the run
+	awk -v parent=$ap 'FNR == NR { a[$2] = $3; wa[$2] = $4; next } ($2 in a) { dd = $3 - a[$2]; s += dd
+		if ($1 == parent) k = "parent"; else if ($4 ~ /epoll/ || wa[$2] ~ /epoll/) k = "listener"; else k = "workers"
+		v[k] += dd }
+		END { for (k in v) print k, v[k]; print "all", s + 0 }' "$d/cpu-a.txt" "$d/cpu-b.txt" | sort >"$d/threads-together.txt"
+	echo "$(awk '$1 == "all" { print $2 }' "$d/threads-together.txt") $((t_b - t_a))" >"$d/together-cpu.txt"
+	ap_requests "$t_a" "$t_b" >"$d/requests.txt"
+	# separate runs, each on a fresh server
+	ap_phase idle ""
+	for i in 1 2 3; do ap_phase c$i $i; done
+	cp "$apd/error.log" "$d/apache2-error.log"
+	tb_rametr_stop
+	tb_release_hosts
+	# the truth: cost per request alone less idle, times the shared requests, scaled
+	for i in 1 2 3; do echo "c$i $(cut -d" " -f1,2 "$d/sep-c$i-cpu.txt") $(get_n "$d/sep-c$i-requests.txt" c$i)"; done \
+		| awk -v idle="$(cat "$d/sep-idle-cpu.txt")" -v tog="$(cat "$d/together-cpu.txt")" 'FNR == NR { n[$1] = $2; next }
+			BEGIN { split(idle, I, " "); split(tog, T, " "); ir = I[1] / I[2] }
+			{ cost[$1] = ($2 - ir * $3) / $4; raw[$1] = cost[$1] * n[$1]; s += raw[$1] }
+			END { target = T[1] - ir * T[2]
+				if (s <= 0 || target <= 0) { print "eval: apache: no CPU in the runs" > "/dev/stderr"; exit 1 }
+				for (c in raw) printf "%s %.0f\n", c, raw[c] * target / s
+				printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f\n", ir, target, s / target > "/dev/stderr" }' \
+			"$d/requests.txt" - 2>"$d/separate-summary.txt" | sort >"$d/truth-separate.txt"
+	be_rows apache separate "$d/truth-separate.txt"
+	# each CE alone is exact: all of the server's CPU less idle is that CE's.
+	# "ce cpu-less-idle-ns rametr-ns v-ns" over each alone phase
+	for i in 1 2 3; do
+		read -r cpu secs a b <"$d/sep-c$i-cpu.txt"
+		sum_windows "$d/win-be-Rametr.csv" "$a" "$b" | awk -v ce=c$i -v cpu="$cpu" -v secs="$secs" \
+			-v idle="$(cat "$d/sep-idle-cpu.txt")" 'BEGIN { split(idle, I, " ") } { v[$1] = $2 }
+			END { printf "%s %.0f %.0f %.0f\n", ce, cpu - I[1] / I[2] * secs, v[ce], v["__unaccountable__"] }'
+	done >"$d/alone-rametr.txt"
+fi
+
+# ---------------------------------------------------------------- MariaDB
+# Debian's MariaDB in rm-be: a thread per connection (from a thread cache)
+# beside InnoDB's and the server's background threads (purge, page cleaner,
+# io pool, timers). Each CE is its own user with its own query mix over one
+# connection held for the whole run, so the connection's thread serves that CE
+# alone: **exact truth** is that thread's CPU (/proc/PID/task/TID/schedstat;
+# performance_schema.threads names each connection's user and TID). The other
+# threads' CPU works for no request (V).
+MY_PORT=3306
+MY_RATE=(200 20 40)   # statements per second, per CE
+MY_ROWS=20000
+# my_gen CE-index SECONDS: the CE's statements, paced, on stdout. c1 point
+# selects by primary key, c2 range aggregates over 4,000 rows, c3 writes (an
+# UPDATE of a row and an INSERT into a log table, in turn; autocommit).
+my_gen() {
+	perl -e '
+		my ($ce, $rate, $secs, $rows) = @ARGV; $| = 1;
+		my $n = int($rate * $secs);
+		for my $i (0 .. $n - 1) {
+			my $k = 1 + ($i * 7919) % $rows;
+			if ($ce == 1) { print "SELECT v FROM t WHERE id = $k;\n" }
+			elsif ($ce == 2) { my $e = $k + 4000; print "SELECT COUNT(*), SUM(LENGTH(v)), MAX(n) FROM t WHERE id BETWEEN $k AND $e;\n" }
+			elsif ($i % 2) { print "INSERT INTO wlog (k, v) VALUES ($k, REPEAT(\x27w\x27, 200));\n" }
+			else { print "UPDATE t SET n = n + 1 WHERE id = $k;\n" }
+			select(undef, undef, undef, 1 / $rate);
+		}
+		print STDERR "statements=$n\n";' "$1" "${MY_RATE[$1 - 1]}" "$2" $MY_ROWS
+}
+my_load() { # CE-index seconds output
+	my_gen "$1" "$2" 2>"$3" | $NETNS exec c$1 mariadb --no-defaults -h "$(addr be)" -P $MY_PORT -u c$1 -N -B eval \
+		>/dev/null 2>>"$3"
+}
+my_root() { mariadb --no-defaults -S "$myd/sock" -u root -N -B "$@"; }
+# mariadbd's on-CPU ns per thread: "tid ns"
+my_threads() {
+	local t ns
+	for t in /proc/"$1"/task/*; do
+		{ read -r ns _ <"$t/schedstat"; } 2>/dev/null && echo "${t##*/} $ns"
+	done
+}
+if want mariadb; then
+	d=$out/runs/mariadb; mkdir -p "$d"
+	echo "== MariaDB in rm-be, users c1..c3 from rm-c1..3, a connection each (${svc_dur}s)"
+	mkcfg "$d/rametr.ini" $MY_PORT be
+	# mariadbd runs as user mysql, which may not enter $out: its files live in $myd
+	tb_service_dir mysql myd
+	mariadb-install-db --no-defaults --user=mysql --datadir="$myd/data" --auth-root-authentication-method=normal \
+		--skip-test-db >"$d/install-db.log" 2>&1 || { cat "$d/install-db.log" >&2; exit 1; }
+	tb_take_hosts
+	tb_rametr_start "$d" "$d/rametr.ini" be
+	# $my is mariadbd itself (netns.sh and ip netns exec exec it); SIGTERM is its clean shutdown
+	$NETNS exec be mariadbd --no-defaults --user=mysql --datadir="$myd/data" --socket="$myd/sock" \
+		--pid-file="$myd/mariadbd.pid" --log-error="$myd/error.log" --port=$MY_PORT --bind-address="$(addr be)" \
+		--skip-name-resolve --skip-log-bin --performance-schema=ON --innodb-buffer-pool-size=64M \
+		--innodb-flush-log-at-trx-commit=2 >"$d/mariadbd.log" 2>&1 &
+	my=$!; tb_pids+=($my)
+	tb_wait_log "$myd/error.log" "ready for connections" $my
+	my_root -e "CREATE DATABASE eval" >/dev/null
+	my_root eval -e "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL, v VARCHAR(100) NOT NULL) ENGINE=InnoDB;
+		CREATE TABLE wlog (id INT AUTO_INCREMENT PRIMARY KEY, k INT NOT NULL, v VARCHAR(200) NOT NULL) ENGINE=InnoDB;
+		INSERT INTO t SELECT seq, seq % 97, REPEAT(CHAR(97 + seq % 26), 100) FROM seq_1_to_$MY_ROWS;
+		CREATE USER c1@'%'; GRANT ALL ON eval.* TO c1@'%';
+		CREATE USER c2@'%'; GRANT ALL ON eval.* TO c2@'%';
+		CREATE USER c3@'%'; GRANT ALL ON eval.* TO c3@'%';" >/dev/null
+	loads=()
+	for i in 1 2 3; do my_load $i $((svc_dur + 4)) "$d/load-c$i.txt" & loads+=($!); tb_pids+=($!); done
+	sleep 1.5
+	# each CE's connection thread (one connection each, held to the end)
+	my_root -e "SELECT PROCESSLIST_USER, THREAD_OS_ID FROM performance_schema.threads
+		WHERE PROCESSLIST_USER IN ('c1', 'c2', 'c3') ORDER BY 1" >"$d/conn-threads.txt"
+	t_a=$(at_second 0); my_threads $my >"$d/cpu-a.txt"
+	sleep $((svc_dur - 1)); t_b=$(at_second 0); my_threads $my >"$d/cpu-b.txt"
+	ok=1
+	for i in "${loads[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
+	my_root -e "SELECT PROCESSLIST_USER, THREAD_OS_ID FROM performance_schema.threads
+		WHERE PROCESSLIST_USER IN ('c1', 'c2', 'c3') ORDER BY 1" >"$d/conn-threads-end.txt" || :
+	tb_stop $my mariadbd "$myd/error.log"
+	cp "$myd/error.log" "$d/mariadb-error.log"
+	tb_rametr_stop
+	tb_release_hosts
+	[ $ok -eq 1 ] || { cat "$d"/load-*.txt >&2; echo "eval: mariadb: a client reported errors" >&2; exit 1; }
+	[ "$(awk '{ print $1 }' "$d/conn-threads.txt" | tr '\n' ' ')" = "c1 c2 c3 " ] \
+		|| { cat "$d/conn-threads.txt" >&2; echo "eval: mariadb: not one connection per CE" >&2; exit 1; }
+	# "c1".."c3" (each CE's connection thread), "other" (all the other threads)
+	awk 'FNR == NR { ce[$2] = $1; next } FILENAME == ARGV[2] { a[$1] = $2; next }
+		($1 in a) { dd = $2 - a[$1]; if ($1 in ce) print ce[$1], dd; else o += dd } END { print "other", o + 0 }' \
+		"$d/conn-threads.txt" "$d/cpu-a.txt" "$d/cpu-b.txt" | sort >"$d/threads-together.txt"
+	grep '^c' "$d/threads-together.txt" >"$d/truth-threads.txt"
+	for i in 1 2 3; do echo "c$i $(sed -n 's/^statements=//p' "$d/load-c$i.txt")"; done >"$d/requests.txt"
+	be_rows mariadb threads "$d/truth-threads.txt"
 fi
 
 # ---------------------------------------------------------------- report

@@ -11,8 +11,9 @@
  *      their order, and the truth (handler spans only) within the server's
  *      CPU from /proc.
  *   2. Rametr's CPU per tenant against that truth: printed with the shares,
- *      the server's CPU charged to tenants and V; checked for the balance
- *      of every window and the tenants' rank order.
+ *      the server's CPU charged to tenants and V; checked for the tenants'
+ *      rank order and, on the default collector, that the Go runtime's CPU
+ *      outside requests is charged (the aggregator's runtime rule).
  *
  * RM_GO_POOL=N runs tb-goserver with --pool N (a worker goroutine burns each
  * request, handed over a channel), RM_GO_SCALE=N with --scale N (N times
@@ -271,11 +272,16 @@ static void compare_separate(const struct tb_truth_row tr[NCE], const uint64_t g
 	/* per request, /light < /medium < /heavy alone as in the handlers' truth */
 	for (k = 0; k + 1 < NCE; k++)
 		CU_ASSERT(cost[k] < cost[k + 1]);
-	/* measured here (testbed/RESULTS.md): the alone costs summed to 1.02-1.11 times the shared run's CPU,
-	 * Rametr's shares were within 3.4 pp of these; the bounds are three times that */
+	/* measured here (testbed/RESULTS.md): the alone costs summed to 1.02-1.12 times the shared run's CPU;
+	 * with the runtime rule Rametr's shares were within 2.9 pp of these and each tenant within 6.6% (10.8%
+	 * in runs where a tenant's cost alone was an outlier; without the rule 8-27% under); the bounds are
+	 * about three times the first */
 	CU_ASSERT(fabs(raw_sum / target - 1.0) <= 0.33);
 	for (k = 0; k < NCE; k++)
-		CU_ASSERT(fabs(100.0 * (double)got[k] / (double)charged - 100.0 * truth[k] / target) <= 10.5);
+		CU_ASSERT(fabs(100.0 * (double)got[k] / (double)charged - 100.0 * truth[k] / target) <= 7.8);
+	if (!getenv("RM_GO_COLLECTOR_ARGS") || !*getenv("RM_GO_COLLECTOR_ARGS"))
+		for (k = 0; k < NCE; k++)
+			CU_ASSERT(fabs((double)got[k] - truth[k]) <= 0.2 * truth[k]);
 }
 
 static void test_rametr(void)
@@ -328,6 +334,10 @@ static void test_rametr(void)
 		}
 	}
 	CU_ASSERT(total > 0);
+	/* the Go runtime's CPU outside requests is charged to the tenants (the aggregator's runtime rule):
+	 * 99.0-99.9% of U was charged here on the default collector (without the rule 84-88%) */
+	if (!getenv("RM_GO_COLLECTOR_ARGS") || !*getenv("RM_GO_COLLECTOR_ARGS"))
+		CU_ASSERT((double)charged >= 0.95 * (double)total);
 	/* each tenant's work is at least 1.5x the next one's: Rametr ranks them as the truth does */
 	for (i = 0; i < NCE; i++)
 		for (j = 0; j < NCE; j++)

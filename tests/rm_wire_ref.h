@@ -74,6 +74,7 @@ static inline uint64_t rm_ref_rval(uint64_t max)
 		(p)->domid = (uint32_t)rm_ref_rval(UINT32_MAX);                   \
 		(p)->vcpu = (uint32_t)rm_ref_rval(UINT32_MAX);                    \
 		(p)->blocked_ns = rm_ref_rval(0);                                 \
+		(p)->ends = (uint32_t)rm_ref_rval(UINT32_MAX);                    \
 	} while (0)
 
 /*
@@ -105,6 +106,7 @@ static inline uint64_t rm_ref_rval(uint64_t max)
 		(p)->domid = (k)->domid;                                          \
 		(p)->vcpu = (k)->vcpu;                                            \
 		(p)->blocked_ns = (k)->blocked_ns;                                \
+		(p)->ends = (k)->ends;                                            \
 	} while (0)
 
 /* The WindowTotals of k, every field by hand. */
@@ -132,6 +134,7 @@ static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals
 	w->dropped_disk_read = k->dropped_disk_read;
 	w->dropped_disk_write = k->dropped_disk_write;
 	w->restart = k->restart;
+	w->unseg_rt_ns = k->unseg_rt_ns;
 }
 
 /* The totals protobuf-c decoded, every field by hand. */
@@ -159,6 +162,7 @@ static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTot
 	k->dropped_disk_read = w->dropped_disk_read;
 	k->dropped_disk_write = w->dropped_disk_write;
 	k->restart = w->restart;
+	k->unseg_rt_ns = w->unseg_rt_ns;
 }
 
 static inline void rm_ref_tuple_in(struct rm_wtuple *d, const Rametr__Tuple *t)
@@ -200,6 +204,7 @@ static inline void rm_ref_part_in(struct rm_wpart *k, const Rametr__SegmentPart 
 	k->domid = p->domid;
 	k->vcpu = p->vcpu;
 	k->blocked_ns = p->blocked_ns;
+	k->ends = p->ends;
 }
 
 #endif

@@ -1,0 +1,37 @@
+/*
+ * col_rtscan.h - which processes of the host run a managed runtime (today a
+ * Go program, recognised from its executable's ELF file by col_gort): one
+ * pass over /proc keeps a kernel map of their process ids (tgid -> 1) in
+ * step, so that the kernel counts their threads' unsegmented CPU apart
+ * (rm_totals.unseg_rt_ns). Each executable (device, inode) is judged once
+ * (a bounded cache); a process whose executable is gone or unreadable is
+ * not a runtime.
+ *
+ * Not thread-safe: one thread owns a scanner.
+ */
+#ifndef COL_RTSCAN_H
+#define COL_RTSCAN_H
+
+#include <stdint.h>
+
+struct col_rtscan;
+
+/*
+ * A scanner of proc_root (normally "/proc") that keeps the BPF hash map
+ * map_fd (u32 -> u32) in step; netns_ino nonzero: only processes of that
+ * network namespace (inode) are looked at. RM_OK, RM_EINVAL, RM_ENOMEM.
+ */
+int col_rtscan_open(struct col_rtscan **out, const char *proc_root, int map_fd, uint32_t netns_ino);
+
+/*
+ * One pass: adds the runtimes that appeared to the map and removes those
+ * that exited (or exec'd something else). *n (may be NULL): how many are in
+ * the map after it. RM_OK; RM_EIO if proc_root cannot be read (logged);
+ * RM_ENOMEM. A map that refuses an entry (full) is logged once and the
+ * process left out.
+ */
+int col_rtscan_run(struct col_rtscan *s, uint32_t *n);
+
+void col_rtscan_close(struct col_rtscan *s);
+
+#endif
