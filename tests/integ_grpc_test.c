@@ -56,15 +56,17 @@
 #define RESP 256
 
 /*
- * The largest deviations measured on this machine (testbed/RESULTS.md, 2026-11-26, "a Go gRPC server"); the
- * checks allow three times each: Rametr's shares against the estimate (the handlers' truth plus the rest of
- * the server's CPU spread evenly per call) and against the separate runs' truth (pp), the separate runs'
- * additivity (|sum of the alone costs / the shared run's CPU - 1|) and V's part of the server's CPU (%).
+ * The largest deviations measured on this machine (testbed/RESULTS.md, 2026-11-26, "a Go gRPC server"), on
+ * the default collector and aggregator (the runtime rule charging the Go runtime's CPU); the checks allow
+ * three times each: Rametr's shares against the estimate (the handlers' truth plus the rest of the server's
+ * CPU spread evenly per call) and against the separate runs' truth (pp), the separate runs' additivity
+ * (|sum of the alone costs / the shared run's CPU - 1|) and V's part of the server's CPU (%; checked with the
+ * default collector options only).
  */
-#define EST_PP_MEASURED 6.7
-#define SEP_PP_MEASURED 2.4
+#define EST_PP_MEASURED 7.3
+#define SEP_PP_MEASURED 8.1
 #define SEP_ADD_MEASURED 0.06
-#define V_PCT_MEASURED 13.3
+#define V_PCT_MEASURED 1.2
 
 static const char *ces[NCE] = { "c1", "c2", "c3" };
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
@@ -362,12 +364,13 @@ static void test_rametr(void)
 		for (j = 0; j < NCE; j++)
 			if ((double)tr[i].cpu_ns * 1.5 < (double)tr[j].cpu_ns)
 				CU_ASSERT(got[i] < got[j]);
-	/* V's part of the server's CPU, as measured */
-	CU_ASSERT(100.0 * (double)v / (double)run.shared.server_ns <= 3 * V_PCT_MEASURED);
+	/* V's part of the server's CPU, as measured (the runtime's own CPU is charged by the aggregator) */
+	if (!env_or("RM_GRPC_COLLECTOR_ARGS", NULL))
+		CU_ASSERT(100.0 * (double)v / (double)run.shared.server_ns <= 3 * V_PCT_MEASURED);
 	/*
 	 * The handlers' truth leaves out what grpc-go and the runtime do per call (reading and writing frames,
 	 * the call's goroutine, scheduling): spread evenly per call it gives an estimate of each tenant's whole
-	 * CPU, which the separate runs' truth confirmed here (within 2.1 pp in shares, three runs). Rametr's shares
+	 * CPU, which the separate runs' truth confirmed here (within 2.1 pp in shares, four runs). Rametr's shares
 	 * against it:
 	 */
 	CU_ASSERT_FATAL(run.shared.server_ns > tsum);
