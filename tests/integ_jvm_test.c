@@ -55,6 +55,7 @@
 #include "tb_testutil.h"
 #include "tb_truth.h"
 #include "rm_hosts.h"
+#include "rm_phase.h"
 #include "rm_usage.h"
 #include "banned.h"
 
@@ -63,7 +64,6 @@
 #define WARM_S "20" /* RM_JVM_WARM_S overrides */
 #define WARM_GAP_US 3500000 /* after the warm-up: more than the 1 s margin before a phase read back */
 #define SERVER "10.213.0.12:7300"
-#define MAX_COL_ARGS 8
 #define MAX_THREADS 256
 #define MAX_CLASSES 48
 
@@ -128,50 +128,6 @@ static const char *warm_s(void)
 static int handoff(void)
 {
 	return getenv("RM_JVM_HANDOFF") && atoi(getenv("RM_JVM_HANDOFF")) > 0;
-}
-
-/* The rows of truth file name (in the run's directory) in ces[] order (zero rows for a CE it lacks);
- * RM_OK or tb_truth_load's error. The file is written whole through a rename: any moment's is whole. */
-static int load_truth(const char *name, struct tb_truth_row out[NCE])
-{
-	struct tb_truth_row *tr = NULL;
-	size_t nt = 0, i, k;
-	int rv;
-
-	memset(out, 0, NCE * sizeof(out[0]));
-	if ((rv = tb_truth_load(in_dir(name), &tr, &nt)) != RM_OK)
-		return rv;
-	for (i = 0; i < nt; i++)
-		for (k = 0; k < NCE; k++)
-			if (!strcmp(tr[i].ce, ces[k]))
-				out[k] = tr[i];
-	free(tr);
-	return RM_OK;
-}
-
-/* Starts the aggregator and the collector of rm-be; sets run.rametr_why on failure. */
-static void start_rametr(pid_t *agg, pid_t *col)
-{
-	char url[400], spool[400];
-	char *argv[16 + MAX_COL_ARGS] = { COL_BIN, "--aggregator", url, "--node", "be", "--netns", "rm-be",
-					  "--window", "1s", "--spool", spool };
-	size_t n = 11;
-	char *tok, *save = NULL;
-	const char *extra = getenv("RM_JVM_COLLECTOR_ARGS");
-
-	*agg = *col = -1;
-	snprintf(spool, sizeof(spool), "%s/spool-be", run.dir);
-	if (rm_hosts_start_aggregator(AGG_BIN, run.dir, "jvm.ini", run.db, url, sizeof(url), agg, run.rametr_why,
-				      sizeof(run.rametr_why)) != 0)
-		return;
-	snprintf(run.col_args, sizeof(run.col_args), "%s", extra ? extra : "");
-	for (tok = strtok_r(run.col_args, " ", &save); tok && n < 10 + MAX_COL_ARGS; tok = strtok_r(NULL, " ", &save))
-		argv[n++] = tok;
-	argv[n] = NULL;
-	*col = rm_hosts_spawn(argv, in_dir("collector-be.log"));
-	if (*col < 0 || rm_hosts_wait_text(in_dir("collector-be.log"), "attached", *col, 20000) != 0)
-		snprintf(run.rametr_why, sizeof(run.rametr_why),
-			 "rametr-collector --netns rm-be did not attach (see collector-be.log)");
 }
 
 /* The threads of pid with their names and CPU, at most max; returns how many. */
@@ -302,7 +258,7 @@ static int wait_loads(const pid_t pids[NCE])
 static void run_phase(struct phase *p, unsigned mask, const char *tag)
 {
 	static struct thr t0[MAX_THREADS], t1[MAX_THREADS];
-	char truth_csv[320], slog[320];
+	char truth_csv[320], slog[320], name[64];
 	const char *threads = getenv("RM_JVM_THREADS");
 	char *sargv[] = { TB_JAVASERVER_BIN, "--listen", SERVER, "--truth", truth_csv,
 			  "--threads", (char *)(threads ? threads : "4"), handoff() ? "--handoff" : NULL, NULL };
@@ -322,9 +278,8 @@ static void run_phase(struct phase *p, unsigned mask, const char *tag)
 	if ((failed = start_loads(pids, (1u << NCE) - 1, tag, 1) + wait_loads(pids)) != 0)
 		fprintf(stderr, "%s: %d warm-up loads failed (warm-*-%s.txt)\n", tag, failed, tag);
 	usleep(WARM_GAP_US);
-	snprintf(truth_csv, sizeof(truth_csv), "truth-%s.csv", tag);
-	p->warm_ok = load_truth(truth_csv, p->warm) == RM_OK;
-	snprintf(truth_csv, sizeof(truth_csv), "%s/truth-%s.csv", run.dir, tag);
+	snprintf(name, sizeof(name), "truth-%s.csv", tag);
+	p->warm_ok = rm_phase_truth(run.dir, name, ces, NCE, p->warm) == RM_OK;
 	rm_hosts_jiffies(&b0, &s0);
 	n0 = threads_of(srv, t0, MAX_THREADS);
 	c0 = rm_hosts_proc_cpu_ns(srv);
@@ -389,7 +344,10 @@ static void run_once(void)
 		run.skipped = 1;
 		return;
 	}
-	start_rametr(&agg, &col);
+	snprintf(run.col_args, sizeof(run.col_args), "%s",
+		 getenv("RM_JVM_COLLECTOR_ARGS") ? getenv("RM_JVM_COLLECTOR_ARGS") : "");
+	rm_phase_start_rametr(AGG_BIN, COL_BIN, run.dir, "jvm.ini", run.db, run.col_args, &agg, &col, run.rametr_why,
+			      sizeof(run.rametr_why));
 	if (!run.rametr_why[0]) {
 		run_phase(&run.shared, (1u << NCE) - 1, "shared");
 		run.separate = getenv("RM_JVM_SEPARATE") && atoi(getenv("RM_JVM_SEPARATE")) > 0;
@@ -412,14 +370,14 @@ static void need_run(void)
 }
 
 
-/* The phase's truth: its file (truth-<tag>.csv) less what the warm-up left in it; RM_OK or load_truth's error. */
+/* The phase's truth: its file (truth-<tag>.csv) less what the warm-up left in it; RM_OK or rm_phase_truth's error. */
 static int phase_truth(const struct phase *p, const char *tag, struct tb_truth_row out[NCE])
 {
 	char name[64];
 	int k, rv;
 
 	snprintf(name, sizeof(name), "truth-%s.csv", tag);
-	if ((rv = load_truth(name, out)) != RM_OK)
+	if ((rv = rm_phase_truth(run.dir, name, ces, NCE, out)) != RM_OK)
 		return rv;
 	for (k = 0; k < NCE; k++) {
 		out[k].requests -= p->warm[k].requests;
