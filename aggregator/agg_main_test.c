@@ -291,6 +291,20 @@ static void test_files_and_flags(void)
 	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) == 2);
 	snprintf(cmd, sizeof(cmd), "%s:2: unknown key 'colour' in [aggregator]", drop);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, cmd));
+	/* the runtime rule's weight: a percent, refused out of range with its place, taken within */
+	rm_test_write_file(drop, "[aggregator]\nruntime_by_requests = 101\n");
+	snprintf(cmd, sizeof(cmd), "'%s' --config '%s' --check-config 2>&1", AGG_BIN, conf);
+	p = popen(cmd, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	out[fread(out, 1, sizeof(out) - 1, p)] = '\0';
+	rv = pclose(p);
+	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) != 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "invalid runtime_by_requests '101' (a whole number from 0 to 100)"));
+	rm_test_write_file(drop, "[aggregator]\nruntime_by_requests = 0\n");
+	p = popen(cmd, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	out[fread(out, 1, sizeof(out) - 1, p)] = '\0';
+	CU_ASSERT_EQUAL(pclose(p), 0);
 }
 
 /* A listen address that cannot be used leaves no database file behind. */

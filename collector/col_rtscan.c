@@ -14,6 +14,7 @@
 #include <bpf/bpf.h>
 
 #include "col_gort.h"
+#include "col_jvm.h"
 #include "col_rtscan.h"
 #include "rm_err.h"
 #include "banned.h"
@@ -23,7 +24,7 @@
 struct col_rtscan_exe {
 	dev_t dev;
 	ino_t ino;
-	int used, is_go;
+	int used, is_rt;
 };
 
 struct col_rtscan {
@@ -65,21 +66,26 @@ void col_rtscan_close(struct col_rtscan *s)
 static int col_rtscan_judge(struct col_rtscan *s, const char *path, const struct stat *st)
 {
 	struct col_rtscan_exe *x;
+	const char *kind = NULL;
 	size_t i;
 
 	for (i = 0; i < COL_RTSCAN_EXES; i++)
 		if (s->exe[i].used && s->exe[i].dev == st->st_dev && s->exe[i].ino == st->st_ino)
-			return s->exe[i].is_go;
+			return s->exe[i].is_rt;
 	x = &s->exe[s->exe_next];
 	s->exe_next = (s->exe_next + 1) % COL_RTSCAN_EXES;
 	x->used = 1;
 	x->dev = st->st_dev;
 	x->ino = st->st_ino;
-	x->is_go = col_gort_is_go(path) == RM_OK;
-	if (x->is_go)
-		rm_log_info("recognised a Go program (%s): its threads' CPU outside requests is reported as the "
-			    "runtime's", path);
-	return x->is_go;
+	if (col_gort_is_go(path) == RM_OK)
+		kind = "a Go program";
+	else if (col_jvm_is_jvm(path) == RM_OK)
+		kind = "a Java virtual machine";
+	x->is_rt = kind != NULL;
+	if (kind)
+		rm_log_info("recognised %s (%s): its threads' CPU outside requests is reported as the runtime's", kind,
+			    path);
+	return x->is_rt;
 }
 
 /* Is process pid one to keep in the map? */

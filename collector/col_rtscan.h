@@ -1,11 +1,11 @@
 /*
- * col_rtscan.h - which processes of the host run a managed runtime (today a
- * Go program, recognised from its executable's ELF file by col_gort): one
- * pass over /proc keeps a kernel map of their process ids (tgid -> 1) in
- * step, so that the kernel counts their threads' unsegmented CPU apart
- * (rm_totals.unseg_rt_ns). Each executable (device, inode) is judged once
- * (a bounded cache); a process whose executable is gone or unreadable is
- * not a runtime.
+ * col_rtscan.h - which processes of the host run a managed runtime (a Go
+ * program or a Java virtual machine, recognised from its executable's ELF
+ * file by col_gort and col_jvm): one pass over /proc keeps a kernel map of
+ * their process ids (tgid -> 1) in step, so that the kernel counts their
+ * threads' unsegmented CPU apart (rm_totals.unseg_rt_ns). Each executable
+ * (device, inode) is judged once (a bounded cache); a process whose
+ * executable is gone or unreadable is not a runtime.
  *
  * Not thread-safe: one thread owns a scanner.
  */

@@ -1,8 +1,9 @@
 /*
  * col_rtscan_test.c - col_rtscan on a /proc of the test's own making (pid
- * directories whose exe links to tb-goserver, to a program that is not Go,
- * or to nothing) and a real BPF hash map: the Go programs are added, those
- * that left are removed, the rest never enter. Needs the right to create a
+ * directories whose exe links to tb-goserver, to OpenJDK's java launcher, to
+ * a program that is neither, or to nothing) and a real BPF hash map: the Go
+ * programs and JVMs are added, those that left are removed, the rest never
+ * enter. Needs the right to create a
  * BPF map (root); skips otherwise.
  */
 #include <errno.h>
@@ -61,19 +62,23 @@ static void test_scan(void)
 		RM_TEST_SKIP("cannot create a BPF map: %s", strerror(errno));
 	mk_pid("101", TB_GOSERVER_BIN);
 	mk_pid("102", "/bin/sh");
+	mk_pid("105", RM_JAVA_BIN);
 	mk_pid("103", NULL);        /* a kernel thread: no exe */
 	mk_pid("self", TB_GOSERVER_BIN); /* not a process id */
 	CU_ASSERT_EQUAL_FATAL(col_rtscan_open(&s, root, fd, 0), RM_OK);
 	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
-	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(n, 2);
 	CU_ASSERT(in_map(fd, 101));
+	CU_ASSERT(in_map(fd, 105));
 	CU_ASSERT(!in_map(fd, 102));
 	CU_ASSERT(!in_map(fd, 103));
-	/* 101 exits, 104 starts (the same executable: judged from the cache) */
+	/* 101 and 105 exit, 104 starts (the same executable: judged from the cache) */
 	rm_pid("101");
+	rm_pid("105");
 	mk_pid("104", TB_GOSERVER_BIN);
 	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
 	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT(!in_map(fd, 105));
 	CU_ASSERT(!in_map(fd, 101));
 	CU_ASSERT(in_map(fd, 104));
 	/* a network namespace filter no process of this /proc is in: all leave */
@@ -96,7 +101,7 @@ static void test_scan(void)
 }
 
 static CU_TestInfo cases[] = {
-	{ "Go programs enter the map, others never, leavers are removed", test_scan },
+	{ "Go programs and JVMs enter the map, others never, leavers are removed", test_scan },
 	CU_TEST_INFO_NULL,
 };
 

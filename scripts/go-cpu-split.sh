@@ -2,7 +2,7 @@
 # go-cpu-split.sh - where a running Go server's CPU goes, by what its threads
 # were doing: samples its on-CPU stacks with perf for a while and sorts each
 # sample by the first kind of work its stack shows (the handlers' code in
-# package main, the garbage collector, sysmon, net/http and its I/O, the
+# package main, the garbage collector, sysmon, net/http and its I/O, grpc-go, the
 # netpoller, the scheduler), in total and per thread.
 #
 # Usage: scripts/go-cpu-split.sh PID SECONDS [OUT_DIR]
@@ -19,6 +19,9 @@
 #   sysmon    runtime.sysmon
 #   http      net/http, bufio, net, internal/poll, syscall (reading and
 #             parsing a request, writing its reply, accepting connections)
+#   grpc      grpc-go and its HTTP/2 framer (google.golang.org/grpc,
+#             golang.org/x/net/http2) outside the I/O above: decoding and
+#             encoding frames, starting a call's goroutine, queueing replies
 #   netpoll   runtime.netpoll (epoll_wait for ready connections)
 #   sched     any other runtime function (finding work, idle Ps spinning,
 #             parking and waking threads, timers)
@@ -44,6 +47,7 @@ function kind(stack) {
 	if (stack ~ / runtime\.(gc[A-Z]|bgsweep|bgscavenge|markroot|scanobject|sweepone)/) return "gc"
 	if (stack ~ / runtime\.sysmon/) return "sysmon"
 	if (stack ~ / (net\/http\.|bufio\.|net\.|internal\/poll\.|syscall\.)/) return "http"
+	if (stack ~ / (google\.golang\.org\/grpc|golang\.org\/x\/net\/http2)/) return "grpc"
 	if (stack ~ / runtime\.netpoll/) return "netpoll"
 	if (stack ~ / runtime\./) return "sched"
 	return "kernel"
@@ -58,17 +62,17 @@ function flush() {
 { stack = stack " " $2 }
 END {
 	flush()
-	split("handler http gc sysmon netpoll sched kernel", kinds, " ")
+	split("handler http grpc gc sysmon netpoll sched kernel", kinds, " ")
 	printf "%d samples in %s (perf.data, stacks.txt)\n", total, out
 	printf "%-8s %8s %7s\n", "kind", "samples", "share_%"
-	for (i = 1; i <= 7; i++)
+	for (i = 1; i <= 8; i++)
 		printf "%-8s %8d %7.1f\n", kinds[i], n[kinds[i]], total ? 100 * n[kinds[i]] / total : 0
 	printf "%-8s %8s %7s", "thread", "samples", "share_%"
-	for (i = 1; i <= 7; i++) printf " %7s", kinds[i]
+	for (i = 1; i <= 8; i++) printf " %7s", kinds[i]
 	printf "   (per thread: %% of its samples)\n"
 	for (t in nt) {
 		printf "%-8s %8d %7.1f", t, nt[t], 100 * nt[t] / total
-		for (i = 1; i <= 7; i++) printf " %7.1f", 100 * ntk[t, kinds[i]] / nt[t]
+		for (i = 1; i <= 8; i++) printf " %7.1f", 100 * ntk[t, kinds[i]] / nt[t]
 		printf "\n"
 	}
 }' "$out/stacks.txt"

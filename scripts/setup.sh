@@ -9,8 +9,8 @@ PKGS=(cmake make gcc pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-
       libnng-dev libmbedtls-dev openssl libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev
       libcunit1-dev
       libxen-dev libsystemd-dev iproute2 procps postgresql
-      redis-server redis-tools nginx curl wrk chromium prometheus jq unbound golang-go libdw-dev
-      memcached mariadb-server apache2)
+      redis-server redis-tools nginx curl wrk chromium prometheus jq unbound golang-go golang-google-grpc-dev libdw-dev
+      memcached mariadb-server apache2 openjdk-17-jdk-headless)
 
 die() { echo "setup: error: $*" >&2; exit 1; }
 

@@ -45,66 +45,28 @@
 #include "tb_truth.h"
 #include "rm_hosts.h"
 #include "rm_usage.h"
+#include "rm_phase.h"
 #include "banned.h"
 
 #define NCE 3
 #define RUN_S "12"
 #define SERVER "10.213.0.12:7300"
-#define MAX_COL_ARGS 8
 
 static const char *ces[NCE] = { "c1", "c2", "c3" };
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
 static const char *paths[NCE] = { "/light", "/medium", "/heavy" };
 static char rates[NCE][12] = { "60", "30", "15" };
 
-/* One run of tb-goserver under some of the tenants' loads (or none). */
-struct phase {
-	int load_ok;                    /* every request answered, the server stopped cleanly */
-	uint64_t server_ns;             /* tb-goserver's CPU during the load (/proc schedstat) */
-	int64_t since, until;           /* the load, wall clock ns */
-	unsigned long long busy, steal; /* machine jiffies during the load */
-};
-
 static struct {
 	int done, skipped;
 	char skip_why[200];
 	char rametr_why[200];
 	char dir[300], db[400];
-	struct phase shared;            /* the three tenants at once */
+	struct rm_phase shared;         /* the three tenants at once */
 	int separate;                   /* RM_GO_SEPARATE: the phases below were run */
 	int separate_ok;                /* ... and all of them answered every request */
-	struct phase base, alone[NCE];  /* the server idle; each tenant alone */
-	char col_args[256];
+	struct rm_phase base, alone[NCE]; /* the server idle; each tenant alone */
 } run;
-
-static const char *in_dir(const char *name)
-{
-	return tbt_path(run.dir, name);
-}
-
-/* Starts the aggregator and the collector of rm-be; sets run.rametr_why on failure. */
-static void start_rametr(pid_t *agg, pid_t *col)
-{
-	char url[400], spool[400];
-	char *argv[16 + MAX_COL_ARGS] = { COL_BIN, "--aggregator", url, "--node", "be", "--netns", "rm-be",
-					  "--window", "1s", "--spool", spool };
-	size_t n = 11;
-	char *tok, *save = NULL;
-
-	*agg = *col = -1;
-	snprintf(spool, sizeof(spool), "%s/spool-be", run.dir);
-	if (rm_hosts_start_aggregator(AGG_BIN, run.dir, "go.ini", run.db, url, sizeof(url), agg, run.rametr_why,
-				      sizeof(run.rametr_why)) != 0)
-		return;
-	snprintf(run.col_args, sizeof(run.col_args), "%s", getenv("RM_GO_COLLECTOR_ARGS") ? getenv("RM_GO_COLLECTOR_ARGS") : "");
-	for (tok = strtok_r(run.col_args, " ", &save); tok && n < 10 + MAX_COL_ARGS; tok = strtok_r(NULL, " ", &save))
-		argv[n++] = tok;
-	argv[n] = NULL;
-	*col = rm_hosts_spawn(argv, in_dir("collector-be.log"));
-	if (*col < 0 || rm_hosts_wait_text(in_dir("collector-be.log"), "attached", *col, 20000) != 0)
-		snprintf(run.rametr_why, sizeof(run.rametr_why),
-			 "rametr-collector --netns rm-be did not attach (see collector-be.log)");
-}
 
 /*
  * One phase named tag: a fresh tb-goserver on rm-be (its truth in
@@ -113,54 +75,27 @@ static void start_rametr(pid_t *agg, pid_t *col)
  * all stopped; fills *p. The server's CPU is read from /proc over the load
  * only (from before the loads start to after the last ends).
  */
-static void run_phase(struct phase *p, unsigned mask, const char *tag)
+static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
 {
-	char truth_csv[320], slog[320];
+	char truth_csv[320], slog[64];
 	const char *pool = getenv("RM_GO_POOL"), *scale = getenv("RM_GO_SCALE"), *procs = getenv("RM_GO_PROCS");
 	char *sargv[] = { TB_GOSERVER_BIN, "--listen", SERVER, "--truth", truth_csv,
 			  "--pool", (char *)(pool ? pool : "0"), "--scale", (char *)(scale ? scale : "1"),
 			  "--procs", (char *)(procs ? procs : "0"), NULL };
-	pid_t srv, pids[NCE];
-	uint64_t c0;
-	unsigned long long b0, s0, b1, s1;
-	int i, failed = 0, stopped;
+	char *largv[NCE][14];
+	char *const *lp[NCE];
+	int i;
 
-	memset(p, 0, sizeof(*p));
 	snprintf(truth_csv, sizeof(truth_csv), "%s/truth-%s.csv", run.dir, tag);
-	snprintf(slog, sizeof(slog), "%s/tb-goserver-%s.log", run.dir, tag);
-	srv = rm_hosts_spawn_in("be", sargv, slog);
-	if (srv < 0 || rm_hosts_wait_text(slog, "listening", srv, 10000) != 0)
-		return;
-	rm_hosts_jiffies(&b0, &s0);
-	c0 = rm_hosts_proc_cpu_ns(srv);
-	p->since = rm_hosts_real_ns();
+	snprintf(slog, sizeof(slog), "tb-goserver-%s.log", tag);
 	for (i = 0; i < NCE; i++) {
-		char log[64];
 		char *argv[] = { TB_GOLOAD_BIN, "--server", SERVER, "--bind", (char *)ce_addr[i], "--ce", (char *)ces[i],
 				 "--path", (char *)paths[i], "--rate", rates[i], "--duration", RUN_S, NULL };
 
-		pids[i] = -1;
-		if (!(mask & (1u << i)))
-			continue;
-		snprintf(log, sizeof(log), "load-%s-%s.txt", ces[i], tag);
-		pids[i] = rm_hosts_spawn_in(ces[i], argv, in_dir(log));
-		failed += pids[i] < 0;
+		memcpy(largv[i], argv, sizeof(argv));
+		lp[i] = largv[i];
 	}
-	if (!mask)
-		usleep(atoi(RUN_S) * 1000000u);
-	for (i = 0; i < NCE; i++) {
-		if (pids[i] < 0)
-			continue;
-		failed += tbt_wait(pids[i], 120000) != 0;
-		rm_hosts_forget(pids[i]);
-	}
-	p->until = rm_hosts_real_ns();
-	p->server_ns = rm_hosts_proc_cpu_ns(srv) - c0;
-	rm_hosts_jiffies(&b1, &s1);
-	p->busy = b1 - b0;
-	p->steal = s1 - s0;
-	stopped = rm_hosts_stop(srv, 20000) == 0;
-	p->load_ok = failed == 0 && stopped;
+	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(RUN_S));
 }
 
 /*
@@ -217,7 +152,8 @@ static void run_once(void)
 			 rv == -1 ? "the testbed hosts stayed in use by another run" : "cannot create the hosts");
 		return;
 	}
-	start_rametr(&agg, &col);
+	rm_phase_start_rametr(AGG_BIN, COL_BIN, run.dir, "go.ini", run.db, getenv("RM_GO_COLLECTOR_ARGS"), &agg, &col,
+			      run.rametr_why, sizeof(run.rametr_why));
 	if (!run.rametr_why[0]) {
 		run_phase(&run.shared, (1u << NCE) - 1, "shared");
 		run.separate = getenv("RM_GO_SEPARATE") && atoi(getenv("RM_GO_SEPARATE")) > 0;
@@ -239,25 +175,6 @@ static void need_run(void)
 	CU_ASSERT_FATAL(run.shared.load_ok);
 }
 
-/* The rows of truth file name (in the run's directory) in ces[] order (zero rows for a CE it lacks);
- * RM_OK or tb_truth_load's error. */
-static int load_truth(const char *name, struct tb_truth_row out[NCE])
-{
-	struct tb_truth_row *tr = NULL;
-	size_t nt = 0, i, k;
-	int rv;
-
-	memset(out, 0, NCE * sizeof(out[0]));
-	if ((rv = tb_truth_load(in_dir(name), &tr, &nt)) != RM_OK)
-		return rv;
-	for (i = 0; i < nt; i++)
-		for (k = 0; k < NCE; k++)
-			if (!strcmp(tr[i].ce, ces[k]))
-				out[k] = tr[i];
-	free(tr);
-	return RM_OK;
-}
-
 static void test_truth(void)
 {
 	struct tb_truth_row tr[NCE];
@@ -265,7 +182,7 @@ static void test_truth(void)
 	int i;
 
 	need_run();
-	CU_ASSERT_EQUAL_FATAL(load_truth("truth-shared.csv", tr), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, "truth-shared.csv", ces, NCE, tr), RM_OK);
 	for (i = 0; i < NCE; i++) {
 		CU_ASSERT_EQUAL(tr[i].requests, (uint64_t)atoi(rates[i]) * (uint64_t)atoi(RUN_S));
 		CU_ASSERT(tr[i].tx_bytes == tr[i].requests * 256);
@@ -284,11 +201,6 @@ static void test_truth(void)
 	CU_ASSERT(sum <= run.shared.server_ns);
 }
 
-static double phase_s(const struct phase *p)
-{
-	return (double)(p->until - p->since) / 1e9;
-}
-
 /*
  * RM_GO_SEPARATE: the truth from separate runs. Each tenant's per-request
  * cost is its phase alone's server CPU less the idle baseline's (per second,
@@ -305,25 +217,25 @@ static void compare_separate(const struct tb_truth_row tr[NCE], const uint64_t g
 	int k;
 
 	CU_ASSERT_FATAL(run.separate_ok);
-	idle_rate = (double)run.base.server_ns / phase_s(&run.base);
+	idle_rate = (double)run.base.server_ns / rm_phase_s(&run.base);
 	fprintf(stderr, "separate runs: the server idle %.4f s in %.1f s (%.1f ms/s); machine %llu busy + %llu steal "
-		"jiffies\n", (double)run.base.server_ns / 1e9, phase_s(&run.base), idle_rate / 1e6, run.base.busy,
+		"jiffies\n", (double)run.base.server_ns / 1e9, rm_phase_s(&run.base), idle_rate / 1e6, run.base.busy,
 		run.base.steal);
 	fprintf(stderr, "%-4s %-7s %8s %10s %10s %10s %10s %9s %8s %8s %14s\n", "ce", "path", "req_alone", "server_s",
 		"less_idle", "us_per_req", "rametr_s", "charged_%", "V_s", "U_%", "from_unix_s");
 	for (k = 0; k < NCE; k++) {
-		const struct phase *p = &run.alone[k];
+		const struct rm_phase *p = &run.alone[k];
 		uint64_t ga[NCE], ua;
 		int64_t va;
 		double net;
 
 		snprintf(csv, sizeof(csv), "truth-%s-alone.csv", ces[k]);
-		CU_ASSERT_EQUAL_FATAL(load_truth(csv, ta), RM_OK);
+		CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, csv, ces, NCE, ta), RM_OK);
 		CU_ASSERT_EQUAL(ta[k].requests, (uint64_t)atoi(rates[k]) * (uint64_t)atoi(RUN_S));
 		CU_ASSERT_FATAL(ta[k].requests > 0);
 		CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", p->since - 1000000000LL, p->until + 1500000000LL, ces,
 						   NCE, ga, &ua, &va), RM_OK);
-		net = (double)p->server_ns - idle_rate * phase_s(p);
+		net = (double)p->server_ns - idle_rate * rm_phase_s(p);
 		alone_net += net;
 		cost[k] = net / (double)ta[k].requests;
 		raw[k] = cost[k] * (double)tr[k].requests;
@@ -334,14 +246,14 @@ static void compare_separate(const struct tb_truth_row tr[NCE], const uint64_t g
 			100.0 * (double)ga[k] / (double)p->server_ns, (double)va / 1e9,
 			100.0 * (double)ua / (double)p->server_ns, (double)p->since / 1e9);
 	}
-	target = (double)run.shared.server_ns - idle_rate * phase_s(&run.shared);
+	target = (double)run.shared.server_ns - idle_rate * rm_phase_s(&run.shared);
 	CU_ASSERT_FATAL(target > 0 && raw_sum > 0);
 	for (k = 0; k < NCE; k++)
 		fprintf(stderr, "%s: the handler's own CPU per request %.1f us alone, %.1f us shared\n", ces[k],
 			hand[k] / 1e3, tr[k].requests ? (double)tr[k].cpu_ns / (double)tr[k].requests / 1e3 : 0.0);
 	fprintf(stderr, "shared run: server %.4f s in %.1f s, less idle %.4f s; the alone costs times the shared "
 		"requests %.4f s (additivity %.3f); the three phases alone less idle %.4f s\n",
-		(double)run.shared.server_ns / 1e9, phase_s(&run.shared), target / 1e9, raw_sum / 1e9, raw_sum / target,
+		(double)run.shared.server_ns / 1e9, rm_phase_s(&run.shared), target / 1e9, raw_sum / 1e9, raw_sum / target,
 		alone_net / 1e9);
 	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", "path", "requests", "sep_truth_s", "rametr_s",
 		"error_%", "truth_%", "rametr_%", "diff_pp");
@@ -380,7 +292,7 @@ static void test_rametr(void)
 	int i, j;
 
 	need_run();
-	CU_ASSERT_EQUAL_FATAL(load_truth("truth-shared.csv", tr), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, "truth-shared.csv", ces, NCE, tr), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", run.shared.since - 2000000000LL, run.shared.until + 2000000000LL, ces, NCE,
 					   got, &total, &v), RM_OK);
 	for (i = 0; i < NCE; i++) {

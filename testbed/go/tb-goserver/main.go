@@ -5,9 +5,9 @@
 // HTTP/1.1 with keep-alive (net/http, the standard library only). Each path
 // costs a different, fixed amount of CPU:
 //
-//	GET /light?ce=NAME   the burn loop run LightIters times
-//	GET /medium?ce=NAME  MediumIters times
-//	GET /heavy?ce=NAME   HeavyIters times
+//	GET /light?ce=NAME   the burn loop run tbtruth.LightIters times
+//	GET /medium?ce=NAME  tbtruth.MediumIters times
+//	GET /heavy?ce=NAME   tbtruth.HeavyIters times
 //
 // (--scale multiplies the three) and the answer is --resp bytes of body with
 // a Content-Length.
@@ -39,106 +39,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
+
+	"rametr.example/testbed/go/tbtruth"
 )
-
-const (
-	LightIters  = 150000
-	MediumIters = 600000
-	HeavyIters  = 1800000
-	maxCEs      = 64
-)
-
-type row struct {
-	requests, cpuNs, rx, tx atomic.Uint64
-}
-
-type truth struct {
-	mu   sync.Mutex
-	rows map[string]*row
-}
-
-func (t *truth) get(ce string) *row {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.rows[ce]
-	if r == nil {
-		if len(t.rows) >= maxCEs {
-			return nil
-		}
-		r = &row{}
-		t.rows[ce] = r
-	}
-	return r
-}
-
-// write writes the table to path through path.tmp.PID and rename(2).
-func (t *truth) write(path string) error {
-	t.mu.Lock()
-	names := make([]string, 0, len(t.rows))
-	for n := range t.rows {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString("ce,requests,cpu_ns,rx_bytes,tx_bytes\n")
-	for _, n := range names {
-		r := t.rows[n]
-		fmt.Fprintf(&b, "%s,%d,%d,%d,%d\n", n, r.requests.Load(), r.cpuNs.Load(), r.rx.Load(), r.tx.Load())
-	}
-	t.mu.Unlock()
-	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("failed to write '%s': %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("failed to rename '%s': %w", tmp, err)
-	}
-	return nil
-}
-
-// threadCPU is the calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID).
-func threadCPU() uint64 {
-	var ts syscall.Timespec
-	const clockThreadCPUTimeID = 3
-	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0)
-	return uint64(ts.Sec)*1000000000 + uint64(ts.Nsec)
-}
-
-var sink atomic.Uint64
-
-// burn runs n rounds of integer arithmetic (xorshift) whose result is kept.
-func burn(n int) {
-	x := uint64(88172645463325252)
-	for i := 0; i < n; i++ {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-	}
-	sink.Add(x)
-}
-
-// validCE follows tb_check_ce: 1..63 of [A-Za-z0-9_.:-], not starting with "__".
-func validCE(s string) bool {
-	if len(s) == 0 || len(s) > 63 || strings.HasPrefix(s, "__") {
-		return false
-	}
-	for _, c := range []byte(s) {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '_' || c == '.' || c == ':' || c == '-'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
 
 // headBytes is the size of the request's line and headers as sent on the wire.
 func headBytes(r *http.Request) uint64 {
@@ -163,9 +70,9 @@ type job struct {
 func worker(jobs <-chan job) {
 	for j := range jobs {
 		runtime.LockOSThread()
-		c0 := threadCPU()
-		burn(j.iters)
-		c1 := threadCPU()
+		c0 := tbtruth.ThreadCPU()
+		tbtruth.Burn(j.iters)
+		c1 := tbtruth.ThreadCPU()
 		runtime.UnlockOSThread()
 		j.done <- c1 - c0
 	}
@@ -186,9 +93,9 @@ func main() {
 	if *procs > 0 {
 		runtime.GOMAXPROCS(*procs)
 	}
-	t := &truth{rows: make(map[string]*row)}
+	t := tbtruth.NewTable()
 	body := []byte(strings.Repeat(".", *resp-1) + "\n")
-	iters := map[string]int{"/light": LightIters * *scale, "/medium": MediumIters * *scale, "/heavy": HeavyIters * *scale}
+	iters := map[string]int{"/light": tbtruth.LightIters * *scale, "/medium": tbtruth.MediumIters * *scale, "/heavy": tbtruth.HeavyIters * *scale}
 	var bad atomic.Uint64
 	var jobs chan job
 	if *pool > 0 {
@@ -202,12 +109,12 @@ func main() {
 	handler := func(w http.ResponseWriter, r *http.Request) {
 		n := iters[r.URL.Path]
 		ce := r.URL.Query().Get("ce")
-		if !validCE(ce) {
+		if !tbtruth.ValidCE(ce) {
 			bad.Add(1)
 			http.Error(w, "bad ce", http.StatusBadRequest)
 			return
 		}
-		rw := t.get(ce)
+		rw := t.Get(ce)
 		if rw == nil {
 			bad.Add(1)
 			http.Error(w, "too many ces", http.StatusServiceUnavailable)
@@ -224,17 +131,17 @@ func main() {
 			nw, _ = w.Write(body)
 		} else {
 			runtime.LockOSThread()
-			c0 := threadCPU()
-			burn(n)
+			c0 := tbtruth.ThreadCPU()
+			tbtruth.Burn(n)
 			nw, _ = w.Write(body)
 			w.(http.Flusher).Flush()
-			cpu = threadCPU() - c0
+			cpu = tbtruth.ThreadCPU() - c0
 			runtime.UnlockOSThread()
 		}
-		rw.requests.Add(1)
-		rw.cpuNs.Add(cpu)
-		rw.rx.Add(headBytes(r))
-		rw.tx.Add(uint64(nw))
+		rw.Requests.Add(1)
+		rw.CPUNs.Add(cpu)
+		rw.Rx.Add(headBytes(r))
+		rw.Tx.Add(uint64(nw))
 	}
 	for p := range iters {
 		mux.HandleFunc(p, handler)
@@ -262,13 +169,13 @@ func main() {
 			fmt.Fprintf(os.Stderr, "tb-goserver: serve failed: %v\n", err)
 			status, running = 1, false
 		case <-tick.C:
-			if err := t.write(*truthPath); err != nil {
+			if err := t.Write(*truthPath); err != nil {
 				fmt.Fprintf(os.Stderr, "tb-goserver: %v\n", err)
 			}
 		}
 	}
 	srv.Close()
-	if err := t.write(*truthPath); err != nil {
+	if err := t.Write(*truthPath); err != nil {
 		fmt.Fprintf(os.Stderr, "tb-goserver: %v\n", err)
 		status = 1
 	}

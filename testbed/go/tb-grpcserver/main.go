@@ -1,0 +1,148 @@
+// tb-grpcserver - the testbed's Go gRPC server: one Go process shared by the
+// tenants (CEs), which keeps its own ground truth per CE in tb-server's CSV
+// format (testbed/tb_truth.h: ce,requests,cpu_ns,rx_bytes,tx_bytes).
+//
+// gRPC over HTTP/2 (Debian's grpc-go, built in GOPATH mode) with the raw
+// codec of package tbgrpc, so no protobuf is compiled. Three unary methods of
+// service tb.Burn cost different, fixed amounts of CPU, as tb-goserver's
+// paths do:
+//
+//	/tb.Burn/Light   the burn loop run tbtruth.LightIters times
+//	/tb.Burn/Medium  tbtruth.MediumIters times
+//	/tb.Burn/Heavy   tbtruth.HeavyIters times
+//
+// (--scale multiplies the three). The request's message is the CE's name;
+// the reply is --resp bytes: "CE METHOD" padded with '.' and ending in a
+// newline, so the client can check it whole.
+//
+// grpc-go runs as gRPC servers usually do: per connection one goroutine reads
+// the frames and starts a goroutine per call (stream), which runs the
+// handler and queues its reply; one writer goroutine per connection writes
+// the queued frames of all the connection's streams, several in one write
+// when several are queued.
+//
+// Truth: the handler locks its goroutine to its OS thread
+// (runtime.LockOSThread) and reads the thread's CPU clock
+// (CLOCK_THREAD_CPUTIME_ID) before and after the burn. The span holds the
+// burn and whatever the runtime did on that thread meanwhile; it leaves out
+// all that grpc-go and the runtime do for the call outside it: reading and
+// decoding the frames, starting the call's goroutine, encoding and writing
+// the reply, flow control, the scheduler, GC and sysmon. rx_bytes counts the
+// request messages' bytes, tx_bytes the replies'.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"rametr.example/testbed/go/tbgrpc"
+	"rametr.example/testbed/go/tbtruth"
+)
+
+type server struct {
+	t    *tbtruth.Table
+	resp int
+	bad  atomic.Uint64
+}
+
+// handler is the unary handler of method, burning iters rounds per call.
+func (s *server) handler(method string, iters int) func(interface{}, context.Context, func(interface{}) error, grpc.UnaryServerInterceptor) (interface{}, error) {
+	return func(_ interface{}, _ context.Context, dec func(interface{}) error, _ grpc.UnaryServerInterceptor) (interface{}, error) {
+		var req tbgrpc.Msg
+		if err := dec(&req); err != nil {
+			s.bad.Add(1)
+			return nil, err
+		}
+		ce := string(req.B)
+		if !tbtruth.ValidCE(ce) {
+			s.bad.Add(1)
+			return nil, status.Error(codes.InvalidArgument, "bad ce")
+		}
+		rw := s.t.Get(ce)
+		if rw == nil {
+			s.bad.Add(1)
+			return nil, status.Error(codes.ResourceExhausted, "too many ces")
+		}
+		runtime.LockOSThread()
+		c0 := tbtruth.ThreadCPU()
+		tbtruth.Burn(iters)
+		cpu := tbtruth.ThreadCPU() - c0
+		runtime.UnlockOSThread()
+		out := &tbgrpc.Msg{B: tbgrpc.Reply(ce, method, s.resp)}
+		rw.Requests.Add(1)
+		rw.CPUNs.Add(cpu)
+		rw.Rx.Add(uint64(len(req.B)))
+		rw.Tx.Add(uint64(len(out.B)))
+		return out, nil
+	}
+}
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:7310", "address:port to listen on")
+	truthPath := flag.String("truth", "", "where to write the per-CE truth CSV (on exit and every second)")
+	resp := flag.Int("resp", 256, "reply bytes per call (80..1048576)")
+	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the runtime's default)")
+	scale := flag.Int("scale", 1, "multiplies every method's burn loop (1..100)")
+	flag.Parse()
+	if *resp < tbgrpc.ReplyMin || *resp > 1<<20 || *truthPath == "" || *scale < 1 || *scale > 100 {
+		fmt.Fprintln(os.Stderr, "tb-grpcserver: --truth is required, --resp must be 80..1048576 and --scale 1..100")
+		os.Exit(2)
+	}
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
+	s := &server{t: tbtruth.NewTable(), resp: *resp}
+	iters := []int{tbtruth.LightIters * *scale, tbtruth.MediumIters * *scale, tbtruth.HeavyIters * *scale}
+	desc := grpc.ServiceDesc{ServiceName: tbgrpc.Service, HandlerType: (*interface{})(nil), Metadata: "tbgrpc"}
+	for i, m := range tbgrpc.Methods {
+		desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: m, Handler: s.handler(m, iters[i])})
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tb-grpcserver: failed to listen on '%s': %v\n", *listen, err)
+		os.Exit(1)
+	}
+	gs := grpc.NewServer()
+	gs.RegisterService(&desc, s)
+	done := make(chan error, 1)
+	go func() { done <- gs.Serve(ln) }()
+	fmt.Printf("tb-grpcserver: listening on %s (GOMAXPROCS %d, grpc-go %s)\n", ln.Addr(), runtime.GOMAXPROCS(0), grpc.Version)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	status := 0
+	for running := true; running; {
+		select {
+		case <-sig:
+			running = false
+		case err := <-done:
+			fmt.Fprintf(os.Stderr, "tb-grpcserver: serve failed: %v\n", err)
+			status, running = 1, false
+		case <-tick.C:
+			if err := s.t.Write(*truthPath); err != nil {
+				fmt.Fprintf(os.Stderr, "tb-grpcserver: %v\n", err)
+			}
+		}
+	}
+	gs.Stop()
+	if err := s.t.Write(*truthPath); err != nil {
+		fmt.Fprintf(os.Stderr, "tb-grpcserver: %v\n", err)
+		status = 1
+	}
+	fmt.Printf("tb-grpcserver: stopped, %d bad requests\n", s.bad.Load())
+	os.Exit(status)
+}

@@ -1,0 +1,399 @@
+/*
+ * integ_grpc_test.c - a Go gRPC server shared by three tenants, for real:
+ * the testbed's namespace hosts (scripts/netns.sh), tb-grpcserver (Debian's
+ * grpc-go, HTTP/2) on rm-be watched by rametr-collector --netns rm-be (node
+ * "be") streaming to one rametr-aggregator with testbed/grpc.ini (a rule per
+ * tenant address), each tenant calling its own method (different CPU per
+ * call) with tb-grpcload from rm-c1..rm-c3: one connection per tenant, its
+ * calls started in bursts so that several are in flight on it at once.
+ *
+ *   1. tb-grpcserver's own truth: every call counted, the methods' costs in
+ *      their order, the truth (the handlers' burns only) within the
+ *      server's CPU from /proc.
+ *   2. Rametr's CPU per tenant against that truth and against an estimate
+ *      of each tenant's whole CPU (the truth plus the rest of the server's
+ *      CPU spread evenly per call): printed with the shares, the server's
+ *      CPU charged to tenants, V by reason and the parts split by bytes;
+ *      checked for the balance of every window, the tenants' rank order, V
+ *      and the shares against the estimate within bounds.
+ *
+ * RM_GRPC_RATES="R1 R2 R3" sets the tenants' calls per second (default 60
+ * 30 15), RM_GRPC_BURST=N the calls started together (default 3),
+ * RM_GRPC_SCALE=N multiplies the CPU per call, RM_GRPC_PROCS=N sets
+ * GOMAXPROCS; RM_GRPC_COLLECTOR_ARGS (space-separated) adds options to the
+ * collector. RM_GRPC_SEPARATE=1 then runs the server idle and each tenant's
+ * load alone (a fresh server each, Rametr still watching) and prints a truth
+ * from them, as integ_go does: each tenant's per-call cost alone (less the
+ * idle server's CPU) times its calls in the shared run, scaled to the shared
+ * run's server CPU less idle, against Rametr's figures.
+ * The namespaces and every process are removed at exit whatever happened.
+ * Needs root, the kernel's BTF and Debian's golang with grpc-go; skips
+ * otherwise.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rm_err.h"
+#include "rm_test.h"
+#include "st.h"
+#include "tb_testutil.h"
+#include "tb_truth.h"
+#include "rm_hosts.h"
+#include "rm_usage.h"
+#include "rm_phase.h"
+#include "banned.h"
+
+#define NCE 3
+#define RUN_S "12"
+#define SERVER "10.213.0.12:7310"
+#define RESP 256
+
+/*
+ * The largest deviations measured on this machine (testbed/RESULTS.md, 2026-11-26, "a Go gRPC server"), on
+ * the default collector and aggregator (the runtime rule charging the Go runtime's CPU); the checks allow
+ * three times each: Rametr's shares against the estimate (the handlers' truth plus the rest of the server's
+ * CPU spread evenly per call) and against the separate runs' truth (pp), the separate runs' additivity
+ * (|sum of the alone costs / the shared run's CPU - 1|) and V's part of the server's CPU (%; checked with the
+ * default collector options only).
+ */
+#define EST_PP_MEASURED 7.3
+#define SEP_PP_MEASURED 8.1
+#define SEP_ADD_MEASURED 0.06
+#define V_PCT_MEASURED 1.2
+
+static const char *ces[NCE] = { "c1", "c2", "c3" };
+static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
+static const char *methods[NCE] = { "Light", "Medium", "Heavy" };
+static char rates[NCE][12] = { "60", "30", "15" };
+static char burst[12] = "3";
+
+static struct {
+	int done, skipped;
+	char skip_why[200];
+	char rametr_why[200];
+	char dir[300], db[400];
+	struct rm_phase shared;         /* the three tenants at once */
+	int separate;                   /* RM_GRPC_SEPARATE: the phases below were run */
+	int separate_ok;                /* ... and all of them answered every call */
+	struct rm_phase base, alone[NCE]; /* the server idle; each tenant alone */
+} run;
+
+static const char *env_or(const char *name, const char *dflt)
+{
+	return getenv(name) && getenv(name)[0] ? getenv(name) : dflt;
+}
+
+/* The calls tb-grpcload makes for tenant k: whole bursts of rate x RUN_S. */
+static uint64_t calls_of(int k)
+{
+	uint64_t b = (uint64_t)atoi(burst);
+
+	return (uint64_t)(atof(rates[k]) * atof(RUN_S)) / b * b;
+}
+
+/*
+ * One phase named tag: a fresh tb-grpcserver on rm-be (its truth in
+ * truth-<tag>.csv, its log in tb-grpcserver-<tag>.log) and the loads of the
+ * tenants in mask (bit k: ces[k]; none: the server idles for RUN_S seconds),
+ * all stopped; fills *p. The server's CPU is read from /proc over the load
+ * only (from before the loads start to after the last ends).
+ */
+static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
+{
+	char truth_csv[320], slog[64];
+	char *sargv[] = { TB_GRPCSERVER_BIN, "--listen", SERVER, "--truth", truth_csv,
+			  "--scale", (char *)env_or("RM_GRPC_SCALE", "1"), "--procs", (char *)env_or("RM_GRPC_PROCS", "0"),
+			  NULL };
+	char *largv[NCE][16];
+	char *const *lp[NCE];
+	int i;
+
+	snprintf(truth_csv, sizeof(truth_csv), "%s/truth-%s.csv", run.dir, tag);
+	snprintf(slog, sizeof(slog), "tb-grpcserver-%s.log", tag);
+	for (i = 0; i < NCE; i++) {
+		char *argv[] = { TB_GRPCLOAD_BIN, "--server", SERVER, "--bind", (char *)ce_addr[i], "--ce", (char *)ces[i],
+				 "--method", (char *)methods[i], "--rate", rates[i], "--burst", burst,
+				 "--duration", RUN_S, NULL };
+
+		memcpy(largv[i], argv, sizeof(argv));
+		lp[i] = largv[i];
+	}
+	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(RUN_S));
+}
+
+/* RM_GRPC_SEPARATE=1: the server idle, then each tenant's load alone, each on a fresh server. */
+static void run_separate(void)
+{
+	char tag[32];
+	int k;
+
+	usleep(2500000); /* the shared run's windows close before the next phase */
+	run_phase(&run.base, 0, "idle");
+	run.separate_ok = run.base.load_ok;
+	for (k = 0; k < NCE && run.separate_ok; k++) {
+		usleep(2500000);
+		snprintf(tag, sizeof(tag), "%s-alone", ces[k]);
+		run_phase(&run.alone[k], 1u << k, tag);
+		run.separate_ok = run.alone[k].load_ok;
+	}
+}
+
+/* The one experiment run: hosts up, Rametr, the load, all stopped. */
+static void run_once(void)
+{
+	pid_t agg, col;
+	int rv;
+
+	if (run.done)
+		return;
+	run.done = 1;
+	run.skipped = 1;
+	if (getenv("RM_GRPC_RATES") &&
+	    sscanf(getenv("RM_GRPC_RATES"), "%11s %11s %11s", rates[0], rates[1], rates[2]) != NCE) {
+		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GRPC_RATES must be three rates");
+		return;
+	}
+	snprintf(burst, sizeof(burst), "%s", env_or("RM_GRPC_BURST", "3"));
+	if (atoi(burst) < 1 || atoi(burst) > 64) {
+		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GRPC_BURST must be 1..64");
+		return;
+	}
+	if (geteuid() != 0) {
+		snprintf(run.skip_why, sizeof(run.skip_why), "network namespaces need root");
+		return;
+	}
+	if (access(TB_GRPCSERVER_BIN, X_OK) != 0 || access(TB_GRPCLOAD_BIN, X_OK) != 0) {
+		snprintf(run.skip_why, sizeof(run.skip_why), "tb-grpcserver is not built (needs golang-go)");
+		return;
+	}
+	snprintf(run.dir, sizeof(run.dir), "%s/grpc", rm_test_tmpdir());
+	mkdir(run.dir, 0755);
+	snprintf(run.db, sizeof(run.db), "%s/rametr.db", run.dir);
+	if ((rv = rm_hosts_up()) != 0) {
+		snprintf(run.skip_why, sizeof(run.skip_why), "%s",
+			 rv == -1 ? "the testbed hosts stayed in use by another run" : "cannot create the hosts");
+		return;
+	}
+	run.skipped = 0;
+	rm_phase_start_rametr(AGG_BIN, COL_BIN, run.dir, "grpc.ini", run.db, env_or("RM_GRPC_COLLECTOR_ARGS", ""), &agg,
+			      &col, run.rametr_why, sizeof(run.rametr_why));
+	if (!run.rametr_why[0]) {
+		run_phase(&run.shared, (1u << NCE) - 1, "shared");
+		run.separate = atoi(env_or("RM_GRPC_SEPARATE", "0")) > 0;
+		if (run.separate && run.shared.load_ok)
+			run_separate();
+		usleep(2500000); /* the last windows close */
+		if (rm_hosts_stop(col, 30000) != 0)
+			snprintf(run.rametr_why, sizeof(run.rametr_why), "the collector failed (collector-be.log)");
+		if (rm_hosts_stop(agg, 30000) != 0 && !run.rametr_why[0])
+			snprintf(run.rametr_why, sizeof(run.rametr_why), "the aggregator failed (aggregator.log)");
+	}
+	rm_hosts_cleanup();
+}
+
+static void need_run(void)
+{
+	run_once();
+	RM_HOSTS_NEED_RAMETR(run.skipped, run.skip_why, run.rametr_why);
+	CU_ASSERT_FATAL(run.shared.load_ok);
+}
+
+static void test_truth(void)
+{
+	struct tb_truth_row tr[NCE];
+	uint64_t sum = 0;
+	int i;
+
+	need_run();
+	CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, "truth-shared.csv", ces, NCE, tr), RM_OK);
+	for (i = 0; i < NCE; i++) {
+		CU_ASSERT_EQUAL(tr[i].requests, calls_of(i));
+		CU_ASSERT_EQUAL(tr[i].tx_bytes, tr[i].requests * RESP);
+		CU_ASSERT_EQUAL(tr[i].rx_bytes, tr[i].requests * strlen(ces[i]));
+		sum += tr[i].cpu_ns;
+	}
+	for (i = 0; i < NCE; i++)
+		CU_ASSERT_FATAL(tr[i].requests > 0);
+	/* per call, Light < Medium < Heavy (3x apart in work) */
+	for (i = 0; i + 1 < NCE; i++)
+		CU_ASSERT((double)tr[i].cpu_ns / (double)tr[i].requests <
+			  (double)tr[i + 1].cpu_ns / (double)tr[i + 1].requests);
+	fprintf(stderr, "tb-grpcserver's CPU %.3f s (/proc schedstat), its handlers' truth %.3f s (%.1f%%)\n",
+		(double)run.shared.server_ns / 1e9, (double)sum / 1e9,
+		run.shared.server_ns ? 100.0 * (double)sum / (double)run.shared.server_ns : 0.0);
+	CU_ASSERT(sum > 0);
+	CU_ASSERT(sum <= run.shared.server_ns);
+}
+
+/* Prints V of node be over [since, until) by reason and the parts split by bytes there. */
+static void print_v(int64_t since, int64_t until, uint64_t server_ns)
+{
+	struct st_query q = { since, until, "be", NULL, ST_R_CPU, 0 };
+	struct st_row *rows = NULL;
+	size_t n = 0, i;
+	st_db *d = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(st_open(&d, run.db, ST_OPEN_READONLY), RM_OK);
+	CU_ASSERT_EQUAL(st_query_unacct(d, &q, &rows, &n), RM_OK);
+	for (i = 0; i < n; i++)
+		fprintf(stderr, "V %-22s %.4f s (%.1f%% of the server's CPU)\n", rows[i].reason,
+			(double)rows[i].value / 1e9, server_ns ? 100.0 * (double)rows[i].value / (double)server_ns : 0.0);
+	st_rows_free(rows);
+	rows = NULL;
+	n = 0;
+	CU_ASSERT_EQUAL(st_query_splits(d, &q, &rows, &n), RM_OK);
+	fprintf(stderr, "parts split by bytes: %" PRIu64 "\n", n ? rows[0].value : 0);
+	st_rows_free(rows);
+	st_close(d);
+}
+
+/*
+ * RM_GRPC_SEPARATE: the truth from separate runs (as in integ_go). Each
+ * tenant's per-call cost is its phase alone's server CPU less the idle
+ * baseline's over its calls; times its calls in the shared run, scaled so
+ * the three sum to the shared run's server CPU less the baseline. Prints it
+ * beside Rametr's shared-run figures and Rametr's own figures per phase.
+ */
+static void compare_separate(const struct tb_truth_row tr[NCE], const uint64_t got[NCE], uint64_t charged)
+{
+	double idle_rate, cost[NCE], raw[NCE], truth[NCE], raw_sum = 0, target;
+	struct tb_truth_row ta[NCE];
+	char csv[64];
+	int k;
+
+	CU_ASSERT_FATAL(run.separate_ok);
+	idle_rate = (double)run.base.server_ns / rm_phase_s(&run.base);
+	fprintf(stderr, "separate runs: the server idle %.4f s in %.1f s (%.1f ms/s)\n",
+		(double)run.base.server_ns / 1e9, rm_phase_s(&run.base), idle_rate / 1e6);
+	fprintf(stderr, "%-4s %-7s %8s %10s %10s %10s %10s %9s %8s\n", "ce", "method", "calls", "server_s", "less_idle",
+		"us_per_call", "rametr_s", "charged_%", "V_s");
+	for (k = 0; k < NCE; k++) {
+		const struct rm_phase *p = &run.alone[k];
+		uint64_t ga[NCE], ua;
+		int64_t va;
+		double net;
+
+		snprintf(csv, sizeof(csv), "truth-%s-alone.csv", ces[k]);
+		CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, csv, ces, NCE, ta), RM_OK);
+		CU_ASSERT_EQUAL(ta[k].requests, calls_of(k));
+		CU_ASSERT_FATAL(ta[k].requests > 0);
+		CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", p->since - 1000000000LL, p->until + 1500000000LL, ces,
+						   NCE, ga, &ua, &va), RM_OK);
+		net = (double)p->server_ns - idle_rate * rm_phase_s(p);
+		cost[k] = net / (double)ta[k].requests;
+		raw[k] = cost[k] * (double)tr[k].requests;
+		raw_sum += raw[k];
+		fprintf(stderr, "%-4s %-7s %8" PRIu64 " %10.4f %10.4f %10.1f %10.4f %9.1f %8.4f\n", ces[k], methods[k],
+			ta[k].requests, (double)p->server_ns / 1e9, net / 1e9, cost[k] / 1e3, (double)ga[k] / 1e9,
+			100.0 * (double)ga[k] / (double)p->server_ns, (double)va / 1e9);
+	}
+	target = (double)run.shared.server_ns - idle_rate * rm_phase_s(&run.shared);
+	CU_ASSERT_FATAL(target > 0 && raw_sum > 0);
+	fprintf(stderr, "shared run: server %.4f s, less idle %.4f s; the alone costs times the shared calls %.4f s "
+		"(additivity %.3f)\n", (double)run.shared.server_ns / 1e9, target / 1e9, raw_sum / 1e9, raw_sum / target);
+	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", "method", "calls", "sep_truth_s", "rametr_s",
+		"error_%", "truth_%", "rametr_%", "diff_pp");
+	for (k = 0; k < NCE; k++) {
+		double ts, rs;
+
+		truth[k] = raw[k] * target / raw_sum;
+		ts = 100.0 * truth[k] / target;
+		rs = charged ? 100.0 * (double)got[k] / (double)charged : 0.0;
+		fprintf(stderr, "%-4s %-7s %8" PRIu64 " %10.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[k], methods[k],
+			tr[k].requests, truth[k] / 1e9, (double)got[k] / 1e9, ((double)got[k] - truth[k]) * 100.0 / truth[k],
+			ts, rs, rs - ts);
+	}
+	fprintf(stderr, "charged to tenants %.1f%% of the shared run's server CPU less idle\n",
+		100.0 * (double)charged / target);
+	for (k = 0; k + 1 < NCE; k++)
+		CU_ASSERT(cost[k] < cost[k + 1]);
+	/* measured here (testbed/RESULTS.md): SEP_ADD_MEASURED and SEP_PP_MEASURED; the bounds are three times */
+	CU_ASSERT(fabs(raw_sum / target - 1.0) <= 3 * SEP_ADD_MEASURED);
+	for (k = 0; k < NCE; k++)
+		CU_ASSERT(fabs(100.0 * (double)got[k] / (double)charged - 100.0 * truth[k] / target) <= 3 * SEP_PP_MEASURED);
+}
+
+static void test_rametr(void)
+{
+	struct tb_truth_row tr[NCE];
+	uint64_t got[NCE], total, charged = 0, tsum = 0;
+	int64_t v;
+	double per;
+	int i, j;
+
+	need_run();
+	CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, "truth-shared.csv", ces, NCE, tr), RM_OK);
+	/* every window of the span balances (sum_c U_c + V = U, V explained by its reasons) */
+	CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", run.shared.since - 2000000000LL, run.shared.until + 2000000000LL,
+					   ces, NCE, got, &total, &v), RM_OK);
+	for (i = 0; i < NCE; i++) {
+		charged += got[i];
+		tsum += tr[i].cpu_ns;
+	}
+	fprintf(stderr, "burst %s, rates %s %s %s, collector options: '%s'; machine during the load: %llu busy + "
+		"%llu steal jiffies\n", burst, rates[0], rates[1], rates[2], env_or("RM_GRPC_COLLECTOR_ARGS", ""),
+		run.shared.busy, run.shared.steal);
+	fprintf(stderr, "the load from Unix %.3f s to %.3f s (rametrctl --since/--until), database %s (kept with "
+		"RM_TEST_KEEP=1)\n", (double)run.shared.since / 1e9, (double)run.shared.until / 1e9, run.db);
+	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", "method", "calls", "truth_s", "rametr_s",
+		"error_%", "truth_%", "rametr_%", "diff_pp");
+	for (i = 0; i < NCE; i++) {
+		double err = tr[i].cpu_ns ? ((double)got[i] - (double)tr[i].cpu_ns) * 100.0 / (double)tr[i].cpu_ns : 100.0;
+		double ts = tsum ? 100.0 * (double)tr[i].cpu_ns / (double)tsum : 0.0;
+		double rs = charged ? 100.0 * (double)got[i] / (double)charged : 0.0;
+
+		fprintf(stderr, "%-4s %-7s %8" PRIu64 " %10.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[i], methods[i],
+			tr[i].requests, (double)tr[i].cpu_ns / 1e9, (double)got[i] / 1e9, err, ts, rs, rs - ts);
+	}
+	fprintf(stderr, "server CPU %.4f s (/proc); Rametr U %.4f s (%.1f%% of it), charged to tenants %.4f s "
+		"(%.1f%% of /proc, %.1f%% of U), V %.4f s\n", (double)run.shared.server_ns / 1e9, (double)total / 1e9,
+		run.shared.server_ns ? 100.0 * (double)total / (double)run.shared.server_ns : 0.0, (double)charged / 1e9,
+		run.shared.server_ns ? 100.0 * (double)charged / (double)run.shared.server_ns : 0.0,
+		total ? 100.0 * (double)charged / (double)total : 0.0, (double)v / 1e9);
+	print_v(run.shared.since - 2000000000LL, run.shared.until + 2000000000LL, run.shared.server_ns);
+	CU_ASSERT_FATAL(total > 0 && charged > 0 && tsum > 0);
+	/* each tenant's work is at least 1.5x the next one's: Rametr ranks them as the truth does */
+	for (i = 0; i < NCE; i++)
+		for (j = 0; j < NCE; j++)
+			if ((double)tr[i].cpu_ns * 1.5 < (double)tr[j].cpu_ns)
+				CU_ASSERT(got[i] < got[j]);
+	/* V's part of the server's CPU, as measured (the runtime's own CPU is charged by the aggregator) */
+	if (!env_or("RM_GRPC_COLLECTOR_ARGS", NULL))
+		CU_ASSERT(100.0 * (double)v / (double)run.shared.server_ns <= 3 * V_PCT_MEASURED);
+	/*
+	 * The handlers' truth leaves out what grpc-go and the runtime do per call (reading and writing frames,
+	 * the call's goroutine, scheduling): spread evenly per call it gives an estimate of each tenant's whole
+	 * CPU, which the separate runs' truth confirmed here (within 2.1 pp in shares, four runs). Rametr's shares
+	 * against it:
+	 */
+	CU_ASSERT_FATAL(run.shared.server_ns > tsum);
+	per = (double)(run.shared.server_ns - tsum) / (double)(tr[0].requests + tr[1].requests + tr[2].requests);
+	fprintf(stderr, "outside the handlers' spans: %.1f us per call; the handlers' truth + that per call:\n", per / 1e3);
+	fprintf(stderr, "%-4s %-7s %10s %10s %8s %8s %8s %7s\n", "ce", "method", "est_s", "rametr_s", "error_%",
+		"est_%", "rametr_%", "diff_pp");
+	for (i = 0; i < NCE; i++) {
+		double est = (double)tr[i].cpu_ns + per * (double)tr[i].requests;
+		double es = 100.0 * est / (double)run.shared.server_ns, rs = 100.0 * (double)got[i] / (double)charged;
+
+		fprintf(stderr, "%-4s %-7s %10.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[i], methods[i], est / 1e9,
+			(double)got[i] / 1e9, ((double)got[i] - est) * 100.0 / est, es, rs, rs - es);
+		CU_ASSERT(fabs(rs - es) <= 3 * EST_PP_MEASURED);
+	}
+	if (run.separate)
+		compare_separate(tr, got, charged);
+}
+
+static CU_TestInfo cases[] = {
+	{ "tb-grpcserver's own truth: every call, the methods' costs, within its CPU", test_truth },
+	{ "Rametr's CPU per tenant of a Go gRPC server against its truth", test_rametr },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("integ_grpc", cases)
