@@ -56,6 +56,7 @@ struct col_bpf {
 	int handoff_attached;        /* the hand-off hook was attached (it stays until col_bpf_finish) */
 	uint64_t handoff_before;     /* hand-offs the kernel counted before the hook was attached */
 	uint64_t reads_before;       /* connections' requests read by another thread, likewise */
+	uint64_t reads_seen;         /* handoff_reads at the last poll */
 	uint64_t swept_win;          /* CPU counters: windows before this one are swept */
 	struct col_rtscan *rtscan;   /* keeps the kernel's map of managed runtimes (Go programs) */
 	uint64_t rtscan_win;         /* the window of its last pass */
@@ -360,6 +361,31 @@ static void col_bpf_handoff_attach(struct col_bpf *b)
 		    (unsigned long long)b->handoff_before, (unsigned long long)b->reads_before);
 }
 
+/*
+ * Is the hand-off hook due? At once on a request handed between threads; on
+ * a connection's request read by another thread than its previous one if
+ * the process the kernel last counted it in runs no managed runtime once
+ * the runtimes map is brought up to date (the kernel does not count it in
+ * a runtime's process, but one started since the map's last pass is not in
+ * it yet).
+ */
+static int col_bpf_handoff_due(struct col_bpf *b)
+{
+	uint64_t reads = __atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_RELAXED);
+	uint32_t tgid, v;
+
+	if (__atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED))
+		return 1;
+	if (reads == b->reads_seen)
+		return 0;
+	b->reads_seen = reads;
+	if (!b->rtscan)
+		return 1;
+	tgid = __atomic_load_n(&b->skel->bss->handoff_reads_tgid, __ATOMIC_RELAXED);
+	col_rtscan_run(b->rtscan, NULL);
+	return bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.runtimes), &tgid, &v) != 0;
+}
+
 int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 {
 	uint64_t now;
@@ -385,8 +411,7 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 	b->sink = NULL;
 	if (b->sink_err)
 		return b->sink_err;
-	if (b->handoff_wait && (__atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED) ||
-				__atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_RELAXED)))
+	if (b->handoff_wait && col_bpf_handoff_due(b))
 		col_bpf_handoff_attach(b);
 	if (b->rtscan && col_bpf_win_now(b) > b->rtscan_win) {
 		/* once a window, before its sweep: which processes run a managed runtime */

@@ -74,11 +74,13 @@ __s64 clk_off = 0x7fffffffffffffffLL;
  * A third trigger, counted in handoff_reads: a request read on a server-side
  * TCP socket by another thread than the one that read the previous request
  * there (rm_sock_recv: a connection that moves between pool threads, which
- * a dispatcher thread hands to them; segmenter.h, rm_ctr_carry).
+ * a dispatcher thread hands to them; segmenter.h, rm_ctr_carry), not in a
+ * managed runtime's process (whose threads run any goroutine).
  */
 __u32 handoff_hook = 0;
 __u64 handoff_replies = 0;
 __u64 handoff_reads = 0;
+__u32 handoff_reads_tgid = 0; /* the process handoff_reads last counted */
 
 /*
  * CPU counters, with the hook attached: wake-ups at which a dispatcher's
@@ -1135,8 +1137,11 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 
 		if (in) {
 			/* a connection's next request read by another thread (only until the hook is attached) */
-			if (!handoff_hook && tcp && in->replied && in->reader && in->reader != task->pid)
+			if (!handoff_hook && tcp && in->replied && in->reader && in->reader != task->pid &&
+			    !rm_is_runtime(task)) { /* a runtime moves its goroutines between threads */
 				__sync_fetch_and_add(&handoff_reads, 1);
+				handoff_reads_tgid = task->tgid;
+			}
 			rm_inb_update(in, has_seq, start, ret);
 			in->reader = task->pid;
 		}
