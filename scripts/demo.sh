@@ -55,7 +55,16 @@ col=$!; pids+=($col)
 ip netns exec "$ns" "$B/testbed/tb-server" --listen "$sub.100:7000" --truth "$out/truth.csv" \
 	>"$out/server.log" 2>&1 &
 srv=$!; pids+=($srv)
-sleep 2
+# the load starts once the collector's hooks are attached (loading and verifying
+# its programs takes a few seconds): work done before that is not seen
+for _ in $(seq 1 300); do
+	grep -q "backend attached" "$out/collector.log" 2>/dev/null && break
+	kill -0 $col 2>/dev/null || break
+	sleep 0.1
+done
+grep -q "backend attached" "$out/collector.log" 2>/dev/null || {
+	cat "$out/collector.log" >&2; echo "demo: the collector did not attach within 30 s" >&2; exit 1; }
+sleep 0.5
 kill -0 $agg 2>/dev/null || { cat "$out/aggregator.log" >&2; echo "demo: aggregator did not start" >&2; exit 1; }
 kill -0 $col 2>/dev/null || { cat "$out/collector.log" >&2; echo "demo: collector did not start" >&2; exit 1; }
 kill -0 $srv 2>/dev/null || { cat "$out/server.log" >&2; echo "demo: tb-server did not start" >&2; exit 1; }
