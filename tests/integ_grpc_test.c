@@ -128,21 +128,13 @@ static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
 	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(RUN_S));
 }
 
-/* RM_GRPC_SEPARATE=1: the server idle, then each tenant's load alone, each on a fresh server. */
-static void run_separate(void)
+/* One phase of the separate runs (rm_phase_separate): slot 0 the server idle, k + 1 tenant k alone. */
+static int separate_phase(size_t slot, unsigned mask, const char *tag)
 {
-	char tag[32];
-	int k;
+	struct rm_phase *p = slot ? &run.alone[slot - 1] : &run.base;
 
-	usleep(2500000); /* the shared run's windows close before the next phase */
-	run_phase(&run.base, 0, "idle");
-	run.separate_ok = run.base.load_ok;
-	for (k = 0; k < NCE && run.separate_ok; k++) {
-		usleep(2500000);
-		snprintf(tag, sizeof(tag), "%s-alone", ces[k]);
-		run_phase(&run.alone[k], 1u << k, tag);
-		run.separate_ok = run.alone[k].load_ok;
-	}
+	run_phase(p, mask, tag);
+	return p->load_ok;
 }
 
 /* The one experiment run: hosts up, Rametr, the load, all stopped. */
@@ -188,12 +180,8 @@ static void run_once(void)
 		run_phase(&run.shared, (1u << NCE) - 1, "shared");
 		run.separate = atoi(env_or("RM_GRPC_SEPARATE", "0")) > 0;
 		if (run.separate && run.shared.load_ok)
-			run_separate();
-		usleep(2500000); /* the last windows close */
-		if (rm_hosts_stop(col, 30000) != 0)
-			snprintf(run.rametr_why, sizeof(run.rametr_why), "the collector failed (collector-be.log)");
-		if (rm_hosts_stop(agg, 30000) != 0 && !run.rametr_why[0])
-			snprintf(run.rametr_why, sizeof(run.rametr_why), "the aggregator failed (aggregator.log)");
+			run.separate_ok = rm_phase_separate(NCE, ces, separate_phase);
+		rm_phase_stop_rametr(agg, col, run.rametr_why, sizeof(run.rametr_why));
 	}
 	rm_hosts_cleanup();
 }

@@ -139,4 +139,44 @@ static inline int rm_phase_truth(const char *dir, const char *name, const char *
 	return RM_OK;
 }
 
+/*
+ * The phases after a shared run, for a truth from separate runs: the server
+ * idle (slot 0, tag "idle", no load), then each of the n tenants alone
+ * (slot k + 1, tag "<ces[k]>-alone", mask 1 << k), each after 2.5 s for the
+ * previous phase's windows to close, until one fails. run(slot, mask, tag)
+ * runs one phase and returns whether every load succeeded. Returns 1 if all
+ * did.
+ */
+static inline int rm_phase_separate(size_t n, const char *const ces[],
+				    int (*run)(size_t slot, unsigned mask, const char *tag))
+{
+	char tag[32];
+	size_t k;
+
+	usleep(2500000);
+	if (!run(0, 0, "idle"))
+		return 0;
+	for (k = 0; k < n; k++) {
+		usleep(2500000);
+		snprintf(tag, sizeof(tag), "%s-alone", ces[k]);
+		if (!run(k + 1, 1u << k, tag))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Stops Rametr after the last phase: 2.5 s for the last windows to close,
+ * then the collector col and the aggregator agg; why (if still empty) says
+ * which failed.
+ */
+static inline void rm_phase_stop_rametr(pid_t agg, pid_t col, char *why, size_t whylen)
+{
+	usleep(2500000);
+	if (rm_hosts_stop(col, 30000) != 0)
+		snprintf(why, whylen, "the collector failed (collector-be.log)");
+	if (rm_hosts_stop(agg, 30000) != 0 && !why[0])
+		snprintf(why, whylen, "the aggregator failed (aggregator.log)");
+}
+
 #endif
