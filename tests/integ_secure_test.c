@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -253,6 +254,54 @@ static void write_events(const char *path)
 	CU_ASSERT_EQUAL(fclose(f), 0);
 }
 
+
+/*
+ * A client the aggregator refuses (no certificate, or one of another CA),
+ * run in a child process: the statuses of its hello and of a batch come back
+ * over a pipe, and the child leaves without closing its socket. Closing an
+ * nng TLS dialer whose connections are being refused has hung the test
+ * process in nng itself (twice in whole-suite runs, never alone); what is
+ * tested is the aggregator's answer, which this leaves as it is. Before the
+ * first fork this process has not used nng. Returns 0 with st[0] (hello)
+ * and st[1] (batch), or -1 if the child answered nothing within 20 s.
+ */
+static int refused_client(const char *certfile, uint64_t instance, const char *token, uint64_t win, int st[2])
+{
+	struct pollfd pf;
+	int fds[2], rv = -1;
+	pid_t pid;
+
+	if (pipe(fds) != 0)
+		return -1;
+	fflush(NULL);
+	if ((pid = fork()) < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		struct cli c;
+		char err[512];
+		int r[2];
+
+		close(fds[0]);
+		cli_open(&c, certfile);
+		r[0] = cli_hello(&c, "n1", instance, token, "replay");
+		r[1] = cli_batch(&c, "n1", instance, 1, win, err, sizeof(err));
+		_exit(write(fds[1], r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
+	}
+	close(fds[1]);
+	pf.fd = fds[0];
+	pf.events = POLLIN;
+	pf.revents = 0;
+	if (poll(&pf, 1, 20000) == 1 && read(fds[0], st, 2 * sizeof(int)) == (ssize_t)(2 * sizeof(int)))
+		rv = 0;
+	close(fds[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return rv;
+}
+
 static void test_forged_collectors(void)
 {
 	char pki[300], other[300], conf[300], events[300], spool[300], col_log[300], port[16];
@@ -262,6 +311,7 @@ static void test_forged_collectors(void)
 	uint8_t *cap = NULL;
 	size_t caplen = 0;
 	struct cli c, a;
+	int st[2];
 	pid_t agg, col;
 	const char *text;
 	FILE *f;
@@ -338,15 +388,13 @@ static void test_forged_collectors(void)
 	CU_ASSERT_EQUAL(rm_test_wait(col, 30000), 0); /* 0: everything acknowledged */
 
 	/* no certificate: closed before any message */
-	cli_open(&c, NULL);
-	CU_ASSERT_EQUAL(cli_hello(&c, "n1", 11, tok1, "replay"), NO_ANSWER);
-	CU_ASSERT_EQUAL(cli_batch(&c, "n1", 11, 1, w_forged[0], err, sizeof(err)), NO_ANSWER);
-	cli_close(&c);
+	CU_ASSERT_EQUAL(refused_client(NULL, 11, tok1, w_forged[0], st), 0);
+	CU_ASSERT_EQUAL(st[0], NO_ANSWER);
+	CU_ASSERT_EQUAL(st[1], NO_ANSWER);
 	/* a certificate of another CA, under n1's name */
-	cli_open(&c, otherpem);
-	CU_ASSERT_EQUAL(cli_hello(&c, "n1", 12, tok1, "replay"), NO_ANSWER);
-	CU_ASSERT_EQUAL(cli_batch(&c, "n1", 12, 1, w_forged[1], err, sizeof(err)), NO_ANSWER);
-	cli_close(&c);
+	CU_ASSERT_EQUAL(refused_client(otherpem, 12, tok1, w_forged[1], st), 0);
+	CU_ASSERT_EQUAL(st[0], NO_ANSWER);
+	CU_ASSERT_EQUAL(st[1], NO_ANSWER);
 	/* n2's certificate and token, claiming n1; then without a token */
 	cli_open(&c, n2pem);
 	CU_ASSERT_EQUAL(cli_hello(&c, "n1", 13, tok2, "forged"), RAMETR__ACK__STATUS__ACK_REJECTED);
