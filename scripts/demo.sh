@@ -20,6 +20,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 cd "$top"
+tb_name=demo
+. scripts/testbed-lib.sh # tb_wait_log
 bash scripts/setup.sh
 echo "== building"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -57,13 +59,7 @@ ip netns exec "$ns" "$B/testbed/tb-server" --listen "$sub.100:7000" --truth "$ou
 srv=$!; pids+=($srv)
 # the load starts once the collector's hooks are attached (loading and verifying
 # its programs takes a few seconds): work done before that is not seen
-for _ in $(seq 1 300); do
-	grep -q "backend attached" "$out/collector.log" 2>/dev/null && break
-	kill -0 $col 2>/dev/null || break
-	sleep 0.1
-done
-grep -q "backend attached" "$out/collector.log" 2>/dev/null || {
-	cat "$out/collector.log" >&2; echo "demo: the collector did not attach within 30 s" >&2; exit 1; }
+tb_wait_log "$out/collector.log" "backend attached" $col || exit 1
 sleep 0.5
 kill -0 $agg 2>/dev/null || { cat "$out/aggregator.log" >&2; echo "demo: aggregator did not start" >&2; exit 1; }
 kill -0 $col 2>/dev/null || { cat "$out/collector.log" >&2; echo "demo: collector did not start" >&2; exit 1; }
