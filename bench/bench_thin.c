@@ -14,7 +14,7 @@
  *   thin: hooks runs=12345 ns=1234567
  * then always
  *   thin: variant=full seconds=5.0 records=123 ring_bytes=7872 left_in_batches=3 drops=0 direct=0
- *         consumer_ns=123456 consumer_ns_per_record=12.3
+ *         consumer_ns=123456 consumer_ns_per_record=12.3 socket_edges=120 stale_edges=80
  * consumer_ns is this program's own CPU (the ring drain thread: polls,
  * wake-ups, reading every record) over the attached time, idle polls
  * included. Records still in the per-CPU batches at exit are counted from
@@ -27,7 +27,8 @@
  * parse_ns the parser alone over the same text; their difference is the
  * segmenter and its user-space environment per event (best of 3 runs each).
  *
- * Usage: bench_thin [--variant empty|netns|full|ktime|task] [--netns NAME] [--batch N] [--profile]
+ * --dump N prints the first N records drained ("thin: rec kind=... cookie=... seq=...").
+ * Usage: bench_thin [--variant empty|netns|full|ktime|task] [--netns NAME] [--batch N] [--profile] [--dump N]
  *        bench_thin --replay-requests N
  * Needs root (probe mode).
  */
@@ -69,6 +70,12 @@ static uint64_t clock_ns(clockid_t id)
 /* What the consumer read: every record is touched, as a segmenter would. */
 struct drain {
 	uint64_t records, ring_bytes, bytes, bad;
+	uint64_t dump; /* records still to print (--dump) */
+	/* socket edges whose thread's cpu_ns equals its previous socket edge's:
+	 * the runqueue clock had not moved since (the slice is left for later) */
+	uint64_t sock_edges, stale;
+	uint32_t last_pid[1 << 16];
+	uint64_t last_cpu[1 << 16];
 };
 
 static int on_batch(void *ctx, void *data, size_t size)
@@ -84,6 +91,24 @@ static int on_batch(void *ctx, void *data, size_t size)
 		if (kind < THIN_RECV || kind > THIN_EXIT)
 			d->bad++;
 		d->bytes += r[i].len;
+		if (kind == THIN_RECV || kind == THIN_SEND) {
+			uint32_t h = r[i].pid & 0xffff;
+
+			d->sock_edges++;
+			if (d->last_pid[h] == r[i].pid && d->last_cpu[h] == r[i].cpu_ns)
+				d->stale++;
+			d->last_pid[h] = r[i].pid;
+			d->last_cpu[h] = r[i].cpu_ns;
+		}
+		if (d->dump) {
+			d->dump--;
+			printf("thin: rec kind=%u cpu=%u pid=%u tgid=%u cookie=%llu seq=%u len=%u seq_valid=%u cpu_ns=%llu"
+			       " slice_ns=%llu ts=%llu run_delay=%llu nvcsw=%u\n",
+			       kind, r[i].flags >> THIN_F_CPU_SHIFT, r[i].pid, r[i].tgid, (unsigned long long)r[i].cookie,
+			       r[i].seq, r[i].len, !!(r[i].flags & THIN_F_SEQ), (unsigned long long)r[i].cpu_ns,
+			       (unsigned long long)r[i].slice_ns, (unsigned long long)r[i].ts,
+			       (unsigned long long)r[i].run_delay, r[i].nvcsw);
+		}
 	}
 	d->records += n;
 	if (size % sizeof(*r))
@@ -123,18 +148,24 @@ static uint64_t left_in_batches(struct thin_edges_bpf *skel)
 	return n;
 }
 
-static int probe_mode(uint32_t variant, uint32_t netns_ino, uint32_t batch, int prof)
+static int probe_mode(uint32_t variant, uint32_t netns_ino, uint32_t batch, int prof, uint64_t dump)
 {
 	static const char *const names[THIN_VARIANTS] = THIN_VARIANT_NAMES;
 	struct thin_edges_bpf *skel;
 	struct ring_buffer *rb = NULL;
-	struct drain d = { 0 };
+	struct drain *d;
 	struct bpf_program *prog;
 	uint64_t t0, c0, runs = 0, ns = 0, left, cons;
-	int rv, sfd = -1;
+	int rv, sfd = -1, bad;
 
+	if (!(d = calloc(1, sizeof(*d)))) {
+		rm_log_error("failed to allocate the drain's state");
+		return 1;
+	}
+	d->dump = dump;
 	if (!(skel = thin_edges_bpf__open())) {
 		rm_log_error("failed to open the thin probes");
+		free(d);
 		return 1;
 	}
 	skel->rodata->thin_variant = variant;
@@ -143,22 +174,26 @@ static int probe_mode(uint32_t variant, uint32_t netns_ino, uint32_t batch, int 
 	if ((rv = thin_edges_bpf__load(skel)) != 0) {
 		rm_log_error("failed to load the thin probes: %s", strerror(-rv));
 		thin_edges_bpf__destroy(skel);
+		free(d);
 		return 1;
 	}
 	if ((rv = thin_edges_bpf__attach(skel)) != 0) {
 		rm_log_error("failed to attach the thin probes: %s", strerror(-rv));
 		thin_edges_bpf__destroy(skel);
+		free(d);
 		return 1;
 	}
-	if (!(rb = ring_buffer__new(bpf_map__fd(skel->maps.edges), on_batch, &d, NULL))) {
+	if (!(rb = ring_buffer__new(bpf_map__fd(skel->maps.edges), on_batch, d, NULL))) {
 		rm_log_error("failed to open the thin probes' ring");
 		thin_edges_bpf__destroy(skel);
+		free(d);
 		return 1;
 	}
 	if (prof && (sfd = bpf_enable_stats(BPF_STATS_RUN_TIME)) < 0) {
 		rm_log_error("failed to enable bpf run-time statistics");
 		ring_buffer__free(rb);
 		thin_edges_bpf__destroy(skel);
+		free(d);
 		return 1;
 	}
 	printf("thin: ready\n");
@@ -189,15 +224,18 @@ static int probe_mode(uint32_t variant, uint32_t netns_ino, uint32_t batch, int 
 	}
 	left = left_in_batches(skel);
 	printf("thin: variant=%s seconds=%.1f records=%llu ring_bytes=%llu left_in_batches=%llu drops=%llu direct=%llu"
-	       " bad=%llu consumer_ns=%llu consumer_ns_per_record=%.1f\n",
-	       names[variant], (double)(clock_ns(CLOCK_MONOTONIC) - t0) / 1e9, (unsigned long long)d.records,
-	       (unsigned long long)d.ring_bytes, (unsigned long long)left,
+	       " bad=%llu consumer_ns=%llu consumer_ns_per_record=%.1f socket_edges=%llu stale_edges=%llu\n",
+	       names[variant], (double)(clock_ns(CLOCK_MONOTONIC) - t0) / 1e9, (unsigned long long)d->records,
+	       (unsigned long long)d->ring_bytes, (unsigned long long)left,
 	       (unsigned long long)skel->bss->ring_drops, (unsigned long long)skel->bss->direct_recs,
-	       (unsigned long long)d.bad, (unsigned long long)cons,
-	       d.records ? (double)cons / (double)d.records : 0.0);
+	       (unsigned long long)d->bad, (unsigned long long)cons,
+	       d->records ? (double)cons / (double)d->records : 0.0, (unsigned long long)d->sock_edges,
+	       (unsigned long long)d->stale);
+	bad = d->bad != 0;
 	ring_buffer__free(rb);
 	thin_edges_bpf__destroy(skel);
-	return d.bad ? 1 : 0;
+	free(d);
+	return bad;
 }
 
 /* ---------------------------------------------------------------- replay mode */
@@ -348,7 +386,7 @@ static int replay_mode(uint64_t nreq)
 int main(int argc, char **argv)
 {
 	uint32_t variant = THIN_FULL, netns_ino = 0, batch = 32;
-	uint64_t replay = 0;
+	uint64_t replay = 0, dump = 0;
 	struct sigaction sa;
 	int prof = 0, i;
 
@@ -364,6 +402,8 @@ int main(int argc, char **argv)
 				rm_log_error("invalid --batch '%s' (1..%d)", argv[i], THIN_BATCH_MAX);
 				return 2;
 			}
+		} else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) {
+			dump = strtoull(argv[++i], NULL, 10);
 		} else if (strcmp(argv[i], "--replay-requests") == 0 && i + 1 < argc) {
 			replay = strtoull(argv[++i], NULL, 10);
 			if (replay < 1) {
@@ -383,7 +423,7 @@ int main(int argc, char **argv)
 			netns_ino = (uint32_t)nst.st_ino;
 		} else {
 			fprintf(stderr, "usage: bench_thin [--variant empty|netns|full|ktime|task] [--netns NAME] [--batch N]"
-					" [--profile] (runs until SIGINT or SIGTERM)\n"
+					" [--profile] [--dump N] (runs until SIGINT or SIGTERM)\n"
 					"       bench_thin --replay-requests N\n");
 			return 2;
 		}
@@ -394,5 +434,5 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	return probe_mode(variant, netns_ino, batch, prof);
+	return probe_mode(variant, netns_ino, batch, prof, dump);
 }

@@ -118,10 +118,13 @@ THIN_INLINE __u64 thin_ring_flags(__u64 len)
  * The counters of p into r. running: p is on this CPU (rq is its runqueue):
  * its running slice up to the runqueue's clock_task is added (the kernel
  * folds it into sum_exec_runtime only at ticks and switches; a fold between
- * the reads moves exec_start, then they are read again). THIN_KTIME adds the
- * rest up to now, on sched_clock, as the collector does; otherwise ts is the
- * runqueue's clock_task and the slice since its last update is left for the
- * next edge.
+ * the reads moves exec_start, then they are read again). ts is the
+ * runqueue's clock (sched_clock at its last update: a past time, behind the
+ * edge by at most the time since the CPU's last scheduler event or tick), and
+ * the slice since that update is left for the next edge. THIN_KTIME reads the
+ * clock instead: ts is now, and the slice is counted up to now on sched_clock,
+ * as the collector does (clk_off). A thread that is not running (a fork's
+ * child) has no running slice: 0 is recorded as its ts.
  */
 THIN_INLINE void thin_counters(struct task_struct *p, struct rq *rq, int running, struct thin_rec *r)
 {
@@ -134,8 +137,7 @@ THIN_INLINE void thin_counters(struct task_struct *p, struct rq *rq, int running
 		prev = ONCE(p->se.prev_sum_exec_runtime);
 		if (running && rq) {
 			ct = ONCE(rq->clock_task);
-			if (thin_variant == THIN_KTIME)
-				cl = ONCE(rq->clock);
+			cl = ONCE(rq->clock);
 		}
 		if (ONCE(p->se.exec_start) == es)
 			break;
@@ -155,7 +157,7 @@ THIN_INLINE void thin_counters(struct task_struct *p, struct rq *rq, int running
 		}
 		r->ts = now;
 	} else {
-		r->ts = ct;
+		r->ts = cl;
 	}
 	r->cpu_ns = sum + run;
 	r->slice_ns = sum - prev + run;

@@ -14,7 +14,7 @@
 enum thin_variant {
 	THIN_EMPTY = 0, /* (a) return at once: the statistics' own cost and the call */
 	THIN_NETNS,     /* (b) the namespace test only */
-	THIN_FULL,      /* (c) the record, timestamped by this CPU's rq->clock_task */
+	THIN_FULL,      /* (c) the record, timestamped by this CPU's runqueue clock (no clock read) */
 	THIN_KTIME,     /* (d) (c) with bpf_ktime_get_ns() as the timestamp and the exact running slice */
 	THIN_TASK,      /* (e) (c) plus a task-storage lookup (get or create) */
 	THIN_VARIANTS
@@ -39,9 +39,9 @@ enum thin_kind {
 
 struct thin_rec {
 	__u64 cookie;    /* the socket's cookie (never reused); fork: the parent's tid */
-	__u64 cpu_ns;    /* the thread's on-CPU time: se.sum_exec_runtime + (ts - se.exec_start) */
+	__u64 cpu_ns;    /* the thread's on-CPU time: se.sum_exec_runtime + (rq->clock_task - se.exec_start) */
 	__u64 slice_ns;  /* of it, since the thread last got the CPU (sum - prev_sum + running) */
-	__u64 ts;        /* this CPU's rq->clock_task (variant ktime: bpf_ktime_get_ns()) */
+	__u64 ts;        /* this CPU's rq->clock, sched_clock at its last update (variant ktime: bpf_ktime_get_ns()) */
 	__u64 run_delay; /* sched_info.run_delay: the thread's run-queue wait, completed waits */
 	__u32 pid;       /* thread id */
 	__u32 tgid;      /* process id */

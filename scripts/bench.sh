@@ -34,18 +34,25 @@
 # collector unrestricted (the hooks then also run for the load generators).
 # Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
 #                         [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--json FILE]
-#                         [--same-netns] [--handoffs-from-start]
+#                         [--same-netns] [--handoffs-from-start] [--thin] [--thin-rounds N]
 # --cpu-slices, --cpu-counters, --no-follow-replies, --handoffs-from-start: the collector (and the
 # benchmarks' hooks) with that option. Without them the collector and the
 # benchmarks' hooks run the collector's default (counters with follow-replies).
 # --json FILE: the whole table, the overhead lines and the load average as JSON.
+# --thin: after the hook budget, a thin kernel side's prototype (bench_thin:
+# bench/thin_edges.bpf.c, docs/thin-kernel.md) in each variant and the
+# collector's hooks (bench_attach --stage hooks / full), alternating, N rounds
+# (--thin-rounds, default 3) under each load; one line per load and variant,
+# `thin: <load> variant=<v> hook_runs_per_request=<x> hooks_ns_per_request=<y>
+# pct_of_server=<z> ...`, computed as hooks_cpu_per_request_pct (medians of
+# the rounds, net of the empty variant; the collector's net of its empty stage).
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
 # load shorter). A full run takes about 6 minutes (8 with --rounds 15), --quick about 2.
 # Servers, ports, configs and the database live in DIR (default: a new
 # /tmp/rametr-bench.XXXX, kept); nothing is left running.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-quick=0 rounds=7 rounds_set=0 out= skip_micro=0 json= col_opts=() same_netns=0
+quick=0 rounds=7 rounds_set=0 out= skip_micro=0 json= col_opts=() same_netns=0 thin=0 thin_rounds=3
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1; shift ;;
@@ -58,11 +65,14 @@ while [ $# -gt 0 ]; do
 	--cpu-counters) col_opts+=(--cpu-counters); shift ;;
 	--json) json=$2; shift 2 ;;
 	--same-netns) same_netns=1; shift ;;
-	-h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+	--thin) thin=1; shift ;;
+	--thin-rounds) thin=1 thin_rounds=$2; shift 2 ;;
+	-h|--help) sed -n '2,52p' "$0"; exit 0 ;;
 	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench: invalid --rounds '$rounds'" >&2; exit 2; }
+[[ "$thin_rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench: invalid --thin-rounds '$thin_rounds'" >&2; exit 2; }
 if [ $quick = 1 ]; then
 	redis_n=20000 wrk_s=2 pp_s=4 idle_s=3 tp_s=3
 	[ "$rounds_set" = 1 ] || rounds=3
@@ -451,6 +461,66 @@ for s in redis nginx; do
 		"$full_net ns / $(calc "$srv_req + $lg_req" 0) ns = $(calc "$full_net * 100 / ($srv_req + $lg_req)" 2)%" "-" "-"
 done
 
+# ---------------------------------------------------------------- thin kernel side (--thin)
+# bench_thin's variants (empty, netns, full, ktime, task) and the collector's
+# hooks (bench_attach --stage hooks / full) in turn, thin_rounds times under
+# each load; per variant the median over rounds of the hooks' CPU per request
+# (BPF statistics), net of the median of its empty variant, over the server's
+# CPU per request detached (as hooks_cpu_per_request_pct above).
+thin_lines=()
+if [ $thin = 1 ]; then
+	echo "== thin: bench_thin variants and the collector's hooks, alternating, $thin_rounds rounds under each load" >&2
+	tvars=(empty netns full ktime task col-hooks col-full)
+	for s in redis nginx; do
+		declare -A t_ns=() t_runs=() t_recs=() t_cons=() t_stale=()
+		for ((r = 1; r <= thin_rounds; r++)); do
+			for v in "${tvars[@]}"; do
+				f=$out/thin-$s-$r-$v
+				if [ "${v#col-}" != "$v" ]; then
+					start_attach "$f.log" --profile --stage "${v#col-}"
+				else
+					"$B/bench/bench_thin" --variant "$v" --profile "${ns_opt[@]}" >"$f.log" 2>&1 &
+					hooks=$!; pids+=($hooks)
+					wait_log "$f.log" "thin: ready" $hooks 20 || { cat "$f.log" >&2; echo "bench: bench_thin did not attach" >&2; exit 1; }
+				fi
+				nreq=$(budget_load $s "$f.txt")
+				stop $hooks
+				[ "${nreq:-0}" -gt 0 ] || { cat "$f.txt" >&2; echo "bench: $s load gave no requests (thin, $v)" >&2; exit 1; }
+				read -r hruns hns < <(sed -n 's/^\(attach\|thin\): hooks runs=\([0-9]*\) ns=\([0-9]*\)$/\2 \3/p' "$f.log")
+				[ -n "${hns:-}" ] || { cat "$f.log" >&2; echo "bench: no hook statistics ($s, $v)" >&2; exit 1; }
+				t_ns[$v]+=" $(calc "$hns / $nreq" 1)" t_runs[$v]+=" $(calc "$hruns / $nreq" 3)"
+				recs=$(sed -n 's/^thin: variant=.* records=\([0-9]*\) .* left_in_batches=\([0-9]*\) .*/\1 \2/p' "$f.log")
+				cons=$(sed -n 's/^thin: variant=.* consumer_ns=\([0-9]*\) .*/\1/p' "$f.log")
+				if [ -n "$recs" ]; then
+					t_recs[$v]+=" $(calc "(${recs% *} + ${recs#* }) / $nreq" 3)"
+					[ "${recs% *}" -gt 0 ] && t_cons[$v]+=" $(calc "$cons / ${recs% *}" 1)"
+					# socket edges that saw no CPU since the thread's previous one (runqueue clock not moved)
+					read -r se st < <(sed -n 's/^thin: variant=.* socket_edges=\([0-9]*\) stale_edges=\([0-9]*\)$/\1 \2/p' "$f.log")
+					[ "${se:-0}" -gt 0 ] && t_stale[$v]+=" $(calc "$st * 100 / $se" 1)"
+				fi
+			done
+		done
+		if [ $s = redis ]; then srv_req=$(med "${r_srv[0]}") srv_name=redis-server
+		else srv_req=$(med "${n_srv[0]}") srv_name=nginx; fi
+		for v in netns full ktime task col-full; do
+			base=$([ $v = col-full ] && echo col-hooks || echo empty)
+			net=$(calc "$(med "${t_ns[$v]}") - $(med "${t_ns[$base]}")" 1)
+			pct=$(calc "$net * 100 / $srv_req" 2)
+			l="$s variant=$([ $v = col-full ] && echo collector || echo $v) hook_runs_per_request=$(calc "$(med "${t_runs[$v]}")" 2)"
+			l+=" hooks_ns_per_request=$net pct_of_server=$pct server=$srv_name server_ns_per_request=$(calc "$srv_req" 0)"
+			[ -n "${t_recs[$v]:-}" ] && l+=" records_per_request=$(calc "$(med "${t_recs[$v]}")" 3)"
+			[ -n "${t_cons[$v]:-}" ] && l+=" consumer_ns_per_record=$(calc "$(med "${t_cons[$v]}")" 1)"
+			[ -n "${t_stale[$v]:-}" ] && l+=" stale_edges_pct=$(calc "$(med "${t_stale[$v]}")" 1)"
+			l+=" rounds_ns_per_request=$(echo ${t_ns[$v]} | tr ' ' ',') empty_ns_per_request=$(echo ${t_ns[$base]} | tr ' ' ',')"
+			thin_lines+=("$l")
+			row "thin: $s, $v: hooks' CPU per request, net (median of $thin_rounds rounds) / $srv_name's CPU per request detached" \
+				"$net ns / $(calc "$srv_req" 0) ns = $pct%" "<= 1.5%" "$(met "$pct <= 1.5")"
+		done
+	done
+	replay=$("$B/bench/bench_thin" --replay-requests 200000) || { echo "bench: bench_thin --replay-requests failed" >&2; exit 1; }
+	thin_lines+=("${replay#thin: }")
+fi
+
 # ---------------------------------------------------------------- collector CPU and memory at a known segment rate
 echo "== collector: idle ${idle_s}s, then bench_pingpong at $pp_rate round trips/s for ${pp_s}s" >&2
 stop $redis; stop $nginx_master
@@ -523,6 +593,7 @@ pids=()
 # ---------------------------------------------------------------- table
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 for o in "${ovh[@]}"; do echo "overhead: $o"; done
+for o in "${thin_lines[@]}"; do echo "thin: $o"; done
 echo
 layout=$([ $same_netns = 1 ] && echo "one namespace, loopback, collector unrestricted (--same-netns; not the targets' layout)" ||
 	echo "servers in their own namespace on CPU 0, load generators outside on CPU 1, collector --netns (the targets' layout)")
