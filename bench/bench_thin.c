@@ -28,7 +28,7 @@
  * segmenter and its user-space environment per event (best of 3 runs each).
  *
  * --dump N prints the first N records drained ("thin: rec kind=... cookie=... seq=...").
- * Usage: bench_thin [--variant empty|netns|full|ktime|task] [--netns NAME] [--batch N] [--profile] [--dump N]
+ * Usage: bench_thin [--variant empty|netns|full|ktime|task|record] [--netns NAME] [--batch N] [--profile] [--dump N]
  *        bench_thin --replay-requests N
  * Needs root (probe mode).
  */
@@ -422,7 +422,7 @@ int main(int argc, char **argv)
 			}
 			netns_ino = (uint32_t)nst.st_ino;
 		} else {
-			fprintf(stderr, "usage: bench_thin [--variant empty|netns|full|ktime|task] [--netns NAME] [--batch N]"
+			fprintf(stderr, "usage: bench_thin [--variant empty|netns|full|ktime|task|record] [--netns NAME] [--batch N]"
 					" [--profile] [--dump N] (runs until SIGINT or SIGTERM)\n"
 					"       bench_thin --replay-requests N\n");
 			return 2;

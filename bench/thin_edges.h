@@ -17,10 +17,11 @@ enum thin_variant {
 	THIN_FULL,      /* (c) the record, timestamped by this CPU's runqueue clock (no clock read) */
 	THIN_KTIME,     /* (d) (c) with bpf_ktime_get_ns() as the timestamp and the exact running slice */
 	THIN_TASK,      /* (e) (c) plus a task-storage lookup (get or create) */
+	THIN_RECORD,    /* (f) (c) without the scheduler's counters: ids, cookie, bytes, batch */
 	THIN_VARIANTS
 };
 
-#define THIN_VARIANT_NAMES { "empty", "netns", "full", "ktime", "task" }
+#define THIN_VARIANT_NAMES { "empty", "netns", "full", "ktime", "task", "record" }
 
 enum thin_kind {
 	THIN_RECV = 1, /* tp_btf/sock_recv_length: bytes [seq, seq + len) consumed */

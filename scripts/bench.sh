@@ -462,7 +462,7 @@ for s in redis nginx; do
 done
 
 # ---------------------------------------------------------------- thin kernel side (--thin)
-# bench_thin's variants (empty, netns, full, ktime, task) and the collector's
+# bench_thin's variants (empty, netns, record, full, ktime, task) and the collector's
 # hooks (bench_attach --stage hooks / full) in turn, thin_rounds times under
 # each load; per variant the median over rounds of the hooks' CPU per request
 # (BPF statistics), net of the median of its empty variant, over the server's
@@ -470,9 +470,10 @@ done
 thin_lines=()
 if [ $thin = 1 ]; then
 	echo "== thin: bench_thin variants and the collector's hooks, alternating, $thin_rounds rounds under each load" >&2
-	tvars=(empty netns full ktime task col-hooks col-full)
+	tvars=(empty netns record full ktime task col-hooks col-full)
 	for s in redis nginx; do
 		declare -A t_ns=() t_runs=() t_recs=() t_cons=() t_stale=()
+		cons_empty=0
 		for ((r = 1; r <= thin_rounds; r++)); do
 			for v in "${tvars[@]}"; do
 				f=$out/thin-$s-$r-$v
@@ -493,7 +494,10 @@ if [ $thin = 1 ]; then
 				cons=$(sed -n 's/^thin: variant=.* consumer_ns=\([0-9]*\) .*/\1/p' "$f.log")
 				if [ -n "$recs" ]; then
 					t_recs[$v]+=" $(calc "(${recs% *} + ${recs#* }) / $nreq" 3)"
-					[ "${recs% *}" -gt 0 ] && t_cons[$v]+=" $(calc "$cons / ${recs% *}" 1)"
+					# the consumer's CPU per record, net of the empty variant's in this round
+					# (its polls every 25 ms with nothing to read; empty runs first)
+					[ "$v" = empty ] && cons_empty=$cons
+					[ "${recs% *}" -gt 0 ] && t_cons[$v]+=" $(calc "($cons - $cons_empty) / ${recs% *}" 1)"
 					# socket edges that saw no CPU since the thread's previous one (runqueue clock not moved)
 					read -r se st < <(sed -n 's/^thin: variant=.* socket_edges=\([0-9]*\) stale_edges=\([0-9]*\)$/\1 \2/p' "$f.log")
 					[ "${se:-0}" -gt 0 ] && t_stale[$v]+=" $(calc "$st * 100 / $se" 1)"
@@ -502,14 +506,14 @@ if [ $thin = 1 ]; then
 		done
 		if [ $s = redis ]; then srv_req=$(med "${r_srv[0]}") srv_name=redis-server
 		else srv_req=$(med "${n_srv[0]}") srv_name=nginx; fi
-		for v in netns full ktime task col-full; do
+		for v in netns record full ktime task col-full; do
 			base=$([ $v = col-full ] && echo col-hooks || echo empty)
 			net=$(calc "$(med "${t_ns[$v]}") - $(med "${t_ns[$base]}")" 1)
 			pct=$(calc "$net * 100 / $srv_req" 2)
 			l="$s variant=$([ $v = col-full ] && echo collector || echo $v) hook_runs_per_request=$(calc "$(med "${t_runs[$v]}")" 2)"
 			l+=" hooks_ns_per_request=$net pct_of_server=$pct server=$srv_name server_ns_per_request=$(calc "$srv_req" 0)"
 			[ -n "${t_recs[$v]:-}" ] && l+=" records_per_request=$(calc "$(med "${t_recs[$v]}")" 3)"
-			[ -n "${t_cons[$v]:-}" ] && l+=" consumer_ns_per_record=$(calc "$(med "${t_cons[$v]}")" 1)"
+			[ -n "${t_cons[$v]:-}" ] && l+=" consumer_ns_per_record_net=$(calc "$(med "${t_cons[$v]}")" 1)"
 			[ -n "${t_stale[$v]:-}" ] && l+=" stale_edges_pct=$(calc "$(med "${t_stale[$v]}")" 1)"
 			l+=" rounds_ns_per_request=$(echo ${t_ns[$v]} | tr ' ' ',') empty_ns_per_request=$(echo ${t_ns[$base]} | tr ' ' ',')"
 			thin_lines+=("$l")
