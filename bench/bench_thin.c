@@ -28,7 +28,7 @@
  * segmenter and its user-space environment per event (best of 3 runs each).
  *
  * --dump N prints the first N records drained ("thin: rec kind=... cookie=... seq=...").
- * Usage: bench_thin [--variant empty|netns|full|ktime|task|record] [--netns NAME] [--batch N] [--profile] [--dump N]
+ * Usage: bench_thin [--variant empty|netns|full|ktime|task|record|lean] [--netns NAME] [--batch N] [--profile] [--dump N]
  *        bench_thin --replay-requests N
  * Needs root (probe mode).
  */
@@ -134,7 +134,7 @@ static int variant_of(const char *s, uint32_t *out)
 static uint64_t left_in_batches(struct thin_edges_bpf *skel)
 {
 	int ncpu = libbpf_num_possible_cpus(), i;
-	size_t vsz = sizeof(uint32_t) * 2 + sizeof(struct thin_rec) * THIN_BATCH_MAX;
+	size_t vsz = sizeof(uint32_t) * 2 + sizeof(uint64_t) + sizeof(struct thin_rec) * THIN_BATCH_MAX;
 	uint32_t k = 0;
 	uint64_t n = 0;
 	char *v;
@@ -422,7 +422,7 @@ int main(int argc, char **argv)
 			}
 			netns_ino = (uint32_t)nst.st_ino;
 		} else {
-			fprintf(stderr, "usage: bench_thin [--variant empty|netns|full|ktime|task|record] [--netns NAME] [--batch N]"
+			fprintf(stderr, "usage: bench_thin [--variant empty|netns|full|ktime|task|record|lean] [--netns NAME] [--batch N]"
 					" [--profile] [--dump N] (runs until SIGINT or SIGTERM)\n"
 					"       bench_thin --replay-requests N\n");
 			return 2;

@@ -31,10 +31,12 @@ const volatile __u64 wakeup_bytes = 256 * 1024; /* wake the consumer at each mul
 __u64 ring_drops = 0;  /* records the ring had no room for */
 __u64 direct_recs = 0; /* records written alone (the CPU's batch was busy) */
 __s64 clk_off = 0x7fffffffffffffffLL; /* THIN_KTIME: least ktime - rq->clock seen (rametr.bpf.c's clk_off) */
+__u64 net_addr = 0; /* THIN_LEAN: the watched namespace's struct net, once a thread of it was seen */
 
 struct thin_batch {
 	__u32 n;    /* records held */
 	__u32 busy; /* being filled (a hook that finds it so writes its record alone) */
+	__u64 rq;   /* THIN_LEAN: this CPU's runqueue, found once */
 	struct thin_rec r[THIN_BATCH_MAX];
 };
 
@@ -84,7 +86,13 @@ THIN_INLINE int thin_ours(struct task_struct *t)
 	if (!ns)
 		return 0;
 	net = ns->net_ns;
-	return net && net->ns.inum == netns_ino;
+	if (thin_variant == THIN_LEAN && net_addr)
+		return (__u64)net == net_addr; /* a namespace's struct net lives as long as it */
+	if (!net || net->ns.inum != netns_ino)
+		return 0;
+	if (thin_variant == THIN_LEAN)
+		net_addr = (__u64)net;
+	return 1;
 }
 
 THIN_INLINE struct rq *thin_rq(struct task_struct *cur)
@@ -174,7 +182,7 @@ THIN_INLINE void thin_edge(struct task_struct *p, int running, __u64 cookie, __u
 	struct thin_batch *b;
 	struct thin_rec one, *r;
 	__u32 k = 0, n, cpu = bpf_get_smp_processor_id();
-	struct rq *rq = thin_variant == THIN_RECORD ? NULL : thin_rq(cur);
+	struct rq *rq = NULL;
 
 	if (thin_variant == THIN_TASK) {
 		__u64 *st = bpf_task_storage_get(&tstate, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -185,6 +193,18 @@ THIN_INLINE void thin_edge(struct task_struct *p, int running, __u64 cookie, __u
 	b = bpf_map_lookup_elem(&batches, &k);
 	if (!b)
 		return;
+	if (thin_variant == THIN_LEAN) {
+		if (b->rq) {
+			rq = bpf_rdonly_cast((void *)b->rq, bpf_core_type_id_kernel(struct rq));
+		} else {
+			struct cfs_rq *cfs = cur->se.cfs_rq;
+
+			rq = cfs ? cfs->rq : NULL;
+			b->rq = (__u64)rq;
+		}
+	} else if (thin_variant != THIN_RECORD) {
+		rq = thin_rq(cur);
+	}
 	if (b->busy) {
 		r = &one; /* an interrupt's edge while this CPU's batch is being filled */
 	} else {

@@ -18,10 +18,12 @@ enum thin_variant {
 	THIN_KTIME,     /* (d) (c) with bpf_ktime_get_ns() as the timestamp and the exact running slice */
 	THIN_TASK,      /* (e) (c) plus a task-storage lookup (get or create) */
 	THIN_RECORD,    /* (f) (c) without the scheduler's counters: ids, cookie, bytes, batch */
+	THIN_LEAN,      /* (g) (c) with the namespace's struct net compared by address (two loads, not three)
+	                 * and the runqueue address kept in the batch (one map lookup, not two) */
 	THIN_VARIANTS
 };
 
-#define THIN_VARIANT_NAMES { "empty", "netns", "full", "ktime", "task", "record" }
+#define THIN_VARIANT_NAMES { "empty", "netns", "full", "ktime", "task", "record", "lean" }
 
 enum thin_kind {
 	THIN_RECV = 1, /* tp_btf/sock_recv_length: bytes [seq, seq + len) consumed */

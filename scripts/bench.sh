@@ -462,7 +462,8 @@ for s in redis nginx; do
 done
 
 # ---------------------------------------------------------------- thin kernel side (--thin)
-# bench_thin's variants (empty, netns, record, full, ktime, task) and the collector's
+# bench_thin's variants (empty, netns, record, full, ktime, task, lean with
+# batches of 64) and the collector's
 # hooks (bench_attach --stage hooks / full) in turn, thin_rounds times under
 # each load; per variant the median over rounds of the hooks' CPU per request
 # (BPF statistics), net of the median of its empty variant, over the server's
@@ -470,7 +471,7 @@ done
 thin_lines=()
 if [ $thin = 1 ]; then
 	echo "== thin: bench_thin variants and the collector's hooks, alternating, $thin_rounds rounds under each load" >&2
-	tvars=(empty netns record full ktime task col-hooks col-full)
+	tvars=(empty netns record full ktime task lean col-hooks col-full)
 	for s in redis nginx; do
 		declare -A t_ns=() t_runs=() t_recs=() t_cons=() t_stale=()
 		cons_empty=0
@@ -480,7 +481,8 @@ if [ $thin = 1 ]; then
 				if [ "${v#col-}" != "$v" ]; then
 					start_attach "$f.log" --profile --stage "${v#col-}"
 				else
-					"$B/bench/bench_thin" --variant "$v" --profile "${ns_opt[@]}" >"$f.log" 2>&1 &
+					bopt=(); [ "$v" = lean ] && bopt=(--batch 64)   # lean: also half the ring writes
+					"$B/bench/bench_thin" --variant "$v" --profile "${bopt[@]}" "${ns_opt[@]}" >"$f.log" 2>&1 &
 					hooks=$!; pids+=($hooks)
 					wait_log "$f.log" "thin: ready" $hooks 20 || { cat "$f.log" >&2; echo "bench: bench_thin did not attach" >&2; exit 1; }
 				fi
@@ -506,7 +508,7 @@ if [ $thin = 1 ]; then
 		done
 		if [ $s = redis ]; then srv_req=$(med "${r_srv[0]}") srv_name=redis-server
 		else srv_req=$(med "${n_srv[0]}") srv_name=nginx; fi
-		for v in netns record full ktime task col-full; do
+		for v in netns record full ktime task lean col-full; do
 			base=$([ $v = col-full ] && echo col-hooks || echo empty)
 			net=$(calc "$(med "${t_ns[$v]}") - $(med "${t_ns[$base]}")" 1)
 			pct=$(calc "$net * 100 / $srv_req" 2)
