@@ -240,31 +240,6 @@ static int probe_mode(uint32_t variant, uint32_t netns_ino, uint32_t batch, int 
 
 /* ---------------------------------------------------------------- replay mode */
 
-struct text {
-	char *buf;
-	size_t len, cap;
-};
-
-static int text_add(struct text *t, const char *line)
-{
-	size_t n = strlen(line);
-
-	if (t->len + n + 1 > t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 1 << 20;
-		char *b;
-
-		while (cap < t->len + n + 1)
-			cap *= 2;
-		if (!(b = realloc(t->buf, cap)))
-			return RM_ENOMEM;
-		t->buf = b;
-		t->cap = cap;
-	}
-	memcpy(t->buf + t->len, line, n + 1);
-	t->len += n;
-	return RM_OK;
-}
-
 /*
  * A stream of nreq requests on 2 CPUs, each served by one of 64 threads of
  * one server process on a connection of its own (srv=1): the thread gets
@@ -272,37 +247,27 @@ static int text_add(struct text *t, const char *line)
  * of 10 ms. Three events a request: the switch that gives the thread its
  * CPU (and ends the previous thread's slice), its recv and its send.
  */
-static int synth_stream(struct text *t, uint64_t nreq)
+static void synth_stream(FILE *f, uint64_t nreq)
 {
 	uint32_t prev[2] = { 0, 0 }, in_seq[64] = { 0 }, out_seq[64] = { 0 };
 	uint64_t ts[2] = { 1000, 1000 }, i;
-	char line[COL_EVENTS_LINE_MAX];
-	int rv;
 
-	if ((rv = text_add(t, "rametr-events 1 window_ns=10000000 offset_ns=0 ncpu=2\n")) != RM_OK)
-		return rv;
+	fprintf(f, "rametr-events 1 window_ns=10000000 offset_ns=0 ncpu=2\n");
 	for (i = 0; i < nreq; i++) {
 		uint32_t c = (uint32_t)(i & 1), k = (uint32_t)((i >> 1) % 32) * 2 + c, tid = 101 + k;
 		const char *sk = " pid=100 comm=srv fam=4 laddr=10.0.0.2:6379";
 
-		snprintf(line, sizeof(line), "%llu %u switch prev=%u prev_pid=%u prev_state=S next=%u next_pid=100\n",
-			 (unsigned long long)ts[c], c, prev[c], prev[c] ? 100 : 0, tid);
-		if ((rv = text_add(t, line)) != RM_OK)
-			return rv;
-		snprintf(line, sizeof(line), "%llu %u recv tid=%u%s raddr=10.0.0.1:%u sock=%u bytes=64 seq=%u srv=1\n",
-			 (unsigned long long)ts[c] + 1500, c, tid, sk, 40000 + k, 1000 + k, in_seq[k]);
-		if ((rv = text_add(t, line)) != RM_OK)
-			return rv;
-		snprintf(line, sizeof(line), "%llu %u send tid=%u%s raddr=10.0.0.1:%u sock=%u bytes=512 seq=%u srv=1\n",
-			 (unsigned long long)ts[c] + 7000, c, tid, sk, 40000 + k, 1000 + k, out_seq[k]);
-		if ((rv = text_add(t, line)) != RM_OK)
-			return rv;
+		fprintf(f, "%llu %u switch prev=%u prev_pid=%u prev_state=S next=%u next_pid=100\n",
+			(unsigned long long)ts[c], c, prev[c], prev[c] ? 100 : 0, tid);
+		fprintf(f, "%llu %u recv tid=%u%s raddr=10.0.0.1:%u sock=%u bytes=64 seq=%u srv=1\n",
+			(unsigned long long)ts[c] + 1500, c, tid, sk, 40000 + k, 1000 + k, in_seq[k]);
+		fprintf(f, "%llu %u send tid=%u%s raddr=10.0.0.1:%u sock=%u bytes=512 seq=%u srv=1\n",
+			(unsigned long long)ts[c] + 7000, c, tid, sk, 40000 + k, 1000 + k, out_seq[k]);
 		in_seq[k] += 64;
 		out_seq[k] += 512;
 		prev[c] = tid;
 		ts[c] += 8500;
 	}
-	return RM_OK;
 }
 
 static int count_part(void *arg, const struct rm_part *p)
@@ -321,7 +286,9 @@ static int count_window(void *arg, const struct rm_totals *w)
 
 static int replay_mode(uint64_t nreq)
 {
-	struct text t = { 0 };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
 	struct col_replay_stats st;
 	struct col_replay_opts ro;
 	struct col_events *r;
@@ -331,16 +298,21 @@ static int replay_mode(uint64_t nreq)
 	char err[256];
 	int rv, run;
 
-	if ((rv = synth_stream(&t, nreq)) != RM_OK) {
-		rm_log_error("failed to build the synthetic stream: %s", rm_strerror(rv));
-		free(t.buf);
+	if (!(f = open_memstream(&buf, &len))) {
+		rm_log_error("failed to build the synthetic stream: %s", strerror(errno));
+		return 1;
+	}
+	synth_stream(f, nreq);
+	if (fclose(f) != 0) {
+		rm_log_error("failed to build the synthetic stream: %s", strerror(errno));
+		free(buf);
 		return 1;
 	}
 	for (run = 0; run < 3; run++) {
 		t0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-		if ((rv = col_events_open_buf(&r, t.buf, t.len, "synthetic", err, sizeof(err))) != RM_OK) {
+		if ((rv = col_events_open_buf(&r, buf, len, "synthetic", err, sizeof(err))) != RM_OK) {
 			rm_log_error("failed to parse the synthetic stream: %s", err);
-			free(t.buf);
+			free(buf);
 			return 1;
 		}
 		events = 0;
@@ -352,7 +324,7 @@ static int replay_mode(uint64_t nreq)
 		dt = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - t0;
 		if (rv != RM_ENOENT) {
 			rm_log_error("failed to parse the synthetic stream: %s", err);
-			free(t.buf);
+			free(buf);
 			return 1;
 		}
 		if (dt < best_parse)
@@ -365,16 +337,16 @@ static int replay_mode(uint64_t nreq)
 		ro.follow_replies = 1;
 		parts = 0;
 		t0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-		if ((rv = col_replay_buf(t.buf, t.len, "synthetic", &sink, &ro)) != RM_OK) {
+		if ((rv = col_replay_buf(buf, len, "synthetic", &sink, &ro)) != RM_OK) {
 			rm_log_error("failed to replay the synthetic stream: %s", err);
-			free(t.buf);
+			free(buf);
 			return 1;
 		}
 		dt = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - t0;
 		if (dt < best_replay)
 			best_replay = dt;
 	}
-	free(t.buf);
+	free(buf);
 	printf("thin: replay events=%llu parse_ns_per_event=%.1f replay_ns_per_event=%.1f segmenter_ns_per_event=%.1f"
 	       " parts=%llu threads=%llu\n",
 	       (unsigned long long)events, (double)best_parse / (double)events, (double)best_replay / (double)events,
