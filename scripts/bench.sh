@@ -45,7 +45,7 @@
 # benchmarks' hooks run the collector's default (counters with follow-replies).
 # --json FILE: the whole table, the overhead lines and the load average as JSON.
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
-# load shorter). A full run takes about 6 minutes (8 with --rounds 15), --quick about 2.
+# load shorter). A full run takes about 9 minutes (13 with --rounds 15), --quick about 3.
 # A Go server that is not built (no Debian golang) or does not start is said
 # so on stderr and in the table, and the others are measured without it.
 # Servers, ports, configs and the database live in DIR (default: a new
@@ -74,7 +74,7 @@ if [ $quick = 1 ]; then
 	redis_n=20000 wrk_s=2 go_s=1 pp_s=4 idle_s=3 tp_s=3
 	[ "$rounds_set" = 1 ] || rounds=3
 else
-	redis_n=100000 wrk_s=5 go_s=5 pp_s=15 idle_s=10 tp_s=10
+	redis_n=100000 wrk_s=5 go_s=3 pp_s=15 idle_s=10 tp_s=10
 	[ "$rounds_set" = 1 ] || rounds=7
 fi
 pp_rate=25000   # round trips/s = 50k segments/s (a server and a client segment each)
