@@ -45,7 +45,7 @@
 # benchmarks' hooks run the collector's default (counters with follow-replies).
 # --json FILE: the whole table, the overhead lines and the load average as JSON.
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
-# load shorter). A full run takes about 9 minutes (13 with --rounds 15), --quick about 3.
+# load shorter). A full run takes about 9 minutes (12 with --rounds 15), --quick about 3.
 # A Go server that is not built (no Debian golang) or does not start is said
 # so on stderr and in the table, and the others are measured without it.
 # Servers, ports, configs and the database live in DIR (default: a new
@@ -207,30 +207,13 @@ else
 	sip=$sub.2 nsx=(ip netns exec "$sns") srv_pin=(taskset -c 0) lg_pin=(taskset -c 1) ns_opt=(--netns "$sns")
 fi
 db=$out/rametr.db
-cat >"$out/agg.ini" <<EOF
-[aggregator]
-listen = ipc://$out/agg.ipc
-[ce redis]
-server_port = $rport
-[ce redis_client]
-client_port = $rport
-[ce nginx]
-server_port = $nport
-[ce nginx_client]
-client_port = $nport
-[ce gohttp]
-server_port = $gport
-[ce gohttp_client]
-client_port = $gport
-[ce grpc]
-server_port = $grport
-[ce grpc_client]
-client_port = $grport
-[ce pp_srv]
-server_port = $ppport
-[ce pp_cli]
-client_port = $ppport
-EOF
+# a CE per server by its port, and one for its clients
+{
+	printf '[aggregator]\nlisten = ipc://%s/agg.ipc\n' "$out"
+	printf '[ce %s]\nserver_port = %s\n[ce %s_client]\nclient_port = %s\n' redis $rport redis $rport nginx $nport nginx $nport \
+		gohttp $gport gohttp $gport grpc $grport grpc $grport
+	printf '[ce pp_srv]\nserver_port = %s\n[ce pp_cli]\nclient_port = %s\n' $ppport $ppport
+} >"$out/agg.ini"
 "$B/aggregator/rametr-aggregator" --config "$out/agg.ini" --db "$db" >"$out/aggregator.log" 2>&1 &
 agg=$!; pids+=($agg)
 
