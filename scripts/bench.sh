@@ -440,7 +440,6 @@ ratio_med() { # "detached values" "other values" (one per round, same order)
 }
 # a load's name in the table: redis, nginx, or the Go load with its server
 lname() { case $1 in redis|nginx) echo "$1" ;; *) echo "$1 (${go_srv[$1]})" ;; esac; }
-for x in "${gl_out[@]}"; do row "$(lname "${x%%|*}"): not measured" "${x#*|}" "-" "-"; done
 for s in redis nginx "${gl[@]}"; do
 	for k in 1 2; do
 		if [ $s = redis ]; then d_rps=${r_rps[0]} a_rps=${r_rps[$k]} d_p99=${r_p99[0]} a_p99=${r_p99[$k]}
@@ -636,6 +635,8 @@ stop $agg
 pids=()
 
 # ---------------------------------------------------------------- table
+# the Go servers left out, and why (not built, not started, a failed load)
+for x in "${gl_out[@]}"; do row "$(lname "${x%%|*}"): not measured" "${x#*|}" "-" "-"; done
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 for o in "${ovh[@]}"; do echo "overhead: $o"; done
 echo
