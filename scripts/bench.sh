@@ -65,7 +65,7 @@ while [ $# -gt 0 ]; do
 	--cpu-counters) col_opts+=(--cpu-counters); shift ;;
 	--json) json=$2; shift 2 ;;
 	--same-netns) same_netns=1; shift ;;
-	-h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+	-h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
 	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -270,7 +270,7 @@ go_leave() { # load why: leaves the load out from now on, on stderr and in the t
 	local keep=() l
 	for l in "${gl[@]}"; do [ "$l" = "$1" ] || keep+=("$l"); done
 	gl=("${keep[@]}")
-	gl_out+=("$1|${go_srv[$1]}: $2")
+	gl_out+=("$1|$2")
 	echo "bench: ${go_srv[$1]} ($1): $2; the other servers are measured without it" >&2
 }
 for l in gohttp grpc; do
