@@ -468,8 +468,9 @@ static int agg_kv(struct agg_parse *p, const char *section, char *key, char *val
 				free(u);
 				return RM_ENOMEM;
 			}
-			if (strncmp(val, "tcp://", 6) && strncmp(val, "ipc://", 6))
-				agg_perr(p, "listen address '%s' must start with tcp:// or ipc://%s", val, NULL);
+			if (strncmp(val, "tcp://", 6) && strncmp(val, "ipc://", 6) && strncmp(val, "tls+tcp://", 10))
+				agg_perr(p, "listen address '%s' must start with tcp://, tls+tcp:// or ipc://%s", val,
+					 NULL);
 		} else if (strcmp(key, "db") == 0) {
 			free(p->c->db);
 			if (!(p->c->db = strdup(val)))

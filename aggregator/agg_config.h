@@ -5,7 +5,7 @@
  * file; messages name the file and line.
  *
  *   [aggregator]
- *   listen = tcp://0.0.0.0:7600        ; repeatable
+ *   listen = tcp://0.0.0.0:7600        ; repeatable; tcp://, tls+tcp:// or ipc://
  *   db = /var/lib/rametr/rametr.db
  *   horizon = 10s                      ; how long a part may wait for the send
  *                                      ; that produced its bytes (default 10s):

@@ -19,6 +19,7 @@ static const char good[] =
 	"[aggregator]\n"
 	"listen = tcp://127.0.0.1:7600\n"
 	"listen = ipc:///tmp/agg.ipc   ; second\n"
+	"listen = tls+tcp://0.0.0.0:7601\n"
 	"db = /tmp/x.db\n"
 	"\n"
 	"[metrics]\n"
@@ -50,8 +51,9 @@ static void test_good(void)
 	uint8_t a6[16];
 
 	CU_ASSERT_EQUAL_FATAL(agg_config_parse(good, strlen(good), "good.ini", &c), RM_OK);
-	CU_ASSERT_EQUAL(c->nlisten, 2);
+	CU_ASSERT_EQUAL(c->nlisten, 3);
 	CU_ASSERT_STRING_EQUAL(c->listen[1], "ipc:///tmp/agg.ipc");
+	CU_ASSERT_STRING_EQUAL(c->listen[2], "tls+tcp://0.0.0.0:7601");
 	CU_ASSERT_STRING_EQUAL(c->db, "/tmp/x.db");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(c->metrics_listen);
 	CU_ASSERT_STRING_EQUAL(c->metrics_listen, "127.0.0.1:9467");
@@ -121,7 +123,7 @@ static void test_malformed(void)
 		{ "[ce c1]\nserver_port = 70000\n", "invalid port or range '70000'" },
 		{ "[ce c1]\nxen_domain = 1, x\n", "bad.ini:2: invalid Xen domain id 'x'" },
 		{ "[ce c1]\ncolour = blue\n", "bad.ini:2: unknown key 'colour' in [ce c1]" },
-		{ "[aggregator]\nlisten = http://x\n", "must start with tcp:// or ipc://" },
+		{ "[aggregator]\nlisten = http://x\n", "must start with tcp://, tls+tcp:// or ipc://" },
 		{ "[ce c1]\nclient\n", "bad.ini:2: expected 'key = value'" },
 		{ "[ce c1]\n[ce c1]\n", "bad.ini:2: duplicate section [ce c1]" },
 		{ "[ce c1]\nclient =\n", "bad.ini:2: empty value for 'client'" },

@@ -4,7 +4,11 @@
 #   micro      build/bench/bench_syscall (ns added per traced/untraced syscall
 #              and per context switch; its own alternating rounds)
 #   macro      redis-server under redis-benchmark and nginx under wrk at
-#              saturation, rounds rotating detached / attached
+#              saturation, and the testbed's Go servers (build/testbed/go,
+#              run with --scale 0: the server's own request handling, no
+#              burn): tb-goserver (HTTP/1.1) under wrk, tb-grpcserver (gRPC)
+#              under tb-grpcload's closed loop (--inflight 50; loads
+#              gohttp and grpc), rounds rotating detached / attached
 #              (rametr-collector --backend ebpf -> local rametr-aggregator ->
 #              SQLite) / hooks only (bench_attach): each round's own ratio
 #              attached/detached of throughput and p99, median over the
@@ -22,7 +26,8 @@
 #              hooks_cpu_per_request_pct=<x> server=<name>`: the full hooks' CPU
 #              per request (BPF run-time statistics, net of the empty hooks')
 #              over the server's own CPU per request measured detached (its
-#              processes' /proc, the macro rounds' median); and the untraced
+#              processes' /proc, the macro rounds' median), one per load
+#              (redis, nginx, gohttp, grpc); and the untraced
 #              context switch's and the traced socket syscall's added ns (micro)
 # Layout (the overhead targets'): the servers run in a network namespace of
 # their own, pinned to CPU 0, reached over a veth pair; the load generators
@@ -48,7 +53,9 @@
 # the rounds, net of the empty variant; the collector's net of its empty stage).
 # Adds about 4 minutes to a --quick run with 3 rounds.
 # --rounds: macro rounds per mode (default 7; 3 with --quick, which also runs every
-# load shorter). A full run takes about 6 minutes (8 with --rounds 15), --quick about 2.
+# load shorter). A full run takes about 9 minutes (12 with --rounds 15), --quick about 3.
+# A Go server that is not built (no Debian golang) or does not start is said
+# so on stderr and in the table, and the others are measured without it.
 # Servers, ports, configs and the database live in DIR (default: a new
 # /tmp/rametr-bench.XXXX, kept); nothing is left running.
 set -euo pipefail
@@ -68,17 +75,17 @@ while [ $# -gt 0 ]; do
 	--same-netns) same_netns=1; shift ;;
 	--thin) thin=1; shift ;;
 	--thin-rounds) thin=1 thin_rounds=$2; shift 2 ;;
-	-h|--help) sed -n '2,53p' "$0"; exit 0 ;;
+	-h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
 	*) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench: invalid --rounds '$rounds'" >&2; exit 2; }
 [[ "$thin_rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench: invalid --thin-rounds '$thin_rounds'" >&2; exit 2; }
 if [ $quick = 1 ]; then
-	redis_n=20000 wrk_s=2 pp_s=4 idle_s=3 tp_s=3
+	redis_n=20000 wrk_s=2 go_s=1 pp_s=4 idle_s=3 tp_s=3
 	[ "$rounds_set" = 1 ] || rounds=3
 else
-	redis_n=100000 wrk_s=5 pp_s=15 idle_s=10 tp_s=10
+	redis_n=100000 wrk_s=5 go_s=3 pp_s=15 idle_s=10 tp_s=10
 	[ "$rounds_set" = 1 ] || rounds=7
 fi
 pp_rate=25000   # round trips/s = 50k segments/s (a server and a client segment each)
@@ -195,7 +202,7 @@ if [ $skip_micro = 0 ]; then
 fi
 
 # ---------------------------------------------------------------- servers
-free_port rport; free_port nport; free_port ppport; free_port tpport
+free_port rport; free_port nport; free_port ppport; free_port tpport; free_port gport; free_port grport
 node=bench
 # where the servers listen and how they and the load generators are started
 # (see Layout above); nsx: runs a command in the servers' namespace
@@ -211,22 +218,13 @@ else
 	sip=$sub.2 nsx=(ip netns exec "$sns") srv_pin=(taskset -c 0) lg_pin=(taskset -c 1) ns_opt=(--netns "$sns")
 fi
 db=$out/rametr.db
-cat >"$out/agg.ini" <<EOF
-[aggregator]
-listen = ipc://$out/agg.ipc
-[ce redis]
-server_port = $rport
-[ce redis_client]
-client_port = $rport
-[ce nginx]
-server_port = $nport
-[ce nginx_client]
-client_port = $nport
-[ce pp_srv]
-server_port = $ppport
-[ce pp_cli]
-client_port = $ppport
-EOF
+# a CE per server by its port, and one for its clients
+{
+	printf '[aggregator]\nlisten = ipc://%s/agg.ipc\n' "$out"
+	printf '[ce %s]\nserver_port = %s\n[ce %s_client]\nclient_port = %s\n' redis $rport redis $rport nginx $nport nginx $nport \
+		gohttp $gport gohttp $gport grpc $grport grpc $grport
+	printf '[ce pp_srv]\nserver_port = %s\n[ce pp_cli]\nclient_port = %s\n' $ppport $ppport
+} >"$out/agg.ini"
 "$B/aggregator/rametr-aggregator" --config "$out/agg.ini" --db "$db" >"$out/aggregator.log" 2>&1 &
 agg=$!; pids+=($agg)
 
@@ -270,6 +268,44 @@ redis-cli -h "$sip" -p "$rport" ping >/dev/null || { cat "$out/redis/redis.log" 
 (exec 3<>/dev/tcp/$sip/$nport) 2>/dev/null || { cat "$out/nginx/error.log" >&2; echo "bench: nginx did not start" >&2; exit 1; }
 nginx_pids="$nginx_master $(pgrep -P "$nginx_master" | tr '\n' ' ')"
 
+# The testbed's Go servers, by load: gohttp (tb-goserver under wrk) and grpc
+# (tb-grpcserver under tb-grpcload). Both with --scale 0: no burn loop, so a
+# request costs the server what net/http or grpc-go and the runtime spend on
+# it (as nginx's static file and redis's GET: the server's own handling).
+# Taskset to CPU 0, the runtime sets GOMAXPROCS 1. gl: the loads whose server
+# runs; a server not built or not started is left out, said so, in gl_out.
+declare -A go_srv=([gohttp]=tb-goserver [grpc]=tb-grpcserver) go_lg=([gohttp]=wrk [grpc]=tb-grpcload)
+declare -A go_port=([gohttp]=$gport [grpc]=$grport) go_pid
+gl=() gl_out=()
+go_leave() { # load why: leaves the load out from now on, on stderr and in the table
+	local keep=() l
+	for l in "${gl[@]}"; do [ "$l" = "$1" ] || keep+=("$l"); done
+	gl=("${keep[@]}")
+	gl_out+=("$1|$2")
+	echo "bench: ${go_srv[$1]} ($1): $2; the other servers are measured without it" >&2
+}
+for l in gohttp grpc; do
+	gbin=$B/testbed/go/${go_srv[$l]}
+	if [ ! -x "$gbin" ] || { [ $l = grpc ] && [ ! -x "$B/testbed/go/tb-grpcload" ]; }; then
+		gl+=("$l"); go_leave $l "not built ($gbin; the build needs Debian's golang-go and golang-google-grpc-dev, see scripts/setup.sh)"
+		continue
+	fi
+	mkdir -p "$out/$l"
+	"${nsx[@]}" "${srv_pin[@]}" "$gbin" --listen "$sip:${go_port[$l]}" --truth "$out/$l/truth.csv" --scale 0 \
+		>"$out/$l/server.log" 2>&1 &
+	go_pid[$l]=$!; pids+=(${go_pid[$l]}); gl+=("$l")
+	for i in $(seq 50); do
+		(exec 3<>/dev/tcp/$sip/${go_port[$l]}) 2>/dev/null && break
+		kill -0 ${go_pid[$l]} 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! (exec 3<>/dev/tcp/$sip/${go_port[$l]}) 2>/dev/null; then
+		cat "$out/$l/server.log" >&2
+		stop ${go_pid[$l]}
+		go_leave $l "did not start (its log above, $out/$l/server.log)"
+	fi
+done
+
 col=
 start_collector() { # log (appended to: wait for this run's line, not an earlier run's)
 	local before
@@ -292,6 +328,30 @@ wrk_reqs() { awk '$2 == "requests" && $3 == "in" { print $1 }' "$1"; }
 # the two loads, on stdout (every round and the hook budget run the same)
 redis_load() { "${lg_pin[@]}" redis-benchmark -h "$sip" -p "$rport" -c 50 -n "$redis_n" -t get --csv; }
 nginx_load() { "${lg_pin[@]}" wrk -t1 -c50 -d"${wrk_s}s" --latency "http://$sip:$nport/index.html"; }
+# the Go servers' loads, closed loops of 50 requests in flight as the others'
+# (wrk: C, one thread, as for nginx, so the load generator spends less per
+# request than the server; tb-goload is an open loop at a fixed rate, which
+# queues without bound above the server's capacity instead of saturating it)
+go_load() { # gohttp|grpc, on stdout
+	if [ "$1" = gohttp ]; then
+		"${lg_pin[@]}" wrk -t1 -c50 -d"${go_s}s" --latency "http://$sip:$gport/light?ce=bench"
+	else
+		"${lg_pin[@]}" "$B/testbed/go/tb-grpcload" --server "$sip:$grport" --ce bench --method Light \
+			--inflight 50 --duration "$go_s"
+	fi
+}
+# tb-grpcload's summary: calls ok failed seconds p99_ms
+grpc_stat() { sed -n 's/^tb-grpcload: .*: \([0-9]*\) calls, \([0-9]*\) ok, \([0-9]*\) failed, [0-9]* bytes in \([0-9.]*\) s .*, p99 \([0-9.]*\) ms$/\1 \2 \3 \4 \5/p' "$1"; }
+go_reqs() { if [ "$1" = gohttp ]; then wrk_reqs "$2"; else grpc_stat "$2" | awk '{ print $2 }'; fi; }
+go_rps() { if [ "$1" = gohttp ]; then wrk_rps "$2"; else grpc_stat "$2" | awk '$4 > 0 { printf "%.2f\n", $2 / $4 }'; fi; }
+go_p99() { if [ "$1" = gohttp ]; then wrk_p99 "$2"; else grpc_stat "$2" | awk '{ print $5 }'; fi; }
+go_ok() { # load file: the load ran whole (no error, no failed call, figures there)
+	if [ "$1" = gohttp ]; then
+		[ -n "$(wrk_p99 "$2")" ] && ! grep -q 'Non-2xx\|Socket errors' "$2"
+	else
+		grpc_stat "$2" | awk '{ exit !($1 > 0 && $3 == 0 && $4 > 0) }'
+	fi
+}
 # bench_attach ARGS... in the background, logging to LOG, until attached: start_attach LOG [ARG...] (sets hooks)
 start_attach() {
 	"$B/bench/bench_attach" "${@:2}" "${col_opts[@]}" "${ns_opt[@]}" >"$1" 2>&1 &
@@ -304,14 +364,18 @@ redis_field() { awk -F, -v c="$2" '$1 == "\"GET\"" { gsub(/"/, "", $c); print $c
 # ---------------------------------------------------------------- macro
 # modes: 0 detached, 1 attached (rametr-collector -> aggregator -> SQLite),
 # 2 the kernel hooks alone (bench_attach: col_bpf draining into a counter)
-echo "== macro: $rounds rounds each detached / attached / hooks only (redis-benchmark -c 50 -n $redis_n GET; wrk -t1 -c 50 -d ${wrk_s}s)" >&2
+echo "== macro: $rounds rounds each detached / attached / hooks only (redis-benchmark -c 50 -n $redis_n GET; wrk -t1 -c 50 -d ${wrk_s}s;" \
+	"Go servers: ${gl[*]:-none}, ${go_s}s each)" >&2
 declare -A r_rps r_p99 n_rps n_p99 r_srv r_lg n_srv n_lg
+# the Go loads' figures, by "load,mode"; their attached rounds' server CPU and
+# the collector's and aggregator's CPU and wall time during them, by load
+declare -A g_rps g_p99 g_srv g_lg g_att g_col g_agg g_wall
 # a load generator's own CPU: lg_run FILE CMD... runs CMD, then writes the
 # subshell's children times (bash 'times': user and system) to FILE
 lg_run() { ( "${@:2}"; rc=$?; times >"$1"; exit $rc ); }
 lg_ns() { awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { v = $i; sub(/s$/, "", v); split(v, a, "m"); t += a[1] * 60 + a[2] }
 	printf "%.0f\n", t * 1e9 }' "$1"; }
-redis_att_ns=0 nginx_att_ns=0 col_macro_ns=0 agg_macro_ns=0 col_macro_wall=0
+redis_att_ns=0 nginx_att_ns=0 col_macro_ns=0 agg_macro_ns=0 col_macro_wall=0 col_att_wall=0
 modes=(detached attached hooks-only)
 hooks=
 for ((r = 1; r <= rounds; r++)); do
@@ -343,12 +407,38 @@ for ((r = 1; r <= rounds; r++)); do
 			redis_att_ns=$((redis_att_ns + rc1 - rc0)) nginx_att_ns=$((nginx_att_ns + nc1 - nc0))
 			col_macro_ns=$((col_macro_ns + $(cpu_ns $col) - c0)) agg_macro_ns=$((agg_macro_ns + $(cpu_ns $agg) - a0))
 			col_macro_wall=$((col_macro_wall + $(date +%s%N) - t0))
+		fi
+		echo "   round $r $tag: redis $(redis_field "$out/redis-$r-$tag.csv" 2) req/s p99 $(redis_field "$out/redis-$r-$tag.csv" 7) ms;" \
+			"nginx $(wrk_rps "$out/wrk-$r-$tag.txt") req/s p99 $(wrk_p99 "$out/wrk-$r-$tag.txt") ms" >&2
+		# the Go servers, in the same mode; the collector's and the aggregator's
+		# CPU during their loads apart (the collector also scans /proc for
+		# managed runtimes once a window, col_rtscan)
+		for l in "${gl[@]}"; do
+			gf=$out/$l-$r-$tag.txt
+			[ $k != 1 ] || { gc0=$(cpu_ns $col) ga0=$(cpu_ns $agg) gt0=$(date +%s%N); }
+			sc0=$(cpu_ns ${go_pid[$l]} 2>/dev/null) || sc0=
+			lg_run "$out/lg" go_load $l >"$gf" 2>&1 || true
+			sc1=$(cpu_ns ${go_pid[$l]} 2>/dev/null) || sc1=
+			nreq=$(go_reqs $l "$gf")
+			if [ -z "$sc0" ] || [ -z "$sc1" ] || ! go_ok $l "$gf" || [ "${nreq:-0}" -le 0 ]; then
+				cat "$gf" "$out/$l/server.log" >&2
+				go_leave $l "its load failed or the server exited (round $r, $tag; $gf and $out/$l/server.log above)"
+				continue
+			fi
+			g_srv[$l,$k]+=" $(((sc1 - sc0) / nreq))" g_lg[$l,$k]+=" $(($(lg_ns "$out/lg") / nreq))"
+			g_rps[$l,$k]+=" $(go_rps $l "$gf")" g_p99[$l,$k]+=" $(go_p99 $l "$gf")"
+			if [ $k = 1 ]; then
+				g_att[$l]=$((${g_att[$l]:-0} + sc1 - sc0)) g_col[$l]=$((${g_col[$l]:-0} + $(cpu_ns $col) - gc0))
+				g_agg[$l]=$((${g_agg[$l]:-0} + $(cpu_ns $agg) - ga0)) g_wall[$l]=$((${g_wall[$l]:-0} + $(date +%s%N) - gt0))
+			fi
+			echo "   round $r $tag: $l (${go_srv[$l]}) $(go_rps $l "$gf") req/s p99 $(go_p99 $l "$gf") ms" >&2
+		done
+		if [ $k = 1 ]; then
+			col_att_wall=$((col_att_wall + $(date +%s%N) - t0))
 			sleep 1.2   # let the last window close before detaching
 			stop_collector
 		fi
 		if [ $k = 2 ]; then stop $hooks; fi
-		echo "   round $r $tag: redis $(redis_field "$out/redis-$r-$tag.csv" 2) req/s p99 $(redis_field "$out/redis-$r-$tag.csv" 7) ms;" \
-			"nginx $(wrk_rps "$out/wrk-$r-$tag.txt") req/s p99 $(wrk_p99 "$out/wrk-$r-$tag.txt") ms" >&2
 	done
 done
 med() { "$stat" median $1; }
@@ -359,43 +449,57 @@ ratio_med() { # "detached values" "other values" (one per round, same order)
 	med "$(awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); split(b, y, " ");
 		for (i = 1; i <= n; i++) printf "%.6f ", y[i] / x[i] }')"
 }
-for s in redis nginx; do
+# a load's name in the table: redis, nginx, or the Go load with its server
+lname() { case $1 in redis|nginx) echo "$1" ;; *) echo "$1 (${go_srv[$1]})" ;; esac; }
+for s in redis nginx "${gl[@]}"; do
 	for k in 1 2; do
 		if [ $s = redis ]; then d_rps=${r_rps[0]} a_rps=${r_rps[$k]} d_p99=${r_p99[0]} a_p99=${r_p99[$k]}
-		else d_rps=${n_rps[0]} a_rps=${n_rps[$k]} d_p99=${n_p99[0]} a_p99=${n_p99[$k]}; fi
+		elif [ $s = nginx ]; then d_rps=${n_rps[0]} a_rps=${n_rps[$k]} d_p99=${n_p99[0]} a_p99=${n_p99[$k]}
+		else d_rps=${g_rps[$s,0]} a_rps=${g_rps[$s,$k]} d_p99=${g_p99[$s,0]} a_p99=${g_p99[$s,$k]}; fi
 		loss=$(calc "(1 - $(ratio_med "$d_rps" "$a_rps")) * 100" 1)
 		inc=$(calc "($(ratio_med "$d_p99" "$a_p99") - 1) * 100" 1)
 		if [ $k = 1 ]; then
-			row "$s throughput, median req/s detached -> attached; median of the rounds' own ratios" \
+			row "$(lname $s) throughput, median req/s detached -> attached; median of the rounds' own ratios" \
 				"$(calc "$(med "$d_rps")" 0) -> $(calc "$(med "$a_rps")" 0); $(sgn "-($loss)")%" "loss <= 2%" "$(met "$loss <= 2")"
-			row "$s p99 latency, median ms detached -> attached; median of the rounds' own ratios" \
+			row "$(lname $s) p99 latency, median ms detached -> attached; median of the rounds' own ratios" \
 				"$(med "$d_p99") -> $(med "$a_p99"); $(sgn "$inc")%" "<= +5%" "$(met "$inc <= 5")"
 		else
-			row "$s with the kernel hooks only (bench_attach): throughput, p99 (median of the rounds' own ratios)" "$(sgn "-($loss)")%, $(sgn "$inc")%" "-" "-"
+			row "$(lname $s) with the kernel hooks only (bench_attach): throughput, p99 (median of the rounds' own ratios)" "$(sgn "-($loss)")%, $(sgn "$inc")%" "-" "-"
 		fi
 	done
 done
 # which process bounds each load (the busier one per request) and what
 # attaching added to each, from their own CPU: the server's /proc, the load
 # generator's times
-for s in redis nginx; do
+for s in redis nginx "${gl[@]}"; do
 	if [ $s = redis ]; then d_s=${r_srv[0]} a_s=${r_srv[1]} d_l=${r_lg[0]} a_l=${r_lg[1]} lg=redis-benchmark
-	else d_s=${n_srv[0]} a_s=${n_srv[1]} d_l=${n_lg[0]} a_l=${n_lg[1]} lg=wrk; fi
-	row "$s: CPU per request of the server / of $lg, median us detached -> attached; median of the rounds' own ratios" \
+	elif [ $s = nginx ]; then d_s=${n_srv[0]} a_s=${n_srv[1]} d_l=${n_lg[0]} a_l=${n_lg[1]} lg=wrk
+	else d_s=${g_srv[$s,0]} a_s=${g_srv[$s,1]} d_l=${g_lg[$s,0]} a_l=${g_lg[$s,1]} lg=${go_lg[$s]}; fi
+	row "$(lname $s): CPU per request of the server / of $lg, median us detached -> attached; median of the rounds' own ratios" \
 		"$(calc "$(med "$d_s") / 1000" 1) -> $(calc "$(med "$a_s") / 1000" 1) ($(sgn "($(ratio_med "$d_s" "$a_s") - 1) * 100")%) / $(calc "$(med "$d_l") / 1000" 1) -> $(calc "$(med "$a_l") / 1000" 1) ($(sgn "($(ratio_med "$d_l" "$a_l") - 1) * 100")%)" "-" "-"
 done
 # the attached rounds are only meaningful if the collector accounted the servers' work
 sleep 0.5
-for s in redis nginx; do
+for s in redis nginx "${gl[@]}"; do
 	acc=$(usage_of "$db" "$node" $s cpu)
-	own=$([ $s = redis ] && echo $redis_att_ns || echo $nginx_att_ns)
+	case $s in redis) own=$redis_att_ns sname=redis-server ;; nginx) own=$nginx_att_ns sname=nginx-server ;;
+		*) own=${g_att[$s]} sname=${go_srv[$s]} ;; esac
 	pct=$(calc "($own > 0 ? $acc * 100 / $own : 0)" 0)
-	row "$s-server CPU charged to CE '$s' / its own /proc CPU (attached rounds)" "$(calc "$acc / 1e9" 2) s / $(calc "$own / 1e9" 2) s = $pct%" "> 0 (accounted)" "$(met "$acc > 0")"
+	row "$sname CPU charged to CE '$s' / its own /proc CPU (attached rounds)" "$(calc "$acc / 1e9" 2) s / $(calc "$own / 1e9" 2) s = $pct%" "> 0 (accounted)" "$(met "$acc > 0")"
 done
 row "collector CPU during the attached macro rounds" "$(calc "$col_macro_ns * 100 / $col_macro_wall" 1)% of one core" "-" "-"
+# the Go loads' apart: their windows also hold the collector's scan of /proc
+# for managed runtimes (and its first look at each Go binary); whether it
+# recognised the servers as Go programs, from its log
+for s in "${gl[@]}"; do
+	nrec=$(grep -c "recognised a Go program (/proc/${go_pid[$s]}/exe)" "$out/collector.log") || true
+	row "collector CPU during the attached $(lname $s) loads (its collector logged it recognised as a Go program in ${nrec:-0} of $rounds attached rounds)" \
+		"$(calc "${g_col[$s]} * 100 / ${g_wall[$s]}" 1)% of one core" "-" "-"
+	row "aggregator CPU during the attached $(lname $s) loads" "$(calc "${g_agg[$s]} * 100 / ${g_wall[$s]}" 1)% of one core" "-" "-"
+done
 # (fields counted from the message, not the line: the log's prefix may change)
 macro_parts=$(awk '/ebpf backend stopped:/ { sub(/.*ebpf backend stopped: /, ""); p += $1; d += $6 } END { printf "%.0f %.0f\n", p, d }' "$out/collector.log")
-row "parts/s the collector handled during the attached macro rounds" "$(calc "${macro_parts% *} * 1e9 / $col_macro_wall" 0)/s" "-" "-"
+row "parts/s the collector handled during the attached macro rounds" "$(calc "${macro_parts% *} * 1e9 / $col_att_wall" 0)/s" "-" "-"
 row "parts dropped in the kernel during the attached macro rounds (counted, charged to V as 'dropped')" "${macro_parts#* }" "0" "$(met "${macro_parts#* } == 0")"
 # "N of those parts went summed in M records": parts the aggregator's rules decide (col_merge.h)
 macro_merged=$(awk '/went summed in/ { sub(/.*: /, ""); p += $1; r += $8 } END { printf "%.0f %.0f\n", p, r }' "$out/collector.log")
@@ -414,28 +518,36 @@ row "aggregator CPU during the attached macro rounds (same host here)" "$(calc "
 echo "== hook budget: bench_attach --profile per stage under each load" >&2
 busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 tick_ns=$((1000000000 / $(getconf CLK_TCK)))
-budget_load() { # redis|nginx out-file: runs the load, prints the requests made
+budget_load() { # redis|nginx|gohttp|grpc out-file: runs the load, prints the requests made (none if it failed)
 	if [ "$1" = redis ]; then
 		redis_load >"$2" 2>&1
 		echo "$redis_n"
-	else
+	elif [ "$1" = nginx ]; then
 		nginx_load >"$2" 2>&1
 		wrk_reqs "$2"
+	else
+		go_load "$1" >"$2" 2>&1 || true
+		if go_ok "$1" "$2"; then go_reqs "$1" "$2"; fi
 	fi
 }
+budget_fail() { # load out-file what: a load that gave no requests stops the bench, a Go load is left out
+	cat "$2" >&2
+	case $1 in redis|nginx) echo "bench: $1 load gave no requests (hook budget${3:+, $3})" >&2; exit 1 ;; esac
+	go_leave "$1" "its load gave no requests (hook budget${3:+, $3}; $2 above)"
+}
 stages=(hooks clock task state noemit full)
-for s in redis nginx; do
+for s in redis nginx "${gl[@]}"; do
 	b0=$(busy_ticks)
 	nreq=$(budget_load $s "$out/budget-$s-detached.txt")
 	b1=$(busy_ticks)
-	[ "${nreq:-0}" -gt 0 ] || { cat "$out/budget-$s-detached.txt" >&2; echo "bench: $s load gave no requests (hook budget)" >&2; exit 1; }
+	[ "${nreq:-0}" -gt 0 ] || { budget_fail $s "$out/budget-$s-detached.txt"; continue; }
 	cpu_req=$(calc "($b1 - $b0) * $tick_ns / $nreq" 0)
 	vals= empty=0 runs_req=
 	for st in "${stages[@]}"; do
 		start_attach "$out/budget-$s-$st.log" --profile --stage $st
 		nreq=$(budget_load $s "$out/budget-$s-$st.txt")
 		stop $hooks
-		[ "${nreq:-0}" -gt 0 ] || { cat "$out/budget-$s-$st.txt" >&2; echo "bench: $s load gave no requests (hook budget, $st)" >&2; exit 1; }
+		[ "${nreq:-0}" -gt 0 ] || { budget_fail $s "$out/budget-$s-$st.txt" $st; continue 2; }
 		read -r hruns hns < <(sed -n 's/^attach: hooks runs=\([0-9]*\) ns=\([0-9]*\)$/\1 \2/p' "$out/budget-$s-$st.log")
 		[ -n "${hns:-}" ] || { cat "$out/budget-$s-$st.log" >&2; echo "bench: no hook statistics from bench_attach ($s, $st)" >&2; exit 1; }
 		ns_req=$(calc "$hns / $nreq" 0)
@@ -447,18 +559,19 @@ for s in redis nginx; do
 		fi
 		[ $st = full ] && { runs_req=$(calc "$hruns / $nreq" 2); full_net=$(calc "$ns_req - $empty" 0); full_gross=$ns_req; }
 	done
-	row "$s: kernel hook runs per request; hook CPU per request by stage, ns (stages cumulative, net of the empty hooks')" "$runs_req runs; $vals" "-" "-"
-	row "$s: the full hooks' CPU per request (net) / the machine's busy CPU per request detached" "$full_net ns / $cpu_req ns = $(calc "$full_net * 100 / $cpu_req" 1)%" "-" "-"
+	row "$(lname $s): kernel hook runs per request; hook CPU per request by stage, ns (stages cumulative, net of the empty hooks')" "$runs_req runs; $vals" "-" "-"
+	row "$(lname $s): the full hooks' CPU per request (net) / the machine's busy CPU per request detached" "$full_net ns / $cpu_req ns = $(calc "$full_net * 100 / $cpu_req" 1)%" "-" "-"
 	# against the server's own CPU per request, detached (its processes, the macro rounds' median)
 	if [ $s = redis ]; then srv_req=$(med "${r_srv[0]}") lg_req=$(med "${r_lg[0]}") srv_name=redis-server
-	else srv_req=$(med "${n_srv[0]}") lg_req=$(med "${n_lg[0]}") srv_name=nginx; fi
+	elif [ $s = nginx ]; then srv_req=$(med "${n_srv[0]}") lg_req=$(med "${n_lg[0]}") srv_name=nginx
+	else srv_req=$(med "${g_srv[$s,0]}") lg_req=$(med "${g_lg[$s,0]}") srv_name=${go_srv[$s]}; fi
 	pct=$(calc "$full_net * 100 / $srv_req" 2)
 	ovh+=("$s hooks_cpu_per_request_pct=$pct server=$srv_name")
-	row "overhead: $s: the full hooks' CPU per request, net (gross: with the empty hooks') / $srv_name's own CPU per request detached" \
+	row "overhead: $(lname $s): the full hooks' CPU per request, net (gross: with the empty hooks') / $srv_name's own CPU per request detached" \
 		"$full_net ns ($full_gross ns) / $(calc "$srv_req" 0) ns = $pct% ($(calc "$full_gross * 100 / $srv_req" 2)%)" "<= 1.5%" "$(met "$pct <= 1.5")"
 	# the statistics are per program, not per process: the hooks above ran for
 	# the load generator's sockets too; against both processes' CPU
-	row "$s: the same hooks' CPU per request / the CPU per request of $srv_name and its load generator together, detached" \
+	row "$(lname $s): the same hooks' CPU per request / the CPU per request of $srv_name and its load generator together, detached" \
 		"$full_net ns / $(calc "$srv_req + $lg_req" 0) ns = $(calc "$full_net * 100 / ($srv_req + $lg_req)" 2)%" "-" "-"
 done
 
@@ -531,6 +644,7 @@ fi
 # ---------------------------------------------------------------- collector CPU and memory at a known segment rate
 echo "== collector: idle ${idle_s}s, then bench_pingpong at $pp_rate round trips/s for ${pp_s}s" >&2
 stop $redis; stop $nginx_master
+for l in "${gl[@]}"; do stop ${go_pid[$l]}; done
 start_collector "$out/collector.log"
 sleep 1
 c0=$(cpu_ns $col); t0=$(date +%s%N); sleep "$idle_s"; c1=$(cpu_ns $col); t1=$(date +%s%N)
@@ -598,6 +712,8 @@ stop $agg
 pids=()
 
 # ---------------------------------------------------------------- table
+# the Go servers left out, and why (not built, not started, a failed load)
+for x in "${gl_out[@]}"; do row "$(lname "${x%%|*}"): not measured" "${x#*|}" "-" "-"; done
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 for o in "${ovh[@]}"; do echo "overhead: $o"; done
 for o in "${thin_lines[@]}"; do echo "thin: $o"; done
@@ -627,7 +743,7 @@ if [ -n "$json" ]; then
 		  rows: (split("\n") | map(select(length > 0) | split("|")
 			| { figure: .[0], value: .[1], target: .[2], met: .[3] })),
 		  overhead: ($ovh | split("\n") | map(select(length > 0)
-			| if test("^[a-z]+ hooks_cpu") then ({ load: split(" ")[0] } + (sub("^[a-z]+ "; "") | kv))
+			| if test("^[a-z0-9_-]+ hooks_cpu") then ({ load: split(" ")[0] } + (sub("^[a-z0-9_-]+ "; "") | kv))
 			  else kv end)) }' >"$json" || { echo "bench: failed to write '$json'" >&2; exit 1; }
 	echo "(JSON: $json)"
 fi

@@ -451,32 +451,43 @@ ce_rows() {
 		|| check FAIL "$name: Rametr's rank order '$rr' differs from the truth's '$tr_rank'"
 }
 
-# ------------------------------------------------------------ nginx (pooled reverse proxy)
-nd=$out/runs/nginx
+# ------------------------------------------------------------ nginx, haproxy (pooled reverse proxies)
 # Per CE within 2% of tb-back's own truth on both profiles (with CPU slices,
 # --cpu-slices, the back end read up to 2.9% more than its threads ran).
 ng_tol=2.0
 ng_tol=${RM_EVAL_NG_TOL:-$ng_tol} ng_pp=1.0
-if grep -q '^nginx,' "$R"; then
+# proxy_report KIND SECTION: the section of the proxy KIND's run, if it ran
+proxy_report() {
+	local kind=$1 sec=$2 nd=$out/runs/$1 U pcpu
+	grep -q "^$kind," "$R" || return 0
 	U=$(get "$nd/rametr-sums-be.txt" __U__)
 	{
-		echo "## 4c. nginx $(nginx -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p') (Debian) as a reverse proxy with an upstream keepalive pool"
+		case $kind in
+		nginx)
+		echo "## $sec. nginx $(nginx -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p') (Debian) as a reverse proxy with an upstream keepalive pool"
 		echo
 		echo "nginx in rm-fe (one worker; \`upstream { keepalive 4; }\`, \`proxy_http_version 1.1\`,"
 		echo "\`proxy_set_header Connection \"\"\`): every CE's requests go to the back end over the same few pooled"
-		echo "connections, in turn. Behind it tb-back \`--http\` in rm-be, a thread per connection, which keeps"
+		echo "connections, in turn." ;;
+		haproxy)
+		echo "## $sec. HAProxy $(haproxy -v 2>&1 | sed -n '1s|.*version \([0-9.]*\).*|\1|p') (Debian) as a reverse proxy with two threads sharing its server connections"
+		echo
+		echo "HAProxy in rm-fe (\`nbthread 2\`, \`http-reuse always\`): every CE's requests go to the back end"
+		echo "over server connections that either thread may have opened and that both reuse, in turn." ;;
+		esac
+		echo "Behind it tb-back \`--http\` in rm-be, a thread per connection, which keeps"
 		echo "its own truth per CE (each request's thread CPU from right before the \`recv\` that reads it to right"
 		echo "before the next \`recv\`). From rm-c1..3 one keep-alive \`curl --rate\` connection each: c1 30 req/s of"
 		echo "2 KB objects, c2 30 req/s of 8 KB, c3 10 req/s of 16 KB (the back end spends 300 µs + 150 µs per"
-		echo "KB). The CEs are named by client address at nginx; at the back end only pairing through the"
+		echo "KB). The CEs are named by client address at the proxy; at the back end only pairing through the"
 		echo "pooled connections tells them apart. Default collector, the whole run (${d_svc} s of load)."
 		echo
 		echo "| CE | tb-back's CPU s | share (truth) | Rametr s | share | error | share gap |"
 		echo "|---|---|---|---|---|---|---|"
 	} >>"$md"
-	awk -F, '$1 == "nginx" && $4 == "Rametr" && $5 ~ /^c/ { print $5, $7 }' "$R" >"$nd/rametr-be.txt"
-	ce_rows nginx "tb-back's truth" "$nd/truth-be.txt" "$nd/rametr-be.txt" "$ng_tol" "$ng_pp" >>"$md"
-	pcpu=$(get "$nd/proxy-cpu.txt" nginx)
+	awk -F, -v k=$kind '$1 == k && $4 == "Rametr" && $5 ~ /^c/ { print $5, $7 }' "$R" >"$nd/rametr-be.txt"
+	ce_rows $kind "tb-back's truth" "$nd/truth-be.txt" "$nd/rametr-be.txt" "$ng_tol" "$ng_pp" >>"$md"
+	pcpu=$(get "$nd/proxy-cpu.txt" $kind)
 	{
 		echo
 		echo "At the back end U is $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s, V $(awk -v u="$U" -v v="$(get "$nd/rametr-sums-be.txt" __unaccountable__)" 'BEGIN { printf "%.2f", u ? 100 * v / u : 0 }')% of it;"
@@ -490,13 +501,15 @@ if grep -q '^nginx,' "$R"; then
 			echo "is $(awk -v u="$U" '{ s += $2 } END { printf "%.2f", s ? 100 * u / s : 0 }' "$nd/tb-back-threads.txt")% of all tb-back's threads' CPU (above 100%: the collector's CPU clock"
 			echo "reads more than the threads ran)."
 		fi
-		echo "The proxy: nginx's own on-CPU time (\`/proc/PID/schedstat\` of its processes) over"
+		echo "The proxy: $kind's own on-CPU time (\`/proc/PID/schedstat\` of its processes) over"
 		echo "$(awk '{ print $2 - $1 }' "$nd/interval.txt") whole seconds was $(awk -v p="$pcpu" 'BEGIN { printf "%.3f", p / 1e9 }') s; Rametr charged"
 		echo "$(awk -v p="$pcpu" '$1 ~ /^c[0-9]+$/ { s += $2 } END { printf "%.1f", p ? 100 * s / p : 0 }' "$nd/rametr-sums-fe.txt")% of it to the CEs"
 		echo "(V at rm-fe by reason over the run: $(v_reasons "$nd/v-fe.csv"))."
 		echo
 	} >>"$md"
-fi
+}
+proxy_report nginx 4c
+proxy_report haproxy 4g
 
 # ------------------------------------------------------------ memcached (a dispatcher thread)
 md_=$out/runs/memcached
@@ -683,7 +696,7 @@ fi
 	echo "order in every phase, ≤ ${pg_tol}% per CE against PostgreSQL's per-role backends, shares within ${pg_pp} pp, the"
 	echo "right rank order and V ≤ 2% of U where postgres's non-tenant CPU is ≤ 1%, on redis the separate runs'"
 	echo "rank order (CEs they tell apart by more than 10%), and behind"
-	echo "nginx's pooled upstream connections ≤ ${ng_tol}% per CE of tb-back's truth, shares within ${ng_pp} pp and"
+	echo "nginx's and HAProxy's pooled upstream connections ≤ ${ng_tol}% per CE of tb-back's truth, shares within ${ng_pp} pp and"
 	echo "the right rank order; on memcached ≤ ${mc_tol}% per CE of its worker thread's CPU, shares within ${mc_pp} pp,"
 	echo "the right rank order; on MariaDB ≤ ${my_tol}% per CE of its connection thread's CPU, shares within ${my_pp} pp,"
 	echo "the right rank order and V within ${my_vpp} pp of U from the server's other threads' CPU; on apache2 each CE"

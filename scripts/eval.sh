@@ -21,6 +21,9 @@
 #      nginx    nginx (Debian) in rm-fe as a reverse proxy with an upstream
 #               keepalive pool, in front of tb-back --http in rm-be (a thread
 #               per connection); truth = tb-back's own per-CE thread CPU
+#      haproxy  haproxy (Debian) with 2 threads and `http-reuse always` in
+#               rm-fe in front of the same tb-back; the same truth (full
+#               profile only)
 #      memcached memcached (Debian) in rm-be: a listener thread hands each
 #               connection to one of 4 worker threads; tb-mcload from
 #               rm-c1..3, each CE on a worker of its own: truth = that
@@ -47,7 +50,8 @@
 #   --report DIR    where RESULTS.md, CSV and SVG go (default: testbed for
 #                   full, OUT/report for ci)
 #   --only LIST     comma-separated subset of sweep,factors,phases,pg,redis,nginx,
-#                   memcached,mariadb,apache (default: all; apache only on full)
+#                   haproxy,memcached,mariadb,apache (default: all; haproxy and
+#                   apache only on full)
 #   --service-seconds S  how long the CEs load each real service together
 #                   (default 30 full, 15 ci)
 # Bounds checked on both profiles (exit 1 if one fails): Rametr's mean per-CE
@@ -55,7 +59,7 @@
 # overrides), Rametr's rank order = the truth's in every phase, on PostgreSQL
 # Rametr within 2% per CE of each role's backends' CPU, shares within 1 pp, the
 # right rank order and V <= 2% of U where postgres's own non-tenant CPU is
-# <= 1%, Rametr's rank order on redis = the separate runs', behind nginx's
+# <= 1%, Rametr's rank order on redis = the separate runs', behind nginx's and haproxy's
 # pooled upstream connections Rametr within 2% per CE of tb-back's truth, its
 # shares within 1 pp, the right rank order; on memcached each CE on a worker
 # of its own, Rametr within 2% per CE of its worker's CPU, 1 pp of share and
@@ -95,7 +99,7 @@ esac
 # the full profile's bounds): on the full profile only, unless named
 if [ -z "$only" ]; then
 	only="sweep,factors,phases,pg,redis,nginx,memcached,mariadb"
-	[ "$profile" = full ] && only="$only,apache"
+	[ "$profile" = full ] && only="$only,haproxy,apache"
 fi
 if [ -n "$svc_set" ]; then
 	[[ "$svc_set" =~ ^[1-9][0-9]*$ ]] && [ "$svc_set" -ge 5 ] \
@@ -120,7 +124,7 @@ done
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 for p in "$PGBIN/initdb" "$PGBIN/postgres" /usr/bin/pgbench /usr/bin/psql /usr/bin/redis-server \
 	 /usr/bin/redis-cli /usr/sbin/nginx /usr/bin/curl /usr/bin/memcached /usr/sbin/mariadbd /usr/bin/mariadb \
-	 /usr/bin/mariadb-install-db /usr/sbin/apache2 perl runuser; do
+	 /usr/bin/mariadb-install-db /usr/sbin/apache2 /usr/sbin/haproxy perl runuser; do
 	command -v "$p" >/dev/null || { echo "eval: '$p' is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 out=$(realpath -m "$out")
@@ -498,50 +502,84 @@ if want redis; then
 	sum_windows "$d/win-be-Rametr.csv" $t_a $t_b >"$d/rametr-sums.txt"
 fi
 
-# ---------------------------------------------------------------- nginx
-# Debian's nginx in rm-fe, a reverse proxy whose upstream keepalive pool (at
-# most 4 idle connections) carries every CE's requests in turn, in front of
-# tb-back --http in rm-be. Each CE fetches objects of its own size from
-# rm-cN over one keep-alive connection (curl --rate).
+# ---------------------------------------------------------------- nginx, haproxy
+# A reverse proxy in rm-fe whose pooled upstream connections carry every CE's
+# requests in turn, in front of tb-back --http in rm-be. Each CE fetches
+# objects of its own size from rm-cN over one keep-alive connection (curl
+# --rate). nginx: Debian's, one worker, an upstream keepalive pool of at most
+# 4 idle connections. haproxy: Debian's, 2 threads (nbthread 2) and
+# `http-reuse always`, so a CE's requests may leave on a connection another
+# thread opened.
 NG_PORT=8080 NG_BE_PORT=9180
 NG_SIZE=(2 8 16)   # KB per request, per CE
 NG_RATE=(30 30 10) # requests per second, per CE
-# On-CPU ns of every process of namespace rm-fe (nginx's master and worker): "pid ns".
+# On-CPU ns of every process of namespace rm-fe (the proxy's processes): "pid ns".
 ng_cpu() {
 	local p ns
 	for p in $(ip netns pids rm-fe 2>/dev/null); do
 		{ read -r ns _ <"/proc/$p/schedstat"; } 2>/dev/null && echo "$p $ns"
 	done
 }
-if want nginx; then
-	d=$out/runs/nginx; mkdir -p "$d"
-	echo "== nginx in rm-fe (upstream keepalive 4) before tb-back --http in rm-be, from rm-c1..3 (${svc_dur}s)"
-	tb_service_dir www-data ngd
-	mkdir -p "$ngd/tmp"; chown www-data "$ngd/tmp"
-	cat >"$ngd/nginx.conf" <<-EOF
-		user www-data;
-		worker_processes 1;
-		pid $ngd/nginx.pid;
-		error_log $d/nginx-error.log;
-		events { worker_connections 256; }
-		http {
-			access_log off;
-			client_body_temp_path $ngd/tmp/body;
-			proxy_temp_path $ngd/tmp/proxy;
-			fastcgi_temp_path $ngd/tmp/fastcgi;
-			uwsgi_temp_path $ngd/tmp/uwsgi;
-			scgi_temp_path $ngd/tmp/scgi;
-			upstream be { server $(addr be):$NG_BE_PORT; keepalive 4; }
-			server {
-				listen $(addr fe):$NG_PORT;
-				location / {
-					proxy_pass http://be;
-					proxy_http_version 1.1;
-					proxy_set_header Connection "";
+# proxy_conf KIND DIR LOG: writes DIR/KIND.conf for the proxy KIND
+proxy_conf() {
+	local kind=$1 pd=$2 log=$3
+	case $kind in
+	nginx)
+		mkdir -p "$pd/tmp"; chown www-data "$pd/tmp"
+		cat >"$pd/nginx.conf" <<-EOF
+			user www-data;
+			worker_processes 1;
+			pid $pd/nginx.pid;
+			error_log $log;
+			events { worker_connections 256; }
+			http {
+				access_log off;
+				client_body_temp_path $pd/tmp/body;
+				proxy_temp_path $pd/tmp/proxy;
+				fastcgi_temp_path $pd/tmp/fastcgi;
+				uwsgi_temp_path $pd/tmp/uwsgi;
+				scgi_temp_path $pd/tmp/scgi;
+				upstream be { server $(addr be):$NG_BE_PORT; keepalive 4; }
+				server {
+					listen $(addr fe):$NG_PORT;
+					location / {
+						proxy_pass http://be;
+						proxy_http_version 1.1;
+						proxy_set_header Connection "";
+					}
 				}
 			}
-		}
-	EOF
+		EOF
+		;;
+	haproxy)
+		cat >"$pd/haproxy.conf" <<-EOF
+			global
+				nbthread 2
+				maxconn 256
+				user www-data
+				group www-data
+			defaults
+				mode http
+				timeout connect 5s
+				timeout client 60s
+				timeout server 60s
+				http-reuse always
+			frontend fe
+				bind $(addr fe):$NG_PORT
+				default_backend be
+			backend be
+				server be1 $(addr be):$NG_BE_PORT
+		EOF
+		;;
+	esac
+}
+# proxy_eval KIND: the run of the proxy KIND (nginx or haproxy)
+proxy_eval() {
+	local kind=$1 d=$out/runs/$1 ngd ngb ng i n ok s loads
+	mkdir -p "$d"
+	echo "== $kind in rm-fe before tb-back --http in rm-be, from rm-c1..3 (${svc_dur}s)"
+	tb_service_dir www-data ngd
+	proxy_conf $kind "$ngd" "$d/$kind-error.log"
 	mkcfg "$d/rametr.ini" $NG_PORT fe be
 	tb_take_hosts
 	tb_rametr_start "$d" "$d/rametr.ini" fe be
@@ -549,10 +587,13 @@ if want nginx; then
 		--cpu-us-base $tb_back_base_us --cpu-us-per-kb $tb_back_per_kb_us >"$d/tb-back.log" 2>&1 &
 	ngb=$!; tb_pids+=($ngb)
 	tb_wait_log "$d/tb-back.log" "listening" $ngb
-	$NETNS exec fe nginx -c "$ngd/nginx.conf" -p "$ngd" -e "$d/nginx-error.log" -g "daemon off;" \
-		>"$d/nginx.log" 2>&1 &
+	case $kind in
+	nginx) $NETNS exec fe nginx -c "$ngd/nginx.conf" -p "$ngd" -e "$d/nginx-error.log" -g "daemon off;" \
+		>"$d/nginx.log" 2>&1 & ;;
+	haproxy) $NETNS exec fe haproxy -f "$ngd/haproxy.conf" -db >"$d/haproxy-error.log" 2>&1 & ;;
+	esac
 	ng=$!; tb_pids+=($ng)
-	wait_port fe $NG_PORT $ng "$d/nginx-error.log" nginx
+	wait_port fe $NG_PORT $ng "$d/$kind-error.log" $kind
 	loads=()
 	for i in 1 2 3; do
 		n=$((NG_RATE[i - 1] * (svc_dur + 4)))
@@ -570,23 +611,26 @@ if want nginx; then
 	for t in /proc/$ngb/task/*; do
 		{ read -r ns _ <"$t/schedstat"; } 2>/dev/null && echo "$([ "${t##*/}" = "$ngb" ] && echo main || echo conn) $ns"
 	done | awk '{ s[$1] += $2; n[$1]++ } END { for (k in s) print k, s[k], n[k] }' >"$d/tb-back-threads.txt"
-	tb_stop $ng nginx "$d/nginx-error.log"
+	# haproxy leaves with 143 on SIGTERM (its hard stop); SIGUSR1 is its graceful one
+	tb_stop $ng $kind "$d/$kind-error.log" $([ $kind = haproxy ] && echo USR1 || echo TERM)
 	tb_stop $ngb tb-back "$d/tb-back.log"
 	tb_rametr_stop
 	tb_release_hosts
-	[ $ok -eq 1 ] || { cat "$d"/load-*.log >&2; echo "eval: nginx: a client reported errors" >&2; exit 1; }
+	[ $ok -eq 1 ] || { cat "$d"/load-*.log >&2; echo "eval: $kind: a client reported errors" >&2; exit 1; }
 	echo "$t_a $t_b" >"$d/interval.txt"
-	awk 'FNR == NR { a[$1] = $2; next } ($1 in a) { s += $2 - a[$1] } END { print "nginx", s }' \
+	awk -v k=$kind 'FNR == NR { a[$1] = $2; next } ($1 in a) { s += $2 - a[$1] } END { print k, s }' \
 		"$d/cpu-a.txt" "$d/cpu-b.txt" >"$d/proxy-cpu.txt"
 	for s in fe be; do
 		dump_windows "$d" $s
 		"$CTL" unaccountable --db "$d/rametr.db" --server $s --resource cpu -o csv >"$d/v-$s.csv" 2>/dev/null || :
 	done
 	truth_lines "$d/truth-be.csv" >"$d/truth-be.txt"
-	add_rows nginx pooled be "$d" "$d/truth-be.txt"
+	add_rows $kind pooled be "$d" "$d/truth-be.txt"
 	sum_windows "$d/win-be-Rametr.csv" >"$d/rametr-sums-be.txt"
 	sum_windows "$d/win-fe-Rametr.csv" $t_a $t_b >"$d/rametr-sums-fe.txt"
-fi
+}
+want nginx && proxy_eval nginx
+want haproxy && proxy_eval haproxy
 
 # ---------------------------------------------------------------- memcached
 # Debian's memcached in rm-be: its listener thread accepts each connection and

@@ -52,6 +52,10 @@ in_root ls -ld /var/lib/rametr /var/lib/rametr-collector /etc/rametr /etc/rametr
 in_root rametr-aggregator --version
 in_root rametr-aggregator --check-config
 in_root rametr-collector --check-config
+in_root rametr-cert init /tmp/rametr-pki >/dev/null
+in_root rametr-cert issue /tmp/rametr-pki n1 >/dev/null
+in_root openssl verify -CAfile /tmp/rametr-pki/ca.pem /tmp/rametr-pki/n1.pem
+in_root rm -rf /tmp/rametr-pki
 
 say "starting both daemons from /etc/rametr in a network namespace of their own"
 unshare --net --fork bash -euo pipefail -c '
@@ -105,7 +109,7 @@ in_root apt-get purge -y -qq rametr-aggregator rametr-collector rametr-collector
 left=$(in_root dpkg -l 'rametr-*' 2>/dev/null | grep -E '^(ii|rc)' || true)
 [ -z "$left" ] || die "packages left after purge: $left"
 for p in /etc/rametr /var/lib/rametr /var/lib/rametr-collector /usr/sbin/rametr-aggregator \
-	/usr/sbin/rametr-collector /usr/bin/rametrctl /usr/lib/systemd/system/rametr-aggregator.service; do
+	/usr/sbin/rametr-collector /usr/sbin/rametr-cert /usr/bin/rametrctl /usr/lib/systemd/system/rametr-aggregator.service; do
 	[ ! -e "$root$p" ] || die "'$p' left after purge"
 done
 ! in_root getent passwd rametr >/dev/null || die "user rametr left after purge"

@@ -89,8 +89,8 @@ pkg() {
 	echo "$out/${name}_${ver}_${arch}.deb"
 }
 
-pkg rametr-aggregator aggregator "passwd" "Rametr aggregator: cluster resource accounting" \
-	"Receives the segments of every node's collector, attributes CPU, network and disk use to chargeable entities (tenants) by rules and by pairing the same TCP bytes across nodes, and stores usage, the unaccountable share and totals per window in SQLite. Runs as the systemd service rametr-aggregator."
+pkg rametr-aggregator aggregator "passwd, openssl" "Rametr aggregator: cluster resource accounting" \
+	"Receives the segments of every node's collector, attributes CPU, network and disk use to chargeable entities (tenants) by rules and by pairing the same TCP bytes across nodes, and stores usage, the unaccountable share and totals per window in SQLite. Runs as the systemd service rametr-aggregator. rametr-cert makes the cluster's CA, certificates and enrolment tokens."
 pkg rametr-collector collector "" "Rametr collector: per-node eBPF resource segments" \
 	"Cuts the threads of this node into segments (from a receive to the next send) with eBPF and streams them to the Rametr aggregator; spools what cannot be delivered. Runs as the systemd service rametr-collector with CAP_BPF and CAP_PERFMON. The live Xen backend is in rametr-collector-xen."
 if [ $xen = 1 ]; then

@@ -10,7 +10,7 @@ PKGS=(cmake make gcc pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-
       libcunit1-dev
       libxen-dev libsystemd-dev iproute2 procps postgresql
       redis-server redis-tools nginx curl wrk chromium prometheus jq unbound golang-go golang-google-grpc-dev libdw-dev
-      memcached mariadb-server apache2 openjdk-17-jdk-headless)
+      memcached mariadb-server apache2 haproxy openjdk-17-jdk-headless)
 
 die() { echo "setup: error: $*" >&2; exit 1; }
 

@@ -17,7 +17,7 @@
 #   tb_twotier_start OUT VARIANT [FRONT_ARG...]  tb-back on be, tb-front on fe
 #   tb_twotier_stop               tb-front then tb-back (they write their truth)
 #   tb_wait_log FILE PATTERN PID  wait up to 30 s for PATTERN in FILE
-#   tb_stop PID NAME LOG          SIGTERM, wait, report a failure exit
+#   tb_stop PID NAME LOG [SIG]    SIGTERM (or SIG), wait, report a failure exit
 #   tb_service_dir USER VAR       sets VAR to a new directory under /tmp owned
 #                                 by USER, removed at exit: for servers that drop
 #                                 privileges and cannot enter the output
@@ -72,7 +72,7 @@ tb_wait_log() {
 }
 
 tb_stop() {
-	kill -TERM "$1" 2>/dev/null || true
+	kill -"${4:-TERM}" "$1" 2>/dev/null || true
 	local rc=0
 	wait "$1" || rc=$?
 	tb_forget "$1"

@@ -9,7 +9,8 @@
 //	GET /medium?ce=NAME  tbtruth.MediumIters times
 //	GET /heavy?ce=NAME   tbtruth.HeavyIters times
 //
-// (--scale multiplies the three) and the answer is --resp bytes of body with
+// (--scale multiplies the three; 0 leaves only net/http's own work per request,
+// as scripts/bench.sh measures it) and the answer is --resp bytes of body with
 // a Content-Length.
 //
 // With --pool N the handler does not burn itself: it hands the request to one
@@ -83,11 +84,11 @@ func main() {
 	truthPath := flag.String("truth", "", "where to write the per-CE truth CSV (on exit and every second)")
 	resp := flag.Int("resp", 256, "body bytes per reply (16..1048576)")
 	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the runtime's default)")
-	scale := flag.Int("scale", 1, "multiplies every path's burn loop (1..100)")
+	scale := flag.Int("scale", 1, "multiplies every path's burn loop (0..100; 0: no burn)")
 	pool := flag.Int("pool", 0, "worker goroutines that burn the requests' CPU (0: the handler burns)")
 	flag.Parse()
-	if *resp < 16 || *resp > 1<<20 || *truthPath == "" || *pool < 0 || *pool > 1024 || *scale < 1 || *scale > 100 {
-		fmt.Fprintln(os.Stderr, "tb-goserver: --truth is required, --resp must be 16..1048576, --pool 0..1024 and --scale 1..100")
+	if *resp < 16 || *resp > 1<<20 || *truthPath == "" || *pool < 0 || *pool > 1024 || *scale < 0 || *scale > 100 {
+		fmt.Fprintln(os.Stderr, "tb-goserver: --truth is required, --resp must be 16..1048576, --pool 0..1024 and --scale 0..100")
 		os.Exit(2)
 	}
 	if *procs > 0 {

@@ -3,9 +3,12 @@
 // client address and the CE's calls are multiplexed: arrivals come at a fixed
 // rate (evenly spaced, fixed in advance of completions) for a duration, each
 // arrival --burst calls started at once, every call its own stream on the
-// one connection. Each reply is checked whole (tbgrpc.Reply). Prints one
-// summary line with the most calls seen in flight; exits 1 if a call failed
-// or a reply was wrong.
+// one connection. With --inflight N it runs a closed loop instead: N calls
+// kept in flight on the one connection, each started when one ends, for the
+// duration (a saturating load, as wrk's connections). Each reply is checked
+// whole (tbgrpc.Reply). Prints one summary line with the most calls seen in
+// flight and the 99th percentile of the calls' latency; exits 1 if a call
+// failed or a reply was wrong.
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,15 +37,17 @@ func main() {
 	burst := flag.Int("burst", 3, "calls started together at each arrival (1..64)")
 	dur := flag.Float64("duration", 10, "seconds of arrivals")
 	resp := flag.Int("resp", 256, "reply bytes expected (as tb-grpcserver --resp)")
+	closed := flag.Int("inflight", 0, "closed loop: calls kept in flight for --duration, "+
+		"each started when one ends (1..1024; 0: the open loop of --rate and --burst)")
 	flag.Parse()
 	known := false
 	for _, m := range tbgrpc.Methods {
 		known = known || m == *method
 	}
 	if *server == "" || *ce == "" || !known || *rate <= 0 || *rate > 100000 || *dur <= 0 || *burst < 1 ||
-		*burst > 64 || *resp < tbgrpc.ReplyMin {
+		*burst > 64 || *resp < tbgrpc.ReplyMin || *closed < 0 || *closed > 1024 {
 		fmt.Fprintln(os.Stderr, "tb-grpcload: --server and --ce are required; --method is Light, Medium or Heavy; "+
-			"--rate and --duration must be positive, --burst 1..64, --resp at least 80")
+			"--rate and --duration must be positive, --burst 1..64, --resp at least 80, --inflight 0..1024")
 		os.Exit(2)
 	}
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
@@ -67,14 +73,17 @@ func main() {
 	var ok, failed, nbytes, inflight, maxInflight atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
+	var latMu sync.Mutex
+	var lat []time.Duration
 	call := func() {
-		defer wg.Done()
 		now := inflight.Add(1)
 		for m := maxInflight.Load(); now > m && !maxInflight.CompareAndSwap(m, now); m = maxInflight.Load() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var out tbgrpc.Msg
+		t0 := time.Now()
 		err := conn.Invoke(ctx, full, &tbgrpc.Msg{B: []byte(*ce)}, &out)
+		d := time.Since(t0)
 		cancel()
 		inflight.Add(-1)
 		if err == nil && !bytes.Equal(out.B, want) {
@@ -87,21 +96,47 @@ func main() {
 		}
 		nbytes.Add(int64(len(out.B)))
 		ok.Add(1)
+		latMu.Lock()
+		lat = append(lat, d)
+		latMu.Unlock()
 	}
 	start := time.Now()
-	for i := 0; i < n; i += *burst {
-		if d := time.Until(start.Add(time.Duration(i / *burst) * gap)); d > 0 {
-			time.Sleep(d)
-		}
-		for j := 0; j < *burst; j++ {
+	if *closed > 0 {
+		end := start.Add(time.Duration(*dur * float64(time.Second)))
+		var made atomic.Int64
+		for j := 0; j < *closed; j++ {
 			wg.Add(1)
-			go call()
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					made.Add(1)
+					call()
+				}
+			}()
 		}
+		wg.Wait()
+		n = int(made.Load())
+	} else {
+		for i := 0; i < n; i += *burst {
+			if d := time.Until(start.Add(time.Duration(i / *burst) * gap)); d > 0 {
+				time.Sleep(d)
+			}
+			for j := 0; j < *burst; j++ {
+				wg.Add(1)
+				go func() { defer wg.Done(); call() }()
+			}
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	fmt.Printf("tb-grpcload: ce %s method %s: %d calls, %d ok, %d failed, %d bytes in %.1f s on one connection, "+
-		"at most %d in flight\n", *ce, *method, n, ok.Load(), failed.Load(), nbytes.Load(), time.Since(start).Seconds(),
-		maxInflight.Load())
+	secs := time.Since(start).Seconds()
+	p99 := 0.0
+	if len(lat) > 0 {
+		sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+		p99 = float64(lat[(len(lat)*99+99)/100-1]) / 1e6
+	}
+	fmt.Printf("tb-grpcload: ce %s method %s: %d calls, %d ok, %d failed, %d bytes in %.3f s on one connection, "+
+		"at most %d in flight, p99 %.3f ms\n", *ce, *method, n, ok.Load(), failed.Load(), nbytes.Load(), secs,
+		maxInflight.Load(), p99)
 	if e := firstErr.Load(); e != nil {
 		fmt.Fprintf(os.Stderr, "tb-grpcload: first failure: %s\n", e)
 		os.Exit(1)

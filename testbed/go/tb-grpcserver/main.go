@@ -11,7 +11,8 @@
 //	/tb.Burn/Medium  tbtruth.MediumIters times
 //	/tb.Burn/Heavy   tbtruth.HeavyIters times
 //
-// (--scale multiplies the three). The request's message is the CE's name;
+// (--scale multiplies the three; 0 leaves only grpc-go's own work per call,
+// as scripts/bench.sh measures it). The request's message is the CE's name;
 // the reply is --resp bytes: "CE METHOD" padded with '.' and ending in a
 // newline, so the client can check it whole.
 //
@@ -94,10 +95,10 @@ func main() {
 	truthPath := flag.String("truth", "", "where to write the per-CE truth CSV (on exit and every second)")
 	resp := flag.Int("resp", 256, "reply bytes per call (80..1048576)")
 	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the runtime's default)")
-	scale := flag.Int("scale", 1, "multiplies every method's burn loop (1..100)")
+	scale := flag.Int("scale", 1, "multiplies every method's burn loop (0..100; 0: no burn)")
 	flag.Parse()
-	if *resp < tbgrpc.ReplyMin || *resp > 1<<20 || *truthPath == "" || *scale < 1 || *scale > 100 {
-		fmt.Fprintln(os.Stderr, "tb-grpcserver: --truth is required, --resp must be 80..1048576 and --scale 1..100")
+	if *resp < tbgrpc.ReplyMin || *resp > 1<<20 || *truthPath == "" || *scale < 0 || *scale > 100 {
+		fmt.Fprintln(os.Stderr, "tb-grpcserver: --truth is required, --resp must be 80..1048576 and --scale 0..100")
 		os.Exit(2)
 	}
 	if *procs > 0 {
