@@ -501,7 +501,7 @@ proxy_report() {
 			echo "is $(awk -v u="$U" '{ s += $2 } END { printf "%.2f", s ? 100 * u / s : 0 }' "$nd/tb-back-threads.txt")% of all tb-back's threads' CPU (above 100%: the collector's CPU clock"
 			echo "reads more than the threads ran)."
 		fi
-		echo "The proxy: $kind's own on-CPU time (\`/proc/PID/schedstat\` of its processes) over"
+		echo "The proxy: $kind's own on-CPU time (\`/proc/PID/task/TID/schedstat\` of its threads) over"
 		echo "$(awk '{ print $2 - $1 }' "$nd/interval.txt") whole seconds was $(awk -v p="$pcpu" 'BEGIN { printf "%.3f", p / 1e9 }') s; Rametr charged"
 		echo "$(awk -v p="$pcpu" '$1 ~ /^c[0-9]+$/ { s += $2 } END { printf "%.1f", p ? 100 * s / p : 0 }' "$nd/rametr-sums-fe.txt")% of it to the CEs"
 		echo "(V at rm-fe by reason over the run: $(v_reasons "$nd/v-fe.csv"))."

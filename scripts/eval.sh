@@ -21,9 +21,9 @@
 #      nginx    nginx (Debian) in rm-fe as a reverse proxy with an upstream
 #               keepalive pool, in front of tb-back --http in rm-be (a thread
 #               per connection); truth = tb-back's own per-CE thread CPU
-#      haproxy  haproxy (Debian) with 2 threads and `http-reuse always` in
-#               rm-fe in front of the same tb-back; the same truth (full
-#               profile only)
+#      haproxy  haproxy (Debian) with 2 threads (RM_EVAL_HAPROXY_THREADS) and
+#               `http-reuse always` in rm-fe in front of the same tb-back;
+#               the same truth (full profile only)
 #      memcached memcached (Debian) in rm-be: a listener thread hands each
 #               connection to one of 4 worker threads; tb-mcload from
 #               rm-c1..3, each CE on a worker of its own: truth = that
@@ -513,11 +513,14 @@ fi
 NG_PORT=8080 NG_BE_PORT=9180
 NG_SIZE=(2 8 16)   # KB per request, per CE
 NG_RATE=(30 30 10) # requests per second, per CE
-# On-CPU ns of every process of namespace rm-fe (the proxy's processes): "pid ns".
+# On-CPU ns of every thread of every process of namespace rm-fe (the proxy's
+# processes; /proc/PID/schedstat alone is the process's main thread): "tid ns".
 ng_cpu() {
-	local p ns
+	local p t ns
 	for p in $(ip netns pids rm-fe 2>/dev/null); do
-		{ read -r ns _ <"/proc/$p/schedstat"; } 2>/dev/null && echo "$p $ns"
+		for t in /proc/$p/task/*; do
+			{ read -r ns _ <"$t/schedstat"; } 2>/dev/null && echo "${t##*/} $ns"
+		done
 	done
 }
 # proxy_conf KIND DIR LOG: writes DIR/KIND.conf for the proxy KIND
@@ -554,7 +557,7 @@ proxy_conf() {
 	haproxy)
 		cat >"$pd/haproxy.conf" <<-EOF
 			global
-				nbthread 2
+				nbthread ${RM_EVAL_HAPROXY_THREADS:-2}
 				maxconn 256
 				user www-data
 				group www-data
