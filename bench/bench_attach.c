@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "col_bpf.h"
 #include "rm_err.h"
 #include "banned.h"
@@ -64,20 +65,8 @@ static int count_window(void *arg, const struct rm_totals *w)
 	return RM_OK;
 }
 
-/* The RM_STAGE_* named s into *out; 0 if s names none. */
-static int stage_of(const char *s, uint32_t *out)
-{
-	static const char *const names[RM_STAGE_COUNT] = RM_STAGE_NAMES;
-	uint32_t i;
+static const char *const stage_names[RM_STAGE_COUNT] = RM_STAGE_NAMES;
 
-	for (i = 0; i < RM_STAGE_COUNT; i++) {
-		if (strcmp(s, names[i]) == 0) {
-			*out = i;
-			return 1;
-		}
-	}
-	return 0;
-}
 
 static double mono_s(void)
 {
@@ -106,7 +95,8 @@ int main(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--profile") == 0) {
 			prof = 1;
-		} else if (strcmp(argv[i], "--stage") == 0 && i + 1 < argc && stage_of(argv[i + 1], &cfg.bench_stage)) {
+		} else if (strcmp(argv[i], "--stage") == 0 && i + 1 < argc &&
+			   bench_name_index(argv[i + 1], stage_names, RM_STAGE_COUNT, &cfg.bench_stage)) {
 			i++;
 		} else if (strcmp(argv[i], "--cpu-slices") == 0) {
 			cfg.cpu_counters = 0;

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "col_events.h"
 #include "col_replay.h"
 #include "rm_err.h"
@@ -116,19 +117,8 @@ static int on_batch(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static int variant_of(const char *s, uint32_t *out)
-{
-	static const char *const names[THIN_VARIANTS] = THIN_VARIANT_NAMES;
-	uint32_t i;
+static const char *const variant_names[THIN_VARIANTS] = THIN_VARIANT_NAMES;
 
-	for (i = 0; i < THIN_VARIANTS; i++) {
-		if (strcmp(s, names[i]) == 0) {
-			*out = i;
-			return 1;
-		}
-	}
-	return 0;
-}
 
 /* Records held in the per-CPU batches (written to the ring at the next edge on their CPU). */
 static uint64_t left_in_batches(struct thin_edges_bpf *skel)
@@ -366,7 +356,8 @@ int main(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--profile") == 0) {
 			prof = 1;
-		} else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc && variant_of(argv[i + 1], &variant)) {
+		} else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc &&
+			   bench_name_index(argv[i + 1], variant_names, THIN_VARIANTS, &variant)) {
 			i++;
 		} else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
 			batch = (uint32_t)strtoul(argv[++i], NULL, 10);

@@ -163,3 +163,16 @@ double bench_median(double *v, size_t n)
 	qsort(v, n, sizeof(*v), bench_cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+int bench_name_index(const char *s, const char *const *names, uint32_t n, uint32_t *out)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
+			return 1;
+		}
+	}
+	return 0;
+}

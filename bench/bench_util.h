@@ -50,4 +50,8 @@ double bench_quantile(double *v, size_t n, double q);
  * Sorts v in place; NaN if n == 0. */
 double bench_median(double *v, size_t n);
 
+/* The index in names[0..n) of the name s (a benchmark's option value) into
+ * *out: 1, or 0 (out untouched) if s names none. */
+int bench_name_index(const char *s, const char *const *names, uint32_t n, uint32_t *out);
+
 #endif

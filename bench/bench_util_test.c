@@ -92,11 +92,26 @@ static void test_quantiles(void)
 	CU_ASSERT(isnan(bench_quantile(one, 0, 0.5)));
 }
 
+static void test_name_index(void)
+{
+	static const char *const names[3] = { "hooks", "clock", "full" };
+	uint32_t i = 7;
+
+	CU_ASSERT_EQUAL(bench_name_index("clock", names, 3, &i), 1);
+	CU_ASSERT_EQUAL(i, 1);
+	CU_ASSERT_EQUAL(bench_name_index("full", names, 3, &i), 1);
+	CU_ASSERT_EQUAL(i, 2);
+	CU_ASSERT_EQUAL(bench_name_index("ful", names, 3, &i), 0);
+	CU_ASSERT_EQUAL(bench_name_index("", names, 3, &i), 0);
+	CU_ASSERT_EQUAL(i, 2);
+}
+
 static CU_TestInfo cases[] = {
 	{ "stat lines: utime+stime after the last ')', malformed refused", test_parse_stat },
 	{ "status: VmHWM and VmRSS in kB, missing refused", test_parse_status },
 	{ "this process's CPU grows by what it burns; a reaped child is gone", test_proc_self_and_gone },
 	{ "nearest-rank quantiles and the median", test_quantiles },
+	{ "a name's index, or none (out untouched)", test_name_index },
 	CU_TEST_INFO_NULL,
 };
 
