@@ -20,12 +20,13 @@
  * RM_GRPC_RATES="R1 R2 R3" sets the tenants' calls per second (default 60
  * 30 15), RM_GRPC_BURST=N the calls started together (default 3),
  * RM_GRPC_SCALE=N multiplies the CPU per call, RM_GRPC_PROCS=N sets
- * GOMAXPROCS; RM_GRPC_COLLECTOR_ARGS (space-separated) adds options to the
- * collector. RM_GRPC_SEPARATE=1 then runs the server idle and each tenant's
- * load alone (a fresh server each, Rametr still watching) and prints a truth
- * from them, as integ_go does: each tenant's per-call cost alone (less the
- * idle server's CPU) times its calls in the shared run, scaled to the shared
- * run's server CPU less idle, against Rametr's figures.
+ * GOMAXPROCS; RM_GRPC_COLLECTOR_ARGS and RM_GRPC_AGG_ARGS (space-separated)
+ * add options to the collector and the aggregator. RM_GRPC_SEPARATE=N then
+ * runs the server idle and N rounds of separate runs (each tenant alone on a
+ * fresh server, then all three again; Rametr still watching) and prints the
+ * truth from them as integ_go does: each tenant's median CPU per call alone
+ * (less the idle server's) times its calls in a shared round, scaled to that
+ * round's server CPU less idle, against Rametr's figures for it.
  * The namespaces and every process are removed at exit whatever happened.
  * Needs root, the kernel's BTF and Debian's golang with grpc-go; skips
  * otherwise.
@@ -79,10 +80,9 @@ static struct {
 	char skip_why[200];
 	char rametr_why[200];
 	char dir[300], db[400];
-	struct rm_phase shared;         /* the three tenants at once */
-	int separate;                   /* RM_GRPC_SEPARATE: the phases below were run */
+	struct rm_sep sep;              /* shared[0]: the three tenants at once; RM_GRPC_SEPARATE: the rest */
+	size_t rounds;                  /* RM_GRPC_SEPARATE: the rounds of separate runs asked for */
 	int separate_ok;                /* ... and all of them answered every call */
-	struct rm_phase base, alone[NCE]; /* the server idle; each tenant alone */
 } run;
 
 static const char *env_or(const char *name, const char *dflt)
@@ -128,15 +128,6 @@ static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
 	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(RUN_S));
 }
 
-/* One phase of the separate runs (rm_phase_separate): slot 0 the server idle, k + 1 tenant k alone. */
-static int separate_phase(size_t slot, unsigned mask, const char *tag)
-{
-	struct rm_phase *p = slot ? &run.alone[slot - 1] : &run.base;
-
-	run_phase(p, mask, tag);
-	return p->load_ok;
-}
-
 /* The one experiment run: hosts up, Rametr, the load, all stopped. */
 static void run_once(void)
 {
@@ -174,13 +165,14 @@ static void run_once(void)
 		return;
 	}
 	run.skipped = 0;
-	rm_phase_start_rametr(AGG_BIN, COL_BIN, run.dir, "grpc.ini", run.db, env_or("RM_GRPC_COLLECTOR_ARGS", ""), &agg,
-			      &col, run.rametr_why, sizeof(run.rametr_why));
+	rm_phase_start_rametr(AGG_BIN, COL_BIN, run.dir, "grpc.ini", run.db, env_or("RM_GRPC_AGG_ARGS", ""),
+			      env_or("RM_GRPC_COLLECTOR_ARGS", ""), &agg, &col, run.rametr_why, sizeof(run.rametr_why));
 	if (!run.rametr_why[0]) {
-		run_phase(&run.shared, (1u << NCE) - 1, "shared");
-		run.separate = atoi(env_or("RM_GRPC_SEPARATE", "0")) > 0;
-		if (run.separate && run.shared.load_ok)
-			run.separate_ok = rm_phase_separate(NCE, ces, separate_phase);
+		run_phase(&run.sep.shared[0], (1u << NCE) - 1, "shared");
+		run.rounds = (size_t)atoi(env_or("RM_GRPC_SEPARATE", "0"));
+		run.rounds = run.rounds > RM_SEP_ROUNDS ? RM_SEP_ROUNDS : run.rounds;
+		if (run.rounds && run.sep.shared[0].load_ok)
+			run.separate_ok = rm_phase_rounds(&run.sep, NCE, ces, run.rounds, run_phase);
 		rm_phase_stop_rametr(agg, col, run.rametr_why, sizeof(run.rametr_why));
 	}
 	rm_hosts_cleanup();
@@ -190,7 +182,7 @@ static void need_run(void)
 {
 	run_once();
 	RM_HOSTS_NEED_RAMETR(run.skipped, run.skip_why, run.rametr_why);
-	CU_ASSERT_FATAL(run.shared.load_ok);
+	CU_ASSERT_FATAL(run.sep.shared[0].load_ok);
 }
 
 static void test_truth(void)
@@ -214,10 +206,10 @@ static void test_truth(void)
 		CU_ASSERT((double)tr[i].cpu_ns / (double)tr[i].requests <
 			  (double)tr[i + 1].cpu_ns / (double)tr[i + 1].requests);
 	fprintf(stderr, "tb-grpcserver's CPU %.3f s (/proc schedstat), its handlers' truth %.3f s (%.1f%%)\n",
-		(double)run.shared.server_ns / 1e9, (double)sum / 1e9,
-		run.shared.server_ns ? 100.0 * (double)sum / (double)run.shared.server_ns : 0.0);
+		(double)run.sep.shared[0].server_ns / 1e9, (double)sum / 1e9,
+		run.sep.shared[0].server_ns ? 100.0 * (double)sum / (double)run.sep.shared[0].server_ns : 0.0);
 	CU_ASSERT(sum > 0);
-	CU_ASSERT(sum <= run.shared.server_ns);
+	CU_ASSERT(sum <= run.sep.shared[0].server_ns);
 }
 
 /* Prints V of node be over [since, until) by reason and the parts split by bytes there. */
@@ -243,69 +235,29 @@ static void print_v(int64_t since, int64_t until, uint64_t server_ns)
 }
 
 /*
- * RM_GRPC_SEPARATE: the truth from separate runs (as in integ_go). Each
- * tenant's per-call cost is its phase alone's server CPU less the idle
- * baseline's over its calls; times its calls in the shared run, scaled so
- * the three sum to the shared run's server CPU less the baseline. Prints it
- * beside Rametr's shared-run figures and Rametr's own figures per phase.
+ * RM_GRPC_SEPARATE=N: the truth from N rounds of separate runs (as in
+ * integ_go; rm_phase_rounds, rm_phase_sep_report): each tenant's CPU per call
+ * alone, less the idle server's, the median over the rounds, against each
+ * shared round.
  */
-static void compare_separate(const struct tb_truth_row tr[NCE], const uint64_t got[NCE], uint64_t charged)
+static void compare_separate(void)
 {
-	double idle_rate, cost[NCE], raw[NCE], truth[NCE], raw_sum = 0, target;
-	struct tb_truth_row ta[NCE];
-	char csv[64];
+	const uint64_t want[NCE] = { calls_of(0), calls_of(1), calls_of(2) };
+	double cost[NCE], add[RM_SEP_ROUNDS], err[RM_SEP_ROUNDS][RM_SEP_CES], pp[RM_SEP_ROUNDS][RM_SEP_CES];
+	size_t r;
 	int k;
 
 	CU_ASSERT_FATAL(run.separate_ok);
-	idle_rate = (double)run.base.server_ns / rm_phase_s(&run.base);
-	fprintf(stderr, "separate runs: the server idle %.4f s in %.1f s (%.1f ms/s)\n",
-		(double)run.base.server_ns / 1e9, rm_phase_s(&run.base), idle_rate / 1e6);
-	fprintf(stderr, "%-4s %-7s %8s %10s %10s %10s %10s %9s %8s\n", "ce", "method", "calls", "server_s", "less_idle",
-		"us_per_call", "rametr_s", "charged_%", "V_s");
-	for (k = 0; k < NCE; k++) {
-		const struct rm_phase *p = &run.alone[k];
-		uint64_t ga[NCE], ua;
-		int64_t va;
-		double net;
-
-		snprintf(csv, sizeof(csv), "truth-%s-alone.csv", ces[k]);
-		CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, csv, ces, NCE, ta), RM_OK);
-		CU_ASSERT_EQUAL(ta[k].requests, calls_of(k));
-		CU_ASSERT_FATAL(ta[k].requests > 0);
-		CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", p->since - 1000000000LL, p->until + 1500000000LL, ces,
-						   NCE, ga, &ua, &va), RM_OK);
-		net = (double)p->server_ns - idle_rate * rm_phase_s(p);
-		cost[k] = net / (double)ta[k].requests;
-		raw[k] = cost[k] * (double)tr[k].requests;
-		raw_sum += raw[k];
-		fprintf(stderr, "%-4s %-7s %8" PRIu64 " %10.4f %10.4f %10.1f %10.4f %9.1f %8.4f\n", ces[k], methods[k],
-			ta[k].requests, (double)p->server_ns / 1e9, net / 1e9, cost[k] / 1e3, (double)ga[k] / 1e9,
-			100.0 * (double)ga[k] / (double)p->server_ns, (double)va / 1e9);
-	}
-	target = (double)run.shared.server_ns - idle_rate * rm_phase_s(&run.shared);
-	CU_ASSERT_FATAL(target > 0 && raw_sum > 0);
-	fprintf(stderr, "shared run: server %.4f s, less idle %.4f s; the alone costs times the shared calls %.4f s "
-		"(additivity %.3f)\n", (double)run.shared.server_ns / 1e9, target / 1e9, raw_sum / 1e9, raw_sum / target);
-	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", "method", "calls", "sep_truth_s", "rametr_s",
-		"error_%", "truth_%", "rametr_%", "diff_pp");
-	for (k = 0; k < NCE; k++) {
-		double ts, rs;
-
-		truth[k] = raw[k] * target / raw_sum;
-		ts = 100.0 * truth[k] / target;
-		rs = charged ? 100.0 * (double)got[k] / (double)charged : 0.0;
-		fprintf(stderr, "%-4s %-7s %8" PRIu64 " %10.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[k], methods[k],
-			tr[k].requests, truth[k] / 1e9, (double)got[k] / 1e9, ((double)got[k] - truth[k]) * 100.0 / truth[k],
-			ts, rs, rs - ts);
-	}
-	fprintf(stderr, "charged to tenants %.1f%% of the shared run's server CPU less idle\n",
-		100.0 * (double)charged / target);
+	CU_ASSERT_EQUAL_FATAL(rm_phase_sep_report(&run.sep, run.dir, run.db, ces, methods, want, cost, add, err, pp),
+			      RM_OK);
 	for (k = 0; k + 1 < NCE; k++)
 		CU_ASSERT(cost[k] < cost[k + 1]);
 	/* measured here (testbed/RESULTS.md): SEP_ADD_MEASURED and SEP_PP_MEASURED; the bounds are three times */
-	CU_ASSERT(fabs(raw_sum / target - 1.0) <= 3 * SEP_ADD_MEASURED);
-	for (k = 0; k < NCE; k++)
-		CU_ASSERT(fabs(100.0 * (double)got[k] / (double)charged - 100.0 * truth[k] / target) <= 3 * SEP_PP_MEASURED);
+	for (r = 0; r < run.sep.rounds; r++) {
+		CU_ASSERT(fabs(add[r] - 1.0) <= 3 * SEP_ADD_MEASURED);
+		for (k = 0; k < NCE; k++)
+			CU_ASSERT(fabs(pp[r][k]) <= 3 * SEP_PP_MEASURED);
+	}
 }
 
 static void test_rametr(void)
@@ -319,7 +271,7 @@ static void test_rametr(void)
 	need_run();
 	CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, "truth-shared.csv", ces, NCE, tr), RM_OK);
 	/* every window of the span balances (sum_c U_c + V = U, V explained by its reasons) */
-	CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", run.shared.since - 2000000000LL, run.shared.until + 2000000000LL,
+	CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", run.sep.shared[0].since - 2000000000LL, run.sep.shared[0].until + 2000000000LL,
 					   ces, NCE, got, &total, &v), RM_OK);
 	for (i = 0; i < NCE; i++) {
 		charged += got[i];
@@ -327,9 +279,9 @@ static void test_rametr(void)
 	}
 	fprintf(stderr, "burst %s, rates %s %s %s, collector options: '%s'; machine during the load: %llu busy + "
 		"%llu steal jiffies\n", burst, rates[0], rates[1], rates[2], env_or("RM_GRPC_COLLECTOR_ARGS", ""),
-		run.shared.busy, run.shared.steal);
+		run.sep.shared[0].busy, run.sep.shared[0].steal);
 	fprintf(stderr, "the load from Unix %.3f s to %.3f s (rametrctl --since/--until), database %s (kept with "
-		"RM_TEST_KEEP=1)\n", (double)run.shared.since / 1e9, (double)run.shared.until / 1e9, run.db);
+		"RM_TEST_KEEP=1)\n", (double)run.sep.shared[0].since / 1e9, (double)run.sep.shared[0].until / 1e9, run.db);
 	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", "method", "calls", "truth_s", "rametr_s",
 		"error_%", "truth_%", "rametr_%", "diff_pp");
 	for (i = 0; i < NCE; i++) {
@@ -341,11 +293,11 @@ static void test_rametr(void)
 			tr[i].requests, (double)tr[i].cpu_ns / 1e9, (double)got[i] / 1e9, err, ts, rs, rs - ts);
 	}
 	fprintf(stderr, "server CPU %.4f s (/proc); Rametr U %.4f s (%.1f%% of it), charged to tenants %.4f s "
-		"(%.1f%% of /proc, %.1f%% of U), V %.4f s\n", (double)run.shared.server_ns / 1e9, (double)total / 1e9,
-		run.shared.server_ns ? 100.0 * (double)total / (double)run.shared.server_ns : 0.0, (double)charged / 1e9,
-		run.shared.server_ns ? 100.0 * (double)charged / (double)run.shared.server_ns : 0.0,
+		"(%.1f%% of /proc, %.1f%% of U), V %.4f s\n", (double)run.sep.shared[0].server_ns / 1e9, (double)total / 1e9,
+		run.sep.shared[0].server_ns ? 100.0 * (double)total / (double)run.sep.shared[0].server_ns : 0.0, (double)charged / 1e9,
+		run.sep.shared[0].server_ns ? 100.0 * (double)charged / (double)run.sep.shared[0].server_ns : 0.0,
 		total ? 100.0 * (double)charged / (double)total : 0.0, (double)v / 1e9);
-	print_v(run.shared.since - 2000000000LL, run.shared.until + 2000000000LL, run.shared.server_ns);
+	print_v(run.sep.shared[0].since - 2000000000LL, run.sep.shared[0].until + 2000000000LL, run.sep.shared[0].server_ns);
 	CU_ASSERT_FATAL(total > 0 && charged > 0 && tsum > 0);
 	/* each tenant's work is at least 1.5x the next one's: Rametr ranks them as the truth does */
 	for (i = 0; i < NCE; i++)
@@ -353,29 +305,29 @@ static void test_rametr(void)
 			if ((double)tr[i].cpu_ns * 1.5 < (double)tr[j].cpu_ns)
 				CU_ASSERT(got[i] < got[j]);
 	/* V's part of the server's CPU, as measured (the runtime's own CPU is charged by the aggregator) */
-	if (!env_or("RM_GRPC_COLLECTOR_ARGS", NULL))
-		CU_ASSERT(100.0 * (double)v / (double)run.shared.server_ns <= 3 * V_PCT_MEASURED);
+	if (!env_or("RM_GRPC_COLLECTOR_ARGS", NULL) && !env_or("RM_GRPC_AGG_ARGS", NULL))
+		CU_ASSERT(100.0 * (double)v / (double)run.sep.shared[0].server_ns <= 3 * V_PCT_MEASURED);
 	/*
 	 * The handlers' truth leaves out what grpc-go and the runtime do per call (reading and writing frames,
 	 * the call's goroutine, scheduling): spread evenly per call it gives an estimate of each tenant's whole
 	 * CPU, which the separate runs' truth confirmed here (within 2.1 pp in shares, four runs). Rametr's shares
 	 * against it:
 	 */
-	CU_ASSERT_FATAL(run.shared.server_ns > tsum);
-	per = (double)(run.shared.server_ns - tsum) / (double)(tr[0].requests + tr[1].requests + tr[2].requests);
+	CU_ASSERT_FATAL(run.sep.shared[0].server_ns > tsum);
+	per = (double)(run.sep.shared[0].server_ns - tsum) / (double)(tr[0].requests + tr[1].requests + tr[2].requests);
 	fprintf(stderr, "outside the handlers' spans: %.1f us per call; the handlers' truth + that per call:\n", per / 1e3);
 	fprintf(stderr, "%-4s %-7s %10s %10s %8s %8s %8s %7s\n", "ce", "method", "est_s", "rametr_s", "error_%",
 		"est_%", "rametr_%", "diff_pp");
 	for (i = 0; i < NCE; i++) {
 		double est = (double)tr[i].cpu_ns + per * (double)tr[i].requests;
-		double es = 100.0 * est / (double)run.shared.server_ns, rs = 100.0 * (double)got[i] / (double)charged;
+		double es = 100.0 * est / (double)run.sep.shared[0].server_ns, rs = 100.0 * (double)got[i] / (double)charged;
 
 		fprintf(stderr, "%-4s %-7s %10.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[i], methods[i], est / 1e9,
 			(double)got[i] / 1e9, ((double)got[i] - est) * 100.0 / est, es, rs, rs - es);
 		CU_ASSERT(fabs(rs - es) <= 3 * EST_PP_MEASURED);
 	}
-	if (run.separate)
-		compare_separate(tr, got, charged);
+	if (run.rounds)
+		compare_separate();
 }
 
 static CU_TestInfo cases[] = {

@@ -28,8 +28,9 @@
  * RM_JVM_HANDOFF=1 runs tb-javaserver --handoff (its own java.nio selector
  * thread reads each request and hands it to a worker, which answers),
  * RM_JVM_THREADS=N sets the pool's size (default 4), RM_JVM_RATES="R1 R2 R3"
- * the tenants' rates (default 60 30 15), RM_JVM_COLLECTOR_ARGS
- * (space-separated) adds options to the collector. RM_JVM_SEPARATE=1 then
+ * the tenants' rates (default 60 30 15), RM_JVM_COLLECTOR_ARGS and
+ * RM_JVM_AGG_ARGS (space-separated) add options to the collector and the
+ * aggregator. RM_JVM_SEPARATE=1 then
  * runs the server idle and each tenant's load alone (a fresh, warmed server
  * each, Rametr still watching) and prints a truth from them (see
  * compare_separate), against Rametr's figures.
@@ -55,8 +56,8 @@
 #include "tb_testutil.h"
 #include "tb_truth.h"
 #include "rm_hosts.h"
-#include "rm_phase.h"
 #include "rm_usage.h"
+#include "rm_phase.h"
 #include "banned.h"
 
 #define NCE 3
@@ -334,8 +335,8 @@ static void run_once(void)
 	}
 	snprintf(run.col_args, sizeof(run.col_args), "%s",
 		 getenv("RM_JVM_COLLECTOR_ARGS") ? getenv("RM_JVM_COLLECTOR_ARGS") : "");
-	rm_phase_start_rametr(AGG_BIN, COL_BIN, run.dir, "jvm.ini", run.db, run.col_args, &agg, &col, run.rametr_why,
-			      sizeof(run.rametr_why));
+	rm_phase_start_rametr(AGG_BIN, COL_BIN, run.dir, "jvm.ini", run.db, getenv("RM_JVM_AGG_ARGS"), run.col_args,
+			      &agg, &col, run.rametr_why, sizeof(run.rametr_why));
 	if (!run.rametr_why[0]) {
 		run_phase(&run.shared, (1u << NCE) - 1, "shared");
 		run.separate = getenv("RM_JVM_SEPARATE") && atoi(getenv("RM_JVM_SEPARATE")) > 0;
@@ -469,7 +470,8 @@ static double phase_ns(const struct phase *p, int all)
  */
 static void compare_separate(const struct tb_truth_row tr[NCE], const uint64_t got[NCE], uint64_t charged)
 {
-	double idle_rate, nalone[NCE], raw[NCE], truth[NCE], share[NCE], raw_sum, target;
+	double idle_rate, nalone[NCE], truth[NCE], target;
+	uint64_t req[NCE] = { tr[0].requests, tr[1].requests, tr[2].requests };
 	struct tb_truth_row ta[NCE];
 	char tag[32];
 	int k, all;
@@ -496,45 +498,26 @@ static void compare_separate(const struct tb_truth_row tr[NCE], const uint64_t g
 		nalone[k] = (double)ta[k].requests;
 	}
 	for (all = 1; all >= 0; all--) {
+		double cost[NCE], err[NCE], pp[NCE], add;
+
 		idle_rate = phase_ns(&run.base, all) / phase_s(&run.base);
-		raw_sum = 0;
-		fprintf(stderr, "the truth from separate runs over %s:\n", all ? "all of the JVM's CPU" :
-			"the JVM's own threads (the runtime's threads taken out)");
-		for (k = 0; k < NCE; k++) {
-			double net = phase_ns(&run.alone[k], all) - idle_rate * phase_s(&run.alone[k]);
-
-			raw[k] = net / nalone[k] * (double)tr[k].requests;
-			raw_sum += raw[k];
-			fprintf(stderr, "%s alone: %.1f us per request\n", ces[k], net / nalone[k] / 1e3);
-		}
+		for (k = 0; k < NCE; k++)
+			cost[k] = (phase_ns(&run.alone[k], all) - idle_rate * phase_s(&run.alone[k])) / nalone[k];
 		target = phase_ns(&run.shared, all) - idle_rate * phase_s(&run.shared);
-		CU_ASSERT_FATAL(target > 0 && raw_sum > 0);
-		fprintf(stderr, "shared run %.4f s less idle %.4f s; the alone costs times the shared requests %.4f s "
-			"(additivity %.3f)\n", phase_ns(&run.shared, all) / 1e9, target / 1e9, raw_sum / 1e9,
-			raw_sum / target);
-		fprintf(stderr, "%-4s %-7s %8s %11s %10s %8s %8s %8s %7s\n", "ce", "path", "requests", "sep_truth_s",
-			"rametr_s", "error_%", "truth_%", "rametr_%", "diff_pp");
-		for (k = 0; k < NCE; k++) {
-			double ts, rs;
-
-			truth[k] = raw[k] * target / raw_sum;
-			ts = 100.0 * truth[k] / target;
-			rs = charged ? 100.0 * (double)got[k] / (double)charged : 0.0;
-			fprintf(stderr, "%-4s %-7s %8" PRIu64 " %11.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[k], paths[k],
-				tr[k].requests, truth[k] / 1e9, (double)got[k] / 1e9,
-				((double)got[k] - truth[k]) * 100.0 / truth[k], ts, rs, rs - ts);
-			share[k] = ts;
-		}
-		fprintf(stderr, "charged to tenants %.1f%% of that CPU less idle\n", 100.0 * (double)charged / target);
+		add = rm_phase_sep_table(all ? "the truth from separate runs over all of the JVM's CPU" :
+					       "the truth from separate runs over the JVM's own threads (the runtime's "
+					       "threads taken out)", NCE, ces, paths, cost, req, target, got, charged,
+					 truth, err, pp);
+		CU_ASSERT_FATAL(add > 0);
 		if (all)
 			continue;
 		for (k = 0; k + 1 < NCE; k++)
-			CU_ASSERT(raw[k] / (double)tr[k].requests < raw[k + 1] / (double)tr[k + 1].requests);
+			CU_ASSERT(cost[k] < cost[k + 1]);
 		/* measured (testbed/RESULTS.md): additivity 1.09, Rametr's shares within 4.3 pp of this
 		 * truth (the dispatcher's per-request work stays V); the bounds are three times that */
-		CU_ASSERT(fabs(raw_sum / target - 1.0) <= 0.32);
+		CU_ASSERT(fabs(add - 1.0) <= 0.32);
 		for (k = 0; k < NCE; k++)
-			CU_ASSERT(fabs(100.0 * (double)got[k] / (double)charged - share[k]) <= 13.0);
+			CU_ASSERT(fabs(pp[k]) <= 13.0);
 	}
 }
 
