@@ -513,13 +513,15 @@ fi
 NG_PORT=8080 NG_BE_PORT=9180
 NG_SIZE=(2 8 16)   # KB per request, per CE
 NG_RATE=(30 30 10) # requests per second, per CE
-# On-CPU ns of every thread of every process of namespace rm-fe (the proxy's
-# processes; /proc/PID/schedstat alone is the process's main thread): "tid ns".
+# On-CPU ns and voluntary context switches of every thread of every process
+# of namespace rm-fe (the proxy's processes; /proc/PID/schedstat alone is the
+# process's main thread): "tid ns switches".
 ng_cpu() {
 	local p t ns
 	for p in $(ip netns pids rm-fe 2>/dev/null); do
 		for t in /proc/$p/task/*; do
-			{ read -r ns _ <"$t/schedstat"; } 2>/dev/null && echo "${t##*/} $ns"
+			{ read -r ns _ <"$t/schedstat"; } 2>/dev/null &&
+				echo "${t##*/} $ns $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status" 2>/dev/null)"
 		done
 	done
 }
