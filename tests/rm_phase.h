@@ -464,7 +464,7 @@ static inline int rm_phase_sep_report(const struct rm_sep *s, const char *dir, c
 		uint64_t got[RM_SEP_CES], req[RM_SEP_CES], u, charged = 0;
 		int64_t vv, margin = r ? 1000000000LL : 2000000000LL;
 		double rt;
-		char title[64];
+		char title[96]; /* "round N, " and a tag of up to 47 bytes */
 
 		rm_sep_tag(tag, sizeof(tag), NULL, r);
 		snprintf(csv, sizeof(csv), "truth-%s.csv", tag);
