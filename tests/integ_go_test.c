@@ -136,11 +136,8 @@ static void run_once(void)
 	rm_phase_start_rametr(AGG_BIN, COL_BIN, run.dir, "go.ini", run.db, getenv("RM_GO_AGG_ARGS"),
 			      getenv("RM_GO_COLLECTOR_ARGS"), &agg, &col, run.rametr_why, sizeof(run.rametr_why));
 	if (!run.rametr_why[0]) {
-		run_phase(&run.sep.shared[0], (1u << NCE) - 1, "shared");
-		run.rounds = getenv("RM_GO_SEPARATE") ? (size_t)atoi(getenv("RM_GO_SEPARATE")) : 0;
-		run.rounds = run.rounds > RM_SEP_ROUNDS ? RM_SEP_ROUNDS : run.rounds;
-		if (run.rounds && run.sep.shared[0].load_ok)
-			run.separate_ok = rm_phase_rounds(&run.sep, NCE, ces, run.rounds, run_phase);
+		run.rounds = rm_phase_shared_then_rounds(&run.sep, NCE, ces, "RM_GO_SEPARATE", &run.separate_ok,
+							 run_phase);
 		rm_phase_stop_rametr(agg, col, run.rametr_why, sizeof(run.rametr_why));
 	}
 	rm_hosts_cleanup();
@@ -224,7 +221,7 @@ static void compare_separate(void)
 static void test_rametr(void)
 {
 	struct tb_truth_row tr[NCE];
-	uint64_t got[NCE], total, charged = 0, tsum = 0;
+	uint64_t got[NCE], total, charged, tsum;
 	int64_t v;
 	int i, j;
 
@@ -232,30 +229,13 @@ static void test_rametr(void)
 	CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, "truth-shared.csv", ces, NCE, tr), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", run.sep.shared[0].since - 2000000000LL, run.sep.shared[0].until + 2000000000LL, ces, NCE,
 					   got, &total, &v), RM_OK);
-	for (i = 0; i < NCE; i++) {
-		charged += got[i];
-		tsum += tr[i].cpu_ns;
-	}
 	fprintf(stderr, "pool %s, collector options: '%s'; machine during the load: %llu busy + %llu steal jiffies\n",
 		getenv("RM_GO_POOL") ? getenv("RM_GO_POOL") : "0",
 		getenv("RM_GO_COLLECTOR_ARGS") ? getenv("RM_GO_COLLECTOR_ARGS") : "", run.sep.shared[0].busy, run.sep.shared[0].steal);
 	fprintf(stderr, "the load from Unix %.3f s to %.3f s (rametrctl --since/--until), database %s (kept with "
 		"RM_TEST_KEEP=1)\n", (double)run.sep.shared[0].since / 1e9, (double)run.sep.shared[0].until / 1e9, run.db);
-	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", "path", "requests", "truth_s", "rametr_s",
-		"error_%", "truth_%", "rametr_%", "diff_pp");
-	for (i = 0; i < NCE; i++) {
-		double err = tr[i].cpu_ns ? ((double)got[i] - (double)tr[i].cpu_ns) * 100.0 / (double)tr[i].cpu_ns : 100.0;
-		double ts = tsum ? 100.0 * (double)tr[i].cpu_ns / (double)tsum : 0.0;
-		double rs = charged ? 100.0 * (double)got[i] / (double)charged : 0.0;
-
-		fprintf(stderr, "%-4s %-7s %8" PRIu64 " %10.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[i], paths[i],
-			tr[i].requests, (double)tr[i].cpu_ns / 1e9, (double)got[i] / 1e9, err, ts, rs, rs - ts);
-	}
-	fprintf(stderr, "server CPU %.4f s (/proc); Rametr U %.4f s (%.1f%% of it), charged to tenants %.4f s "
-		"(%.1f%% of /proc, %.1f%% of U), V %.4f s\n", (double)run.sep.shared[0].server_ns / 1e9, (double)total / 1e9,
-		run.sep.shared[0].server_ns ? 100.0 * (double)total / (double)run.sep.shared[0].server_ns : 0.0, (double)charged / 1e9,
-		run.sep.shared[0].server_ns ? 100.0 * (double)charged / (double)run.sep.shared[0].server_ns : 0.0,
-		total ? 100.0 * (double)charged / (double)total : 0.0, (double)v / 1e9);
+	rm_phase_print_tenants(NCE, ces, paths, "path", "requests", tr, got, total, v,
+			       run.sep.shared[0].server_ns, &charged, &tsum);
 	/* what the handlers' spans leave out (parsing, scheduling, GC, the pool's hand-off) split
 	 * evenly per request: an estimate of each tenant's full CPU, printed beside the truth */
 	if (run.sep.shared[0].server_ns > tsum) {

@@ -548,7 +548,7 @@ static int64_t print_v(int64_t since, int64_t until)
 static void test_rametr(void)
 {
 	struct tb_truth_row tr[NCE];
-	uint64_t got[NCE], total, charged = 0, tsum = 0;
+	uint64_t got[NCE], total, charged, tsum;
 	int64_t v, since = run.shared.since - 1000000000LL, until = run.shared.until + 2000000000LL;
 	uint64_t serving = 0, nreq;
 	int64_t v_rt;
@@ -559,30 +559,13 @@ static void test_rametr(void)
 	need_run();
 	CU_ASSERT_EQUAL_FATAL(phase_truth(&run.shared, "shared", tr), RM_OK);
 	CU_ASSERT_EQUAL_FATAL(rm_usage_cpu(run.db, "be", since, until, ces, NCE, got, &total, &v), RM_OK);
-	for (i = 0; i < NCE; i++) {
-		charged += got[i];
-		tsum += tr[i].cpu_ns;
-	}
 	fprintf(stderr, "%s, collector options: '%s'; machine during the load: %llu busy + %llu steal jiffies\n",
 		handoff() ? "--handoff" : "the JDK's HttpServer",
 		getenv("RM_JVM_COLLECTOR_ARGS") ? getenv("RM_JVM_COLLECTOR_ARGS") : "", run.shared.busy, run.shared.steal);
 	fprintf(stderr, "the load from Unix %.3f s to %.3f s (rametrctl --since/--until), database %s (kept with "
 		"RM_TEST_KEEP=1)\n", (double)run.shared.since / 1e9, (double)run.shared.until / 1e9, run.db);
-	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", "path", "requests", "truth_s", "rametr_s",
-		"error_%", "truth_%", "rametr_%", "diff_pp");
-	for (i = 0; i < NCE; i++) {
-		double err = tr[i].cpu_ns ? ((double)got[i] - (double)tr[i].cpu_ns) * 100.0 / (double)tr[i].cpu_ns : 100.0;
-		double ts = tsum ? 100.0 * (double)tr[i].cpu_ns / (double)tsum : 0.0;
-		double rs = charged ? 100.0 * (double)got[i] / (double)charged : 0.0;
-
-		fprintf(stderr, "%-4s %-7s %8" PRIu64 " %10.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[i], paths[i],
-			tr[i].requests, (double)tr[i].cpu_ns / 1e9, (double)got[i] / 1e9, err, ts, rs, rs - ts);
-	}
-	fprintf(stderr, "server CPU %.4f s (/proc); Rametr U %.4f s (%.1f%% of it), charged to tenants %.4f s "
-		"(%.1f%% of /proc, %.1f%% of U), V %.4f s\n", (double)run.shared.server_ns / 1e9, (double)total / 1e9,
-		run.shared.server_ns ? 100.0 * (double)total / (double)run.shared.server_ns : 0.0, (double)charged / 1e9,
-		run.shared.server_ns ? 100.0 * (double)charged / (double)run.shared.server_ns : 0.0,
-		total ? 100.0 * (double)charged / (double)total : 0.0, (double)v / 1e9);
+	rm_phase_print_tenants(NCE, ces, paths, "path", "requests", tr, got, total, v,
+			       run.shared.server_ns, &charged, &tsum);
 	v_rt = print_v(since, until);
 	/* what the serving threads did outside the handlers' spans (the JDK server's reading and
 	 * parsing, the pool's queue) split evenly per request: each tenant's CPU on those threads */

@@ -156,6 +156,43 @@ static inline int rm_phase_truth(const char *dir, const char *name, const char *
 }
 
 /*
+ * Prints a shared phase's tenants, the truth tr against Rametr's got (ns),
+ * one line each: its kind of work (work[k], named work_hdr in the header),
+ * its requests (named count_hdr), both CPUs, Rametr's error and both
+ * shares; then the server's CPU (server_ns, /proc) against Rametr's U
+ * (total), what it charged to the tenants and V. Sets *charged and *tsum to
+ * the sums of got and of the truth's CPU.
+ */
+static inline void rm_phase_print_tenants(size_t n, const char *const ces[], const char *const work[],
+					  const char *work_hdr, const char *count_hdr, const struct tb_truth_row tr[],
+					  const uint64_t got[], uint64_t total, int64_t v, uint64_t server_ns,
+					  uint64_t *charged, uint64_t *tsum)
+{
+	size_t i;
+
+	*charged = *tsum = 0;
+	for (i = 0; i < n; i++) {
+		*charged += got[i];
+		*tsum += tr[i].cpu_ns;
+	}
+	fprintf(stderr, "%-4s %-7s %8s %10s %10s %8s %8s %8s %7s\n", "ce", work_hdr, count_hdr, "truth_s", "rametr_s",
+		"error_%", "truth_%", "rametr_%", "diff_pp");
+	for (i = 0; i < n; i++) {
+		double err = tr[i].cpu_ns ? ((double)got[i] - (double)tr[i].cpu_ns) * 100.0 / (double)tr[i].cpu_ns : 100.0;
+		double ts = *tsum ? 100.0 * (double)tr[i].cpu_ns / (double)*tsum : 0.0;
+		double rs = *charged ? 100.0 * (double)got[i] / (double)*charged : 0.0;
+
+		fprintf(stderr, "%-4s %-7s %8" PRIu64 " %10.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[i], work[i],
+			tr[i].requests, (double)tr[i].cpu_ns / 1e9, (double)got[i] / 1e9, err, ts, rs, rs - ts);
+	}
+	fprintf(stderr, "server CPU %.4f s (/proc); Rametr U %.4f s (%.1f%% of it), charged to tenants %.4f s "
+		"(%.1f%% of /proc, %.1f%% of U), V %.4f s\n", (double)server_ns / 1e9, (double)total / 1e9,
+		server_ns ? 100.0 * (double)total / (double)server_ns : 0.0, (double)*charged / 1e9,
+		server_ns ? 100.0 * (double)*charged / (double)server_ns : 0.0,
+		total ? 100.0 * (double)*charged / (double)total : 0.0, (double)v / 1e9);
+}
+
+/*
  * The phases after a shared run, for a truth from separate runs in one
  * round (integ_jvm; rm_phase_rounds for several): the server idle (slot 0,
  * tag "idle", no load), then each of the n tenants alone (slot k + 1, tag
@@ -252,6 +289,32 @@ static inline int rm_phase_rounds(struct rm_sep *s, size_t n, const char *const 
 		s->rounds = r + 1;
 	}
 	return 1;
+}
+
+/*
+ * A test's run between rm_phase_start_rametr and rm_phase_stop_rametr: the
+ * shared phase into s->shared[0] (run(p, mask, tag) as for
+ * rm_phase_rounds), then, if environment variable env is a number N > 0
+ * and every load of the shared phase succeeded, N rounds of separate runs
+ * (at most RM_SEP_ROUNDS: rm_phase_rounds). Returns the rounds asked for
+ * (0: none, also for a value that is no positive number); *ok is 1 if all
+ * of them were run, else 0.
+ */
+static inline size_t rm_phase_shared_then_rounds(struct rm_sep *s, size_t n, const char *const ces[],
+						 const char *env, int *ok,
+						 void (*run)(struct rm_phase *p, unsigned mask, const char *tag))
+{
+	const char *e = getenv(env);
+	int asked = e ? atoi(e) : 0;
+	size_t rounds = asked > 0 ? (size_t)asked : 0;
+
+	*ok = 0;
+	run(&s->shared[0], (1u << n) - 1, "shared");
+	if (rounds > RM_SEP_ROUNDS)
+		rounds = RM_SEP_ROUNDS;
+	if (rounds && s->shared[0].load_ok)
+		*ok = rm_phase_rounds(s, n, ces, rounds, run);
+	return rounds;
 }
 
 /* The median of v[0..n) (sorted in place); 0 for n 0. */
