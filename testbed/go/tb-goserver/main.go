@@ -38,11 +38,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"rametr.example/testbed/go/tbtruth"
@@ -157,29 +155,7 @@ func main() {
 	go func() { done <- srv.Serve(ln) }()
 	fmt.Printf("tb-goserver: listening on %s (GOMAXPROCS %d, pool %d)\n", ln.Addr(), runtime.GOMAXPROCS(0), *pool)
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	status := 0
-	for running := true; running; {
-		select {
-		case <-sig:
-			running = false
-		case err := <-done:
-			fmt.Fprintf(os.Stderr, "tb-goserver: serve failed: %v\n", err)
-			status, running = 1, false
-		case <-tick.C:
-			if err := t.Write(*truthPath); err != nil {
-				fmt.Fprintf(os.Stderr, "tb-goserver: %v\n", err)
-			}
-		}
-	}
-	srv.Close()
-	if err := t.Write(*truthPath); err != nil {
-		fmt.Fprintf(os.Stderr, "tb-goserver: %v\n", err)
-		status = 1
-	}
+	status := t.Serve("tb-goserver", done, func() { srv.Close() }, *truthPath)
 	fmt.Printf("tb-goserver: stopped, %d bad requests\n", bad.Load())
 	os.Exit(status)
 }

@@ -38,11 +38,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"runtime"
 	"sync/atomic"
-	"syscall"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -121,29 +118,7 @@ func main() {
 	go func() { done <- gs.Serve(ln) }()
 	fmt.Printf("tb-grpcserver: listening on %s (GOMAXPROCS %d, grpc-go %s)\n", ln.Addr(), runtime.GOMAXPROCS(0), grpc.Version)
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	status := 0
-	for running := true; running; {
-		select {
-		case <-sig:
-			running = false
-		case err := <-done:
-			fmt.Fprintf(os.Stderr, "tb-grpcserver: serve failed: %v\n", err)
-			status, running = 1, false
-		case <-tick.C:
-			if err := s.t.Write(*truthPath); err != nil {
-				fmt.Fprintf(os.Stderr, "tb-grpcserver: %v\n", err)
-			}
-		}
-	}
-	gs.Stop()
-	if err := s.t.Write(*truthPath); err != nil {
-		fmt.Fprintf(os.Stderr, "tb-grpcserver: %v\n", err)
-		status = 1
-	}
+	status := s.t.Serve("tb-grpcserver", done, gs.Stop, *truthPath)
 	fmt.Printf("tb-grpcserver: stopped, %d bad requests\n", s.bad.Load())
 	os.Exit(status)
 }

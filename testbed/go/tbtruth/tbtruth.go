@@ -2,17 +2,20 @@
 // tb-grpcserver) share to keep their own ground truth: the per-CE table in
 // tb-server's CSV format (testbed/tb_truth.h:
 // ce,requests,cpu_ns,rx_bytes,tx_bytes), the calling thread's CPU clock, the
-// burn loop whose rounds make a request's CPU, and the CE name check.
+// burn loop whose rounds make a request's CPU, the CE name check, and the
+// servers' main loop that writes the table until they are stopped.
 package tbtruth
 
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -81,6 +84,38 @@ func (t *Table) Write(path string) error {
 		return fmt.Errorf("failed to rename '%s': %w", tmp, err)
 	}
 	return nil
+}
+
+// Serve is a server's main loop: it writes t to path every second until
+// SIGTERM or SIGINT, or until the server's Serve returns an error on done;
+// then it calls stop (the server's stop) and writes t a last time. Messages
+// go to stderr, prefixed with name. Returns the exit status: 0, or 1 if the
+// server failed or the last write did.
+func (t *Table) Serve(name string, done <-chan error, stop func(), path string) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	status := 0
+	for running := true; running; {
+		select {
+		case <-sig:
+			running = false
+		case err := <-done:
+			fmt.Fprintf(os.Stderr, "%s: serve failed: %v\n", name, err)
+			status, running = 1, false
+		case <-tick.C:
+			if err := t.Write(path); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			}
+		}
+	}
+	stop()
+	if err := t.Write(path); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		status = 1
+	}
+	return status
 }
 
 // ThreadCPU is the calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID,
