@@ -48,6 +48,7 @@ struct agg_account {
 	void *obs_arg;
 	int rt_off;            /* the runtime rule is off (agg_account_set_runtime) */
 	unsigned rt_req_pm;    /* its weight: per mille by requests, the rest by CPU */
+	unsigned rt_go_req_pm; /* the same for Go programs' CPU */
 	struct agg_rt_win rt[AGG_RT_WINS]; /* the CEs of recent (node, window)s */
 	uint64_t rt_charged, rt_left; /* of the open transaction: CPU the rule charged, left in V 'runtime' */
 };
@@ -66,6 +67,7 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store)
 		return RM_ENOMEM;
 	a->st = *store;
 	a->rt_req_pm = AGG_RT_REQ_PM_DEFAULT;
+	a->rt_go_req_pm = AGG_RT_GO_REQ_PM_DEFAULT;
 	*out = a;
 	return RM_OK;
 }
@@ -94,12 +96,13 @@ void agg_account_close(struct agg_account *a)
 	free(a);
 }
 
-int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille)
+int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille, unsigned go_permille)
 {
-	if (req_permille > 1000)
+	if (req_permille > 1000 || go_permille > 1000)
 		return RM_EINVAL;
 	a->rt_off = !on;
 	a->rt_req_pm = req_permille;
+	a->rt_go_req_pm = go_permille;
 	return RM_OK;
 }
 
@@ -404,21 +407,22 @@ static size_t agg_rt_gather(struct agg_account *a, uint64_t win, struct agg_rt_w
 
 /*
  * The runtime rule: charges rt ns of the batch's node's CPU in window win
- * to the CEs ws[0..n), each by its weight - rt_req_pm per mille by its
- * share of the requests, the rest by its share of the CPU charged (all by
- * one of them when the other sums to 0) - into this transaction's sums.
- * Exact: the amounts sum to rt (the rounding's remainder goes to the CE
- * of the largest weight). *charged = rt, or 0 if no CE has a weight.
+ * to the CEs ws[0..n), each by its weight - req_pm per mille by its share
+ * of the requests, the rest by its share of the CPU charged (all by one of
+ * them when the other sums to 0) - into this transaction's sums. Exact:
+ * the amounts sum to rt (the rounding's remainder goes to the CE of the
+ * largest weight). Adds rt to *charged, or nothing if no CE has a weight.
  */
-static int agg_rt_charge(struct agg_account *a, uint64_t win, uint64_t rt, const struct agg_rt_w *ws, size_t n,
-			 uint64_t *charged)
+static int agg_rt_charge(struct agg_account *a, uint64_t win, uint64_t rt, unsigned req_pm, const struct agg_rt_w *ws,
+			 size_t n, uint64_t *charged)
 {
-	double wt[AGG_RT_CES], wsum = 0, cpu = 0, req = 0, fr = a->rt_req_pm / 1000.0;
+	double wt[AGG_RT_CES], wsum = 0, cpu = 0, req = 0, fr = req_pm / 1000.0;
 	uint64_t amt[AGG_RT_CES], given = 0;
 	size_t i, big = 0;
 	int rv;
 
-	*charged = 0;
+	if (!rt)
+		return RM_OK;
 	for (i = 0; i < n; i++) {
 		cpu += (double)ws[i].cpu;
 		req += (double)ws[i].req;
@@ -456,7 +460,7 @@ static int agg_rt_charge(struct agg_account *a, uint64_t win, uint64_t rt, const
 			return rv;
 		e->v[ST_R_CPU] += amt[i];
 	}
-	*charged = rt;
+	*charged += rt;
 	return RM_OK;
 }
 
@@ -464,7 +468,8 @@ static int agg_rt_charge(struct agg_account *a, uint64_t win, uint64_t rt, const
  * The runtime rule over the batch's window totals: into rt_of[i] the CPU of
  * w[i] that threads of a managed runtime used outside segments, into
  * charged[i] what of it went to the CEs of that window (else of the window
- * before it); the rest stays V 'runtime'.
+ * before it), Go programs' and other runtimes' each by their own weight;
+ * the rest stays V 'runtime'.
  */
 static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t nw, uint64_t *rt_of,
 			uint64_t *charged)
@@ -474,14 +479,18 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 	int rv;
 
 	for (i = 0; i < nw; i++) {
+		uint64_t go;
+
 		rt_of[i] = w[i].unseg_rt_ns < w[i].unseg_cpu_ns ? w[i].unseg_rt_ns : w[i].unseg_cpu_ns;
+		go = w[i].unseg_go_ns < rt_of[i] ? w[i].unseg_go_ns : rt_of[i];
 		charged[i] = 0;
 		if (!rt_of[i] || w[i].restart)
 			continue;
 		if (!a->rt_off) {
 			if ((n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
 				n = agg_rt_gather(a, w[i].win - 1, ws);
-			if ((rv = agg_rt_charge(a, w[i].win, rt_of[i], ws, n, &charged[i])) != 0)
+			if ((rv = agg_rt_charge(a, w[i].win, go, a->rt_go_req_pm, ws, n, &charged[i])) != 0 ||
+			    (rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws, n, &charged[i])) != 0)
 				return rv;
 		}
 		a->rt_charged += charged[i];

@@ -58,14 +58,18 @@
 /*
  * The runtime rule. The collector reports, per window, the part of its
  * unsegmented CPU that threads of a process running a managed runtime (a Go
- * program) used (rm_totals.unseg_rt_ns): the runtime's own work (scheduler,
- * sysmon, garbage collector) and the program's between requests, which
+ * program, a JVM) used (rm_totals.unseg_rt_ns, of which Go programs'
+ * unseg_go_ns): the runtime's own work (scheduler, sysmon, garbage
+ * collector, JIT, a dispatcher) and the program's between requests, which
  * follow the requests it serves. Unless switched off, the accountant
  * charges that CPU of a window of a node to the CEs the node's runtime
  * threads served in that window (else in the window before), by weights:
- * AGG_RT_REQ_PM_DEFAULT per mille by each CE's share of the requests they
- * answered, the rest by its share of the CPU they were charged for it
- * (agg_account_add_req); the amounts sum to it exactly. (Per node: two
+ * per mille by each CE's share of the requests they answered, the rest by
+ * its share of the CPU they were charged for it (agg_account_add_req) -
+ * Go programs' CPU AGG_RT_GO_REQ_PM_DEFAULT per mille by requests, other
+ * runtimes' AGG_RT_REQ_PM_DEFAULT (measured: Go's runtime work follows the
+ * CPU the requests take more than their count, a JVM's the count; docs/go.md);
+ * the amounts sum to it exactly. (Per node: two
  * runtimes on one node share their CEs; other servers' CEs get none.) What finds
  * no CE stays V 'runtime' (so does all of it when the rule is off). The
  * CEs of a window are those this accountant saw charged in it: in this
@@ -73,6 +77,7 @@
  * CEs each, since the aggregator started; a CE past those has no weight).
  */
 #define AGG_RT_REQ_PM_DEFAULT 700
+#define AGG_RT_GO_REQ_PM_DEFAULT 300
 #define AGG_RT_WINS 64
 #define AGG_RT_CES 64
 
@@ -97,9 +102,10 @@ struct agg_account;
    RM_EINVAL (a store function missing), RM_ENOMEM. */
 int agg_account_open(struct agg_account **out, const struct agg_store *store);
 
-/* The runtime rule (above): on (the default) or off, and its weight by
- * requests in per mille (0..1000; the rest by CPU). RM_OK, RM_EINVAL. */
-int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille);
+/* The runtime rule (above): on (the default) or off, and its weights by
+ * requests in per mille (0..1000; the rest by CPU): go_permille for Go
+ * programs' CPU, req_permille for other runtimes'. RM_OK, RM_EINVAL. */
+int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille, unsigned go_permille);
 void agg_account_close(struct agg_account *a);
 
 /*

@@ -494,6 +494,7 @@ struct rtfx {
 	struct agg_store store;
 	struct agg_account *a;
 	uint64_t seq;
+	uint64_t go; /* the windows' totals' unseg_go_ns (rt_batch) */
 };
 
 static void rt_open(struct rtfx *f)
@@ -520,7 +521,7 @@ static void rt_batch(struct rtfx *f, const char *node, uint64_t win, uint64_t c1
 {
 	struct agg_batch_meta m = { node, "test", 7, ++f->seq, WIN_NS };
 	struct agg_charge ch[2] = { { .win = win, .ce = "c1", .v = { c1 } }, { .win = win, .ce = "c2", .v = { c2 } } };
-	struct rm_totals w = { .win = win, .busy_ns = busy, .unseg_cpu_ns = unseg, .unseg_rt_ns = rt };
+	struct rm_totals w = { .win = win, .busy_ns = busy, .unseg_cpu_ns = unseg, .unseg_rt_ns = rt, .unseg_go_ns = f->go };
 	int dup = 0;
 
 	if (!strcmp(node, "n2"))
@@ -558,12 +559,42 @@ static void test_runtime_rule(void)
 	rt_batch(&f, "n1", WIN + 1, 0, 10, 4000, 0, 5000, 1000, 1000);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000 + 250 + 4000 + 1000 - AGG_RT_REQ_PM_DEFAULT);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 500), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 500, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n1", WIN + 2, 0, 10, 4000, 0, 5000, 1000, 1000);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT + 500);
 	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
 	agg_account_get_stats(f.a, &st);
 	CU_ASSERT_EQUAL(st.runtime_charged_ns, 3001);
+	CU_ASSERT_EQUAL(st.runtime_left_ns, 0);
+	rt_close(&f);
+}
+
+static void test_runtime_go_weight(void)
+{
+	struct agg_account_stats st;
+	struct rtfx f;
+
+	rt_open(&f);
+	/* c1 all the requests, c2 all the CPU; 1000 ns of a Go program's, 1000 of a JVM's: each by its own weight */
+	f.go = 1000;
+	rt_batch(&f, "n1", WIN, 0, 10, 4000, 0, 6000, 2000, 2000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), AGG_RT_GO_REQ_PM_DEFAULT + AGG_RT_REQ_PM_DEFAULT);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU),
+			4000 + 2000 - AGG_RT_GO_REQ_PM_DEFAULT - AGG_RT_REQ_PM_DEFAULT);
+	/* the weights set: Go's all by requests, the other all by CPU */
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 0, 1000), RM_OK);
+	rt_batch(&f, "n1", WIN + 1, 0, 10, 4000, 0, 6000, 2000, 2000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU),
+			AGG_RT_GO_REQ_PM_DEFAULT + AGG_RT_REQ_PM_DEFAULT + 1000);
+	/* a Go share above the runtime's is cut to it: all of it Go's */
+	f.go = 5000;
+	rt_batch(&f, "n1", WIN + 2, 0, 10, 4000, 0, 5000, 1000, 1000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU),
+			AGG_RT_GO_REQ_PM_DEFAULT + AGG_RT_REQ_PM_DEFAULT + 2000);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	agg_account_get_stats(f.a, &st);
+	CU_ASSERT_EQUAL(st.runtime_charged_ns, 5000);
 	CU_ASSERT_EQUAL(st.runtime_left_ns, 0);
 	rt_close(&f);
 }
@@ -640,8 +671,9 @@ static void test_runtime_off(void)
 	struct rtfx f;
 
 	rt_open(&f);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 1001), RM_EINVAL);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 0, AGG_RT_REQ_PM_DEFAULT), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 1001, 0), RM_EINVAL);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 0, 1001), RM_EINVAL);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 0, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n1", WIN, 3000, 3, 1000, 1, 5201, 1201, 1001);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000);
@@ -651,7 +683,7 @@ static void test_runtime_off(void)
 	CU_ASSERT_EQUAL(st.runtime_charged_ns, 0);
 	CU_ASSERT_EQUAL(st.runtime_left_ns, 1001);
 	/* a node without a runtime: nothing moves whether the rule is on or off */
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, AGG_RT_REQ_PM_DEFAULT), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n2", WIN, 3000, 3, 1000, 1, 5200, 1200, 0);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n2", "c1", ST_R_CPU), 3000);
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n2", AGG_REASON_UNSEGMENTED, ST_R_CPU), 1200);
@@ -671,6 +703,7 @@ static CU_TestInfo cases[] = {
 	{ "dropped parts are charged to V as 'dropped', never more than was lost", test_dropped },
 	{ "an observer hears what each commit wrote", test_observer },
 	{ "the runtime rule charges a runtime's CPU by requests and CPU, exactly", test_runtime_rule },
+	{ "a Go program's runtime CPU by its own weight, a JVM's by the other", test_runtime_go_weight },
 	{ "the runtime rule charges nothing where no CE was served", test_runtime_no_ce },
 	{ "the runtime rule weighs a window's CEs across batches, per node", test_runtime_across_batches },
 	{ "the runtime rule charges only the CEs the runtime's threads served", test_runtime_other_server },

@@ -237,13 +237,16 @@ static void agg_usage(FILE *f)
 		"  --no-charge-runtime\n"
 		"                  leave a managed runtime's CPU outside requests (a Go program's\n"
 		"                  scheduler, sysmon, GC; a JVM's JIT, GC, dispatcher) in V\n"
-		"                  'runtime' instead of charging it to\n"
-		"                  the tenants its server served in the window (70%% by their\n"
-		"                  requests, 30%% by their CPU; docs/go.md); charge_runtime = no\n"
+		"                  'runtime' instead of charging it to the tenants its server\n"
+		"                  served in the window (by their requests and their CPU;\n"
+		"                  docs/go.md); charge_runtime = no\n"
 		"  --runtime-by-requests PCT\n"
-		"                  the runtime rule's weight by requests, 0-100 percent (default\n"
-		"                  70; the rest by CPU; 0: in proportion to the CPU charged);\n"
-		"                  runtime_by_requests = PCT\n"
+		"                  the runtime rule's weight by requests for a JVM or another\n"
+		"                  runtime, 0-100 percent (default 70; the rest by CPU; 0: in\n"
+		"                  proportion to the CPU charged); runtime_by_requests = PCT\n"
+		"  --go-runtime-by-requests PCT\n"
+		"                  the same for Go programs (default 30);\n"
+		"                  go_runtime_by_requests = PCT\n"
 		"  --tls-cert FILE PEM file with this aggregator's certificate and key\n"
 		"                  (tls+tcp:// listeners; made by scripts/cert.sh)\n"
 		"  --tls-ca FILE   PEM file of the cluster CA: collectors must present a\n"
@@ -277,7 +280,7 @@ enum agg_setting_id {
 	AGG_S_CONFIG, AGG_S_DB, AGG_S_LISTEN, AGG_S_KEEP_PENDING, AGG_S_METRICS_LISTEN, AGG_S_LOG_LEVEL,
 	AGG_S_VERBOSE, AGG_S_CHECK, AGG_S_HELP, AGG_S_VERSION, AGG_S_TLS_CERT, AGG_S_TLS_CA, AGG_S_SECRET,
 	AGG_S_WINDOW_TOLERANCE, AGG_S_MAX_CONNS, AGG_S_IDLE_TIMEOUT, AGG_S_MEM_BOUND, AGG_S_CHARGE_RUNTIME,
-	AGG_S_NO_CHARGE_RUNTIME, AGG_S_RUNTIME_BY_REQUESTS, AGG_S_COUNT
+	AGG_S_NO_CHARGE_RUNTIME, AGG_S_RUNTIME_BY_REQUESTS, AGG_S_GO_RUNTIME_BY_REQUESTS, AGG_S_COUNT
 };
 
 static const struct rm_setting agg_settings[AGG_S_COUNT] = {
@@ -301,6 +304,7 @@ static const struct rm_setting agg_settings[AGG_S_COUNT] = {
 	[AGG_S_CHARGE_RUNTIME] = { "charge-runtime", 0, 0, 1, 0 },
 	[AGG_S_NO_CHARGE_RUNTIME] = { "no-charge-runtime", 0, 0, 1, 0 },
 	[AGG_S_RUNTIME_BY_REQUESTS] = { "runtime-by-requests", 1, 0, 1, 0 },
+	[AGG_S_GO_RUNTIME_BY_REQUESTS] = { "go-runtime-by-requests", 1, 0, 1, 0 },
 };
 
 struct agg_opts {
@@ -310,6 +314,7 @@ struct agg_opts {
 	int keep_pending, check;
 	int no_charge_runtime;  /* the accountant's runtime rule off */
 	uint64_t rt_req_pct;    /* its weight by requests, percent (the rest by CPU) */
+	uint64_t rt_go_req_pct; /* the same for Go programs */
 	enum rm_log_level level;
 	/* transport security and bounds; 0 / NULL: the server's default */
 	const char *tls_cert, *tls_ca, *secret_file;
@@ -356,6 +361,8 @@ static int agg_set(void *arg, const struct rm_setval *v)
 	case AGG_S_NO_CHARGE_RUNTIME: o->no_charge_runtime = yes; break;
 	case AGG_S_RUNTIME_BY_REQUESTS:
 		return agg_set_number(v, 0, 100, &o->rt_req_pct);
+	case AGG_S_GO_RUNTIME_BY_REQUESTS:
+		return agg_set_number(v, 0, 100, &o->rt_go_req_pct);
 	case AGG_S_VERBOSE: o->level = yes ? RM_LOG_DEBUG : RM_LOG_INFO; break;
 	case AGG_S_CHECK: o->check = yes; break;
 	case AGG_S_TLS_CERT: o->tls_cert = v->value; break;
@@ -561,7 +568,8 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct agg_opts o = { .config = AGG_DEFAULT_CONFIG, .rt_req_pct = AGG_RT_REQ_PM_DEFAULT / 10 };
+	struct agg_opts o = { .config = AGG_DEFAULT_CONFIG, .rt_req_pct = AGG_RT_REQ_PM_DEFAULT / 10,
+			   .rt_go_req_pct = AGG_RT_GO_REQ_PM_DEFAULT / 10 };
 	struct rm_setvals cmd = { 0 }, files = { 0 };
 	const char *db_path, **listen;
 	struct agg_config *cfg = NULL;
@@ -635,7 +643,8 @@ int main(int argc, char **argv)
 		agg_store_st(&store, db);
 		rv = agg_account_open(&acct, &store);
 		if (rv == RM_OK)
-			rv = agg_account_set_runtime(acct, !o.no_charge_runtime, (unsigned)o.rt_req_pct * 10);
+			rv = agg_account_set_runtime(acct, !o.no_charge_runtime, (unsigned)o.rt_req_pct * 10,
+						     (unsigned)o.rt_go_req_pct * 10);
 	}
 	/* usage settles into the metrics once quiet for the horizon (held parts are charged by then) */
 	if (rv == RM_OK && o.metrics_listen &&

@@ -300,7 +300,14 @@ static void test_files_and_flags(void)
 	rv = pclose(p);
 	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) != 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "invalid runtime_by_requests '101' (a whole number from 0 to 100)"));
-	rm_test_write_file(drop, "[aggregator]\nruntime_by_requests = 0\n");
+	rm_test_write_file(drop, "[aggregator]\ngo_runtime_by_requests = 200\n");
+	p = popen(cmd, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	out[fread(out, 1, sizeof(out) - 1, p)] = '\0';
+	rv = pclose(p);
+	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) != 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "invalid go_runtime_by_requests '200' (a whole number from 0 to 100)"));
+	rm_test_write_file(drop, "[aggregator]\nruntime_by_requests = 0\ngo_runtime_by_requests = 100\n");
 	p = popen(cmd, "r");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
 	out[fread(out, 1, sizeof(out) - 1, p)] = '\0';

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -69,7 +70,7 @@ static int t_window(void *arg, const struct rm_totals *w)
 	ADD(busy_ns) ADD(unseg_cpu_ns) ADD(rx_bytes) ADD(tx_bytes) ADD(disk_read) ADD(disk_write)
 	ADD(unseg_rx) ADD(unseg_tx) ADD(unseg_disk_read) ADD(unseg_disk_write) ADD(lost_ns)
 	ADD(dropped_parts) ADD(dropped_cpu_ns) ADD(dropped_rx) ADD(dropped_tx) ADD(dropped_disk_read)
-	ADD(dropped_disk_write)
+	ADD(dropped_disk_write) ADD(unseg_rt_ns) ADD(unseg_go_ns)
 #undef ADD
 	wins[i].capacity_ns += w->capacity_ns;
 	return RM_OK;
@@ -351,6 +352,9 @@ static void check_identity(void)
 		const struct rm_totals *t = &wins[j];
 
 		CU_ASSERT_EQUAL(t->busy_ns, sum_cpu[j] + t->unseg_cpu_ns + t->lost_ns);
+		/* a runtime's unsegmented CPU is a subset of it, a Go program's of that */
+		CU_ASSERT(t->unseg_rt_ns <= t->unseg_cpu_ns);
+		CU_ASSERT(t->unseg_go_ns <= t->unseg_rt_ns);
 		CU_ASSERT_EQUAL(t->rx_bytes, sum_rx[j] + t->unseg_rx);
 		CU_ASSERT_EQUAL(t->tx_bytes, sum_tx[j] + t->unseg_tx);
 		/* with the counters, CPU claimed over an interval that crosses a
@@ -2447,6 +2451,87 @@ static void test_udp(void)
 	check_identity();
 }
 
+#if defined(TB_GOSERVER_BIN) && defined(TB_GOLOAD_BIN)
+/* Runs path with args (NULL-terminated) in a child; its pid, or -1. */
+static pid_t spawn(const char *path, char *const args[])
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		execv(path, args);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Can a TCP connection to 127.0.0.1:port be made? */
+static int can_connect(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A Go server (the testbed's, recognised from its binary) and its load, also a Go program: their threads'
+ * CPU outside requests is counted as a runtime's and as a Go program's, within the unsegmented CPU */
+static void test_go_runtime(void)
+{
+	char port[16], addr[32], truth[400];
+	char *srv_args[] = { TB_GOSERVER_BIN, "--listen", addr, "--procs", "2", "--truth", truth, NULL };
+	char *load_args[] = { TB_GOLOAD_BIN, "--server", addr, "--ce", "c1", "--path", "/light", "--rate", "200",
+			      "--duration", "1.5", "--conns", "2", NULL };
+	uint64_t rt = 0, go = 0;
+	struct col_bpf *b = NULL;
+	pid_t srv, load;
+	int status = -1, i, rv;
+	size_t j;
+
+	snprintf(port, sizeof(port), "%d", 17300 + (int)(getpid() % 1000));
+	snprintf(addr, sizeof(addr), "127.0.0.1:%s", port);
+	snprintf(truth, sizeof(truth), "%s/go-truth.csv", rm_test_tmpdir());
+	nparts = 0;
+	nwins = 0;
+	CU_ASSERT_FATAL((srv = spawn(TB_GOSERVER_BIN, srv_args)) > 0);
+	for (i = 0; i < 100 && !can_connect(atoi(port)); i++)
+		usleep(20000);
+	if (i == 100) {
+		kill(srv, SIGKILL);
+		waitpid(srv, NULL, 0);
+		CU_FAIL_FATAL("tb-goserver did not start listening");
+	}
+	/* opened after the server started: the loader recognises it at once */
+	if ((rv = open_or_skip(&b)) != RM_OK) {
+		kill(srv, SIGKILL);
+		waitpid(srv, NULL, 0);
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	}
+	CU_ASSERT_FATAL((load = spawn(TB_GOLOAD_BIN, load_args)) > 0);
+	while (waitpid(load, &status, WNOHANG) == 0)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* a window's end after the load: the sweep counts the threads' CPU since their last edge */
+	for (i = 0; i < 12; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	kill(srv, SIGTERM);
+	waitpid(srv, NULL, 0);
+	drain_close(b);
+	for (j = 0; j < nwins; j++) {
+		rt += wins[j].unseg_rt_ns;
+		go += wins[j].unseg_go_ns;
+	}
+	fprintf(stderr, "runtime CPU outside requests: %llu ns, of it Go programs' %llu ns\n", (unsigned long long)rt,
+		(unsigned long long)go);
+	CU_ASSERT(go > 0);
+	CU_ASSERT(go <= rt);
+	check_identity();
+}
+#endif
+
 static CU_TestInfo cases[] = {
 	{ "client/server exchange gives the expected segment", test_exchange },
 	{ "every window balances: busy = parts + unsegmented + lost", test_identity },
@@ -2471,6 +2556,9 @@ static CU_TestInfo cases[] = {
 	{ "a request's tail: its CPU after the reply until the first wait, not after", test_tail },
 	{ "a UDP server's segments name each datagram's sender, recvfrom/recvmsg, sendto/sendmsg", test_udp },
 	{ "each segment's CPU is the thread's own CPU clock between its recv and send", test_cpu_precision },
+#if defined(TB_GOSERVER_BIN) && defined(TB_GOLOAD_BIN)
+	{ "a Go program's CPU outside requests is counted as a runtime's and as Go's", test_go_runtime },
+#endif
 	CU_TEST_INFO_NULL,
 };
 

@@ -16,6 +16,7 @@
 #include "col_gort.h"
 #include "col_jvm.h"
 #include "col_rtscan.h"
+#include "rametr.h"
 #include "rm_err.h"
 #include "banned.h"
 
@@ -24,14 +25,20 @@
 struct col_rtscan_exe {
 	dev_t dev;
 	ino_t ino;
-	int used, is_rt;
+	int used;
+	uint32_t kind; /* RM_RT_* */
+};
+
+/* A process in the map, and its runtime's kind (the map's value). */
+struct col_rtscan_pid {
+	uint32_t pid, kind;
 };
 
 struct col_rtscan {
 	char root[256];
 	int map_fd;
 	uint32_t netns_ino;
-	uint32_t *pids;  /* in the map, sorted */
+	struct col_rtscan_pid *pids; /* in the map, sorted by pid */
 	size_t npids;
 	struct col_rtscan_exe exe[COL_RTSCAN_EXES];
 	size_t exe_next; /* the slot the next verdict replaces */
@@ -62,8 +69,8 @@ void col_rtscan_close(struct col_rtscan *s)
 	free(s);
 }
 
-/* Is the executable at path (whose file is st) a managed runtime? Judged once per (device, inode). */
-static int col_rtscan_judge(struct col_rtscan *s, const char *path, const struct stat *st)
+/* The managed runtime the executable at path (whose file is st) runs: RM_RT_*. Judged once per (device, inode). */
+static uint32_t col_rtscan_judge(struct col_rtscan *s, const char *path, const struct stat *st)
 {
 	struct col_rtscan_exe *x;
 	const char *kind = NULL;
@@ -71,25 +78,28 @@ static int col_rtscan_judge(struct col_rtscan *s, const char *path, const struct
 
 	for (i = 0; i < COL_RTSCAN_EXES; i++)
 		if (s->exe[i].used && s->exe[i].dev == st->st_dev && s->exe[i].ino == st->st_ino)
-			return s->exe[i].is_rt;
+			return s->exe[i].kind;
 	x = &s->exe[s->exe_next];
 	s->exe_next = (s->exe_next + 1) % COL_RTSCAN_EXES;
 	x->used = 1;
 	x->dev = st->st_dev;
 	x->ino = st->st_ino;
-	if (col_gort_is_go(path) == RM_OK)
+	x->kind = RM_RT_NONE;
+	if (col_gort_is_go(path) == RM_OK) {
 		kind = "a Go program";
-	else if (col_jvm_is_jvm(path) == RM_OK)
+		x->kind = RM_RT_GO;
+	} else if (col_jvm_is_jvm(path) == RM_OK) {
 		kind = "a Java virtual machine";
-	x->is_rt = kind != NULL;
+		x->kind = RM_RT_JVM;
+	}
 	if (kind)
 		rm_log_info("recognised %s (%s): its threads' CPU outside requests is reported as the runtime's", kind,
 			    path);
-	return x->is_rt;
+	return x->kind;
 }
 
-/* Is process pid one to keep in the map? */
-static int col_rtscan_is_rt(struct col_rtscan *s, const char *pid)
+/* The managed runtime process pid runs (RM_RT_*), RM_RT_NONE if it is not one to keep in the map. */
+static uint32_t col_rtscan_kind(struct col_rtscan *s, const char *pid)
 {
 	char path[320];
 	struct stat st;
@@ -107,16 +117,29 @@ static int col_rtscan_is_rt(struct col_rtscan *s, const char *pid)
 
 static int col_rtscan_cmp(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint32_t x = ((const struct col_rtscan_pid *)a)->pid, y = ((const struct col_rtscan_pid *)b)->pid;
 
 	return x < y ? -1 : x > y;
 }
 
+/* Puts p in the map (pid -> its kind). 0, or -1 if the map refused it (logged once). */
+static int col_rtscan_put(struct col_rtscan *s, const struct col_rtscan_pid *p)
+{
+	if (bpf_map_update_elem(s->map_fd, &p->pid, &p->kind, BPF_ANY) == 0)
+		return 0;
+	if (!s->full_logged)
+		rm_log_warn("failed to add process %u to the runtimes map: %s; its CPU outside requests stays "
+			    "'unsegmented'", p->pid, strerror(errno));
+	s->full_logged = 1;
+	return -1;
+}
+
 int col_rtscan_run(struct col_rtscan *s, uint32_t *n)
 {
-	uint32_t *now = NULL, one = 1;
+	struct col_rtscan_pid *now = NULL;
 	size_t nnow = 0, cap = 0, i, j;
 	struct dirent *d;
+	uint32_t kind;
 	DIR *dir;
 
 	if (!(dir = opendir(s->root))) {
@@ -127,11 +150,11 @@ int col_rtscan_run(struct col_rtscan *s, uint32_t *n)
 		char *end;
 		unsigned long pid = strtoul(d->d_name, &end, 10);
 
-		if (*end || !pid || pid > UINT32_MAX || !col_rtscan_is_rt(s, d->d_name))
+		if (*end || !pid || pid > UINT32_MAX || !(kind = col_rtscan_kind(s, d->d_name)))
 			continue;
 		if (nnow == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
-			uint32_t *p = realloc(now, ncap * sizeof(*p));
+			struct col_rtscan_pid *p = realloc(now, ncap * sizeof(*p));
 
 			if (!p) {
 				closedir(dir);
@@ -141,26 +164,31 @@ int col_rtscan_run(struct col_rtscan *s, uint32_t *n)
 			now = p;
 			cap = ncap;
 		}
-		now[nnow++] = (uint32_t)pid;
+		now[nnow].pid = (uint32_t)pid;
+		now[nnow++].kind = kind;
 	}
 	closedir(dir);
 	if (nnow)
 		qsort(now, nnow, sizeof(*now), col_rtscan_cmp);
-	/* the two sorted lists: remove what left, add what came */
+	/* the two sorted lists: remove what left, add what came, rewrite a process that exec'd another runtime */
 	for (i = j = 0; i < s->npids || j < nnow;) {
-		if (j == nnow || (i < s->npids && s->pids[i] < now[j])) {
-			bpf_map_delete_elem(s->map_fd, &s->pids[i]);
+		if (j == nnow || (i < s->npids && s->pids[i].pid < now[j].pid)) {
+			bpf_map_delete_elem(s->map_fd, &s->pids[i].pid);
 			i++;
-		} else if (i == s->npids || now[j] < s->pids[i]) {
-			if (bpf_map_update_elem(s->map_fd, &now[j], &one, BPF_ANY) != 0) {
-				if (!s->full_logged)
-					rm_log_warn("failed to add process %u to the runtimes map: %s; its CPU outside "
-						    "requests stays 'unsegmented'", now[j], strerror(errno));
-				s->full_logged = 1;
+		} else if (i == s->npids || now[j].pid < s->pids[i].pid ||
+			   now[j].kind != s->pids[i].kind) {
+			int same = i < s->npids && now[j].pid == s->pids[i].pid;
+
+			if (col_rtscan_put(s, &now[j]) != 0) {
+				if (same) {
+					bpf_map_delete_elem(s->map_fd, &s->pids[i].pid);
+					i++;
+				}
 				memmove(&now[j], &now[j + 1], (nnow - j - 1) * sizeof(*now));
 				nnow--;
 				continue;
 			}
+			i += same;
 			j++;
 		} else {
 			i++;

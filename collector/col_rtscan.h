@@ -2,8 +2,9 @@
  * col_rtscan.h - which processes of the host run a managed runtime (a Go
  * program or a Java virtual machine, recognised from its executable's ELF
  * file by col_gort and col_jvm): one pass over /proc keeps a kernel map of
- * their process ids (tgid -> 1) in step, so that the kernel counts their
- * threads' unsegmented CPU apart (rm_totals.unseg_rt_ns). Each executable
+ * their process ids and kinds (tgid -> RM_RT_GO or RM_RT_JVM) in step, so
+ * that the kernel counts their threads' unsegmented CPU apart
+ * (rm_totals.unseg_rt_ns, a Go program's also in unseg_go_ns). Each executable
  * (device, inode) is judged once (a bounded cache); a process whose
  * executable is gone or unreadable is not a runtime.
  *
@@ -25,7 +26,8 @@ int col_rtscan_open(struct col_rtscan **out, const char *proc_root, int map_fd, 
 
 /*
  * One pass: adds the runtimes that appeared to the map and removes those
- * that exited (or exec'd something else). *n (may be NULL): how many are in
+ * that exited (or exec'd something else; one that exec'd another runtime
+ * gets its new kind). *n (may be NULL): how many are in
  * the map after it. RM_OK; RM_EIO if proc_root cannot be read (logged);
  * RM_ENOMEM. A map that refuses an entry (full) is logged once and the
  * process left out.

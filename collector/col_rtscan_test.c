@@ -2,7 +2,8 @@
  * col_rtscan_test.c - col_rtscan on a /proc of the test's own making (pid
  * directories whose exe links to tb-goserver, to OpenJDK's java launcher, to
  * a program that is neither, or to nothing) and a real BPF hash map: the Go
- * programs and JVMs are added, those that left are removed, the rest never
+ * programs and JVMs are added with their kinds, those that left are
+ * removed, one that exec'd another runtime changes kind, the rest never
  * enter. Needs the right to create a
  * BPF map (root); skips otherwise.
  */
@@ -16,6 +17,7 @@
 
 #include "rm_test.h"
 #include "col_rtscan.h"
+#include "rametr.h"
 #include "rm_err.h"
 
 static char root[320];
@@ -42,11 +44,12 @@ static void rm_pid(const char *pid)
 	CU_ASSERT_EQUAL(rmdir(p), 0);
 }
 
-static int in_map(int fd, uint32_t pid)
+/* The kind the map holds for pid, RM_RT_NONE if it holds none. */
+static uint32_t in_map(int fd, uint32_t pid)
 {
 	uint32_t v;
 
-	return bpf_map_lookup_elem(fd, &pid, &v) == 0;
+	return bpf_map_lookup_elem(fd, &pid, &v) == 0 ? v : RM_RT_NONE;
 }
 
 static void test_scan(void)
@@ -68,8 +71,8 @@ static void test_scan(void)
 	CU_ASSERT_EQUAL_FATAL(col_rtscan_open(&s, root, fd, 0), RM_OK);
 	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
 	CU_ASSERT_EQUAL(n, 2);
-	CU_ASSERT(in_map(fd, 101));
-	CU_ASSERT(in_map(fd, 105));
+	CU_ASSERT_EQUAL(in_map(fd, 101), RM_RT_GO);
+	CU_ASSERT_EQUAL(in_map(fd, 105), RM_RT_JVM);
 	CU_ASSERT(!in_map(fd, 102));
 	CU_ASSERT(!in_map(fd, 103));
 	/* 101 and 105 exit, 104 starts (the same executable: judged from the cache) */
@@ -80,7 +83,13 @@ static void test_scan(void)
 	CU_ASSERT_EQUAL(n, 1);
 	CU_ASSERT(!in_map(fd, 105));
 	CU_ASSERT(!in_map(fd, 101));
-	CU_ASSERT(in_map(fd, 104));
+	CU_ASSERT_EQUAL(in_map(fd, 104), RM_RT_GO);
+	/* 104 execs a JVM: the same process id, another kind */
+	rm_pid("104");
+	mk_pid("104", RM_JAVA_BIN);
+	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(in_map(fd, 104), RM_RT_JVM);
 	/* a network namespace filter no process of this /proc is in: all leave */
 	col_rtscan_close(s);
 	CU_ASSERT_EQUAL_FATAL(col_rtscan_open(&s, root, fd, 1), RM_OK);

@@ -109,10 +109,10 @@ struct {
 } excluded SEC(".maps");
 
 /*
- * Processes (tgid -> 1) that run a managed runtime (Go), which the loader
- * recognises from their binaries (col_rtscan.h): their threads'
- * unsegmented CPU is also counted in unseg_rt_ns. Read when a thread's
- * state is made and at each window sweep.
+ * Processes (tgid -> RM_RT_*) that run a managed runtime (Go, a JVM), which
+ * the loader recognises from their binaries (col_rtscan.h): their threads'
+ * unsegmented CPU is also counted in unseg_rt_ns (and a Go program's in
+ * unseg_go_ns). Read when a thread's state is made and at each window sweep.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -704,12 +704,12 @@ RM_INLINE int rm_excluded(struct task_struct *task)
 	return c[0] == 'r' && c[1] == 'a' && c[2] == 'm' && c[3] == 'e' && c[4] == 't' && c[5] == 'r';
 }
 
-/* Is task a thread of a process that runs a managed runtime (the runtimes map)? */
+/* The managed runtime task's process runs (the runtimes map): RM_RT_*, RM_RT_NONE if none. */
 RM_INLINE __u32 rm_is_runtime(struct task_struct *task)
 {
-	__u32 tgid = task->tgid;
+	__u32 tgid = task->tgid, *kind = bpf_map_lookup_elem(&runtimes, &tgid);
 
-	return bpf_map_lookup_elem(&runtimes, &tgid) ? 1 : 0;
+	return kind ? *kind : RM_RT_NONE;
 }
 
 /* The state of task, created (and its exclusion decided) if missing. */

@@ -34,6 +34,11 @@
 			    tail (rm_task.tail: until the next recv, a hand-off or the first wait) */
 #define RM_MODE_CONT 3   /* follow-replies option: after a send, work whose request is not known yet */
 
+/* Managed runtimes the loader recognises from a binary (the runtimes map's values, rm_task.rt). */
+#define RM_RT_NONE 0
+#define RM_RT_GO 1       /* a Go program */
+#define RM_RT_JVM 2      /* a Java virtual machine */
+
 /*
  * Benchmark stages (the bench_stage setting; benchmarks only, never in
  * production): how much of each hook runs, so a benchmark can say what each
@@ -131,8 +136,8 @@ struct rm_task {
 	__u32 ans_st;     /* RM_ANS_*: ans, ans_seq_* hold the request of the thread's last reply */
 	__u32 tail;       /* RM_MODE_ASSOC: in the tail of the segment it answered, CPU still charged */
 	__u32 head;       /* woke from a wait holding no request: its CPU until a recv reads the next one */
-	__u32 rt;         /* a thread of a process running a managed runtime (Go): its unsegmented CPU is also
-			     counted in unseg_rt_ns */
+	__u32 rt;         /* RM_RT_*: a thread of a process running a managed runtime: its unsegmented CPU is
+			     also counted in unseg_rt_ns (and a Go program's in unseg_go_ns) */
 	__u32 rt_pad;
 	__u64 run_delay;  /* kernel: the thread's run-queue wait (sched_info) already seen, ns */
 	__u64 cpu_mark;   /* CPU counters (segmenter.h): the thread's on-CPU counter already accounted, ns */

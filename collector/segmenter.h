@@ -60,8 +60,9 @@
  * + lost, exactly; likewise for bytes. col_* and the tests check that
  * identity.
  * Of the unsegmented CPU, what threads of a process running a managed
- * runtime (rm_task.rt: a Go program, which the loader recognises from its
- * binary) used is also counted in unseg_rt_ns (a subset, never more).
+ * runtime (rm_task.rt: a Go program or a Java virtual machine, which the
+ * loader recognises from its binary) used is also counted in unseg_rt_ns (a
+ * subset, never more), and of that a Go program's in unseg_go_ns.
  *
  * The includer defines, before including this header:
  *   RM_INLINE                    inline qualifier
@@ -106,6 +107,16 @@
 /* A counter that reads 0 is not exchanged (a locked instruction, ~8 ns):
  * whatever a nested hook adds after the read stays for the next emit. */
 #define RM_TAKE(p) (*(volatile __u64 *)(p) ? __sync_lock_test_and_set((p), 0) : 0)
+
+/* Unsegmented CPU c of a thread of runtime kind rt (RM_RT_*) counted apart in window totals w, as its kind's. */
+RM_INLINE void rm_unseg_rt(struct rm_wintot *w, __u32 rt, __u64 c)
+{
+	if (!rt)
+		return;
+	RM_ADD(&w->unseg_rt_ns, c);
+	if (rt == RM_RT_GO)
+		RM_ADD(&w->unseg_go_ns, c);
+}
 
 /*
  * The window of time ts. The last answer is kept in e ([win_lo, win_hi) is
@@ -258,8 +269,7 @@ RM_INLINE void rm_cont_fold(struct rm_env *e, struct rm_task *t, __u64 now)
 		return;
 	c = RM_TAKE(&p->cpu_ns);
 	RM_ADD(&w->unseg_cpu_ns, c);
-	if (t->rt)
-		RM_ADD(&w->unseg_rt_ns, c);
+	rm_unseg_rt(w, t->rt, c);
 	RM_ADD(&w->unseg_rx, RM_TAKE(&p->rx_bytes));
 	RM_ADD(&w->unseg_tx, RM_TAKE(&p->tx_bytes));
 	RM_ADD(&w->unseg_disk_read, RM_TAKE(&p->disk_read));
@@ -475,8 +485,7 @@ RM_INLINE void rm_charge_cpu(struct rm_env *e, struct rm_task *t, __u64 w, __u64
 		t->dirty = 1;
 	} else {
 		RM_ADD(&wt->unseg_cpu_ns, d);
-		if (t ? t->rt : e->rt)
-			RM_ADD(&wt->unseg_rt_ns, d);
+		rm_unseg_rt(wt, t ? t->rt : e->rt, d);
 	}
 }
 

@@ -199,32 +199,34 @@ static void test_edge_waits(void)
 	check_identity();
 }
 
-/* a thread of a managed runtime: its unsegmented CPU is also counted apart, never its parts' */
+/* a thread of a managed runtime: its unsegmented CPU is also counted apart, never its parts'; a Go program's twice */
 static void test_edge_runtime(void)
 {
 	setup(RM_MODE_ASSOC, 1);
-	task.rt = 1;
+	task.rt = RM_RT_GO;
 	/* several waits: the 70 before the last one are unsegmented, the runtime's */
 	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 3, 0, 1), 30);
 	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 70);
 	CU_ASSERT_EQUAL(slots[0].unseg_rt_ns, 70);
+	CU_ASSERT_EQUAL(slots[0].unseg_go_ns, 70);
 	CU_ASSERT_EQUAL(env.rt, 0);
 	check_identity();
 	/* in its tail, no wait: the tail's, not the runtime's */
 	setup(RM_MODE_ASSOC, 1);
-	task.rt = 1;
+	task.rt = RM_RT_GO;
 	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 0, 0, 1), 0);
 	CU_ASSERT_EQUAL(part_cpu(0), 100);
 	CU_ASSERT(nemit > 0 && (emitted[nemit - 1].flags & RM_PF_RUNTIME)); /* the runtime rule's weights */
 	CU_ASSERT_EQUAL(slots[0].unseg_rt_ns, 0);
-	/* holding nothing: unsegmented, the runtime's; another thread's is not */
+	/* holding nothing: unsegmented, the runtime's (a JVM's: not Go's); another thread's is not */
 	setup(RM_MODE_NONE, 0);
-	task.rt = 1;
+	task.rt = RM_RT_JVM;
 	rm_ctr_edge(&env, &task, 100, 500, 40, 0, 0, 0, 0);
-	task.rt = 0;
+	task.rt = RM_RT_NONE;
 	rm_ctr_edge(&env, &task, 500, 900, 25, 0, 0, 0, 0);
 	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 65);
 	CU_ASSERT_EQUAL(slots[0].unseg_rt_ns, 40);
+	CU_ASSERT_EQUAL(slots[0].unseg_go_ns, 0);
 	check_identity();
 }
 

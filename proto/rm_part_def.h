@@ -83,6 +83,6 @@
 	X(13, dropped_parts, K, ANY) X(14, capacity_ns, N, ANY) X(15, idle_ns, N, ANY)         \
 	X(16, dropped_cpu_ns, K, ANY) X(17, dropped_rx, K, ANY) X(18, dropped_tx, K, ANY)      \
 	X(19, dropped_disk_read, K, ANY) X(20, dropped_disk_write, K, ANY)      \
-	X(21, restart, N, ANY) X(22, unseg_rt_ns, K, ANY)
+	X(21, restart, N, ANY) X(22, unseg_rt_ns, K, ANY) X(23, unseg_go_ns, K, ANY)
 
 #endif

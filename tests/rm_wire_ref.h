@@ -135,6 +135,7 @@ static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals
 	w->dropped_disk_write = k->dropped_disk_write;
 	w->restart = k->restart;
 	w->unseg_rt_ns = k->unseg_rt_ns;
+	w->unseg_go_ns = k->unseg_go_ns;
 }
 
 /* The totals protobuf-c decoded, every field by hand. */
@@ -163,6 +164,7 @@ static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTot
 	k->dropped_disk_write = w->dropped_disk_write;
 	k->restart = w->restart;
 	k->unseg_rt_ns = w->unseg_rt_ns;
+	k->unseg_go_ns = w->unseg_go_ns;
 }
 
 static inline void rm_ref_tuple_in(struct rm_wtuple *d, const Rametr__Tuple *t)
