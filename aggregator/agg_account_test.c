@@ -539,9 +539,20 @@ static void rt_batch(struct rtfx *f, const char *node, uint64_t win, uint64_t c1
 	CU_ASSERT_EQUAL(agg_account_commit(f->a, &w, busy ? 1 : 0), RM_OK);
 }
 
-static void test_runtime_rule(void)
+/* Every window of f balances, the rule charged `charged` ns and left `left` in V in all; closes f. */
+static void rt_check_close(struct rtfx *f, uint64_t charged, uint64_t left)
 {
 	struct agg_account_stats st;
+
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f->db, NULL), 0);
+	agg_account_get_stats(f->a, &st);
+	CU_ASSERT_EQUAL(st.runtime_charged_ns, charged);
+	CU_ASSERT_EQUAL(st.runtime_left_ns, left);
+	rt_close(f);
+}
+
+static void test_runtime_rule(void)
+{
 	struct rtfx f;
 
 	rt_open(&f);
@@ -562,16 +573,11 @@ static void test_runtime_rule(void)
 	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 500, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n1", WIN + 2, 0, 10, 4000, 0, 5000, 1000, 1000);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT + 500);
-	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
-	agg_account_get_stats(f.a, &st);
-	CU_ASSERT_EQUAL(st.runtime_charged_ns, 3001);
-	CU_ASSERT_EQUAL(st.runtime_left_ns, 0);
-	rt_close(&f);
+	rt_check_close(&f, 3001, 0);
 }
 
 static void test_runtime_go_weight(void)
 {
-	struct agg_account_stats st;
 	struct rtfx f;
 
 	rt_open(&f);
@@ -592,16 +598,11 @@ static void test_runtime_go_weight(void)
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU),
 			AGG_RT_GO_REQ_PM_DEFAULT + AGG_RT_REQ_PM_DEFAULT + 2000);
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 0);
-	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
-	agg_account_get_stats(f.a, &st);
-	CU_ASSERT_EQUAL(st.runtime_charged_ns, 5000);
-	CU_ASSERT_EQUAL(st.runtime_left_ns, 0);
-	rt_close(&f);
+	rt_check_close(&f, 5000, 0);
 }
 
 static void test_runtime_no_ce(void)
 {
-	struct agg_account_stats st;
 	struct rtfx f;
 
 	rt_open(&f);
@@ -614,11 +615,7 @@ static void test_runtime_no_ce(void)
 	rt_batch(&f, "n1", WIN + 5, 0, 0, 0, 0, 100, 100, 500);
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 800);
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_UNSEGMENTED, ST_R_CPU), 200);
-	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
-	agg_account_get_stats(f.a, &st);
-	CU_ASSERT_EQUAL(st.runtime_charged_ns, 0);
-	CU_ASSERT_EQUAL(st.runtime_left_ns, 800);
-	rt_close(&f);
+	rt_check_close(&f, 0, 800);
 }
 
 static void test_runtime_across_batches(void)

@@ -234,6 +234,22 @@ static void test_reload_mid_stream(void)
 	CU_ASSERT_EQUAL(count_log(agg_log, "' connected (host"), (int)ncol + redeliveries);
 }
 
+/* Writes text to the drop-in file drop and runs --check-config on the test's configuration: its status
+   (pclose's), its output (both streams) in out. */
+static int check_drop_in(const char *drop, const char *text, char *out, size_t outlen)
+{
+	char cmd[1400];
+	FILE *p;
+
+	rm_test_write_file(drop, text);
+	snprintf(cmd, sizeof(cmd), "'%s' --config '%s' --check-config 2>&1", AGG_BIN, conf);
+	out[0] = '\0';
+	if (!(p = popen(cmd, "r")))
+		return -1;
+	out[fread(out, 1, outlen - 1, p)] = '\0';
+	return pclose(p);
+}
+
 /* Settings from the file and a drop-in; the command line overrides them. */
 static void test_files_and_flags(void)
 {
@@ -280,38 +296,22 @@ static void test_files_and_flags(void)
 	CU_ASSERT_EQUAL(rm_test_wait(agg, 10000), 0);
 	CU_ASSERT(access(db, F_OK) == 0);
 	/* an unknown key is refused with its place */
-	rm_test_write_file(drop, "[aggregator]\ncolour = red\n");
-	snprintf(cmd, sizeof(cmd), "'%s' --config '%s' --check-config 2>&1", AGG_BIN, conf);
-	p = popen(cmd, "r");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	out[fread(out, 1, sizeof(out) - 1, p)] = '\0';
-	rv = pclose(p);
+	rv = check_drop_in(drop, "[aggregator]\ncolour = red\n", out, sizeof(out));
 	if (!WIFEXITED(rv) || WEXITSTATUS(rv) != 2)
 		fprintf(stderr, "pclose: %d, output '%s'\n", rv, out);
 	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) == 2);
 	snprintf(cmd, sizeof(cmd), "%s:2: unknown key 'colour' in [aggregator]", drop);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, cmd));
-	/* the runtime rule's weight: a percent, refused out of range with its place, taken within */
-	rm_test_write_file(drop, "[aggregator]\nruntime_by_requests = 101\n");
-	snprintf(cmd, sizeof(cmd), "'%s' --config '%s' --check-config 2>&1", AGG_BIN, conf);
-	p = popen(cmd, "r");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	out[fread(out, 1, sizeof(out) - 1, p)] = '\0';
-	rv = pclose(p);
+	/* the runtime rule's weights: percents, refused out of range with their place, taken within */
+	rv = check_drop_in(drop, "[aggregator]\nruntime_by_requests = 101\n", out, sizeof(out));
 	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) != 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "invalid runtime_by_requests '101' (a whole number from 0 to 100)"));
-	rm_test_write_file(drop, "[aggregator]\ngo_runtime_by_requests = 200\n");
-	p = popen(cmd, "r");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	out[fread(out, 1, sizeof(out) - 1, p)] = '\0';
-	rv = pclose(p);
+	rv = check_drop_in(drop, "[aggregator]\ngo_runtime_by_requests = 200\n", out, sizeof(out));
 	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) != 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "invalid go_runtime_by_requests '200' (a whole number from 0 to 100)"));
-	rm_test_write_file(drop, "[aggregator]\nruntime_by_requests = 0\ngo_runtime_by_requests = 100\n");
-	p = popen(cmd, "r");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	out[fread(out, 1, sizeof(out) - 1, p)] = '\0';
-	CU_ASSERT_EQUAL(pclose(p), 0);
+	rv = check_drop_in(drop, "[aggregator]\nruntime_by_requests = 0\ngo_runtime_by_requests = 100\n", out,
+			   sizeof(out));
+	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) == 0);
 }
 
 /* A listen address that cannot be used leaves no database file behind. */
