@@ -534,6 +534,8 @@ static void test_totals(void)
 	want.dropped_disk_read += s.dropped_disk_read;
 	want.dropped_disk_write += s.dropped_disk_write;
 	want.restart += s.restart;
+	want.unseg_rt_ns += s.unseg_rt_ns;
+	want.unseg_go_ns += s.unseg_go_ns;
 	rm_totals_add(&d, &s);
 	CU_ASSERT_EQUAL(memcmp(&d, &want, sizeof(d)), 0);
 }
