@@ -2452,20 +2452,8 @@ static void test_udp(void)
 }
 
 #if defined(TB_GOSERVER_BIN) && defined(TB_GOLOAD_BIN)
-/* Runs path with args (NULL-terminated) in a child; its pid, or -1. */
-static pid_t spawn(const char *path, char *const args[])
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		execv(path, args);
-		_exit(127);
-	}
-	return pid;
-}
-
 /* Can a TCP connection to 127.0.0.1:port be made? */
-static int can_connect(int port)
+static int can_connect(unsigned port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -2481,45 +2469,45 @@ static int can_connect(int port)
  * CPU outside requests is counted as a runtime's and as a Go program's, within the unsegmented CPU */
 static void test_go_runtime(void)
 {
-	char port[16], addr[32], truth[400];
-	char *srv_args[] = { TB_GOSERVER_BIN, "--listen", addr, "--procs", "2", "--truth", truth, NULL };
-	char *load_args[] = { TB_GOLOAD_BIN, "--server", addr, "--ce", "c1", "--path", "/light", "--rate", "200",
-			      "--duration", "1.5", "--conns", "2", NULL };
+	char addr[32], truth[400], log[400];
+	const char *srv_args[] = { TB_GOSERVER_BIN, "--listen", addr, "--procs", "2", "--truth", truth, NULL };
+	const char *load_args[] = { TB_GOLOAD_BIN, "--server", addr, "--ce", "c1", "--path", "/light", "--rate", "200",
+				    "--duration", "1.5", "--conns", "2", NULL };
+	unsigned port = rm_test_free_port();
 	uint64_t rt = 0, go = 0;
 	struct col_bpf *b = NULL;
 	pid_t srv, load;
 	int status = -1, i, rv;
 	size_t j;
 
-	snprintf(port, sizeof(port), "%d", 17300 + (int)(getpid() % 1000));
-	snprintf(addr, sizeof(addr), "127.0.0.1:%s", port);
+	CU_ASSERT_FATAL(port != 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	snprintf(truth, sizeof(truth), "%s/go-truth.csv", rm_test_tmpdir());
+	snprintf(log, sizeof(log), "%s/go-runtime.log", rm_test_tmpdir());
 	nparts = 0;
 	nwins = 0;
-	CU_ASSERT_FATAL((srv = spawn(TB_GOSERVER_BIN, srv_args)) > 0);
-	for (i = 0; i < 100 && !can_connect(atoi(port)); i++)
+	/* both are stopped at the test's exit if an assertion below ends it early */
+	CU_ASSERT_FATAL((srv = rm_test_spawn(srv_args, log)) > 0);
+	for (i = 0; i < 100 && !can_connect(port); i++)
 		usleep(20000);
-	if (i == 100) {
-		kill(srv, SIGKILL);
-		waitpid(srv, NULL, 0);
-		CU_FAIL_FATAL("tb-goserver did not start listening");
-	}
+	CU_ASSERT_FATAL(i < 100); /* tb-goserver listens (its output: go-runtime.log) */
 	/* opened after the server started: the loader recognises it at once */
 	if ((rv = open_or_skip(&b)) != RM_OK) {
 		kill(srv, SIGKILL);
-		waitpid(srv, NULL, 0);
+		rm_test_wait(srv, 5000);
 		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
 	}
-	load = spawn(TB_GOLOAD_BIN, load_args);
+	load = rm_test_spawn(load_args, log);
 	CU_ASSERT(load > 0);
 	while (load > 0 && waitpid(load, &status, WNOHANG) == 0)
 		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	rm_test_forget(load);
 	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* a window's end after the load: the sweep counts the threads' CPU since their last edge */
 	for (i = 0; i < 12; i++)
 		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
 	kill(srv, SIGTERM);
-	waitpid(srv, NULL, 0);
+	CU_ASSERT_EQUAL(rm_test_wait(srv, 10000), 0);
 	drain_close(b);
 	for (j = 0; j < nwins; j++) {
 		rt += wins[j].unseg_rt_ns;
