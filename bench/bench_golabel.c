@@ -1,10 +1,11 @@
 /*
  * bench_golabel.c - how a Go server's CPU splits by tenant when goroutines
  * carry labels and the CPU is sampled (golabel.bpf.c, golabel.h). From
- * --binary it reads what the probes need (runtime.newproc1 and
- * runtime.runqput and where a uprobe on each costs least, struct
- * runtime.g's m and struct runtime.m's g0 and curg from the DWARF, where the
- * *g sits from the thread's fsbase); it attaches to the server --pid the
+ * --binary it reads what the probes need (newproc's call of runqput, or
+ * runtime.newproc1 and runtime.runqput and where a uprobe on each costs
+ * least; struct
+ * runtime.g's m and struct runtime.m's g0 and curg from the DWARF; where
+ * the *g sits from the thread's fsbase); it attaches to the server --pid the
  * receive label, the two uprobes and a cpu-clock sampler at --freq Hz on
  * every CPU, for --seconds; then prints per label (the peer's address) the
  * samples and the label's share of the labelled samples, the samples'
@@ -13,7 +14,12 @@
  *
  * Prints "golabel: ready" once attached (a load may start then), then
  * lines "golabel: key=value ...". Needs root.
- * Usage: bench_golabel --binary PATH --pid PID [--seconds N] [--freq HZ] [--ready off|unlabelled|all]
+ * --inherit site (default) passes labels on with one uprobe per created
+ * goroutine, on newproc's call of runqput; pair with two, on
+ * runtime.newproc1 and runtime.runqput, which also sees runtime.ready and
+ * can pass labels on to readied goroutines (--ready).
+ * Usage: bench_golabel --binary PATH --pid PID [--seconds N] [--freq HZ]
+ *        [--inherit site|pair] [--ready off|unlabelled|all]
  */
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
@@ -42,6 +48,7 @@
 /* What the probes need from the binary. */
 struct gl_bin {
 	uint64_t newproc1_off, runqput_off; /* where to put the uprobes (file offsets) */
+	uint64_t site_off;                  /* newproc's call of runqput (file offset) */
 	uint64_t g_m_off, m_g0_off, m_curg_off;
 	int64_t g_tls_off; /* the *g's slot from fsbase */
 };
@@ -49,8 +56,13 @@ struct gl_bin {
 /* Go's small-frame prologue on amd64: cmp 0x10(%r14),%rsp (4 bytes); jbe rel32 or rel8 */
 static const unsigned char cmp_rsp[] = { 0x49, 0x3b, 0x66, 0x10 };
 
-/* File offset of function name in .symtab (*off), and the TLS symbol runtime.tlsg's value if there is one. */
-static int find_sym(Elf *e, const char *name, uint64_t *off, int64_t *tlsg, int *has_tlsg)
+/* A function in .symtab: its file offset, address and size. */
+struct gl_fn {
+	uint64_t off, addr, size;
+};
+
+/* Function name in .symtab into *f: 1, or 0 if absent; runtime.tlsg's value (a TLS symbol) in *tlsg if there. */
+static int find_sym(Elf *e, const char *name, struct gl_fn *f, int64_t *tlsg, int *has_tlsg)
 {
 	Elf_Scn *s = NULL;
 	GElf_Shdr sh;
@@ -79,11 +91,41 @@ static int find_sym(Elf *e, const char *name, uint64_t *off, int64_t *tlsg, int 
 				continue;
 			if (!(ts = elf_getscn(e, sym.st_shndx)) || !gelf_getshdr(ts, &th) || sym.st_value < th.sh_addr)
 				continue;
-			*off = sym.st_value - th.sh_addr + th.sh_offset;
+			f->off = sym.st_value - th.sh_addr + th.sh_offset;
+			f->addr = sym.st_value;
+			f->size = sym.st_size;
 			found = 1;
 		}
 	}
 	return found;
+}
+
+/*
+ * The file offset of the one "call runtime.runqput" (e8 rel32) in
+ * runtime.newproc's closure (runtime.newproc.func1, which runs newproc1 then
+ * queues the new goroutine, its *g in RBX): 1 and *off, or 0 if there is
+ * not exactly one. The kernel emulates a call under a uprobe.
+ */
+static int find_call(int fd, const struct gl_fn *in, const struct gl_fn *callee, uint64_t *off)
+{
+	unsigned char buf[4096];
+	size_t i, n = in->size < sizeof(buf) ? (size_t)in->size : sizeof(buf);
+	int found = 0;
+
+	if (n < 5 || pread(fd, buf, n, (off_t)in->off) != (ssize_t)n)
+		return 0;
+	for (i = 0; i + 5 <= n; i++) {
+		int32_t rel;
+
+		if (buf[i] != 0xe8)
+			continue;
+		memcpy(&rel, buf + i + 1, sizeof(rel));
+		if (in->addr + i + 5 + (uint64_t)(int64_t)rel == callee->addr) {
+			*off = in->off + i;
+			found++;
+		}
+	}
+	return found == 1;
 }
 
 /* The data_member_location of member of the struct named type: 1 and *off, or 0 (as col_gort.c). */
@@ -161,6 +203,7 @@ static int tls_slot(Elf *e, int has_tlsg, int64_t tlsg, int64_t *out)
 static int inspect(const char *path, struct gl_bin *b)
 {
 	int fd, rv = RM_OK, has_tlsg = 0;
+	struct gl_fn np1 = { 0 }, rq = { 0 }, np = { 0 };
 	int64_t tlsg = 0;
 	Dwarf *dw;
 	Elf *e;
@@ -175,9 +218,11 @@ static int inspect(const char *path, struct gl_bin *b)
 		close(fd);
 		return RM_ENOENT;
 	}
-	if (!find_sym(e, "runtime.newproc1", &b->newproc1_off, &tlsg, &has_tlsg) ||
-	    !find_sym(e, "runtime.runqput", &b->runqput_off, &tlsg, &has_tlsg))
+	if (!find_sym(e, "runtime.newproc1", &np1, &tlsg, &has_tlsg) || !find_sym(e, "runtime.runqput", &rq, &tlsg, &has_tlsg) ||
+	    !find_sym(e, "runtime.newproc.func1", &np, &tlsg, &has_tlsg) || !find_call(fd, &np, &rq, &b->site_off))
 		rv = RM_ENOTSUP;
+	b->newproc1_off = np1.off;
+	b->runqput_off = rq.off;
 	if (rv == RM_OK)
 		rv = tls_slot(e, has_tlsg, tlsg, &b->g_tls_off);
 	if (rv == RM_OK) {
@@ -295,6 +340,7 @@ static int attach_sampler(struct bpf_program *prog, int freq, struct bpf_link **
 }
 
 #define GL_CPUS_MAX 256
+#define GL_PROGS 5
 #define U(x) ((uint64_t)(x)) /* a __u64 for PRIu64 */
 
 int main(int argc, char **argv)
@@ -304,18 +350,20 @@ int main(int argc, char **argv)
 					      { "seconds", required_argument, NULL, 's' },
 					      { "freq", required_argument, NULL, 'f' },
 					      { "ready", required_argument, NULL, 'r' },
+					      { "inherit", required_argument, NULL, 'i' },
 					      { NULL, 0, NULL, 0 } };
 	static const char *ready_names[] = { "off", "unlabelled", "all" };
+	static const char *names[GL_PROGS] = { "read", "newproc1", "runqput", "newg", "sample" };
 	const char *binary = NULL;
 	long pid = 0, seconds = 10, freq = 2000;
 	struct bpf_link *links[GL_CPUS_MAX + 3] = { 0 };
-	struct gl_stat st[4][2];
-	struct bpf_program *progs[4];
+	struct gl_stat st[GL_PROGS][2];
+	struct bpf_program *progs[GL_PROGS];
 	struct golabel_bpf *skel;
 	struct gl_counts c;
 	struct col_gort gort;
 	struct gl_bin b;
-	int opt, rv, i, nl = 0, ns = 0, stats_fd, ready = GL_READY_OFF;
+	int opt, rv, i, nl = 0, ns = 0, stats_fd, ready = GL_READY_OFF, pair = 0;
 	uint64_t lab, all;
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -328,12 +376,19 @@ int main(int argc, char **argv)
 			for (ready = 0; ready < 3 && strcmp(optarg, ready_names[ready]); ready++)
 				;
 			break;
+		case 'i':
+			if (!strcmp(optarg, "pair"))
+				pair = 1;
+			else if (strcmp(optarg, "site"))
+				pair = -1;
+			break;
 		default: return 2;
 		}
 	}
-	if (!binary || pid <= 0 || seconds <= 0 || freq < 10 || freq > 20000 || ready > 2) {
+	if (!binary || pid <= 0 || seconds <= 0 || freq < 10 || freq > 20000 || ready > 2 || pair < 0 ||
+	    (ready != GL_READY_OFF && !pair)) {
 		fprintf(stderr, "usage: bench_golabel --binary PATH --pid PID [--seconds N] [--freq HZ] "
-				"[--ready off|unlabelled|all]\n");
+				"[--inherit site|pair] [--ready off|unlabelled|all (with pair)]\n");
 		return 2;
 	}
 	if ((rv = col_gort_inspect(binary, &gort)) != RM_OK || (rv = inspect(binary, &b)) != RM_OK) {
@@ -341,9 +396,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("golabel: binary=%s version=%s newproc1_probe=0x%" PRIx64 " runqput_probe=0x%" PRIx64
-	       " g_tls_off=%" PRId64 " g.m=%" PRIu64 " m.g0=%" PRIu64 " m.curg=%" PRIu64 " freq=%ld ready=%s\n",
-	       binary, gort.version, b.newproc1_off, b.runqput_off, b.g_tls_off, b.g_m_off, b.m_g0_off, b.m_curg_off,
-	       freq, ready_names[ready]);
+	       " site_probe=0x%" PRIx64 " g_tls_off=%" PRId64 " g.m=%" PRIu64 " m.g0=%" PRIu64 " m.curg=%" PRIu64
+	       " freq=%ld inherit=%s ready=%s\n", binary, gort.version, b.newproc1_off, b.runqput_off, b.site_off,
+	       b.g_tls_off, b.g_m_off, b.m_g0_off, b.m_curg_off, freq, pair ? "pair" : "site", ready_names[ready]);
 	if (!(skel = golabel_bpf__open())) {
 		fprintf(stderr, "golabel: failed to open the BPF object\n");
 		return 1;
@@ -364,30 +419,31 @@ int main(int argc, char **argv)
 	progs[0] = skel->progs.gl_read;
 	progs[1] = skel->progs.gl_newproc;
 	progs[2] = skel->progs.gl_runqput;
-	progs[3] = skel->progs.gl_sample;
+	progs[3] = skel->progs.gl_newg;
+	progs[4] = skel->progs.gl_sample;
 	rv = RM_OK;
 	if (!(links[nl++] = bpf_program__attach(skel->progs.gl_read)) ||
-	    !(links[nl++] = bpf_program__attach_uprobe(skel->progs.gl_newproc, false, (pid_t)pid, binary,
-						       (size_t)b.newproc1_off)) ||
-	    !(links[nl++] = bpf_program__attach_uprobe(skel->progs.gl_runqput, false, (pid_t)pid, binary,
-						       (size_t)b.runqput_off))) {
+	    (pair && !(links[nl++] = bpf_program__attach_uprobe(skel->progs.gl_newproc, false, (pid_t)pid, binary,
+								(size_t)b.newproc1_off))) ||
+	    (pair && !(links[nl++] = bpf_program__attach_uprobe(skel->progs.gl_runqput, false, (pid_t)pid, binary,
+								(size_t)b.runqput_off))) ||
+	    (!pair && !(links[nl++] = bpf_program__attach_uprobe(skel->progs.gl_newg, false, (pid_t)pid, binary,
+								 (size_t)b.site_off)))) {
 		fprintf(stderr, "golabel: failed to attach to '%s' (pid %ld): %s\n", binary, pid, strerror(errno));
 		rv = RM_EBPF;
 	}
 	if (rv == RM_OK && (rv = attach_sampler(skel->progs.gl_sample, (int)freq, links + nl, &ns, GL_CPUS_MAX)) == RM_OK) {
-		for (i = 0; i < 4; i++)
+		for (i = 0; i < GL_PROGS; i++)
 			prog_stats(progs[i], &st[i][0]);
 		printf("golabel: ready\n");
 		fflush(stdout);
 		sleep((unsigned)seconds);
-		for (i = 0; i < 4; i++)
+		for (i = 0; i < GL_PROGS; i++)
 			prog_stats(progs[i], &st[i][1]);
 	}
 	for (i = 0; i < nl + ns; i++)
 		bpf_link__destroy(links[i]);
 	if (rv == RM_OK && (rv = read_counts(skel, &c)) == RM_OK) {
-		static const char *names[4] = { "read", "newproc1", "runqput", "sample" };
-
 		lab = c.s_user_lab + c.s_g0_lab;
 		all = c.samples;
 		printf("golabel: seconds=%ld samples=%" PRIu64 " user_labelled=%" PRIu64 " user_unlabelled=%" PRIu64
@@ -397,7 +453,7 @@ int main(int argc, char **argv)
 		printf("golabel: reads=%" PRIu64 " reads_bad=%" PRIu64 " newprocs=%" PRIu64 " inherits=%" PRIu64
 		       " unlabels=%" PRIu64 " runqputs=%" PRIu64 " readies=%" PRIu64 " ready_labels=%" PRIu64 "\n",
 		       U(c.reads), U(c.reads_bad), U(c.newprocs), U(c.inherits), U(c.unlabels), U(c.runqputs), U(c.readies), U(c.ready_labels));
-		for (i = 0; i < 4; i++) {
+		for (i = 0; i < GL_PROGS; i++) {
 			uint64_t n = st[i][1].cnt - st[i][0].cnt, t = st[i][1].ns - st[i][0].ns;
 
 			printf("golabel: prog=%s runs=%" PRIu64 " run_ns=%" PRIu64 " ns_per_run=%.1f\n", names[i], n, t,

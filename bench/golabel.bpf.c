@@ -16,6 +16,12 @@
  *               dead goroutine whose g it reuses. Any other runqput with a
  *               goroutine running (runtime.ready) passes the readier's
  *               label on as gl_ready says.
+ *   gl_newg     uprobe on newproc's call of runqput (the call instruction
+ *               in runtime.newproc.func1, on the system stack: the new *g in
+ *               RBX, its creator in m.curg): the new goroutine gets its
+ *               creator's label, or none; one uprobe per creation where the
+ *               pair above takes one per creation plus one per runqput
+ *               (the loader attaches one way or the other).
  *   gl_sample   perf_event (cpu-clock on every CPU): on a thread of the
  *               server, which goroutine runs (g == m.curg), or the system
  *               stack (g == m.g0, on behalf of m.curg if there is one), and
@@ -189,6 +195,27 @@ int gl_runqput(struct pt_regs *ctx)
 		return 0;
 	c->ready_labels++;
 	gl_set_label(gp, label);
+	return 0;
+}
+
+SEC("uprobe")
+int gl_newg(struct pt_regs *ctx)
+{
+	struct gl_counts *c = gl_counts();
+	__u64 g0, m, curg;
+	__u32 label = 0;
+
+	if (!c)
+		return 0;
+	c->newprocs++;
+	if (!(g0 = gl_cur_g()) || gl_word(g0, g_m_off, &m) || gl_word(m, m_curg_off, &curg))
+		curg = 0;
+	label = gl_label_of(curg);
+	if (label)
+		c->inherits++;
+	else
+		c->unlabels++;
+	gl_set_label(ctx->bx, label);
 	return 0;
 }
 

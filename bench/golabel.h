@@ -31,9 +31,9 @@ struct gl_counts {
 	__u64 s_bad;        /* ... where the TLS slot, g or m could not be read */
 	__u64 reads;        /* TCP receives of the server that labelled their goroutine */
 	__u64 reads_bad;    /* ... whose goroutine could not be read */
-	__u64 newprocs;     /* runtime.newproc1 entered (a goroutine is being created) */
-	__u64 inherits;     /* runqput of a new goroutine: the creator's label given */
-	__u64 unlabels;     /* runqput of a new goroutine of an unlabelled creator: label cleared */
+	__u64 newprocs;     /* goroutines created (runtime.newproc1, or newproc's call of runqput) */
+	__u64 inherits;     /* ... given their creator's label */
+	__u64 unlabels;     /* ... of an unlabelled creator: a reused g's old label cleared */
 	__u64 runqputs;     /* runtime.runqput entered */
 	__u64 readies;      /* ... with no creation pending on the thread and a goroutine running (m.curg) */
 	__u64 ready_labels; /* ... of them, the readier's label passed on (gl_ready) */

@@ -12,19 +12,23 @@
 # plus the programs' run time.
 #
 # Needs root and the shared lock: flock /tmp/rametr-sys.lock bench/golabel.sh BUILD
-# Usage: golabel.sh BUILD_DIR [--ready off|unlabelled|all] [--freq HZ]
+# Usage: golabel.sh BUILD_DIR [--inherit site|pair] [--ready off|unlabelled|all] [--freq HZ]
 # Environment: GL_RATES="60 30 15", GL_BURST=3, GL_DURATION=12, GL_PORT=7391;
 # GL_ALONE=K runs tenant K (1..3) alone (the server's CPU then is that
-# tenant's whole cost, for a truth from separate runs).
+# tenant's whole cost, for a truth from separate runs); GL_SCALE=N the
+# server's --scale (0: grpc-go's own work only); GL_INFLIGHT=N each tenant
+# keeps N calls in flight instead (a saturating load, for the cost per call).
 set -eu
 
 build=${1:?usage: golabel.sh BUILD_DIR [--ready MODE] [--freq HZ]}
 shift
 ready=off
+inherit=site
 freq=2000
 while [ $# -gt 0 ]; do
 	case $1 in
 	--ready) ready=$2; shift 2 ;;
+	--inherit) inherit=$2; shift 2 ;;
 	--freq) freq=$2; shift 2 ;;
 	*) echo "golabel.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
@@ -33,6 +37,8 @@ rates=${GL_RATES:-60 30 15}
 burst=${GL_BURST:-3}
 dur=${GL_DURATION:-12}
 alone=${GL_ALONE:-0}
+scale=${GL_SCALE:-1}
+inflight=${GL_INFLIGHT:-0}
 port=${GL_PORT:-7391}
 server=$build/testbed/go/tb-grpcserver
 load=$build/testbed/go/tb-grpcload
@@ -57,7 +63,7 @@ trap_ns=$("$build"/bench/bench_gosched --binary "$server" --seconds 1 --calls 20
 echo "golabel.sh: uprobe trap on an emulated jcc: ${trap_ns} ns; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 : >"$dir"/server.log
-"$server" --listen 127.0.0.1:"$port" --truth "$dir"/truth.csv >"$dir"/server.log 2>&1 &
+"$server" --listen 127.0.0.1:"$port" --truth "$dir"/truth.csv --scale "$scale" >"$dir"/server.log 2>&1 &
 spid=$!
 i=0
 until grep -q listening "$dir"/server.log; do
@@ -65,7 +71,7 @@ until grep -q listening "$dir"/server.log; do
 	sleep 0.1
 done
 "$build"/bench/bench_golabel --binary "$server" --pid "$spid" --seconds $((dur + 2)) --freq "$freq" \
-	--ready "$ready" >"$dir"/golabel.out 2>&1 &
+	--inherit "$inherit" --ready "$ready" >"$dir"/golabel.out 2>&1 &
 gpid=$!
 i=0
 until grep -q "golabel: ready" "$dir"/golabel.out; do
@@ -74,19 +80,22 @@ until grep -q "golabel: ready" "$dir"/golabel.out; do
 done
 c0=$(server_ns)
 set -- $rates
+if [ "$inflight" -gt 0 ]; then
+	set -- "$1 --inflight $inflight" "$2 --inflight $inflight" "$3 --inflight $inflight"
+fi
 l1= l2= l3=
 if [ "$alone" -eq 0 ] || [ "$alone" -eq 1 ]; then
-	"$load" --server 127.0.0.1:"$port" --bind 127.0.0.2 --ce c1 --method Light --rate "$1" --burst "$burst" \
+	"$load" --server 127.0.0.1:"$port" --bind 127.0.0.2 --ce c1 --method Light --rate $1 --burst "$burst" \
 		--duration "$dur" >"$dir"/load1.log 2>&1 &
 	l1=$!
 fi
 if [ "$alone" -eq 0 ] || [ "$alone" -eq 2 ]; then
-	"$load" --server 127.0.0.1:"$port" --bind 127.0.0.3 --ce c2 --method Medium --rate "$2" --burst "$burst" \
+	"$load" --server 127.0.0.1:"$port" --bind 127.0.0.3 --ce c2 --method Medium --rate $2 --burst "$burst" \
 		--duration "$dur" >"$dir"/load2.log 2>&1 &
 	l2=$!
 fi
 if [ "$alone" -eq 0 ] || [ "$alone" -eq 3 ]; then
-	"$load" --server 127.0.0.1:"$port" --bind 127.0.0.4 --ce c3 --method Heavy --rate "$3" --burst "$burst" \
+	"$load" --server 127.0.0.1:"$port" --bind 127.0.0.4 --ce c3 --method Heavy --rate $3 --burst "$burst" \
 		--duration "$dur" >"$dir"/load3.log 2>&1 &
 	l3=$!
 fi
@@ -123,8 +132,8 @@ END {
 		ts = 100 * cpu[ce] / tcpu; es = 100 * est / server_ns; ss = lab ? 100 * smp[ce] / lab : 0
 		printf "%-4s %8d %8d %9.2f %9.2f %9.2f %8.2f %8.2f\n", ce, req[ce], smp[ce], ts, es, ss, ss - ts, ss - es
 	}
-	hits = runs["newproc1"] + runs["runqput"]
-	bpf = rns["read"] + rns["newproc1"] + rns["runqput"]
+	hits = runs["newproc1"] + runs["runqput"] + runs["newg"]
+	bpf = rns["read"] + rns["newproc1"] + rns["runqput"] + rns["newg"]
 	printf "golabel.sh: per call: uprobe_hits=%.2f trap_us=%.2f hooks_bpf_us=%.2f server_reads=%.2f read_runs_all=%.2f sample_bpf_us=%.2f total_us=%.2f (server %.1f us per call)\n",
 		hits / treq, hits * trap / 1e3 / treq, bpf / 1e3 / treq, sreads / treq, runs["read"] / treq, rns["sample"] / 1e3 / treq,
 		(hits * trap + bpf + rns["sample"]) / 1e3 / treq, server_ns / 1e3 / treq
