@@ -3,14 +3,14 @@
  * carry labels and the CPU is sampled (golabel.bpf.c, golabel.h). From
  * --binary it reads what the probes need (newproc's call of runqput, or
  * runtime.newproc1 and runtime.runqput and where a uprobe on each costs
- * least; struct
- * runtime.g's m and struct runtime.m's g0 and curg from the DWARF; where
- * the *g sits from the thread's fsbase); it attaches to the server --pid the
- * receive label, the two uprobes and a cpu-clock sampler at --freq Hz on
- * every CPU, for --seconds; then prints per label (the peer's address) the
- * samples and the label's share of the labelled samples, the samples'
- * classes (labelled, unlabelled goroutines, the system stack), the probes'
- * counts, and each program's run count and run time (BPF statistics).
+ * least; struct runtime.g's m and struct runtime.m's g0 and curg from the
+ * DWARF; where the *g sits from the thread's fsbase); it attaches to the
+ * server --pid the receive label, the uprobes and a cpu-clock sampler at
+ * --freq Hz on every CPU, for --seconds; then prints per label (the peer's
+ * address) the samples and the label's share of the labelled samples, the
+ * samples' classes (labelled, unlabelled goroutines, the system stack), the
+ * probes' counts, and each program's run count and run time (BPF
+ * statistics).
  *
  * Prints "golabel: ready" once attached (a load may start then), then
  * lines "golabel: key=value ...". Needs root.
@@ -218,7 +218,8 @@ static int inspect(const char *path, struct gl_bin *b)
 		close(fd);
 		return RM_ENOENT;
 	}
-	if (!find_sym(e, "runtime.newproc1", &np1, &tlsg, &has_tlsg) || !find_sym(e, "runtime.runqput", &rq, &tlsg, &has_tlsg) ||
+	if (!find_sym(e, "runtime.newproc1", &np1, &tlsg, &has_tlsg) ||
+	    !find_sym(e, "runtime.runqput", &rq, &tlsg, &has_tlsg) ||
 	    !find_sym(e, "runtime.newproc.func1", &np, &tlsg, &has_tlsg) || !find_call(fd, &np, &rq, &b->site_off))
 		rv = RM_ENOTSUP;
 	b->newproc1_off = np1.off;
@@ -448,11 +449,13 @@ int main(int argc, char **argv)
 		all = c.samples;
 		printf("golabel: seconds=%ld samples=%" PRIu64 " user_labelled=%" PRIu64 " user_unlabelled=%" PRIu64
 		       " g0_labelled=%" PRIu64 " g0_unlabelled=%" PRIu64 " g0_idle=%" PRIu64 " other=%" PRIu64
-		       " bad=%" PRIu64 " labelled_pct=%.2f\n", seconds, all, U(c.s_user_lab), U(c.s_user_unlab), U(c.s_g0_lab),
-		       U(c.s_g0_unlab), U(c.s_g0_idle), U(c.s_other), U(c.s_bad), all ? 100.0 * (double)lab / (double)all : 0.0);
+		       " bad=%" PRIu64 " labelled_pct=%.2f\n", seconds, all, U(c.s_user_lab), U(c.s_user_unlab),
+		       U(c.s_g0_lab), U(c.s_g0_unlab), U(c.s_g0_idle), U(c.s_other), U(c.s_bad),
+		       all ? 100.0 * (double)lab / (double)all : 0.0);
 		printf("golabel: reads=%" PRIu64 " reads_bad=%" PRIu64 " newprocs=%" PRIu64 " inherits=%" PRIu64
 		       " unlabels=%" PRIu64 " runqputs=%" PRIu64 " readies=%" PRIu64 " ready_labels=%" PRIu64 "\n",
-		       U(c.reads), U(c.reads_bad), U(c.newprocs), U(c.inherits), U(c.unlabels), U(c.runqputs), U(c.readies), U(c.ready_labels));
+		       U(c.reads), U(c.reads_bad), U(c.newprocs), U(c.inherits), U(c.unlabels), U(c.runqputs),
+		       U(c.readies), U(c.ready_labels));
 		for (i = 0; i < GL_PROGS; i++) {
 			uint64_t n = st[i][1].cnt - st[i][0].cnt, t = st[i][1].ns - st[i][0].ns;
 
