@@ -17,7 +17,8 @@
 # GL_ALONE=K runs tenant K (1..3) alone (the server's CPU then is that
 # tenant's whole cost, for a truth from separate runs); GL_SCALE=N the
 # server's --scale (0: grpc-go's own work only); GL_INFLIGHT=N each tenant
-# keeps N calls in flight instead (a saturating load, for the cost per call).
+# keeps N calls in flight instead (a saturating load, for the cost per call);
+# GL_SERVER=PATH another build of tb-grpcserver (with cgo, for instance).
 set -eu
 
 build=${1:?usage: golabel.sh BUILD_DIR [--ready MODE] [--freq HZ]}
@@ -40,7 +41,7 @@ alone=${GL_ALONE:-0}
 scale=${GL_SCALE:-1}
 inflight=${GL_INFLIGHT:-0}
 port=${GL_PORT:-7391}
-server=$build/testbed/go/tb-grpcserver
+server=${GL_SERVER:-$build/testbed/go/tb-grpcserver}
 load=$build/testbed/go/tb-grpcload
 dir=$(mktemp -d /tmp/golabel.XXXXXX)
 spid=
