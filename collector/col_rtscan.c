@@ -29,9 +29,11 @@ struct col_rtscan_exe {
 	uint32_t kind; /* RM_RT_* */
 };
 
-/* A process in the map, and its runtime's kind (the map's value). */
+/* A process in the map, its runtime's kind (the map's value) and its executable. */
 struct col_rtscan_pid {
 	uint32_t pid, kind;
+	dev_t dev;
+	ino_t ino;
 };
 
 struct col_rtscan {
@@ -43,6 +45,8 @@ struct col_rtscan {
 	struct col_rtscan_exe exe[COL_RTSCAN_EXES];
 	size_t exe_next; /* the slot the next verdict replaces */
 	int full_logged;
+	col_rtscan_fn on_change;
+	void *on_change_arg;
 };
 
 int col_rtscan_open(struct col_rtscan **out, const char *proc_root, int map_fd, uint32_t netns_ino)
@@ -59,6 +63,12 @@ int col_rtscan_open(struct col_rtscan **out, const char *proc_root, int map_fd, 
 	s->netns_ino = netns_ino;
 	*out = s;
 	return RM_OK;
+}
+
+void col_rtscan_on_change(struct col_rtscan *s, col_rtscan_fn fn, void *arg)
+{
+	s->on_change = fn;
+	s->on_change_arg = arg;
 }
 
 void col_rtscan_close(struct col_rtscan *s)
@@ -98,8 +108,11 @@ static uint32_t col_rtscan_judge(struct col_rtscan *s, const char *path, const s
 	return x->kind;
 }
 
-/* The managed runtime process pid runs (RM_RT_*), RM_RT_NONE if it is not one to keep in the map. */
-static uint32_t col_rtscan_kind(struct col_rtscan *s, const char *pid)
+/*
+ * The managed runtime process pid runs (RM_RT_*), RM_RT_NONE if it is not
+ * one to keep in the map; its executable's identity into p.
+ */
+static uint32_t col_rtscan_kind(struct col_rtscan *s, const char *pid, struct col_rtscan_pid *p)
 {
 	char path[320];
 	struct stat st;
@@ -112,6 +125,8 @@ static uint32_t col_rtscan_kind(struct col_rtscan *s, const char *pid)
 	snprintf(path, sizeof(path), "%s/%s/exe", s->root, pid);
 	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 		return 0; /* a kernel thread, gone, or not ours to read */
+	p->dev = st.st_dev;
+	p->ino = st.st_ino;
 	return col_rtscan_judge(s, path, &st);
 }
 
@@ -120,6 +135,17 @@ static int col_rtscan_cmp(const void *a, const void *b)
 	uint32_t x = ((const struct col_rtscan_pid *)a)->pid, y = ((const struct col_rtscan_pid *)b)->pid;
 
 	return x < y ? -1 : x > y;
+}
+
+/* Tells the change function, if any, that pid went from kind before to after. */
+static void col_rtscan_tell(struct col_rtscan *s, uint32_t pid, uint32_t before, uint32_t after)
+{
+	char exe[320];
+
+	if (!s->on_change)
+		return;
+	snprintf(exe, sizeof(exe), "%s/%u/exe", s->root, pid);
+	s->on_change(s->on_change_arg, pid, before, after, exe);
 }
 
 /* Puts p in the map (pid -> its kind). 0, or -1 if the map refused it (logged once). */
@@ -136,7 +162,7 @@ static int col_rtscan_put(struct col_rtscan *s, const struct col_rtscan_pid *p)
 
 int col_rtscan_run(struct col_rtscan *s, uint32_t *n)
 {
-	struct col_rtscan_pid *now = NULL;
+	struct col_rtscan_pid *now = NULL, one;
 	size_t nnow = 0, cap = 0, i, j;
 	struct dirent *d;
 	uint32_t kind;
@@ -150,7 +176,7 @@ int col_rtscan_run(struct col_rtscan *s, uint32_t *n)
 		char *end;
 		unsigned long pid = strtoul(d->d_name, &end, 10);
 
-		if (*end || !pid || pid > UINT32_MAX || !(kind = col_rtscan_kind(s, d->d_name)))
+		if (*end || !pid || pid > UINT32_MAX || !(kind = col_rtscan_kind(s, d->d_name, &one)))
 			continue;
 		if (nnow == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
@@ -164,30 +190,35 @@ int col_rtscan_run(struct col_rtscan *s, uint32_t *n)
 			now = p;
 			cap = ncap;
 		}
-		now[nnow].pid = (uint32_t)pid;
-		now[nnow++].kind = kind;
+		one.pid = (uint32_t)pid;
+		one.kind = kind;
+		now[nnow++] = one;
 	}
 	closedir(dir);
 	if (nnow)
 		qsort(now, nnow, sizeof(*now), col_rtscan_cmp);
-	/* the two sorted lists: remove what left, add what came, rewrite a process that exec'd another runtime */
+	/* the two sorted lists: remove what left, add what came, rewrite a process that exec'd another executable */
 	for (i = j = 0; i < s->npids || j < nnow;) {
 		if (j == nnow || (i < s->npids && s->pids[i].pid < now[j].pid)) {
 			bpf_map_delete_elem(s->map_fd, &s->pids[i].pid);
+			col_rtscan_tell(s, s->pids[i].pid, s->pids[i].kind, RM_RT_NONE);
 			i++;
-		} else if (i == s->npids || now[j].pid < s->pids[i].pid ||
-			   now[j].kind != s->pids[i].kind) {
+		} else if (i == s->npids || now[j].pid < s->pids[i].pid || now[j].kind != s->pids[i].kind ||
+			   now[j].dev != s->pids[i].dev || now[j].ino != s->pids[i].ino) {
 			int same = i < s->npids && now[j].pid == s->pids[i].pid;
+			uint32_t before = same ? s->pids[i].kind : RM_RT_NONE;
 
 			if (col_rtscan_put(s, &now[j]) != 0) {
 				if (same) {
 					bpf_map_delete_elem(s->map_fd, &s->pids[i].pid);
+					col_rtscan_tell(s, s->pids[i].pid, before, RM_RT_NONE);
 					i++;
 				}
 				memmove(&now[j], &now[j + 1], (nnow - j - 1) * sizeof(*now));
 				nnow--;
 				continue;
 			}
+			col_rtscan_tell(s, now[j].pid, before, now[j].kind);
 			i += same;
 			j++;
 		} else {

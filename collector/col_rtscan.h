@@ -34,6 +34,19 @@ int col_rtscan_open(struct col_rtscan **out, const char *proc_root, int map_fd, 
  */
 int col_rtscan_run(struct col_rtscan *s, uint32_t *n);
 
+/*
+ * Told of every change a pass makes, after the map has it: a runtime that
+ * came (before RM_RT_NONE), left (after RM_RT_NONE), or whose process
+ * exec'd another executable (kinds may be equal: a Go program that exec'd
+ * another Go program). exe is the process's executable as the scanner sees
+ * it (proc_root/PID/exe), valid during the call. Called on the thread of
+ * col_rtscan_run.
+ */
+typedef void (*col_rtscan_fn)(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe);
+
+/* Sets (fn NULL: clears) the function told of changes; the next pass tells it of changes from then on. */
+void col_rtscan_on_change(struct col_rtscan *s, col_rtscan_fn fn, void *arg);
+
 void col_rtscan_close(struct col_rtscan *s);
 
 #endif

@@ -4,7 +4,8 @@
  * a program that is neither, or to nothing) and a real BPF hash map: the Go
  * programs and JVMs are added with their kinds, those that left are
  * removed, one that exec'd another runtime changes kind, the rest never
- * enter. Needs the right to create a
+ * enter; the change function hears of every change once, also of a Go
+ * program that exec'd another Go program. Needs the right to create a
  * BPF map (root); skips otherwise.
  */
 #include <errno.h>
@@ -109,8 +110,92 @@ static void test_scan(void)
 	close(fd);
 }
 
+/* What the change function heard. */
+static struct told {
+	uint32_t pid, before, after;
+	char exe[400];
+} told[16];
+static size_t ntold;
+
+static void hear(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe)
+{
+	CU_ASSERT_PTR_EQUAL(arg, &ntold);
+	CU_ASSERT_FATAL(ntold < sizeof(told) / sizeof(told[0]));
+	told[ntold].pid = pid;
+	told[ntold].before = before;
+	told[ntold].after = after;
+	snprintf(told[ntold].exe, sizeof(told[ntold].exe), "%s", exe);
+	ntold++;
+}
+
+/* Did the function hear pid go from before to after, with its exe link? */
+static int heard(uint32_t pid, uint32_t before, uint32_t after)
+{
+	char exe[400];
+	size_t i;
+
+	snprintf(exe, sizeof(exe), "%s/%u/exe", root, pid);
+	for (i = 0; i < ntold; i++)
+		if (told[i].pid == pid && told[i].before == before && told[i].after == after &&
+		    strcmp(told[i].exe, exe) == 0)
+			return 1;
+	return 0;
+}
+
+static void test_changes(void)
+{
+	struct col_rtscan *s = NULL;
+	uint32_t n = 0;
+	int fd;
+
+	snprintf(root, sizeof(root), "%s/proc2", rm_test_tmpdir());
+	CU_ASSERT_EQUAL_FATAL(mkdir(root, 0755), 0);
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, "rt_test2", sizeof(uint32_t), sizeof(uint32_t), 64, NULL);
+	if (fd < 0)
+		RM_TEST_SKIP("cannot create a BPF map: %s", strerror(errno));
+	mk_pid("201", TB_GOSERVER_BIN);
+	mk_pid("202", RM_JAVA_BIN);
+	mk_pid("203", "/bin/sh");
+	CU_ASSERT_EQUAL_FATAL(col_rtscan_open(&s, root, fd, 0), RM_OK);
+	col_rtscan_on_change(s, hear, &ntold);
+	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
+	CU_ASSERT_EQUAL(ntold, 2);
+	CU_ASSERT(heard(201, RM_RT_NONE, RM_RT_GO));
+	CU_ASSERT(heard(202, RM_RT_NONE, RM_RT_JVM));
+	/* nothing changed: nothing told */
+	ntold = 0;
+	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
+	CU_ASSERT_EQUAL(ntold, 0);
+	/* 201 execs another Go program, 202 exits, 203 execs a Go program */
+	rm_pid("201");
+	mk_pid("201", TB_GOLOAD_BIN);
+	rm_pid("202");
+	rm_pid("203");
+	mk_pid("203", TB_GOSERVER_BIN);
+	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT_EQUAL(ntold, 3);
+	CU_ASSERT(heard(201, RM_RT_GO, RM_RT_GO));
+	CU_ASSERT(heard(202, RM_RT_JVM, RM_RT_NONE));
+	CU_ASSERT(heard(203, RM_RT_NONE, RM_RT_GO));
+	CU_ASSERT_EQUAL(in_map(fd, 201), RM_RT_GO);
+	CU_ASSERT(!in_map(fd, 202));
+	/* cleared: told nothing more */
+	col_rtscan_on_change(s, NULL, NULL);
+	ntold = 0;
+	rm_pid("201");
+	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(ntold, 0);
+	col_rtscan_close(s);
+	rm_pid("203");
+	rmdir(root);
+	close(fd);
+}
+
 static CU_TestInfo cases[] = {
 	{ "Go programs and JVMs enter the map, others never, leavers are removed", test_scan },
+	{ "every change is told once: came, left, exec'd another executable", test_changes },
 	CU_TEST_INFO_NULL,
 };
 
