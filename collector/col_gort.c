@@ -1,6 +1,7 @@
 /*
  * col_gort.c - reads a Go binary's runtime facts (col_gort.h) with libelf
- * (sections, symbols) and libdw (DWARF). Owns nothing past a call.
+ * (sections, symbols, program headers, code bytes) and libdw (DWARF). Owns
+ * nothing past a call.
  */
 #include <dwarf.h>
 #include <errno.h>
@@ -69,8 +70,20 @@ static void read_version(Elf_Scn *bi, struct col_gort *out)
 	out->version[len] = '\0';
 }
 
-/* Looks name up in .symtab: 1 with its file offset in *off, 0 if absent. *is_go set if runtime.main is there. */
-static int find_sym(Elf *e, const char *name, uint64_t *off, int *is_go)
+/* A function in .symtab: its file offset, address and size. */
+struct gort_fn {
+	uint64_t off, addr, size;
+};
+
+/* What a pass over .symtab notices besides the function it looks for. */
+struct gort_seen {
+	int is_go;     /* runtime.main is there */
+	int has_tlsg;  /* runtime.tlsg (a TLS symbol) is there ... */
+	int64_t tlsg;  /* ... at this offset in the TLS block */
+};
+
+/* Looks the function name up in .symtab: 1 with *f filled, 0 if absent; what else it saw in *seen. */
+static int find_sym(Elf *e, const char *name, struct gort_fn *f, struct gort_seen *seen)
 {
 	Elf_Scn *s = NULL;
 	GElf_Shdr sh;
@@ -94,12 +107,18 @@ static int find_sym(Elf *e, const char *name, uint64_t *off, int *is_go)
 			if (!gelf_getsym(d, (int)i, &sym) || !(sn = elf_strptr(e, sh.sh_link, sym.st_name)))
 				continue;
 			if (!strcmp(sn, "runtime.main"))
-				*is_go = 1;
+				seen->is_go = 1;
+			if (!strcmp(sn, "runtime.tlsg") && GELF_ST_TYPE(sym.st_info) == STT_TLS) {
+				seen->tlsg = (int64_t)sym.st_value;
+				seen->has_tlsg = 1;
+			}
 			if (found || strcmp(sn, name) || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
 				continue;
 			if (!(ts = elf_getscn(e, sym.st_shndx)) || !gelf_getshdr(ts, &th) || sym.st_value < th.sh_addr)
 				continue;
-			*off = sym.st_value - th.sh_addr + th.sh_offset;
+			f->off = sym.st_value - th.sh_addr + th.sh_offset;
+			f->addr = sym.st_value;
+			f->size = sym.st_size;
 			found = 1;
 		}
 	}
@@ -142,10 +161,12 @@ static int find_member(Dwarf *dw, const char *type, const char *member, uint64_t
 
 int col_gort_inspect(const char *path, struct col_gort *out)
 {
+	struct gort_seen seen = { 0 };
+	struct gort_fn ex = { 0 };
 	Elf_Scn *bi;
 	Dwarf *dw;
 	Elf *e;
-	int fd, is_go = 0, rv = RM_OK;
+	int fd, rv = RM_OK;
 
 	memset(out, 0, sizeof(*out));
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
@@ -160,20 +181,21 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 		return RM_ENOENT;
 	}
 	if ((bi = find_scn(e, ".go.buildinfo")) != NULL) {
-		is_go = 1;
+		seen.is_go = 1;
 		read_version(bi, out);
 	}
-	if (!find_sym(e, "runtime.execute", &out->execute_off, &is_go)) {
+	if (!find_sym(e, "runtime.execute", &ex, &seen)) {
 		rv = RM_ENOTSUP;
 	} else {
 		unsigned char head[sizeof(go_prologue)];
 
+		out->execute_off = ex.off;
 		out->probe_off = out->execute_off;
 		if (pread(fd, head, sizeof(head), (off_t)out->execute_off) == (ssize_t)sizeof(head) &&
 		    !memcmp(head, go_prologue, sizeof(head)))
 			out->probe_off += GO_PROLOGUE_CMP_LEN;
 	}
-	if (!is_go) {
+	if (!seen.is_go) {
 		rv = RM_ENOENT;
 	} else if (rv == RM_OK) {
 		if (!(dw = dwarf_begin_elf(e, DWARF_C_READ, NULL))) {
@@ -191,21 +213,111 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 
 int col_gort_is_go(const char *path)
 {
-	uint64_t off;
+	struct gort_seen seen = { 0 };
+	struct gort_fn f;
 	Elf *e;
-	int fd, is_go = 0;
+	int fd;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return RM_EIO;
 	elf_version(EV_CURRENT);
 	if ((e = elf_begin(fd, ELF_C_READ, NULL)) != NULL && elf_kind(e) == ELF_K_ELF) {
 		if (find_scn(e, ".go.buildinfo"))
-			is_go = 1;
+			seen.is_go = 1;
 		else
-			find_sym(e, "runtime.main", &off, &is_go);
+			find_sym(e, "runtime.main", &f, &seen);
 	}
 	if (e)
 		elf_end(e);
 	close(fd);
-	return is_go ? RM_OK : RM_ENOENT;
+	return seen.is_go ? RM_OK : RM_ENOENT;
+}
+
+/*
+ * The file offset of the one "call callee" (e8 rel32) in the function in:
+ * 1 and *off, or 0 if there is not exactly one in its first 4 KiB.
+ */
+static int find_call(int fd, const struct gort_fn *in, const struct gort_fn *callee, uint64_t *off)
+{
+	unsigned char buf[4096];
+	size_t i, n = in->size < sizeof(buf) ? (size_t)in->size : sizeof(buf);
+	int found = 0;
+
+	if (n < 5 || pread(fd, buf, n, (off_t)in->off) != (ssize_t)n)
+		return 0;
+	for (i = 0; i + 5 <= n; i++) {
+		int32_t rel;
+
+		if (buf[i] != 0xe8)
+			continue;
+		memcpy(&rel, buf + i + 1, sizeof(rel));
+		if (in->addr + i + 5 + (uint64_t)(int64_t)rel == callee->addr) {
+			*off = in->off + i;
+			found++;
+		}
+	}
+	return found == 1;
+}
+
+/* The *g's slot from fsbase (col_gort.h): RM_OK, or RM_ENOTSUP for a PT_TLS block without runtime.tlsg. */
+static int tls_slot(Elf *e, const struct gort_seen *seen, int64_t *out)
+{
+	size_t i, n;
+
+	*out = -8;
+	if (elf_getphdrnum(e, &n) != 0)
+		return RM_ENOTSUP;
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		uint64_t size;
+
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_TLS)
+			continue;
+		if (!seen->has_tlsg)
+			return RM_ENOTSUP;
+		size = ph.p_align > 1 ? (ph.p_memsz + ph.p_align - 1) / ph.p_align * ph.p_align : ph.p_memsz;
+		*out = seen->tlsg - (int64_t)size;
+	}
+	return RM_OK;
+}
+
+int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
+{
+	struct gort_fn rq = { 0 }, np = { 0 };
+	struct gort_seen seen = { 0 };
+	Dwarf *dw;
+	Elf *e;
+	int fd, rv = RM_OK;
+
+	memset(out, 0, sizeof(*out));
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		rm_log_warn("failed to open '%s': %s", path, strerror(errno));
+		return RM_EIO;
+	}
+	elf_version(EV_CURRENT);
+	if (!(e = elf_begin(fd, ELF_C_READ, NULL)) || elf_kind(e) != ELF_K_ELF) {
+		if (e)
+			elf_end(e);
+		close(fd);
+		return RM_ENOENT;
+	}
+	if (!find_sym(e, "runtime.runqput", &rq, &seen) || !find_sym(e, "runtime.newproc.func1", &np, &seen) ||
+	    !seen.is_go || !find_call(fd, &np, &rq, &out->site_off))
+		rv = RM_ENOTSUP;
+	if (rv == RM_OK)
+		rv = tls_slot(e, &seen, &out->g_tls_off);
+	if (rv == RM_OK) {
+		if (!(dw = dwarf_begin_elf(e, DWARF_C_READ, NULL))) {
+			rv = RM_ENOTSUP;
+		} else {
+			if (!find_member(dw, "runtime.g", "m", &out->g_m_off) ||
+			    !find_member(dw, "runtime.m", "g0", &out->m_g0_off) ||
+			    !find_member(dw, "runtime.m", "curg", &out->m_curg_off))
+				rv = RM_ENOTSUP;
+			dwarf_end(dw);
+		}
+	}
+	elf_end(e);
+	close(fd);
+	return rv;
 }

@@ -49,4 +49,37 @@ int col_gort_inspect(const char *path, struct col_gort *out);
  */
 int col_gort_is_go(const char *path);
 
+/*
+ * Where a Go program's scheduler keeps the goroutine a thread runs, and
+ * where new goroutines are queued (linux/amd64, Go >= 1.17's register ABI),
+ * for labels carried on goroutines (col_golabel.h):
+ *  - g_tls_off: the running *g's slot from the thread's fsbase: -8 without
+ *    a PT_TLS segment (Go's own linker, no cgo: runtime.settls); with one
+ *    (external linking, cgo), runtime.tlsg's offset in the executable's TLS
+ *    block, which ends at fsbase (variant II);
+ *  - g_m_off, m_g0_off, m_curg_off: struct runtime.g's m, struct
+ *    runtime.m's g0 (the system stack's g) and curg (the user goroutine the
+ *    thread runs, or 0), from the DWARF;
+ *  - site_off: the file offset of the one "call runtime.runqput" (e8 rel32)
+ *    in runtime.newproc's closure (runtime.newproc.func1, which runs
+ *    newproc1 and queues the new goroutine: its *g in RBX, its creator in
+ *    m.curg). The kernel emulates a call under a uprobe (no single step).
+ */
+struct col_gort_sched {
+	int64_t g_tls_off;
+	uint64_t g_m_off;
+	uint64_t m_g0_off;
+	uint64_t m_curg_off;
+	uint64_t site_off;
+};
+
+/*
+ * Inspects the ELF file at path for struct col_gort_sched. Returns RM_OK with
+ * *out filled; RM_ENOENT if it is not ELF; RM_ENOTSUP for a program this
+ * cannot read (not Go, stripped of symbols or DWARF, no single call of
+ * runtime.runqput in runtime.newproc.func1, a PT_TLS segment without
+ * runtime.tlsg); RM_EIO if the file cannot be opened. Thread-safe.
+ */
+int col_gort_sched_inspect(const char *path, struct col_gort_sched *out);
+
 #endif

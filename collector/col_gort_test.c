@@ -5,8 +5,13 @@
  * the cheap probe point past its stack-bound compare, goid's offset in runtime.g (checked against the layout Go 1.17..1.20 use
  * on amd64); copies of it without DWARF or without any symbols are Go
  * programs that cannot be followed; this test's own binary is not a Go
- * program; a missing file is an I/O error. Skips without golang.
+ * program; a missing file is an I/O error. col_gort_sched_inspect on
+ * tb-grpcserver: the call of runtime.runqput in runtime.newproc.func1
+ * (checked against nm's addresses and the bytes at the offset), the TLS slot
+ * of a binary without cgo, g.m, m.g0 and m.curg (against Go's layout); not
+ * on stripped copies or a C program. Skips without golang.
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,10 +110,85 @@ static void test_not_go(void)
 	CU_ASSERT_EQUAL(col_gort_is_go("/nonexistent/gosrv"), RM_EIO);
 }
 
+/* nm's address and size of sym in bin into *addr, *size: 1, or 0. */
+static int nm_sym(const char *bin, const char *sym, unsigned long long *addr, unsigned long long *size)
+{
+	char cmd[600], line[128] = "";
+	FILE *f;
+	int ok;
+
+	snprintf(cmd, sizeof(cmd), "nm -S '%s' | awk '$4 == \"%s\" {print $1, $2}'", bin, sym);
+	if (!(f = popen(cmd, "r")))
+		return 0;
+	ok = fgets(line, sizeof(line), f) != NULL && sscanf(line, "%llx %llx", addr, size) == 2;
+	pclose(f);
+	return ok;
+}
+
+static void test_sched(void)
+{
+	unsigned long long np = 0, np_size = 0, rq = 0, rq_size = 0, text = 0, text_off = 0;
+	unsigned char call[5];
+	struct col_gort_sched s;
+	struct col_gort g;
+	char cmd[1400], line[128] = "", nodw[300], nosym[300], self[400];
+	ssize_t n;
+	int32_t rel;
+	FILE *f;
+	int fd;
+
+	if (access(TB_GRPCSERVER_BIN, R_OK) != 0)
+		RM_TEST_SKIP("tb-grpcserver is not built (needs golang-go and grpc-go)");
+	CU_ASSERT_EQUAL_FATAL(col_gort_sched_inspect(TB_GRPCSERVER_BIN, &s), RM_OK);
+	CU_ASSERT_FATAL(nm_sym(TB_GRPCSERVER_BIN, "runtime.newproc.func1", &np, &np_size));
+	CU_ASSERT_FATAL(nm_sym(TB_GRPCSERVER_BIN, "runtime.runqput", &rq, &rq_size));
+	snprintf(cmd, sizeof(cmd),
+		 "readelf -SW '%s' | awk '{ for (i = 1; i < NF; i++) if ($i == \".text\") print $(i + 2), $(i + 3) }'",
+		 TB_GRPCSERVER_BIN);
+	CU_ASSERT_FATAL((f = popen(cmd, "r")) != NULL);
+	CU_ASSERT(fgets(line, sizeof(line), f) != NULL && sscanf(line, "%llx %llx", &text, &text_off) == 2);
+	pclose(f);
+	/* the site is inside runtime.newproc.func1 and is a call whose target is runtime.runqput */
+	CU_ASSERT(s.site_off >= np - text + text_off && s.site_off < np - text + text_off + np_size);
+	CU_ASSERT_FATAL((fd = open(TB_GRPCSERVER_BIN, O_RDONLY)) >= 0);
+	CU_ASSERT_EQUAL(pread(fd, call, sizeof(call), (off_t)s.site_off), (ssize_t)sizeof(call));
+	close(fd);
+	CU_ASSERT_EQUAL(call[0], 0xe8);
+	memcpy(&rel, call + 1, sizeof(rel));
+	CU_ASSERT_EQUAL(s.site_off - text_off + text + 5 + (uint64_t)(int64_t)rel, rq);
+	/* built without cgo (CGO_ENABLED=0): no PT_TLS, the *g at fsbase - 8 */
+	CU_ASSERT_EQUAL(s.g_tls_off, -8);
+	/* struct g: stack (16), stackguard0, stackguard1, _panic, _defer (8 each), then m: 48;
+	 * struct m opens with g0; for Go 1.19: morebuf (gobuf, 56), divmod (4, padded to 8), procid,
+	 * gsignal (8 each), goSigStack (40), sigmask (8), tls (48), mstartfn (8), then curg: 192 */
+	CU_ASSERT_EQUAL(s.g_m_off, 48);
+	CU_ASSERT_EQUAL(s.m_g0_off, 0);
+	CU_ASSERT_EQUAL(col_gort_inspect(TB_GRPCSERVER_BIN, &g), RM_OK);
+	if (!strncmp(g.version, "go1.19", 6))
+		CU_ASSERT_EQUAL(s.m_curg_off, 192);
+	CU_ASSERT(s.m_curg_off > 0 && s.m_curg_off < 1024);
+
+	snprintf(nodw, sizeof(nodw), "%s/grpcsrv-nodwarf", rm_test_tmpdir());
+	snprintf(nosym, sizeof(nosym), "%s/grpcsrv-stripped", rm_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "objcopy --strip-debug '%s' '%s' && objcopy --strip-all '%s' '%s'",
+		 TB_GRPCSERVER_BIN, nodw, TB_GRPCSERVER_BIN, nosym);
+	CU_ASSERT_EQUAL_FATAL(sh(cmd), 0);
+	CU_ASSERT_EQUAL(col_gort_sched_inspect(nodw, &s), RM_ENOTSUP);
+	CU_ASSERT_EQUAL(col_gort_sched_inspect(nosym, &s), RM_ENOTSUP);
+	unlink(nodw);
+	unlink(nosym);
+	CU_ASSERT_FATAL((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0);
+	self[n] = '\0';
+	CU_ASSERT_EQUAL(col_gort_sched_inspect(self, &s), RM_ENOTSUP);
+	CU_ASSERT_EQUAL(col_gort_sched_inspect("/proc/self/status", &s), RM_ENOENT);
+	CU_ASSERT_EQUAL(col_gort_sched_inspect("/nonexistent/gosrv", &s), RM_EIO);
+}
+
 static CU_TestInfo cases[] = {
 	{ "a Go binary: version, runtime.execute, goid's offset", test_go_binary },
 	{ "stripped Go binaries cannot be followed", test_stripped },
 	{ "not a Go program, not ELF, missing", test_not_go },
+	{ "a gRPC server: the goroutine-creation site, the TLS slot, g.m, m.g0, m.curg", test_sched },
 	CU_TEST_INFO_NULL,
 };
 
