@@ -1,0 +1,376 @@
+/*
+ * col_golabel.c - loads golabel.bpf.c, attaches its receive hook and its
+ * sampler at open and its creation uprobe per watched Go executable, keeps
+ * the watched processes' map, and hands the sampler's counts per window
+ * (col_golabel.h).
+ */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "col_golabel.h"
+#include "col_gort.h"
+#include "golabel.h"
+#include "golabel.skel.h"
+#include "rm_clock.h"
+#include "rm_err.h"
+#include "banned.h"
+
+_Static_assert(COL_GOLABEL_IDLE == GOLABEL_IDLE, "one idle label for kernel and loader");
+_Static_assert(COL_GOLABEL_PIDS_MAX == GOLABEL_PIDS_MAX, "one bound on watched processes");
+
+/* A Go executable with the creation uprobe attached. */
+struct gl_exe {
+	dev_t dev;
+	ino_t ino;
+	struct bpf_link *link;
+};
+
+/* A watched process and its executable. */
+struct gl_pid {
+	uint32_t pid;
+	dev_t dev;
+	ino_t ino;
+};
+
+struct col_golabel {
+	struct golabel_bpf *skel;
+	struct bpf_link *recv;
+	struct bpf_link **samplers; /* one per online CPU */
+	int nsamplers;
+	struct gl_exe exes[GOLABEL_PIDS_MAX];
+	size_t nexes;
+	struct gl_pid pids[GOLABEL_PIDS_MAX];
+	size_t npids;
+	uint64_t window_ns, offset_ns, period_ns;
+};
+
+/* One drained count, its window with it (for sorting). */
+struct gl_row {
+	uint64_t win;
+	struct col_golabel_count c;
+};
+
+static int gl_errno_rv(int err)
+{
+	return err == EPERM || err == EACCES ? RM_EPERM : RM_EBPF;
+}
+
+/* A cpu-clock event of period_ns on every online CPU, each running the sampler. */
+static int gl_attach_samplers(struct col_golabel *g)
+{
+	int ncpu = libbpf_num_possible_cpus(), cpu;
+
+	if (ncpu <= 0)
+		return RM_EBPF;
+	if (!(g->samplers = calloc((size_t)ncpu, sizeof(*g->samplers))))
+		return RM_ENOMEM;
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		struct perf_event_attr a;
+		struct bpf_link *l;
+		int pfd, err;
+
+		memset(&a, 0, sizeof(a));
+		a.type = PERF_TYPE_SOFTWARE;
+		a.size = sizeof(a);
+		a.config = PERF_COUNT_SW_CPU_CLOCK;
+		a.sample_period = g->period_ns; /* cpu-clock counts nanoseconds */
+		pfd = (int)syscall(__NR_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (pfd < 0 && errno == ENODEV)
+			continue; /* offline */
+		if (pfd < 0) {
+			err = errno;
+			rm_log_warn("failed to open a cpu-clock event on CPU %d: %s", cpu, strerror(err));
+			return gl_errno_rv(err);
+		}
+		if (!(l = bpf_program__attach_perf_event(g->skel->progs.golabel_sample, pfd))) {
+			err = errno;
+			close(pfd);
+			rm_log_warn("failed to attach the sampler on CPU %d: %s", cpu, strerror(err));
+			return gl_errno_rv(err);
+		}
+		g->samplers[g->nsamplers++] = l; /* the link closes pfd */
+	}
+	return g->nsamplers ? RM_OK : RM_EBPF;
+}
+
+int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg)
+{
+	struct col_golabel *g;
+	uint32_t freq;
+	int rv, err;
+
+	if (!out || !cfg)
+		return RM_EINVAL;
+	*out = NULL;
+	freq = cfg->freq_hz ? cfg->freq_hz : COL_GOLABEL_FREQ_DEFAULT;
+	if (freq < 10 || freq > 20000)
+		return RM_EINVAL;
+	if (!(g = calloc(1, sizeof(*g))))
+		return RM_ENOMEM;
+	g->window_ns = cfg->window_ns ? cfg->window_ns : 1000000000ULL;
+	g->offset_ns = (uint64_t)cfg->offset_ns;
+	g->period_ns = (1000000000ULL + freq / 2) / freq;
+	if (!(g->skel = golabel_bpf__open())) {
+		free(g);
+		return RM_EBPF;
+	}
+	g->skel->rodata->window_ns = g->window_ns;
+	g->skel->rodata->offset_ns = g->offset_ns;
+	g->skel->rodata->netns_ino = cfg->netns_ino;
+	if ((err = golabel_bpf__load(g->skel)) != 0) {
+		rm_log_warn("failed to load the goroutine label programs: %s", strerror(-err));
+		col_golabel_close(g);
+		return err == -EPERM || err == -EACCES ? RM_EPERM : RM_EBPF;
+	}
+	if (!(g->recv = bpf_program__attach(g->skel->progs.golabel_recv))) {
+		err = errno;
+		rm_log_warn("failed to attach the goroutine label receive hook: %s", strerror(err));
+		col_golabel_close(g);
+		return gl_errno_rv(err);
+	}
+	if ((rv = gl_attach_samplers(g)) != RM_OK) {
+		col_golabel_close(g);
+		return rv;
+	}
+	*out = g;
+	return RM_OK;
+}
+
+static struct gl_pid *gl_find_pid(struct col_golabel *g, uint32_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < g->npids; i++)
+		if (g->pids[i].pid == pid)
+			return &g->pids[i];
+	return NULL;
+}
+
+static struct gl_exe *gl_find_exe(struct col_golabel *g, dev_t dev, ino_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < g->nexes; i++)
+		if (g->exes[i].dev == dev && g->exes[i].ino == ino)
+			return &g->exes[i];
+	return NULL;
+}
+
+int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
+{
+	struct golabel_proc p = { 0 };
+	struct col_gort_sched s;
+	struct gl_exe *x;
+	struct stat st;
+	int rv, added = 0;
+
+	if (!g || !pid || !exe_path)
+		return RM_EINVAL;
+	if (gl_find_pid(g, pid))
+		return RM_OK;
+	if (g->npids == GOLABEL_PIDS_MAX)
+		return RM_EFULL;
+	if (stat(exe_path, &st) != 0) {
+		rm_log_warn("failed to stat '%s': %s", exe_path, strerror(errno));
+		return RM_EIO;
+	}
+	if ((rv = col_gort_sched_inspect(exe_path, &s)) != RM_OK)
+		return rv;
+	if (s.g_m_off > UINT32_MAX || s.m_curg_off > UINT32_MAX)
+		return RM_ENOTSUP;
+	p.g_tls_off = s.g_tls_off;
+	p.g_m_off = (uint32_t)s.g_m_off;
+	p.m_curg_off = (uint32_t)s.m_curg_off;
+	if (!(x = gl_find_exe(g, st.st_dev, st.st_ino))) {
+		x = &g->exes[g->nexes];
+		x->dev = st.st_dev;
+		x->ino = st.st_ino;
+		/* every process of the executable (pid -1): the program looks the process up in pids */
+		if (!(x->link = bpf_program__attach_uprobe(g->skel->progs.golabel_newg, false, -1, exe_path,
+							  (size_t)s.site_off))) {
+			rm_log_warn("failed to attach the goroutine creation uprobe to '%s': %s", exe_path,
+				    strerror(errno));
+			return RM_EBPF;
+		}
+		g->nexes++;
+		added = 1;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(g->skel->maps.pids), &pid, &p, BPF_ANY) != 0) {
+		rv = errno == E2BIG ? RM_EFULL : RM_EBPF;
+		if (added) {
+			bpf_link__destroy(x->link);
+			g->nexes--;
+		}
+		return rv;
+	}
+	g->pids[g->npids].pid = pid;
+	g->pids[g->npids].dev = st.st_dev;
+	g->pids[g->npids].ino = st.st_ino;
+	g->npids++;
+	return RM_OK;
+}
+
+void col_golabel_forget(struct col_golabel *g, uint32_t pid)
+{
+	struct gl_pid *p, gone;
+	struct gl_exe *x;
+	size_t i;
+
+	if (!g || !(p = gl_find_pid(g, pid)))
+		return;
+	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.pids), &pid);
+	gone = *p;
+	*p = g->pids[--g->npids];
+	for (i = 0; i < g->npids; i++)
+		if (g->pids[i].dev == gone.dev && g->pids[i].ino == gone.ino)
+			return; /* the executable still runs in a watched process */
+	if ((x = gl_find_exe(g, gone.dev, gone.ino)) != NULL) {
+		bpf_link__destroy(x->link);
+		*x = g->exes[--g->nexes];
+	}
+}
+
+static int gl_row_cmp(const void *a, const void *b)
+{
+	const struct gl_row *x = a, *y = b;
+
+	if (x->win != y->win)
+		return x->win < y->win ? -1 : 1;
+	if (x->c.pid != y->c.pid)
+		return x->c.pid < y->c.pid ? -1 : 1;
+	if (x->c.cookie != y->c.cookie)
+		return x->c.cookie < y->c.cookie ? -1 : 1;
+	return 0;
+}
+
+int col_golabel_drain(struct col_golabel *g, uint64_t before_win, col_golabel_fn fn, void *arg)
+{
+	struct golabel_ckey key, next, *prev = NULL;
+	struct gl_row *rows = NULL, *nr;
+	struct col_golabel_count *cs;
+	size_t n = 0, cap = 0, i, j, k;
+	int fd, err;
+
+	if (!g || !fn)
+		return RM_EINVAL;
+	fd = bpf_map__fd(g->skel->maps.counts);
+	/* the keys first: deleting while walking would restart the walk */
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (key.win >= before_win)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			if (!(nr = realloc(rows, cap * sizeof(*rows)))) {
+				free(rows);
+				return RM_ENOMEM;
+			}
+			rows = nr;
+		}
+		memset(&rows[n], 0, sizeof(rows[n]));
+		rows[n].win = key.win;
+		rows[n].c.cookie = key.cookie;
+		rows[n].c.pid = key.tgid;
+		n++;
+	}
+	if ((err = errno) != ENOENT) {
+		rm_log_warn("failed to walk the goroutine label counts: %s", strerror(err));
+		free(rows);
+		return RM_EBPF;
+	}
+	if (n == 0)
+		return RM_OK;
+	if (!(cs = calloc(n, sizeof(*cs)))) {
+		free(rows);
+		return RM_ENOMEM;
+	}
+	/* each count read and deleted in one step: a late increment is not read twice */
+	for (i = j = 0; i < n; i++) {
+		uint64_t v = 0;
+
+		memset(&key, 0, sizeof(key));
+		key.win = rows[i].win;
+		key.cookie = rows[i].c.cookie;
+		key.tgid = rows[i].c.pid;
+		if (bpf_map_lookup_and_delete_elem(fd, &key, &v) != 0)
+			continue;
+		if (!v)
+			continue;
+		rows[i].c.samples = v;
+		rows[j++] = rows[i];
+	}
+	n = j;
+	qsort(rows, n, sizeof(*rows), gl_row_cmp);
+	for (i = 0; i < n; i = j) {
+		for (j = i, k = 0; j < n && rows[j].win == rows[i].win; j++)
+			cs[k++] = rows[j].c;
+		fn(arg, rows[i].win, cs, k, g->period_ns);
+	}
+	free(cs);
+	free(rows);
+	return RM_OK;
+}
+
+uint64_t col_golabel_window(const struct col_golabel *g)
+{
+	return (rm_clock_mono_ns() + g->offset_ns) / g->window_ns;
+}
+
+void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd, c;
+	uint64_t *per, sum[GOLABEL_ST_COUNT] = { 0 };
+	uint32_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (!g || ncpu <= 0 || !(per = calloc((size_t)ncpu, sizeof(*per))))
+		return;
+	fd = bpf_map__fd(g->skel->maps.stats);
+	for (i = 0; i < GOLABEL_ST_COUNT; i++) {
+		if (bpf_map_lookup_elem(fd, &i, per) != 0)
+			continue;
+		for (c = 0; c < ncpu; c++)
+			sum[i] += per[c];
+	}
+	free(per);
+	out->samples = sum[GOLABEL_ST_SAMPLES];
+	out->lost = sum[GOLABEL_ST_LOST];
+	out->unread = sum[GOLABEL_ST_UNREAD];
+	out->reads = sum[GOLABEL_ST_READS];
+	out->reads_bad = sum[GOLABEL_ST_READS_BAD];
+	out->newg = sum[GOLABEL_ST_NEWG];
+	out->inherit = sum[GOLABEL_ST_INHERIT];
+}
+
+uint64_t col_golabel_lost(struct col_golabel *g)
+{
+	struct col_golabel_stats st;
+
+	col_golabel_stats(g, &st);
+	return st.lost;
+}
+
+void col_golabel_close(struct col_golabel *g)
+{
+	size_t i;
+	int c;
+
+	if (!g)
+		return;
+	for (c = 0; c < g->nsamplers; c++)
+		bpf_link__destroy(g->samplers[c]);
+	free(g->samplers);
+	for (i = 0; i < g->nexes; i++)
+		bpf_link__destroy(g->exes[i].link);
+	bpf_link__destroy(g->recv);
+	golabel_bpf__destroy(g->skel);
+	free(g);
+}

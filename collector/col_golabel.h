@@ -1,0 +1,131 @@
+/*
+ * col_golabel.h - how the CPU of watched Go processes splits between the
+ * sockets their goroutines serve, by labels carried on goroutines and a
+ * cpu-clock sampler (golabel.bpf.c; measured in docs/grpc.md, *Labels on
+ * goroutines, split by sampling*).
+ *
+ * A goroutine that receives from a TCP socket (in the watched network
+ * namespace) is labelled with that socket's cookie, the one the collector's
+ * socket hooks report, so the aggregator's rules and pairing still decide
+ * the tenant; a goroutine it creates takes its label (one uprobe on the
+ * call of runtime.runqput in runtime.newproc.func1, attached once per Go
+ * executable, where col_gort_sched_inspect finds it). A cpu-clock sampler
+ * at freq_hz on every online CPU counts, for the watched processes' threads,
+ * samples per window, process and label: the label of the goroutine the
+ * thread runs for (m.curg); 0 for a goroutine without one;
+ * COL_GOLABEL_IDLE for a thread on its system stack with no goroutine (the
+ * scheduler, sysmon, idle and GC workers) or one whose goroutine could not
+ * be read. UDP and unix sockets do not label (TCP only for now). A
+ * goroutine keeps its label until it receives from another TCP socket, so a
+ * worker fed by a channel is counted for its last read's or its creator's
+ * socket. Linux/amd64, Go >= 1.17 (register ABI), binaries with symbols and
+ * DWARF.
+ *
+ * Threading: one thread at a time per handle (the collector's loop); the
+ * BPF programs run concurrently with it.
+ */
+#ifndef COL_GOLABEL_H
+#define COL_GOLABEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COL_GOLABEL_IDLE 0xffffffffffffffffULL /* = GOLABEL_IDLE (golabel.h) */
+#define COL_GOLABEL_FREQ_DEFAULT 1999u         /* Hz; see col_golabel_cfg */
+#define COL_GOLABEL_PIDS_MAX 1024              /* watched processes at once (= GOLABEL_PIDS_MAX) */
+
+struct col_golabel;
+
+struct col_golabel_cfg {
+	uint64_t window_ns; /* window length (0: 1 s), as col_bpf_cfg's */
+	int64_t offset_ns;  /* window = (CLOCK_MONOTONIC + offset_ns) / window_ns, as col_bpf_cfg's */
+	/* Samples per second per CPU (0: COL_GOLABEL_FREQ_DEFAULT; 10..20000).
+	 * 1999 Hz: ~100 samples, the ±10% of a share, per 50 ms of a tenant's
+	 * CPU in a window (at 2 kHz the measured cost was 1.1% of the testbed
+	 * gRPC server's CPU, half of it the sampler's); odd so that the
+	 * sampler does not tick in step with the kernel's 250/1000 Hz tick or
+	 * Go's 10 ms sysmon and preemption periods. */
+	uint32_t freq_hz;
+	uint32_t netns_ino; /* nonzero: receives of threads in this network namespace only */
+};
+
+/* The samples of one label in one window. */
+struct col_golabel_count {
+	uint64_t cookie;  /* the socket's cookie; 0: unlabelled goroutine; COL_GOLABEL_IDLE: no goroutine */
+	uint64_t samples; /* each one period_ns of a thread's CPU, in expectation */
+	uint32_t pid;     /* the process (tgid) */
+};
+
+/* Counters since open, summed over CPUs. */
+struct col_golabel_stats {
+	uint64_t samples;   /* samples on watched processes' threads */
+	uint64_t lost;      /* ... not counted: the counts map was full */
+	uint64_t unread;    /* ... whose goroutine could not be read (counted as COL_GOLABEL_IDLE) */
+	uint64_t reads;     /* TCP receives that labelled their goroutine */
+	uint64_t reads_bad; /* ... whose goroutine could not be read */
+	uint64_t newg;      /* goroutines created in watched processes */
+	uint64_t inherit;   /* ... that took their creator's label */
+};
+
+/*
+ * Loads the programs, attaches the receive hook and the sampler (one
+ * cpu-clock event per online CPU) and sets *out; nothing is counted until a
+ * process is watched. Returns RM_OK; RM_EINVAL for a NULL argument or
+ * freq_hz outside 10..20000; RM_ENOMEM; RM_EBPF if the programs cannot be
+ * loaded or attached (RM_EPERM without the privilege to, e.g. not root).
+ * On failure *out is NULL and nothing stays attached. The caller owns *out
+ * (col_golabel_close).
+ */
+int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg);
+
+/*
+ * Watches process pid, running the executable at exe_path (as this process
+ * sees it, e.g. /proc/PID/exe): its receives label goroutines, its threads
+ * are sampled. Attaches the creation uprobe once per executable (device,
+ * inode); a second pid of the same executable only joins the map. Returns
+ * RM_OK (also if pid is already watched: no change); RM_EINVAL for pid 0 or
+ * a NULL path; RM_ENOTSUP for a Go build it cannot read (not Go, stripped,
+ * unknown layout: col_gort_sched_inspect); RM_ENOENT if exe_path is not an
+ * ELF file; RM_EIO if it cannot be read; RM_EFULL with COL_GOLABEL_PIDS_MAX
+ * processes watched; RM_EBPF if the uprobe cannot be attached. On failure
+ * nothing changed.
+ */
+int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path);
+
+/*
+ * Stops watching pid (no-op if not watched): its threads are no longer
+ * sampled nor its receives seen; the creation uprobe of its executable is
+ * detached when no watched process runs it. Counts already taken stay until
+ * drained; its goroutines' labels age out of the LRU map.
+ */
+void col_golabel_forget(struct col_golabel *g, uint32_t pid);
+
+/* Called by col_golabel_drain once per window: its n counts (n >= 1), sorted
+ * by pid then cookie, valid during the call; period_ns is one sample's CPU
+ * time (1e9 / freq_hz, rounded). */
+typedef void (*col_golabel_fn)(void *arg, uint64_t win, const struct col_golabel_count *c, size_t n,
+			       uint64_t period_ns);
+
+/*
+ * Hands every window < before_win that has samples to fn, once, in
+ * increasing order, and deletes its counts from the kernel. Call it with
+ * before_win <= col_golabel_window() (a window still being sampled would
+ * be handed in two pieces). Returns RM_OK; RM_EINVAL for a NULL argument;
+ * RM_ENOMEM or RM_EBPF (the map could not be walked): nothing handed or
+ * deleted.
+ */
+int col_golabel_drain(struct col_golabel *g, uint64_t before_win, col_golabel_fn fn, void *arg);
+
+/* The current window ((CLOCK_MONOTONIC + offset_ns) / window_ns). */
+uint64_t col_golabel_window(const struct col_golabel *g);
+
+/* Samples not counted since open because the counts map was full (summed over CPUs). */
+uint64_t col_golabel_lost(struct col_golabel *g);
+
+/* The counters since open into *out (zeroes if they cannot be read). */
+void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out);
+
+/* Detaches everything, frees g; NULL-tolerant. Undrained counts are dropped. */
+void col_golabel_close(struct col_golabel *g);
+
+#endif

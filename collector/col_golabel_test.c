@@ -1,0 +1,468 @@
+/*
+ * col_golabel_test.c - col_golabel on real hooks and a real gRPC server
+ * (testbed/go's tb-grpcserver, three tb-grpcload tenants from 127.0.0.2, .3
+ * and .4 calling Light, Medium and Heavy): most samples are on labelled
+ * goroutines, each tenant's connection (its server-side socket's cookie,
+ * read from ss -e while it is open) has samples and the heavy tenant more
+ * than the light one; each window is handed once and deleted; the creation
+ * uprobe is attached once per executable and detached when its last process
+ * is forgotten, after which the process is not counted; a receive outside
+ * the watched network namespace labels nothing; Go builds it cannot read are
+ * refused; close leaves no program loaded. Needs root (skips without it)
+ * and the Go testbed (skips without golang).
+ */
+#include <bpf/bpf.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "col_golabel.h"
+#include "rm_err.h"
+#include "rm_test.h"
+#include "banned.h"
+
+#define WINDOW_NS 250000000ULL
+#define MAX_KEYS 256
+#define TENANTS 3
+
+/* What the drain callback saw: totals per (pid, cookie), windows in order. */
+static struct {
+	struct col_golabel_count tot[MAX_KEYS];
+	size_t n;
+	uint64_t last_win; /* the last window handed + 1 (0: none yet) */
+	unsigned calls, out_of_order, empty, bad_period;
+} seen;
+
+static void seen_reset(void)
+{
+	memset(&seen, 0, sizeof(seen));
+}
+
+static void sink(void *arg, uint64_t win, const struct col_golabel_count *c, size_t n, uint64_t period_ns)
+{
+	size_t i, k;
+
+	(void)arg;
+	seen.calls++;
+	if (seen.last_win && win < seen.last_win)
+		seen.out_of_order++; /* handed twice, or out of order */
+	seen.last_win = win + 1;
+	if (n == 0)
+		seen.empty++;
+	if (period_ns != (1000000000ULL + COL_GOLABEL_FREQ_DEFAULT / 2) / COL_GOLABEL_FREQ_DEFAULT)
+		seen.bad_period++;
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < seen.n; k++)
+			if (seen.tot[k].pid == c[i].pid && seen.tot[k].cookie == c[i].cookie)
+				break;
+		if (k == seen.n) {
+			if (seen.n == MAX_KEYS)
+				continue;
+			seen.tot[seen.n] = c[i];
+			seen.tot[seen.n++].samples = 0;
+		}
+		seen.tot[k].samples += c[i].samples;
+	}
+}
+
+static uint64_t seen_samples(uint32_t pid, uint64_t cookie)
+{
+	size_t k;
+
+	for (k = 0; k < seen.n; k++)
+		if (seen.tot[k].pid == pid && seen.tot[k].cookie == cookie)
+			return seen.tot[k].samples;
+	return 0;
+}
+
+/* pid's samples: all, and those on labelled goroutines (a cookie, neither 0 nor idle). */
+static void seen_pid(uint32_t pid, uint64_t *all, uint64_t *labelled, unsigned *nlabels)
+{
+	size_t k;
+
+	*all = *labelled = 0;
+	*nlabels = 0;
+	for (k = 0; k < seen.n; k++) {
+		if (seen.tot[k].pid != pid)
+			continue;
+		*all += seen.tot[k].samples;
+		if (seen.tot[k].cookie != 0 && seen.tot[k].cookie != COL_GOLABEL_IDLE) {
+			*labelled += seen.tot[k].samples;
+			(*nlabels)++;
+		}
+	}
+}
+
+static void need_go(void)
+{
+	if (access(TB_GRPCSERVER_BIN, X_OK) != 0 || access(TB_GRPCLOAD_BIN, X_OK) != 0)
+		RM_TEST_SKIP("tb-grpcserver is not built (needs golang-go and grpc-go)");
+}
+
+static int open_golabel(struct col_golabel **g, uint32_t netns_ino)
+{
+	struct col_golabel_cfg cfg = { .window_ns = WINDOW_NS, .netns_ino = netns_ino };
+
+	return col_golabel_open(g, &cfg);
+}
+
+/* Does open's rv mean this host cannot run the test (no privilege) rather than a failure? */
+static int cannot(int rv)
+{
+	return rv == RM_EPERM || (rv == RM_EBPF && geteuid() != 0);
+}
+
+static int can_connect(unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* tb-grpcserver on 127.0.0.1:port (a free one), listening: its pid. */
+static pid_t start_server(unsigned *port, char *addr, size_t len)
+{
+	static char log[400], truth[400];
+	const char *args[] = { TB_GRPCSERVER_BIN, "--listen", addr, "--truth", truth, NULL };
+	pid_t pid;
+	int i;
+
+	*port = rm_test_free_port();
+	CU_ASSERT_FATAL(*port != 0);
+	snprintf(addr, len, "127.0.0.1:%u", *port);
+	snprintf(log, sizeof(log), "%s/grpcserver.log", rm_test_tmpdir());
+	snprintf(truth, sizeof(truth), "%s/grpc-truth.csv", rm_test_tmpdir());
+	CU_ASSERT_FATAL((pid = rm_test_spawn(args, log)) > 0);
+	for (i = 0; i < 100 && !can_connect(*port); i++)
+		usleep(20000);
+	CU_ASSERT_FATAL(i < 100); /* tb-grpcserver listens (its output: grpcserver.log) */
+	return pid;
+}
+
+static void stop(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	CU_ASSERT_EQUAL(rm_test_wait(pid, 10000), 0);
+}
+
+/* tb-grpcload from bind calling method at 20 calls a second for secs seconds. */
+static pid_t start_load(const char *addr, const char *bind, const char *ce, const char *method, const char *secs)
+{
+	static char log[400];
+	const char *args[] = { TB_GRPCLOAD_BIN, "--server", addr, "--bind", bind, "--ce", ce, "--method", method,
+			       "--rate", "20", "--burst", "2", "--duration", secs, NULL };
+
+	snprintf(log, sizeof(log), "%s/grpcload.log", rm_test_tmpdir());
+	return rm_test_spawn(args, log);
+}
+
+/*
+ * The cookie of the server's connection from peer (an address), read from
+ * ss -e ("sk:" is the socket's cookie as inet_diag reports it): 1, or 0 if
+ * it has none open.
+ */
+static int conn_cookie(unsigned port, const char *peer, uint64_t *cookie)
+{
+	char cmd[200], line[1024], want[64];
+	int found = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "ss -tnHe state established '( sport = :%u )' 2>/dev/null", port);
+	snprintf(want, sizeof(want), " %s:", peer);
+	if (!(f = popen(cmd, "r")))
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		const char *sk = strstr(line, " sk:");
+
+		if (strstr(line, want) && sk && sscanf(sk + 4, "%" SCNx64, cookie) == 1)
+			found = 1;
+	}
+	pclose(f);
+	return found;
+}
+
+/* Programs loaded now named name (their ids in ids[], at most max): how many. */
+static int progs_named(const char *name, uint32_t *ids, int max)
+{
+	__u32 id = 0;
+	int n = 0;
+
+	while (bpf_prog_get_next_id(id, &id) == 0) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_prog_get_fd_by_id(id);
+
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && !strcmp(info.name, name) && n < max)
+			ids[n++] = id;
+		close(fd);
+	}
+	return n;
+}
+
+/* Links now attached running program prog_id. */
+static int links_of(uint32_t prog_id)
+{
+	__u32 id = 0;
+	int n = 0;
+
+	while (bpf_link_get_next_id(id, &id) == 0) {
+		struct bpf_link_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_link_get_fd_by_id(id);
+
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.prog_id == prog_id)
+			n++;
+		close(fd);
+	}
+	return n;
+}
+
+/* The id of this handle's creation program (the one golabel_newg loaded): 0 if not exactly one. */
+static uint32_t newg_prog(void)
+{
+	uint32_t ids[4];
+
+	return progs_named("golabel_newg", ids, 4) == 1 ? ids[0] : 0;
+}
+
+/* Drains every window that ended (waits for the current one to end first). */
+static void drain_ended(struct col_golabel *g)
+{
+	usleep((useconds_t)(WINDOW_NS / 1000) + 20000);
+	CU_ASSERT_EQUAL(col_golabel_drain(g, col_golabel_window(g), sink, NULL), RM_OK);
+}
+
+static void test_tenants(void)
+{
+	static const char *peers[TENANTS] = { "127.0.0.2", "127.0.0.3", "127.0.0.4" };
+	static const char *methods[TENANTS] = { "Light", "Medium", "Heavy" };
+	static const char *ces[TENANTS] = { "c1", "c2", "c3" };
+	uint64_t cookie[TENANTS] = { 0 }, all = 0, lab = 0, before;
+	struct col_golabel_stats st, st2;
+	struct col_golabel *g = NULL;
+	unsigned port, nlab, calls, i, have = 0;
+	pid_t srv, load[TENANTS];
+	uint32_t newg;
+	char addr[64];
+	int status, running, rv;
+
+	need_go();
+	srv = start_server(&port, addr, sizeof(addr));
+	if (cannot(rv = open_golabel(&g, 0))) {
+		stop(srv);
+		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
+	}
+	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
+	seen_reset();
+	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
+	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK); /* again: no change */
+	newg = newg_prog();
+	CU_ASSERT_FATAL(newg != 0);
+	CU_ASSERT_EQUAL(links_of(newg), 1); /* one uprobe for the executable */
+	for (i = 0; i < TENANTS; i++)
+		CU_ASSERT_FATAL((load[i] = start_load(addr, peers[i], ces[i], methods[i], "2.5")) > 0);
+	/* while the loads run: the connections' cookies, and windows drained as they end */
+	do {
+		for (i = 0; i < TENANTS; i++)
+			if (!(have & (1u << i)) && conn_cookie(port, peers[i], &cookie[i]))
+				have |= 1u << i;
+		CU_ASSERT_EQUAL(col_golabel_drain(g, col_golabel_window(g), sink, NULL), RM_OK);
+		usleep(100000);
+		for (i = 0, running = 0; i < TENANTS; i++) {
+			if (!load[i])
+				continue;
+			if (waitpid(load[i], &status, WNOHANG) == 0) {
+				running++;
+				continue;
+			}
+			CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* every call answered */
+			rm_test_forget(load[i]);
+			load[i] = 0;
+		}
+	} while (running);
+	drain_ended(g);
+	CU_ASSERT_EQUAL(have, (1u << TENANTS) - 1); /* every tenant's connection was seen open */
+	/* drained windows are gone: the same drain again hands nothing */
+	calls = seen.calls;
+	before = col_golabel_window(g);
+	CU_ASSERT_EQUAL(col_golabel_drain(g, seen.last_win, sink, NULL), RM_OK);
+	CU_ASSERT_EQUAL(seen.calls, calls);
+	CU_ASSERT(seen.last_win <= before + 1);
+	CU_ASSERT_EQUAL(seen.out_of_order, 0);
+	CU_ASSERT_EQUAL(seen.empty, 0);
+	CU_ASSERT_EQUAL(seen.bad_period, 0);
+	CU_ASSERT(seen.calls >= 4); /* 2.5 s of load in 250 ms windows, drained as they ended */
+
+	seen_pid((uint32_t)srv, &all, &lab, &nlab);
+	col_golabel_stats(g, &st);
+	fprintf(stderr, "server samples %" PRIu64 ", labelled %" PRIu64 " (%.1f%%) on %u labels; light %" PRIu64
+		", medium %" PRIu64 ", heavy %" PRIu64 ", unlabelled %" PRIu64 ", idle %" PRIu64 "; reads %" PRIu64
+		", new goroutines %" PRIu64 " (%" PRIu64 " inherited), lost %" PRIu64 ", unread %" PRIu64 "\n",
+		all, lab, all ? 100.0 * (double)lab / (double)all : 0.0, nlab, seen_samples((uint32_t)srv, cookie[0]),
+		seen_samples((uint32_t)srv, cookie[1]), seen_samples((uint32_t)srv, cookie[2]),
+		seen_samples((uint32_t)srv, 0), seen_samples((uint32_t)srv, COL_GOLABEL_IDLE), st.reads, st.newg,
+		st.inherit, st.lost, st.unread);
+	CU_ASSERT(all >= 100);
+	CU_ASSERT(lab * 100 >= all * 80); /* most of the server's CPU is on labelled goroutines */
+	CU_ASSERT(nlab >= TENANTS);
+	for (i = 0; i < TENANTS; i++)
+		CU_ASSERT(cookie[i] != 0 && seen_samples((uint32_t)srv, cookie[i]) > 0);
+	CU_ASSERT(seen_samples((uint32_t)srv, cookie[2]) > seen_samples((uint32_t)srv, cookie[0]));
+	CU_ASSERT(st.reads > 0 && st.newg > 0 && st.inherit > 0);
+	CU_ASSERT(st.samples >= all);
+	CU_ASSERT_EQUAL(col_golabel_lost(g), 0);
+	for (i = 0; i < seen.n; i++)
+		CU_ASSERT_EQUAL(seen.tot[i].pid, (uint32_t)srv); /* only the watched process */
+
+	/* forgotten: the uprobe goes with its last process, and its threads are no longer sampled */
+	col_golabel_forget(g, (uint32_t)srv);
+	CU_ASSERT_EQUAL(links_of(newg), 0);
+	col_golabel_stats(g, &st);
+	drain_ended(g);
+	seen_reset();
+	CU_ASSERT_FATAL((load[0] = start_load(addr, peers[2], ces[2], methods[2], "1")) > 0);
+	CU_ASSERT_EQUAL(rm_test_wait(load[0], 20000), 0);
+	drain_ended(g);
+	col_golabel_stats(g, &st2);
+	CU_ASSERT_EQUAL(seen_samples((uint32_t)srv, COL_GOLABEL_IDLE) + seen_samples((uint32_t)srv, 0), 0);
+	seen_pid((uint32_t)srv, &all, &lab, &nlab);
+	CU_ASSERT_EQUAL(all, 0);
+	CU_ASSERT_EQUAL(st2.samples, st.samples);
+	CU_ASSERT_EQUAL(st2.reads, st.reads);
+	stop(srv);
+	col_golabel_close(g);
+}
+
+static void test_netns(void)
+{
+	struct col_golabel_stats st;
+	struct col_golabel *g = NULL;
+	uint64_t all = 0, lab = 0;
+	unsigned port, nlab;
+	struct stat ns;
+	char addr[64];
+	pid_t srv, load;
+	int rv;
+
+	need_go();
+	CU_ASSERT_FATAL(stat("/proc/self/ns/net", &ns) == 0);
+	srv = start_server(&port, addr, sizeof(addr));
+	/* a namespace that is not this one: the server's receives are another host's */
+	if (cannot(rv = open_golabel(&g, (uint32_t)ns.st_ino + 1))) {
+		stop(srv);
+		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
+	}
+	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
+	seen_reset();
+	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
+	CU_ASSERT_FATAL((load = start_load(addr, "127.0.0.3", "c2", "Heavy", "1")) > 0);
+	CU_ASSERT_EQUAL(rm_test_wait(load, 20000), 0);
+	drain_ended(g);
+	col_golabel_stats(g, &st);
+	seen_pid((uint32_t)srv, &all, &lab, &nlab);
+	CU_ASSERT_EQUAL(st.reads, 0);
+	CU_ASSERT_EQUAL(lab, 0);
+	CU_ASSERT(all > 0); /* the sampler still counts the watched process: unlabelled */
+	stop(srv);
+	col_golabel_close(g);
+}
+
+static void test_refused(void)
+{
+	struct col_golabel *g = NULL;
+	char cmd[1000], nosym[300], self[400];
+	uint32_t ids[4];
+	ssize_t n;
+	int rv;
+
+	need_go();
+	if (cannot(rv = open_golabel(&g, 0)))
+		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
+	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
+	snprintf(nosym, sizeof(nosym), "%s/grpcsrv-stripped", rm_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s'", TB_GRPCSERVER_BIN, nosym);
+	CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)getpid(), nosym), RM_ENOTSUP);
+	CU_ASSERT_FATAL((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0);
+	self[n] = '\0';
+	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)getpid(), self), RM_ENOTSUP); /* not Go */
+	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)getpid(), "/nonexistent/gosrv"), RM_EIO);
+	CU_ASSERT_EQUAL(col_golabel_watch(g, 0, TB_GRPCSERVER_BIN), RM_EINVAL);
+	CU_ASSERT_EQUAL(links_of(newg_prog()), 0); /* nothing attached for them */
+	unlink(nosym);
+	CU_ASSERT(progs_named("golabel_sample", ids, 4) == 1);
+	col_golabel_close(g);
+}
+
+static void test_close(void)
+{
+	struct col_golabel *g = NULL;
+	uint32_t ids[3][4];
+	unsigned port;
+	char addr[64];
+	pid_t srv;
+	int i, k, rv, left = 0;
+
+	need_go();
+	srv = start_server(&port, addr, sizeof(addr));
+	if (cannot(rv = open_golabel(&g, 0))) {
+		stop(srv);
+		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
+	}
+	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
+	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
+	CU_ASSERT_EQUAL_FATAL(progs_named("golabel_recv", ids[0], 4), 1);
+	CU_ASSERT_EQUAL_FATAL(progs_named("golabel_newg", ids[1], 4), 1);
+	CU_ASSERT_EQUAL_FATAL(progs_named("golabel_sample", ids[2], 4), 1);
+	CU_ASSERT_EQUAL(links_of(ids[0][0]), 1);
+	CU_ASSERT_EQUAL(links_of(ids[1][0]), 1);
+	CU_ASSERT(links_of(ids[2][0]) >= 1); /* one per online CPU */
+	col_golabel_close(g);
+	stop(srv);
+	/* programs are freed once their last link and descriptor are gone (after an RCU grace period) */
+	for (k = 0; k < 50; k++) {
+		left = 0;
+		for (i = 0; i < 3; i++) {
+			int fd = bpf_prog_get_fd_by_id(ids[i][0]);
+
+			if (fd >= 0) {
+				left++;
+				close(fd);
+			}
+		}
+		if (!left)
+			break;
+		usleep(20000);
+	}
+	CU_ASSERT_EQUAL(left, 0);
+}
+
+static CU_TestInfo cases[] = {
+	{ "three tenants of a gRPC server: labelled samples per connection, drained once, forget", test_tenants },
+	{ "receives outside the watched network namespace label nothing", test_netns },
+	{ "Go builds it cannot read, C programs, missing files are refused", test_refused },
+	{ "close detaches every program", test_close },
+	CU_TEST_INFO_NULL,
+};
+
+RM_TEST_MAIN("col_golabel", cases)

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * golabel.bpf.c - labels on the goroutines of watched Go processes (map
+ * pids, filled by col_golabel.c) and their CPU split by sampling:
+ *
+ *   golabel_recv    tp_btf/sock_recv_length: a thread of a watched process
+ *                   (in the watched network namespace, netns_ino) received
+ *                   from a TCP socket; the goroutine it runs (the *g in Go's
+ *                   TLS slot at fsbase + g_tls_off) gets the socket's cookie
+ *                   as its label. TCP only: a UDP or unix socket leaves the
+ *                   goroutine's label as it was.
+ *   golabel_newg    uprobe on newproc's call of runqput (the call in
+ *                   runtime.newproc.func1, on the system stack: the new *g
+ *                   in RBX, its creator in m.curg), attached once per Go
+ *                   executable: the new goroutine gets its creator's label,
+ *                   or loses the label of the dead goroutine whose g it
+ *                   reuses.
+ *   golabel_sample  perf_event (cpu-clock on every CPU): on a thread of a
+ *                   watched process, the goroutine it runs for (m.curg, also
+ *                   while on the system stack or the signal stack for it),
+ *                   counted per (window, process, label); no m.curg or an
+ *                   unreadable g counts as GOLABEL_IDLE.
+ *
+ * The layout (TLS slot, g.m, m.g0, m.curg) is per process, in its pids
+ * entry: watched processes may be different Go builds.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "golabel.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define IPPROTO_TCP 6
+#define SOCK_STREAM 1
+#define MSG_PEEK 2
+#define MSG_ERRQUEUE 0x2000
+
+const volatile __u64 window_ns = 1000000000ULL;
+const volatile __u64 offset_ns = 0;  /* added to CLOCK_MONOTONIC before dividing (col_bpf's windows) */
+const volatile __u32 netns_ino = 0;  /* nonzero: receives of threads in this network namespace only */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GOLABEL_PIDS_MAX);
+	__type(key, __u32); /* tgid */
+	__type(value, struct golabel_proc);
+} pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GOLABEL_LABELS_MAX);
+	__type(key, struct golabel_gkey);
+	__type(value, __u64); /* the socket cookie */
+} labels SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GOLABEL_COUNTS_MAX);
+	__type(key, struct golabel_ckey);
+	__type(value, __u64); /* samples */
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GOLABEL_ST_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+#define GL_INLINE static __always_inline
+
+GL_INLINE void gl_stat(__u32 i)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &i);
+
+	if (v)
+		(*v)++;
+}
+
+/* The *g in the current thread's TLS slot (its goroutine, g0 or gsignal); 0 if unreadable. */
+GL_INLINE __u64 gl_cur_g(const struct golabel_proc *p)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u64 fs = t->thread.fsbase, g = 0;
+
+	if (!fs || bpf_probe_read_user(&g, sizeof(g), (void *)(fs + p->g_tls_off)) != 0)
+		return 0;
+	return g;
+}
+
+/* A user word at p + off into *v: 0, or -1 if unreadable. */
+GL_INLINE int gl_word(__u64 p, __u64 off, __u64 *v)
+{
+	return p ? bpf_probe_read_user(v, sizeof(*v), (void *)(p + off)) : -1;
+}
+
+/* The goroutine the current thread runs for (m.curg): 1 and *curg (0: none), or 0 if unreadable. */
+GL_INLINE int gl_curg(const struct golabel_proc *p, __u64 *curg)
+{
+	__u64 g, m;
+
+	if (!(g = gl_cur_g(p)) || gl_word(g, p->g_m_off, &m) || gl_word(m, p->m_curg_off, curg))
+		return 0;
+	return 1;
+}
+
+GL_INLINE int gl_ours(void)
+{
+	struct task_struct *t;
+	struct nsproxy *ns;
+	struct net *net;
+
+	if (!netns_ino)
+		return 1;
+	t = bpf_get_current_task_btf();
+	ns = t->nsproxy;
+	if (!ns)
+		return 0;
+	net = ns->net_ns;
+	return net && net->ns.inum == netns_ino;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
+{
+	struct golabel_gkey k = {};
+	struct golabel_proc *p;
+	__u64 cookie;
+
+	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)))
+		return 0;
+	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || !gl_ours())
+		return 0;
+	if (sk->sk_protocol != IPPROTO_TCP || sk->sk_type != SOCK_STREAM)
+		return 0;
+	/* the cookie the helper returns, read directly when the socket has one (as rametr.bpf.c) */
+	cookie = sk->__sk_common.skc_cookie.counter;
+	if (!cookie)
+		cookie = bpf_get_socket_cookie(sk);
+	if (!(k.g = gl_cur_g(p))) {
+		gl_stat(GOLABEL_ST_READS_BAD);
+		return 0;
+	}
+	gl_stat(GOLABEL_ST_READS);
+	bpf_map_update_elem(&labels, &k, &cookie, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int golabel_newg(struct pt_regs *ctx)
+{
+	struct golabel_gkey k = {};
+	struct golabel_proc *p;
+	__u64 *label = NULL;
+
+	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)))
+		return 0;
+	gl_stat(GOLABEL_ST_NEWG);
+	if (gl_curg(p, &k.g) && k.g)
+		label = bpf_map_lookup_elem(&labels, &k);
+	k.g = ctx->bx;
+	if (label) {
+		__u64 v = *label;
+
+		gl_stat(GOLABEL_ST_INHERIT);
+		bpf_map_update_elem(&labels, &k, &v, BPF_ANY);
+	} else {
+		bpf_map_delete_elem(&labels, &k);
+	}
+	return 0;
+}
+
+SEC("perf_event")
+int golabel_sample(struct bpf_perf_event_data *ctx)
+{
+	struct golabel_ckey ck = {};
+	struct golabel_gkey gk = {};
+	struct golabel_proc *p;
+	__u64 one = 1, *v;
+
+	gk.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	if (!(p = bpf_map_lookup_elem(&pids, &gk.tgid)))
+		return 0;
+	gl_stat(GOLABEL_ST_SAMPLES);
+	ck.tgid = gk.tgid;
+	ck.win = (bpf_ktime_get_ns() + offset_ns) / window_ns;
+	if (!gl_curg(p, &gk.g)) {
+		gl_stat(GOLABEL_ST_UNREAD);
+		ck.cookie = GOLABEL_IDLE;
+	} else if (!gk.g) {
+		ck.cookie = GOLABEL_IDLE;
+	} else {
+		v = bpf_map_lookup_elem(&labels, &gk);
+		ck.cookie = v ? *v : 0;
+	}
+	if ((v = bpf_map_lookup_elem(&counts, &ck)) != NULL) {
+		__sync_fetch_and_add(v, 1);
+		return 0;
+	}
+	/* a first sample, or two CPUs' first at once (EEXIST: add to the winner's) */
+	if (bpf_map_update_elem(&counts, &ck, &one, BPF_NOEXIST) == 0)
+		return 0;
+	if ((v = bpf_map_lookup_elem(&counts, &ck)) != NULL) {
+		__sync_fetch_and_add(v, 1);
+		return 0;
+	}
+	gl_stat(GOLABEL_ST_LOST);
+	return 0;
+}

@@ -1,0 +1,71 @@
+/*
+ * golabel.h - what golabel.bpf.c and its loader (col_golabel.c) share:
+ * labels carried on the goroutines of watched Go processes (the socket a
+ * goroutine last received from, by cookie, passed on to the goroutines it
+ * creates) and a cpu-clock sampler's counts per window and label. __u32 and
+ * __u64 only.
+ */
+#ifndef GOLABEL_H
+#define GOLABEL_H
+
+/* The label of samples on no goroutine: the thread on its system stack (g0)
+ * with no m.curg (the scheduler, sysmon, an idle or GC worker thread), or a
+ * thread whose goroutine could not be read (not yet a Go thread). Label 0
+ * is a user goroutine that has none (it never received from a TCP socket
+ * and neither did its creator). */
+#define GOLABEL_IDLE 0xffffffffffffffffULL
+
+/*
+ * Bounds (the maps are preallocated):
+ *  - GOLABEL_PIDS_MAX watched processes;
+ *  - GOLABEL_LABELS_MAX labelled goroutines of all of them at once (an LRU:
+ *    the least recently labelled or read goroutine loses its label first;
+ *    a goroutine that ended keeps its entry until its *g is reused or
+ *    evicted), 24 bytes of key and value, ~5 MiB with the hash's overhead;
+ *  - GOLABEL_COUNTS_MAX (window, process, label) counts not yet drained:
+ *    at two windows in the map (the current one and the one being drained)
+ *    that is 8192 labels with samples per window over all processes; a
+ *    sample that finds the map full is counted in GOLABEL_ST_LOST instead
+ *    (~1.3 MiB).
+ */
+#define GOLABEL_PIDS_MAX 1024
+#define GOLABEL_LABELS_MAX 65536
+#define GOLABEL_COUNTS_MAX 16384
+
+/* A watched process (map pids, keyed by tgid): where its Go build keeps the
+ * running goroutine (col_gort_sched). Whether the thread is on its system
+ * stack (g == m.g0) does not matter: samples go to m.curg either way. */
+struct golabel_proc {
+	__s64 g_tls_off;  /* the running *g's slot from the thread's fsbase */
+	__u32 g_m_off;    /* runtime.g.m */
+	__u32 m_curg_off; /* runtime.m.curg (0 while the thread runs no goroutine) */
+};
+
+/* A goroutine (map labels): its process and its *g. */
+struct golabel_gkey {
+	__u32 tgid;
+	__u32 pad;
+	__u64 g;
+};
+
+/* A count (map counts, value __u64 samples): window, process, label. */
+struct golabel_ckey {
+	__u64 win;    /* (CLOCK_MONOTONIC + offset_ns) / window_ns */
+	__u64 cookie; /* the label: a socket cookie, 0 or GOLABEL_IDLE */
+	__u32 tgid;
+	__u32 pad;
+};
+
+/* Per-CPU statistics (map stats, an array of __u64 indexed by these). */
+enum golabel_stat {
+	GOLABEL_ST_SAMPLES = 0, /* samples on a watched process's threads */
+	GOLABEL_ST_LOST,        /* ... not counted: the counts map was full */
+	GOLABEL_ST_UNREAD,      /* ... whose goroutine could not be read (counted as GOLABEL_IDLE) */
+	GOLABEL_ST_READS,       /* TCP receives that labelled their goroutine */
+	GOLABEL_ST_READS_BAD,   /* ... whose goroutine could not be read */
+	GOLABEL_ST_NEWG,        /* goroutines created in a watched process */
+	GOLABEL_ST_INHERIT,     /* ... that took their creator's label */
+	GOLABEL_ST_COUNT
+};
+
+#endif
