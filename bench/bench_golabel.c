@@ -1,10 +1,11 @@
 /*
  * bench_golabel.c - how a Go server's CPU splits by tenant when goroutines
  * carry labels and the CPU is sampled (golabel.bpf.c, golabel.h). From
- * --binary it reads what the probes need (newproc's call of runqput, or
+ * --binary it reads what the probes need (newproc's call of runqput,
+ * struct runtime.g's m and struct runtime.m's g0 and curg, where the *g
+ * sits from the thread's fsbase: col_gort_sched_inspect; or
  * runtime.newproc1 and runtime.runqput and where a uprobe on each costs
- * least; struct runtime.g's m and struct runtime.m's g0 and curg from the
- * DWARF; where the *g sits from the thread's fsbase); it attaches to the
+ * least); it attaches to the
  * server --pid the receive label, the uprobes and a cpu-clock sampler at
  * --freq Hz on every CPU, for --seconds; then prints per label (the peer's
  * address) the samples and the label's share of the labelled samples, the
@@ -24,8 +25,6 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <dwarf.h>
-#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -61,8 +60,8 @@ struct gl_fn {
 	uint64_t off, addr, size;
 };
 
-/* Function name in .symtab into *f: 1, or 0 if absent; runtime.tlsg's value (a TLS symbol) in *tlsg if there. */
-static int find_sym(Elf *e, const char *name, struct gl_fn *f, int64_t *tlsg, int *has_tlsg)
+/* Function name in .symtab into *f: 1, or 0 if absent. */
+static int find_sym(Elf *e, const char *name, struct gl_fn *f)
 {
 	Elf_Scn *s = NULL;
 	GElf_Shdr sh;
@@ -83,10 +82,6 @@ static int find_sym(Elf *e, const char *name, struct gl_fn *f, int64_t *tlsg, in
 
 			if (!gelf_getsym(d, (int)i, &sym) || !(sn = elf_strptr(e, sh.sh_link, sym.st_name)))
 				continue;
-			if (!strcmp(sn, "runtime.tlsg") && GELF_ST_TYPE(sym.st_info) == STT_TLS) {
-				*tlsg = (int64_t)sym.st_value;
-				*has_tlsg = 1;
-			}
 			if (found || strcmp(sn, name) || GELF_ST_TYPE(sym.st_info) != STT_FUNC)
 				continue;
 			if (!(ts = elf_getscn(e, sym.st_shndx)) || !gelf_getshdr(ts, &th) || sym.st_value < th.sh_addr)
@@ -100,68 +95,6 @@ static int find_sym(Elf *e, const char *name, struct gl_fn *f, int64_t *tlsg, in
 	return found;
 }
 
-/*
- * The file offset of the one "call runtime.runqput" (e8 rel32) in
- * runtime.newproc's closure (runtime.newproc.func1, which runs newproc1 then
- * queues the new goroutine, its *g in RBX): 1 and *off, or 0 if there is
- * not exactly one. The kernel emulates a call under a uprobe.
- */
-static int find_call(int fd, const struct gl_fn *in, const struct gl_fn *callee, uint64_t *off)
-{
-	unsigned char buf[4096];
-	size_t i, n = in->size < sizeof(buf) ? (size_t)in->size : sizeof(buf);
-	int found = 0;
-
-	if (n < 5 || pread(fd, buf, n, (off_t)in->off) != (ssize_t)n)
-		return 0;
-	for (i = 0; i + 5 <= n; i++) {
-		int32_t rel;
-
-		if (buf[i] != 0xe8)
-			continue;
-		memcpy(&rel, buf + i + 1, sizeof(rel));
-		if (in->addr + i + 5 + (uint64_t)(int64_t)rel == callee->addr) {
-			*off = in->off + i;
-			found++;
-		}
-	}
-	return found == 1;
-}
-
-/* The data_member_location of member of the struct named type: 1 and *off, or 0 (as col_gort.c). */
-static int find_member(Dwarf *dw, const char *type, const char *member, uint64_t *off)
-{
-	Dwarf_Off cu_off = 0, next;
-	size_t hsize;
-
-	while (dwarf_nextcu(dw, cu_off, &next, &hsize, NULL, NULL, NULL) == 0) {
-		Dwarf_Die cu, die;
-
-		if (dwarf_offdie(dw, cu_off + hsize, &cu) && dwarf_child(&cu, &die) == 0) {
-			do {
-				const char *n;
-				Dwarf_Die m;
-
-				if (dwarf_tag(&die) != DW_TAG_structure_type || !(n = dwarf_diename(&die)) ||
-				    strcmp(n, type) || dwarf_child(&die, &m) != 0)
-					continue;
-				do {
-					Dwarf_Attribute a;
-					Dwarf_Word w;
-
-					if (dwarf_tag(&m) == DW_TAG_member && (n = dwarf_diename(&m)) && !strcmp(n, member) &&
-					    dwarf_attr(&m, DW_AT_data_member_location, &a) && dwarf_formudata(&a, &w) == 0) {
-						*off = w;
-						return 1;
-					}
-				} while (dwarf_siblingof(&m, &m) == 0);
-			} while (dwarf_siblingof(&die, &die) == 0);
-		}
-		cu_off = next;
-	}
-	return 0;
-}
-
 /* Where a uprobe on the function at off costs least: the jbe after Go's stack-bound compare, else the entry. */
 static uint64_t probe_at(int fd, uint64_t off)
 {
@@ -173,42 +106,22 @@ static uint64_t probe_at(int fd, uint64_t off)
 	return off;
 }
 
-/*
- * The *g's slot from fsbase on linux/amd64: without a PT_TLS segment (Go's
- * own linker, no cgo) the runtime keeps it at -8 (runtime.settls); with one
- * (external linking, cgo), at runtime.tlsg's offset in the executable's TLS
- * block, which ends at fsbase (variant II).
- */
-static int tls_slot(Elf *e, int has_tlsg, int64_t tlsg, int64_t *out)
-{
-	size_t i, n;
-
-	*out = -8;
-	if (elf_getphdrnum(e, &n) != 0)
-		return RM_EIO;
-	for (i = 0; i < n; i++) {
-		GElf_Phdr ph;
-		uint64_t size;
-
-		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_TLS)
-			continue;
-		if (!has_tlsg)
-			return RM_ENOTSUP;
-		size = ph.p_align > 1 ? (ph.p_memsz + ph.p_align - 1) / ph.p_align * ph.p_align : ph.p_memsz;
-		*out = tlsg - (int64_t)size;
-	}
-	return RM_OK;
-}
-
+/* What the probes need from the binary: col_gort_sched_inspect's, and the pair's two functions. */
 static int inspect(const char *path, struct gl_bin *b)
 {
-	int fd, rv = RM_OK, has_tlsg = 0;
-	struct gl_fn np1 = { 0 }, rq = { 0 }, np = { 0 };
-	int64_t tlsg = 0;
-	Dwarf *dw;
+	struct gl_fn np1 = { 0 }, rq = { 0 };
+	struct col_gort_sched sc;
+	int fd, rv;
 	Elf *e;
 
 	memset(b, 0, sizeof(*b));
+	if ((rv = col_gort_sched_inspect(path, &sc)) != RM_OK)
+		return rv;
+	b->site_off = sc.site_off;
+	b->g_tls_off = sc.g_tls_off;
+	b->g_m_off = sc.g_m_off;
+	b->m_g0_off = sc.m_g0_off;
+	b->m_curg_off = sc.m_curg_off;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return RM_EIO;
 	elf_version(EV_CURRENT);
@@ -218,27 +131,10 @@ static int inspect(const char *path, struct gl_bin *b)
 		close(fd);
 		return RM_ENOENT;
 	}
-	if (!find_sym(e, "runtime.newproc1", &np1, &tlsg, &has_tlsg) ||
-	    !find_sym(e, "runtime.runqput", &rq, &tlsg, &has_tlsg) ||
-	    !find_sym(e, "runtime.newproc.func1", &np, &tlsg, &has_tlsg) || !find_call(fd, &np, &rq, &b->site_off))
+	if (!find_sym(e, "runtime.newproc1", &np1) || !find_sym(e, "runtime.runqput", &rq))
 		rv = RM_ENOTSUP;
-	b->newproc1_off = np1.off;
-	b->runqput_off = rq.off;
-	if (rv == RM_OK)
-		rv = tls_slot(e, has_tlsg, tlsg, &b->g_tls_off);
-	if (rv == RM_OK) {
-		b->newproc1_off = probe_at(fd, b->newproc1_off);
-		b->runqput_off = probe_at(fd, b->runqput_off);
-		if (!(dw = dwarf_begin_elf(e, DWARF_C_READ, NULL))) {
-			rv = RM_ENOTSUP;
-		} else {
-			if (!find_member(dw, "runtime.g", "m", &b->g_m_off) ||
-			    !find_member(dw, "runtime.m", "g0", &b->m_g0_off) ||
-			    !find_member(dw, "runtime.m", "curg", &b->m_curg_off))
-				rv = RM_ENOTSUP;
-			dwarf_end(dw);
-		}
-	}
+	b->newproc1_off = probe_at(fd, np1.off);
+	b->runqput_off = probe_at(fd, rq.off);
 	elf_end(e);
 	close(fd);
 	return rv;
