@@ -7,8 +7,8 @@
  * than the light one; each window is handed once and deleted; the creation
  * uprobe is attached once per executable and detached when its last process
  * is forgotten, after which the process is not counted; a receive outside
- * the watched network namespace labels nothing; Go builds it cannot read are
- * refused; close leaves no program loaded. Needs root (skips without it)
+ * the watched network namespace labels nothing; Go builds it cannot read and
+ * frequencies out of range are refused; close leaves no program loaded. Needs root (skips without it)
  * and the Go testbed (skips without golang).
  */
 #include <bpf/bpf.h>
@@ -408,10 +408,24 @@ static void test_refused(void)
 	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)getpid(), self), RM_ENOTSUP); /* not Go */
 	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)getpid(), "/nonexistent/gosrv"), RM_EIO);
 	CU_ASSERT_EQUAL(col_golabel_watch(g, 0, TB_GRPCSERVER_BIN), RM_EINVAL);
+	CU_ASSERT_EQUAL(col_golabel_drain(g, 1, NULL, NULL), RM_EINVAL);
 	CU_ASSERT_EQUAL(links_of(newg_prog()), 0); /* nothing attached for them */
 	unlink(nosym);
 	CU_ASSERT(progs_named("golabel_sample", ids, 4) == 1);
 	col_golabel_close(g);
+}
+
+static void test_bad_cfg(void)
+{
+	struct col_golabel_cfg cfg = { .freq_hz = 5 };
+	struct col_golabel *g = (struct col_golabel *)&cfg;
+
+	CU_ASSERT_EQUAL(col_golabel_open(&g, &cfg), RM_EINVAL);
+	CU_ASSERT_PTR_NULL(g);
+	cfg.freq_hz = 20001;
+	CU_ASSERT_EQUAL(col_golabel_open(&g, &cfg), RM_EINVAL);
+	CU_ASSERT_EQUAL(col_golabel_open(&g, NULL), RM_EINVAL);
+	col_golabel_close(NULL); /* NULL-tolerant */
 }
 
 static void test_close(void)
@@ -461,6 +475,7 @@ static CU_TestInfo cases[] = {
 	{ "three tenants of a gRPC server: labelled samples per connection, drained once, forget", test_tenants },
 	{ "receives outside the watched network namespace label nothing", test_netns },
 	{ "Go builds it cannot read, C programs, missing files are refused", test_refused },
+	{ "a sampling frequency out of range is refused", test_bad_cfg },
 	{ "close detaches every program", test_close },
 	CU_TEST_INFO_NULL,
 };
