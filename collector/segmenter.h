@@ -184,7 +184,7 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 		if ((p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
 			t->chain_st |= RM_CHAIN_OUT; /* the chain's anchor must be emitted too */
 		if (t->rt)
-			p->flags |= RM_PF_RUNTIME;
+			p->flags |= t->rt == RM_RT_GO ? RM_PF_RUNTIME | RM_PF_GO : RM_PF_RUNTIME;
 		if (rm_env_emit(e, p, &c) < 0)
 			rm_drop_part(e, p->win, &c);
 	}

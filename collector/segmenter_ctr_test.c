@@ -217,7 +217,19 @@ static void test_edge_runtime(void)
 	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 0, 0, 1), 0);
 	CU_ASSERT_EQUAL(part_cpu(0), 100);
 	CU_ASSERT(nemit > 0 && (emitted[nemit - 1].flags & RM_PF_RUNTIME)); /* the runtime rule's weights */
+	CU_ASSERT(nemit > 0 && (emitted[nemit - 1].flags & RM_PF_GO));      /* and the label rule's */
 	CU_ASSERT_EQUAL(slots[0].unseg_rt_ns, 0);
+	/* a JVM's part: the runtime's flag, not Go's */
+	setup(RM_MODE_ASSOC, 1);
+	task.rt = RM_RT_JVM;
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 0, 0, 1), 0);
+	CU_ASSERT_EQUAL(part_cpu(0), 100);
+	CU_ASSERT(nemit > 0 && (emitted[nemit - 1].flags & (RM_PF_RUNTIME | RM_PF_GO)) == RM_PF_RUNTIME);
+	/* another thread's: neither */
+	setup(RM_MODE_ASSOC, 1);
+	CU_ASSERT_EQUAL(rm_ctr_edge(&env, &task, 100, 500, 100, 30, 0, 0, 1), 0);
+	CU_ASSERT_EQUAL(part_cpu(0), 100);
+	CU_ASSERT(nemit > 0 && !(emitted[nemit - 1].flags & (RM_PF_RUNTIME | RM_PF_GO)));
 	/* holding nothing: unsegmented, the runtime's (a JVM's: not Go's); another thread's is not */
 	setup(RM_MODE_NONE, 0);
 	task.rt = RM_RT_JVM;

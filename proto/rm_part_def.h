@@ -36,7 +36,10 @@
 			       next recv; parent_seg names its chain. Without RM_PF_ANCHOR its in
 			       tuple means nothing: it takes the CE of its chain's anchor */
 #define RM_PF_RUNTIME 0x2000 /* the part's thread is of a process running a managed runtime (a Go
-				program): the aggregator's runtime rule weighs its CEs by such parts */
+				program, a JVM): the aggregator's runtime rule weighs its CEs by such parts */
+#define RM_PF_GO 0x4000     /* with RM_PF_RUNTIME: the runtime is Go's (a JVM's parts carry RM_PF_RUNTIME
+			       alone); the aggregator's label rule re-splits such parts' CPU by the Go
+			       label samples of their window (agg_account.h) */
 #define RM_PF_ANCHOR 0x1000 /* in tuple/range set at a reply: the request last received on the socket
 			       the thread answered on. With RM_PF_CONT: the part itself is anchored.
 			       Without: a record (no cost) anchoring chain parent_seg; an empty in
