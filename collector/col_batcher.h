@@ -27,7 +27,8 @@
 #define COL_MAX_WINS 64
 /*
  * A batch goes when its encoding reaches this size: with one more part (at
- * most a few hundred bytes) and COL_MAX_WINS windows it stays well under the
+ * most a few hundred bytes) and COL_MAX_WINS windows (each at most about
+ * 3.5 KiB with RM_GO_LABELS_MAX Go label counts) it stays well under the
  * 2 MiB every aggregator takes (AGG_SERVER_MIN_MSG).
  */
 #define COL_BATCH_BYTES ((size_t)1 << 20)

@@ -396,11 +396,110 @@ int rm_part_decode(struct rm_wpart *p, const void *buf, size_t len, size_t i, ch
 
 /* ---- WindowTotals ---- */
 
+/* the slot of cookie in t's Go label counts, or n_go */
+static size_t rm_go_find(const struct rm_totals *t, uint64_t cookie)
+{
+	size_t j;
+
+	for (j = 0; j < t->n_go && t->go[j].cookie != cookie; j++)
+		;
+	return j;
+}
+
+static uint64_t rm_sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+int rm_totals_go_add(struct rm_totals *t, uint64_t cookie, uint64_t samples)
+{
+	size_t j, n = t->n_go < RM_GO_LABELS_MAX ? t->n_go : RM_GO_LABELS_MAX;
+	int folded = 0;
+
+	if (!samples)
+		return 0;
+	t->n_go = (uint32_t)n;
+	j = rm_go_find(t, cookie);
+	/* a new cookie: room for it, keeping one for cookie 0, else folded into cookie 0 */
+	if (j == n && cookie && n + (rm_go_find(t, 0) == n) >= RM_GO_LABELS_MAX) {
+		t->go_folded = rm_sat_add(t->go_folded, samples);
+		folded = 1;
+		cookie = 0;
+		j = rm_go_find(t, 0);
+	}
+	if (j == t->n_go) {
+		t->go[j].cookie = cookie;
+		t->go[j].samples = 0;
+		t->n_go++;
+	}
+	t->go[j].samples = rm_sat_add(t->go[j].samples, samples);
+	return folded;
+}
+
+uint64_t rm_totals_go_set(struct rm_totals *t, uint64_t period_ns, const struct rm_golabel *c, size_t n)
+{
+	uint64_t folded = 0;
+	size_t i;
+
+	t->go_period_ns = period_ns;
+	for (i = 0; i < n; i++)
+		if (rm_totals_go_add(t, c[i].cookie, c[i].samples))
+			folded = rm_sat_add(folded, c[i].samples);
+	return folded;
+}
+
 #define RM_WADD_(n, m, kind, rule) d->m += (n) == 1 ? 0 : s->m;
 
 void rm_totals_add(struct rm_totals *d, const struct rm_totals *s)
 {
+	size_t j;
+
 	RM_TOTALS_FIELDS(RM_WADD_)
+	if (s->go_period_ns)
+		d->go_period_ns = s->go_period_ns;
+	d->go_folded = rm_sat_add(d->go_folded, s->go_folded);
+	for (j = 0; j < s->n_go && j < RM_GO_LABELS_MAX; j++)
+		rm_totals_go_add(d, s->go[j].cookie, s->go[j].samples);
+}
+
+/* the rules of the Go label counts (rm_totals_check) */
+static int rm_go_check(const struct rm_totals *p, size_t i, char *err, size_t errlen)
+{
+	size_t j, k;
+
+	if (p->n_go > RM_GO_LABELS_MAX) {
+		rm_errf(err, errlen, "window totals %zu: %u Go label counts (at most %d)", i, p->n_go,
+			RM_GO_LABELS_MAX);
+		return RM_EPROTO;
+	}
+	if (p->go_period_ns > RM_GO_PERIOD_MAX) {
+		rm_errf(err, errlen, "window totals %zu: absurd go_period_ns %llu", i,
+			(unsigned long long)p->go_period_ns);
+		return RM_EPROTO;
+	}
+	if ((p->n_go || p->go_folded) && !p->go_period_ns) {
+		rm_errf(err, errlen, "window totals %zu: Go label counts without go_period_ns", i);
+		return RM_EPROTO;
+	}
+	if (p->go_period_ns && p->go_folded > RM_WIRE_ABSURD_NS / p->go_period_ns) {
+		rm_errf(err, errlen, "window totals %zu: absurd go_folded %llu", i,
+			(unsigned long long)p->go_folded);
+		return RM_EPROTO;
+	}
+	for (j = 0; j < p->n_go; j++) {
+		if (p->go[j].samples > RM_WIRE_ABSURD_NS / (p->go_period_ns ? p->go_period_ns : 1)) {
+			rm_errf(err, errlen, "window totals %zu: absurd Go label samples %llu (cookie %llu)", i,
+				(unsigned long long)p->go[j].samples, (unsigned long long)p->go[j].cookie);
+			return RM_EPROTO;
+		}
+		for (k = 0; k < j; k++)
+			if (p->go[k].cookie == p->go[j].cookie) {
+				rm_errf(err, errlen, "window totals %zu: Go label cookie %llu counted twice", i,
+					(unsigned long long)p->go[j].cookie);
+				return RM_EPROTO;
+			}
+	}
+	return RM_OK;
 }
 
 int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errlen)
@@ -408,7 +507,38 @@ int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errle
 	const char *what = "window totals";
 
 	RM_TOTALS_FIELDS(RM_RULE_)
-	return RM_OK;
+	return rm_go_check(p, i, err, errlen);
+}
+
+/* WindowTotals' fields past the table (rm_part_def.h) */
+#define RM_GO_PERIOD_F 24
+#define RM_GO_FOLDED_F 25
+#define RM_GO_LABELS_F 26
+
+/* a GoLabelCount's fields: 0 or -1 (does not decode; a known field of another wire type) */
+static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *samples)
+{
+	const uint8_t *end = q + len, *sub = NULL;
+	size_t sublen = 0;
+	uint64_t tag, v = 0;
+
+	*cookie = *samples = 0;
+	while (q < end) {
+		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
+			return -1;
+		if (tag == RM_KEY(1, 0))
+			*cookie = v;
+		else if (tag == RM_KEY(2, 0))
+			*samples = v;
+		else if ((tag >> 3) == 1 || (tag >> 3) == 2)
+			return -1;
+	}
+	return 0;
+}
+
+static size_t rm_go_size(const struct rm_golabel *g)
+{
+	return rm_pb_fsz(1, g->cookie) + rm_pb_fsz(2, g->samples);
 }
 
 #define RM_WGET_(n, m, kind, rule) case RM_KEY(n, 0): t->m = v; break;
@@ -418,7 +548,7 @@ int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i,
 {
 	const uint8_t *q = buf, *end = q + len, *sub = NULL;
 	size_t sublen = 0;
-	uint64_t tag, v = 0;
+	uint64_t tag, v = 0, cookie, samples;
 
 	memset(t, 0, sizeof(*t));
 	while (q < end) {
@@ -426,9 +556,23 @@ int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i,
 			goto malformed;
 		switch (tag) {
 		RM_TOTALS_FIELDS(RM_WGET_)
+		case RM_KEY(RM_GO_PERIOD_F, 0):
+			t->go_period_ns = v;
+			break;
+		case RM_KEY(RM_GO_FOLDED_F, 0):
+			t->go_folded = v;
+			break;
+		case RM_KEY(RM_GO_LABELS_F, 2):
+			if (rm_go_get(sub, sublen, &cookie, &samples) != 0)
+				goto malformed;
+			rm_totals_go_add(t, cookie, samples);
+			break;
 		default:
 			switch (tag >> 3) {
 			RM_TOTALS_FIELDS(RM_WNUM_)
+			case RM_GO_PERIOD_F:
+			case RM_GO_FOLDED_F:
+			case RM_GO_LABELS_F:
 				goto malformed; /* a known field of another wire type */
 			default:
 				break; /* unknown: skipped */
@@ -446,13 +590,27 @@ malformed:
 
 size_t rm_totals_size(const struct rm_totals *t)
 {
-	return 0 RM_TOTALS_FIELDS(RM_WSZ_);
+	size_t n = 0 RM_TOTALS_FIELDS(RM_WSZ_), j;
+
+	n += rm_pb_fsz(RM_GO_PERIOD_F, t->go_period_ns) + rm_pb_fsz(RM_GO_FOLDED_F, t->go_folded);
+	for (j = 0; j < t->n_go && j < RM_GO_LABELS_MAX; j++)
+		n += rm_pb_lsz(RM_GO_LABELS_F, rm_go_size(&t->go[j]));
+	return n;
 }
 
 #define RM_WPUT_(n, m, kind, rule) b = rm_pb_put_f(b, n, t->m);
 
 uint8_t *rm_totals_put(uint8_t *b, const struct rm_totals *t)
 {
+	size_t j;
+
 	RM_TOTALS_FIELDS(RM_WPUT_)
+	b = rm_pb_put_f(b, RM_GO_PERIOD_F, t->go_period_ns);
+	b = rm_pb_put_f(b, RM_GO_FOLDED_F, t->go_folded);
+	for (j = 0; j < t->n_go && j < RM_GO_LABELS_MAX; j++) {
+		b = rm_pb_put_len(b, RM_GO_LABELS_F, rm_go_size(&t->go[j]));
+		b = rm_pb_put_f(b, 1, t->go[j].cookie);
+		b = rm_pb_put_f(b, 2, t->go[j].samples);
+	}
 	return b;
 }

@@ -56,9 +56,26 @@ struct rm_wpart {
 	RM_PART_FIELDS(RM_PART_MEMBER_)
 };
 
-/* A window's node totals (deltas), win = window index. */
+/* Samples of one Go label in a window (rametr.proto GoLabelCount). */
+struct rm_golabel {
+	uint64_t cookie;  /* socket cookie; 0 = no label; RM_GO_IDLE = no goroutine */
+	uint64_t samples;
+};
+
+/*
+ * A window's node totals (deltas), win = window index; then its Go label
+ * counts (WindowTotals 24..26): go_period_ns the sampler's period (0: no
+ * counts), go[0..n_go) the samples per cookie, each cookie once (rm_totals_go_add),
+ * go_folded the samples of cookies past RM_GO_LABELS_MAX, also counted in
+ * cookie 0.
+ */
 struct rm_totals {
 	RM_TOTALS_FIELDS(RM_TOTALS_MEMBER_)
+	uint64_t go_period_ns;
+	uint64_t go_folded;
+	uint32_t n_go;
+	uint32_t pad;     /* 0 */
+	struct rm_golabel go[RM_GO_LABELS_MAX];
 };
 
 /* The family a tuple's family is written as: itself if one of RM_AF_*, else 0. */
@@ -140,21 +157,45 @@ void rm_tuple_set(struct rm_wtuple *d, uint64_t cookie, uint32_t family, const v
 #define RM_RULE_(n, m, kind, rule) RM_RULE_##rule(p, m)
 
 /*
- * The value rules of window totals (named i in the reason): win != 0.
- * Returns RM_OK, or RM_EPROTO with the reason in err ("window totals 1: win 0").
+ * The value rules of window totals (named i in the reason): win != 0; the
+ * Go label counts: n_go <= RM_GO_LABELS_MAX, go_period_ns <= RM_GO_PERIOD_MAX
+ * and nonzero if there are counts, each cookie once, and each count's CPU
+ * (samples x go_period_ns) and go_folded's at most RM_WIRE_ABSURD_NS (so
+ * their sum cannot overflow). Returns RM_OK, or RM_EPROTO with the reason
+ * in err ("window totals 1: win 0").
  */
 int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errlen);
 
 /*
+ * Adds samples of cookie to t's Go label counts, merged by cookie (the sum
+ * saturates). A cookie not yet counted when t holds RM_GO_LABELS_MAX (with
+ * room kept for cookie 0) is folded: its samples go to cookie 0 and to
+ * go_folded. Returns 1 if folded, else 0. samples 0: nothing.
+ */
+int rm_totals_go_add(struct rm_totals *t, uint64_t cookie, uint64_t samples);
+
+/*
+ * The collector's entry for a window's Go label counts: sets t's sampling
+ * period to period_ns and adds c[0..n) (any number, cookies in any order,
+ * repeated ones merged) with rm_totals_go_add. Returns how many samples were
+ * folded into cookie 0.
+ */
+uint64_t rm_totals_go_set(struct rm_totals *t, uint64_t period_ns, const struct rm_golabel *c, size_t n);
+
+/*
  * Decodes window totals i of a received Batch from buf[0..len) into *t
- * (zeroed first; unknown fields skipped, the last of a repeated value kept)
+ * (zeroed first; unknown fields skipped, the last of a repeated value kept;
+ * the Go label counts added with rm_totals_go_add: a cookie given twice is
+ * merged, cookies past RM_GO_LABELS_MAX folded into cookie 0 and go_folded)
  * and checks them (rm_totals_check). Returns RM_OK; RM_EPROTO if the bytes
  * do not decode (also a known field of another wire type); RM_EINVAL for a
  * broken rule, with the reason in err.
  */
 int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i, char *err, size_t errlen);
 
-/* d->m += s->m for every total but win. */
+/* d->m += s->m for every total of the table but win, and go_folded; s's
+   Go label counts added to d's (rm_totals_go_add); d's go_period_ns is s's
+   if s has one. */
 void rm_totals_add(struct rm_totals *d, const struct rm_totals *s);
 
 /* Bytes of the WindowTotals encoding of t, and writing them (returns b + that). */

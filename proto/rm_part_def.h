@@ -55,6 +55,15 @@
  */
 #define RM_SEQ_DGRAM 0x4000000000000000ULL
 
+/*
+ * Go label counts (WindowTotals.go_labels): at most RM_GO_LABELS_MAX cookies
+ * per window; cookie 0 = goroutines without a label, RM_GO_IDLE = the
+ * runtime's own stack with no goroutine (scheduler, sysmon).
+ */
+#define RM_GO_LABELS_MAX 128
+#define RM_GO_IDLE 0xffffffffffffffffULL
+#define RM_GO_PERIOD_MAX 1000000000ULL /* a sampling period above 1 s is absurd */
+
 /* Address families as on Linux (Tuple.family). */
 #define RM_AF_UNIX 1
 #define RM_AF_INET 2
@@ -77,7 +86,14 @@
 	X(1, cookie, U64) X(2, family, FAMILY) X(3, laddr, ADDR) X(4, lport, U32)            \
 	X(5, raddr, ADDR) X(6, rport, U32)
 
-/* rametr.proto WindowTotals: all uint64; win (1) is the window index. */
+/*
+ * rametr.proto WindowTotals: all uint64; win (1) is the window index. The
+ * Go label counts (fields 24..26: go_period_ns, go_folded, go_labels) are
+ * not in the table: they are neither kept by the kernel nor summed as the
+ * table's totals are (rm_part.h struct rm_totals), and rm_part.c writes them
+ * after the table's fields. A new total numbered past them must be written
+ * after them too (protobuf-c writes fields in number order).
+ */
 #define RM_TOTALS_FIELDS(X)                                                                  \
 	X(1, win, K, NONZERO) X(2, busy_ns, K, ANY) X(3, unseg_cpu_ns, K, ANY)                 \
 	X(4, rx_bytes, K, ANY) X(5, tx_bytes, K, ANY) X(6, disk_read, K, ANY)                  \

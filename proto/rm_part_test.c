@@ -53,14 +53,29 @@ static void rpart(struct rm_wpart *p)
 		p->comm[i] = (char)(0x20 + rm_ref_rnd() % 95);
 }
 
+/* random Go label counts: none, a few, or more cookies than a window holds */
+static void rgo(struct rm_totals *t)
+{
+	size_t i, n = rm_ref_rnd() % 3 == 0 ? 0 : rm_ref_rnd() % 2 ? rm_ref_rnd() % 8 : rm_ref_rnd() % 200;
+
+	memset(&t->go_period_ns, 0, sizeof(*t) - offsetof(struct rm_totals, go_period_ns));
+	if (!n)
+		return;
+	t->go_period_ns = 1 + rm_ref_rval(RM_GO_PERIOD_MAX - 1);
+	for (i = 0; i < n; i++)
+		rm_totals_go_add(t, i % 5 == 0 ? rm_ref_rval(0) : rm_ref_rnd(),
+				 rm_ref_rval(RM_WIRE_ABSURD_NS / t->go_period_ns / 256));
+}
+
 static void rtotals(struct rm_totals *t)
 {
 	uint64_t *v = (uint64_t *)t;
 	size_t i;
 
-	for (i = 0; i < sizeof(*t) / sizeof(*v); i++)
+	for (i = 0; i < offsetof(struct rm_totals, go_period_ns) / sizeof(*v); i++)
 		v[i] = rm_ref_rval(0);
 	t->win |= 1;
+	rgo(t);
 }
 
 /* ---- the tables against rametr.proto (protobuf-c's descriptors) ---- */
@@ -91,11 +106,15 @@ static void test_tables_match_proto(void)
 {
 	static const struct tab_field part[] = { RM_PART_FIELDS(TAB_PART_) };
 	static const struct tab_field tuple[] = { RM_TUPLE_FIELDS(TAB_F_) };
-	static const struct tab_field totals[] = { RM_TOTALS_FIELDS(TAB_PART_) };
+	/* and the Go label counts, written after the table */
+	static const struct tab_field totals[] = { RM_TOTALS_FIELDS(TAB_PART_) { 24, "go_period_ns" },
+						   { 25, "go_folded" }, { 26, "go_labels" } };
+	static const struct tab_field golabel[] = { { 1, "cookie" }, { 2, "samples" } };
 
 	expect_table(&rametr__segment_part__descriptor, part, sizeof(part) / sizeof(part[0]));
 	expect_table(&rametr__tuple__descriptor, tuple, sizeof(tuple) / sizeof(tuple[0]));
 	expect_table(&rametr__window_totals__descriptor, totals, sizeof(totals) / sizeof(totals[0]));
+	expect_table(&rametr__go_label_count__descriptor, golabel, sizeof(golabel) / sizeof(golabel[0]));
 }
 
 /* ---- the reference: protobuf-c structures, field by field ---- */
@@ -483,28 +502,32 @@ static void test_check(void)
 
 static void test_totals(void)
 {
-	uint8_t a[512], b[512];
-	size_t round, mismatches = 0;
+	static uint8_t a[8192], b[8192];
+	static struct rm_ref_wt w;
+	size_t round, mismatches = 0, roundtrip = 0, j;
 	struct rm_totals d, s, want;
 	char err[128];
 
 	for (round = 0; round < 5000; round++) {
-		Rametr__WindowTotals w;
-		struct rm_totals t, back;
+		struct rm_totals t, back, dec;
 		size_t na, nb;
 
 		rtotals(&t);
 		rm_ref_totals(&w, &t);
 		na = rm_totals_size(&t);
-		nb = rametr__window_totals__get_packed_size(&w);
+		nb = rametr__window_totals__get_packed_size(&w.w);
 		CU_ASSERT_FATAL(na <= sizeof(a) && nb <= sizeof(b));
 		CU_ASSERT_EQUAL(rm_totals_put(a, &t) - a, (ptrdiff_t)na);
-		rametr__window_totals__pack(&w, b);
-		rm_ref_totals_in(&back, &w);
+		rametr__window_totals__pack(&w.w, b);
+		rm_ref_totals_in(&back, &w.w);
 		if (na != nb || memcmp(a, b, na) != 0 || memcmp(&back, &t, sizeof(t)) != 0)
 			mismatches++;
+		/* and the batch's decoder reads its own bytes back */
+		if (rm_totals_decode(&dec, a, na, 0, err, sizeof(err)) != RM_OK || memcmp(&dec, &t, sizeof(t)) != 0)
+			roundtrip++;
 	}
 	CU_ASSERT_EQUAL(mismatches, 0);
+	CU_ASSERT_EQUAL(roundtrip, 0);
 	rtotals(&d);
 	CU_ASSERT_EQUAL(rm_totals_check(&d, 0, err, sizeof(err)), RM_OK);
 	d.win = 0;
@@ -536,8 +559,115 @@ static void test_totals(void)
 	want.restart += s.restart;
 	want.unseg_rt_ns += s.unseg_rt_ns;
 	want.unseg_go_ns += s.unseg_go_ns;
+	/* the Go label counts: d's and s's cookies merged, s's period if it has one */
+	memset(&want.go_period_ns, 0, sizeof(want) - offsetof(struct rm_totals, go_period_ns));
+	memset(&d.go_period_ns, 0, sizeof(d) - offsetof(struct rm_totals, go_period_ns));
+	memset(&s.go_period_ns, 0, sizeof(s) - offsetof(struct rm_totals, go_period_ns));
+	d.go_period_ns = 500000;
+	s.go_period_ns = 400000;
+	rm_totals_go_add(&d, 7, 10);
+	rm_totals_go_add(&d, RM_GO_IDLE, 3);
+	rm_totals_go_add(&s, 7, 5);
+	rm_totals_go_add(&s, 0, 2);
+	s.go_folded = 1;
+	want.go_period_ns = 400000;
+	want.go_folded = 1;
+	want.n_go = 3;
+	want.go[0] = (struct rm_golabel){ 7, 15 };
+	want.go[1] = (struct rm_golabel){ RM_GO_IDLE, 3 };
+	want.go[2] = (struct rm_golabel){ 0, 2 };
 	rm_totals_add(&d, &s);
 	CU_ASSERT_EQUAL(memcmp(&d, &want, sizeof(d)), 0);
+	/* a sum that would overflow saturates */
+	memset(&s.go_period_ns, 0, sizeof(s) - offsetof(struct rm_totals, go_period_ns));
+	rm_totals_go_add(&s, 7, UINT64_MAX - 1);
+	rm_totals_add(&d, &s);
+	CU_ASSERT_EQUAL(d.go[0].samples, UINT64_MAX);
+	CU_ASSERT_EQUAL(d.go_period_ns, 400000);
+	for (j = 0; j < d.n_go; j++)
+		CU_ASSERT(d.go[j].cookie != 7 || j == 0);
+}
+
+/* more cookies than a window holds: the rest folded into cookie 0, counted */
+static void test_go_fold(void)
+{
+	static struct rm_golabel c[3 * RM_GO_LABELS_MAX];
+	struct rm_totals t;
+	uint64_t sum = 0, got = 0, folded;
+	size_t i;
+	char err[160];
+
+	memset(&t, 0, sizeof(t));
+	t.win = 9;
+	for (i = 0; i < 3 * RM_GO_LABELS_MAX; i++) {
+		c[i].cookie = 1000 + i % (2 * RM_GO_LABELS_MAX); /* each cookie twice past the first third */
+		c[i].samples = 1 + i;
+		sum += c[i].samples;
+	}
+	folded = rm_totals_go_set(&t, 500000, c, 3 * RM_GO_LABELS_MAX);
+	CU_ASSERT_EQUAL(t.n_go, RM_GO_LABELS_MAX);
+	CU_ASSERT_EQUAL(t.go_period_ns, 500000);
+	CU_ASSERT(folded > 0);
+	CU_ASSERT_EQUAL(t.go_folded, folded);
+	for (i = 0; i < t.n_go; i++)
+		got += t.go[i].samples;
+	CU_ASSERT_EQUAL(got, sum); /* nothing lost: the folded samples are cookie 0's */
+	CU_ASSERT_EQUAL(t.go[RM_GO_LABELS_MAX - 1].cookie, 0);
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
+	/* cookie 0 and a known cookie still merge when full */
+	CU_ASSERT_EQUAL(rm_totals_go_add(&t, 0, 1), 0);
+	CU_ASSERT_EQUAL(rm_totals_go_add(&t, 1000, 1), 0);
+	CU_ASSERT_EQUAL(rm_totals_go_add(&t, 99, 1), 1);
+	CU_ASSERT_EQUAL(t.n_go, RM_GO_LABELS_MAX);
+}
+
+/* hostile Go label counts: refused with a reason, or folded */
+static void test_go_check(void)
+{
+	/* win 5, period 500000, labels {cookie 7, samples 3} twice and one of another wire type */
+	static const uint8_t dup[] = { 0x08, 0x05, 0xc0, 0x01, 0xa0, 0xc2, 0x1e, 0xd2, 0x01, 0x04, 0x08, 0x07, 0x10, 0x03,
+				       0xd2, 0x01, 0x04, 0x08, 0x07, 0x10, 0x03 };
+	static const uint8_t noperiod[] = { 0x08, 0x05, 0xd2, 0x01, 0x04, 0x08, 0x07, 0x10, 0x03 };
+	static const uint8_t badwt[] = { 0x08, 0x05, 0xc0, 0x01, 0x01, 0xd0, 0x01, 0x01 };   /* go_labels as a varint */
+	static const uint8_t badsub[] = { 0x08, 0x05, 0xc0, 0x01, 0x01, 0xd2, 0x01, 0x02, 0x0a, 0x00 }; /* cookie as bytes */
+	struct rm_totals t;
+	char err[160];
+
+	CU_ASSERT_EQUAL_FATAL(rm_totals_decode(&t, dup, sizeof(dup), 0, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(t.go_period_ns, 500000);
+	CU_ASSERT_EQUAL(t.n_go, 1);
+	CU_ASSERT_EQUAL(t.go[0].cookie, 7);
+	CU_ASSERT_EQUAL(t.go[0].samples, 6);
+	CU_ASSERT_EQUAL(rm_totals_decode(&t, noperiod, sizeof(noperiod), 2, err, sizeof(err)), RM_EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 2: Go label counts without go_period_ns");
+	CU_ASSERT_EQUAL(rm_totals_decode(&t, badwt, sizeof(badwt), 0, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_EQUAL(rm_totals_decode(&t, badsub, sizeof(badsub), 0, err, sizeof(err)), RM_EPROTO);
+
+	memset(&t, 0, sizeof(t));
+	t.win = 1;
+	t.go_period_ns = RM_GO_PERIOD_MAX + 1;
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 3: absurd go_period_ns 1000000001");
+	t.go_period_ns = 1000000;
+	rm_totals_go_add(&t, 5, RM_WIRE_ABSURD_NS / 1000000);
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_OK);
+	rm_totals_go_add(&t, 5, 1);
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 3: absurd Go label samples 1000000001 (cookie 5)");
+	t.go[0].samples = 1;
+	t.go[1] = t.go[0];
+	t.n_go = 2;
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 3: Go label cookie 5 counted twice");
+	t.n_go = RM_GO_LABELS_MAX + 1;
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
+	t.n_go = 0;
+	t.go_folded = RM_WIRE_ABSURD_NS;
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 3: absurd go_folded 1000000000000000");
+	t.go_folded = 0;
+	t.go_period_ns = 0;
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_OK); /* no counts: no period needed */
 }
 
 static CU_TestInfo cases[] = {
@@ -551,6 +681,8 @@ static CU_TestInfo cases[] = {
 	{ "window totals received in a batch", test_wire_totals },
 	{ "the value rules give their reasons", test_check },
 	{ "window totals encode as protobuf-c packs them; add sums all but win", test_totals },
+	{ "Go label counts past a window's cookies are folded into cookie 0", test_go_fold },
+	{ "hostile Go label counts are merged, folded or refused with a reason", test_go_check },
 	CU_TEST_INFO_NULL,
 };
 

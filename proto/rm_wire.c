@@ -22,6 +22,10 @@
  * RM_WIRE_BUDGET_CAP. Real batches need about 2-6 times their encoded size
  * (a part of ~60-150 bytes decodes to a ~300-byte struct rm_wpart); a
  * hostile message of empty parts would need ~150 times (2 bytes -> 300).
+ * A window's totals decode to a struct rm_totals of about 2.2 KiB (its
+ * room for RM_GO_LABELS_MAX Go label counts): a collector sends at most 64
+ * windows a batch, within RM_WIRE_BUDGET_BASE; a message of thousands of
+ * tiny windows is over the budget and refused.
  */
 #define RM_WIRE_BUDGET_MUL 32u
 #define RM_WIRE_BUDGET_BASE (1u << 20)

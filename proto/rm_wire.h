@@ -26,7 +26,10 @@
  *     cpu_ns and runq_ns <= RM_WIRE_ABSURD_NS; its tuples (in, out; either may
  *     be absent) have family 0, 1, 2 or 10, addresses of 0 bytes or of the
  *     family's size (4 for AF_INET, 16 for AF_INET6; none for 0 and AF_UNIX)
- *     and ports <= 65535; every WindowTotals has win != 0;
+ *     and ports <= 65535; every WindowTotals has win != 0 and Go label
+ *     counts as rm_totals_check() says (a period of at most 1 s given with
+ *     them, no count's CPU absurd; cookies repeated are merged, past
+ *     RM_GO_LABELS_MAX folded into cookie 0 and go_folded);
  *   - Ack: status is a known Ack.Status, every command has id != 0,
  *     cap_permille <= 1000, ce of 0..63 and resource of 0..15 and reason of
  *     0..255 printable bytes, server empty or a valid node name, at most

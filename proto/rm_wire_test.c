@@ -25,6 +25,7 @@ struct sample {
 	Rametr__SegmentPart part[3], *pparts[3];
 	Rametr__Tuple tin[3], tout[3];
 	Rametr__WindowTotals win[2], *pwins[2];
+	Rametr__GoLabelCount go[3], *pgo[3];
 	uint64_t acked[2];
 	uint8_t v4a[4], v4b[4], v6a[16], v6b[16];
 };
@@ -116,6 +117,16 @@ static void sample_init(struct sample *s)
 		w->idle_ns = 7;
 		s->pwins[i] = w;
 	}
+	/* window 0 carries Go label counts: a cookie, unlabelled, the runtime's own */
+	for (i = 0; i < 3; i++) {
+		rametr__go_label_count__init(&s->go[i]);
+		s->go[i].cookie = i == 0 ? 0xc0ffee : i == 1 ? 0 : RM_GO_IDLE;
+		s->go[i].samples = 100 - 40 * i;
+		s->pgo[i] = &s->go[i];
+	}
+	s->win[0].go_period_ns = 500000;
+	s->win[0].n_go_labels = 3;
+	s->win[0].go_labels = s->pgo;
 	s->acked[0] = 11;
 	s->acked[1] = 12;
 	s->batch.n_parts = 3;
@@ -200,6 +211,14 @@ static void test_roundtrip_batch(void)
 		rm_ref_totals_in(&want, &s.win[i]);
 		CU_ASSERT_EQUAL(memcmp(&wb->windows[i], &want, sizeof(want)), 0);
 	}
+	/* the Go label counts, as sent */
+	CU_ASSERT_EQUAL(wb->windows[0].go_period_ns, 500000);
+	CU_ASSERT_EQUAL_FATAL(wb->windows[0].n_go, 3);
+	CU_ASSERT_EQUAL(wb->windows[0].go[0].cookie, 0xc0ffee);
+	CU_ASSERT_EQUAL(wb->windows[0].go[0].samples, 100);
+	CU_ASSERT_EQUAL(wb->windows[0].go[2].cookie, RM_GO_IDLE);
+	CU_ASSERT_EQUAL(wb->windows[0].go[2].samples, 20);
+	CU_ASSERT_EQUAL(wb->windows[1].n_go, 0);
 	CU_ASSERT_EQUAL_FATAL(wb->n_acked_commands, 2);
 	CU_ASSERT_EQUAL(wb->acked_commands[0], 11);
 	CU_ASSERT_EQUAL(wb->acked_commands[1], 12);
@@ -665,6 +684,14 @@ static void m_addr_v4_16(struct sample *s) { s->tin[0].raddr = s->tin[1].raddr; 
 static void m_addr_unix(struct sample *s) { s->tin[2].laddr = s->tin[0].laddr; }
 static void m_port(struct sample *s) { s->tout[1].rport = 65536; }
 static void m_wtot0(struct sample *s) { s->win[1].win = 0; }
+static void m_go_period0(struct sample *s) { s->win[0].go_period_ns = 0; }
+static void m_go_period(struct sample *s) { s->win[0].go_period_ns = 2000000000ull; }
+static void m_go_samples(struct sample *s) { s->go[2].samples = UINT64_MAX; }
+static void m_go_sum(struct sample *s) /* the sum of a cookie given twice overflows */
+{
+	s->go[0].samples = s->go[1].samples = (RM_WIRE_ABSURD_NS / 500000) / 2 + 1;
+	s->go[1].cookie = s->go[0].cookie;
+}
 static void m_hello_node(struct sample *s)
 {
 	Rametr__Envelope e;
@@ -769,6 +796,10 @@ static void test_semantic(void)
 	expect_semantic(m_addr_unix, "part 2: in local address of 4 bytes does not match family 1");
 	expect_semantic(m_port, "part 1: out tuple has port 65536 out of range");
 	expect_semantic(m_wtot0, "window totals 1: win 0");
+	expect_semantic(m_go_period0, "window totals 0: Go label counts without go_period_ns");
+	expect_semantic(m_go_period, "window totals 0: absurd go_period_ns 2000000000");
+	expect_semantic(m_go_samples, "window totals 0: absurd Go label samples 18446744073709551615 (cookie 18446744073709551615)");
+	expect_semantic(m_go_sum, "window totals 0: absurd Go label samples 2000000002 (cookie 12648430)");
 	expect_semantic(m_hello_node, "empty node name");
 	expect_semantic(m_hello_window, "hello has window_ns 0");
 	expect_semantic(m_hello_instance, "hello has instance 0");

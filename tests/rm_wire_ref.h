@@ -109,9 +109,19 @@ static inline uint64_t rm_ref_rval(uint64_t max)
 		(p)->ends = (k)->ends;                                            \
 	} while (0)
 
-/* The WindowTotals of k, every field by hand. */
-static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals *k)
+/* A WindowTotals and the Go label counts it points to. */
+struct rm_ref_wt {
+	Rametr__WindowTotals w;
+	Rametr__GoLabelCount g[RM_GO_LABELS_MAX];
+	Rametr__GoLabelCount *gp[RM_GO_LABELS_MAX];
+};
+
+/* The WindowTotals of k (in r->w), every field by hand. */
+static inline void rm_ref_totals(struct rm_ref_wt *r, const struct rm_totals *k)
 {
+	Rametr__WindowTotals *w = &r->w;
+	size_t j;
+
 	rametr__window_totals__init(w);
 	w->win = k->win;
 	w->busy_ns = k->busy_ns;
@@ -136,11 +146,23 @@ static inline void rm_ref_totals(Rametr__WindowTotals *w, const struct rm_totals
 	w->restart = k->restart;
 	w->unseg_rt_ns = k->unseg_rt_ns;
 	w->unseg_go_ns = k->unseg_go_ns;
+	w->go_period_ns = k->go_period_ns;
+	w->go_folded = k->go_folded;
+	for (j = 0; j < k->n_go && j < RM_GO_LABELS_MAX; j++) {
+		rametr__go_label_count__init(&r->g[j]);
+		r->g[j].cookie = k->go[j].cookie;
+		r->g[j].samples = k->go[j].samples;
+		r->gp[j] = &r->g[j];
+	}
+	w->n_go_labels = j;
+	w->go_labels = j ? r->gp : NULL;
 }
 
 /* The totals protobuf-c decoded, every field by hand. */
 static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTotals *w)
 {
+	size_t j;
+
 	memset(k, 0, sizeof(*k));
 	k->win = w->win;
 	k->busy_ns = w->busy_ns;
@@ -165,6 +187,11 @@ static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTot
 	k->restart = w->restart;
 	k->unseg_rt_ns = w->unseg_rt_ns;
 	k->unseg_go_ns = w->unseg_go_ns;
+	k->go_period_ns = w->go_period_ns;
+	k->go_folded = w->go_folded;
+	/* merged by cookie, folded past RM_GO_LABELS_MAX, as the codec does */
+	for (j = 0; j < w->n_go_labels; j++)
+		rm_totals_go_add(k, w->go_labels[j]->cookie, w->go_labels[j]->samples);
 }
 
 static inline void rm_ref_tuple_in(struct rm_wtuple *d, const Rametr__Tuple *t)
