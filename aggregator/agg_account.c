@@ -13,14 +13,27 @@
 #include "rm_err.h"
 #include "banned.h"
 
-enum agg_kind { AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT, AGG_K_EST, AGG_K_REQ /* the runtime rule's only */ };
+enum agg_kind {
+	AGG_K_CE = 1, AGG_K_REASON, AGG_K_SPLIT, AGG_K_EST,
+	AGG_K_REQ,   /* the runtime rule's only */
+	AGG_K_GO_CE, /* the Go label rule's only: a Go part's CPU charged to a CE (key), by cookie */
+	AGG_K_GO_V,  /* the same charged to a V reason (key) */
+};
 
 struct agg_sum {
 	int kind;             /* 0 = free slot */
 	const char *node;
 	uint64_t window_ns, win;
 	const char *key;      /* CE or reason; NULL for splits */
-	uint64_t v[ST_R_COUNT]; /* splits: the count in v[0]; est: requests, rt, rx */
+	uint64_t cookie;      /* AGG_K_GO_*: the parts' socket cookie; else 0 */
+	uint64_t v[ST_R_COUNT]; /* splits: the count in v[0]; est: requests, rt, rx; go: CPU in v[0] */
+};
+
+/* The Go label rule's memory of one cookie of one node: where its parts went last (agg_go_*). */
+struct agg_go_mem {
+	char *node, *key;     /* owned; node NULL = free slot */
+	int is_ce;            /* key is a CE, else a V reason */
+	uint64_t cookie, win, cpu, used; /* its latest window with parts, their CPU there, last use */
 };
 
 /* What the runtime rule remembers of one window of one node: the CEs it served (agg_rt_*). */
@@ -51,6 +64,10 @@ struct agg_account {
 	unsigned rt_go_req_pm; /* the same for Go programs' CPU */
 	struct agg_rt_win rt[AGG_RT_WINS]; /* the CEs of recent (node, window)s */
 	uint64_t rt_charged, rt_left; /* of the open transaction: CPU the rule charged, left in V 'runtime' */
+	int go_off;            /* the Go label rule is off (agg_account_set_go_labels) */
+	struct agg_go_mem *go_mem; /* [AGG_GO_COOKIES]: cookies' latest destinations */
+	uint64_t go_tick;      /* go_mem's use clock */
+	uint64_t go_wins, go_lab, go_unlab, go_fold; /* of the open transaction (stats) */
 };
 
 int agg_account_open(struct agg_account **out, const struct agg_store *store)
@@ -65,6 +82,10 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store)
 		return RM_EINVAL;
 	if (!(a = calloc(1, sizeof(*a))))
 		return RM_ENOMEM;
+	if (!(a->go_mem = calloc(AGG_GO_COOKIES, sizeof(*a->go_mem)))) {
+		free(a);
+		return RM_ENOMEM;
+	}
 	a->st = *store;
 	a->rt_req_pm = AGG_RT_REQ_PM_DEFAULT;
 	a->rt_go_req_pm = AGG_RT_GO_REQ_PM_DEFAULT;
@@ -92,8 +113,18 @@ void agg_account_close(struct agg_account *a)
 	agg_account_abort(a);
 	for (i = 0; i < AGG_RT_WINS; i++)
 		agg_rt_clear(&a->rt[i]);
+	for (i = 0; i < AGG_GO_COOKIES; i++) {
+		free(a->go_mem[i].node);
+		free(a->go_mem[i].key);
+	}
+	free(a->go_mem);
 	free(a->tab);
 	free(a);
+}
+
+void agg_account_set_go_labels(struct agg_account *a, int on)
+{
+	a->go_off = !on;
 }
 
 int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille, unsigned go_permille)
@@ -115,14 +146,15 @@ static uint64_t agg_str_hash(uint64_t h, const char *s)
 
 static uint64_t agg_hash(const struct agg_sum *k)
 {
-	uint64_t h = (k->win * 0x9e3779b97f4a7c15ULL) ^ (k->window_ns * 31) ^ (uint64_t)k->kind;
+	uint64_t h = (k->win * 0x9e3779b97f4a7c15ULL) ^ (k->window_ns * 31) ^ (uint64_t)k->kind ^
+		     (k->cookie * 0xff51afd7ed558ccdULL);
 
 	return agg_str_hash(agg_str_hash(h, k->node) * 0x9e3779b97f4a7c15ULL, k->key);
 }
 
 static int agg_sum_eq(const struct agg_sum *a, const struct agg_sum *b)
 {
-	return a->kind == b->kind && a->win == b->win && a->window_ns == b->window_ns &&
+	return a->kind == b->kind && a->win == b->win && a->window_ns == b->window_ns && a->cookie == b->cookie &&
 	       strcmp(a->node, b->node) == 0 && (!a->key || strcmp(a->key, b->key) == 0);
 }
 
@@ -264,6 +296,30 @@ int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window
 		return rv;
 	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
 	e->v[1] = e->v[1] + cpu_ns < e->v[1] ? UINT64_MAX : e->v[1] + cpu_ns;
+	return RM_OK;
+}
+
+int agg_account_add_go(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, uint64_t cookie,
+		       const char *ce, const char *reason, uint64_t cpu_ns)
+{
+	struct agg_sum k = { 0 }, *e;
+	int rv;
+
+	if (!a->open)
+		return RM_ESTATE;
+	if (!ce && !reason)
+		return RM_EINVAL;
+	if (a->go_off || !cpu_ns)
+		return RM_OK;
+	if ((rv = agg_origin(a, node, window_ns, &k)) != 0)
+		return rv;
+	k.kind = ce ? AGG_K_GO_CE : AGG_K_GO_V;
+	k.key = ce ? ce : reason;
+	k.win = win;
+	k.cookie = cookie;
+	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+		return rv;
+	e->v[0] = e->v[0] + cpu_ns < e->v[0] ? UINT64_MAX : e->v[0] + cpu_ns;
 	return RM_OK;
 }
 
@@ -464,37 +520,279 @@ static int agg_rt_charge(struct agg_account *a, uint64_t win, uint64_t rt, unsig
 	return RM_OK;
 }
 
+/* ---- the Go label rule ---- */
+
+/* Where a share of the pool may go: a Go part's destination and its CPU there, by cookie. */
+struct agg_go_dest {
+	uint64_t cookie;
+	const char *key; /* borrowed: a CE or a V reason */
+	int is_ce;
+	uint64_t cpu;    /* the weight among the cookie's destinations (> 0) */
+	uint64_t amt;    /* out: what it is charged of the pool */
+};
+
 /*
- * The runtime rule over the batch's window totals: into rt_of[i] the CPU of
- * w[i] that threads of a managed runtime used outside segments, into
- * charged[i] what of it went to the CEs of that window (else of the window
- * before it), Go programs' and other runtimes' each by their own weight;
- * the rest stays V 'runtime'.
+ * The Go label rule's split, pure: pool ns of CPU by the window's counts
+ * g[0..ng): each cookie's share pool x samples / all samples (rounded down)
+ * to the destinations d[0..nd) of that cookie by their cpu (the rounding's
+ * remainder to the one of most CPU), into d[].amt. Cookies 0 and
+ * RM_GO_IDLE, cookies without a destination, and every rounding's rest are
+ * unlabelled. Returns what is unlabelled: pool - the sum of d[].amt.
+ * Exact for any input: 128-bit products, sums saturating at UINT64_MAX
+ * (counts that sum past it are treated as that many; rm_totals_check
+ * keeps real ones far below).
+ */
+static uint64_t agg_go_split(uint64_t pool, const struct rm_golabel *g, size_t ng, struct agg_go_dest *d, size_t nd)
+{
+	uint64_t all = 0, given = 0;
+	size_t i, j;
+
+	for (j = 0; j < nd; j++)
+		d[j].amt = 0;
+	for (i = 0; i < ng; i++)
+		all = all + g[i].samples < all ? UINT64_MAX : all + g[i].samples;
+	if (!all || !pool)
+		return pool;
+	for (i = 0; i < ng; i++) {
+		uint64_t share, w = 0, out = 0;
+		size_t big = nd;
+
+		if (!g[i].cookie || g[i].cookie == RM_GO_IDLE || !g[i].samples)
+			continue;
+		for (j = 0; j < nd; j++)
+			if (d[j].cookie == g[i].cookie && d[j].cpu) {
+				w = w + d[j].cpu < w ? UINT64_MAX : w + d[j].cpu;
+				if (big == nd || d[j].cpu > d[big].cpu)
+					big = j;
+			}
+		if (big == nd)
+			continue;
+		share = (uint64_t)((unsigned __int128)pool * (g[i].samples < all ? g[i].samples : all) / all);
+		if (share > pool - given)
+			share = pool - given; /* only when the counts saturated */
+		for (j = 0; j < nd; j++)
+			if (d[j].cookie == g[i].cookie && d[j].cpu) {
+				uint64_t x = (uint64_t)((unsigned __int128)share * (d[j].cpu < w ? d[j].cpu : w) / w);
+
+				if (x > share - out)
+					x = share - out;
+				d[j].amt += x;
+				out += x;
+			}
+		d[big].amt += share - out;
+		given += share;
+	}
+	return pool - given;
+}
+
+/* The remembered cookie of node, or NULL. */
+static struct agg_go_mem *agg_go_mem_find(struct agg_account *a, const char *node, uint64_t cookie)
+{
+	size_t i;
+
+	for (i = 0; i < AGG_GO_COOKIES; i++)
+		if (a->go_mem[i].node && a->go_mem[i].cookie == cookie && !strcmp(a->go_mem[i].node, node))
+			return &a->go_mem[i];
+	return NULL;
+}
+
+/*
+ * After a commit: remembers, per node and cookie, where this transaction's
+ * Go parts of its latest window went (the destination of most CPU), for
+ * counts of later windows whose cookie has no part in them. Least recently
+ * used cookies are forgotten first. Best effort: out of memory, one is left out.
+ */
+static void agg_go_remember(struct agg_account *a)
+{
+	size_t i, j;
+
+	if (a->go_off)
+		return;
+	for (i = 0; i < a->cap; i++) {
+		const struct agg_sum *e = &a->tab[i];
+		struct agg_go_mem *m;
+
+		if ((e->kind != AGG_K_GO_CE && e->kind != AGG_K_GO_V) || !e->cookie || e->cookie == RM_GO_IDLE)
+			continue;
+		if ((m = agg_go_mem_find(a, e->node, e->cookie))) {
+			if (e->win < m->win || (e->win == m->win && e->v[0] <= m->cpu))
+				continue; /* it knows a later window, or more CPU in this one */
+			free(m->key);
+		} else {
+			m = &a->go_mem[0];
+			for (j = 0; j < AGG_GO_COOKIES && a->go_mem[j].node; j++)
+				if (a->go_mem[j].used < m->used)
+					m = &a->go_mem[j];
+			if (j < AGG_GO_COOKIES)
+				m = &a->go_mem[j];
+			free(m->node);
+			free(m->key);
+			memset(m, 0, sizeof(*m));
+			if (!(m->node = strdup(e->node)))
+				continue;
+		}
+		if (!(m->key = strdup(e->key))) {
+			free(m->node);
+			memset(m, 0, sizeof(*m));
+			continue;
+		}
+		m->is_ce = e->kind == AGG_K_GO_CE;
+		m->cookie = e->cookie;
+		m->win = e->win;
+		m->cpu = e->v[0];
+		m->used = ++a->go_tick;
+	}
+}
+
+/* Adds v ns of CPU to the open transaction's charge of the batch's node in win to key (a CE or a V reason). */
+static int agg_go_charge(struct agg_account *a, uint64_t win, const char *key, int is_ce, uint64_t v)
+{
+	struct agg_sum k = { 0 }, *e;
+	int rv;
+
+	if (!v)
+		return RM_OK;
+	k.kind = is_ce ? AGG_K_CE : AGG_K_REASON;
+	k.node = a->m.node;
+	k.window_ns = a->m.window_ns;
+	k.win = win;
+	k.key = key;
+	if ((rv = agg_sum_get(a, &k, &e)) != 0)
+		return rv;
+	e->v[ST_R_CPU] += v;
+	return RM_OK;
+}
+
+/*
+ * The Go label rule on window totals t of the batch's node (counts given,
+ * the rule on): takes the CPU this transaction charged for the window's Go
+ * parts out of their charges, adds go ns (its unseg_go_ns), splits that
+ * pool (agg_go_split) and charges the labelled shares. Into *unlab what is
+ * left for the runtime rule. RM_OK or RM_ENOMEM.
+ */
+static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64_t go, uint64_t *unlab)
+{
+	struct agg_go_dest *d;
+	uint64_t pool = go;
+	size_t i, j, nd = 0, cap = 0;
+	int rv = RM_OK;
+
+	for (i = 0; i < a->cap; i++) {
+		const struct agg_sum *e = &a->tab[i];
+
+		if ((e->kind == AGG_K_GO_CE || e->kind == AGG_K_GO_V) && e->win == t->win &&
+		    e->window_ns == a->m.window_ns && !strcmp(e->node, a->m.node))
+			cap++;
+	}
+	cap += t->n_go;
+	if (!(d = calloc(cap ? cap : 1, sizeof(*d))))
+		return RM_ENOMEM;
+	/* this transaction's Go parts of the window: out of their charges, into the pool */
+	for (i = 0; i < a->cap; i++) {
+		const struct agg_sum *e = &a->tab[i];
+		struct agg_sum k = { 0 }, *c;
+
+		if ((e->kind != AGG_K_GO_CE && e->kind != AGG_K_GO_V) || e->win != t->win ||
+		    e->window_ns != a->m.window_ns || strcmp(e->node, a->m.node))
+			continue;
+		k.kind = e->kind == AGG_K_GO_CE ? AGG_K_CE : AGG_K_REASON;
+		k.node = e->node;
+		k.window_ns = e->window_ns;
+		k.win = e->win;
+		k.key = e->key;
+		if ((rv = agg_sum_get(a, &k, &c)) != 0)
+			goto out;
+		/* never more than was charged there (a caller's mistake would show as a smaller pool),
+		   nor past what the pool can hold (hostile sums: the rest keeps its charge) */
+		d[nd].cpu = e->v[0] < c->v[ST_R_CPU] ? e->v[0] : c->v[ST_R_CPU];
+		if (pool + d[nd].cpu < pool)
+			continue;
+		c->v[ST_R_CPU] -= d[nd].cpu;
+		pool += d[nd].cpu;
+		d[nd].cookie = e->cookie;
+		d[nd].key = e->key;
+		d[nd].is_ce = e->kind == AGG_K_GO_CE;
+		nd++;
+	}
+	/* labelled cookies without a part here: where their parts went last */
+	for (i = 0; i < t->n_go && i < RM_GO_LABELS_MAX; i++) {
+		const struct agg_go_mem *m;
+		uint64_t c = t->go[i].cookie;
+
+		if (!c || c == RM_GO_IDLE)
+			continue;
+		for (j = 0; j < nd && !(d[j].cookie == c && d[j].cpu); j++)
+			;
+		if (j < nd || !(m = agg_go_mem_find(a, a->m.node, c)))
+			continue;
+		d[nd].cookie = c;
+		d[nd].key = m->key;
+		d[nd].is_ce = m->is_ce;
+		d[nd].cpu = 1;
+		nd++;
+	}
+	*unlab = agg_go_split(pool, t->go, t->n_go < RM_GO_LABELS_MAX ? t->n_go : RM_GO_LABELS_MAX, d, nd);
+	for (j = 0; j < nd && rv == RM_OK; j++)
+		rv = agg_go_charge(a, t->win, d[j].key, d[j].is_ce, d[j].amt);
+	/* the memory's entries used now are the recently used ones */
+	for (i = 0; i < t->n_go && i < RM_GO_LABELS_MAX && rv == RM_OK; i++) {
+		struct agg_go_mem *m = agg_go_mem_find(a, a->m.node, t->go[i].cookie);
+
+		if (m)
+			m->used = ++a->go_tick;
+	}
+	if (rv == RM_OK) {
+		a->go_wins++;
+		a->go_lab += pool - *unlab;
+		a->go_unlab += *unlab;
+		a->go_fold += t->go_folded;
+		if (t->go_folded)
+			rm_log_warn("node '%s' window %" PRIu64 ": %" PRIu64 " Go label samples of cookies past the %d a window "
+				    "holds, counted as unlabelled", a->m.node, t->win, t->go_folded, RM_GO_LABELS_MAX);
+	}
+out:
+	free(d);
+	return rv;
+}
+
+/*
+ * The Go label rule, then the runtime rule over the batch's window totals:
+ * into rt_of[i] the CPU of w[i] that threads of a managed runtime used
+ * outside segments, into left[i] what stays V 'runtime'. Go programs' CPU
+ * (what the label rule leaves unlabelled, when w[i] has counts) and other
+ * runtimes' each go by their own weight to the CEs of that window (else of
+ * the window before it).
  */
 static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t nw, uint64_t *rt_of,
-			uint64_t *charged)
+			uint64_t *left)
 {
 	struct agg_rt_w ws[AGG_RT_CES];
 	size_t i, n;
 	int rv;
 
 	for (i = 0; i < nw; i++) {
-		uint64_t go;
+		uint64_t go, unlab, charged = 0;
+		int labels = !a->go_off && w[i].n_go && !w[i].restart;
 
 		rt_of[i] = w[i].unseg_rt_ns < w[i].unseg_cpu_ns ? w[i].unseg_rt_ns : w[i].unseg_cpu_ns;
 		go = w[i].unseg_go_ns < rt_of[i] ? w[i].unseg_go_ns : rt_of[i];
-		charged[i] = 0;
-		if (!rt_of[i] || w[i].restart)
+		left[i] = 0;
+		if ((!rt_of[i] && !labels) || w[i].restart)
 			continue;
+		/* the Go label rule first: what it leaves unlabelled goes as Go's runtime CPU */
+		unlab = go;
+		if (labels && (rv = agg_go_apply(a, &w[i], go, &unlab)) != 0)
+			return rv;
 		if (!a->rt_off) {
 			if ((n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
 				n = agg_rt_gather(a, w[i].win - 1, ws);
-			if ((rv = agg_rt_charge(a, w[i].win, go, a->rt_go_req_pm, ws, n, &charged[i])) != 0 ||
-			    (rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws, n, &charged[i])) != 0)
+			if ((rv = agg_rt_charge(a, w[i].win, unlab, a->rt_go_req_pm, ws, n, &charged)) != 0 ||
+			    (rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws, n, &charged)) != 0)
 				return rv;
 		}
-		a->rt_charged += charged[i];
-		a->rt_left += rt_of[i] - charged[i];
+		left[i] = unlab + (rt_of[i] - go) - charged;
+		a->rt_charged += charged;
+		a->rt_left += left[i];
 	}
 	return RM_OK;
 }
@@ -553,9 +851,9 @@ static void agg_rt_remember(struct agg_account *a)
 	}
 }
 
-/* Writes the transaction's sums and the batch's totals; rt_of, rt_charged: agg_rt_apply's. */
+/* Writes the transaction's sums and the batch's totals; rt_of, rt_left: agg_rt_apply's. */
 static int agg_write_rows(struct agg_account *a, const struct rm_totals *w, size_t nw, const uint64_t *rt_of,
-			  const uint64_t *rt_charged)
+			  const uint64_t *rt_left)
 {
 	const struct agg_batch_meta *m = &a->m;
 	int64_t start, len;
@@ -581,8 +879,8 @@ static int agg_write_rows(struct agg_account *a, const struct rm_totals *w, size
 			a->stats.rows_written++;
 			continue;
 		}
-		if (e->kind == AGG_K_REQ)
-			continue; /* the runtime rule's weights: in memory only */
+		if (e->kind == AGG_K_REQ || e->kind == AGG_K_GO_CE || e->kind == AGG_K_GO_V)
+			continue; /* the runtime and label rules' inputs: in memory only */
 		if (e->kind == AGG_K_EST) {
 			if ((rv = a->st.add_est_input(a->st.arg, e->node, start, len, e->key, e->v[0], e->v[1], e->v[2])) != 0)
 				return rv;
@@ -646,8 +944,8 @@ static int agg_write_rows(struct agg_account *a, const struct rm_totals *w, size
 		}
 		if (lost && (rv = a->st.add_unacct(a->st.arg, m->node, start, len, ST_R_CPU, AGG_REASON_LOST, lost)))
 			return rv;
-		if (rt_of[i] > rt_charged[i] && (rv = a->st.add_unacct(a->st.arg, m->node, start, len, ST_R_CPU,
-									 AGG_REASON_RUNTIME, rt_of[i] - rt_charged[i])))
+		if (rt_left[i] && (rv = a->st.add_unacct(a->st.arg, m->node, start, len, ST_R_CPU, AGG_REASON_RUNTIME,
+							 rt_left[i])))
 			return rv;
 		if (w[i].dropped_parts)
 			rm_log_warn("node '%s' window %" PRIu64 ": %" PRIu64 " segment parts dropped in the kernel; their CPU and bytes are charged to V as '%s'",
@@ -659,19 +957,19 @@ static int agg_write_rows(struct agg_account *a, const struct rm_totals *w, size
 /* Applies the runtime rule, then writes everything (agg_write_rows). */
 static int agg_write(struct agg_account *a, const struct rm_totals *w, size_t nw)
 {
-	uint64_t *rt_of = NULL, *rt_charged = NULL;
+	uint64_t *rt_of = NULL, *rt_left = NULL;
 	int rv;
 
 	if (nw && !a->is_batch)
 		return RM_EINVAL;
-	if (nw && (!(rt_of = calloc(nw, sizeof(*rt_of))) || !(rt_charged = calloc(nw, sizeof(*rt_charged))))) {
+	if (nw && (!(rt_of = calloc(nw, sizeof(*rt_of))) || !(rt_left = calloc(nw, sizeof(*rt_left))))) {
 		free(rt_of);
 		return RM_ENOMEM;
 	}
-	if ((rv = agg_rt_apply(a, w, nw, rt_of, rt_charged)) == RM_OK)
-		rv = agg_write_rows(a, w, nw, rt_of, rt_charged);
+	if ((rv = agg_rt_apply(a, w, nw, rt_of, rt_left)) == RM_OK)
+		rv = agg_write_rows(a, w, nw, rt_of, rt_left);
 	free(rt_of);
-	free(rt_charged);
+	free(rt_left);
 	return rv;
 }
 
@@ -691,6 +989,7 @@ int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int
 	a->n = 0;
 	a->nch = a->nsplit = 0;
 	a->rt_charged = a->rt_left = 0;
+	a->go_wins = a->go_lab = a->go_unlab = a->go_fold = 0;
 	a->is_batch = m != NULL;
 	memset(&a->m, 0, sizeof(a->m));
 	if (m)
@@ -775,9 +1074,14 @@ int agg_account_commit(struct agg_account *a, const struct rm_totals *w, size_t 
 	a->stats.splits += a->nsplit;
 	a->stats.runtime_charged_ns += a->rt_charged;
 	a->stats.runtime_left_ns += a->rt_left;
+	a->stats.go_label_windows += a->go_wins;
+	a->stats.go_labelled_ns += a->go_lab;
+	a->stats.go_unlabelled_ns += a->go_unlab;
+	a->stats.go_folded += a->go_fold;
 	if (a->obs)
 		agg_observe(a, w, nw);
 	agg_rt_remember(a);
+	agg_go_remember(a);
 	return RM_OK;
 fail:
 	agg_account_abort(a);

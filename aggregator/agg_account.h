@@ -81,6 +81,31 @@
 #define AGG_RT_WINS 64
 #define AGG_RT_CES 64
 
+/*
+ * The Go label rule. A node's collector may send, with a window's totals,
+ * a cpu-clock sampler's counts of its Go programs' samples per goroutine
+ * label (rm_totals.go: a socket cookie, the one the goroutine's reader
+ * received on; 0 a goroutine without a label; RM_GO_IDLE the runtime's own
+ * stack). Samples are proportional to CPU, so they split the Go programs'
+ * CPU of the window: unless switched off, when the batch carrying a
+ * window's counts is committed, the CPU charged in this transaction for
+ * that node-window's Go parts (RM_PF_GO, agg_account_add_go) plus the
+ * window's unseg_go_ns is the pool; each labelled cookie's share (pool x
+ * its samples / all samples, rounded down) goes to where the Go parts
+ * received on that cookie were charged in the window (this transaction's;
+ * several CEs or V reasons: in proportion to their CPU, the rounding's
+ * remainder to the largest), else to where that cookie's parts went in the
+ * latest window that had some (AGG_GO_COOKIES cookies remembered, least
+ * recently used forgotten first, since the aggregator started); the rest -
+ * cookie 0, RM_GO_IDLE, cookies never seen, the roundings - goes as the
+ * runtime rule charges Go programs' CPU (else V 'runtime'). The Go parts'
+ * own charges in the pool are replaced by this split; everything sums to
+ * the pool exactly. Go parts committed in earlier batches of the window
+ * keep their charges (storage only adds), so the split corrects what
+ * arrives with the counts. Windows without counts: as before.
+ */
+#define AGG_GO_COOKIES 4096
+
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */
 struct agg_charge {
 	uint64_t win;
@@ -107,6 +132,9 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store);
  * programs' CPU, req_permille for other runtimes'. RM_OK, RM_EINVAL. */
 int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille, unsigned go_permille);
 void agg_account_close(struct agg_account *a);
+
+/* The Go label rule (above): on (the default) or off. */
+void agg_account_set_go_labels(struct agg_account *a, int on);
 
 /*
  * Starts applying a batch (m) or an expiry pass (m == NULL, then duplicate
@@ -143,6 +171,18 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
  */
 int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
 			uint64_t requests, uint64_t cpu_ns);
+
+/*
+ * Counts CPU a Go program's part (RM_PF_GO) received on socket cookie (its
+ * in tuple's; 0 for none) was charged, with agg_account_add in this
+ * transaction, to CE ce or, ce NULL, to V reason, on node (NULL = the
+ * batch's) in window win (window_ns 0 = the batch's): the Go label rule's
+ * pool and its cookies' destinations. ce / reason are borrowed until
+ * commit. Kept in memory, never written; nothing while the rule is off.
+ * As agg_account_add.
+ */
+int agg_account_add_go(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, uint64_t cookie,
+		       const char *ce, const char *reason, uint64_t cpu_ns);
 
 /*
  * Changes to the stitcher's held parts, written at once in the open
@@ -204,6 +244,10 @@ struct agg_account_stats {
 	uint64_t splits;  /* split parts counted */
 	uint64_t runtime_charged_ns; /* CPU the runtime rule charged to CEs */
 	uint64_t runtime_left_ns;    /* a runtime's CPU left in V 'runtime' (no CE, or the rule off) */
+	uint64_t go_label_windows;   /* windows the Go label rule split */
+	uint64_t go_labelled_ns;     /* Go CPU it charged by labels to their cookies' CEs (or V reasons) */
+	uint64_t go_unlabelled_ns;   /* Go CPU it left to the runtime rule (no label, the runtime's own, unknown cookies) */
+	uint64_t go_folded;          /* samples of cookies past a window's RM_GO_LABELS_MAX, counted as unlabelled */
 };
 void agg_account_get_stats(const struct agg_account *a, struct agg_account_stats *out);
 

@@ -689,6 +689,240 @@ static void test_runtime_off(void)
 	rt_close(&f);
 }
 
+/* ---- the Go label rule ---- */
+
+#define CK1 0x1111ULL
+#define CK2 0x2222ULL
+#define CK3 0x3333ULL
+
+/* A part's charge: a Go part's (cookie set, or go) or a JVM's (jvm), with one request answered. */
+struct go_ch {
+	uint64_t cookie;
+	const char *ce;     /* NULL: to V reason */
+	const char *reason;
+	uint64_t cpu;
+	int jvm;            /* RM_PF_RUNTIME without RM_PF_GO: no agg_account_add_go */
+};
+
+struct go_case {
+	const char *name;
+	int labels_off, rt_off;
+	struct go_ch before[3];   /* an earlier batch's parts (no counts) ... */
+	int64_t before_dwin;      /* ... of window WIN + this (its totals with it unless 0) */
+	struct go_ch ch[4];       /* the batch with the window's counts */
+	uint64_t unseg, rt, go;   /* its totals' unseg_cpu_ns, unseg_rt_ns, unseg_go_ns */
+	struct rm_golabel counts[5]; /* samples 0 ends */
+	struct { const char *key; uint64_t cpu; } want[3]; /* CEs' U_c, or V reasons (key starting with '!') */
+	uint64_t want_labelled, want_unlabelled;
+};
+
+static const struct go_case go_cases[] = {
+	{ "split exact by counts, the parts' own charges replaced", .ch = { { CK1, "c1", 0, 600 }, { CK2, "c2", 0, 400 } },
+	  .unseg = 100, .rt = 100, .go = 100, .counts = { { CK1, 30 }, { CK2, 70 } },
+	  .want = { { "c1", 330 }, { "c2", 770 }, { "!runtime", 0 } }, .want_labelled = 1100 },
+	{ "unlabelled and idle samples go by the runtime rule",
+	  .ch = { { CK1, "c1", 0, 500 }, { CK2, "c2", 0, 500 } }, .unseg = 100, .rt = 100, .go = 100,
+	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 10 }, { RM_GO_IDLE, 10 } },
+	  .want = { { "c1", 770 }, { "c2", 330 }, { "!runtime", 0 } }, .want_labelled = 880, .want_unlabelled = 220 },
+	{ "unlabelled and idle samples stay V 'runtime' with the runtime rule off", .rt_off = 1,
+	  .ch = { { CK1, "c1", 0, 500 }, { CK2, "c2", 0, 500 } }, .unseg = 100, .rt = 100, .go = 100,
+	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 10 }, { RM_GO_IDLE, 10 } },
+	  .want = { { "c1", 660 }, { "c2", 220 }, { "!runtime", 220 } }, .want_labelled = 880, .want_unlabelled = 220 },
+	{ "the label rule off: the parts' charges and the runtime rule as without counts", .labels_off = 1,
+	  .ch = { { CK1, "c1", 0, 500 }, { CK2, "c2", 0, 500 } }, .unseg = 100, .rt = 100, .go = 100,
+	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 20 } },
+	  .want = { { "c1", 550 }, { "c2", 550 }, { "!runtime", 0 } } },
+	{ "a cookie without parts in the window goes where its parts went last",
+	  .before = { { CK3, "c2", 0, 300 } }, .before_dwin = -1, .ch = { { CK1, "c1", 0, 1000 } },
+	  .counts = { { CK1, 50 }, { CK3, 50 } }, .want = { { "c1", 500 }, { "c2", 800 } }, .want_labelled = 1000 },
+	{ "a cookie never seen is unlabelled", .rt_off = 1, .ch = { { CK1, "c1", 0, 1000 } },
+	  .counts = { { CK1, 50 }, { CK3, 50 } }, .want = { { "c1", 500 }, { "!runtime", 500 } },
+	  .want_labelled = 500, .want_unlabelled = 500 },
+	{ "a cookie charged to several CEs is split in their proportion",
+	  .ch = { { CK1, "c1", 0, 300 }, { CK1, "c2", 0, 100 }, { CK2, "c1", 0, 600 } },
+	  .counts = { { CK1, 50 }, { CK2, 50 } }, .want = { { "c1", 875 }, { "c2", 125 } }, .want_labelled = 1000 },
+	{ "a cookie whose parts went to V keeps its reason",
+	  .ch = { { CK3, NULL, AGG_REASON_NO_CE, 200 }, { CK1, "c1", 0, 800 } }, .counts = { { CK1, 50 }, { CK3, 50 } },
+	  .want = { { "c1", 500 }, { "!" AGG_REASON_NO_CE, 500 } }, .want_labelled = 1000 },
+	{ "a JVM's parts keep their charges", .rt_off = 1,
+	  .ch = { { CK1, "c1", 0, 300 }, { CK2, "c2", 0, 700, 1 } }, .unseg = 100, .rt = 100,
+	  .counts = { { CK1, 100 } }, .want = { { "c1", 300 }, { "c2", 700 }, { "!runtime", 100 } },
+	  .want_labelled = 300 },
+	{ "earlier batches of the window keep their charges; the memory names the cookie's CE",
+	  .before = { { CK1, "c2", 0, 400 } }, .before_dwin = 0, .ch = { { CK2, "c1", 0, 100 } },
+	  .counts = { { CK1, 50 }, { CK2, 50 } }, .want = { { "c1", 50 }, { "c2", 450 } }, .want_labelled = 100 },
+	{ "counts whose sum overflows: shares saturate, the pool stays exact", .rt_off = 1,
+	  .ch = { { CK1, "c1", 0, 999 }, { CK2, "c2", 0, 1 } },
+	  .counts = { { CK1, UINT64_MAX / 2 }, { CK2, UINT64_MAX / 2 }, { 0, UINT64_MAX / 2 } },
+	  .want = { { "c1", 499 }, { "c2", 499 }, { "!runtime", 2 } }, .want_labelled = 998, .want_unlabelled = 2 },
+};
+
+/* Adds the charges c[0..3) (cpu 0 ends) of window win to the open transaction, as the stitcher does. */
+static void go_add(struct rtfx *f, uint64_t win, const struct go_ch *c, uint64_t *sum)
+{
+	size_t i;
+
+	for (i = 0; i < 4 && c[i].cpu; i++) {
+		struct agg_charge ch = { .win = win, .ce = c[i].ce, .reason = c[i].reason, .v = { c[i].cpu } };
+
+		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch), RM_OK);
+		if (c[i].ce)
+			CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, c[i].ce, 1, c[i].cpu), RM_OK);
+		if (!c[i].jvm)
+			CU_ASSERT_EQUAL(agg_account_add_go(f->a, NULL, 0, win, c[i].cookie, c[i].ce, c[i].reason,
+							   c[i].cpu), RM_OK);
+		*sum += c[i].cpu;
+	}
+}
+
+static void go_run(const struct go_case *c)
+{
+	struct agg_batch_meta m = { "n1", "test", 7, 0, WIN_NS };
+	struct agg_account_stats st;
+	static struct rm_totals w;
+	uint64_t sum = 0, all = 0;
+	struct rtfx f;
+	size_t i;
+	int dup = 0;
+
+	rt_open(&f);
+	agg_account_set_go_labels(f.a, !c->labels_off);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, !c->rt_off, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
+	if (c->before[0].cpu) {
+		m.seq = ++f.seq;
+		CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+		go_add(&f, WIN + (uint64_t)c->before_dwin, c->before, &sum);
+		memset(&w, 0, sizeof(w));
+		w.win = WIN + (uint64_t)c->before_dwin;
+		w.busy_ns = sum;
+		CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, c->before_dwin ? 1 : 0), RM_OK);
+		all = c->before_dwin ? 0 : sum;
+	}
+	m.seq = ++f.seq;
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	go_add(&f, WIN, c->ch, &all);
+	memset(&w, 0, sizeof(w));
+	w.win = WIN;
+	w.busy_ns = all + c->unseg;
+	w.unseg_cpu_ns = c->unseg;
+	w.unseg_rt_ns = c->rt;
+	w.unseg_go_ns = c->go;
+	w.go_period_ns = 500000;
+	for (i = 0; i < 5 && c->counts[i].samples; i++) {
+		w.go[i] = c->counts[i]; /* as given, sums past UINT64_MAX included */
+		w.n_go++;
+	}
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+	for (i = 0; i < 3 && c->want[i].key; i++) {
+		uint64_t got = c->want[i].key[0] == '!' ? agg_store_mem_unacct(f.db, "n1", c->want[i].key + 1, ST_R_CPU)
+							: agg_store_mem_usage(f.db, "n1", c->want[i].key, ST_R_CPU);
+
+		if (got != c->want[i].cpu)
+			fprintf(stderr, "%s: %s %llu, expected %llu\n", c->name, c->want[i].key, (unsigned long long)got,
+				(unsigned long long)c->want[i].cpu);
+		CU_ASSERT_EQUAL(got, c->want[i].cpu);
+	}
+	/* the identity, to the nanosecond, in every window */
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	CU_ASSERT_EQUAL(agg_store_mem_total(f.db, "n1", ST_R_CPU),
+			agg_store_mem_usage(f.db, "n1", NULL, ST_R_CPU) + agg_store_mem_unacct(f.db, "n1", NULL, ST_R_CPU));
+	agg_account_get_stats(f.a, &st);
+	CU_ASSERT_EQUAL(st.go_labelled_ns, c->want_labelled);
+	CU_ASSERT_EQUAL(st.go_unlabelled_ns, c->want_unlabelled);
+	CU_ASSERT_EQUAL(st.go_label_windows, c->labels_off ? 0 : 1);
+	rt_close(&f);
+}
+
+static void test_go_labels(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(go_cases) / sizeof(go_cases[0]); i++)
+		go_run(&go_cases[i]);
+}
+
+/* A window of RM_GO_LABELS_MAX cookies, most never seen, and a memory past AGG_GO_COOKIES: bounded, exact. */
+static void test_go_labels_many(void)
+{
+	struct agg_batch_meta m = { "n1", "test", 7, 0, WIN_NS };
+	static struct rm_totals w;
+	struct rtfx f;
+	uint64_t k, total = 0;
+	size_t i;
+	int dup = 0;
+
+	rt_open(&f);
+	/* many windows, each one Go part on a cookie of its own: the memory forgets the oldest */
+	for (k = 0; k < AGG_GO_COOKIES + 100; k += 50) {
+		m.seq = ++f.seq;
+		CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+		for (i = 0; i < 50; i++) {
+			struct agg_charge ch = { .win = WIN + k, .ce = i % 2 ? "c1" : "c2", .v = { 10 } };
+
+			CU_ASSERT_EQUAL(agg_account_add(f.a, &ch), RM_OK);
+			CU_ASSERT_EQUAL(agg_account_add_go(f.a, NULL, 0, WIN + k, 1000 + k + i, ch.ce, NULL, 10), RM_OK);
+		}
+		memset(&w, 0, sizeof(w));
+		w.win = WIN + k;
+		w.busy_ns = 500;
+		CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+		total += 500;
+	}
+	/* a window with only counts: the first cookies forgotten, the last ones remembered */
+	m.seq = ++f.seq;
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	memset(&w, 0, sizeof(w));
+	w.win = WIN + 10 * AGG_GO_COOKIES;
+	w.busy_ns = w.unseg_cpu_ns = w.unseg_rt_ns = w.unseg_go_ns = 12800;
+	w.go_period_ns = 500000;
+	/* 64 of the first cookies (forgotten), the last 50 (remembered), 14 never seen */
+	for (i = 0; i < RM_GO_LABELS_MAX; i++)
+		rm_totals_go_add(&w, i < 64 ? 1000 + i : 1000 + (k - 50) + (i - 64), 100);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 0, 0, 0), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+	total += 12800;
+	/* forgotten and never seen: unlabelled, V 'runtime' (the rule off); remembered: by label, 100 ns each */
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 12800 - 50 * 100);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", NULL, ST_R_CPU), (total - 12800) + 50 * 100);
+	CU_ASSERT_EQUAL(agg_store_mem_total(f.db, "n1", ST_R_CPU), total);
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	rt_close(&f);
+}
+
+/* Through the stitcher: Go parts by the cookie they received on, a JVM's part and a thread segment's untouched. */
+static void test_go_labels_stitched(void)
+{
+	struct fixture f;
+	struct mk m;
+	char err[256] = "";
+	int dup = -1;
+
+	fx_open(&f);
+	mk_init(&m, 0xabc, 1);
+	mk_part(&m, "127.0.0.2", 600, 0, 0);   /* c1, Go, cookie 0xa */
+	mk_part(&m, "127.0.0.3", 400, 0, 0);   /* c2, Go, cookie 0xb */
+	mk_part(&m, "127.0.0.3", 2000, 0, 0);  /* c2, a JVM's (cookie 0xa too: not a Go part, not moved) */
+	mk_part(&m, "127.0.0.2", 5000, 0, 0);  /* c1, no runtime */
+	m.p[0].in.cookie = 0xa;
+	m.p[1].in.cookie = 0xb;
+	m.p[2].in.cookie = 0xa;
+	m.p[0].flags |= RM_PF_RUNTIME | RM_PF_GO;
+	m.p[1].flags |= RM_PF_RUNTIME | RM_PF_GO;
+	m.p[2].flags |= RM_PF_RUNTIME;
+	mk_window(&m, 8100, 100, 0, 0);
+	m.w[0].unseg_rt_ns = m.w[0].unseg_go_ns = 100;
+	m.w[0].go_period_ns = 500000;
+	rm_totals_go_add(&m.w[0], 0xa, 30);
+	rm_totals_go_add(&m.w[0], 0xb, 70);
+	CU_ASSERT_EQUAL_FATAL(agg_stitch_run_batch(f.st, &m.b, &dup, err, sizeof(err)), RM_OK);
+	/* the Go pool (600 + 400 + 100) split 30/70 by the samples */
+	CU_ASSERT_EQUAL(usage_of(f.db, "c1", ST_R_CPU), 330 + 5000);
+	CU_ASSERT_EQUAL(usage_of(f.db, "c2", ST_R_CPU), 770 + 2000);
+	CU_ASSERT_EQUAL(reason_of(f.db, AGG_REASON_RUNTIME, ST_R_CPU), 0);
+	CU_ASSERT_EQUAL(unbalanced(f.db), 0);
+	fx_close(&f);
+}
+
 static CU_TestInfo cases[] = {
 	{ "parts are charged to CEs by rules, the rest to V with reasons", test_attribution },
 	{ "batches apply exactly once per node instance", test_exactly_once },
@@ -705,6 +939,9 @@ static CU_TestInfo cases[] = {
 	{ "the runtime rule weighs a window's CEs across batches, per node", test_runtime_across_batches },
 	{ "the runtime rule charges only the CEs the runtime's threads served", test_runtime_other_server },
 	{ "the runtime rule off, and a node without a runtime", test_runtime_off },
+	{ "the Go label rule: its cases, the identity in each", test_go_labels },
+	{ "the Go label rule: full windows and a bounded memory", test_go_labels_many },
+	{ "the Go label rule through the stitcher: parts by their cookies", test_go_labels_stitched },
 	CU_TEST_INFO_NULL,
 };
 

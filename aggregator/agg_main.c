@@ -247,6 +247,10 @@ static void agg_usage(FILE *f)
 		"  --go-runtime-by-requests PCT\n"
 		"                  the same for Go programs (default 30);\n"
 		"                  go_runtime_by_requests = PCT\n"
+		"  --no-go-labels  do not split a Go program's CPU by the samples of its\n"
+		"                  goroutines' labels (the socket each serves) when its\n"
+		"                  collector sends them: its threads' segments and the runtime\n"
+		"                  rule decide, as without them (docs/go.md); go_labels = no\n"
 		"  --tls-cert FILE PEM file with this aggregator's certificate and key\n"
 		"                  (tls+tcp:// listeners; made by scripts/cert.sh)\n"
 		"  --tls-ca FILE   PEM file of the cluster CA: collectors must present a\n"
@@ -280,7 +284,8 @@ enum agg_setting_id {
 	AGG_S_CONFIG, AGG_S_DB, AGG_S_LISTEN, AGG_S_KEEP_PENDING, AGG_S_METRICS_LISTEN, AGG_S_LOG_LEVEL,
 	AGG_S_VERBOSE, AGG_S_CHECK, AGG_S_HELP, AGG_S_VERSION, AGG_S_TLS_CERT, AGG_S_TLS_CA, AGG_S_SECRET,
 	AGG_S_WINDOW_TOLERANCE, AGG_S_MAX_CONNS, AGG_S_IDLE_TIMEOUT, AGG_S_MEM_BOUND, AGG_S_CHARGE_RUNTIME,
-	AGG_S_NO_CHARGE_RUNTIME, AGG_S_RUNTIME_BY_REQUESTS, AGG_S_GO_RUNTIME_BY_REQUESTS, AGG_S_COUNT
+	AGG_S_NO_CHARGE_RUNTIME, AGG_S_RUNTIME_BY_REQUESTS, AGG_S_GO_RUNTIME_BY_REQUESTS, AGG_S_GO_LABELS,
+	AGG_S_NO_GO_LABELS, AGG_S_COUNT
 };
 
 static const struct rm_setting agg_settings[AGG_S_COUNT] = {
@@ -305,6 +310,8 @@ static const struct rm_setting agg_settings[AGG_S_COUNT] = {
 	[AGG_S_NO_CHARGE_RUNTIME] = { "no-charge-runtime", 0, 0, 1, 0 },
 	[AGG_S_RUNTIME_BY_REQUESTS] = { "runtime-by-requests", 1, 0, 1, 0 },
 	[AGG_S_GO_RUNTIME_BY_REQUESTS] = { "go-runtime-by-requests", 1, 0, 1, 0 },
+	[AGG_S_GO_LABELS] = { "go-labels", 0, 0, 1, 0 },
+	[AGG_S_NO_GO_LABELS] = { "no-go-labels", 0, 0, 1, 0 },
 };
 
 struct agg_opts {
@@ -313,6 +320,7 @@ struct agg_opts {
 	size_t nlisten;
 	int keep_pending, check;
 	int no_charge_runtime;  /* the accountant's runtime rule off */
+	int no_go_labels;       /* its Go label rule off */
 	uint64_t rt_req_pct;    /* its weight by requests, percent (the rest by CPU) */
 	uint64_t rt_go_req_pct; /* the same for Go programs */
 	enum rm_log_level level;
@@ -359,6 +367,8 @@ static int agg_set(void *arg, const struct rm_setval *v)
 	case AGG_S_KEEP_PENDING: o->keep_pending = yes; break;
 	case AGG_S_CHARGE_RUNTIME: o->no_charge_runtime = !yes; break;
 	case AGG_S_NO_CHARGE_RUNTIME: o->no_charge_runtime = yes; break;
+	case AGG_S_GO_LABELS: o->no_go_labels = !yes; break;
+	case AGG_S_NO_GO_LABELS: o->no_go_labels = yes; break;
 	case AGG_S_RUNTIME_BY_REQUESTS:
 		return agg_set_number(v, 0, 100, &o->rt_req_pct);
 	case AGG_S_GO_RUNTIME_BY_REQUESTS:
@@ -645,6 +655,8 @@ int main(int argc, char **argv)
 		if (rv == RM_OK)
 			rv = agg_account_set_runtime(acct, !o.no_charge_runtime, (unsigned)o.rt_req_pct * 10,
 						     (unsigned)o.rt_go_req_pct * 10);
+		if (rv == RM_OK)
+			agg_account_set_go_labels(acct, !o.no_go_labels);
 	}
 	/* usage settles into the metrics once quiet for the horizon (held parts are charged by then) */
 	if (rv == RM_OK && o.metrics_listen &&
@@ -742,6 +754,11 @@ int main(int argc, char **argv)
 		rm_log_info("runtime rule %s: %.3f s of managed runtimes' CPU outside requests charged to CEs, %.3f s "
 			    "left in V 'runtime'", o.no_charge_runtime ? "off" : "on",
 			    (double)st.runtime_charged_ns / 1e9, (double)st.runtime_left_ns / 1e9);
+		rm_log_info("Go label rule %s: %llu windows split by goroutine labels, %.3f s of Go programs' CPU "
+			    "charged by label, %.3f s left to the runtime rule (%llu samples past a window's cookies)",
+			    o.no_go_labels ? "off" : "on", (unsigned long long)st.go_label_windows,
+			    (double)st.go_labelled_ns / 1e9, (double)st.go_unlabelled_ns / 1e9,
+			    (unsigned long long)st.go_folded);
 	}
 	if (stitch) {
 		agg_stitch_run_get_stats(stitch, &ps);

@@ -160,6 +160,11 @@ static int agg_on_resolved(void *arg, const struct agg_pair_result *r)
 		if ((rv = agg_account_add(s->acct, &c)) != 0)
 			return rv;
 	}
+	/* a Go program's part: its CPU and where it went, by the socket it received on (the Go label rule) */
+	for (i = 0; (r->flags & RM_PF_GO) && i < r->ndist; i++)
+		if ((rv = agg_account_add_go(s->acct, r->node, r->window_ns, r->win, r->in_cookie, r->pieces[i].ce,
+					     r->pieces[i].reason, r->pieces[i].v[ST_R_CPU])) != 0)
+			return rv;
 	if (r->split && (rv = agg_account_add_split(s->acct, r->node, r->window_ns, r->win)) != 0)
 		return rv;
 	if ((rv = agg_est_inputs(s, r)) != 0)
