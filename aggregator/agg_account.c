@@ -18,6 +18,9 @@ enum agg_kind {
 	AGG_K_REQ,   /* the runtime rule's only */
 	AGG_K_GO_CE, /* the Go label rule's only: a Go part's CPU charged to a CE (key), by cookie */
 	AGG_K_GO_V,  /* the same charged to a V reason (key) */
+	AGG_K_GO_SPLIT_CE, /* what the label rule charged a CE (key) of the Go pool, for the window's memory */
+	AGG_K_GO_SPLIT_V,  /* the same for a V reason */
+	AGG_K_GO_DONE,     /* the label rule split this window in this transaction (no key) */
 };
 
 struct agg_sum {
@@ -29,9 +32,25 @@ struct agg_sum {
 	uint64_t v[ST_R_COUNT]; /* splits: the count in v[0]; est: requests, rt, rx; go: CPU in v[0] */
 };
 
+/* The Go label rule's memory of one open window of one node: its Go parts' charges committed so far. */
+struct agg_go_ent {
+	uint64_t cookie;      /* 0: the split's own charges (no parts) */
+	const char *key;      /* a CE or a V reason (agg_go_key: never freed before the accountant) */
+	int is_ce;
+	uint64_t parts;       /* CPU of its Go parts there (the cookie's weights among destinations) */
+	uint64_t charged;     /* Go CPU charged there: the parts' own, or the split's in their place */
+};
+struct agg_go_win {
+	char *node;           /* owned; NULL = free slot */
+	uint64_t window_ns, win;
+	size_t n;
+	struct agg_go_ent e[AGG_GO_WIN_ENTS];
+};
+
 /* The Go label rule's memory of one cookie of one node: where its parts went last (agg_go_*). */
 struct agg_go_mem {
-	char *node, *key;     /* owned; node NULL = free slot */
+	char *node;           /* owned; NULL = free slot */
+	const char *key;      /* as agg_go_ent's */
 	int is_ce;            /* key is a CE, else a V reason */
 	uint64_t cookie, win, cpu, used; /* its latest window with parts, their CPU there, last use */
 };
@@ -66,6 +85,9 @@ struct agg_account {
 	uint64_t rt_charged, rt_left; /* of the open transaction: CPU the rule charged, left in V 'runtime' */
 	int go_off;            /* the Go label rule is off (agg_account_set_go_labels) */
 	struct agg_go_mem *go_mem; /* [AGG_GO_COOKIES]: cookies' latest destinations */
+	struct agg_go_win *go_win; /* [AGG_GO_WINS]: recent windows' committed Go charges */
+	char **go_keys;        /* the memories' CEs and reasons, each once (agg_go_key) */
+	size_t ngo_keys;
 	uint64_t go_tick;      /* go_mem's use clock */
 	uint64_t go_wins, go_lab, go_unlab, go_fold; /* of the open transaction (stats) */
 };
@@ -82,7 +104,9 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store)
 		return RM_EINVAL;
 	if (!(a = calloc(1, sizeof(*a))))
 		return RM_ENOMEM;
-	if (!(a->go_mem = calloc(AGG_GO_COOKIES, sizeof(*a->go_mem)))) {
+	if (!(a->go_mem = calloc(AGG_GO_COOKIES, sizeof(*a->go_mem))) ||
+	    !(a->go_win = calloc(AGG_GO_WINS, sizeof(*a->go_win)))) {
+		free(a->go_mem);
 		free(a);
 		return RM_ENOMEM;
 	}
@@ -104,6 +128,13 @@ static void agg_rt_clear(struct agg_rt_win *w)
 	memset(w, 0, sizeof(*w));
 }
 
+/* Frees what window slot w holds and marks it free. */
+static void agg_go_win_clear(struct agg_go_win *w)
+{
+	free(w->node);
+	memset(w, 0, sizeof(*w));
+}
+
 void agg_account_close(struct agg_account *a)
 {
 	size_t i;
@@ -113,11 +144,15 @@ void agg_account_close(struct agg_account *a)
 	agg_account_abort(a);
 	for (i = 0; i < AGG_RT_WINS; i++)
 		agg_rt_clear(&a->rt[i]);
-	for (i = 0; i < AGG_GO_COOKIES; i++) {
+	for (i = 0; i < AGG_GO_COOKIES; i++)
 		free(a->go_mem[i].node);
-		free(a->go_mem[i].key);
-	}
+	for (i = 0; i < AGG_GO_WINS; i++)
+		agg_go_win_clear(&a->go_win[i]);
+	for (i = 0; i < a->ngo_keys; i++)
+		free(a->go_keys[i]);
+	free(a->go_keys);
 	free(a->go_mem);
+	free(a->go_win);
 	free(a->tab);
 	free(a);
 }
@@ -585,6 +620,28 @@ static uint64_t agg_go_split(uint64_t pool, const struct rm_golabel *g, size_t n
 	return pool - given;
 }
 
+/*
+ * The memories' copy of a CE or reason name: made once, freed with the
+ * accountant (the names are the configuration's CEs and the V reasons, a
+ * few; a sum of the open transaction may borrow one, so none may go while
+ * the memories forget entries). NULL past AGG_GO_KEYS or out of memory.
+ */
+static const char *agg_go_key(struct agg_account *a, const char *key)
+{
+	char **nk;
+	size_t i;
+
+	for (i = 0; i < a->ngo_keys; i++)
+		if (!strcmp(a->go_keys[i], key))
+			return a->go_keys[i];
+	if (a->ngo_keys == AGG_GO_KEYS || !(nk = realloc(a->go_keys, (a->ngo_keys + 1) * sizeof(*nk))))
+		return NULL;
+	a->go_keys = nk;
+	if (!(nk[a->ngo_keys] = strdup(key)))
+		return NULL;
+	return nk[a->ngo_keys++];
+}
+
 /* The remembered cookie of node, or NULL. */
 static struct agg_go_mem *agg_go_mem_find(struct agg_account *a, const char *node, uint64_t cookie)
 {
@@ -602,12 +659,117 @@ static struct agg_go_mem *agg_go_mem_find(struct agg_account *a, const char *nod
  * counts of later windows whose cookie has no part in them. Least recently
  * used cookies are forgotten first. Best effort: out of memory, one is left out.
  */
+/* The remembered window (node, window_ns, win) of the Go label rule, or NULL. */
+static struct agg_go_win *agg_go_win_find(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win)
+{
+	size_t i;
+
+	for (i = 0; i < AGG_GO_WINS; i++)
+		if (a->go_win[i].node && a->go_win[i].win == win && a->go_win[i].window_ns == window_ns &&
+		    !strcmp(a->go_win[i].node, node))
+			return &a->go_win[i];
+	return NULL;
+}
+
+/* The transaction's sum of kind for (node, window_ns, win) and key (NULL: none), or NULL; never adds one. */
+static const struct agg_sum *agg_sum_find(const struct agg_account *a, int kind, const char *node, uint64_t window_ns,
+					  uint64_t win, const char *key)
+{
+	struct agg_sum k = { 0 };
+	size_t j;
+
+	if (!a->cap)
+		return NULL;
+	k.kind = kind;
+	k.node = node;
+	k.window_ns = window_ns;
+	k.win = win;
+	k.key = key;
+	for (j = agg_hash(&k) & (a->cap - 1); a->tab[j].kind; j = (j + 1) & (a->cap - 1))
+		if (agg_sum_eq(&a->tab[j], &k))
+			return &a->tab[j];
+	return NULL;
+}
+
+/* The window slot of (node, window_ns, win): found, free, or the oldest one cleared. NULL: out of memory. */
+static struct agg_go_win *agg_go_win_slot(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win)
+{
+	struct agg_go_win *w = agg_go_win_find(a, node, window_ns, win), *old = &a->go_win[0];
+	size_t i;
+
+	if (w)
+		return w;
+	for (i = 0; i < AGG_GO_WINS && a->go_win[i].node; i++)
+		if (a->go_win[i].win < old->win)
+			old = &a->go_win[i];
+	w = i < AGG_GO_WINS ? &a->go_win[i] : old;
+	agg_go_win_clear(w);
+	if (!(w->node = strdup(node)))
+		return NULL;
+	w->window_ns = window_ns;
+	w->win = win;
+	return w;
+}
+
+/* Adds parts and charged to the entry (cookie, key, is_ce) of window w, made if missing (best effort). */
+static void agg_go_win_add(struct agg_account *a, struct agg_go_win *w, uint64_t cookie, const char *key, int is_ce,
+			   uint64_t parts, uint64_t charged)
+{
+	size_t i;
+
+	for (i = 0; i < w->n; i++)
+		if (w->e[i].cookie == cookie && w->e[i].is_ce == is_ce && !strcmp(w->e[i].key, key))
+			break;
+	if (i == w->n) {
+		if (w->n == AGG_GO_WIN_ENTS || !(w->e[i].key = agg_go_key(a, key)))
+			return; /* not remembered: a later split of the window knows less of what it holds */
+		w->e[i].cookie = cookie;
+		w->e[i].is_ce = is_ce;
+		w->e[i].parts = w->e[i].charged = 0;
+		w->n++;
+	}
+	w->e[i].parts = w->e[i].parts + parts < parts ? UINT64_MAX : w->e[i].parts + parts;
+	w->e[i].charged = w->e[i].charged + charged < charged ? UINT64_MAX : w->e[i].charged + charged;
+}
+
+/*
+ * After a commit: remembers, per window of the batch's node, the Go parts'
+ * charges the transaction committed (their own, or where the split put
+ * them instead), for a later split of the same window.
+ */
+static void agg_go_remember_wins(struct agg_account *a)
+{
+	size_t i;
+
+	if (!a->is_batch || a->go_off)
+		return;
+	for (i = 0; i < a->cap; i++) {
+		const struct agg_sum *e = &a->tab[i];
+		struct agg_go_win *w;
+		int split;
+
+		if (e->kind != AGG_K_GO_CE && e->kind != AGG_K_GO_V && e->kind != AGG_K_GO_SPLIT_CE &&
+		    e->kind != AGG_K_GO_SPLIT_V)
+			continue;
+		if (e->window_ns != a->m.window_ns || strcmp(e->node, a->m.node) ||
+		    !(w = agg_go_win_slot(a, e->node, e->window_ns, e->win)))
+			continue;
+		if (e->kind == AGG_K_GO_SPLIT_CE || e->kind == AGG_K_GO_SPLIT_V) {
+			agg_go_win_add(a, w, 0, e->key, e->kind == AGG_K_GO_SPLIT_CE, 0, e->v[0]);
+			continue;
+		}
+		split = agg_sum_find(a, AGG_K_GO_DONE, e->node, e->window_ns, e->win, NULL) != NULL;
+		agg_go_win_add(a, w, e->cookie, e->key, e->kind == AGG_K_GO_CE, e->v[0], split ? 0 : e->v[0]);
+	}
+}
+
 static void agg_go_remember(struct agg_account *a)
 {
 	size_t i, j;
 
 	if (a->go_off)
 		return;
+	agg_go_remember_wins(a);
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
 		struct agg_go_mem *m;
@@ -617,7 +779,6 @@ static void agg_go_remember(struct agg_account *a)
 		if ((m = agg_go_mem_find(a, e->node, e->cookie))) {
 			if (e->win < m->win || (e->win == m->win && e->v[0] <= m->cpu))
 				continue; /* it knows a later window, or more CPU in this one */
-			free(m->key);
 		} else {
 			m = &a->go_mem[0];
 			for (j = 0; j < AGG_GO_COOKIES && a->go_mem[j].node; j++)
@@ -626,12 +787,11 @@ static void agg_go_remember(struct agg_account *a)
 			if (j < AGG_GO_COOKIES)
 				m = &a->go_mem[j];
 			free(m->node);
-			free(m->key);
 			memset(m, 0, sizeof(*m));
 			if (!(m->node = strdup(e->node)))
 				continue;
 		}
-		if (!(m->key = strdup(e->key))) {
+		if (!(m->key = agg_go_key(a, e->key))) {
 			free(m->node);
 			memset(m, 0, sizeof(*m));
 			continue;
@@ -663,18 +823,77 @@ static int agg_go_charge(struct agg_account *a, uint64_t win, const char *key, i
 	return RM_OK;
 }
 
+/* One destination of the window's Go CPU: the split's target, what it holds, what it gets now. */
+struct agg_go_tgt {
+	const char *key; /* borrowed */
+	int is_ce;
+	uint64_t target, old, amt;
+};
+
+/* The target of (key, is_ce) in t[0..*n) (cap at most), added if missing; NULL past cap. */
+static struct agg_go_tgt *agg_go_tgt(struct agg_go_tgt *t, size_t *n, size_t cap, const char *key, int is_ce)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if (t[i].is_ce == is_ce && !strcmp(t[i].key, key))
+			return &t[i];
+	if (*n == cap)
+		return NULL;
+	memset(&t[*n], 0, sizeof(t[*n]));
+	t[*n].key = key;
+	t[*n].is_ce = is_ce;
+	return &t[(*n)++];
+}
+
+/*
+ * What the pool gives each destination, pure: the targets t[0..nt) of the
+ * window's whole Go CPU, each holding t[].old already (charged by earlier
+ * batches, which storage cannot take back), and the unlabelled target
+ * (the runtime rule's, holding nothing). Each gets pool x its shortfall /
+ * all shortfalls, rounded down, into t[].amt; returns the unlabelled
+ * share, the roundings' rest included. The shortfalls sum to at least the
+ * pool (the targets sum to pool + the olds), so nobody gets more than it
+ * is short of; with nothing old each gets its target.
+ */
+static uint64_t agg_go_fill(uint64_t pool, struct agg_go_tgt *t, size_t nt, uint64_t unlab_target)
+{
+	unsigned __int128 all = unlab_target;
+	uint64_t given = 0;
+	size_t i;
+
+	for (i = 0; i < nt; i++)
+		all += t[i].target > t[i].old ? t[i].target - t[i].old : 0;
+	for (i = 0; i < nt; i++) {
+		uint64_t want = t[i].target > t[i].old ? t[i].target - t[i].old : 0;
+
+		t[i].amt = all ? (uint64_t)((unsigned __int128)pool * want / all) : 0;
+		if (t[i].amt > pool - given)
+			t[i].amt = pool - given;
+		given += t[i].amt;
+	}
+	return pool - given;
+}
+
 /*
  * The Go label rule on window totals t of the batch's node (counts given,
  * the rule on): takes the CPU this transaction charged for the window's Go
- * parts out of their charges, adds go ns (its unseg_go_ns), splits that
- * pool (agg_go_split) and charges the labelled shares. Into *unlab what is
- * left for the runtime rule. RM_OK or RM_ENOMEM.
+ * parts out of their charges, adds go ns (its unseg_go_ns): the pool. The
+ * split's targets are of the window's whole Go CPU - the pool and what
+ * earlier batches charged for its Go parts (remembered, AGG_GO_WINS
+ * windows) - by the counts (agg_go_split, each cookie's parts in this
+ * batch or earlier ones, else the cookie memory); the pool fills the
+ * destinations' shortfalls (agg_go_fill). Into *unlab what is left for
+ * the runtime rule. RM_OK or RM_ENOMEM.
  */
 static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64_t go, uint64_t *unlab)
 {
+	const struct agg_go_win *gw = agg_go_win_find(a, a->m.node, a->m.window_ns, t->win);
 	struct agg_go_dest *d;
-	uint64_t pool = go;
-	size_t i, j, nd = 0, cap = 0;
+	struct agg_go_tgt *tg;
+	uint64_t pool = go, old = 0, whole, unlab_target;
+	size_t i, j, nd = 0, ntg = 0, cap = 0;
+	struct agg_sum k = { 0 }, *c;
 	int rv = RM_OK;
 
 	for (i = 0; i < a->cap; i++) {
@@ -684,56 +903,123 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 		    e->window_ns == a->m.window_ns && !strcmp(e->node, a->m.node))
 			cap++;
 	}
-	cap += t->n_go;
-	if (!(d = calloc(cap ? cap : 1, sizeof(*d))))
-		return RM_ENOMEM;
-	/* this transaction's Go parts of the window: out of their charges, into the pool */
+	cap += t->n_go + (gw ? gw->n : 0) + 1;
+	d = calloc(cap, sizeof(*d));
+	tg = calloc(cap, sizeof(*tg));
+	if (!d || !tg) {
+		rv = RM_ENOMEM;
+		goto out;
+	}
+	/* this transaction's Go parts of the window (gathered first: taking them out may grow the sums) */
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
-		struct agg_sum k = { 0 }, *c;
 
 		if ((e->kind != AGG_K_GO_CE && e->kind != AGG_K_GO_V) || e->win != t->win ||
 		    e->window_ns != a->m.window_ns || strcmp(e->node, a->m.node))
 			continue;
-		k.kind = e->kind == AGG_K_GO_CE ? AGG_K_CE : AGG_K_REASON;
-		k.node = e->node;
-		k.window_ns = e->window_ns;
-		k.win = e->win;
-		k.key = e->key;
+		d[nd].cookie = e->cookie;
+		d[nd].key = e->key;
+		d[nd].is_ce = e->kind == AGG_K_GO_CE;
+		d[nd++].cpu = e->v[0];
+	}
+	/* ... out of their charges, into the pool */
+	for (j = 0; j < nd; j++) {
+		uint64_t x;
+
+		memset(&k, 0, sizeof(k));
+		k.kind = d[j].is_ce ? AGG_K_CE : AGG_K_REASON;
+		k.node = a->m.node;
+		k.window_ns = a->m.window_ns;
+		k.win = t->win;
+		k.key = d[j].key;
 		if ((rv = agg_sum_get(a, &k, &c)) != 0)
 			goto out;
 		/* never more than was charged there (a caller's mistake would show as a smaller pool),
 		   nor past what the pool can hold (hostile sums: the rest keeps its charge) */
-		d[nd].cpu = e->v[0] < c->v[ST_R_CPU] ? e->v[0] : c->v[ST_R_CPU];
-		if (pool + d[nd].cpu < pool)
-			continue;
-		c->v[ST_R_CPU] -= d[nd].cpu;
-		pool += d[nd].cpu;
-		d[nd].cookie = e->cookie;
-		d[nd].key = e->key;
-		d[nd].is_ce = e->kind == AGG_K_GO_CE;
-		nd++;
+		x = d[j].cpu < c->v[ST_R_CPU] ? d[j].cpu : c->v[ST_R_CPU];
+		if (pool + x < pool)
+			x = 0;
+		c->v[ST_R_CPU] -= x;
+		pool += x;
+		d[j].cpu = x;
 	}
-	/* labelled cookies without a part here: where their parts went last */
+	/* what earlier batches charged for the window's Go parts: the cookies' weights, the destinations' olds */
+	for (i = 0; gw && i < gw->n; i++) {
+		const struct agg_go_ent *e = &gw->e[i];
+		struct agg_go_tgt *g;
+
+		if (old + e->charged < old)
+			break; /* hostile sums: the rest is not known to be there */
+		if ((g = agg_go_tgt(tg, &ntg, cap, e->key, e->is_ce)))
+			g->old += e->charged;
+		old += e->charged;
+		if (!e->cookie || !e->parts)
+			continue;
+		for (j = 0; j < nd && !(d[j].cookie == e->cookie && d[j].is_ce == e->is_ce && !strcmp(d[j].key, e->key));
+		     j++)
+			;
+		if (j == nd) {
+			d[nd].cookie = e->cookie;
+			d[nd].key = e->key;
+			d[nd].is_ce = e->is_ce;
+			d[nd++].cpu = 0;
+		}
+		d[j].cpu = d[j].cpu + e->parts < d[j].cpu ? UINT64_MAX : d[j].cpu + e->parts;
+	}
+	/* labelled cookies without a part in the window: where their parts went last */
 	for (i = 0; i < t->n_go && i < RM_GO_LABELS_MAX; i++) {
 		const struct agg_go_mem *m;
-		uint64_t c = t->go[i].cookie;
+		uint64_t ck = t->go[i].cookie;
 
-		if (!c || c == RM_GO_IDLE)
+		if (!ck || ck == RM_GO_IDLE)
 			continue;
-		for (j = 0; j < nd && !(d[j].cookie == c && d[j].cpu); j++)
+		for (j = 0; j < nd && !(d[j].cookie == ck && d[j].cpu); j++)
 			;
-		if (j < nd || !(m = agg_go_mem_find(a, a->m.node, c)))
+		if (j < nd || !(m = agg_go_mem_find(a, a->m.node, ck)))
 			continue;
-		d[nd].cookie = c;
+		d[nd].cookie = ck;
 		d[nd].key = m->key;
 		d[nd].is_ce = m->is_ce;
-		d[nd].cpu = 1;
-		nd++;
+		d[nd++].cpu = 1;
 	}
-	*unlab = agg_go_split(pool, t->go, t->n_go < RM_GO_LABELS_MAX ? t->n_go : RM_GO_LABELS_MAX, d, nd);
-	for (j = 0; j < nd && rv == RM_OK; j++)
-		rv = agg_go_charge(a, t->win, d[j].key, d[j].is_ce, d[j].amt);
+	/* the split of the window's whole Go CPU, then what the pool can give of it */
+	whole = pool + old < pool ? pool : pool + old;
+	if (whole == pool)
+		for (i = 0; i < ntg; i++)
+			tg[i].old = 0;
+	unlab_target = agg_go_split(whole, t->go, t->n_go < RM_GO_LABELS_MAX ? t->n_go : RM_GO_LABELS_MAX, d, nd);
+	for (j = 0; j < nd; j++) {
+		struct agg_go_tgt *g = agg_go_tgt(tg, &ntg, cap, d[j].key, d[j].is_ce);
+
+		if (g)
+			g->target += d[j].amt;
+		else
+			unlab_target += d[j].amt; /* cannot happen: cap counts every destination */
+	}
+	*unlab = agg_go_fill(pool, tg, ntg, unlab_target);
+	for (j = 0; j < ntg && rv == RM_OK; j++) {
+		if (!tg[j].amt)
+			continue;
+		if ((rv = agg_go_charge(a, t->win, tg[j].key, tg[j].is_ce, tg[j].amt)) != 0)
+			break;
+		/* for the window's memory: the split's charge in place of the parts' */
+		memset(&k, 0, sizeof(k));
+		k.kind = tg[j].is_ce ? AGG_K_GO_SPLIT_CE : AGG_K_GO_SPLIT_V;
+		k.node = a->m.node;
+		k.window_ns = a->m.window_ns;
+		k.win = t->win;
+		k.key = tg[j].key;
+		if ((rv = agg_sum_get(a, &k, &c)) == 0)
+			c->v[0] += tg[j].amt;
+	}
+	if (rv == RM_OK) {
+		memset(&k, 0, sizeof(k));
+		k.kind = AGG_K_GO_DONE;
+		k.node = a->m.node;
+		k.window_ns = a->m.window_ns;
+		k.win = t->win;
+		rv = agg_sum_get(a, &k, &c);
+	}
 	/* the memory's entries used now are the recently used ones */
 	for (i = 0; i < t->n_go && i < RM_GO_LABELS_MAX && rv == RM_OK; i++) {
 		struct agg_go_mem *m = agg_go_mem_find(a, a->m.node, t->go[i].cookie);
@@ -752,6 +1038,7 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 	}
 out:
 	free(d);
+	free(tg);
 	return rv;
 }
 
@@ -879,8 +1166,8 @@ static int agg_write_rows(struct agg_account *a, const struct rm_totals *w, size
 			a->stats.rows_written++;
 			continue;
 		}
-		if (e->kind == AGG_K_REQ || e->kind == AGG_K_GO_CE || e->kind == AGG_K_GO_V)
-			continue; /* the runtime and label rules' inputs: in memory only */
+		if (e->kind >= AGG_K_REQ)
+			continue; /* the runtime and label rules' inputs and notes: in memory only */
 		if (e->kind == AGG_K_EST) {
 			if ((rv = a->st.add_est_input(a->st.arg, e->node, start, len, e->key, e->v[0], e->v[1], e->v[2])) != 0)
 				return rv;

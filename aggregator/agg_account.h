@@ -90,21 +90,28 @@
  * CPU of the window: unless switched off, when the batch carrying a
  * window's counts is committed, the CPU charged in this transaction for
  * that node-window's Go parts (RM_PF_GO, agg_account_add_go) plus the
- * window's unseg_go_ns is the pool; each labelled cookie's share (pool x
- * its samples / all samples, rounded down) goes to where the Go parts
- * received on that cookie were charged in the window (this transaction's;
- * several CEs or V reasons: in proportion to their CPU, the rounding's
- * remainder to the largest), else to where that cookie's parts went in the
- * latest window that had some (AGG_GO_COOKIES cookies remembered, least
- * recently used forgotten first, since the aggregator started); the rest -
- * cookie 0, RM_GO_IDLE, cookies never seen, the roundings - goes as the
- * runtime rule charges Go programs' CPU (else V 'runtime'). The Go parts'
- * own charges in the pool are replaced by this split; everything sums to
- * the pool exactly. Go parts committed in earlier batches of the window
- * keep their charges (storage only adds), so the split corrects what
- * arrives with the counts. Windows without counts: as before.
+ * window's unseg_go_ns is the pool, which is charged anew. The split is of
+ * the window's whole Go CPU (the pool and what earlier batches charged for
+ * its Go parts, remembered for AGG_GO_WINS windows, AGG_GO_WIN_ENTS
+ * (cookie, destination)s each): each labelled cookie's share (its samples
+ * / all samples, rounded down) goes to where the window's Go parts
+ * received on that cookie were charged (several CEs or V reasons: in
+ * proportion to their CPU, the rounding's remainder to the largest), else
+ * to where that cookie's parts went in the latest window that had some
+ * (AGG_GO_COOKIES cookies remembered, least recently used forgotten
+ * first); the rest - cookie 0, RM_GO_IDLE, cookies never seen, the
+ * roundings - is unlabelled. Storage only adds, so earlier batches'
+ * charges stay: the pool goes to each destination (and to the unlabelled
+ * share) in proportion to how far it is short of its share, which gives
+ * each its share whenever the pool suffices. The unlabelled part goes as
+ * the runtime rule charges Go programs' CPU (else V 'runtime'). Everything
+ * sums to the pool exactly; the memories only make it more accurate and
+ * are lost at a restart. Windows without counts: as before.
  */
 #define AGG_GO_COOKIES 4096
+#define AGG_GO_WINS 32       /* windows whose committed Go charges are remembered */
+#define AGG_GO_WIN_ENTS 256  /* (cookie, destination)s remembered per window */
+#define AGG_GO_KEYS 4096     /* CE and reason names the memories hold */
 
 /* One attributed piece of usage: to a CE (ce != NULL) or to V (reason). */
 struct agg_charge {

@@ -748,9 +748,15 @@ static const struct go_case go_cases[] = {
 	  .ch = { { CK1, "c1", 0, 300 }, { CK2, "c2", 0, 700, 1 } }, .unseg = 100, .rt = 100,
 	  .counts = { { CK1, 100 } }, .want = { { "c1", 300 }, { "c2", 700 }, { "!runtime", 100 } },
 	  .want_labelled = 300 },
-	{ "earlier batches of the window keep their charges; the memory names the cookie's CE",
+	{ "earlier batches' charges stay; the pool fills the shortfalls of the window's split",
+	  .before = { { CK1, "c1", 0, 600 } }, .before_dwin = 0, .ch = { { CK2, "c2", 0, 200 }, { CK1, "c1", 0, 200 } },
+	  .counts = { { CK1, 50 }, { CK2, 50 } }, .want = { { "c1", 600 }, { "c2", 400 } }, .want_labelled = 400 },
+	{ "a destination over its share keeps it; the others share the pool by shortfall",
 	  .before = { { CK1, "c2", 0, 400 } }, .before_dwin = 0, .ch = { { CK2, "c1", 0, 100 } },
-	  .counts = { { CK1, 50 }, { CK2, 50 } }, .want = { { "c1", 50 }, { "c2", 450 } }, .want_labelled = 100 },
+	  .counts = { { CK1, 50 }, { CK2, 50 } }, .want = { { "c1", 100 }, { "c2", 400 } }, .want_labelled = 100 },
+	{ "a cookie seen only in an earlier batch of the window goes to its parts' CE", .rt_off = 1,
+	  .before = { { CK3, "c2", 0, 100 } }, .before_dwin = 0, .ch = { { CK1, "c1", 0, 900 } },
+	  .counts = { { CK1, 50 }, { CK3, 50 } }, .want = { { "c1", 500 }, { "c2", 500 } }, .want_labelled = 900 },
 	{ "counts whose sum overflows: shares saturate, the pool stays exact", .rt_off = 1,
 	  .ch = { { CK1, "c1", 0, 999 }, { CK2, "c2", 0, 1 } },
 	  .counts = { { CK1, UINT64_MAX / 2 }, { CK2, UINT64_MAX / 2 }, { 0, UINT64_MAX / 2 } },
@@ -889,6 +895,53 @@ static void test_go_labels_many(void)
 	rt_close(&f);
 }
 
+/* One batch with more windows than the memory holds, each split: bounded, exact, nothing used after it is freed. */
+static void test_go_labels_wins(void)
+{
+	enum { NW = AGG_GO_WINS + 8 };
+	struct agg_batch_meta m = { "n1", "test", 7, 0, WIN_NS };
+	static struct rm_totals w[NW];
+	uint64_t c1, c2;
+	struct rtfx f;
+	size_t i;
+	int dup = 0;
+
+	rt_open(&f);
+	/* every window's first Go part in one batch (no totals yet) */
+	m.seq = ++f.seq;
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	for (i = 0; i < NW; i++) {
+		struct agg_charge ch = { .win = WIN + i, .ce = "c1", .v = { 10 } };
+
+		CU_ASSERT_EQUAL(agg_account_add(f.a, &ch), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_add_go(f.a, NULL, 0, WIN + i, CK1, "c1", NULL, 10), RM_OK);
+	}
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, NULL, 0), RM_OK);
+	/* then each window's second part, its totals and counts: half each */
+	m.seq = ++f.seq;
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	for (i = 0; i < NW; i++) {
+		struct agg_charge ch = { .win = WIN + i, .ce = "c2", .v = { 10 } };
+
+		CU_ASSERT_EQUAL(agg_account_add(f.a, &ch), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_add_go(f.a, NULL, 0, WIN + i, CK2, "c2", NULL, 10), RM_OK);
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].win = WIN + i;
+		w[i].busy_ns = 20;
+		w[i].go_period_ns = 500000;
+		rm_totals_go_add(&w[i], CK1, 50);
+		rm_totals_go_add(&w[i], CK2, 50);
+	}
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, w, NW), RM_OK);
+	/* a remembered window: 10 each; a forgotten one: the pool of 10 split 5/5, c1 keeping its 10 */
+	c1 = agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU);
+	c2 = agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU);
+	CU_ASSERT_EQUAL(c1 + c2, 20 * NW);
+	CU_ASSERT(c1 >= 10 * NW && c1 <= 10 * NW + 5 * (NW - AGG_GO_WINS));
+	CU_ASSERT_EQUAL(agg_store_mem_unbalanced(f.db, NULL), 0);
+	rt_close(&f);
+}
+
 /* Through the stitcher: Go parts by the cookie they received on, a JVM's part and a thread segment's untouched. */
 static void test_go_labels_stitched(void)
 {
@@ -941,6 +994,7 @@ static CU_TestInfo cases[] = {
 	{ "the runtime rule off, and a node without a runtime", test_runtime_off },
 	{ "the Go label rule: its cases, the identity in each", test_go_labels },
 	{ "the Go label rule: full windows and a bounded memory", test_go_labels_many },
+	{ "the Go label rule: more windows in a batch than it remembers", test_go_labels_wins },
 	{ "the Go label rule through the stitcher: parts by their cookies", test_go_labels_stitched },
 	CU_TEST_INFO_NULL,
 };
