@@ -108,24 +108,6 @@ int col_batcher_window(void *arg, const struct rm_totals *w)
 	return RM_OK;
 }
 
-void col_batcher_golabel(void *arg, uint64_t win, const struct col_golabel_count *c, size_t n, uint64_t period_ns)
-{
-	struct rm_totals w;
-	size_t i;
-
-	if (!win || !period_ns || period_ns > RM_GO_PERIOD_MAX) {
-		rm_log_warn("Go label counts of window %llu with a period of %llu ns left out",
-			    (unsigned long long)win, (unsigned long long)period_ns);
-		return;
-	}
-	memset(&w, 0, sizeof(w));
-	w.win = win;
-	w.go_period_ns = period_ns;
-	for (i = 0; i < n; i++)
-		rm_totals_go_add(&w, c[i].cookie, c[i].samples);
-	col_batcher_window(arg, &w);
-}
-
 void col_batcher_free(struct col_batcher *bt)
 {
 	col_enc_parts_free(&bt->ep);

@@ -19,7 +19,6 @@
 
 #include "col_backend.h"
 #include "col_enc.h"
-#include "col_golabel.h"
 #include "col_merge.h"
 #include "col_sender.h"
 #include "rm_match.h"
@@ -57,16 +56,6 @@ int col_batcher_flush(struct col_batcher *bt);
 /* struct col_sink callbacks (arg: the batcher). Return RM_OK, or RM_ENOMEM. */
 int col_batcher_part(void *arg, const struct rm_part *p);
 int col_batcher_window(void *arg, const struct rm_totals *w);
-
-/*
- * col_golabel_fn (arg: the batcher): window win's Go label counts c[0..n),
- * every process's pooled per cookie (samples follow CPU time, so the node's
- * Go processes share one split), with their period, as that window's
- * totals (rm_totals_go_set; merged with what the backend reports of the
- * window). Counts of win 0 or a period outside 1..RM_GO_PERIOD_MAX ns,
- * which the wire refuses, are left out (logged).
- */
-void col_batcher_golabel(void *arg, uint64_t win, const struct col_golabel_count *c, size_t n, uint64_t period_ns);
 
 /*
  * col_sender_cfg.on_decided (arg: the struct col_merge): Ack.decided staged

@@ -20,16 +20,13 @@
  *
  * A window's Go label counts travel in its struct rm_totals (rm_part.h:
  * go_period_ns, go_folded, go[0..n_go) of struct rm_golabel {cookie,
- * samples}; WindowTotals fields 24..26). A source of them fills a
- * window's totals from its own plain array with rm_totals_go_set(&w,
- * period_ns, counts, n) or rm_totals_go_add(): any number of counts,
- * cookies in any order (merged; past RM_GO_LABELS_MAX folded into cookie 0
- * and counted in go_folded), and hands w to the batcher like any window's
+ * samples}; WindowTotals fields 24..26). A source of them (the Go label
+ * probes) fills a window's totals from its own plain array with
+ * rm_totals_go_set(&w, period_ns, counts, n): any number of counts, cookies
+ * in any order (merged; past RM_GO_LABELS_MAX folded into cookie 0 and
+ * counted in go_folded), and hands w to the batcher like any window's
  * totals (col_batcher_window, which merges the counts of one window per
- * cookie); w may hold nothing but win and the counts. The label module's
- * drain (col_golabel_drain) does this through col_batcher_golabel. The
- * period must be 1..RM_GO_PERIOD_MAX ns when there are counts, or the
- * batch is refused (rm_totals_check).
+ * cookie); w may hold nothing but win and the counts.
  *
  * Thread safety: reentrant; struct col_enc is the caller's scratch, one per
  * thread at a time.
