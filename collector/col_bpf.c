@@ -15,6 +15,9 @@
  * two drains of the ring on the one thread that owns the backend, once the
  * kernel has counted a request handed between threads (a reply sent, or
  * read, by another thread than the request's).
+ *
+ * Go programs' goroutine labels are col_bpf_go's: this file only tells it
+ * of the scanner's changes and asks for each ended window's counts.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -60,6 +63,8 @@ struct col_bpf {
 	uint64_t swept_win;          /* CPU counters: windows before this one are swept */
 	struct col_rtscan *rtscan;   /* keeps the kernel's map of managed runtimes (Go programs) */
 	uint64_t rtscan_win;         /* the window of its last pass */
+	struct col_bpf_go *go;       /* goroutine labels (go_labels), else NULL */
+	uint64_t go_win;             /* windows before this one had their label counts asked for */
 };
 
 /*
@@ -220,6 +225,17 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	if ((rv = col_rtscan_open(&b->rtscan, "/proc", bpf_map__fd(b->skel->maps.runtimes), cfg->netns_ino)) != RM_OK) {
 		col_bpf_close(b);
 		return rv;
+	}
+	if (cfg->go_labels) {
+		struct col_bpf_go_cfg gc = { .window_ns = b->window_ns, .offset_ns = cfg->offset_ns,
+					     .netns_ino = cfg->netns_ino, .freq_hz = cfg->go_label_hz };
+
+		if ((rv = col_bpf_go_open(&b->go, &gc)) != RM_OK) {
+			col_bpf_close(b);
+			return rv;
+		}
+		col_rtscan_on_change(b->rtscan, col_bpf_go_change, b->go);
+		b->go_win = col_bpf_win_now(b);
 	}
 	b->rtscan_win = col_bpf_win_now(b);
 	col_rtscan_run(b->rtscan, NULL); /* before the first sweep, which marks their threads */
@@ -425,6 +441,12 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 			return err;
 		b->report_ts = 0;
 	}
+	if (b->go && col_bpf_win_now(b) > b->go_win) {
+		/* a window ended: its goroutine label counts */
+		b->go_win = col_bpf_win_now(b);
+		if ((err = col_bpf_go_report(b->go, b->go_win, sink)) != RM_OK)
+			return err;
+	}
 	now = rm_clock_mono_ns();
 	if (now - b->report_ts < COL_BPF_REPORT_MS * 1000000ull)
 		return RM_OK;
@@ -468,6 +490,9 @@ int col_bpf_finish(struct col_bpf *b, const struct col_sink *sink)
 		return b->sink_err;
 	if ((rv = col_bpf_report(b, sink)) != 0)
 		return rv;
+	/* the label counts of the window in progress too: nothing follows them */
+	if (b->go && (rv = col_bpf_go_report(b->go, col_bpf_win_now(b) + 1, sink)) != RM_OK)
+		return rv;
 	return RM_OK;
 }
 
@@ -497,6 +522,9 @@ void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out)
 					    : __atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_RELAXED);
 	out->carry_wakeups = __atomic_load_n(&b->skel->bss->carry_wakeups, __ATOMIC_RELAXED);
 	out->carry_capped_ns = __atomic_load_n(&b->skel->bss->carry_capped_ns, __ATOMIC_RELAXED);
+	memset(&out->go, 0, sizeof(out->go));
+	if (b->go)
+		col_bpf_go_stats(b->go, &out->go);
 }
 
 int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max)
@@ -532,6 +560,7 @@ void col_bpf_close(struct col_bpf *b)
 	ring_buffer__free(b->rb);
 	bpf_link__destroy(b->cut_link);
 	col_rtscan_close(b->rtscan);
+	col_bpf_go_close(b->go);
 	rametr_bpf__destroy(b->skel);
 	free(b->last);
 	free(b->vals);

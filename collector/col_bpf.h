@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "col_backend.h"
+#include "col_bpf_go.h"
 
 struct col_bpf;
 
@@ -31,6 +32,9 @@ struct col_bpf_cfg {
 				  * else col_bpf_poll attaches it once a request is handed between
 				  * threads (its reply sent, or read, by another thread than the
 				  * request's). follow_wakeups always attaches it at once */
+	int go_labels;        /* Go programs (found by their binaries) have their goroutines labelled with
+			       * the sockets they serve and their CPU sampled per label (col_bpf_go.h) */
+	uint32_t go_label_hz; /* the sampler's frequency (0: col_golabel's default) */
 	uint32_t ring_bytes;  /* size of the part ring, a power of 2 >= 4096; 0 = 16 MiB */
 	uint32_t bench_stage; /* benchmarks only: RM_STAGE_* (rametr.h); 0 = full accounting */
 };
@@ -48,6 +52,7 @@ struct col_bpf_stats {
 	uint64_t carry_wakeups;          /* wake-ups at which a dispatcher's CPU was carried to the
 					  * request its wakee reads next (docs/cpu-counters.md) */
 	uint64_t carry_capped_ns;        /* of that CPU, ns left unsegmented (the wakee's carry full) */
+	struct col_bpf_go_stats go;      /* goroutine labels (zeroes without go_labels) */
 };
 
 /*

@@ -39,6 +39,8 @@
  * chains' (which need the context-switch hook) runs with CPU from the
  * threads' counters (col_bpf_cfg.cpu_counters) */
 static int cpu_counters;
+/* open_windows: goroutine labels (col_bpf_cfg.go_labels) */
+static int go_labels;
 static struct rm_part *parts;
 static size_t nparts;
 static struct rm_totals wins[MAX_WINS];
@@ -54,7 +56,7 @@ static int t_part(void *arg, const struct rm_part *p)
 
 static int t_window(void *arg, const struct rm_totals *w)
 {
-	size_t i;
+	size_t i, j;
 
 	(void)arg;
 	for (i = 0; i < nwins; i++)
@@ -73,6 +75,11 @@ static int t_window(void *arg, const struct rm_totals *w)
 	ADD(dropped_disk_write) ADD(unseg_rt_ns) ADD(unseg_go_ns)
 #undef ADD
 	wins[i].capacity_ns += w->capacity_ns;
+	for (j = 0; j < w->n_go; j++)
+		rm_totals_go_add(&wins[i], w->go[j].cookie, w->go[j].samples);
+	wins[i].go_folded += w->go_folded;
+	if (w->go_period_ns)
+		wins[i].go_period_ns = w->go_period_ns;
 	return RM_OK;
 }
 
@@ -197,7 +204,8 @@ static void *server_main(void *arg)
 /* Opens *b with windows of window_ns, wall-clock aligned; the backend's status. */
 static int open_windows(struct col_bpf **b, uint64_t window_ns)
 {
-	struct col_bpf_cfg cfg = { .window_ns = window_ns, .offset_ns = 0, .self_tgid = 0, .cpu_counters = cpu_counters };
+	struct col_bpf_cfg cfg = { .window_ns = window_ns, .offset_ns = 0, .self_tgid = 0, .cpu_counters = cpu_counters,
+				   .go_labels = go_labels };
 	struct timespec rt, mono;
 	int rv;
 
@@ -2467,18 +2475,20 @@ static int can_connect(unsigned port)
 
 /* A Go server (the testbed's, recognised from its binary) and its load, also a Go program: their threads'
  * CPU outside requests is counted as a runtime's and as a Go program's, within the unsegmented CPU */
-static void test_go_runtime(void)
+/*
+ * tb-goserver under tb-goload's load on two connections, the collector opened
+ * after the server started; *srv_pid: the server's pid.
+ */
+static void run_goserver(pid_t *srv_pid, struct col_bpf_stats *st)
 {
 	char addr[32], truth[400], log[400];
 	const char *srv_args[] = { TB_GOSERVER_BIN, "--listen", addr, "--procs", "2", "--truth", truth, NULL };
 	const char *load_args[] = { TB_GOLOAD_BIN, "--server", addr, "--ce", "c1", "--path", "/light", "--rate", "200",
 				    "--duration", "1.5", "--conns", "2", NULL };
 	unsigned port = rm_test_free_port();
-	uint64_t rt = 0, go = 0;
 	struct col_bpf *b = NULL;
 	pid_t srv, load;
 	int status = -1, i, rv;
-	size_t j;
 
 	CU_ASSERT_FATAL(port != 0);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
@@ -2488,6 +2498,7 @@ static void test_go_runtime(void)
 	nwins = 0;
 	/* both are stopped at the test's exit if an assertion below ends it early */
 	CU_ASSERT_FATAL((srv = rm_test_spawn(srv_args, log)) > 0);
+	*srv_pid = srv;
 	for (i = 0; i < 100 && !can_connect(port); i++)
 		usleep(20000);
 	CU_ASSERT_FATAL(i < 100); /* tb-goserver listens (its output: go-runtime.log) */
@@ -2506,17 +2517,87 @@ static void test_go_runtime(void)
 	/* a window's end after the load: the sweep counts the threads' CPU since their last edge */
 	for (i = 0; i < 12; i++)
 		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	col_bpf_get_stats(b, st);
 	kill(srv, SIGTERM);
 	CU_ASSERT_EQUAL(rm_test_wait(srv, 10000), 0);
 	drain_close(b);
+}
+
+static void test_go_runtime(void)
+{
+	struct col_bpf_stats st;
+	uint64_t rt = 0, go = 0;
+	pid_t srv = 0;
+	size_t j;
+
+	go_labels = 0;
+	run_goserver(&srv, &st);
 	for (j = 0; j < nwins; j++) {
 		rt += wins[j].unseg_rt_ns;
 		go += wins[j].unseg_go_ns;
+		CU_ASSERT_EQUAL(wins[j].n_go, 0); /* no labels asked for */
 	}
 	fprintf(stderr, "runtime CPU outside requests: %llu ns, of it Go programs' %llu ns\n", (unsigned long long)rt,
 		(unsigned long long)go);
 	CU_ASSERT(go > 0);
 	CU_ASSERT(go <= rt);
+	/* the server's parts say whose runtime they ran in */
+	for (j = 0; j < nparts; j++)
+		if (parts[j].pid == (uint32_t)srv)
+			CU_ASSERT_EQUAL(parts[j].flags & (RM_PF_RUNTIME | RM_PF_GO), RM_PF_RUNTIME | RM_PF_GO);
+	check_identity();
+}
+
+/* Is cookie the inbound socket of a part of process pid? */
+static int part_cookie(pid_t pid, uint64_t cookie)
+{
+	size_t j;
+
+	for (j = 0; j < nparts; j++)
+		if (parts[j].pid == (uint32_t)pid && parts[j].in.cookie == cookie)
+			return 1;
+	return 0;
+}
+
+static void test_go_labels(void)
+{
+	uint64_t labelled = 0, other = 0, all = 0, period = 0;
+	struct col_bpf_stats st;
+	pid_t srv = 0;
+	size_t j, k, cookies = 0;
+
+	go_labels = 1;
+	run_goserver(&srv, &st);
+	go_labels = 0;
+	for (j = 0; j < nwins; j++) {
+		if (wins[j].n_go)
+			period = wins[j].go_period_ns;
+		for (k = 0; k < wins[j].n_go; k++) {
+			const struct rm_golabel *c = &wins[j].go[k];
+
+			all += c->samples;
+			if (c->cookie == 0 || c->cookie == RM_GO_IDLE)
+				continue;
+			/* a label is a socket the Go programs received on: the server's connections
+			 * (and tb-goload's own, whose receives label its goroutines too) */
+			if (part_cookie(srv, c->cookie)) {
+				labelled += c->samples;
+				cookies++;
+			} else {
+				other += c->samples;
+			}
+		}
+	}
+	fprintf(stderr, "goroutine label samples: %llu, %llu on the server's %zu connections, %llu on other labels; "
+			"period %llu ns; %u Go programs watched during the load, %llu windows\n",
+		(unsigned long long)all, (unsigned long long)labelled, cookies, (unsigned long long)other,
+		(unsigned long long)period, st.go.watched, (unsigned long long)st.go.windows);
+	CU_ASSERT(st.go.watched >= 1); /* tb-goserver (and tb-goload while it ran) */
+	CU_ASSERT(period > 0 && period < 1000000000ULL);
+	CU_ASSERT(cookies >= 1);
+	/* most of the Go programs' sampled CPU is their connections' */
+	CU_ASSERT(labelled + other >= all / 2);
+	CU_ASSERT(labelled > 0);
 	check_identity();
 }
 #endif
@@ -2547,6 +2628,8 @@ static CU_TestInfo cases[] = {
 	{ "each segment's CPU is the thread's own CPU clock between its recv and send", test_cpu_precision },
 #if defined(TB_GOSERVER_BIN) && defined(TB_GOLOAD_BIN)
 	{ "a Go program's CPU outside requests is counted as a runtime's and as Go's", test_go_runtime },
+	{ "a Go program's goroutines are labelled with its connections, its windows carry their samples",
+	  test_go_labels },
 #endif
 	CU_TEST_INFO_NULL,
 };

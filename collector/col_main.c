@@ -118,6 +118,8 @@ struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups, follow_replies, cpu_slices, handoffs_from_start;
+	int go_labels;
+	uint32_t go_label_hz;
 	int count_rametr, no_merge;
 	uint32_t ring_bytes;
 	uint32_t exclude[16];
@@ -266,6 +268,13 @@ static void col_usage(FILE *f)
 		"                     the machine) from the start; by default it is attached once a\n"
 		"                     request's reply is sent, or read, by another thread than the\n"
 		"                     one that read, or sent, the request (docs/cpu-counters.md)\n"
+		"  --no-go-labels     ebpf: do not follow Go programs' goroutines; by default each Go\n"
+		"                     program found (by its binary) has its goroutines labelled with\n"
+		"                     the TCP connection they serve and its CPU sampled per label,\n"
+		"                     which the aggregator splits its CPU by (docs/go.md);\n"
+		"                     --go-labels, the default, is accepted\n"
+		"  --go-label-hz N    ebpf: the goroutine sampler's frequency per CPU, 10 .. 20000\n"
+		"                     (default 1999)\n"
 		"  --cpu-slices       ebpf: CPU cut into slices by a hook on every context switch instead\n"
 		"                     of read from each thread's own scheduler counters at its socket,\n"
 		"                     disk and exit events, its hand-offs and at window ends (the\n"
@@ -475,6 +484,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 				   .follow_wakeups = o->follow_wakeups, .follow_replies = o->follow_replies,
 				   .cpu_counters = !o->cpu_slices && !o->follow_wakeups,
 				   .handoffs_from_start = o->handoffs_from_start,
+				   .go_labels = o->go_labels, .go_label_hz = o->go_label_hz,
 				   .exclude_rametr = !o->count_rametr, .ring_bytes = o->ring_bytes };
 	size_t i;
 	struct col_bpf_stats st;
@@ -544,6 +554,13 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			    "unsegmented (carry full)",
 			    (unsigned long long)st.handoff_reads_before, (unsigned long long)st.carry_wakeups,
 			    (unsigned long long)st.carry_capped_ns);
+	if (st.go.windows || st.go.unreadable || st.go.lost)
+		rm_log_info("goroutine labels: %llu samples in %llu windows (%llu of labels past the wire's bound "
+			    "sent as unlabelled), %llu not counted (map full); %u Go programs watched at the end, %u "
+			    "found whose build could not be read",
+			    (unsigned long long)st.go.samples, (unsigned long long)st.go.windows,
+			    (unsigned long long)st.go.folded, (unsigned long long)st.go.lost, st.go.watched,
+			    st.go.unreadable);
 	col_bpf_close(b);
 	return rv;
 }
@@ -552,7 +569,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 enum col_setting_id {
 	COL_S_AGGREGATOR, COL_S_NODE, COL_S_BACKEND, COL_S_EVENTS, COL_S_XEN_TRACE, COL_S_XEN_KHZ, COL_S_WINDOW,
 	COL_S_NETNS, COL_S_FOLLOW_WAKEUPS, COL_S_FOLLOW_REPLIES, COL_S_NO_FOLLOW_REPLIES, COL_S_CPU_SLICES,
-	COL_S_CPU_COUNTERS, COL_S_HANDOFFS_FROM_START,
+	COL_S_CPU_COUNTERS, COL_S_HANDOFFS_FROM_START, COL_S_GO_LABELS, COL_S_NO_GO_LABELS, COL_S_GO_LABEL_HZ,
 	COL_S_EXCLUDE_PID, COL_S_COUNT_RAMETR,
 	COL_S_NO_MERGE, COL_S_RING_BYTES, COL_S_SPOOL, COL_S_MEM_LIMIT, COL_S_FLUSH_MS, COL_S_BATCH_PARTS,
 	COL_S_DURATION, COL_S_THROTTLE, COL_S_LOG_LEVEL, COL_S_VERBOSE, COL_S_CONFIG, COL_S_CHECK, COL_S_HELP,
@@ -574,6 +591,9 @@ static const struct rm_setting col_settings[COL_S_COUNT] = {
 	[COL_S_CPU_SLICES] = { "cpu-slices", 0, 0, 1, 0 },
 	[COL_S_CPU_COUNTERS] = { "cpu-counters", 0, 0, 1, 0 },
 	[COL_S_HANDOFFS_FROM_START] = { "handoffs-from-start", 0, 0, 1, 0 },
+	[COL_S_GO_LABELS] = { "go-labels", 0, 0, 1, 0 },
+	[COL_S_NO_GO_LABELS] = { "no-go-labels", 0, 0, 1, 0 },
+	[COL_S_GO_LABEL_HZ] = { "go-label-hz", 1, 0, 1, 0 },
 	[COL_S_EXCLUDE_PID] = { "exclude-pid", 1, 1, 1, 0 },
 	[COL_S_COUNT_RAMETR] = { "count-rametr", 0, 0, 1, 0 },
 	[COL_S_NO_MERGE] = { "no-merge", 0, 0, 1, 0 },
@@ -661,6 +681,13 @@ static int col_set(void *arg, const struct rm_setval *v)
 	case COL_S_CPU_SLICES: o->cpu_slices = yes; break;
 	case COL_S_CPU_COUNTERS: o->cpu_slices = !yes; break;
 	case COL_S_HANDOFFS_FROM_START: o->handoffs_from_start = yes; break;
+	case COL_S_GO_LABELS: o->go_labels = yes; break;
+	case COL_S_NO_GO_LABELS: o->go_labels = !yes; break;
+	case COL_S_GO_LABEL_HZ:
+		if (col_set_u64(v, 10, 20000, "samples per second, 10 .. 20000", &n))
+			return RM_EINVAL;
+		o->go_label_hz = (uint32_t)n;
+		break;
 	case COL_S_COUNT_RAMETR: o->count_rametr = yes; break;
 	case COL_S_NO_MERGE: o->no_merge = yes; break;
 	case COL_S_EXCLUDE_PID:
@@ -770,7 +797,7 @@ static const char *col_config;
  */
 static void col_reload(void)
 {
-	struct col_opts o = { .backend = "ebpf", .flush_ms = 250, .follow_replies = 1 };
+	struct col_opts o = { .backend = "ebpf", .flush_ms = 250, .follow_replies = 1, .go_labels = 1 };
 	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
 	struct col_settings_ctx sx = { &o, &bt, RM_LOG_INFO, 0 };
 	struct rm_setvals files = { 0 };
@@ -808,7 +835,7 @@ static void col_reload(void)
 
 int main(int argc, char **argv)
 {
-	struct col_opts o = { .backend = "ebpf", .flush_ms = 250, .follow_replies = 1 };
+	struct col_opts o = { .backend = "ebpf", .flush_ms = 250, .follow_replies = 1, .go_labels = 1 };
 	struct col_batcher bt = { .batch_parts = COL_BATCH_PARTS };
 	struct col_sink sink = { &bt, col_batcher_part, col_sink_window };
 	struct col_settings_ctx sx = { &o, &bt, RM_LOG_INFO, 0 };

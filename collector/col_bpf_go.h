@@ -1,0 +1,86 @@
+/*
+ * col_bpf_go.h - the eBPF backend's Go label counts: joins the runtime
+ * scanner (col_rtscan) to the goroutine-label module (col_golabel) so that
+ * every Go program the scanner finds is watched while it runs, and hands the
+ * sampler's counts of each ended window to the sink as that window's totals
+ * (rm_totals' Go label counts, pooled over the node's Go programs), for the
+ * aggregator to split the Go programs' CPU by the sockets their goroutines
+ * serve (docs/go.md).
+ *
+ * The module (its receive hook and a cpu-clock sampler on every CPU) is
+ * loaded when the first Go program is found and unloaded once none has run
+ * for a whole window, so a node without Go programs pays nothing for it.
+ * If it cannot be loaded, that is logged once and the Go programs' CPU is
+ * charged by their threads' segments, as without it.
+ *
+ * Threads: the backend's thread only.
+ */
+#ifndef COL_BPF_GO_H
+#define COL_BPF_GO_H
+
+#include <stdint.h>
+
+#include "col_backend.h"
+#include "col_golabel.h"
+
+struct col_bpf_go;
+
+struct col_bpf_go_cfg {
+	uint64_t window_ns; /* the backend's window */
+	int64_t offset_ns;  /* and its offset (col_bpf_cfg) */
+	uint32_t netns_ino; /* nonzero: only this network namespace's receives label */
+	uint32_t freq_hz;   /* sampler frequency (0: the module's default) */
+};
+
+/* Counters since open. */
+struct col_bpf_go_stats {
+	uint32_t watched;   /* Go programs watched now */
+	uint32_t unreadable;/* Go programs found whose build could not be read (not watched) */
+	uint64_t windows;   /* windows whose counts went to the sink */
+	uint64_t samples;   /* samples in them */
+	uint64_t folded;    /* ... of labels past the wire's bound, handed as unlabelled */
+	uint64_t lost;      /* samples the kernel could not count (its map full) */
+};
+
+/* A handle with nothing loaded yet. RM_OK, RM_EINVAL, RM_ENOMEM; *out the caller's (col_bpf_go_close). */
+int col_bpf_go_open(struct col_bpf_go **out, const struct col_bpf_go_cfg *cfg);
+
+/*
+ * The scanner's change function (col_rtscan_fn; arg the handle): a Go
+ * program that came is watched (the module loaded first if need be), one
+ * that left or exec'd something else is forgotten. Failures are logged
+ * (once for the module, once per program) and leave that program to its
+ * threads' segments.
+ */
+void col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe);
+
+/*
+ * Hands the counts of every window before before_win to sink->window, one
+ * struct rm_totals per window holding its win and its counts only (the
+ * batcher merges them into the window's other totals), and unloads the
+ * module when no Go program was watched during a whole window. Returns
+ * RM_OK or the sink's first error (the remaining windows stay for the next
+ * call); a failure to read the counts is logged and leaves them for the next call.
+ */
+int col_bpf_go_report(struct col_bpf_go *g, uint64_t before_win, const struct col_sink *sink);
+
+void col_bpf_go_stats(const struct col_bpf_go *g, struct col_bpf_go_stats *out);
+
+/*
+ * Pure: window win's counts c[0..n) (per process and cookie, as the label
+ * module hands them) pooled per cookie into *t (zeroed first; win and
+ * go_period_ns set): samples follow CPU time, so the node's Go programs
+ * share one split. Most samples first, so that a window with more labels
+ * than the wire carries (RM_GO_LABELS_MAX) keeps its largest and folds the
+ * smallest into cookie 0. scratch holds n entries (the caller's). Returns
+ * the samples folded; or, if the wire would refuse the counts (win 0, a
+ * period of 0 or above RM_GO_PERIOD_MAX), sets *bad, leaves t zeroed but
+ * for win and returns 0.
+ */
+uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_golabel_count *c, size_t n,
+			 uint64_t period_ns, struct rm_golabel *scratch, int *bad);
+
+/* Unloads the module (undrained counts are dropped) and frees g; NULL-tolerant. */
+void col_bpf_go_close(struct col_bpf_go *g);
+
+#endif
