@@ -1020,7 +1020,9 @@ RM_INLINE void rm_peer_begin(struct rm_env *e, const struct rm_task *waker_t, st
  *   owner may spin on a lock the taker holds while the taker is off the
  *   CPU). The waker keeps its segment; the wakee's CPU from the wake to its
  *   next socket edge, across its waits, is the waker's request's
- *   (RM_CHAIN_PEER, rm_peer_begin). This kind is checked first.
+ *   (RM_CHAIN_PEER, rm_peer_begin). This kind is checked first. Not for
+ *   a managed runtime's threads, which wake each other for the runtime's
+ *   own work.
  */
 RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct rm_task *wakee_t, __u64 now)
 {
@@ -1038,8 +1040,8 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 	}
 	if (!e->follow_replies)
 		return;
-	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ) && waker_t->own_reply && wakee_t &&
-	    wakee_t->own_reply && (wakee_t->mode == RM_MODE_ASSOC || wakee_t->mode == RM_MODE_CONT)) {
+	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ) && waker_t->own_reply && !waker_t->rt &&
+	    wakee_t && wakee_t->own_reply && (wakee_t->mode == RM_MODE_ASSOC || wakee_t->mode == RM_MODE_CONT)) {
 		rm_cut(e, waker_t, now); /* the waker runs on e->cpu; it keeps its segment */
 		rm_peer_begin(e, waker_t, wakee_t, now);
 		return;

@@ -564,6 +564,12 @@ static void test_fr_peer_not_reader(void)
 	fr_own_reply(&r, 3, 300, 350, 0);
 	fr_recv(&r, 5, 400);
 	rm_ctr_edge(&env, &w, 300, 500, 0, 0, 1, 0, 0);
+	r.rt = RM_RT_GO; /* a runtime's threads wake each other for its own work: not this kind */
+	rm_on_handoff(&env, &r, &w, 500);
+	CU_ASSERT_EQUAL(w.chain_st & RM_CHAIN_PEER, 0);
+	r.rt = RM_RT_NONE;
+	rm_ctr_edge(&env, &w, 500, 500, 0, 0, 0, 0, 0);
+	fr_recv(&r, 5, 500);
 	rm_on_handoff(&env, &r, &w, 500);
 	CU_ASSERT(w.chain_st & RM_CHAIN_PEER);
 	fr_call(&w, 500, 700, 70);
@@ -651,7 +657,7 @@ static CU_TestInfo cases[] = {
 	{ "follow-replies: an event loop's thread woken by another holding a request: to its next socket edge, "
 	  "across waits, the waker's request's",
 	  test_fr_peer_takeover },
-	{ "follow-replies: a reader's wake is no peer's; a peer's chain ends at the wakee's send",
+	{ "follow-replies: a reader's or a runtime's wake is no peer's; a peer's chain ends at the wakee's send",
 	  test_fr_peer_not_reader },
 	CU_TEST_INFO_NULL,
 };
