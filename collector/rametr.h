@@ -123,6 +123,10 @@ struct rm_counts {
 #define RM_CTR_NEW 0x2 /* state made for the counters alone (at fork, by a sweep): whether the thread
 			  is excluded, and its name, are decided when it first reads a socket */
 
+/* rm_task.own_reply (the third kind of hand-off, segmenter.h rm_on_handoff). */
+#define RM_OWN_ANSWERED 0x1 /* it answered a request it read itself */
+#define RM_OWN_LAST 0x2     /* and that reply was its last socket edge: it holds no request */
+
 /* rm_task.ans_st: the request the thread last answered (follow-replies). */
 #define RM_ANS_VALID 0x1
 #define RM_ANS_SEQ 0x2
@@ -141,9 +145,9 @@ struct rm_task {
 	__u32 head;       /* woke from a wait holding no request: its CPU until a recv reads the next one */
 	__u32 rt;         /* RM_RT_*: a thread of a process running a managed runtime: its unsegmented CPU is
 			     also counted in unseg_rt_ns (and a Go program's in unseg_go_ns) */
-	__u32 own_reply;  /* it answered a request it read itself (a reply on a socket whose last bytes it
-			     read: an event loop, a thread per connection; never a reader that hands
-			     requests to workers, nor those workers): the third kind of hand-off */
+	__u32 own_reply;  /* RM_OWN_*: it answered a request it read itself (a reply on a socket whose last
+			     bytes it read: an event loop, a thread per connection; never a reader that
+			     hands requests to workers, nor those workers): the third kind of hand-off */
 	__u32 srv_n;      /* kernel: its reads on server-side sockets, until the hand-off hook is attached */
 	__u32 srv_multi;  /* kernel: it read another server-side connection between two reads of one: it
 			     serves several connections at once (an event loop) */

@@ -342,9 +342,12 @@ RM_INLINE void rm_done_end(struct rm_env *e, struct rm_task *t, __u64 now)
 /*
  * Ends t's chain anchored to a peer's request (RM_CHAIN_PEER, rm_on_handoff)
  * at t's socket edge at time now: its part is emitted, charged like that
- * request; the thread holds no request. Nothing if t has no such chain.
+ * request; the thread holds no request. fresh (a send): a continuation
+ * chain of its own begins, not anchored yet (after a wait), so that what
+ * the send carries goes to the request its next reply answers, not to the
+ * peer's. Nothing if t has no such chain.
  */
-RM_INLINE void rm_peer_end(struct rm_env *e, struct rm_task *t, __u64 now)
+RM_INLINE void rm_peer_end(struct rm_env *e, struct rm_task *t, __u64 now, int fresh)
 {
 	if (t->mode != RM_MODE_CONT || !(t->chain_st & RM_CHAIN_PEER))
 		return;
@@ -354,6 +357,10 @@ RM_INLINE void rm_peer_end(struct rm_env *e, struct rm_task *t, __u64 now)
 	t->mode = RM_MODE_ASSOC;
 	t->tail = 0;
 	t->cur.start_ns = now;
+	if (fresh) {
+		t->chain_st |= RM_CHAIN_SLEPT;
+		rm_cont_begin(e, t, now);
+	}
 }
 
 /*
@@ -703,7 +710,8 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		rm_cut(e, t, now);
 	}
 	t->head = 0;
-	rm_peer_end(e, t, now);
+	rm_peer_end(e, t, now, 0);
+	t->own_reply &= ~(__u32)RM_OWN_LAST; /* it reads: it may hold a request */
 	if (srv)
 		t->chain_st |= RM_CHAIN_SERVER;
 	wt = rm_env_wintot(e, w);
@@ -815,9 +823,11 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	rm_cut(e, t, now);
 	if (t) {
 		t->head = 0;
-		rm_peer_end(e, t, now);
+		rm_peer_end(e, t, now, 1);
 		if (srv && inb && inb->reader == tid)
-			t->own_reply = 1; /* it answers a request it read itself */
+			t->own_reply = RM_OWN_ANSWERED | RM_OWN_LAST; /* it answers a request it read itself */
+		else
+			t->own_reply &= ~(__u32)RM_OWN_LAST; /* a call, or another's request: it holds one */
 	}
 	wt = rm_env_wintot(e, w);
 	if (wt)
@@ -1014,7 +1024,9 @@ RM_INLINE void rm_peer_begin(struct rm_env *e, const struct rm_task *waker_t, st
  * - A thread holding a request it read wakes a thread of its process that
  *   holds none, both having answered requests they read themselves
  *   (rm_task.own_reply: the threads of an event loop; never a reader that
- *   hands requests to workers, nor its workers): the waker needs something
+ *   hands requests to workers, nor its workers), the wakee's last socket
+ *   edge being such a reply (RM_OWN_LAST: not a request it read, nor a call
+ *   it made for one, whose work goes on after the wake): the waker needs something
  *   of the wakee for its request (an event loop taking over another
  *   thread's idle back-end connection wakes the owner to let it go, and the
  *   owner may spin on a lock the taker holds while the taker is off the
@@ -1040,8 +1052,9 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 	}
 	if (!e->follow_replies)
 		return;
-	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ) && waker_t->own_reply && !waker_t->rt &&
-	    wakee_t && wakee_t->own_reply && (wakee_t->mode == RM_MODE_ASSOC || wakee_t->mode == RM_MODE_CONT)) {
+	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ) && (waker_t->own_reply & RM_OWN_ANSWERED) &&
+	    !waker_t->rt && wakee_t && (wakee_t->own_reply & RM_OWN_LAST) &&
+	    (wakee_t->mode == RM_MODE_ASSOC || wakee_t->mode == RM_MODE_CONT)) {
 		rm_cut(e, waker_t, now); /* the waker runs on e->cpu; it keeps its segment */
 		rm_peer_begin(e, waker_t, wakee_t, now);
 		return;

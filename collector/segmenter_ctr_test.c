@@ -585,6 +585,36 @@ static void test_fr_peer_not_reader(void)
 }
 
 /*
+ * An event loop's thread in the middle of a request of its own is no peer's
+ * wakee: w answered request 1, read request 6 and sent it on to a back end
+ * (a call), then waits for the answer; r, holding request 3, wakes it. w's
+ * work after the wake stays its own (its chain, anchored by its next reply,
+ * here to request 6), none of it request 3's.
+ */
+static void test_fr_peer_busy(void)
+{
+	int n;
+
+	fr_setup();
+	fr_recv(&r, 2, 0);
+	fr_own_reply(&r, 2, 0, 50, 20);
+	fr_recv(&w, 1, 100);
+	fr_own_reply(&w, 1, 100, 150, 30);
+	fr_recv(&w, 6, 160);
+	fr_call(&w, 160, 170, 10);
+	fr_recv(&r, 3, 200);
+	rm_ctr_edge(&env, &r, 200, 300, 40, 40, 0, 0, 0);
+	rm_ctr_edge(&env, &w, 170, 300, 0, 0, 1, 0, 0);
+	rm_on_handoff(&env, &r, &w, 300);
+	CU_ASSERT_EQUAL(w.chain_st & RM_CHAIN_PEER, 0);
+	rm_ctr_edge(&env, &w, 300, 900, 200, 0, 2, 0, 0);
+	fr_own_reply(&w, 6, 900, 900, 0);
+	CU_ASSERT_EQUAL(fr_anchored(3, &n), 0);
+	CU_ASSERT_EQUAL(fr_anchored(6, &n), 200);
+	fr_identity();
+}
+
+/*
  * A dispatcher's CPU carried to the thread it woke (rm_ctr_carry): two
  * wake-ups before its recv sum up, and a recv on a server-side socket puts
  * them in the segment it begins; a send, or the recv of a reply, returns
@@ -657,6 +687,8 @@ static CU_TestInfo cases[] = {
 	{ "follow-replies: an event loop's thread woken by another holding a request: to its next socket edge, "
 	  "across waits, the waker's request's",
 	  test_fr_peer_takeover },
+	{ "follow-replies: a thread whose last socket edge was no reply of its own is no peer's wakee",
+	  test_fr_peer_busy },
 	{ "follow-replies: a reader's or a runtime's wake is no peer's; a peer's chain ends at the wakee's send",
 	  test_fr_peer_not_reader },
 	CU_TEST_INFO_NULL,
