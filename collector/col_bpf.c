@@ -60,6 +60,8 @@ struct col_bpf {
 	uint64_t handoff_before;     /* hand-offs the kernel counted before the hook was attached */
 	uint64_t reads_before;       /* connections' requests read by another thread, likewise */
 	uint64_t reads_seen;         /* handoff_reads at the last poll */
+	uint64_t moves_before;       /* client-side connections taken over by an event loop's thread, likewise */
+	uint64_t moves_seen;         /* handoff_moves at the last poll */
 	uint64_t swept_win;          /* CPU counters: windows before this one are swept */
 	struct col_rtscan *rtscan;   /* keeps the kernel's map of managed runtimes (Go programs) */
 	uint64_t rtscan_win;         /* the window of its last pass */
@@ -371,35 +373,52 @@ static void col_bpf_handoff_attach(struct col_bpf *b)
 	__atomic_store_n(&b->skel->bss->handoff_hook, 1, __ATOMIC_SEQ_CST);
 	b->handoff_before = __atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_SEQ_CST);
 	b->reads_before = __atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_SEQ_CST);
+	b->moves_before = __atomic_load_n(&b->skel->bss->handoff_moves, __ATOMIC_SEQ_CST);
 	rm_log_info("hand-off hook attached: %llu requests handed between threads (a reply sent or read by another "
-		    "thread than the request's) and %llu read on a connection by another thread than its previous "
-		    "request before it",
-		    (unsigned long long)b->handoff_before, (unsigned long long)b->reads_before);
+		    "thread than the request's), %llu read on a connection by another thread than its previous "
+		    "request and %llu sent on a connection another thread sent on last by a thread serving several "
+		    "connections before it",
+		    (unsigned long long)b->handoff_before, (unsigned long long)b->reads_before,
+		    (unsigned long long)b->moves_before);
+}
+
+/*
+ * Did a kernel count that leaves out managed runtimes' processes (*count,
+ * last seen *seen, counted last in process *tgid) move, in a process that
+ * runs no managed runtime once the runtimes map is brought up to date (the
+ * kernel does not count it in a runtime's process, but one started since
+ * the map's last pass is not in it yet)?
+ */
+static int col_bpf_count_due(struct col_bpf *b, const __u64 *count, uint64_t *seen, const __u32 *tgid)
+{
+	uint64_t n = __atomic_load_n(count, __ATOMIC_RELAXED);
+	uint32_t pid, v;
+
+	if (n == *seen)
+		return 0;
+	*seen = n;
+	if (!b->rtscan)
+		return 1;
+	pid = __atomic_load_n(tgid, __ATOMIC_RELAXED);
+	col_rtscan_run(b->rtscan, NULL);
+	return bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.runtimes), &pid, &v) != 0;
 }
 
 /*
  * Is the hand-off hook due? At once on a request handed between threads; on
- * a connection's request read by another thread than its previous one if
- * the process the kernel last counted it in runs no managed runtime once
- * the runtimes map is brought up to date (the kernel does not count it in
- * a runtime's process, but one started since the map's last pass is not in
- * it yet).
+ * a connection's request read by another thread than its previous one, or
+ * a request sent on a connection another thread sent on last by a thread
+ * serving several connections, if that process runs no managed runtime
+ * (col_bpf_count_due).
  */
 static int col_bpf_handoff_due(struct col_bpf *b)
 {
-	uint64_t reads = __atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_RELAXED);
-	uint32_t tgid, v;
-
 	if (__atomic_load_n(&b->skel->bss->handoff_replies, __ATOMIC_RELAXED))
 		return 1;
-	if (reads == b->reads_seen)
-		return 0;
-	b->reads_seen = reads;
-	if (!b->rtscan)
-		return 1;
-	tgid = __atomic_load_n(&b->skel->bss->handoff_reads_tgid, __ATOMIC_RELAXED);
-	col_rtscan_run(b->rtscan, NULL);
-	return bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.runtimes), &tgid, &v) != 0;
+	return col_bpf_count_due(b, &b->skel->bss->handoff_reads, &b->reads_seen,
+				 &b->skel->bss->handoff_reads_tgid) ||
+	       col_bpf_count_due(b, &b->skel->bss->handoff_moves, &b->moves_seen,
+				 &b->skel->bss->handoff_moves_tgid);
 }
 
 int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
@@ -520,6 +539,9 @@ void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out)
 	out->handoff_reads_before = b->handoff_attached
 					    ? b->reads_before
 					    : __atomic_load_n(&b->skel->bss->handoff_reads, __ATOMIC_RELAXED);
+	out->handoff_moves_before = b->handoff_attached
+					    ? b->moves_before
+					    : __atomic_load_n(&b->skel->bss->handoff_moves, __ATOMIC_RELAXED);
 	out->carry_wakeups = __atomic_load_n(&b->skel->bss->carry_wakeups, __ATOMIC_RELAXED);
 	out->carry_capped_ns = __atomic_load_n(&b->skel->bss->carry_capped_ns, __ATOMIC_RELAXED);
 	memset(&out->go, 0, sizeof(out->go));

@@ -49,6 +49,9 @@ struct col_bpf_stats {
 					  * charged without the hand-off rule (docs/cpu-counters.md) */
 	uint64_t handoff_reads_before;   /* requests read on a connection by another thread than its
 					  * previous request's reader, before the hook was attached */
+	uint64_t handoff_moves_before;   /* requests sent on a client-side connection another thread sent
+					  * on last, by a thread serving several connections (an event
+					  * loop's takeover), before the hook was attached */
 	uint64_t carry_wakeups;          /* wake-ups at which a dispatcher's CPU was carried to the
 					  * request its wakee reads next (docs/cpu-counters.md) */
 	uint64_t carry_capped_ns;        /* of that CPU, ns left unsegmented (the wakee's carry full) */

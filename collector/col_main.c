@@ -554,6 +554,10 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			    "unsegmented (carry full)",
 			    (unsigned long long)st.handoff_reads_before, (unsigned long long)st.carry_wakeups,
 			    (unsigned long long)st.carry_capped_ns);
+	if (o->follow_replies && !o->follow_wakeups && st.handoff_moves_before)
+		rm_log_info("%llu requests sent on a connection another thread sent on last, by a thread serving several "
+			    "connections, before the hand-off hook",
+			    (unsigned long long)st.handoff_moves_before);
 	if (st.go.windows || st.go.unreadable || st.go.lost)
 		rm_log_info("goroutine labels: %llu samples in %llu windows (%llu of labels past the wire's bound "
 			    "sent as unlabelled), %llu not counted (map full); %u Go programs watched at the end, %u "

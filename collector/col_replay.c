@@ -381,6 +381,7 @@ static int col_replay_recv(struct col_replay_run *run, const struct col_event *e
 		if (!in)
 			return col_replay_fail(run, RM_ENOMEM, ev->line, "out of memory");
 		rm_inb_update(&in->in, io->has_seq, io->seq, io->bytes);
+		in->in.reader = io->tid; /* as rametr.bpf.c: a reply by its reader sets own_reply */
 	}
 	col_replay_dgram_resolve(t);
 	if (io->dgram) {

@@ -76,11 +76,21 @@ __s64 clk_off = 0x7fffffffffffffffLL;
  * there (rm_sock_recv: a connection that moves between pool threads, which
  * a dispatcher thread hands to them; segmenter.h, rm_ctr_carry), not in a
  * managed runtime's process (whose threads run any goroutine).
+ * A fourth, counted in handoff_moves: a request sent on a client-side TCP
+ * connection by another thread than the one that last sent on it, by a
+ * thread that serves several connections at once (rm_task.srv_multi: it
+ * read another server-side connection between two reads of one; an event
+ * loop taking over another thread's idle back-end connection, which wakes
+ * the owner: segmenter.h, rm_on_handoff's third kind), not in a managed
+ * runtime's process. A thread per connection sharing a pool of back-end
+ * connections moves them between threads too, but serves one connection.
  */
 __u32 handoff_hook = 0;
 __u64 handoff_replies = 0;
 __u64 handoff_reads = 0;
 __u32 handoff_reads_tgid = 0; /* the process handoff_reads last counted */
+__u64 handoff_moves = 0;
+__u32 handoff_moves_tgid = 0; /* the process handoff_moves last counted */
 
 /*
  * CPU counters, with the hook attached: wake-ups at which a dispatcher's
@@ -1142,6 +1152,13 @@ int BPF_PROG(rm_sock_recv, struct sock *sk, int ret, int flags)
 				__sync_fetch_and_add(&handoff_reads, 1);
 				handoff_reads_tgid = task->tgid;
 			}
+			if (!handoff_hook) {
+				/* another connection read by this thread since its last read of this one:
+				 * it serves several at once (handoff_moves) */
+				if (in->reader == task->pid && in->reader_n != t->srv_n)
+					t->srv_multi = 1;
+				in->reader_n = ++t->srv_n;
+			}
 			rm_inb_update(in, has_seq, start, ret);
 			in->reader = task->pid;
 		}
@@ -1236,8 +1253,16 @@ int BPF_PROG(rm_sock_send, struct sock *sk, int ret, int flags)
 		 * (only until the hand-off hook is attached) */
 		struct rm_inb *out = bpf_sk_storage_get(&inbs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 
-		if (out)
+		if (out) {
+			/* a connection another thread sent on last, taken by a thread that
+			 * serves several connections at once (an event loop's takeover) */
+			if (out->reader && out->reader != task->pid && own && own->srv_multi &&
+			    !rm_is_runtime(task)) {
+				__sync_fetch_and_add(&handoff_moves, 1);
+				handoff_moves_tgid = task->tgid;
+			}
 			out->reader = task->pid;
+		}
 	}
 	pid_tgid = (__u64)task->tgid << 32 | (__u32)task->pid; /* not the helper: a call less */
 	if (RM_STOP_AT(RM_STAGE_STATE))
@@ -1323,7 +1348,8 @@ int BPF_PROG(rm_sched_switch, bool preempt, struct task_struct *prev, struct tas
 
 /*
  * Hand-offs (follow-replies: a thread holding a request it just read wakes
- * a worker, a worker that just answered one wakes the reader) and wake-up
+ * a worker, a worker that just answered one wakes the reader, an event
+ * loop's thread holding a request wakes another) and wake-up
  * chains (follow-wakeups). sched_waking fires in the
  * waker's context (sched_wakeup may fire later from the wakee's CPU, where
  * current is someone else).

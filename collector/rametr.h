@@ -113,12 +113,19 @@ struct rm_counts {
 #define RM_CHAIN_PASSED 0x40 /* with RM_MODE_SEG on a client-side socket: the thread handed what it read
 				to another thread (a demultiplexing reader): its next recv begins a new
 				segment instead of extending this one (rm_on_pass) */
+#define RM_CHAIN_PEER 0x80  /* with RM_CHAIN_DONE: the chain is anchored to the request a peer thread
+			       holds, which woke it (rm_on_handoff); it goes on across the thread's waits
+			       to its next socket edge */
 
 /* rm_task.ctr_set (CPU counters). */
 #define RM_CTR_SET 0x1 /* cpu_mark, ctr_ns and nvcsw hold the thread's counters */
 #define RM_CARRY_MAX 2000000ULL /* rm_task.carry_ns at most (ns); the rest stays unsegmented */
 #define RM_CTR_NEW 0x2 /* state made for the counters alone (at fork, by a sweep): whether the thread
 			  is excluded, and its name, are decided when it first reads a socket */
+
+/* rm_task.own_reply (the third kind of hand-off, segmenter.h rm_on_handoff). */
+#define RM_OWN_ANSWERED 0x1 /* it answered a request it read itself */
+#define RM_OWN_LAST 0x2     /* and that reply was its last socket edge: it holds no request */
 
 /* rm_task.ans_st: the request the thread last answered (follow-replies). */
 #define RM_ANS_VALID 0x1
@@ -138,7 +145,13 @@ struct rm_task {
 	__u32 head;       /* woke from a wait holding no request: its CPU until a recv reads the next one */
 	__u32 rt;         /* RM_RT_*: a thread of a process running a managed runtime: its unsegmented CPU is
 			     also counted in unseg_rt_ns (and a Go program's in unseg_go_ns) */
-	__u32 rt_pad;
+	__u32 own_reply;  /* RM_OWN_*: it answered a request it read itself (a reply on a socket whose last
+			     bytes it read: an event loop, a thread per connection; never a reader that
+			     hands requests to workers, nor those workers): the third kind of hand-off */
+	__u32 srv_n;      /* kernel: its reads on server-side sockets, until the hand-off hook is attached */
+	__u32 srv_multi;  /* kernel: it read another server-side connection between two reads of one: it
+			     serves several connections at once (an event loop) */
+	__u32 srv_pad;
 	__u64 run_delay;  /* kernel: the thread's run-queue wait (sched_info) already seen, ns */
 	__u64 cpu_mark;   /* CPU counters (segmenter.h): the thread's on-CPU counter already accounted, ns */
 	__u64 ctr_ns;     /* CPU counters: when cpu_mark was last moved (CLOCK_MONOTONIC) */
@@ -159,9 +172,10 @@ struct rm_inb {
 	__u64 seq_start, seq_end; /* TCP range, valid if has_seq */
 	__u32 has_seq;
 	__u32 replied;            /* a reply went out since: the next bytes begin a new request */
-	__u32 reader;             /* kernel: the thread that read them; on a client-side socket the thread
-				     that last sent on it (the hand-off hook's triggers) */
-	__u32 pad;
+	__u32 reader;             /* the thread that read them (a reply by it sets rm_task.own_reply); on a
+				     client-side socket, kernel: the thread that last sent on it (the
+				     hand-off hook's triggers) */
+	__u32 reader_n;           /* kernel, server side: the reader's srv_n after its read (rm_task) */
 };
 
 /*

@@ -340,6 +340,30 @@ RM_INLINE void rm_done_end(struct rm_env *e, struct rm_task *t, __u64 now)
 }
 
 /*
+ * Ends t's chain anchored to a peer's request (RM_CHAIN_PEER, rm_on_handoff)
+ * at t's socket edge at time now: its part is emitted, charged like that
+ * request; the thread holds no request. fresh (a send): a continuation
+ * chain of its own begins, not anchored yet (after a wait), so that what
+ * the send carries goes to the request its next reply answers, not to the
+ * peer's. Nothing if t has no such chain.
+ */
+RM_INLINE void rm_peer_end(struct rm_env *e, struct rm_task *t, __u64 now, int fresh)
+{
+	if (t->mode != RM_MODE_CONT || !(t->chain_st & RM_CHAIN_PEER))
+		return;
+	rm_flush(e, t);
+	t->chain = 0;
+	t->chain_st &= RM_CHAIN_SERVER | RM_CHAIN_HANDED;
+	t->mode = RM_MODE_ASSOC;
+	t->tail = 0;
+	t->cur.start_ns = now;
+	if (fresh) {
+		t->chain_st |= RM_CHAIN_SLEPT;
+		rm_cont_begin(e, t, now);
+	}
+}
+
+/*
  * Ends t's continuation part at time now without a reply: work for no
  * request, unsegmented as without the option (no record at all), unless it
  * belongs to an earlier window: then it is emitted and its chain will need
@@ -372,6 +396,12 @@ RM_INLINE void rm_cont_block(struct rm_env *e, struct rm_task *t, __u64 now)
 {
 	if (t->mode != RM_MODE_CONT) {
 		t->ans_st = 0; /* the tail of its last reply, if any, ends here */
+		return;
+	}
+	if (t->chain_st & RM_CHAIN_PEER) {
+		/* a peer's request goes on across waits, to the next socket edge (rm_peer_end) */
+		t->chain_st |= RM_CHAIN_SLEPT;
+		t->ans_st = 0;
 		return;
 	}
 	if (t->chain_st & RM_CHAIN_DONE) {
@@ -680,6 +710,8 @@ RM_INLINE void rm_on_recv(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 		rm_cut(e, t, now);
 	}
 	t->head = 0;
+	rm_peer_end(e, t, now, 0);
+	t->own_reply &= ~(__u32)RM_OWN_LAST; /* it reads: it may hold a request */
 	if (srv)
 		t->chain_st |= RM_CHAIN_SERVER;
 	wt = rm_env_wintot(e, w);
@@ -789,8 +821,14 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 	int closing;
 
 	rm_cut(e, t, now);
-	if (t)
+	if (t) {
 		t->head = 0;
+		rm_peer_end(e, t, now, 1);
+		if (srv && inb && inb->reader == tid)
+			t->own_reply = RM_OWN_ANSWERED | RM_OWN_LAST; /* it answers a request it read itself */
+		else
+			t->own_reply &= ~(__u32)RM_OWN_LAST; /* a call, or another's request: it holds one */
+	}
 	wt = rm_env_wintot(e, w);
 	if (wt)
 		RM_ADD(&wt->tx_bytes, bytes);
@@ -929,10 +967,38 @@ RM_INLINE void rm_on_pass(struct rm_task *t)
 }
 
 /*
+ * The third kind of hand-off (rm_on_handoff): wakee_t's work from now on is
+ * for the request waker_t holds. The wakee's chain so far ends (it was woken
+ * holding none), and a chain anchored from its start to waker_t's request
+ * begins (RM_CHAIN_DONE | RM_CHAIN_PEER): it goes on across the wakee's
+ * waits to its next socket edge (rm_peer_end).
+ */
+RM_INLINE void rm_peer_begin(struct rm_env *e, const struct rm_task *waker_t, struct rm_task *wakee_t, __u64 now)
+{
+	struct rm_part *p;
+
+	rm_cont_end(e, wakee_t, now);
+	rm_chain_close(e, wakee_t, now, 0, 0);
+	wakee_t->ans_st = 0; /* not in a reply's tail any more */
+	rm_cont_begin(e, wakee_t, now);
+	if (wakee_t->mode != RM_MODE_CONT)
+		return; /* no segment id */
+	p = &wakee_t->cur;
+	__builtin_memcpy(&p->in, &waker_t->cur.in, sizeof(p->in));
+	p->flags |= RM_PF_ANCHOR;
+	if (waker_t->cur.flags & RM_PF_IN_SEQ) {
+		p->flags |= RM_PF_IN_SEQ;
+		p->in_seq_start = waker_t->cur.in_seq_start;
+		p->in_seq_end = waker_t->cur.in_seq_end;
+	}
+	wakee_t->chain_st |= RM_CHAIN_DONE | RM_CHAIN_PEER;
+}
+
+/*
  * Thread waker_t, running on e->cpu, wakes thread wakee_t of the same
  * process at time now, from a write or a futex wake (either may be NULL:
  * no state). A waker in the tail of a request (no chain) ends that tail
- * here (and a reader of replies, rm_on_pass). With follow-replies two
+ * here (and a reader of replies, rm_on_pass). With follow-replies three
  * kinds of wake-up hand work over:
  * - A thread that has just read a request on a server-side socket hands
  *   the request to another (a queue's condition, a pipe, an eventfd). The
@@ -955,6 +1021,20 @@ RM_INLINE void rm_on_pass(struct rm_task *t)
  *   again, reads a request or answers one is charged to the request the
  *   waker answered (RM_CHAIN_DONE: a part anchored from its start); once
  *   per reply.
+ * - A thread holding a request it read wakes a thread of its process that
+ *   holds none, both having answered requests they read themselves
+ *   (rm_task.own_reply: the threads of an event loop; never a reader that
+ *   hands requests to workers, nor its workers), the wakee's last socket
+ *   edge being such a reply (RM_OWN_LAST: not a request it read, nor a call
+ *   it made for one, whose work goes on after the wake): the waker needs something
+ *   of the wakee for its request (an event loop taking over another
+ *   thread's idle back-end connection wakes the owner to let it go, and the
+ *   owner may spin on a lock the taker holds while the taker is off the
+ *   CPU). The waker keeps its segment; the wakee's CPU from the wake to its
+ *   next socket edge, across its waits, is the waker's request's
+ *   (RM_CHAIN_PEER, rm_peer_begin). This kind is checked first. Not for
+ *   a managed runtime's threads, which wake each other for the runtime's
+ *   own work.
  */
 RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct rm_task *wakee_t, __u64 now)
 {
@@ -972,6 +1052,13 @@ RM_INLINE void rm_on_handoff(struct rm_env *e, struct rm_task *waker_t, struct r
 	}
 	if (!e->follow_replies)
 		return;
+	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ) && (waker_t->own_reply & RM_OWN_ANSWERED) &&
+	    !waker_t->rt && wakee_t && (wakee_t->own_reply & RM_OWN_LAST) &&
+	    (wakee_t->mode == RM_MODE_ASSOC || wakee_t->mode == RM_MODE_CONT)) {
+		rm_cut(e, waker_t, now); /* the waker runs on e->cpu; it keeps its segment */
+		rm_peer_begin(e, waker_t, wakee_t, now);
+		return;
+	}
 	if (waker_t->mode == RM_MODE_SEG && (waker_t->chain_st & RM_CHAIN_REQ)) {
 		rm_cut(e, waker_t, now); /* the waker runs on e->cpu */
 		rm_seg_wait(e, waker_t, now);
@@ -1340,12 +1427,14 @@ RM_INLINE void rm_ctr_block(struct rm_env *e, struct rm_task *t, __u64 at)
  * wait keeps the CPU after its later waits (RM_CHAIN_SLEPT), unless it was
  * anchored from its start (RM_CHAIN_DONE, which ends at its first wait);
  * so does the chain a serving thread that holds no request begins after a
- * wait.
+ * wait, and a chain anchored to a peer's request (RM_CHAIN_PEER: all of the
+ * thread's CPU up to its next socket edge is that request's).
  */
 RM_INLINE int rm_ctr_keeps(const struct rm_env *e, const struct rm_task *t, int recv)
 {
 	return (t->mode == RM_MODE_SEG && !(recv && e->follow_replies && (t->chain_st & RM_CHAIN_SERVER))) ||
 	       (t->mode == RM_MODE_CONT && (t->chain_st & (RM_CHAIN_SLEPT | RM_CHAIN_DONE)) == RM_CHAIN_SLEPT) ||
+	       (t->mode == RM_MODE_CONT && (t->chain_st & RM_CHAIN_PEER)) ||
 	       (t->mode == RM_MODE_ASSOC && e->follow_replies &&
 		(t->chain_st & (RM_CHAIN_SERVER | RM_CHAIN_SLEPT)) == (RM_CHAIN_SERVER | RM_CHAIN_SLEPT));
 }

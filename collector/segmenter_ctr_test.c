@@ -481,6 +481,151 @@ static void test_fr_reader_waits(void)
 	fr_identity();
 }
 
+/* t answers request k it read itself (its reader) at now; d: its CPU since its last edge at from (no wait) */
+static void fr_own_reply(struct rm_task *t, int k, __u64 from, __u64 now, __u64 d)
+{
+	struct rm_tuple tp;
+	struct rm_inb in;
+	__u32 tid = t == &w ? 2 : 3;
+
+	fr_sock(k, &tp, &in);
+	in.reader = tid;
+	rm_ctr_edge(&env, t, from, now, d, 0, 0, 0, 0);
+	rm_on_send(&env, t, now, 1, tid, &tp, 40, 1, 5000, 1, &in);
+}
+
+/* t sends a request on the client-side connection 9 (to a back end) at now; d: its CPU since from (no wait) */
+static void fr_call(struct rm_task *t, __u64 from, __u64 now, __u64 d)
+{
+	struct rm_tuple tp;
+	struct rm_inb in;
+
+	fr_sock(9, &tp, &in);
+	tp.lport = 50000;
+	tp.rport = 8080;
+	rm_ctr_edge(&env, t, from, now, d, 0, 0, 0, 0);
+	rm_on_send(&env, t, now, 1, t == &w ? 2 : 3, &tp, 30, 1, 7000, 0, NULL);
+}
+
+/*
+ * Two threads of an event loop (a proxy with a shared pool of idle back-end
+ * connections), each answering the requests it reads: w answered request 1
+ * and waits (10 ns of tail before its wait); r reads request 3, takes over
+ * w's idle back-end connection and wakes w to let it go (a write to w's
+ * wake-up pipe) while r holds w's lock; r is preempted, w spins on the lock
+ * (500 ns), waits again, and reads request 4 (20 ns since its last wake).
+ * r keeps its segment (40 ns before the wake, 60 after, to its send on the
+ * back-end connection); w's 520 ns from the wake to its recv, across its
+ * two waits, are request 3's, none unsegmented.
+ */
+static void test_fr_peer_takeover(void)
+{
+	struct rm_tuple tp;
+	struct rm_inb in;
+	__u64 head;
+	int n, i;
+
+	fr_setup();
+	fr_recv(&r, 2, 0);
+	fr_own_reply(&r, 2, 0, 50, 20);
+	fr_recv(&w, 1, 100);
+	fr_own_reply(&w, 1, 100, 150, 30);
+	CU_ASSERT(w.own_reply && r.own_reply);
+	fr_recv(&r, 3, 200);
+	rm_ctr_edge(&env, &r, 200, 300, 40, 40, 0, 0, 0); /* both reach an edge at the wake */
+	rm_ctr_edge(&env, &w, 150, 300, 10, 0, 1, 0, 0);
+	rm_on_handoff(&env, &r, &w, 300);
+	CU_ASSERT_EQUAL(r.mode, RM_MODE_SEG);
+	CU_ASSERT(w.chain_st & RM_CHAIN_PEER);
+	fr_call(&r, 300, 400, 60);
+	head = rm_ctr_edge(&env, &w, 300, 2000, 520, 20, 2, 0, 1);
+	fr_sock(4, &tp, &in);
+	rm_on_recv(&env, &w, 2000, 1, 2, &tp, 60, 1, in.seq_start, 1);
+	rm_charge_cpu(&env, &w, 0, 2000, head);
+	CU_ASSERT_EQUAL(w.mode, RM_MODE_SEG);
+	CU_ASSERT_EQUAL(w.chain_st & RM_CHAIN_PEER, 0);
+	CU_ASSERT_EQUAL(fr_anchored(3, &n), 520);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(fr_anchored(1, &n), 10);
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 0);
+	for (i = 0; i < nemit; i++) /* r's segment of request 3: its own 100 ns, to its send */
+		if (!(emitted[i].flags & RM_PF_ANCHOR) && emitted[i].in.cookie == 3)
+			CU_ASSERT_EQUAL(emitted[i].cpu_ns, 100);
+	fr_identity();
+}
+
+/*
+ * The same wake by a reader that hands requests to workers (it never
+ * answers one itself) is the first kind: the reader's segment ends there.
+ * A chain anchored to a peer's request ends at the wakee's next socket
+ * edge, a send too: what it sends is no longer the peer's.
+ */
+static void test_fr_peer_not_reader(void)
+{
+	fr_setup();
+	fr_recv(&w, 1, 0);
+	fr_own_reply(&w, 1, 0, 50, 20);
+	fr_recv(&r, 3, 200);
+	rm_ctr_edge(&env, &r, 200, 300, 40, 40, 0, 0, 0);
+	rm_ctr_edge(&env, &w, 50, 300, 0, 0, 1, 0, 0);
+	rm_on_handoff(&env, &r, &w, 300);
+	CU_ASSERT_EQUAL(r.mode, RM_MODE_ASSOC);
+	CU_ASSERT(r.chain_st & RM_CHAIN_HANDED);
+	CU_ASSERT_EQUAL(w.chain_st & RM_CHAIN_PEER, 0);
+	/* r answers request 3 itself now; its next request's wake is the third kind, ended by w's send */
+	fr_own_reply(&r, 3, 300, 350, 0);
+	fr_recv(&r, 5, 400);
+	rm_ctr_edge(&env, &w, 300, 500, 0, 0, 1, 0, 0);
+	r.rt = RM_RT_GO; /* a runtime's threads wake each other for its own work: not this kind */
+	rm_on_handoff(&env, &r, &w, 500);
+	CU_ASSERT_EQUAL(w.chain_st & RM_CHAIN_PEER, 0);
+	r.rt = RM_RT_NONE;
+	rm_ctr_edge(&env, &w, 500, 500, 0, 0, 0, 0, 0);
+	fr_recv(&r, 5, 500);
+	rm_on_handoff(&env, &r, &w, 500);
+	CU_ASSERT(w.chain_st & RM_CHAIN_PEER);
+	fr_call(&w, 500, 700, 70);
+	CU_ASSERT_EQUAL(w.chain_st & RM_CHAIN_PEER, 0);
+	CU_ASSERT_EQUAL(w.mode, RM_MODE_ASSOC);
+	{
+		int n;
+
+		CU_ASSERT_EQUAL(fr_anchored(5, &n), 70); /* and the send's bytes, associated with it */
+	}
+	CU_ASSERT_EQUAL(slots[0].unseg_cpu_ns, 0);
+	fr_identity();
+}
+
+/*
+ * An event loop's thread in the middle of a request of its own is no peer's
+ * wakee: w answered request 1, read request 6 and sent it on to a back end
+ * (a call), then waits for the answer; r, holding request 3, wakes it. w's
+ * work after the wake stays its own (its chain, anchored by its next reply,
+ * here to request 6), none of it request 3's.
+ */
+static void test_fr_peer_busy(void)
+{
+	int n;
+
+	fr_setup();
+	fr_recv(&r, 2, 0);
+	fr_own_reply(&r, 2, 0, 50, 20);
+	fr_recv(&w, 1, 100);
+	fr_own_reply(&w, 1, 100, 150, 30);
+	fr_recv(&w, 6, 160);
+	fr_call(&w, 160, 170, 10);
+	fr_recv(&r, 3, 200);
+	rm_ctr_edge(&env, &r, 200, 300, 40, 40, 0, 0, 0);
+	rm_ctr_edge(&env, &w, 170, 300, 0, 0, 1, 0, 0);
+	rm_on_handoff(&env, &r, &w, 300);
+	CU_ASSERT_EQUAL(w.chain_st & RM_CHAIN_PEER, 0);
+	rm_ctr_edge(&env, &w, 300, 900, 200, 0, 2, 0, 0);
+	fr_own_reply(&w, 6, 900, 900, 0);
+	CU_ASSERT_EQUAL(fr_anchored(3, &n), 0);
+	CU_ASSERT_EQUAL(fr_anchored(6, &n), 200);
+	fr_identity();
+}
+
 /*
  * A dispatcher's CPU carried to the thread it woke (rm_ctr_carry): two
  * wake-ups before its recv sum up, and a recv on a server-side socket puts
@@ -551,6 +696,13 @@ static CU_TestInfo cases[] = {
 	  test_fr_tail_window },
 	{ "follow-replies: a reader's two waits before its next recv: none of it is the last request's",
 	  test_fr_reader_waits },
+	{ "follow-replies: an event loop's thread woken by another holding a request: to its next socket edge, "
+	  "across waits, the waker's request's",
+	  test_fr_peer_takeover },
+	{ "follow-replies: a thread whose last socket edge was no reply of its own is no peer's wakee",
+	  test_fr_peer_busy },
+	{ "follow-replies: a reader's or a runtime's wake is no peer's; a peer's chain ends at the wakee's send",
+	  test_fr_peer_not_reader },
 	CU_TEST_INFO_NULL,
 };
 
