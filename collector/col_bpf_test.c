@@ -202,18 +202,26 @@ static void *server_main(void *arg)
 }
 
 /* Opens *b with windows of window_ns, wall-clock aligned; the backend's status. */
-static int open_windows(struct col_bpf **b, uint64_t window_ns)
+/*
+ * CLOCK_REALTIME - CLOCK_MONOTONIC, as the collector's windows are aligned:
+ * a window of an hour without it would be window 0 (no window) on a machine
+ * up for less than an hour.
+ */
+static int64_t wall_offset_ns(void)
 {
-	struct col_bpf_cfg cfg = { .window_ns = window_ns, .offset_ns = 0, .self_tgid = 0, .cpu_counters = cpu_counters,
-				   .go_labels = go_labels };
 	struct timespec rt, mono;
-	int rv;
 
 	clock_gettime(CLOCK_REALTIME, &rt);
 	clock_gettime(CLOCK_MONOTONIC, &mono);
-	cfg.offset_ns = ((int64_t)rt.tv_sec - mono.tv_sec) * 1000000000LL + (rt.tv_nsec - mono.tv_nsec);
-	rv = col_bpf_open(b, &cfg);
-	return rv;
+	return ((int64_t)rt.tv_sec - mono.tv_sec) * 1000000000LL + (rt.tv_nsec - mono.tv_nsec);
+}
+
+static int open_windows(struct col_bpf **b, uint64_t window_ns)
+{
+	struct col_bpf_cfg cfg = { .window_ns = window_ns, .offset_ns = wall_offset_ns(), .self_tgid = 0,
+				   .cpu_counters = cpu_counters, .go_labels = go_labels };
+
+	return col_bpf_open(b, &cfg);
 }
 
 static int open_or_skip(struct col_bpf **b)
@@ -1745,7 +1753,8 @@ static void test_unix_pairing(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	/* one window for the whole case: it checks the ranges of one segment each, not window cuts */
-	struct col_bpf_cfg cfg = { .window_ns = 3600000000000ULL, .cpu_counters = cpu_counters };
+	struct col_bpf_cfg cfg = { .window_ns = 3600000000000ULL, .offset_ns = wall_offset_ns(),
+				   .cpu_counters = cpu_counters };
 	struct upair x = { -1, { -1, -1 }, 0, 0 };
 	const struct rm_part *fsend = NULL, *brecv = NULL, *bsend = NULL, *frecv = NULL;
 	socklen_t alen = sizeof(a);
