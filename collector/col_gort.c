@@ -159,6 +159,23 @@ static int find_member(Dwarf *dw, const char *type, const char *member, uint64_t
 	return 0;
 }
 
+/* Opens path's ELF file: RM_OK with *fd and *e set (the caller's to end and close); RM_EIO (logged) or RM_ENOENT. */
+static int gort_open(const char *path, int *fd, Elf **e)
+{
+	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		rm_log_warn("failed to open '%s': %s", path, strerror(errno));
+		return RM_EIO;
+	}
+	elf_version(EV_CURRENT);
+	if (!(*e = elf_begin(*fd, ELF_C_READ, NULL)) || elf_kind(*e) != ELF_K_ELF) {
+		if (*e)
+			elf_end(*e);
+		close(*fd);
+		return RM_ENOENT;
+	}
+	return RM_OK;
+}
+
 int col_gort_inspect(const char *path, struct col_gort *out)
 {
 	struct gort_seen seen = { 0 };
@@ -169,17 +186,8 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 	int fd, rv = RM_OK;
 
 	memset(out, 0, sizeof(*out));
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		rm_log_warn("failed to open '%s': %s", path, strerror(errno));
-		return RM_EIO;
-	}
-	elf_version(EV_CURRENT);
-	if (!(e = elf_begin(fd, ELF_C_READ, NULL)) || elf_kind(e) != ELF_K_ELF) {
-		if (e)
-			elf_end(e);
-		close(fd);
-		return RM_ENOENT;
-	}
+	if ((rv = gort_open(path, &fd, &e)) != RM_OK)
+		return rv;
 	if ((bi = find_scn(e, ".go.buildinfo")) != NULL) {
 		seen.is_go = 1;
 		read_version(bi, out);
@@ -290,17 +298,8 @@ int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 	int fd, rv = RM_OK;
 
 	memset(out, 0, sizeof(*out));
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		rm_log_warn("failed to open '%s': %s", path, strerror(errno));
-		return RM_EIO;
-	}
-	elf_version(EV_CURRENT);
-	if (!(e = elf_begin(fd, ELF_C_READ, NULL)) || elf_kind(e) != ELF_K_ELF) {
-		if (e)
-			elf_end(e);
-		close(fd);
-		return RM_ENOENT;
-	}
+	if ((rv = gort_open(path, &fd, &e)) != RM_OK)
+		return rv;
 	if (!find_sym(e, "runtime.runqput", &rq, &seen) || !find_sym(e, "runtime.newproc.func1", &np, &seen) ||
 	    !seen.is_go || !find_call(fd, &np, &rq, &out->site_off))
 		rv = RM_ENOTSUP;
