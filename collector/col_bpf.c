@@ -114,6 +114,9 @@ static int col_bpf_on_part(void *ctx, void *data, size_t len)
 	}
 	for (i = 0; i < n; i++) {
 		b->stats.parts++;
+		/* a Go program's part waits for its window's goroutine label counts */
+		if (b->go && col_bpf_go_hold(b->go, &p[i]))
+			continue;
 		/* Never fail the callback: libbpf has already consumed the record. */
 		if (b->sink && !b->sink_err && (rv = b->sink->part(b->sink->arg, &p[i])) != 0)
 			b->sink_err = rv;
@@ -549,6 +552,24 @@ void col_bpf_get_stats(const struct col_bpf *b, struct col_bpf_stats *out)
 		col_bpf_go_stats(b->go, &out->go);
 }
 
+struct col_bpf_prog_fill {
+	struct col_bpf_prog_stat *out;
+	int n, max;
+};
+
+static void col_bpf_prog_add(void *arg, const char *name, uint64_t runs, uint64_t run_ns)
+{
+	struct col_bpf_prog_fill *f = arg;
+
+	if (f->n == f->max)
+		return;
+	snprintf(f->out[f->n].name, sizeof(f->out[f->n].name), "%s", name);
+	f->out[f->n].id = 0;
+	f->out[f->n].runs = runs;
+	f->out[f->n].run_ns = run_ns;
+	f->n++;
+}
+
 int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max)
 {
 	struct bpf_program *prog;
@@ -571,6 +592,13 @@ int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, i
 		out[n].runs = info.run_cnt;
 		out[n].run_ns = info.run_time_ns;
 		n++;
+	}
+	if (b->go) {
+		/* the goroutine label module's, over every time it was loaded */
+		struct col_bpf_prog_fill f = { out, n, max };
+
+		col_bpf_go_prog_stats(b->go, col_bpf_prog_add, &f);
+		n = f.n;
 	}
 	return n;
 }

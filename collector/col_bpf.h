@@ -105,7 +105,10 @@ struct col_bpf_prog_stat {
 };
 
 /*
- * Fills out[0..max) with every loaded program's id and counters; returns how many.
+ * Fills out[0..max) with every loaded program's id and counters, then the
+ * goroutine label module's (go_labels; id 0, summed over every time it was
+ * loaded; its uprobe's runs are traps, whose own cost is not in run_ns);
+ * returns how many.
  * The kernel counts only while BPF run-time statistics are enabled
  * (bpf_enable_stats(BPF_STATS_RUN_TIME), machine-wide, for benchmarks).
  */

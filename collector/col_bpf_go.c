@@ -4,6 +4,7 @@
  * programs, and turns the module's counts per window and process into one
  * window's pooled counts for the sink.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,8 +15,18 @@
 #include "rm_part.h"
 #include "banned.h"
 
+#define COL_BPF_GO_PROGS 8 /* the label module's programs, with room */
+
+/* A label module program's run statistics, summed over the times it was loaded. */
+struct col_bpf_go_prog {
+	char name[32];
+	uint64_t runs, run_ns;
+};
+
 struct col_bpf_go {
 	struct col_bpf_go_cfg cfg;
+	struct col_bpf_go_prog progs[COL_BPF_GO_PROGS]; /* of the module's earlier loads */
+	size_t nprogs;
 	struct col_golabel *gl;     /* NULL: not loaded */
 	int load_failed;            /* logged; not tried again */
 	uint64_t empty_since;       /* the window from which no Go program was watched */
@@ -26,6 +37,9 @@ struct col_bpf_go {
 	struct rm_totals *t;        /* one window's totals (large: kept here, not on the stack) */
 	struct rm_golabel *merged;  /* a window's counts pooled over processes */
 	size_t cap;
+	struct rm_part *held;       /* Go parts held back, in arrival order */
+	size_t nheld, capheld;
+	uint64_t handed_win;        /* windows before this one were handed: their parts go on at once */
 };
 
 int col_bpf_go_open(struct col_bpf_go **out, const struct col_bpf_go_cfg *cfg)
@@ -44,6 +58,57 @@ int col_bpf_go_open(struct col_bpf_go **out, const struct col_bpf_go_cfg *cfg)
 	g->cfg = *cfg;
 	*out = g;
 	return RM_OK;
+}
+
+int col_bpf_go_hold(struct col_bpf_go *g, const struct rm_part *p)
+{
+	if (!g->gl || !(p->flags & RM_PF_GO))
+		return 0;
+	if (p->win < g->handed_win || g->nheld == COL_BPF_GO_HELD) {
+		g->st.unheld++;
+		return 0;
+	}
+	if (g->nheld == g->capheld) {
+		size_t ncap = g->capheld ? g->capheld * 2 : 256;
+		struct rm_part *h;
+
+		if (ncap > COL_BPF_GO_HELD)
+			ncap = COL_BPF_GO_HELD;
+		if (!(h = realloc(g->held, ncap * sizeof(*h)))) {
+			g->st.unheld++;
+			return 0;
+		}
+		g->held = h;
+		g->capheld = ncap;
+	}
+	g->held[g->nheld++] = *p;
+	g->st.held++;
+	return 1;
+}
+
+/*
+ * Passes the held parts of windows before win to the sink, in arrival
+ * order, keeping the others; from then on parts of those windows go on at
+ * once. Stops at the sink's first error (recorded; the parts not yet passed
+ * stay held).
+ */
+static void col_bpf_go_release(struct col_bpf_go *g, uint64_t win)
+{
+	size_t i, k = 0;
+	int rv;
+
+	for (i = 0; i < g->nheld; i++) {
+		if (g->held[i].win < win && !g->sink_err) {
+			if ((rv = g->sink->part(g->sink->arg, &g->held[i])) != RM_OK)
+				g->sink_err = rv;
+			else
+				continue;
+		}
+		g->held[k++] = g->held[i];
+	}
+	g->nheld = k;
+	if (win > g->handed_win)
+		g->handed_win = win;
 }
 
 /* Loads the module if it is not. 0 if loaded. */
@@ -140,6 +205,9 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 
 	if (g->sink_err)
 		return; /* dropped with the rest of this report (logged by the caller) */
+	col_bpf_go_release(g, win + 1); /* the window's Go parts just before its counts */
+	if (g->sink_err)
+		return;
 	if (n > g->cap) {
 		struct rm_golabel *p = realloc(g->merged, n * sizeof(*p));
 
@@ -163,34 +231,82 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 		g->sink_err = rv;
 }
 
+/* Adds one program's statistics to progs (a collect pass over the module's programs). */
+static void col_bpf_go_keep(void *arg, const char *name, uint64_t runs, uint64_t run_ns)
+{
+	struct col_bpf_go *g = arg;
+	size_t i;
+
+	for (i = 0; i < g->nprogs && strcmp(g->progs[i].name, name); i++)
+		;
+	if (i == g->nprogs) {
+		if (g->nprogs == COL_BPF_GO_PROGS)
+			return;
+		snprintf(g->progs[g->nprogs++].name, sizeof(g->progs[0].name), "%s", name);
+	}
+	g->progs[i].runs += runs;
+	g->progs[i].run_ns += run_ns;
+}
+
+/* Unloads the module, keeping its programs' statistics. */
+static void col_bpf_go_unload(struct col_bpf_go *g)
+{
+	if (!g->gl)
+		return;
+	col_golabel_prog_stats(g->gl, col_bpf_go_keep, g);
+	col_golabel_close(g->gl);
+	g->gl = NULL;
+}
+
+int col_bpf_go_prog_stats(const struct col_bpf_go *g,
+			  void (*fn)(void *arg, const char *name, uint64_t runs, uint64_t run_ns), void *arg)
+{
+	struct col_bpf_go sum;
+	size_t i;
+
+	/* the earlier loads' sums plus the loaded module's own */
+	memset(&sum, 0, sizeof(sum));
+	memcpy(sum.progs, g->progs, sizeof(sum.progs));
+	sum.nprogs = g->nprogs;
+	if (g->gl)
+		col_golabel_prog_stats(g->gl, col_bpf_go_keep, &sum);
+	for (i = 0; i < sum.nprogs; i++)
+		fn(arg, sum.progs[i].name, sum.progs[i].runs, sum.progs[i].run_ns);
+	return (int)sum.nprogs;
+}
+
 int col_bpf_go_report(struct col_bpf_go *g, uint64_t before_win, const struct col_sink *sink)
 {
 	uint64_t windows = g->st.windows;
-	int rv;
+	int rv, err;
 
 	if (!g->gl)
 		return RM_OK;
 	g->sink = sink;
 	g->sink_err = 0;
 	rv = col_golabel_drain(g->gl, before_win, col_bpf_go_window, g);
-	g->sink = NULL;
-	g->st.lost = col_golabel_lost(g->gl);
-	if (rv != RM_OK)
+	if (rv == RM_OK)
+		col_bpf_go_release(g, before_win); /* windows without counts: their parts as they are */
+	else
 		rm_log_warn("failed to read the goroutine label counts: %s; tried again at the next window",
 			    rm_strerror(rv));
-	if (g->sink_err) {
-		rm_log_warn("goroutine label counts of windows before %llu not handed on (%s) after %llu: those "
-			    "windows' Go CPU is charged by threads' segments", (unsigned long long)before_win,
-			    rm_strerror(g->sink_err), (unsigned long long)(g->st.windows - windows));
-		return g->sink_err;
+	g->st.lost = col_golabel_lost(g->gl);
+	if (!g->sink_err && !g->st.watched && before_win > g->empty_since + 1) {
+		/* no Go program for a whole window: nothing left to count, nothing to hold */
+		col_bpf_go_release(g, UINT64_MAX);
+		if (!g->sink_err) {
+			col_bpf_go_unload(g);
+			rm_log_info("goroutine labels unloaded: no Go program runs");
+		}
 	}
-	if (!g->st.watched && before_win > g->empty_since + 1) {
-		/* no Go program for a whole window: nothing left to count */
-		col_golabel_close(g->gl);
-		g->gl = NULL;
-		rm_log_info("goroutine labels unloaded: no Go program runs");
-	}
-	return RM_OK;
+	err = g->sink_err;
+	g->sink = NULL;
+	if (err)
+		rm_log_warn("failed to hand on goroutine label counts before window %llu (%s) after %llu windows: "
+			    "the failing window's counts are lost (its Go CPU charged by threads' segments); parts "
+			    "still held are handed at the next window", (unsigned long long)before_win,
+			    rm_strerror(err), (unsigned long long)(g->st.windows - windows));
+	return err;
 }
 
 void col_bpf_go_stats(const struct col_bpf_go *g, struct col_bpf_go_stats *out)
@@ -203,6 +319,7 @@ void col_bpf_go_close(struct col_bpf_go *g)
 	if (!g)
 		return;
 	col_golabel_close(g->gl);
+	free(g->held);
 	free(g->merged);
 	free(g->t);
 	free(g);

@@ -13,6 +13,13 @@
  * If it cannot be loaded, that is logged once and the Go programs' CPU is
  * charged by their threads' segments, as without it.
  *
+ * While it is loaded, the parts of Go programs' threads (RM_PF_GO) are held
+ * back until their window's counts are handed, and handed just before them,
+ * so that the aggregator receives a window's Go parts and its counts
+ * together and splits the whole of that CPU by them (it cannot take back
+ * charges it has stored). Held parts are bounded (COL_BPF_GO_HELD); a part
+ * past the bound, or of a window already handed, goes on at once.
+ *
  * Threads: the backend's thread only.
  */
 #ifndef COL_BPF_GO_H
@@ -32,6 +39,8 @@ struct col_bpf_go_cfg {
 	uint32_t freq_hz;   /* sampler frequency (0: the module's default) */
 };
 
+#define COL_BPF_GO_HELD 16384 /* Go parts held back at most (about 4.5 MiB) */
+
 /* Counters since open. */
 struct col_bpf_go_stats {
 	uint32_t watched;   /* Go programs watched now */
@@ -40,6 +49,8 @@ struct col_bpf_go_stats {
 	uint64_t samples;   /* samples in them */
 	uint64_t folded;    /* ... of labels past the wire's bound, handed as unlabelled */
 	uint64_t lost;      /* samples the kernel could not count (its map full) */
+	uint64_t held;      /* Go parts held back until their window's counts */
+	uint64_t unheld;    /* ... not held: past COL_BPF_GO_HELD, or their window already handed */
 };
 
 /* A handle with nothing loaded yet. RM_OK, RM_EINVAL, RM_ENOMEM; *out the caller's (col_bpf_go_close). */
@@ -55,9 +66,18 @@ int col_bpf_go_open(struct col_bpf_go **out, const struct col_bpf_go_cfg *cfg);
 void col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe);
 
 /*
+ * Holds a copy of part p if it is a Go program's (RM_PF_GO) while the module
+ * is loaded, its window not yet handed and room is left: 1 if held (the
+ * caller does not pass it on), else 0.
+ */
+int col_bpf_go_hold(struct col_bpf_go *g, const struct rm_part *p);
+
+/*
  * Hands the counts of every window before before_win to sink->window, one
  * struct rm_totals per window holding its win and its counts only (the
- * batcher merges them into the window's other totals), and unloads the
+ * batcher merges them into the window's other totals), each after the
+ * parts held back of that window and earlier (to sink->part); then every
+ * part still held of a window before before_win; and unloads the
  * module when no Go program was watched during a whole window. Returns
  * RM_OK or the sink's first error (the remaining windows stay for the next
  * call); a failure to read the counts is logged and leaves them for the next call.
@@ -65,6 +85,14 @@ void col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t after,
 int col_bpf_go_report(struct col_bpf_go *g, uint64_t before_win, const struct col_sink *sink);
 
 void col_bpf_go_stats(const struct col_bpf_go *g, struct col_bpf_go_stats *out);
+
+/*
+ * The label module's programs and their run statistics (col_golabel_prog_stats),
+ * summed over every time it was loaded since open (a program's counts are
+ * kept when the module is unloaded). Returns how many programs were reported.
+ */
+int col_bpf_go_prog_stats(const struct col_bpf_go *g,
+			  void (*fn)(void *arg, const char *name, uint64_t runs, uint64_t run_ns), void *arg);
 
 /*
  * Pure: window win's counts c[0..n) (per process and cookie, as the label

@@ -2602,6 +2602,8 @@ static void test_go_labels(void)
 		(unsigned long long)all, (unsigned long long)labelled, cookies, (unsigned long long)other,
 		(unsigned long long)period, st.go.watched, (unsigned long long)st.go.windows);
 	CU_ASSERT(st.go.watched >= 1); /* tb-goserver (and tb-goload while it ran) */
+	CU_ASSERT(st.go.held > 0);     /* its parts waited for their windows' counts (and reached the sink:
+					* check_identity finds every part's CPU in its window) */
 	CU_ASSERT(period > 0 && period < 1000000000ULL);
 	CU_ASSERT(cookies >= 1);
 	/* most of the Go programs' sampled CPU is their connections' */

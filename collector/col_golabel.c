@@ -183,11 +183,14 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 	}
 	if ((rv = col_gort_sched_inspect(exe_path, &s)) != RM_OK)
 		return rv;
-	if (s.g_m_off > UINT32_MAX || s.m_curg_off > UINT32_MAX)
+	if (s.g_m_off > UINT32_MAX || s.m_curg_off > UINT32_MAX || s.g_startpc_off > UINT32_MAX)
 		return RM_ENOTSUP;
 	p.g_tls_off = s.g_tls_off;
 	p.g_m_off = (uint32_t)s.g_m_off;
 	p.m_curg_off = (uint32_t)s.m_curg_off;
+	p.g_startpc_off = (uint32_t)s.g_startpc_off;
+	p.rt_lo = s.rt_text_lo;
+	p.rt_hi = s.rt_text_hi;
 	if (!(x = gl_find_exe(g, st.st_dev, st.st_ino))) {
 		x = &g->exes[g->nexes];
 		x->dev = st.st_dev;
@@ -373,4 +376,26 @@ void col_golabel_close(struct col_golabel *g)
 	bpf_link__destroy(g->recv);
 	golabel_bpf__destroy(g->skel);
 	free(g);
+}
+
+int col_golabel_prog_stats(const struct col_golabel *g,
+			   void (*fn)(void *arg, const char *name, uint64_t runs, uint64_t run_ns), void *arg)
+{
+	struct bpf_program *prog;
+	int n = 0;
+
+	bpf_object__for_each_program(prog, g->skel->obj) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+			continue;
+		fn(arg, bpf_program__name(prog), info.run_cnt, info.run_time_ns);
+		n++;
+	}
+	return n;
 }

@@ -125,6 +125,15 @@ uint64_t col_golabel_lost(struct col_golabel *g);
 /* The counters since open into *out (zeroes if they cannot be read). */
 void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out);
 
+/*
+ * Calls fn once per loaded program with its name and the kernel's run
+ * statistics (runs, run_ns: nonzero only while BPF run-time statistics are
+ * enabled, bpf_enable_stats). A uprobe program's runs are its traps, whose
+ * own cost is not in run_ns. Returns how many programs were reported.
+ */
+int col_golabel_prog_stats(const struct col_golabel *g,
+			   void (*fn)(void *arg, const char *name, uint64_t runs, uint64_t run_ns), void *arg);
+
 /* Detaches everything, frees g; NULL-tolerant. Undrained counts are dropped. */
 void col_golabel_close(struct col_golabel *g);
 
