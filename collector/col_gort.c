@@ -80,6 +80,7 @@ struct gort_seen {
 	int is_go;     /* runtime.main is there */
 	int has_tlsg;  /* runtime.tlsg (a TLS symbol) is there ... */
 	int64_t tlsg;  /* ... at this offset in the TLS block */
+	uint64_t rt_lo, rt_hi; /* the addresses the runtime package's functions span (runtime.*) */
 };
 
 /* Looks the function name up in .symtab: 1 with *f filled, 0 if absent; what else it saw in *seen. */
@@ -108,6 +109,13 @@ static int find_sym(Elf *e, const char *name, struct gort_fn *f, struct gort_see
 				continue;
 			if (!strcmp(sn, "runtime.main"))
 				seen->is_go = 1;
+			if (!strncmp(sn, "runtime.", 8) && GELF_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_value &&
+			    sym.st_size) { /* not the markers runtime.text, runtime.etext */
+				if (!seen->rt_lo || sym.st_value < seen->rt_lo)
+					seen->rt_lo = sym.st_value;
+				if (sym.st_value + sym.st_size > seen->rt_hi)
+					seen->rt_hi = sym.st_value + sym.st_size;
+			}
 			if (!strcmp(sn, "runtime.tlsg") && GELF_ST_TYPE(sym.st_info) == STT_TLS) {
 				seen->tlsg = (int64_t)sym.st_value;
 				seen->has_tlsg = 1;
@@ -306,12 +314,22 @@ int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 	if (rv == RM_OK)
 		rv = tls_slot(e, &seen, &out->g_tls_off);
 	if (rv == RM_OK) {
+		GElf_Ehdr eh;
+
+		/* a position-independent build runs at a base the binary does not say: no range */
+		if (gelf_getehdr(e, &eh) && eh.e_type == ET_EXEC) {
+			out->rt_text_lo = seen.rt_lo;
+			out->rt_text_hi = seen.rt_hi;
+		}
+	}
+	if (rv == RM_OK) {
 		if (!(dw = dwarf_begin_elf(e, DWARF_C_READ, NULL))) {
 			rv = RM_ENOTSUP;
 		} else {
 			if (!find_member(dw, "runtime.g", "m", &out->g_m_off) ||
 			    !find_member(dw, "runtime.m", "g0", &out->m_g0_off) ||
-			    !find_member(dw, "runtime.m", "curg", &out->m_curg_off))
+			    !find_member(dw, "runtime.m", "curg", &out->m_curg_off) ||
+			    !find_member(dw, "runtime.g", "startpc", &out->g_startpc_off))
 				rv = RM_ENOTSUP;
 			dwarf_end(dw);
 		}

@@ -63,7 +63,14 @@ int col_gort_is_go(const char *path);
  *  - site_off: the file offset of the one "call runtime.runqput" (e8 rel32)
  *    in runtime.newproc's closure (runtime.newproc.func1, which runs
  *    newproc1 and queues the new goroutine: its *g in RBX, its creator in
- *    m.curg). The kernel emulates a call under a uprobe (no single step).
+ *    m.curg). The kernel emulates a call under a uprobe (no single step);
+ *  - g_startpc_off: struct runtime.g's startpc (the function a goroutine
+ *    was started on), and rt_text_lo..rt_text_hi the addresses the runtime
+ *    package's own functions (runtime.*) span, so that the runtime's
+ *    goroutines (the garbage collector's mark workers, the finalizer
+ *    goroutine), started by whichever goroutine first needed them, are
+ *    told apart; both 0 for a position-independent build, whose load
+ *    address the file does not give.
  */
 struct col_gort_sched {
 	int64_t g_tls_off;
@@ -71,6 +78,8 @@ struct col_gort_sched {
 	uint64_t m_g0_off;
 	uint64_t m_curg_off;
 	uint64_t site_off;
+	uint64_t g_startpc_off;
+	uint64_t rt_text_lo, rt_text_hi;
 };
 
 /*

@@ -167,6 +167,16 @@ static void test_sched(void)
 	if (!strncmp(g.version, "go1.19", 6))
 		CU_ASSERT_EQUAL(s.m_curg_off, 192);
 	CU_ASSERT(s.m_curg_off > 0 && s.m_curg_off < 1024);
+	/* the runtime's text spans the garbage collector's mark worker, not the program's handlers */
+	{
+		unsigned long long gw = 0, gw_size = 0, mm = 0, mm_size = 0;
+
+		CU_ASSERT(s.g_startpc_off > s.g_m_off && s.g_startpc_off < 1024);
+		CU_ASSERT_FATAL(nm_sym(TB_GRPCSERVER_BIN, "runtime.gcBgMarkWorker", &gw, &gw_size));
+		CU_ASSERT_FATAL(nm_sym(TB_GRPCSERVER_BIN, "main.main", &mm, &mm_size));
+		CU_ASSERT(s.rt_text_lo <= gw && gw < s.rt_text_hi);
+		CU_ASSERT(mm < s.rt_text_lo || mm >= s.rt_text_hi);
+	}
 
 	snprintf(nodw, sizeof(nodw), "%s/grpcsrv-nodwarf", rm_test_tmpdir());
 	snprintf(nosym, sizeof(nosym), "%s/grpcsrv-stripped", rm_test_tmpdir());

@@ -164,6 +164,14 @@ int golabel_newg(struct pt_regs *ctx)
 	if (gl_curg(p, &k.g) && k.g)
 		label = bpf_map_lookup_elem(&labels, &k);
 	k.g = ctx->bx;
+	if (label && p->rt_hi) {
+		/* the runtime's own goroutines (GC mark workers, finalizers) work for every tenant */
+		__u64 pc = 0;
+
+		if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(k.g + p->g_startpc_off)) == 0 && pc >= p->rt_lo &&
+		    pc < p->rt_hi)
+			label = NULL;
+	}
 	if (label) {
 		__u64 v = *label;
 

@@ -39,6 +39,10 @@ struct golabel_proc {
 	__s64 g_tls_off;  /* the running *g's slot from the thread's fsbase */
 	__u32 g_m_off;    /* runtime.g.m */
 	__u32 m_curg_off; /* runtime.m.curg (0 while the thread runs no goroutine) */
+	__u32 g_startpc_off; /* runtime.g.startpc */
+	__u32 pad;
+	__u64 rt_lo, rt_hi; /* a goroutine started on a function in [rt_lo, rt_hi) is the runtime's: it
+			     * takes no label from its creator (0, 0: no such range known) */
 };
 
 /* A goroutine (map labels): its process and its *g. */
