@@ -12,16 +12,17 @@
  *   golabel_newg    uprobe on newproc's call of runqput (the call in
  *                   runtime.newproc.func1, on the system stack: the new *g
  *                   in RBX, its creator in m.curg), attached once per Go
- *                   executable: the new goroutine gets its creator's label,
- *                   or loses the label of the dead goroutine whose g it
- *                   reuses.
+ *                   executable: the new goroutine gets its creator's label
+ *                   (none if it starts on a runtime function: rt_lo..rt_hi,
+ *                   the runtime's own goroutines), or loses the label of the
+ *                   dead goroutine whose g it reuses.
  *   golabel_sample  perf_event (cpu-clock on every CPU): on a thread of a
  *                   watched process, the goroutine it runs for (m.curg, also
  *                   while on the system stack or the signal stack for it),
  *                   counted per (window, process, label); no m.curg or an
  *                   unreadable g counts as GOLABEL_IDLE.
  *
- * The layout (TLS slot, g.m, m.g0, m.curg) is per process, in its pids
+ * The layout (TLS slot, g.m, m.curg, g.startpc, the runtime's text) is per process, in its pids
  * entry: watched processes may be different Go builds.
  */
 #include "vmlinux.h"
