@@ -30,6 +30,7 @@ struct gl_exe {
 	dev_t dev;
 	ino_t ino;
 	struct bpf_link *link;
+	struct bpf_link *ready; /* NULL if the build has no runtime.ready */
 };
 
 /* A watched process and its executable. */
@@ -202,6 +203,12 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 				    strerror(errno));
 			return RM_EBPF;
 		}
+		x->ready = NULL;
+		if (s.ready_off &&
+		    !(x->ready = bpf_program__attach_uprobe(g->skel->progs.golabel_ready, false, -1, exe_path,
+							   (size_t)s.ready_off)))
+			rm_log_warn("failed to attach the goroutine hand-off uprobe to '%s': %s; a goroutine readied "
+				    "by another keeps its own label", exe_path, strerror(errno));
 		g->nexes++;
 		added = 1;
 	}
@@ -209,6 +216,7 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 		rv = errno == E2BIG ? RM_EFULL : RM_EBPF;
 		if (added) {
 			bpf_link__destroy(x->link);
+			bpf_link__destroy(x->ready);
 			g->nexes--;
 		}
 		return rv;
@@ -236,6 +244,7 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
 			return; /* the executable still runs in a watched process */
 	if ((x = gl_find_exe(g, gone.dev, gone.ino)) != NULL) {
 		bpf_link__destroy(x->link);
+		bpf_link__destroy(x->ready);
 		*x = g->exes[--g->nexes];
 	}
 }
@@ -351,6 +360,7 @@ void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out)
 	out->reads_bad = sum[GOLABEL_ST_READS_BAD];
 	out->newg = sum[GOLABEL_ST_NEWG];
 	out->inherit = sum[GOLABEL_ST_INHERIT];
+	out->handed = sum[GOLABEL_ST_HANDED];
 }
 
 uint64_t col_golabel_lost(struct col_golabel *g)
@@ -371,8 +381,10 @@ void col_golabel_close(struct col_golabel *g)
 	for (c = 0; c < g->nsamplers; c++)
 		bpf_link__destroy(g->samplers[c]);
 	free(g->samplers);
-	for (i = 0; i < g->nexes; i++)
+	for (i = 0; i < g->nexes; i++) {
 		bpf_link__destroy(g->exes[i].link);
+		bpf_link__destroy(g->exes[i].ready);
+	}
 	bpf_link__destroy(g->recv);
 	golabel_bpf__destroy(g->skel);
 	free(g);

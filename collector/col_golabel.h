@@ -65,6 +65,7 @@ struct col_golabel_stats {
 	uint64_t reads_bad; /* ... whose goroutine could not be read */
 	uint64_t newg;      /* goroutines created in watched processes */
 	uint64_t inherit;   /* ... that took their creator's label */
+	uint64_t handed;    /* goroutines readied by a labelled one that took its label (hand-offs) */
 };
 
 /*

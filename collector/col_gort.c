@@ -184,6 +184,16 @@ static int gort_open(const char *path, int *fd, Elf **e)
 	return RM_OK;
 }
 
+/* Where a uprobe on the function at file offset off costs least: the jbe after Go's stack-bound compare, else off. */
+static uint64_t gort_probe_off(int fd, uint64_t off)
+{
+	unsigned char head[sizeof(go_prologue)];
+
+	if (pread(fd, head, sizeof(head), (off_t)off) == (ssize_t)sizeof(head) && !memcmp(head, go_prologue, sizeof(head)))
+		return off + GO_PROLOGUE_CMP_LEN;
+	return off;
+}
+
 int col_gort_inspect(const char *path, struct col_gort *out)
 {
 	struct gort_seen seen = { 0 };
@@ -203,13 +213,8 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 	if (!find_sym(e, "runtime.execute", &ex, &seen)) {
 		rv = RM_ENOTSUP;
 	} else {
-		unsigned char head[sizeof(go_prologue)];
-
 		out->execute_off = ex.off;
-		out->probe_off = out->execute_off;
-		if (pread(fd, head, sizeof(head), (off_t)out->execute_off) == (ssize_t)sizeof(head) &&
-		    !memcmp(head, go_prologue, sizeof(head)))
-			out->probe_off += GO_PROLOGUE_CMP_LEN;
+		out->probe_off = gort_probe_off(fd, ex.off);
 	}
 	if (!seen.is_go) {
 		rv = RM_ENOENT;
@@ -299,7 +304,7 @@ static int tls_slot(Elf *e, const struct gort_seen *seen, int64_t *out)
 
 int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 {
-	struct gort_fn rq = { 0 }, np = { 0 };
+	struct gort_fn rq = { 0 }, np = { 0 }, rd = { 0 };
 	struct gort_seen seen = { 0 };
 	Dwarf *dw;
 	Elf *e;
@@ -313,6 +318,8 @@ int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 		rv = RM_ENOTSUP;
 	if (rv == RM_OK)
 		rv = tls_slot(e, &seen, &out->g_tls_off);
+	if (rv == RM_OK && find_sym(e, "runtime.ready", &rd, &seen))
+		out->ready_off = gort_probe_off(fd, rd.off);
 	if (rv == RM_OK) {
 		GElf_Ehdr eh;
 

@@ -70,7 +70,10 @@ int col_gort_is_go(const char *path);
  *    goroutines (the garbage collector's mark workers, the finalizer
  *    goroutine), started by whichever goroutine first needed them, are
  *    told apart; both 0 for a position-independent build, whose load
- *    address the file does not give.
+ *    address the file does not give;
+ *  - ready_off: the file offset of the jbe after runtime.ready's stack-bound
+ *    compare (emulated by the kernel; RAX still holds the readied *g), or
+ *    of its first instruction without that prologue; 0 without the symbol.
  */
 struct col_gort_sched {
 	int64_t g_tls_off;
@@ -80,6 +83,7 @@ struct col_gort_sched {
 	uint64_t site_off;
 	uint64_t g_startpc_off;
 	uint64_t rt_text_lo, rt_text_hi;
+	uint64_t ready_off; /* where a uprobe in runtime.ready(gp) costs least (its *g in RAX), 0 if absent */
 };
 
 /*

@@ -16,6 +16,9 @@
  *                   (none if it starts on a runtime function: rt_lo..rt_hi,
  *                   the runtime's own goroutines), or loses the label of the
  *                   dead goroutine whose g it reuses.
+ *   golabel_ready   uprobe in runtime.ready(gp), attached with it: a
+ *                   goroutine readied by a labelled one takes its label
+ *                   unless it holds one from a receive of its own (a hand-off).
  *   golabel_sample  perf_event (cpu-clock on every CPU): on a thread of a
  *                   watched process, the goroutine it runs for (m.curg, also
  *                   while on the system stack or the signal stack for it),
@@ -151,6 +154,15 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 	return 0;
 }
 
+/* Does goroutine gp of process p start on a runtime function (the runtime's own goroutines)? */
+GL_INLINE int gl_runtime_g(const struct golabel_proc *p, __u64 gp)
+{
+	__u64 pc = 0;
+
+	return p->rt_hi && bpf_probe_read_user(&pc, sizeof(pc), (void *)(gp + p->g_startpc_off)) == 0 &&
+	       pc >= p->rt_lo && pc < p->rt_hi;
+}
+
 SEC("uprobe")
 int golabel_newg(struct pt_regs *ctx)
 {
@@ -165,22 +177,47 @@ int golabel_newg(struct pt_regs *ctx)
 	if (gl_curg(p, &k.g) && k.g)
 		label = bpf_map_lookup_elem(&labels, &k);
 	k.g = ctx->bx;
-	if (label && p->rt_hi) {
-		/* the runtime's own goroutines (GC mark workers, finalizers) work for every tenant */
-		__u64 pc = 0;
-
-		if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(k.g + p->g_startpc_off)) == 0 && pc >= p->rt_lo &&
-		    pc < p->rt_hi)
-			label = NULL;
-	}
+	/* the runtime's own goroutines (GC mark workers, finalizers) work for every tenant */
+	if (label && gl_runtime_g(p, k.g))
+		label = NULL;
 	if (label) {
-		__u64 v = *label;
+		__u64 v = *label | GOLABEL_INHERITED;
 
 		gl_stat(GOLABEL_ST_INHERIT);
 		bpf_map_update_elem(&labels, &k, &v, BPF_ANY);
 	} else {
 		bpf_map_delete_elem(&labels, &k);
 	}
+	return 0;
+}
+
+/*
+ * uprobe in runtime.ready(gp), on the system stack of the goroutine that
+ * readies gp (m.curg): a channel send to a parked receiver, a worker
+ * handing back its answer, an unlock waking a waiter. gp takes the waker's
+ * label unless it holds one from a receive of its own (a connection's
+ * goroutine woken by another's unlock stays its connection's): a pool's
+ * worker fed by a channel works for the goroutine that handed it the job.
+ */
+SEC("uprobe")
+int golabel_ready(struct pt_regs *ctx)
+{
+	struct golabel_gkey k = {};
+	struct golabel_proc *p;
+	__u64 *label = NULL, *own, v;
+
+	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)))
+		return 0;
+	if (!gl_curg(p, &k.g) || !k.g || !(label = bpf_map_lookup_elem(&labels, &k)))
+		return 0;
+	v = *label | GOLABEL_INHERITED;
+	k.g = ctx->ax;
+	if (!k.g || ((own = bpf_map_lookup_elem(&labels, &k)) && !(*own & GOLABEL_INHERITED)) ||
+	    gl_runtime_g(p, k.g))
+		return 0;
+	gl_stat(GOLABEL_ST_HANDED);
+	bpf_map_update_elem(&labels, &k, &v, BPF_ANY);
 	return 0;
 }
 
@@ -205,7 +242,7 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 		ck.cookie = GOLABEL_IDLE;
 	} else {
 		v = bpf_map_lookup_elem(&labels, &gk);
-		ck.cookie = v ? *v : 0;
+		ck.cookie = v ? *v & ~GOLABEL_INHERITED : 0;
 	}
 	if ((v = bpf_map_lookup_elem(&counts, &ck)) != NULL) {
 		__sync_fetch_and_add(v, 1);

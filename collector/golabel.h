@@ -29,6 +29,9 @@
  *    (~1.3 MiB).
  */
 #define GOLABEL_PIDS_MAX 1024
+/* A label's value: the socket's cookie, with this bit set when the goroutine took it from another
+ * (its creator, or the goroutine that readied it) rather than from a receive of its own. */
+#define GOLABEL_INHERITED 0x8000000000000000ULL
 #define GOLABEL_LABELS_MAX 65536
 #define GOLABEL_COUNTS_MAX 16384
 
@@ -69,6 +72,7 @@ enum golabel_stat {
 	GOLABEL_ST_READS_BAD,   /* ... whose goroutine could not be read */
 	GOLABEL_ST_NEWG,        /* goroutines created in a watched process */
 	GOLABEL_ST_INHERIT,     /* ... that took their creator's label */
+	GOLABEL_ST_HANDED,      /* goroutines readied by a labelled one that took its label (a hand-off) */
 	GOLABEL_ST_COUNT
 };
 
