@@ -16,9 +16,11 @@
  * COL_GOLABEL_IDLE for a thread on its system stack with no goroutine (the
  * scheduler, sysmon, idle and GC workers) or one whose goroutine could not
  * be read. UDP and unix sockets do not label (TCP only for now). A
- * goroutine keeps its label until it receives from another TCP socket, so a
- * worker fed by a channel is counted for its last read's or its creator's
- * socket. Linux/amd64, Go >= 1.17 (register ABI), binaries with symbols and
+ * goroutine readied by a labelled one (runtime.ready: a channel send to a
+ * parked worker, an answer handed back) takes its label unless it holds one
+ * from a receive of its own; the runtime's own goroutines take none. A
+ * worker that finds its next job already queued, without being readied,
+ * keeps the label of the one before. Linux/amd64, Go >= 1.17 (register ABI), binaries with symbols and
  * DWARF.
  *
  * Threading: one thread at a time per handle (the collector's loop); the
