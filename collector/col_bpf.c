@@ -31,6 +31,7 @@
 
 #include "col_bpf.h"
 #include "col_probe.h"
+#include "col_progstat.h"
 #include "col_rtscan.h"
 #include "rm_clock.h"
 #include "rm_err.h"
@@ -557,14 +558,14 @@ struct col_bpf_prog_fill {
 	int n, max;
 };
 
-static void col_bpf_prog_add(void *arg, const char *name, uint64_t runs, uint64_t run_ns)
+static void col_bpf_prog_add(void *arg, const char *name, uint32_t id, uint64_t runs, uint64_t run_ns)
 {
 	struct col_bpf_prog_fill *f = arg;
 
 	if (f->n == f->max)
 		return;
 	snprintf(f->out[f->n].name, sizeof(f->out[f->n].name), "%s", name);
-	f->out[f->n].id = 0;
+	f->out[f->n].id = id;
 	f->out[f->n].runs = runs;
 	f->out[f->n].run_ns = run_ns;
 	f->n++;
@@ -572,35 +573,13 @@ static void col_bpf_prog_add(void *arg, const char *name, uint64_t runs, uint64_
 
 int col_bpf_prog_stats(const struct col_bpf *b, struct col_bpf_prog_stat *out, int max)
 {
-	struct bpf_program *prog;
-	int n = 0;
+	struct col_bpf_prog_fill f = { out, 0, max };
 
-	bpf_object__for_each_program(prog, b->skel->obj) {
-		struct bpf_prog_info info;
-		__u32 len = sizeof(info);
-		int fd = bpf_program__fd(prog);
-
-		if (n == max)
-			break;
-		if (fd < 0)
-			continue;
-		memset(&info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
-			continue;
-		snprintf(out[n].name, sizeof(out[n].name), "%s", bpf_program__name(prog));
-		out[n].id = info.id;
-		out[n].runs = info.run_cnt;
-		out[n].run_ns = info.run_time_ns;
-		n++;
-	}
-	if (b->go) {
-		/* the goroutine label module's, over every time it was loaded */
-		struct col_bpf_prog_fill f = { out, n, max };
-
+	col_progstat_each(b->skel->obj, col_bpf_prog_add, &f);
+	/* the goroutine label module's, over every time it was loaded */
+	if (b->go)
 		col_bpf_go_prog_stats(b->go, col_bpf_prog_add, &f);
-		n = f.n;
-	}
-	return n;
+	return f.n;
 }
 
 void col_bpf_close(struct col_bpf *b)

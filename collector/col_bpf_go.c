@@ -232,11 +232,12 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 }
 
 /* Adds one program's statistics to progs (a collect pass over the module's programs). */
-static void col_bpf_go_keep(void *arg, const char *name, uint64_t runs, uint64_t run_ns)
+static void col_bpf_go_keep(void *arg, const char *name, uint32_t id, uint64_t runs, uint64_t run_ns)
 {
 	struct col_bpf_go *g = arg;
 	size_t i;
 
+	(void)id;
 	for (i = 0; i < g->nprogs && strcmp(g->progs[i].name, name); i++)
 		;
 	if (i == g->nprogs) {
@@ -258,8 +259,7 @@ static void col_bpf_go_unload(struct col_bpf_go *g)
 	g->gl = NULL;
 }
 
-int col_bpf_go_prog_stats(const struct col_bpf_go *g,
-			  void (*fn)(void *arg, const char *name, uint64_t runs, uint64_t run_ns), void *arg)
+int col_bpf_go_prog_stats(const struct col_bpf_go *g, col_progstat_fn fn, void *arg)
 {
 	struct col_bpf_go sum;
 	size_t i;
@@ -271,7 +271,7 @@ int col_bpf_go_prog_stats(const struct col_bpf_go *g,
 	if (g->gl)
 		col_golabel_prog_stats(g->gl, col_bpf_go_keep, &sum);
 	for (i = 0; i < sum.nprogs; i++)
-		fn(arg, sum.progs[i].name, sum.progs[i].runs, sum.progs[i].run_ns);
+		fn(arg, sum.progs[i].name, 0, sum.progs[i].runs, sum.progs[i].run_ns);
 	return (int)sum.nprogs;
 }
 

@@ -91,8 +91,7 @@ void col_bpf_go_stats(const struct col_bpf_go *g, struct col_bpf_go_stats *out);
  * summed over every time it was loaded since open (a program's counts are
  * kept when the module is unloaded). Returns how many programs were reported.
  */
-int col_bpf_go_prog_stats(const struct col_bpf_go *g,
-			  void (*fn)(void *arg, const char *name, uint64_t runs, uint64_t run_ns), void *arg);
+int col_bpf_go_prog_stats(const struct col_bpf_go *g, col_progstat_fn fn, void *arg);
 
 /*
  * Pure: window win's counts c[0..n) (per process and cookie, as the label

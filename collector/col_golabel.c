@@ -16,6 +16,7 @@
 
 #include "col_golabel.h"
 #include "col_gort.h"
+#include "col_progstat.h"
 #include "golabel.h"
 #include "golabel.skel.h"
 #include "rm_clock.h"
@@ -390,24 +391,7 @@ void col_golabel_close(struct col_golabel *g)
 	free(g);
 }
 
-int col_golabel_prog_stats(const struct col_golabel *g,
-			   void (*fn)(void *arg, const char *name, uint64_t runs, uint64_t run_ns), void *arg)
+int col_golabel_prog_stats(const struct col_golabel *g, col_progstat_fn fn, void *arg)
 {
-	struct bpf_program *prog;
-	int n = 0;
-
-	bpf_object__for_each_program(prog, g->skel->obj) {
-		struct bpf_prog_info info;
-		__u32 len = sizeof(info);
-		int fd = bpf_program__fd(prog);
-
-		if (fd < 0)
-			continue;
-		memset(&info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
-			continue;
-		fn(arg, bpf_program__name(prog), info.run_cnt, info.run_time_ns);
-		n++;
-	}
-	return n;
+	return col_progstat_each(g->skel->obj, fn, arg);
 }

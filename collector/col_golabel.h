@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "col_progstat.h"
+
 #define COL_GOLABEL_IDLE 0xffffffffffffffffULL /* = GOLABEL_IDLE (golabel.h) */
 #define COL_GOLABEL_FREQ_DEFAULT 1999u         /* Hz; see col_golabel_cfg */
 #define COL_GOLABEL_PIDS_MAX 1024              /* watched processes at once (= GOLABEL_PIDS_MAX) */
@@ -129,13 +131,12 @@ uint64_t col_golabel_lost(struct col_golabel *g);
 void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out);
 
 /*
- * Calls fn once per loaded program with its name and the kernel's run
+ * Calls fn once per loaded program (col_progstat.h) with its name, id and the kernel's run
  * statistics (runs, run_ns: nonzero only while BPF run-time statistics are
  * enabled, bpf_enable_stats). A uprobe program's runs are its traps, whose
  * own cost is not in run_ns. Returns how many programs were reported.
  */
-int col_golabel_prog_stats(const struct col_golabel *g,
-			   void (*fn)(void *arg, const char *name, uint64_t runs, uint64_t run_ns), void *arg);
+int col_golabel_prog_stats(const struct col_golabel *g, col_progstat_fn fn, void *arg);
 
 /* Detaches everything, frees g; NULL-tolerant. Undrained counts are dropped. */
 void col_golabel_close(struct col_golabel *g);
