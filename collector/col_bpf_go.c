@@ -23,10 +23,15 @@ struct col_bpf_go_prog {
 	uint64_t runs, run_ns;
 };
 
+/* The label module's programs' statistics by name. */
+struct col_bpf_go_progs {
+	struct col_bpf_go_prog p[COL_BPF_GO_PROGS];
+	size_t n;
+};
+
 struct col_bpf_go {
 	struct col_bpf_go_cfg cfg;
-	struct col_bpf_go_prog progs[COL_BPF_GO_PROGS]; /* of the module's earlier loads */
-	size_t nprogs;
+	struct col_bpf_go_progs progs; /* of the module's earlier loads */
 	struct col_golabel *gl;     /* NULL: not loaded */
 	int load_failed;            /* logged; not tried again */
 	uint64_t empty_since;       /* the window from which no Go program was watched */
@@ -231,22 +236,22 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 		g->sink_err = rv;
 }
 
-/* Adds one program's statistics to progs (a collect pass over the module's programs). */
+/* col_progstat_fn (arg: a struct col_bpf_go_progs): adds one program's statistics to its name's. */
 static void col_bpf_go_keep(void *arg, const char *name, uint32_t id, uint64_t runs, uint64_t run_ns)
 {
-	struct col_bpf_go *g = arg;
+	struct col_bpf_go_progs *ps = arg;
 	size_t i;
 
 	(void)id;
-	for (i = 0; i < g->nprogs && strcmp(g->progs[i].name, name); i++)
+	for (i = 0; i < ps->n && strcmp(ps->p[i].name, name); i++)
 		;
-	if (i == g->nprogs) {
-		if (g->nprogs == COL_BPF_GO_PROGS)
+	if (i == ps->n) {
+		if (ps->n == COL_BPF_GO_PROGS)
 			return;
-		snprintf(g->progs[g->nprogs++].name, sizeof(g->progs[0].name), "%s", name);
+		snprintf(ps->p[ps->n++].name, sizeof(ps->p[0].name), "%s", name);
 	}
-	g->progs[i].runs += runs;
-	g->progs[i].run_ns += run_ns;
+	ps->p[i].runs += runs;
+	ps->p[i].run_ns += run_ns;
 }
 
 /* Unloads the module, keeping its programs' statistics. */
@@ -254,25 +259,21 @@ static void col_bpf_go_unload(struct col_bpf_go *g)
 {
 	if (!g->gl)
 		return;
-	col_golabel_prog_stats(g->gl, col_bpf_go_keep, g);
+	col_golabel_prog_stats(g->gl, col_bpf_go_keep, &g->progs);
 	col_golabel_close(g->gl);
 	g->gl = NULL;
 }
 
 int col_bpf_go_prog_stats(const struct col_bpf_go *g, col_progstat_fn fn, void *arg)
 {
-	struct col_bpf_go sum;
+	struct col_bpf_go_progs sum = g->progs; /* the earlier loads' sums, plus the loaded module's own */
 	size_t i;
 
-	/* the earlier loads' sums plus the loaded module's own */
-	memset(&sum, 0, sizeof(sum));
-	memcpy(sum.progs, g->progs, sizeof(sum.progs));
-	sum.nprogs = g->nprogs;
 	if (g->gl)
 		col_golabel_prog_stats(g->gl, col_bpf_go_keep, &sum);
-	for (i = 0; i < sum.nprogs; i++)
-		fn(arg, sum.progs[i].name, 0, sum.progs[i].runs, sum.progs[i].run_ns);
-	return (int)sum.nprogs;
+	for (i = 0; i < sum.n; i++)
+		fn(arg, sum.p[i].name, 0, sum.p[i].runs, sum.p[i].run_ns);
+	return (int)sum.n;
 }
 
 int col_bpf_go_report(struct col_bpf_go *g, uint64_t before_win, const struct col_sink *sink)
