@@ -228,6 +228,10 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		return RM_EBPF;
 	}
 	b->handoff_attached = b->skel->links.rm_sched_waking != NULL;
+	/* after the hooks: a unix socket born from here on has every byte counted */
+	b->skel->bss->unix_born_from = col_probe_fresh_ino();
+	if (!b->skel->bss->unix_born_from)
+		rm_log_warn("socket numbering not recognised: a unix connection's bytes are paired only once both ends have been seen in step");
 	if ((rv = col_rtscan_open(&b->rtscan, "/proc", bpf_map__fd(b->skel->maps.runtimes), cfg->netns_ino)) != RM_OK) {
 		col_bpf_close(b);
 		return rv;

@@ -1694,26 +1694,27 @@ static void test_follow_replies_tail(void)
 
 /*
  * A unix stream socket between two threads of a server: the front thread
- * reads a TCP request, passes 100 bytes to the back thread over a
- * socketpair, which burns 20 ms and answers 50 bytes. Both ends' sends and
- * recvs carry the other end's identity and the bytes' positions in the
- * stream, counted from the socket's birth, so the aggregator pairs them
- * like TCP.
+ * reads a TCP request, passes n bytes to the back thread over a socketpair,
+ * which burns 20 ms and answers 50 bytes. Both ends' sends and recvs carry
+ * the other end's identity and the bytes' positions in the stream, counted
+ * from the socket's birth, so the aggregator pairs them like TCP.
  */
 struct upair {
 	int lfd, u[2];
 	pid_t front, back;
+	size_t n; /* bytes from the front to the back thread */
 };
 
 static void *upair_back(void *arg)
 {
 	struct upair *x = arg;
-	char buf[100];
+	char buf[4096];
 	size_t got = 0;
 
 	x->back = (pid_t)syscall(SYS_gettid);
-	while (got < sizeof(buf)) {
-		ssize_t n = recv(x->u[1], buf + got, sizeof(buf) - got, 0);
+	while (got < x->n) {
+		size_t want = x->n - got < sizeof(buf) ? x->n - got : sizeof(buf);
+		ssize_t n = recv(x->u[1], buf, want, 0);
 
 		if (n <= 0)
 			return NULL;
@@ -1728,7 +1729,7 @@ static void *upair_back(void *arg)
 static void *upair_front(void *arg)
 {
 	struct upair *x = arg;
-	char buf[100];
+	char buf[100], *big;
 	size_t got = 0;
 	int fd;
 
@@ -1741,21 +1742,24 @@ static void *upair_front(void *arg)
 			break;
 		got += (size_t)n;
 	}
-	memset(buf, 'u', sizeof(buf));
-	if (send(x->u[0], buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) || recv(x->u[0], buf, 50, MSG_WAITALL) != 50 ||
+	big = malloc(x->n);
+	if (big)
+		memset(big, 'u', x->n);
+	if (!big || send(x->u[0], big, x->n, 0) != (ssize_t)x->n || recv(x->u[0], buf, 50, MSG_WAITALL) != 50 ||
 	    send(fd, buf, 50, 0) != 50)
 		perror("front");
+	free(big);
 	close(fd);
 	return NULL;
 }
 
-static void test_unix_pairing(void)
+static void unix_pairing(size_t n)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	/* one window for the whole case: it checks the ranges of one segment each, not window cuts */
 	struct col_bpf_cfg cfg = { .window_ns = 3600000000000ULL, .offset_ns = wall_offset_ns(),
 				   .cpu_counters = cpu_counters };
-	struct upair x = { -1, { -1, -1 }, 0, 0 };
+	struct upair x = { -1, { -1, -1 }, 0, 0, n };
 	const struct rm_part *fsend = NULL, *brecv = NULL, *bsend = NULL, *frecv = NULL;
 	socklen_t alen = sizeof(a);
 	struct col_bpf *b = NULL;
@@ -1804,13 +1808,13 @@ static void test_unix_pairing(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(brecv);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(bsend);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(frecv);
-	/* front -> back: the same 100 bytes, seen from both ends */
+	/* front -> back: the same n bytes, seen from both ends */
 	CU_ASSERT(fsend->flags & RM_PF_OUT_SEQ);
 	CU_ASSERT(brecv->flags & RM_PF_IN_SEQ);
 	CU_ASSERT_EQUAL(fsend->out_seq_start, 0);
-	CU_ASSERT_EQUAL(fsend->out_seq_end, 100);
+	CU_ASSERT_EQUAL(fsend->out_seq_end, n);
 	CU_ASSERT_EQUAL(brecv->in_seq_start, 0);
-	CU_ASSERT_EQUAL(brecv->in_seq_end, 100);
+	CU_ASSERT_EQUAL(brecv->in_seq_end, n);
 	CU_ASSERT(fsend->out.laddr[0] | fsend->out.laddr[1]);
 	CU_ASSERT_EQUAL(memcmp(fsend->out.laddr, brecv->in.raddr, 8), 0);
 	CU_ASSERT_EQUAL(memcmp(fsend->out.raddr, brecv->in.laddr, 8), 0);
@@ -1826,6 +1830,84 @@ static void test_unix_pairing(void)
 			cpu += parts[i].cpu_ns;
 	fprintf(stderr, "back thread's segment over the unix socket %.3f ms\n", cpu / 1e6);
 	CU_ASSERT(cpu >= 19000000ULL && cpu <= 30000000ULL);
+	check_identity();
+}
+
+static void test_unix_pairing(void)
+{
+	unix_pairing(100);
+}
+
+/*
+ * A send larger than the socket's buffer: the receiver reads its first
+ * bytes, and empties the queue, while the sender is still inside its send
+ * and has counted none of them. Both ends must still number them alike.
+ */
+static void test_unix_pairing_large(void)
+{
+	unix_pairing(4 << 20);
+}
+
+/*
+ * A connection older than the collector, with 100 bytes queued before it
+ * started: nobody counted them, so the read that takes them carries no
+ * position; the next 100 bytes, sent and read once both ends are in step,
+ * carry the same range at both ends.
+ */
+static void test_unix_older(void)
+{
+	struct col_bpf_cfg cfg = { .window_ns = 3600000000000ULL, .offset_ns = wall_offset_ns(),
+				   .cpu_counters = cpu_counters };
+	uint32_t tid = (uint32_t)syscall(SYS_gettid);
+	const struct rm_part *first = NULL, *second = NULL, *sent = NULL;
+	struct col_bpf *b = NULL;
+	char buf[100];
+	struct stat st;
+	size_t i;
+	int u[2], rv;
+
+	nparts = 0;
+	nwins = 0;
+	memset(buf, 'o', sizeof(buf));
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, u) == 0 && fstat(u[1], &st) == 0);
+	CU_ASSERT_FATAL(send(u[0], buf, sizeof(buf), 0) == (ssize_t)sizeof(buf));
+	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK) {
+		close(u[0]);
+		close(u[1]);
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	}
+	CU_ASSERT(recv(u[1], buf, sizeof(buf), MSG_WAITALL) == (ssize_t)sizeof(buf));
+	CU_ASSERT(send(u[0], buf, sizeof(buf), 0) == (ssize_t)sizeof(buf));
+	CU_ASSERT(recv(u[1], buf, sizeof(buf), MSG_WAITALL) == (ssize_t)sizeof(buf));
+	CU_ASSERT(send(u[1], buf, 10, 0) == 10); /* ends the second read's segment */
+	close(u[0]);
+	close(u[1]);
+	drain_close(b);
+
+	for (i = 0; i < nparts; i++) {
+		const struct rm_part *p = &parts[i];
+
+		if (p->tid != tid)
+			continue;
+		if ((p->flags & RM_PF_START) && p->in.family == RM_AF_UNIX &&
+		    ((uint64_t)p->in.laddr[1] << 32 | p->in.laddr[0]) == (uint64_t)st.st_ino) {
+			if (!first)
+				first = p;
+			else if (!second && p->seg_id != first->seg_id)
+				second = p;
+		}
+		if (!sent && (p->flags & RM_PF_OUT_SEQ) && p->out.family == RM_AF_UNIX &&
+		    ((uint64_t)p->out.raddr[1] << 32 | p->out.raddr[0]) == (uint64_t)st.st_ino)
+			sent = p; /* the first read's segment sent them */
+	}
+	CU_ASSERT_PTR_NOT_NULL_FATAL(first);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(second);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sent);
+	CU_ASSERT(!(first->flags & RM_PF_IN_SEQ));
+	CU_ASSERT(second->flags & RM_PF_IN_SEQ);
+	CU_ASSERT_EQUAL(second->in_seq_end - second->in_seq_start, sizeof(buf));
+	CU_ASSERT_EQUAL(second->in_seq_start, sent->out_seq_start);
+	CU_ASSERT_EQUAL(second->in_seq_end, sent->out_seq_end);
 	check_identity();
 }
 
@@ -2631,6 +2713,9 @@ static CU_TestInfo cases[] = {
 	{ "a dispatcher's CPU goes to the request it hands over; a moving connection attaches the hook",
 	  test_dispatcher },
 	{ "a unix stream socket's bytes carry both ends and their positions", test_unix_pairing },
+	{ "a unix stream send larger than the socket's buffer is numbered alike at both ends",
+	  test_unix_pairing_large },
+	{ "a unix connection older than the collector is numbered once both ends are in step", test_unix_older },
 	{ "rametr processes and excluded pids never appear in parts", test_exclusion },
 	{ "under overload drops are counted per window and balance (ring of one page)", test_drops },
 	{ "a segment's run-queue wait is the scheduler's own (sched_info)", test_runq },

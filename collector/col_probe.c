@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -17,6 +18,8 @@
 #include "banned.h"
 
 #define TRACEFS_MAGIC_NR 0x74726163
+#define COL_INO_BATCH 1024u       /* the kernel's LAST_INO_BATCH */
+#define COL_INO_TRIES (16 * 1024) /* enough for every CPU's batch to run out, twice */
 
 int col_probe_ebpf(char *why, size_t whylen)
 {
@@ -58,4 +61,27 @@ int col_probe_tp_btf(const char *name)
 	found = btf__find_by_name_kind(btf, tname, BTF_KIND_TYPEDEF) > 0;
 	btf__free(btf);
 	return found;
+}
+
+uint32_t col_probe_fresh_ino(void)
+{
+	int i;
+
+	for (i = 0; i < COL_INO_TRIES; i++) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct stat st;
+		int ok;
+
+		if (fd < 0)
+			return 0;
+		ok = fstat(fd, &st) == 0;
+		close(fd);
+		if (!ok)
+			return 0;
+		/* the first number of a batch, just taken from the shared counter:
+		 * every number handed out before it is smaller */
+		if ((uint32_t)st.st_ino % COL_INO_BATCH == 1)
+			return (uint32_t)st.st_ino;
+	}
+	return 0;
 }

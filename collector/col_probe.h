@@ -9,6 +9,7 @@
 #define COL_PROBE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * Checks what the eBPF backend needs: root/CAP_BPF, BTF at
@@ -19,5 +20,15 @@ int col_probe_ebpf(char *why, size_t whylen);
 
 /* 1 if the kernel has a tp_btf tracepoint of that name (BTF type btf_trace_<name>). */
 int col_probe_tp_btf(const char *name);
+
+/*
+ * A socket inode number from which on (mod 2^32) every socket was born after
+ * this call: the kernel numbers sockets with get_next_ino(), each CPU taking
+ * batches of 1024 from one shared counter, so this makes (and closes) unix
+ * sockets until one opens a fresh batch, at most a few thousand. Returns
+ * that number, or 0 when none showed within the bound (an unknown
+ * numbering: the caller must not rely on it).
+ */
+uint32_t col_probe_fresh_ino(void);
 
 #endif

@@ -192,10 +192,18 @@ struct {
 /*
  * Unix stream sockets have no sequence numbers: the bytes of each direction
  * of a connection are counted here, by the sender (tx) and by the receiver
- * (rx) in one record, so that both ends number them alike. Bytes sent
- * before the collector started may still be queued when it starts: the
- * receiver's numbering is trusted (in_sync) only once it emptied its queue
- * with rx == tx, and realigned (rx = tx) when it empties it with rx != tx.
+ * (rx) in one record, so that both ends number them alike. The sender's
+ * hook runs when its send returns, so a receiver on another CPU may read,
+ * and empty its queue, before the sender counted those bytes (always so
+ * for a send larger than the socket's buffer): rx ahead of tx is the
+ * sender's count to come. A connection between sockets born after the
+ * hooks were attached (unix_born_from) is numbered from its first byte.
+ * Bytes of an older connection may have been sent, uncounted, before the
+ * collector started: its receiver's numbering is trusted (in_sync) only
+ * once it emptied its queue with rx == tx, and realigned (rx = tx) when it
+ * empties it with rx != tx while not trusted, or with rx behind tx. A
+ * sender that finds rx past everything counted (bytes nobody counted, or a
+ * record evicted and made anew) takes the trust back.
  */
 struct rm_ukey {
 	__u64 from, to;   /* inode numbers of the sending and the receiving end */
@@ -213,6 +221,15 @@ struct {
 	__type(key, struct rm_ukey);
 	__type(value, struct rm_ucnt);
 } uflows SEC(".maps");
+
+/*
+ * Socket inode numbers come from the kernel's get_next_ino(): each CPU takes
+ * batches of 1024 from a shared counter. The loader, after attaching the
+ * hooks, makes sockets until one opens a fresh batch; its number is set
+ * here. A socket numbered from it on (mod 2^32) was born after the hooks
+ * were attached; 0: not known.
+ */
+__u32 unix_born_from = 0;
 
 /* Follow-replies: the bytes last received on each server-side socket. */
 struct {
@@ -597,6 +614,14 @@ RM_INLINE int rm_tuple_from_sock(struct sock *sk, __u64 cookie, struct rm_tuple 
 	return 0;
 }
 
+/* Was the socket numbered ino born after the hooks were attached? (unix_born_from) */
+RM_INLINE int rm_unix_born(__u64 ino)
+{
+	__u32 from = unix_born_from;
+
+	return from && (__u32)((__u32)ino - from) < 0x80000000U;
+}
+
 /*
  * The position of `bytes` just sent (tx) or received on unix stream socket
  * sk (tuple tp) in its direction's stream, in *start; 0 if it has none (not
@@ -614,6 +639,8 @@ RM_INLINE int rm_unix_range(struct sock *sk, const struct rm_tuple *tp, __u64 by
 	k.to = tx ? peer : me;
 	c = bpf_map_lookup_elem(&uflows, &k);
 	if (!c) {
+		/* a connection between sockets born after the hooks: every byte counted */
+		zero.in_sync = rm_unix_born(me) && rm_unix_born(peer);
 		bpf_map_update_elem(&uflows, &k, &zero, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&uflows, &k);
 		if (!c)
@@ -621,18 +648,23 @@ RM_INLINE int rm_unix_range(struct sock *sk, const struct rm_tuple *tp, __u64 by
 	}
 	if (tx) {
 		*start = __sync_fetch_and_add(&c->tx, bytes);
+		if (c->rx > *start + bytes)
+			c->in_sync = 0; /* the receiver read bytes no sender counted */
 		return 1;
 	}
 	*start = __sync_fetch_and_add(&c->rx, bytes);
 	if (sk->sk_receive_queue.qlen == 0) {
 		/* everything sent so far was read */
-		if (c->rx == c->tx) {
+		__u64 rx = c->rx, tx = c->tx;
+
+		if (rx == tx) {
 			c->in_sync = 1;
-		} else {
-			c->rx = c->tx;
+		} else if (rx < tx || !c->in_sync) {
+			c->rx = tx;
 			c->in_sync = 0;
 			return 0;
 		}
+		/* rx > tx, in step: the sender's count is still to come */
 	}
 	return c->in_sync;
 }
