@@ -137,25 +137,27 @@ static int col_bpf_go_load(struct col_bpf_go *g)
 	return 0;
 }
 
-void col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe)
+uint32_t col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe)
 {
 	struct col_bpf_go *g = arg;
 	int rv;
 
+	/* only a watched program is RM_RT_GO while the module is loaded */
 	if (before == RM_RT_GO && g->gl) {
 		col_golabel_forget(g->gl, pid);
 		if (g->st.watched && --g->st.watched == 0)
 			g->empty_since = col_golabel_window(g->gl);
 	}
 	if (after != RM_RT_GO || col_bpf_go_load(g) != 0)
-		return;
+		return after;
 	if ((rv = col_golabel_watch(g->gl, pid, exe)) != RM_OK) {
 		g->st.unreadable++;
 		rm_log_info("not following the goroutines of Go program %u (%s): %s; its CPU is charged by its "
 			    "threads' segments", pid, exe, rm_strerror(rv));
-		return;
+		return RM_RT_GO_PLAIN;
 	}
 	g->st.watched++;
+	return RM_RT_GO;
 }
 
 static int col_bpf_go_cookie_cmp(const void *a, const void *b)

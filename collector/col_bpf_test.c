@@ -2567,13 +2567,14 @@ static int can_connect(unsigned port)
 /* A Go server (the testbed's, recognised from its binary) and its load, also a Go program: their threads'
  * CPU outside requests is counted as a runtime's and as a Go program's, within the unsegmented CPU */
 /*
- * tb-goserver under tb-goload's load on two connections, the collector opened
- * after the server started; *srv_pid: the server's pid.
+ * tb-goserver (the executable bin: TB_GOSERVER_BIN or a copy) under
+ * tb-goload's load on two connections, the collector opened after the
+ * server started; *srv_pid: the server's pid.
  */
-static void run_goserver(pid_t *srv_pid, struct col_bpf_stats *st)
+static void run_goserver_bin(const char *bin, pid_t *srv_pid, struct col_bpf_stats *st)
 {
 	char addr[32], truth[400], log[400];
-	const char *srv_args[] = { TB_GOSERVER_BIN, "--listen", addr, "--procs", "2", "--truth", truth, NULL };
+	const char *srv_args[] = { bin, "--listen", addr, "--procs", "2", "--truth", truth, NULL };
 	const char *load_args[] = { TB_GOLOAD_BIN, "--server", addr, "--ce", "c1", "--path", "/light", "--rate", "200",
 				    "--duration", "1.5", "--conns", "2", NULL };
 	unsigned port = rm_test_free_port();
@@ -2612,6 +2613,11 @@ static void run_goserver(pid_t *srv_pid, struct col_bpf_stats *st)
 	kill(srv, SIGTERM);
 	CU_ASSERT_EQUAL(rm_test_wait(srv, 10000), 0);
 	drain_close(b);
+}
+
+static void run_goserver(pid_t *srv_pid, struct col_bpf_stats *st)
+{
+	run_goserver_bin(TB_GOSERVER_BIN, srv_pid, st);
 }
 
 static void test_go_runtime(void)
@@ -2693,6 +2699,49 @@ static void test_go_labels(void)
 	CU_ASSERT(labelled > 0);
 	check_identity();
 }
+
+/*
+ * A stripped copy of tb-goserver (a Go program whose goroutines cannot be
+ * followed) beside tb-goload (one that can): the server's parts are a
+ * runtime's but not a labelled Go program's, so the aggregator never splits
+ * its CPU by the load generator's labels.
+ */
+static void test_go_unreadable(void)
+{
+	char bin[400], cmd[1000];
+	struct col_bpf_stats st;
+	uint64_t rt = 0, go = 0, srv_cpu = 0;
+	pid_t srv = 0;
+	size_t j;
+	int st_rc;
+
+	snprintf(bin, sizeof(bin), "%s/goserver-stripped", rm_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s'", TB_GOSERVER_BIN, bin);
+	st_rc = system(cmd);
+	CU_ASSERT_FATAL(st_rc != -1 && WIFEXITED(st_rc) && WEXITSTATUS(st_rc) == 0);
+	go_labels = 1;
+	run_goserver_bin(bin, &srv, &st);
+	go_labels = 0;
+	unlink(bin);
+	for (j = 0; j < nwins; j++) {
+		rt += wins[j].unseg_rt_ns;
+		go += wins[j].unseg_go_ns;
+	}
+	for (j = 0; j < nparts; j++) {
+		if (parts[j].pid != (uint32_t)srv)
+			continue;
+		srv_cpu += parts[j].cpu_ns;
+		CU_ASSERT_EQUAL(parts[j].flags & (RM_PF_RUNTIME | RM_PF_GO), RM_PF_RUNTIME);
+	}
+	fprintf(stderr, "stripped server: %llu ns in its parts; runtime CPU outside requests %llu ns, of it "
+			"labelled Go programs' %llu ns; %u unreadable, %u watched\n",
+		(unsigned long long)srv_cpu, (unsigned long long)rt, (unsigned long long)go, st.go.unreadable,
+		st.go.watched);
+	CU_ASSERT(srv_cpu > 0);
+	CU_ASSERT(st.go.unreadable >= 1);
+	CU_ASSERT(go <= rt);
+	check_identity();
+}
 #endif
 
 static CU_TestInfo cases[] = {
@@ -2726,6 +2775,8 @@ static CU_TestInfo cases[] = {
 	{ "a Go program's CPU outside requests is counted as a runtime's and as Go's", test_go_runtime },
 	{ "a Go program's goroutines are labelled with its connections, its windows carry their samples",
 	  test_go_labels },
+	{ "a Go program whose goroutines cannot be followed is a runtime, not split by others' labels",
+	  test_go_unreadable },
 #endif
 	CU_TEST_INFO_NULL,
 };

@@ -29,9 +29,10 @@ struct col_rtscan_exe {
 	uint32_t kind; /* RM_RT_* */
 };
 
-/* A process in the map, its runtime's kind (the map's value) and its executable. */
+/* A process in the map, its runtime's kind as judged, the map's value and its executable. */
 struct col_rtscan_pid {
 	uint32_t pid, kind;
+	uint32_t mapped; /* the kind the map holds: kind, or the change function's finer one */
 	dev_t dev;
 	ino_t ino;
 };
@@ -137,21 +138,26 @@ static int col_rtscan_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Tells the change function, if any, that pid went from kind before to after. */
-static void col_rtscan_tell(struct col_rtscan *s, uint32_t pid, uint32_t before, uint32_t after)
+/*
+ * Tells the change function, if any, that pid went from kind before (as
+ * the map held it) to after (as judged); the kind the map is to hold.
+ */
+static uint32_t col_rtscan_tell(struct col_rtscan *s, uint32_t pid, uint32_t before, uint32_t after)
 {
 	char exe[320];
+	uint32_t kind;
 
 	if (!s->on_change)
-		return;
+		return after;
 	snprintf(exe, sizeof(exe), "%s/%u/exe", s->root, pid);
-	s->on_change(s->on_change_arg, pid, before, after, exe);
+	kind = s->on_change(s->on_change_arg, pid, before, after, exe);
+	return after == RM_RT_NONE || kind == RM_RT_NONE ? after : kind;
 }
 
 /* Puts p in the map (pid -> its kind). 0, or -1 if the map refused it (logged once). */
 static int col_rtscan_put(struct col_rtscan *s, const struct col_rtscan_pid *p)
 {
-	if (bpf_map_update_elem(s->map_fd, &p->pid, &p->kind, BPF_ANY) == 0)
+	if (bpf_map_update_elem(s->map_fd, &p->pid, &p->mapped, BPF_ANY) == 0)
 		return 0;
 	if (!s->full_logged)
 		rm_log_warn("failed to add process %u to the runtimes map: %s; its CPU outside requests stays "
@@ -192,6 +198,7 @@ int col_rtscan_run(struct col_rtscan *s, uint32_t *n)
 		}
 		one.pid = (uint32_t)pid;
 		one.kind = kind;
+		one.mapped = kind;
 		now[nnow++] = one;
 	}
 	closedir(dir);
@@ -201,27 +208,28 @@ int col_rtscan_run(struct col_rtscan *s, uint32_t *n)
 	for (i = j = 0; i < s->npids || j < nnow;) {
 		if (j == nnow || (i < s->npids && s->pids[i].pid < now[j].pid)) {
 			bpf_map_delete_elem(s->map_fd, &s->pids[i].pid);
-			col_rtscan_tell(s, s->pids[i].pid, s->pids[i].kind, RM_RT_NONE);
+			col_rtscan_tell(s, s->pids[i].pid, s->pids[i].mapped, RM_RT_NONE);
 			i++;
 		} else if (i == s->npids || now[j].pid < s->pids[i].pid || now[j].kind != s->pids[i].kind ||
 			   now[j].dev != s->pids[i].dev || now[j].ino != s->pids[i].ino) {
 			int same = i < s->npids && now[j].pid == s->pids[i].pid;
-			uint32_t before = same ? s->pids[i].kind : RM_RT_NONE;
+			uint32_t before = same ? s->pids[i].mapped : RM_RT_NONE;
 
+			now[j].mapped = col_rtscan_tell(s, now[j].pid, before, now[j].kind);
 			if (col_rtscan_put(s, &now[j]) != 0) {
+				col_rtscan_tell(s, now[j].pid, now[j].mapped, RM_RT_NONE);
 				if (same) {
 					bpf_map_delete_elem(s->map_fd, &s->pids[i].pid);
-					col_rtscan_tell(s, s->pids[i].pid, before, RM_RT_NONE);
 					i++;
 				}
 				memmove(&now[j], &now[j + 1], (nnow - j - 1) * sizeof(*now));
 				nnow--;
 				continue;
 			}
-			col_rtscan_tell(s, now[j].pid, before, now[j].kind);
 			i += same;
 			j++;
 		} else {
+			now[j].mapped = s->pids[i].mapped;
 			i++;
 			j++;
 		}

@@ -2,7 +2,8 @@
  * col_rtscan.h - which processes of the host run a managed runtime (a Go
  * program or a Java virtual machine, recognised from its executable's ELF
  * file by col_gort and col_jvm): one pass over /proc keeps a kernel map of
- * their process ids and kinds (tgid -> RM_RT_GO or RM_RT_JVM) in step, so
+ * their process ids and kinds (tgid -> RM_RT_GO, RM_RT_JVM, or the kind the
+ * change function chose) in step, so
  * that the kernel counts their threads' unsegmented CPU apart
  * (rm_totals.unseg_rt_ns, a Go program's also in unseg_go_ns). Each executable
  * (device, inode) is judged once (a bounded cache); a process whose
@@ -35,14 +36,19 @@ int col_rtscan_open(struct col_rtscan **out, const char *proc_root, int map_fd, 
 int col_rtscan_run(struct col_rtscan *s, uint32_t *n);
 
 /*
- * Told of every change a pass makes, after the map has it: a runtime that
- * came (before RM_RT_NONE), left (after RM_RT_NONE), or whose process
- * exec'd another executable (kinds may be equal: a Go program that exec'd
- * another Go program). exe is the process's executable as the scanner sees
- * it (proc_root/PID/exe), valid during the call. Called on the thread of
- * col_rtscan_run.
+ * Told of every change a pass makes: a runtime that came (before
+ * RM_RT_NONE), left (after RM_RT_NONE; the map no longer has it), or whose
+ * process exec'd another executable (kinds may be equal: a Go program that
+ * exec'd another Go program). before is the kind the map held, after the
+ * kind judged from the executable; for a process that stays, the function
+ * returns the kind the map is to hold (after, or a finer kind such as
+ * RM_RT_GO_PLAIN for RM_RT_GO), which the next change's before is; it is
+ * ignored when after is RM_RT_NONE. A process whose entry the map then
+ * refuses is told again, as leaving. exe is the process's executable as the
+ * scanner sees it (proc_root/PID/exe), valid during the call. Called on the
+ * thread of col_rtscan_run.
  */
-typedef void (*col_rtscan_fn)(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe);
+typedef uint32_t (*col_rtscan_fn)(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe);
 
 /* Sets (fn NULL: clears) the function told of changes; the next pass tells it of changes from then on. */
 void col_rtscan_on_change(struct col_rtscan *s, col_rtscan_fn fn, void *arg);

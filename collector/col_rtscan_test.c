@@ -116,8 +116,9 @@ static struct told {
 	char exe[400];
 } told[16];
 static size_t ntold;
+static uint32_t finer_pid; /* hear() keeps this process as RM_RT_GO_PLAIN when it is judged a Go program */
 
-static void hear(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe)
+static uint32_t hear(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe)
 {
 	CU_ASSERT_PTR_EQUAL(arg, &ntold);
 	CU_ASSERT_FATAL(ntold < sizeof(told) / sizeof(told[0]));
@@ -126,6 +127,7 @@ static void hear(void *arg, uint32_t pid, uint32_t before, uint32_t after, const
 	told[ntold].after = after;
 	snprintf(told[ntold].exe, sizeof(told[ntold].exe), "%s", exe);
 	ntold++;
+	return pid == finer_pid && after == RM_RT_GO ? RM_RT_GO_PLAIN : after;
 }
 
 /* Did the function hear pid go from before to after, with its exe link? */
@@ -180,6 +182,26 @@ static void test_changes(void)
 	CU_ASSERT(heard(203, RM_RT_NONE, RM_RT_GO));
 	CU_ASSERT_EQUAL(in_map(fd, 201), RM_RT_GO);
 	CU_ASSERT(!in_map(fd, 202));
+	/* a finer kind chosen for a Go program that came: the map holds it, the
+	 * next pass (which judges it RM_RT_GO again) tells nothing, its exit
+	 * tells the finer kind as before */
+	finer_pid = 204;
+	mk_pid("204", TB_GOSERVER_BIN);
+	ntold = 0;
+	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
+	CU_ASSERT_EQUAL(ntold, 1);
+	CU_ASSERT(heard(204, RM_RT_NONE, RM_RT_GO));
+	CU_ASSERT_EQUAL(in_map(fd, 204), RM_RT_GO_PLAIN);
+	ntold = 0;
+	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
+	CU_ASSERT_EQUAL(ntold, 0);
+	CU_ASSERT_EQUAL(in_map(fd, 204), RM_RT_GO_PLAIN);
+	rm_pid("204");
+	CU_ASSERT_EQUAL(col_rtscan_run(s, &n), RM_OK);
+	CU_ASSERT_EQUAL(ntold, 1);
+	CU_ASSERT(heard(204, RM_RT_GO_PLAIN, RM_RT_NONE));
+	CU_ASSERT(!in_map(fd, 204));
+	finer_pid = 0;
 	/* cleared: told nothing more */
 	col_rtscan_on_change(s, NULL, NULL);
 	ntold = 0;
@@ -195,7 +217,8 @@ static void test_changes(void)
 
 static CU_TestInfo cases[] = {
 	{ "Go programs and JVMs enter the map, others never, leavers are removed", test_scan },
-	{ "every change is told once: came, left, exec'd another executable", test_changes },
+	{ "every change is told once: came, left, exec'd another executable; the map holds the kind chosen",
+	  test_changes },
 	CU_TEST_INFO_NULL,
 };
 

@@ -38,6 +38,8 @@
 #define RM_RT_NONE 0
 #define RM_RT_GO 1       /* a Go program */
 #define RM_RT_JVM 2      /* a Java virtual machine */
+#define RM_RT_GO_PLAIN 3 /* a Go program whose goroutines are not labelled (its build cannot be read):
+			  * a runtime like the JVM, not one of the Go programs the labels split */
 
 /*
  * Benchmark stages (the bench_stage setting; benchmarks only, never in
