@@ -81,6 +81,7 @@ struct agg_account {
 	int rt_off;            /* the runtime rule is off (agg_account_set_runtime) */
 	unsigned rt_req_pm;    /* its weight: per mille by requests, the rest by CPU */
 	unsigned rt_go_req_pm; /* the same for Go programs' CPU */
+	unsigned rt_go_lab_req_pm; /* ... and for what their labels left unlabelled */
 	struct agg_rt_win rt[AGG_RT_WINS]; /* the CEs of recent (node, window)s */
 	uint64_t rt_charged, rt_left; /* of the open transaction: CPU the rule charged, left in V 'runtime' */
 	int go_off;            /* the Go label rule is off (agg_account_set_go_labels) */
@@ -113,6 +114,7 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store)
 	a->st = *store;
 	a->rt_req_pm = AGG_RT_REQ_PM_DEFAULT;
 	a->rt_go_req_pm = AGG_RT_GO_REQ_PM_DEFAULT;
+	a->rt_go_lab_req_pm = AGG_RT_GO_LAB_REQ_PM_DEFAULT;
 	*out = a;
 	return RM_OK;
 }
@@ -162,13 +164,15 @@ void agg_account_set_go_labels(struct agg_account *a, int on)
 	a->go_off = !on;
 }
 
-int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille, unsigned go_permille)
+int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille, unsigned go_permille,
+			    unsigned go_lab_permille)
 {
-	if (req_permille > 1000 || go_permille > 1000)
+	if (req_permille > 1000 || go_permille > 1000 || go_lab_permille > 1000)
 		return RM_EINVAL;
 	a->rt_off = !on;
 	a->rt_req_pm = req_permille;
 	a->rt_go_req_pm = go_permille;
+	a->rt_go_lab_req_pm = go_lab_permille;
 	return RM_OK;
 }
 
@@ -1073,7 +1077,8 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 		if (!a->rt_off) {
 			if ((n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
 				n = agg_rt_gather(a, w[i].win - 1, ws);
-			if ((rv = agg_rt_charge(a, w[i].win, unlab, a->rt_go_req_pm, ws, n, &charged)) != 0 ||
+			if ((rv = agg_rt_charge(a, w[i].win, unlab, labels ? a->rt_go_lab_req_pm : a->rt_go_req_pm, ws,
+						n, &charged)) != 0 ||
 			    (rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws, n, &charged)) != 0)
 				return rv;
 		}

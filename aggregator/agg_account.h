@@ -66,9 +66,12 @@
  * threads served in that window (else in the window before), by weights:
  * per mille by each CE's share of the requests they answered, the rest by
  * its share of the CPU they were charged for it (agg_account_add_req) -
- * Go programs' CPU AGG_RT_GO_REQ_PM_DEFAULT per mille by requests, other
- * runtimes' AGG_RT_REQ_PM_DEFAULT (measured: Go's runtime work follows the
- * CPU the requests take more than their count, a JVM's the count; docs/go.md);
+ * Go programs' CPU AGG_RT_GO_REQ_PM_DEFAULT per mille by requests, what
+ * their goroutine labels left unlabelled (a window the label rule split)
+ * AGG_RT_GO_LAB_REQ_PM_DEFAULT, other runtimes' AGG_RT_REQ_PM_DEFAULT
+ * (measured: Go's runtime work follows the CPU the requests take more than
+ * their count, a JVM's the count; once labels have charged the goroutines'
+ * own work, what is left follows both alike; docs/go.md);
  * the amounts sum to it exactly. (Per node: two
  * runtimes on one node share their CEs; other servers' CEs get none.) What finds
  * no CE stays V 'runtime' (so does all of it when the rule is off). The
@@ -78,6 +81,7 @@
  */
 #define AGG_RT_REQ_PM_DEFAULT 700
 #define AGG_RT_GO_REQ_PM_DEFAULT 300
+#define AGG_RT_GO_LAB_REQ_PM_DEFAULT 500
 #define AGG_RT_WINS 64
 #define AGG_RT_CES 64
 
@@ -136,8 +140,11 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store);
 
 /* The runtime rule (above): on (the default) or off, and its weights by
  * requests in per mille (0..1000; the rest by CPU): go_permille for Go
- * programs' CPU, req_permille for other runtimes'. RM_OK, RM_EINVAL. */
-int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille, unsigned go_permille);
+ * programs' CPU, go_lab_permille for what their labels left unlabelled in
+ * a window the label rule split, req_permille for other runtimes'. RM_OK,
+ * RM_EINVAL. */
+int agg_account_set_runtime(struct agg_account *a, int on, unsigned req_permille, unsigned go_permille,
+			    unsigned go_lab_permille);
 void agg_account_close(struct agg_account *a);
 
 /* The Go label rule (above): on (the default) or off. */

@@ -570,7 +570,7 @@ static void test_runtime_rule(void)
 	rt_batch(&f, "n1", WIN + 1, 0, 10, 4000, 0, 5000, 1000, 1000);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000 + 250 + 4000 + 1000 - AGG_RT_REQ_PM_DEFAULT);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 500, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 500, AGG_RT_GO_REQ_PM_DEFAULT, AGG_RT_GO_LAB_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n1", WIN + 2, 0, 10, 4000, 0, 5000, 1000, 1000);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 751 + AGG_RT_REQ_PM_DEFAULT + 500);
 	rt_check_close(&f, 3001, 0);
@@ -588,7 +588,7 @@ static void test_runtime_go_weight(void)
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU),
 			4000 + 2000 - AGG_RT_GO_REQ_PM_DEFAULT - AGG_RT_REQ_PM_DEFAULT);
 	/* the weights set: Go's all by requests, the other all by CPU */
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 0, 1000), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 0, 1000, AGG_RT_GO_LAB_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n1", WIN + 1, 0, 10, 4000, 0, 6000, 2000, 2000);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU),
 			AGG_RT_GO_REQ_PM_DEFAULT + AGG_RT_REQ_PM_DEFAULT + 1000);
@@ -668,9 +668,11 @@ static void test_runtime_off(void)
 	struct rtfx f;
 
 	rt_open(&f);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 1001, 0), RM_EINVAL);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 0, 1001), RM_EINVAL);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 0, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 1001, 0, 0), RM_EINVAL);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 0, 1001, 0), RM_EINVAL);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, 0, 0, 1001), RM_EINVAL);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 0, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT,
+						AGG_RT_GO_LAB_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n1", WIN, 3000, 3, 1000, 1, 5201, 1201, 1001);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000);
@@ -680,7 +682,8 @@ static void test_runtime_off(void)
 	CU_ASSERT_EQUAL(st.runtime_charged_ns, 0);
 	CU_ASSERT_EQUAL(st.runtime_left_ns, 1001);
 	/* a node without a runtime: nothing moves whether the rule is on or off */
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 1, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT,
+						AGG_RT_GO_LAB_REQ_PM_DEFAULT), RM_OK);
 	rt_batch(&f, "n2", WIN, 3000, 3, 1000, 1, 5200, 1200, 0);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n2", "c1", ST_R_CPU), 3000);
 	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n2", AGG_REASON_UNSEGMENTED, ST_R_CPU), 1200);
@@ -724,6 +727,13 @@ static const struct go_case go_cases[] = {
 	  .ch = { { CK1, "c1", 0, 500 }, { CK2, "c2", 0, 500 } }, .unseg = 100, .rt = 100, .go = 100,
 	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 10 }, { RM_GO_IDLE, 10 } },
 	  .want = { { "c1", 770 }, { "c2", 330 }, { "!runtime", 0 } }, .want_labelled = 880, .want_unlabelled = 220 },
+	{ "the unlabelled rest goes by the labelled windows' weight (half by requests, half by CPU)",
+	  .ch = { { CK1, "c1", 0, 100 }, { CK1, "c1", 0, 100 }, { CK1, "c1", 0, 300 }, { CK2, "c2", 0, 500 } },
+	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 20 } },
+	  /* 200 unlabelled: 100 by requests (3:1), 100 by CPU (1:1); at the unlabelled windows' 30% it would be
+	   * 715 and 285 */
+	  .want = { { "c1", 600 + 75 + 50 }, { "c2", 200 + 25 + 50 }, { "!runtime", 0 } }, .want_labelled = 800,
+	  .want_unlabelled = 200 },
 	{ "unlabelled and idle samples stay V 'runtime' with the runtime rule off", .rt_off = 1,
 	  .ch = { { CK1, "c1", 0, 500 }, { CK2, "c2", 0, 500 } }, .unseg = 100, .rt = 100, .go = 100,
 	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 10 }, { RM_GO_IDLE, 10 } },
@@ -793,7 +803,8 @@ static void go_run(const struct go_case *c)
 
 	rt_open(&f);
 	agg_account_set_go_labels(f.a, !c->labels_off);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, !c->rt_off, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, !c->rt_off, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT,
+						AGG_RT_GO_LAB_REQ_PM_DEFAULT), RM_OK);
 	if (c->before[0].cpu) {
 		m.seq = ++f.seq;
 		CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
@@ -884,7 +895,7 @@ static void test_go_labels_many(void)
 	/* 64 of the first cookies (forgotten), the last 50 (remembered), 14 never seen */
 	for (i = 0; i < RM_GO_LABELS_MAX; i++)
 		rm_totals_go_add(&w, i < 64 ? 1000 + i : 1000 + (k - 50) + (i - 64), 100);
-	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 0, 0, 0), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, 0, 0, 0, 0), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
 	total += 12800;
 	/* forgotten and never seen: unlabelled, V 'runtime' (the rule off); remembered: by label, 100 ns each */

@@ -247,6 +247,10 @@ static void agg_usage(FILE *f)
 		"  --go-runtime-by-requests PCT\n"
 		"                  the same for Go programs (default 30);\n"
 		"                  go_runtime_by_requests = PCT\n"
+		"  --go-labelled-runtime-by-requests PCT\n"
+		"                  the same for what a Go program's goroutine labels left\n"
+		"                  unlabelled in a window they split (default 50);\n"
+		"                  go_labelled_runtime_by_requests = PCT\n"
 		"  --no-go-labels  do not split a Go program's CPU by the samples of its\n"
 		"                  goroutines' labels (the socket each serves) when its\n"
 		"                  collector sends them: its threads' segments and the runtime\n"
@@ -284,8 +288,8 @@ enum agg_setting_id {
 	AGG_S_CONFIG, AGG_S_DB, AGG_S_LISTEN, AGG_S_KEEP_PENDING, AGG_S_METRICS_LISTEN, AGG_S_LOG_LEVEL,
 	AGG_S_VERBOSE, AGG_S_CHECK, AGG_S_HELP, AGG_S_VERSION, AGG_S_TLS_CERT, AGG_S_TLS_CA, AGG_S_SECRET,
 	AGG_S_WINDOW_TOLERANCE, AGG_S_MAX_CONNS, AGG_S_IDLE_TIMEOUT, AGG_S_MEM_BOUND, AGG_S_CHARGE_RUNTIME,
-	AGG_S_NO_CHARGE_RUNTIME, AGG_S_RUNTIME_BY_REQUESTS, AGG_S_GO_RUNTIME_BY_REQUESTS, AGG_S_GO_LABELS,
-	AGG_S_NO_GO_LABELS, AGG_S_COUNT
+	AGG_S_NO_CHARGE_RUNTIME, AGG_S_RUNTIME_BY_REQUESTS, AGG_S_GO_RUNTIME_BY_REQUESTS,
+	AGG_S_GO_LAB_RUNTIME_BY_REQUESTS, AGG_S_GO_LABELS, AGG_S_NO_GO_LABELS, AGG_S_COUNT
 };
 
 static const struct rm_setting agg_settings[AGG_S_COUNT] = {
@@ -310,6 +314,7 @@ static const struct rm_setting agg_settings[AGG_S_COUNT] = {
 	[AGG_S_NO_CHARGE_RUNTIME] = { "no-charge-runtime", 0, 0, 1, 0 },
 	[AGG_S_RUNTIME_BY_REQUESTS] = { "runtime-by-requests", 1, 0, 1, 0 },
 	[AGG_S_GO_RUNTIME_BY_REQUESTS] = { "go-runtime-by-requests", 1, 0, 1, 0 },
+	[AGG_S_GO_LAB_RUNTIME_BY_REQUESTS] = { "go-labelled-runtime-by-requests", 1, 0, 1, 0 },
 	[AGG_S_GO_LABELS] = { "go-labels", 0, 0, 1, 0 },
 	[AGG_S_NO_GO_LABELS] = { "no-go-labels", 0, 0, 1, 0 },
 };
@@ -323,6 +328,7 @@ struct agg_opts {
 	int no_go_labels;       /* its Go label rule off */
 	uint64_t rt_req_pct;    /* its weight by requests, percent (the rest by CPU) */
 	uint64_t rt_go_req_pct; /* the same for Go programs */
+	uint64_t rt_go_lab_req_pct; /* ... for what their labels left unlabelled */
 	enum rm_log_level level;
 	/* transport security and bounds; 0 / NULL: the server's default */
 	const char *tls_cert, *tls_ca, *secret_file;
@@ -373,6 +379,8 @@ static int agg_set(void *arg, const struct rm_setval *v)
 		return agg_set_number(v, 0, 100, &o->rt_req_pct);
 	case AGG_S_GO_RUNTIME_BY_REQUESTS:
 		return agg_set_number(v, 0, 100, &o->rt_go_req_pct);
+	case AGG_S_GO_LAB_RUNTIME_BY_REQUESTS:
+		return agg_set_number(v, 0, 100, &o->rt_go_lab_req_pct);
 	case AGG_S_VERBOSE: o->level = yes ? RM_LOG_DEBUG : RM_LOG_INFO; break;
 	case AGG_S_CHECK: o->check = yes; break;
 	case AGG_S_TLS_CERT: o->tls_cert = v->value; break;
@@ -579,7 +587,8 @@ out:
 int main(int argc, char **argv)
 {
 	struct agg_opts o = { .config = AGG_DEFAULT_CONFIG, .rt_req_pct = AGG_RT_REQ_PM_DEFAULT / 10,
-			   .rt_go_req_pct = AGG_RT_GO_REQ_PM_DEFAULT / 10 };
+			   .rt_go_req_pct = AGG_RT_GO_REQ_PM_DEFAULT / 10,
+			   .rt_go_lab_req_pct = AGG_RT_GO_LAB_REQ_PM_DEFAULT / 10 };
 	struct rm_setvals cmd = { 0 }, files = { 0 };
 	const char *db_path, **listen;
 	struct agg_config *cfg = NULL;
@@ -654,7 +663,7 @@ int main(int argc, char **argv)
 		rv = agg_account_open(&acct, &store);
 		if (rv == RM_OK)
 			rv = agg_account_set_runtime(acct, !o.no_charge_runtime, (unsigned)o.rt_req_pct * 10,
-						     (unsigned)o.rt_go_req_pct * 10);
+						     (unsigned)o.rt_go_req_pct * 10, (unsigned)o.rt_go_lab_req_pct * 10);
 		if (rv == RM_OK)
 			agg_account_set_go_labels(acct, !o.no_go_labels);
 	}

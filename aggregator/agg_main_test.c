@@ -309,8 +309,14 @@ static void test_files_and_flags(void)
 	rv = check_drop_in(drop, "[aggregator]\ngo_runtime_by_requests = 200\n", out, sizeof(out));
 	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) != 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "invalid go_runtime_by_requests '200' (a whole number from 0 to 100)"));
-	rv = check_drop_in(drop, "[aggregator]\nruntime_by_requests = 0\ngo_runtime_by_requests = 100\n", out,
-			   sizeof(out));
+	rv = check_drop_in(drop, "[aggregator]\ngo_labelled_runtime_by_requests = -1\n", out, sizeof(out));
+	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) != 0);
+	CU_ASSERT_PTR_NOT_NULL(
+		strstr(out, "invalid go_labelled_runtime_by_requests '-1' (a whole number from 0 to 100)"));
+	rv = check_drop_in(drop,
+			   "[aggregator]\nruntime_by_requests = 0\ngo_runtime_by_requests = 100\n"
+			   "go_labelled_runtime_by_requests = 40\n",
+			   out, sizeof(out));
 	CU_ASSERT(WIFEXITED(rv) && WEXITSTATUS(rv) == 0);
 }
 
