@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agg_account.h"
+#include "agg_gomem.h"
 #include "agg_restart.h"
 #include "rm_err.h"
 #include "banned.h"
@@ -47,14 +48,6 @@ struct agg_go_win {
 	struct agg_go_ent e[AGG_GO_WIN_ENTS];
 };
 
-/* The Go label rule's memory of one cookie of one node: where its parts went last (agg_go_*). */
-struct agg_go_mem {
-	char *node;           /* owned; NULL = free slot */
-	const char *key;      /* as agg_go_ent's */
-	int is_ce;            /* key is a CE, else a V reason */
-	uint64_t cookie, win, cpu, used; /* its latest window with parts, their CPU there, last use */
-};
-
 /* What the runtime rule remembers of one window of one node: the CEs it served (agg_rt_*). */
 struct agg_rt_ce {
 	char *ce;             /* owned */
@@ -85,11 +78,10 @@ struct agg_account {
 	struct agg_rt_win rt[AGG_RT_WINS]; /* the CEs of recent (node, window)s */
 	uint64_t rt_charged, rt_left; /* of the open transaction: CPU the rule charged, left in V 'runtime' */
 	int go_off;            /* the Go label rule is off (agg_account_set_go_labels) */
-	struct agg_go_mem *go_mem; /* [AGG_GO_COOKIES]: cookies' latest destinations */
+	struct agg_gomem *go_mem;  /* AGG_GO_COOKIES cookies' latest destinations */
 	struct agg_go_win *go_win; /* [AGG_GO_WINS]: recent windows' committed Go charges */
 	char **go_keys;        /* the memories' CEs and reasons, each once (agg_go_key) */
 	size_t ngo_keys;
-	uint64_t go_tick;      /* go_mem's use clock */
 	uint64_t go_wins, go_lab, go_unlab, go_fold; /* of the open transaction (stats) */
 };
 
@@ -105,9 +97,9 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store)
 		return RM_EINVAL;
 	if (!(a = calloc(1, sizeof(*a))))
 		return RM_ENOMEM;
-	if (!(a->go_mem = calloc(AGG_GO_COOKIES, sizeof(*a->go_mem))) ||
+	if (agg_gomem_open(&a->go_mem, AGG_GO_COOKIES) != RM_OK ||
 	    !(a->go_win = calloc(AGG_GO_WINS, sizeof(*a->go_win)))) {
-		free(a->go_mem);
+		agg_gomem_close(a->go_mem);
 		free(a);
 		return RM_ENOMEM;
 	}
@@ -146,14 +138,12 @@ void agg_account_close(struct agg_account *a)
 	agg_account_abort(a);
 	for (i = 0; i < AGG_RT_WINS; i++)
 		agg_rt_clear(&a->rt[i]);
-	for (i = 0; i < AGG_GO_COOKIES; i++)
-		free(a->go_mem[i].node);
 	for (i = 0; i < AGG_GO_WINS; i++)
 		agg_go_win_clear(&a->go_win[i]);
 	for (i = 0; i < a->ngo_keys; i++)
 		free(a->go_keys[i]);
 	free(a->go_keys);
-	free(a->go_mem);
+	agg_gomem_close(a->go_mem);
 	free(a->go_win);
 	free(a->tab);
 	free(a);
@@ -646,17 +636,6 @@ static const char *agg_go_key(struct agg_account *a, const char *key)
 	return nk[a->ngo_keys++];
 }
 
-/* The remembered cookie of node, or NULL. */
-static struct agg_go_mem *agg_go_mem_find(struct agg_account *a, const char *node, uint64_t cookie)
-{
-	size_t i;
-
-	for (i = 0; i < AGG_GO_COOKIES; i++)
-		if (a->go_mem[i].node && a->go_mem[i].cookie == cookie && !strcmp(a->go_mem[i].node, node))
-			return &a->go_mem[i];
-	return NULL;
-}
-
 /*
  * After a commit: remembers, per node and cookie, where this transaction's
  * Go parts of its latest window went (the destination of most CPU), for
@@ -769,42 +748,27 @@ static void agg_go_remember_wins(struct agg_account *a)
 
 static void agg_go_remember(struct agg_account *a)
 {
-	size_t i, j;
+	size_t i;
 
 	if (a->go_off)
 		return;
 	agg_go_remember_wins(a);
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
-		struct agg_go_mem *m;
+		struct agg_gomem_val *m;
+		const char *key;
 
 		if ((e->kind != AGG_K_GO_CE && e->kind != AGG_K_GO_V) || !e->cookie || e->cookie == RM_GO_IDLE)
 			continue;
-		if ((m = agg_go_mem_find(a, e->node, e->cookie))) {
-			if (e->win < m->win || (e->win == m->win && e->v[0] <= m->cpu))
-				continue; /* it knows a later window, or more CPU in this one */
-		} else {
-			m = &a->go_mem[0];
-			for (j = 0; j < AGG_GO_COOKIES && a->go_mem[j].node; j++)
-				if (a->go_mem[j].used < m->used)
-					m = &a->go_mem[j];
-			if (j < AGG_GO_COOKIES)
-				m = &a->go_mem[j];
-			free(m->node);
-			memset(m, 0, sizeof(*m));
-			if (!(m->node = strdup(e->node)))
-				continue;
-		}
-		if (!(m->key = agg_go_key(a, e->key))) {
-			free(m->node);
-			memset(m, 0, sizeof(*m));
+		if ((m = agg_gomem_find(a->go_mem, e->node, e->cookie)) &&
+		    (e->win < m->win || (e->win == m->win && e->v[0] <= m->cpu)))
+			continue; /* it knows a later window, or more CPU in this one */
+		if (!(key = agg_go_key(a, e->key)) || !(m = agg_gomem_put(a->go_mem, e->node, e->cookie)))
 			continue;
-		}
+		m->key = key;
 		m->is_ce = e->kind == AGG_K_GO_CE;
-		m->cookie = e->cookie;
 		m->win = e->win;
 		m->cpu = e->v[0];
-		m->used = ++a->go_tick;
 	}
 }
 
@@ -972,14 +936,14 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 	}
 	/* labelled cookies without a part in the window: where their parts went last */
 	for (i = 0; i < t->n_go && i < RM_GO_LABELS_MAX; i++) {
-		const struct agg_go_mem *m;
+		const struct agg_gomem_val *m;
 		uint64_t ck = t->go[i].cookie;
 
 		if (!ck || ck == RM_GO_IDLE)
 			continue;
 		for (j = 0; j < nd && !(d[j].cookie == ck && d[j].cpu); j++)
 			;
-		if (j < nd || !(m = agg_go_mem_find(a, a->m.node, ck)))
+		if (j < nd || !(m = agg_gomem_find(a->go_mem, a->m.node, ck)))
 			continue;
 		d[nd].cookie = ck;
 		d[nd].key = m->key;
@@ -1026,10 +990,10 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 	}
 	/* the memory's entries used now are the recently used ones */
 	for (i = 0; i < t->n_go && i < RM_GO_LABELS_MAX && rv == RM_OK; i++) {
-		struct agg_go_mem *m = agg_go_mem_find(a, a->m.node, t->go[i].cookie);
+		struct agg_gomem_val *m = agg_gomem_find(a->go_mem, a->m.node, t->go[i].cookie);
 
 		if (m)
-			m->used = ++a->go_tick;
+			agg_gomem_touch(a->go_mem, m);
 	}
 	if (rv == RM_OK) {
 		a->go_wins++;
