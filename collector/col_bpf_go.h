@@ -61,9 +61,9 @@ int col_bpf_go_open(struct col_bpf_go **out, const struct col_bpf_go_cfg *cfg);
  * program that came is watched (the module loaded first if need be), one
  * that left or exec'd something else is forgotten. Failures are logged
  * (once for the module, once per program). Returns the kind the runtimes
- * map holds for pid: RM_RT_GO_PLAIN for a Go program that cannot be
- * watched while others are (its CPU is a runtime's, charged by its
- * threads' segments, never split by other programs' labels), else after.
+ * map holds for pid: RM_RT_GO_PLAIN for a Go program the loaded module
+ * cannot watch (its CPU is a runtime's, charged by its threads' segments,
+ * never split by other programs' labels), else after.
  */
 uint32_t col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe);
 
