@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -2551,14 +2552,18 @@ static void test_udp(void)
 }
 
 #if defined(TB_GOSERVER_BIN) && defined(TB_GOLOAD_BIN)
-/* Can a TCP connection to 127.0.0.1:port be made? */
-static int can_connect(unsigned port)
+/* Can a TCP connection to 127.0.0.1:port (port 0: a unix one to path) be made? */
+static int can_connect(unsigned port, const char *path)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+	struct sockaddr_un u = { .sun_family = AF_UNIX };
+	int fd = socket(port ? AF_INET : AF_UNIX, SOCK_STREAM, 0), ok;
 
-	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (!port)
+		snprintf(u.sun_path, sizeof(u.sun_path), "%s", path);
+	ok = fd >= 0 && (port ? connect(fd, (struct sockaddr *)&a, sizeof(a)) : connect(fd, (struct sockaddr *)&u,
+											  sizeof(u))) == 0;
 	if (fd >= 0)
 		close(fd);
 	return ok;
@@ -2568,22 +2573,26 @@ static int can_connect(unsigned port)
  * CPU outside requests is counted as a runtime's and as a Go program's, within the unsegmented CPU */
 /*
  * tb-goserver (the executable bin: TB_GOSERVER_BIN or a copy) under
- * tb-goload's load on two connections, the collector opened after the
- * server started; *srv_pid: the server's pid.
+ * tb-goload's load on two connections, on loopback TCP or (unix_path not
+ * NULL) a unix socket there, the collector opened after the server
+ * started; *srv_pid: the server's pid.
  */
-static void run_goserver_bin(const char *bin, pid_t *srv_pid, struct col_bpf_stats *st)
+static void run_goserver_at(const char *bin, const char *unix_path, pid_t *srv_pid, struct col_bpf_stats *st)
 {
-	char addr[32], truth[400], log[400];
+	char addr[300], truth[400], log[400];
 	const char *srv_args[] = { bin, "--listen", addr, "--procs", "2", "--truth", truth, NULL };
 	const char *load_args[] = { TB_GOLOAD_BIN, "--server", addr, "--ce", "c1", "--path", "/light", "--rate", "200",
 				    "--duration", "1.5", "--conns", "2", NULL };
-	unsigned port = rm_test_free_port();
+	unsigned port = unix_path ? 0 : rm_test_free_port();
 	struct col_bpf *b = NULL;
 	pid_t srv, load;
 	int status = -1, i, rv;
 
-	CU_ASSERT_FATAL(port != 0);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	CU_ASSERT_FATAL(port != 0 || unix_path);
+	if (unix_path)
+		snprintf(addr, sizeof(addr), "unix:%s", unix_path);
+	else
+		snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	snprintf(truth, sizeof(truth), "%s/go-truth.csv", rm_test_tmpdir());
 	snprintf(log, sizeof(log), "%s/go-runtime.log", rm_test_tmpdir());
 	nparts = 0;
@@ -2591,7 +2600,7 @@ static void run_goserver_bin(const char *bin, pid_t *srv_pid, struct col_bpf_sta
 	/* both are stopped at the test's exit if an assertion below ends it early */
 	CU_ASSERT_FATAL((srv = rm_test_spawn(srv_args, log)) > 0);
 	*srv_pid = srv;
-	for (i = 0; i < 100 && !can_connect(port); i++)
+	for (i = 0; i < 100 && !can_connect(port, unix_path); i++)
 		usleep(20000);
 	CU_ASSERT_FATAL(i < 100); /* tb-goserver listens (its output: go-runtime.log) */
 	/* opened after the server started: the loader recognises it at once */
@@ -2613,6 +2622,11 @@ static void run_goserver_bin(const char *bin, pid_t *srv_pid, struct col_bpf_sta
 	kill(srv, SIGTERM);
 	CU_ASSERT_EQUAL(rm_test_wait(srv, 10000), 0);
 	drain_close(b);
+}
+
+static void run_goserver_bin(const char *bin, pid_t *srv_pid, struct col_bpf_stats *st)
+{
+	run_goserver_at(bin, NULL, srv_pid, st);
 }
 
 static void run_goserver(pid_t *srv_pid, struct col_bpf_stats *st)
@@ -2656,35 +2670,50 @@ static int part_cookie(pid_t pid, uint64_t cookie)
 	return 0;
 }
 
-static void test_go_labels(void)
+/*
+ * The label samples of the windows: all of them, those on the inbound
+ * sockets of process srv's parts (how many such cookies in *cookies), and
+ * those on other labels; *period the sampling period seen.
+ */
+static void go_label_samples(pid_t srv, uint64_t *all, uint64_t *labelled, uint64_t *other, size_t *cookies,
+			     uint64_t *period)
 {
-	uint64_t labelled = 0, other = 0, all = 0, period = 0;
-	struct col_bpf_stats st;
-	pid_t srv = 0;
-	size_t j, k, cookies = 0;
+	size_t j, k;
 
-	go_labels = 1;
-	run_goserver(&srv, &st);
-	go_labels = 0;
+	*all = *labelled = *other = *period = 0;
+	*cookies = 0;
 	for (j = 0; j < nwins; j++) {
 		if (wins[j].n_go)
-			period = wins[j].go_period_ns;
+			*period = wins[j].go_period_ns;
 		for (k = 0; k < wins[j].n_go; k++) {
 			const struct rm_golabel *c = &wins[j].go[k];
 
-			all += c->samples;
+			*all += c->samples;
 			if (c->cookie == 0 || c->cookie == RM_GO_IDLE)
 				continue;
 			/* a label is a socket the Go programs received on: the server's connections
 			 * (and tb-goload's own, whose receives label its goroutines too) */
 			if (part_cookie(srv, c->cookie)) {
-				labelled += c->samples;
-				cookies++;
+				*labelled += c->samples;
+				(*cookies)++;
 			} else {
-				other += c->samples;
+				*other += c->samples;
 			}
 		}
 	}
+}
+
+static void test_go_labels(void)
+{
+	uint64_t labelled, other, all, period;
+	struct col_bpf_stats st;
+	pid_t srv = 0;
+	size_t cookies;
+
+	go_labels = 1;
+	run_goserver(&srv, &st);
+	go_labels = 0;
+	go_label_samples(srv, &all, &labelled, &other, &cookies, &period);
 	fprintf(stderr, "goroutine label samples: %llu, %llu on the server's %zu connections, %llu on other labels; "
 			"period %llu ns; %u Go programs watched during the load, %llu windows\n",
 		(unsigned long long)all, (unsigned long long)labelled, cookies, (unsigned long long)other,
@@ -2697,6 +2726,34 @@ static void test_go_labels(void)
 	/* most of the Go programs' sampled CPU is their connections' */
 	CU_ASSERT(labelled + other >= all / 2);
 	CU_ASSERT(labelled > 0);
+	check_identity();
+}
+
+/* The same server on a unix socket: its goroutines are labelled with its unix connections. */
+static void test_go_labels_unix(void)
+{
+	uint64_t labelled, other, all, period;
+	struct col_bpf_stats st;
+	char path[300];
+	pid_t srv = 0;
+	size_t cookies, j, unix_parts = 0;
+
+	snprintf(path, sizeof(path), "%s/goserver.sock", rm_test_tmpdir());
+	go_labels = 1;
+	run_goserver_at(TB_GOSERVER_BIN, path, &srv, &st);
+	go_labels = 0;
+	unlink(path);
+	for (j = 0; j < nparts; j++)
+		if (parts[j].pid == (uint32_t)srv && parts[j].in.family == RM_AF_UNIX)
+			unix_parts++;
+	go_label_samples(srv, &all, &labelled, &other, &cookies, &period);
+	fprintf(stderr, "over a unix socket: %zu server parts read from it; label samples %llu, %llu on the server's "
+			"%zu connections, %llu on other labels\n",
+		unix_parts, (unsigned long long)all, (unsigned long long)labelled, cookies, (unsigned long long)other);
+	CU_ASSERT(unix_parts > 0);
+	CU_ASSERT(cookies >= 1);
+	CU_ASSERT(labelled > 0);
+	CU_ASSERT(labelled + other >= all / 2);
 	check_identity();
 }
 
@@ -2775,6 +2832,8 @@ static CU_TestInfo cases[] = {
 	{ "a Go program's CPU outside requests is counted as a runtime's and as Go's", test_go_runtime },
 	{ "a Go program's goroutines are labelled with its connections, its windows carry their samples",
 	  test_go_labels },
+	{ "a Go program serving a unix socket: its goroutines are labelled with its unix connections",
+	  test_go_labels_unix },
 	{ "a Go program whose goroutines cannot be followed is a runtime, not split by others' labels",
 	  test_go_unreadable },
 #endif

@@ -5,10 +5,11 @@
  *
  *   golabel_recv    tp_btf/sock_recv_length: a thread of a watched process
  *                   (in the watched network namespace, netns_ino) received
- *                   from a TCP socket; the goroutine it runs (the *g in Go's
- *                   TLS slot at fsbase + g_tls_off) gets the socket's cookie
- *                   as its label. TCP only: a UDP or unix socket leaves the
- *                   goroutine's label as it was.
+ *                   from a stream socket (TCP or unix); the goroutine it
+ *                   runs (the *g in Go's TLS slot at fsbase + g_tls_off)
+ *                   gets the socket's cookie as its label. A datagram
+ *                   socket leaves the goroutine's label as it was (one
+ *                   socket serves every sender).
  *   golabel_newg    uprobe on newproc's call of runqput (the call in
  *                   runtime.newproc.func1, on the system stack: the new *g
  *                   in RBX, its creator in m.curg), attached once per Go
@@ -38,6 +39,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define IPPROTO_TCP 6
+#define AF_UNIX 1
 #define SOCK_STREAM 1
 #define MSG_PEEK 2
 #define MSG_ERRQUEUE 0x2000
@@ -139,7 +141,8 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || !gl_ours())
 		return 0;
-	if (sk->sk_protocol != IPPROTO_TCP || sk->sk_type != SOCK_STREAM)
+	if (sk->sk_type != SOCK_STREAM ||
+	    (sk->sk_protocol != IPPROTO_TCP && sk->__sk_common.skc_family != AF_UNIX))
 		return 0;
 	/* the cookie the helper returns, read directly when the socket has one (as rametr.bpf.c) */
 	cookie = sk->__sk_common.skc_cookie.counter;

@@ -14,13 +14,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 func main() {
-	server := flag.String("server", "", "tb-goserver's address:port")
+	server := flag.String("server", "", "tb-goserver's address:port, or unix:PATH")
 	bind := flag.String("bind", "", "source address of every connection (the CE's host)")
 	ce := flag.String("ce", "", "the CE named in each request")
 	path := flag.String("path", "/light", "the path requested (/light, /medium, /heavy)")
@@ -36,14 +37,21 @@ func main() {
 	if *bind != "" {
 		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(*bind)}
 	}
+	host := *server
+	dial := func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) }
+	if strings.HasPrefix(host, "unix:") {
+		path := strings.TrimPrefix(host, "unix:")
+		host = "tb-goserver"
+		dial = func(ctx context.Context, _, _ string) (net.Conn, error) { return dialer.DialContext(ctx, "unix", path) }
+	}
 	tr := &http.Transport{
-		DialContext:         func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) },
+		DialContext:         dial,
 		MaxIdleConnsPerHost: *conns,
 		MaxConnsPerHost:     *conns,
 		DisableCompression:  true,
 	}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	url := fmt.Sprintf("http://%s%s?ce=%s", *server, *path, *ce)
+	url := fmt.Sprintf("http://%s%s?ce=%s", host, *path, *ce)
 	n := int(*rate * *dur)
 	gap := time.Duration(float64(time.Second) / *rate)
 	var ok, failed, bytes atomic.Uint64

@@ -78,7 +78,7 @@ func worker(jobs <-chan job) {
 }
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:7300", "address:port to listen on")
+	listen := flag.String("listen", "127.0.0.1:7300", "address:port to listen on, or unix:PATH for a unix socket")
 	truthPath := flag.String("truth", "", "where to write the per-CE truth CSV (on exit and every second)")
 	resp := flag.Int("resp", 256, "body bytes per reply (16..1048576)")
 	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the runtime's default)")
@@ -145,7 +145,12 @@ func main() {
 	for p := range iters {
 		mux.HandleFunc(p, handler)
 	}
-	ln, err := net.Listen("tcp", *listen)
+	network, addr := "tcp", *listen
+	if strings.HasPrefix(addr, "unix:") {
+		network, addr = "unix", strings.TrimPrefix(addr, "unix:")
+		os.Remove(addr) // a socket file left by an earlier run
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tb-goserver: failed to listen on '%s': %v\n", *listen, err)
 		os.Exit(1)
