@@ -86,6 +86,25 @@ GL_INLINE void gl_stat(__u32 i)
 		(*v)++;
 }
 
+/*
+ * Sets goroutine k's label to v (0: none). An entry that exists is written
+ * in place (an aligned 8-byte store the sampler reads whole): a keep-alive
+ * connection's goroutine reads its socket again and again, and an LRU
+ * map's update allocates a new element every time (~200 ns). An entry is
+ * made only for a label.
+ */
+GL_INLINE void gl_set(const struct golabel_gkey *k, __u64 v)
+{
+	__u64 *cur = bpf_map_lookup_elem(&labels, k);
+
+	if (cur) {
+		if (*cur != v)
+			*cur = v;
+	} else if (v) {
+		bpf_map_update_elem(&labels, k, &v, BPF_ANY);
+	}
+}
+
 /* The *g in the current thread's TLS slot (its goroutine, g0 or gsignal); 0 if unreadable. */
 GL_INLINE __u64 gl_cur_g(const struct golabel_proc *p)
 {
@@ -153,7 +172,7 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 		return 0;
 	}
 	gl_stat(GOLABEL_ST_READS);
-	bpf_map_update_elem(&labels, &k, &cookie, BPF_ANY);
+	gl_set(&k, cookie);
 	return 0;
 }
 
@@ -171,26 +190,22 @@ int golabel_newg(struct pt_regs *ctx)
 {
 	struct golabel_gkey k = {};
 	struct golabel_proc *p;
-	__u64 *label = NULL;
+	__u64 *label = NULL, v = 0;
 
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)))
 		return 0;
 	gl_stat(GOLABEL_ST_NEWG);
-	if (gl_curg(p, &k.g) && k.g)
-		label = bpf_map_lookup_elem(&labels, &k);
+	if (gl_curg(p, &k.g) && k.g && (label = bpf_map_lookup_elem(&labels, &k)) && *label)
+		v = *label | GOLABEL_INHERITED;
 	k.g = ctx->bx;
 	/* the runtime's own goroutines (GC mark workers, finalizers) work for every tenant */
-	if (label && gl_runtime_g(p, k.g))
-		label = NULL;
-	if (label) {
-		__u64 v = *label | GOLABEL_INHERITED;
-
+	if (v && gl_runtime_g(p, k.g))
+		v = 0;
+	if (v)
 		gl_stat(GOLABEL_ST_INHERIT);
-		bpf_map_update_elem(&labels, &k, &v, BPF_ANY);
-	} else {
-		bpf_map_delete_elem(&labels, &k);
-	}
+	/* a reused g loses the dead goroutine's label */
+	gl_set(&k, v);
 	return 0;
 }
 
@@ -212,15 +227,23 @@ int golabel_ready(struct pt_regs *ctx)
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)))
 		return 0;
-	if (!gl_curg(p, &k.g) || !k.g || !(label = bpf_map_lookup_elem(&labels, &k)))
+	if (!gl_curg(p, &k.g) || !k.g || !(label = bpf_map_lookup_elem(&labels, &k)) || !*label)
 		return 0;
 	v = *label | GOLABEL_INHERITED;
 	k.g = ctx->ax;
-	if (!k.g || ((own = bpf_map_lookup_elem(&labels, &k)) && !(*own & GOLABEL_INHERITED)) ||
-	    gl_runtime_g(p, k.g))
+	if (!k.g)
+		return 0;
+	own = bpf_map_lookup_elem(&labels, &k);
+	/* a label from a receive of its own stays; one it already holds needs no write */
+	if (own && *own && (!(*own & GOLABEL_INHERITED) || *own == v))
+		return 0;
+	if (gl_runtime_g(p, k.g))
 		return 0;
 	gl_stat(GOLABEL_ST_HANDED);
-	bpf_map_update_elem(&labels, &k, &v, BPF_ANY);
+	if (own)
+		*own = v;
+	else
+		bpf_map_update_elem(&labels, &k, &v, BPF_ANY);
 	return 0;
 }
 
@@ -245,7 +268,7 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 		ck.cookie = GOLABEL_IDLE;
 	} else {
 		v = bpf_map_lookup_elem(&labels, &gk);
-		ck.cookie = v ? *v & ~GOLABEL_INHERITED : 0;
+		ck.cookie = v ? *v & ~GOLABEL_INHERITED : 0; /* 0: a g whose label was taken away */
 	}
 	if ((v = bpf_map_lookup_elem(&counts, &ck)) != NULL) {
 		__sync_fetch_and_add(v, 1);
