@@ -272,7 +272,13 @@ static void test_end_to_end(void)
 		CU_ASSERT_EQUAL(ctl(log, dup), 1);
 		CU_ASSERT(strstr(rm_test_slurp(log), "duplicate of active command") != NULL);
 	}
-	cgroup_of(atomic_load(&srv.c[0].tid), cg, sizeof(cg));
+	/* the collector moves c2's thread when its poll next sees the command: wait for it, 5 s at most */
+	for (int w = 0; w < 50; w++) {
+		cgroup_of(atomic_load(&srv.c[0].tid), cg, sizeof(cg));
+		if (strstr(cg, "rametr-throttle-"))
+			break;
+		usleep(100000);
+	}
 	CU_ASSERT(strstr(cg, "rametr-throttle-") != NULL);
 	cgroup_of(atomic_load(&srv.c[1].tid), cg, sizeof(cg));
 	CU_ASSERT_STRING_EQUAL(cg, orig);
