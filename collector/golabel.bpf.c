@@ -87,22 +87,26 @@ GL_INLINE void gl_stat(__u32 i)
 }
 
 /*
- * Sets goroutine k's label to v (0: none). An entry that exists is written
- * in place (an aligned 8-byte store the sampler reads whole): a keep-alive
- * connection's goroutine reads its socket again and again, and an LRU
- * map's update allocates a new element every time (~200 ns). An entry is
- * made only for a label.
+ * Sets goroutine k's label to v (0: none); cur is its entry as looked up
+ * (NULL: none). An entry that exists is written in place (an aligned
+ * 8-byte store the sampler reads whole): a keep-alive connection's
+ * goroutine reads its socket again and again, and an LRU map's update
+ * allocates a new element every time (~200 ns). An entry is made only for
+ * a label.
  */
-GL_INLINE void gl_set(const struct golabel_gkey *k, __u64 v)
+GL_INLINE void gl_set_at(const struct golabel_gkey *k, __u64 *cur, __u64 v)
 {
-	__u64 *cur = bpf_map_lookup_elem(&labels, k);
-
 	if (cur) {
 		if (*cur != v)
 			*cur = v;
 	} else if (v) {
 		bpf_map_update_elem(&labels, k, &v, BPF_ANY);
 	}
+}
+
+GL_INLINE void gl_set(const struct golabel_gkey *k, __u64 v)
+{
+	gl_set_at(k, bpf_map_lookup_elem(&labels, k), v);
 }
 
 /* The *g in the current thread's TLS slot (its goroutine, g0 or gsignal); 0 if unreadable. */
@@ -240,10 +244,7 @@ int golabel_ready(struct pt_regs *ctx)
 	if (gl_runtime_g(p, k.g))
 		return 0;
 	gl_stat(GOLABEL_ST_HANDED);
-	if (own)
-		*own = v;
-	else
-		bpf_map_update_elem(&labels, &k, &v, BPF_ANY);
+	gl_set_at(&k, own, v);
 	return 0;
 }
 
