@@ -145,7 +145,7 @@ static void test_reload_mid_stream(void)
 	struct st_row *rows = NULL;
 	struct rm_stream_expect ex;
 	size_t n = 0, i, sent = 0, ncol = 0;
-	uint64_t next_hup;
+	uint64_t next_hup, deadline;
 	st_db *d = NULL;
 	pid_t agg, col = -1;
 	int c, st;
@@ -165,7 +165,15 @@ static void test_reload_mid_stream(void)
 		CU_FAIL_FATAL("the aggregator did not start");
 	}
 	next_hup = mono_ms() + 300;
+	deadline = mono_ms() + 120000;
 	while (ncol < 20) {
+		if (mono_ms() >= deadline) {
+			/* stderr is not buffered: what was reached shows even if the test is killed later */
+			fprintf(stderr, "mid-stream reload: after 120 s, %zu of %zu reloads sent, %d read, %zu collectors\n",
+				sent, nseq, count_log(agg_log, "SIGHUP: reading"), ncol);
+			CU_FAIL("the reloads and collectors did not finish within 120 s");
+			break;
+		}
 		if (col > 0 && waitpid(col, &st, WNOHANG) == col) {
 			col = -1;
 			/* 3: the aggregator (slow under sanitizers) had not acknowledged
@@ -185,6 +193,8 @@ static void test_reload_mid_stream(void)
 			snprintf(spool, sizeof(spool), "%s/spool-%s", dir, node);
 			snprintf(col_log, sizeof(col_log), "%s/reload-%s.log", dir, node);
 			col = rm_test_spawn(argv, col_log);
+			fprintf(stderr, "collector %s started; %zu reloads sent, %d read\n", node, sent,
+				count_log(agg_log, "SIGHUP: reading"));
 		}
 		/* the next configuration once the last one was read */
 		if (sent < nseq && mono_ms() >= next_hup && count_log(agg_log, "SIGHUP: reading") == (int)sent) {
