@@ -174,6 +174,15 @@ static void test_reload_mid_stream(void)
 			CU_FAIL("the reloads and collectors did not finish within 120 s");
 			break;
 		}
+		if (waitpid(agg, &st, WNOHANG) == agg) {
+			fprintf(stderr, "the aggregator exited mid-stream (wait status %d); its log:\n%s\n", st,
+				rm_test_slurp(agg_log));
+			if (col > 0) {
+				kill(col, SIGKILL);
+				rm_test_wait(col, 5000);
+			}
+			CU_FAIL_FATAL("the aggregator exited mid-stream");
+		}
 		if (col > 0 && waitpid(col, &st, WNOHANG) == col) {
 			col = -1;
 			/* 3: the aggregator (slow under sanitizers) had not acknowledged
