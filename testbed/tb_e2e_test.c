@@ -162,7 +162,10 @@ static void test_two_ces_match_truth(void)
 		/* truth cpu within 10% of requests * mean cpu_us */
 		expect_ns = (double)t->requests * 2000.0 * 1000.0;
 		err_mean = ((double)t->cpu_ns - expect_ns) / expect_ns;
-		/* ... and within 5% of the cpu_us actually asked for (overhead only) */
+		/* ... and above the cpu_us actually asked for by at most 10%: the
+		 * parse and the reply's send (on loopback, the delivery to the
+		 * client) are per request outside the burn, +2-4% on a quiet
+		 * machine, up to +8% seen beside a busy neighbour */
 		CU_ASSERT_EQUAL_FATAL(tb_read_out(ces[i].out, ces[i].ce, 512, &n, &cpu_us, &rx), 0);
 		CU_ASSERT_EQUAL(n, s.completed);
 		err_sum = ((double)t->cpu_ns - (double)cpu_us * 1000.0) / ((double)cpu_us * 1000.0);
@@ -172,7 +175,7 @@ static void test_two_ces_match_truth(void)
 			ces[i].ce, (unsigned long long)t->requests, (double)t->cpu_ns / 1e9,
 			err_mean * 100, err_sum * 100, s.p50);
 		CU_ASSERT(err_mean > -0.10 && err_mean < 0.10);
-		CU_ASSERT(err_sum >= 0 && err_sum < 0.05);
+		CU_ASSERT(err_sum >= 0 && err_sum < 0.10);
 		/* bytes are exact */
 		CU_ASSERT_EQUAL(t->rx_bytes, rx);
 		CU_ASSERT_EQUAL(t->tx_bytes, s.completed * 512);
