@@ -26,7 +26,9 @@
  * the truth from them (rm_phase.h, rm_phase_sep_report): each tenant's
  * median CPU per request alone (less the idle server's) times its requests
  * in a shared round, scaled to that round's server CPU less idle, against
- * Rametr's figures for it.
+ * Rametr's figures for it; with RM_SEP_SUBSETS=1 the rounds also run each
+ * pair of tenants, and each tenant's Shapley value is printed as a second
+ * truth (rm_phase_sep_shapley).
  * One run serves all cases; the namespaces and every process are removed at
  * exit whatever happened. Needs root, the kernel's BTF and Debian's golang;
  * skips otherwise.

@@ -26,7 +26,8 @@
  * fresh server, then all three again; Rametr still watching) and prints the
  * truth from them as integ_go does: each tenant's median CPU per call alone
  * (less the idle server's) times its calls in a shared round, scaled to that
- * round's server CPU less idle, against Rametr's figures for it.
+ * round's server CPU less idle, against Rametr's figures for it
+ * (RM_SEP_SUBSETS=1: and the Shapley truth, as integ_go).
  * The namespaces and every process are removed at exit whatever happened.
  * Needs root, the kernel's BTF and Debian's golang with grpc-go; skips
  * otherwise.

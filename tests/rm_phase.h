@@ -228,13 +228,41 @@ static inline int rm_phase_separate(size_t n, const char *const ces[],
  * together again (shared[r]) and then each alone (alone[r][k]), the order of
  * the tenants alone turned by one each round, each phase on a fresh server
  * with the same loads (the same open-loop rates and length) as the shared
- * phase, 2.5 s apart for the windows to close.
+ * phase, 2.5 s apart for the windows to close; and, with three or more
+ * tenants and RM_SEP_SUBSETS=1, every group of 2..n-1 of them together
+ * (sub[r][mask]).
  */
 struct rm_sep {
 	size_t n, rounds;       /* tenants; rounds run (all their phases answered) */
+	int subsets;            /* the rounds also ran every group of 2..n-1 tenants (sub[r][mask]) */
 	struct rm_phase idle;
 	struct rm_phase shared[RM_SEP_ROUNDS], alone[RM_SEP_ROUNDS][RM_SEP_CES];
+	struct rm_phase sub[RM_SEP_ROUNDS][1u << RM_SEP_CES];
 };
+
+/* The tenants in mask. */
+static inline unsigned rm_sep_members(unsigned mask)
+{
+	unsigned c = 0;
+
+	for (; mask; mask &= mask - 1)
+		c++;
+	return c;
+}
+
+/* The tag of a group's phase: its tenants joined by '+', then "-r<r>" from round 1 on ("c1+c3-r2"). */
+static inline void rm_sep_tag_group(char *buf, size_t len, const char *const ces[], size_t n, unsigned mask,
+				    size_t round)
+{
+	size_t k, used = 0;
+
+	buf[0] = '\0';
+	for (k = 0; k < n && used < len; k++)
+		if (mask & (1u << k))
+			used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "+" : "", ces[k]);
+	if (round && used < len)
+		snprintf(buf + used, len - used, "-r%zu", round);
+}
 
 /* The tag of a phase: "shared" (round 0), "shared-r<r>", "<ce>-alone" (round 0), "<ce>-alone-r<r>". */
 static inline void rm_sep_tag(char *buf, size_t len, const char *ce, size_t round)
@@ -253,19 +281,26 @@ static inline void rm_sep_tag(char *buf, size_t len, const char *ce, size_t roun
  * Runs the separate phases of s (s->shared[0] already run by the caller)
  * for `rounds` rounds (1..RM_SEP_ROUNDS) of n tenants (n <= RM_SEP_CES):
  * run(p, mask, tag) runs one phase into *p (mask 0: the server idle; bit k:
- * ces[k]). Stops at the first phase whose loads did not all succeed.
- * Sets s->n and s->rounds (the rounds completed); returns 1 if all were.
+ * ces[k]). With environment variable RM_SEP_SUBSETS=1, each round then
+ * runs every group of 2..n-1 tenants together too (s->sub[r][mask], tag
+ * rm_sep_tag_group), for the Shapley truth of rm_phase_sep_report.
+ * Stops at the first phase whose loads did not all succeed. Sets s->n,
+ * s->subsets and s->rounds (the rounds completed); returns 1 if all were.
  */
 static inline int rm_phase_rounds(struct rm_sep *s, size_t n, const char *const ces[], size_t rounds,
 				  void (*run)(struct rm_phase *p, unsigned mask, const char *tag))
 {
+	const char *e = getenv("RM_SEP_SUBSETS");
 	char tag[48];
 	size_t r, j, k;
+	unsigned m, full;
 
 	s->n = n;
 	s->rounds = 0;
+	s->subsets = n > 2 && e && !strcmp(e, "1");
 	if (n > RM_SEP_CES || rounds < 1 || rounds > RM_SEP_ROUNDS)
 		return 0;
+	full = (1u << n) - 1;
 	usleep(2500000);
 	run(&s->idle, 0, "idle");
 	if (!s->idle.load_ok)
@@ -284,6 +319,16 @@ static inline int rm_phase_rounds(struct rm_sep *s, size_t n, const char *const 
 			rm_sep_tag(tag, sizeof(tag), ces[k], r);
 			run(&s->alone[r][k], 1u << k, tag);
 			if (!s->alone[r][k].load_ok)
+				return 0;
+		}
+		for (j = 0; s->subsets && j < full; j++) {
+			m = 1u + (unsigned)((j + r) % full); /* the groups' order turned by one each round */
+			if (rm_sep_members(m) < 2 || m == full)
+				continue;
+			usleep(2500000);
+			rm_sep_tag_group(tag, sizeof(tag), ces, n, m, r);
+			run(&s->sub[r][m], m, tag);
+			if (!s->sub[r][m].load_ok)
 				return 0;
 		}
 		s->rounds = r + 1;
@@ -460,6 +505,77 @@ static inline double rm_phase_sep_decompose(size_t n, const char *const ces[], c
 }
 
 /*
+ * The Shapley truth, for separate runs that also ran every group of 2..n-1
+ * tenants (s->subsets): v[mask] (ns) is a group's CPU (its phase's server
+ * CPU less the idle server's, the median over the rounds) for every mask
+ * but 0 and all tenants; v(all) is each shared round's own, target[r]. A
+ * tenant's truth is its Shapley value: over every order of adding the
+ * tenants one by one, the mean CPU the server gained when it came in,
+ * sum over groups S without k of |S|! (n-1-|S|)! / n! (v(S+k) - v(S)). The
+ * values sum to v(all) exactly; where costs add up (a group's CPU the sum
+ * of its tenants' alone) each is the tenant's CPU alone, and where sharing
+ * saves CPU each tenant's part of the saving follows what its coming in
+ * saved beside each group, where the separate runs' table scales every cost
+ * alone by one factor. Prints a table per round against Rametr's got[r][k]
+ * and the median errors over the rounds; fills err[r][k] (%).
+ */
+static inline void rm_phase_sep_shapley(const struct rm_sep *s, const char *const ces[], const double v[],
+					const double target[], const uint64_t got[][RM_SEP_CES],
+					double err[][RM_SEP_CES])
+{
+	static const double fact[RM_SEP_CES + 1] = { 1, 1, 2, 6, 24 };
+	size_t n = s->n, r, k;
+	unsigned full = (1u << n) - 1, m;
+	double e[RM_SEP_ROUNDS];
+	int within = 0;
+
+	fprintf(stderr, "the Shapley truth (each tenant's mean marginal CPU over the orders of adding them; groups' "
+		"CPU, median over the rounds, less idle):");
+	for (m = 1; m < full; m++) {
+		char tag[48];
+
+		rm_sep_tag_group(tag, sizeof(tag), ces, n, m, 0);
+		fprintf(stderr, " %s %.4f s", tag, v[m] / 1e9);
+	}
+	fprintf(stderr, "\n");
+	for (r = 0; r < s->rounds; r++) {
+		double charged = 0;
+
+		for (k = 0; k < n; k++)
+			charged += (double)got[r][k];
+		fprintf(stderr, "round %zu: shared run less idle %.4f s\n%-4s %11s %10s %8s %8s %8s %7s\n", r,
+			target[r] / 1e9, "ce", "shapley_s", "rametr_s", "error_%", "truth_%", "rametr_%", "diff_pp");
+		for (k = 0; k < n; k++) {
+			double phi = 0, ts, rs;
+
+			for (m = 0; m < full; m++) {
+				unsigned sz = rm_sep_members(m), mk = m | (1u << k);
+				double with, without;
+
+				if (m & (1u << k))
+					continue;
+				with = mk == full ? target[r] : v[mk];
+				without = m ? v[m] : 0.0;
+				phi += fact[sz] * fact[n - 1 - sz] / fact[n] * (with - without);
+			}
+			err[r][k] = phi > 0 ? ((double)got[r][k] - phi) * 100.0 / phi : 100.0;
+			within += fabs(err[r][k]) <= 3.0;
+			ts = target[r] > 0 ? 100.0 * phi / target[r] : 0.0;
+			rs = charged > 0 ? 100.0 * (double)got[r][k] / charged : 0.0;
+			fprintf(stderr, "%-4s %11.4f %10.4f %8.2f %8.2f %8.2f %7.2f\n", ces[k], phi / 1e9,
+				(double)got[r][k] / 1e9, err[r][k], ts, rs, rs - ts);
+		}
+	}
+	fprintf(stderr, "over the rounds, each tenant's error against the Shapley truth (%%):");
+	for (k = 0; k < n; k++) {
+		for (r = 0; r < s->rounds; r++)
+			e[r] = err[r][k];
+		fprintf(stderr, " %s median %.2f", ces[k], rm_phase_median(e, s->rounds));
+	}
+	fprintf(stderr, "; within 3%%: %d of %zu\n", within, s->rounds * n);
+}
+
+/*
  * What the separate runs' rounds of s give and how Rametr compares, for
  * integ_go and integ_grpc (each phase's truth in <dir>/truth-<tag>.csv, its
  * requests checked against want[k], Rametr's database db): the noise of the
@@ -477,8 +593,11 @@ static inline int rm_phase_sep_report(const struct rm_sep *s, const char *dir, c
 {
 	struct tb_truth_row ta[RM_SEP_CES];
 	double idle_rate, per[RM_SEP_CES][RM_SEP_ROUNDS], v[RM_SEP_ROUNDS], truth[RM_SEP_CES];
+	double vgroup[1u << RM_SEP_CES] = { 0 }, target[RM_SEP_ROUNDS], serr[RM_SEP_ROUNDS][RM_SEP_CES];
+	uint64_t gots[RM_SEP_ROUNDS][RM_SEP_CES];
 	char tag[48], csv[96];
 	size_t r, k, n = s->n;
+	unsigned m;
 	int rv;
 
 	if (!s->rounds || n > RM_SEP_CES)
@@ -521,6 +640,25 @@ static inline int rm_phase_sep_report(const struct rm_sep *s, const char *dir, c
 		cost[k] = rm_phase_median(v, s->rounds);
 		fprintf(stderr, "%-4s median %.1f us, min %.1f, max %.1f, spread (max-min)/median %.1f%%\n", ces[k],
 			cost[k] / 1e3, lo / 1e3, hi / 1e3, cost[k] > 0 ? 100.0 * (hi - lo) / cost[k] : 0.0);
+		vgroup[1u << k] = cost[k] * (double)want[k];
+	}
+	/* the groups of 2..n-1 tenants: each member answered all its requests, the CPU's median over the rounds */
+	for (m = 1; s->subsets && m < (1u << n) - 1; m++) {
+		if (rm_sep_members(m) < 2)
+			continue;
+		for (r = 0; r < s->rounds; r++) {
+			const struct rm_phase *p = &s->sub[r][m];
+
+			rm_sep_tag_group(tag, sizeof(tag), ces, n, m, r);
+			snprintf(csv, sizeof(csv), "truth-%s.csv", tag);
+			if ((rv = rm_phase_truth(dir, csv, ces, n, ta)) != RM_OK)
+				return rv;
+			for (k = 0; k < n; k++)
+				if (ta[k].requests != (m & (1u << k) ? want[k] : 0))
+					return RM_EPROTO;
+			v[r] = (double)p->server_ns - idle_rate * rm_phase_s(p);
+		}
+		vgroup[m] = rm_phase_median(v, s->rounds);
 	}
 	for (r = 0; r < s->rounds; r++) {
 		const struct rm_phase *p = &s->shared[r];
@@ -543,8 +681,9 @@ static inline int rm_phase_sep_report(const struct rm_sep *s, const char *dir, c
 				return RM_EPROTO;
 		}
 		snprintf(title, sizeof(title), "round %zu, %s", r, tag);
-		add[r] = rm_phase_sep_table(title, n, ces, names, cost, req,
-					    (double)p->server_ns - idle_rate * rm_phase_s(p), got, charged, truth, err[r],
+		target[r] = (double)p->server_ns - idle_rate * rm_phase_s(p);
+		memcpy(gots[r], got, n * sizeof(got[0]));
+		add[r] = rm_phase_sep_table(title, n, ces, names, cost, req, target[r], got, charged, truth, err[r],
 					    pp[r]);
 		rt = (double)rm_phase_v_reason(db, p->since - margin, p->until + (r ? 1500000000LL : margin), "runtime");
 		if (rt > 0.05 * (double)charged)
@@ -557,6 +696,8 @@ static inline int rm_phase_sep_report(const struct rm_sep *s, const char *dir, c
 		fprintf(stderr, " %s median %.2f", ces[k], rm_phase_median(v, s->rounds));
 	}
 	fprintf(stderr, "\n");
+	if (s->subsets)
+		rm_phase_sep_shapley(s, ces, vgroup, target, gots, serr);
 	return RM_OK;
 }
 
