@@ -120,7 +120,8 @@ static void col_bpf_go_release(struct col_bpf_go *g, uint64_t win)
 static int col_bpf_go_load(struct col_bpf_go *g)
 {
 	struct col_golabel_cfg c = { .window_ns = g->cfg.window_ns, .offset_ns = g->cfg.offset_ns,
-				     .freq_hz = g->cfg.freq_hz, .netns_ino = g->cfg.netns_ino };
+				     .freq_hz = g->cfg.freq_hz, .netns_ino = g->cfg.netns_ino,
+				     .per_thread = g->cfg.per_thread };
 	int rv;
 
 	if (g->gl)
@@ -287,6 +288,7 @@ int col_bpf_go_report(struct col_bpf_go *g, uint64_t before_win, const struct co
 		return RM_OK;
 	g->sink = sink;
 	g->sink_err = 0;
+	col_golabel_follow(g->gl); /* threads started in the window just ended are sampled from now on */
 	rv = col_golabel_drain(g->gl, before_win, col_bpf_go_window, g);
 	if (rv == RM_OK)
 		col_bpf_go_release(g, before_win); /* windows without counts: their parts as they are */

@@ -37,6 +37,7 @@ struct col_bpf_go_cfg {
 	int64_t offset_ns;  /* and its offset (col_bpf_cfg) */
 	uint32_t netns_ino; /* nonzero: only this network namespace's receives label */
 	uint32_t freq_hz;   /* sampler frequency (0: the module's default) */
+	int per_thread;     /* the sampler per watched thread, not per CPU (col_golabel_cfg) */
 };
 
 #define COL_BPF_GO_HELD 16384 /* Go parts held back at most (about 4.5 MiB) */

@@ -6,8 +6,10 @@
  */
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -34,22 +36,34 @@ struct gl_exe {
 	struct bpf_link *ready; /* NULL if the build has no runtime.ready */
 };
 
-/* A watched process and its executable. */
+/* A thread of a watched process and its sampler (a cpu-clock event bound to the thread). */
+struct gl_thr {
+	uint32_t tid;
+	struct bpf_link *link; /* closes the event's fd */
+};
+
+/* A watched process, its executable and its threads' samplers (sorted by tid). */
 struct gl_pid {
 	uint32_t pid;
 	dev_t dev;
 	ino_t ino;
+	struct gl_thr *thr;
+	size_t nthr;
 };
 
 struct col_golabel {
 	struct golabel_bpf *skel;
 	struct bpf_link *recv;
-	struct bpf_link **samplers; /* one per online CPU */
+	int per_thread;             /* samplers per watched thread (col_golabel_cfg.per_thread), else per CPU */
+	struct bpf_link **samplers; /* per CPU: one per online CPU */
 	int nsamplers;
 	struct gl_exe exes[GOLABEL_PIDS_MAX];
 	size_t nexes;
 	struct gl_pid pids[GOLABEL_PIDS_MAX];
 	size_t npids;
+	size_t nthr;           /* per thread: samplers open, over every watched process */
+	int thr_full_logged;   /* COL_GOLABEL_THREADS_MAX was reached and said so */
+	int thr_fail_logged;   /* a thread's sampler failed to open and said so */
 	uint64_t window_ns, offset_ns, period_ns;
 };
 
@@ -64,7 +78,7 @@ static int gl_errno_rv(int err)
 	return err == EPERM || err == EACCES ? RM_EPERM : RM_EBPF;
 }
 
-/* A cpu-clock event of period_ns on every online CPU, each running the sampler. */
+/* A cpu-clock event of period_ns on every online CPU, each running the sampler (col_golabel_cfg.per_thread 0). */
 static int gl_attach_samplers(struct col_golabel *g)
 {
 	int ncpu = libbpf_num_possible_cpus(), cpu;
@@ -102,6 +116,163 @@ static int gl_attach_samplers(struct col_golabel *g)
 	return g->nsamplers ? RM_OK : RM_EBPF;
 }
 
+/*
+ * A cpu-clock event of period_ns bound to thread tid (it ticks only while
+ * that thread runs, so no other process pays for it), running the sampler;
+ * *out its link. RM_ENOENT if the thread is gone, RM_EPERM or RM_EBPF.
+ */
+static int gl_open_sampler(struct col_golabel *g, uint32_t tid, struct bpf_link **out)
+{
+	struct perf_event_attr a;
+	struct bpf_link *l;
+	int pfd, err;
+
+	memset(&a, 0, sizeof(a));
+	a.type = PERF_TYPE_SOFTWARE;
+	a.size = sizeof(a);
+	a.config = PERF_COUNT_SW_CPU_CLOCK;
+	a.sample_period = g->period_ns; /* cpu-clock counts nanoseconds */
+	pfd = (int)syscall(__NR_perf_event_open, &a, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (pfd < 0) {
+		err = errno;
+		return err == ESRCH ? RM_ENOENT : gl_errno_rv(err);
+	}
+	if (!(l = bpf_program__attach_perf_event(g->skel->progs.golabel_sample, pfd))) {
+		err = errno;
+		close(pfd);
+		return gl_errno_rv(err);
+	}
+	*out = l;
+	return RM_OK;
+}
+
+static int gl_tid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The threads of process pid from /proc/<pid>/task, sorted, into *out
+ * (malloc'd, *n of them). RM_OK; RM_ENOENT if the process is gone; RM_ENOMEM.
+ */
+static int gl_list_tids(uint32_t pid, uint32_t **out, size_t *n)
+{
+	char path[64];
+	struct dirent *de;
+	uint32_t *t = NULL, *nt;
+	size_t cap = 0;
+	DIR *d;
+
+	*out = NULL;
+	*n = 0;
+	snprintf(path, sizeof(path), "/proc/%u/task", pid);
+	if (!(d = opendir(path)))
+		return RM_ENOENT;
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		unsigned long v = strtoul(de->d_name, &end, 10);
+
+		if (*end || !v || v > UINT32_MAX)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 32;
+			if (!(nt = realloc(t, cap * sizeof(*t)))) {
+				free(t);
+				closedir(d);
+				return RM_ENOMEM;
+			}
+			t = nt;
+		}
+		t[(*n)++] = (uint32_t)v;
+	}
+	closedir(d);
+	if (*n)
+		qsort(t, *n, sizeof(*t), gl_tid_cmp);
+	*out = t;
+	return RM_OK;
+}
+
+/*
+ * Brings p's samplers in line with its threads: one for each thread that
+ * has none (up to COL_GOLABEL_THREADS_MAX over every process), none for a
+ * thread that is gone. Best effort: a thread that cannot be sampled is
+ * skipped (tried again at the next call); the first failure and reaching
+ * the bound are logged, once each.
+ * RM_OK, or RM_ENOMEM (nothing changed for the threads not yet reached).
+ */
+static int gl_follow_threads(struct col_golabel *g, struct gl_pid *p)
+{
+	uint32_t *tids;
+	struct gl_thr *keep;
+	size_t n, i, j, nk = 0;
+	int rv;
+
+	if ((rv = gl_list_tids(p->pid, &tids, &n)) == RM_ENOENT)
+		n = 0; /* gone: every sampler goes; the scanner forgets the process */
+	else if (rv != RM_OK)
+		return rv;
+	if (!(keep = calloc(n + p->nthr + 1, sizeof(*keep)))) {
+		free(tids);
+		return RM_ENOMEM;
+	}
+	/* both lists sorted: a merge */
+	for (i = j = 0; i < n || j < p->nthr;) {
+		if (j < p->nthr && (i == n || p->thr[j].tid < tids[i])) {
+			bpf_link__destroy(p->thr[j++].link); /* the thread is gone */
+			g->nthr--;
+		} else if (j < p->nthr && p->thr[j].tid == tids[i]) {
+			keep[nk++] = p->thr[j++];
+			i++;
+		} else {
+			struct bpf_link *l;
+
+			if (g->nthr >= COL_GOLABEL_THREADS_MAX) {
+				if (!g->thr_full_logged++)
+					rm_log_warn("goroutine labels: %d threads sampled, the most at once; threads past them "
+						    "are not sampled and their CPU is split by the others' samples",
+						    COL_GOLABEL_THREADS_MAX);
+			} else if ((rv = gl_open_sampler(g, tids[i], &l)) == RM_OK) {
+				keep[nk].tid = tids[i];
+				keep[nk++].link = l;
+				g->nthr++;
+			} else if (rv != RM_ENOENT && !g->thr_fail_logged++) {
+				rm_log_warn("failed to sample thread %u of process %u: %s; such threads are tried again "
+					    "each window, not logged again", tids[i], p->pid, rm_strerror(rv));
+			}
+			i++;
+		}
+	}
+	free(tids);
+	free(p->thr);
+	p->thr = keep;
+	p->nthr = nk;
+	return RM_OK;
+}
+
+/* Closes every sampler of p. */
+static void gl_drop_threads(struct col_golabel *g, struct gl_pid *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nthr; i++)
+		bpf_link__destroy(p->thr[i].link);
+	g->nthr -= p->nthr;
+	free(p->thr);
+	p->thr = NULL;
+	p->nthr = 0;
+}
+
+void col_golabel_follow(struct col_golabel *g)
+{
+	size_t i;
+
+	for (i = 0; g && g->per_thread && i < g->npids; i++)
+		if (gl_follow_threads(g, &g->pids[i]) != RM_OK)
+			rm_log_warn("failed to follow the threads of process %u: out of memory", g->pids[i].pid);
+}
+
 int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg)
 {
 	struct col_golabel *g;
@@ -137,7 +308,8 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
 		col_golabel_close(g);
 		return gl_errno_rv(err);
 	}
-	if ((rv = gl_attach_samplers(g)) != RM_OK) {
+	g->per_thread = cfg->per_thread;
+	if (!g->per_thread && (rv = gl_attach_samplers(g)) != RM_OK) {
 		col_golabel_close(g);
 		return rv;
 	}
@@ -222,9 +394,13 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 		}
 		return rv;
 	}
+	memset(&g->pids[g->npids], 0, sizeof(g->pids[0]));
 	g->pids[g->npids].pid = pid;
 	g->pids[g->npids].dev = st.st_dev;
 	g->pids[g->npids].ino = st.st_ino;
+	if (g->per_thread && gl_follow_threads(g, &g->pids[g->npids]) != RM_OK)
+		rm_log_warn("failed to follow the threads of process %u: out of memory; tried again at the next "
+			    "window", pid);
 	g->npids++;
 	return RM_OK;
 }
@@ -238,6 +414,7 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
 	if (!g || !(p = gl_find_pid(g, pid)))
 		return;
 	bpf_map_delete_elem(bpf_map__fd(g->skel->maps.pids), &pid);
+	gl_drop_threads(g, p);
 	gone = *p;
 	*p = g->pids[--g->npids];
 	for (i = 0; i < g->npids; i++)
@@ -362,6 +539,7 @@ void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out)
 	out->newg = sum[GOLABEL_ST_NEWG];
 	out->inherit = sum[GOLABEL_ST_INHERIT];
 	out->handed = sum[GOLABEL_ST_HANDED];
+	out->threads = g->nthr;
 }
 
 uint64_t col_golabel_lost(struct col_golabel *g)
@@ -379,6 +557,8 @@ void col_golabel_close(struct col_golabel *g)
 
 	if (!g)
 		return;
+	for (i = 0; i < g->npids; i++)
+		gl_drop_threads(g, &g->pids[i]);
 	for (c = 0; c < g->nsamplers; c++)
 		bpf_link__destroy(g->samplers[c]);
 	free(g->samplers);

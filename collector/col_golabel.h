@@ -10,7 +10,8 @@
  * the tenant; a goroutine it creates takes its label (one uprobe on the
  * call of runtime.runqput in runtime.newproc.func1, attached once per Go
  * executable, where col_gort_sched_inspect finds it). A cpu-clock sampler
- * at freq_hz on every online CPU counts, for the watched processes' threads,
+ * at freq_hz, on every online CPU or on each thread of the watched
+ * processes (col_golabel_cfg.per_thread), counts for the watched threads
  * samples per window, process and label: the label of the goroutine the
  * thread runs for (m.curg); 0 for a goroutine without one;
  * COL_GOLABEL_IDLE for a thread on its system stack with no goroutine (the
@@ -37,13 +38,14 @@
 #define COL_GOLABEL_IDLE 0xffffffffffffffffULL /* = GOLABEL_IDLE (golabel.h) */
 #define COL_GOLABEL_FREQ_DEFAULT 1999u         /* Hz; see col_golabel_cfg */
 #define COL_GOLABEL_PIDS_MAX 1024              /* watched processes at once (= GOLABEL_PIDS_MAX) */
+#define COL_GOLABEL_THREADS_MAX 4096           /* threads sampled at once, over every watched process */
 
 struct col_golabel;
 
 struct col_golabel_cfg {
 	uint64_t window_ns; /* window length (0: 1 s), as col_bpf_cfg's */
 	int64_t offset_ns;  /* window = (CLOCK_MONOTONIC + offset_ns) / window_ns, as col_bpf_cfg's */
-	/* Samples per second per CPU (0: COL_GOLABEL_FREQ_DEFAULT; 10..20000).
+	/* Samples per second of a watched thread's CPU (0: COL_GOLABEL_FREQ_DEFAULT; 10..20000).
 	 * 1999 Hz: ~100 samples, the ±10% of a share, per 50 ms of a tenant's
 	 * CPU in a window (at 2 kHz the measured cost was 1.1% of the testbed
 	 * gRPC server's CPU, half of it the sampler's); odd so that the
@@ -51,6 +53,15 @@ struct col_golabel_cfg {
 	 * Go's 10 ms sysmon and preemption periods. */
 	uint32_t freq_hz;
 	uint32_t netns_ino; /* nonzero: receives of threads in this network namespace only */
+	/* 0: one cpu-clock event per online CPU, which ticks whatever runs there
+	 * (every process on the machine pays for its interrupts; measured in a
+	 * 2-vCPU VM: +3-5% on an unrelated CPU-bound process at 1999 Hz);
+	 * 1: one per thread of the watched processes, which ticks only while
+	 * that thread runs (no other process pays; the Go program pays for
+	 * the event's switch in and out at every context switch of its
+	 * threads: measured +10-12% of a Go server's CPU beyond the per-CPU
+	 * events'). bench/RESULTS.md, *The goroutine sampler's cost*. */
+	int per_thread;
 };
 
 /* The samples of one label in one window. */
@@ -70,11 +81,12 @@ struct col_golabel_stats {
 	uint64_t newg;      /* goroutines created in watched processes */
 	uint64_t inherit;   /* ... that took their creator's label */
 	uint64_t handed;    /* goroutines readied by a labelled one that took its label (hand-offs) */
+	uint64_t threads;   /* per_thread: threads with a sampler now (0 with samplers per CPU) */
 };
 
 /*
- * Loads the programs, attaches the receive hook and the sampler (one
- * cpu-clock event per online CPU) and sets *out; nothing is counted until a
+ * Loads the programs, attaches the receive hook and, unless per_thread, the
+ * sampler on every online CPU, and sets *out; nothing is counted until a
  * process is watched. Returns RM_OK; RM_EINVAL for a NULL argument or
  * freq_hz outside 10..20000; RM_ENOMEM; RM_EBPF if the programs cannot be
  * loaded or attached (RM_EPERM without the privilege to, e.g. not root).
@@ -86,7 +98,8 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
 /*
  * Watches process pid, running the executable at exe_path (as this process
  * sees it, e.g. /proc/PID/exe): its receives label goroutines, its threads
- * are sampled. Attaches the creation uprobe once per executable (device,
+ * are sampled (per_thread: those in /proc/PID/task now; col_golabel_follow
+ * for later ones). Attaches the creation uprobe once per executable (device,
  * inode); a second pid of the same executable only joins the map. Returns
  * RM_OK (also if pid is already watched: no change); RM_EINVAL for pid 0 or
  * a NULL path; RM_ENOTSUP for a Go build it cannot read (not Go, stripped,
@@ -96,6 +109,15 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
  * nothing changed.
  */
 int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path);
+
+/*
+ * per_thread: samples the threads the watched processes started since they
+ * were last looked at and closes the samplers of threads that ended
+ * (readdir of /proc/PID/task for each; call it once a window). A thread's
+ * CPU before its first look is not sampled. Best effort: failures are
+ * logged. No-op with samplers per CPU.
+ */
+void col_golabel_follow(struct col_golabel *g);
 
 /*
  * Stops watching pid (no-op if not watched): its threads are no longer

@@ -17,6 +17,8 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <bpf/bpf.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,11 +110,53 @@ static void need_go(void)
 		RM_TEST_SKIP("tb-grpcserver is not built (needs golang-go and grpc-go)");
 }
 
-static int open_golabel(struct col_golabel **g, uint32_t netns_ino)
+static int open_golabel_mode(struct col_golabel **g, uint32_t netns_ino, int per_thread)
 {
-	struct col_golabel_cfg cfg = { .window_ns = WINDOW_NS, .netns_ino = netns_ino };
+	struct col_golabel_cfg cfg = { .window_ns = WINDOW_NS, .netns_ino = netns_ino, .per_thread = per_thread };
 
 	return col_golabel_open(g, &cfg);
+}
+
+static int open_golabel(struct col_golabel **g, uint32_t netns_ino)
+{
+	return open_golabel_mode(g, netns_ino, 0);
+}
+
+/* The threads of process pid now (entries of /proc/PID/task). */
+static unsigned count_threads(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	unsigned n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* col_progstat_fn: the sampler program's runs into *arg. */
+static void sampler_runs(void *arg, const char *name, uint32_t id, uint64_t runs, uint64_t run_ns)
+{
+	(void)id;
+	(void)run_ns;
+	if (!strcmp(name, "golabel_sample"))
+		*(uint64_t *)arg = runs;
+}
+
+/* A process spinning on the CPU until killed: its pid. */
+static pid_t start_spinner(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		for (;;)
+			;
+	return pid;
 }
 
 /* Does open's rv mean this host cannot run the test (no privilege) rather than a failure? */
@@ -252,7 +296,15 @@ static void drain_ended(struct col_golabel *g)
 	CU_ASSERT_EQUAL(col_golabel_drain(g, col_golabel_window(g), sink, NULL), RM_OK);
 }
 
-static void test_tenants(void)
+/*
+ * The three tenants' scenario with the sampler per CPU or per thread
+ * (per_thread), while a process the module does not watch spins beside:
+ * per CPU, the sampler also runs on the spinner (its runs outnumber the
+ * samples it counts); per thread, it runs on the watched threads only
+ * (runs = samples), each thread of the server has one and none is left
+ * after forget.
+ */
+static void tenants(int per_thread)
 {
 	static const char *peers[TENANTS] = { "127.0.0.2", "127.0.0.3", "127.0.0.4" };
 	static const char *methods[TENANTS] = { "Light", "Medium", "Heavy" };
@@ -263,19 +315,30 @@ static void test_tenants(void)
 	unsigned port, nlab, calls, i, have = 0;
 	pid_t srv, load[TENANTS];
 	uint32_t newg;
+	uint64_t runs = 0;
 	char addr[64];
-	int status, running, rv;
+	int status, running, rv, stats_fd;
+	pid_t spin;
 
 	need_go();
 	srv = start_server(&port, addr, sizeof(addr));
-	if (cannot(rv = open_golabel(&g, 0))) {
+	if (cannot(rv = open_golabel_mode(&g, 0, per_thread))) {
 		stop(srv);
 		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
 	}
 	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
 	seen_reset();
+	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME); /* the programs' run counts, while it is open */
+	CU_ASSERT_FATAL(stats_fd >= 0);
+	CU_ASSERT_FATAL((spin = start_spinner()) > 0);
 	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
 	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK); /* again: no change */
+	col_golabel_stats(g, &st);
+	if (per_thread) {
+		CU_ASSERT(st.threads >= 2 && st.threads == count_threads(srv)); /* every thread of the server */
+	} else {
+		CU_ASSERT_EQUAL(st.threads, 0);
+	}
 	newg = newg_prog();
 	CU_ASSERT_FATAL(newg != 0);
 	CU_ASSERT_EQUAL(links_of(newg), 1); /* one uprobe for the executable */
@@ -286,6 +349,7 @@ static void test_tenants(void)
 		for (i = 0; i < TENANTS; i++)
 			if (!(have & (1u << i)) && conn_cookie(port, peers[i], &cookie[i]))
 				have |= 1u << i;
+		col_golabel_follow(g);
 		CU_ASSERT_EQUAL(col_golabel_drain(g, col_golabel_window(g), sink, NULL), RM_OK);
 		usleep(100000);
 		for (i = 0, running = 0; i < TENANTS; i++) {
@@ -314,7 +378,19 @@ static void test_tenants(void)
 	CU_ASSERT(seen.calls >= 4); /* 2.5 s of load in 250 ms windows, drained as they ended */
 
 	seen_pid((uint32_t)srv, &all, &lab, &nlab);
+	/* the runs first: a sample of the (idle) server between the two reads counts in st alone */
+	CU_ASSERT(col_golabel_prog_stats(g, sampler_runs, &runs) > 0);
 	col_golabel_stats(g, &st);
+	kill(spin, SIGKILL);
+	CU_ASSERT(rm_test_wait(spin, 5000) != 0); /* killed */
+	fprintf(stderr, "sampler per %s: %" PRIu64 " runs for %" PRIu64 " samples of the watched process, %" PRIu64
+		" threads sampled\n", per_thread ? "thread" : "CPU", runs, st.samples, st.threads);
+	if (per_thread) {
+		CU_ASSERT(runs <= st.samples && st.samples - runs <= 2); /* it ticks on the watched threads only */
+		CU_ASSERT(st.threads >= 2);
+	} else {
+		CU_ASSERT(runs > st.samples + st.samples / 2); /* the spinner and idle CPUs tick too */
+	}
 	fprintf(stderr, "server samples %" PRIu64 ", labelled %" PRIu64 " (%.1f%%) on %u labels; light %" PRIu64
 		", medium %" PRIu64 ", heavy %" PRIu64 ", unlabelled %" PRIu64 ", idle %" PRIu64 "; reads %" PRIu64
 		", new goroutines %" PRIu64 " (%" PRIu64 " inherited), lost %" PRIu64 ", unread %" PRIu64 "\n",
@@ -338,6 +414,7 @@ static void test_tenants(void)
 	col_golabel_forget(g, (uint32_t)srv);
 	CU_ASSERT_EQUAL(links_of(newg), 0);
 	col_golabel_stats(g, &st);
+	CU_ASSERT_EQUAL(st.threads, 0);
 	drain_ended(g);
 	seen_reset();
 	CU_ASSERT_FATAL((load[0] = start_load(addr, peers[2], ces[2], methods[2], "1")) > 0);
@@ -351,6 +428,17 @@ static void test_tenants(void)
 	CU_ASSERT_EQUAL(st2.reads, st.reads);
 	stop(srv);
 	col_golabel_close(g);
+	close(stats_fd);
+}
+
+static void test_tenants(void)
+{
+	tenants(0);
+}
+
+static void test_tenants_per_thread(void)
+{
+	tenants(1);
 }
 
 static void test_netns(void)
@@ -473,6 +561,7 @@ static void test_close(void)
 
 static CU_TestInfo cases[] = {
 	{ "three tenants of a gRPC server: labelled samples per connection, drained once, forget", test_tenants },
+	{ "the same with the sampler per thread: it ticks on the watched threads only", test_tenants_per_thread },
 	{ "receives outside the watched network namespace label nothing", test_netns },
 	{ "Go builds it cannot read, C programs, missing files are refused", test_refused },
 	{ "a sampling frequency out of range is refused", test_bad_cfg },
