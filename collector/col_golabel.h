@@ -59,7 +59,7 @@ struct col_golabel_cfg {
 	 * 1: one per thread of the watched processes, which ticks only while
 	 * that thread runs (no other process pays; the Go program pays for
 	 * the event's switch in and out at every context switch of its
-	 * threads: measured +10-12% of a Go server's CPU beyond the per-CPU
+	 * threads: measured +8-10% of a Go server's CPU beyond the per-CPU
 	 * events'). bench/RESULTS.md, *The goroutine sampler's cost*. */
 	int per_thread;
 };
