@@ -78,72 +78,58 @@ static int gl_errno_rv(int err)
 	return err == EPERM || err == EACCES ? RM_EPERM : RM_EBPF;
 }
 
-/* A cpu-clock event of period_ns on every online CPU, each running the sampler (col_golabel_cfg.per_thread 0). */
-static int gl_attach_samplers(struct col_golabel *g)
-{
-	int ncpu = libbpf_num_possible_cpus(), cpu;
-
-	if (ncpu <= 0)
-		return RM_EBPF;
-	if (!(g->samplers = calloc((size_t)ncpu, sizeof(*g->samplers))))
-		return RM_ENOMEM;
-	for (cpu = 0; cpu < ncpu; cpu++) {
-		struct perf_event_attr a;
-		struct bpf_link *l;
-		int pfd, err;
-
-		memset(&a, 0, sizeof(a));
-		a.type = PERF_TYPE_SOFTWARE;
-		a.size = sizeof(a);
-		a.config = PERF_COUNT_SW_CPU_CLOCK;
-		a.sample_period = g->period_ns; /* cpu-clock counts nanoseconds */
-		pfd = (int)syscall(__NR_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-		if (pfd < 0 && errno == ENODEV)
-			continue; /* offline */
-		if (pfd < 0) {
-			err = errno;
-			rm_log_warn("failed to open a cpu-clock event on CPU %d: %s", cpu, strerror(err));
-			return gl_errno_rv(err);
-		}
-		if (!(l = bpf_program__attach_perf_event(g->skel->progs.golabel_sample, pfd))) {
-			err = errno;
-			close(pfd);
-			rm_log_warn("failed to attach the sampler on CPU %d: %s", cpu, strerror(err));
-			return gl_errno_rv(err);
-		}
-		g->samplers[g->nsamplers++] = l; /* the link closes pfd */
-	}
-	return g->nsamplers ? RM_OK : RM_EBPF;
-}
-
 /*
- * A cpu-clock event of period_ns bound to thread tid (it ticks only while
- * that thread runs, so no other process pays for it), running the sampler;
- * *out its link. RM_ENOENT if the thread is gone, RM_EPERM or RM_EBPF.
+ * A cpu-clock event of period_ns running the sampler, bound to thread pid
+ * (cpu -1: it ticks only while that thread runs) or to CPU cpu (pid -1: it
+ * ticks whatever runs there); *out its link, which closes the event's fd.
+ * Returns RM_OK; RM_ENOENT if the thread is gone or the CPU offline;
+ * RM_EPERM or RM_EBPF (errno's cause in *err).
  */
-static int gl_open_sampler(struct col_golabel *g, uint32_t tid, struct bpf_link **out)
+static int gl_open_event(struct col_golabel *g, pid_t pid, int cpu, struct bpf_link **out, int *err)
 {
 	struct perf_event_attr a;
 	struct bpf_link *l;
-	int pfd, err;
+	int pfd;
 
 	memset(&a, 0, sizeof(a));
 	a.type = PERF_TYPE_SOFTWARE;
 	a.size = sizeof(a);
 	a.config = PERF_COUNT_SW_CPU_CLOCK;
 	a.sample_period = g->period_ns; /* cpu-clock counts nanoseconds */
-	pfd = (int)syscall(__NR_perf_event_open, &a, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	pfd = (int)syscall(__NR_perf_event_open, &a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 	if (pfd < 0) {
-		err = errno;
-		return err == ESRCH ? RM_ENOENT : gl_errno_rv(err);
+		*err = errno;
+		return *err == ESRCH || *err == ENODEV ? RM_ENOENT : gl_errno_rv(*err);
 	}
 	if (!(l = bpf_program__attach_perf_event(g->skel->progs.golabel_sample, pfd))) {
-		err = errno;
+		*err = errno;
 		close(pfd);
-		return gl_errno_rv(err);
+		return gl_errno_rv(*err);
 	}
 	*out = l;
 	return RM_OK;
+}
+
+/* The sampler on every online CPU (col_golabel_cfg.per_thread 0). */
+static int gl_attach_samplers(struct col_golabel *g)
+{
+	int ncpu = libbpf_num_possible_cpus(), cpu, rv, err = 0;
+
+	if (ncpu <= 0)
+		return RM_EBPF;
+	if (!(g->samplers = calloc((size_t)ncpu, sizeof(*g->samplers))))
+		return RM_ENOMEM;
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		rv = gl_open_event(g, -1, cpu, &g->samplers[g->nsamplers], &err);
+		if (rv == RM_ENOENT)
+			continue; /* offline */
+		if (rv != RM_OK) {
+			rm_log_warn("failed to attach the sampler on CPU %d: %s", cpu, strerror(err));
+			return rv;
+		}
+		g->nsamplers++;
+	}
+	return g->nsamplers ? RM_OK : RM_EBPF;
 }
 
 static int gl_tid_cmp(const void *a, const void *b)
@@ -207,7 +193,7 @@ static int gl_follow_threads(struct col_golabel *g, struct gl_pid *p)
 	uint32_t *tids;
 	struct gl_thr *keep;
 	size_t n, i, j, nk = 0;
-	int rv;
+	int rv, err = 0;
 
 	if ((rv = gl_list_tids(p->pid, &tids, &n)) == RM_ENOENT)
 		n = 0; /* gone: every sampler goes; the scanner forgets the process */
@@ -233,13 +219,13 @@ static int gl_follow_threads(struct col_golabel *g, struct gl_pid *p)
 					rm_log_warn("goroutine labels: %d threads sampled, the most at once; threads past them "
 						    "are not sampled and their CPU is split by the others' samples",
 						    COL_GOLABEL_THREADS_MAX);
-			} else if ((rv = gl_open_sampler(g, tids[i], &l)) == RM_OK) {
+			} else if ((rv = gl_open_event(g, (pid_t)tids[i], -1, &l, &err)) == RM_OK) {
 				keep[nk].tid = tids[i];
 				keep[nk++].link = l;
 				g->nthr++;
 			} else if (rv != RM_ENOENT && !g->thr_fail_logged++) {
 				rm_log_warn("failed to sample thread %u of process %u: %s; such threads are tried again "
-					    "each window, not logged again", tids[i], p->pid, rm_strerror(rv));
+					    "each window, not logged again", tids[i], p->pid, strerror(err));
 			}
 			i++;
 		}
