@@ -763,7 +763,11 @@ static void agg_go_remember(struct agg_account *a)
 		if ((m = agg_gomem_find(a->go_mem, e->node, e->cookie)) &&
 		    (e->win < m->win || (e->win == m->win && e->v[0] <= m->cpu)))
 			continue; /* it knows a later window, or more CPU in this one */
-		if (!(key = agg_go_key(a, e->key)) || !(m = agg_gomem_put(a->go_mem, e->node, e->cookie)))
+		if (!(key = agg_go_key(a, e->key)))
+			continue;
+		if (m)
+			agg_gomem_touch(a->go_mem, m); /* found above: no second lookup */
+		else if (!(m = agg_gomem_put(a->go_mem, e->node, e->cookie)))
 			continue;
 		m->key = key;
 		m->is_ce = e->kind == AGG_K_GO_CE;
