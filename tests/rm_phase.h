@@ -517,16 +517,15 @@ static inline double rm_phase_sep_decompose(size_t n, const char *const ces[], c
  * saves CPU each tenant's part of the saving follows what its coming in
  * saved beside each group, where the separate runs' table scales every cost
  * alone by one factor. Prints a table per round against Rametr's got[r][k]
- * and the median errors over the rounds; fills err[r][k] (%).
+ * and the median errors over the rounds.
  */
 static inline void rm_phase_sep_shapley(const struct rm_sep *s, const char *const ces[], const double v[],
-					const double target[], const uint64_t got[][RM_SEP_CES],
-					double err[][RM_SEP_CES])
+					const double target[], const uint64_t got[][RM_SEP_CES])
 {
 	static const double fact[RM_SEP_CES + 1] = { 1, 1, 2, 6, 24 };
 	size_t n = s->n, r, k;
 	unsigned full = (1u << n) - 1, m;
-	double e[RM_SEP_ROUNDS];
+	double e[RM_SEP_ROUNDS], err[RM_SEP_ROUNDS][RM_SEP_CES];
 	int within = 0;
 
 	fprintf(stderr, "the Shapley truth (each tenant's mean marginal CPU over the orders of adding them; groups' "
@@ -593,7 +592,7 @@ static inline int rm_phase_sep_report(const struct rm_sep *s, const char *dir, c
 {
 	struct tb_truth_row ta[RM_SEP_CES];
 	double idle_rate, per[RM_SEP_CES][RM_SEP_ROUNDS], v[RM_SEP_ROUNDS], truth[RM_SEP_CES];
-	double vgroup[1u << RM_SEP_CES] = { 0 }, target[RM_SEP_ROUNDS], serr[RM_SEP_ROUNDS][RM_SEP_CES];
+	double vgroup[1u << RM_SEP_CES] = { 0 }, target[RM_SEP_ROUNDS];
 	uint64_t gots[RM_SEP_ROUNDS][RM_SEP_CES];
 	char tag[48], csv[96];
 	size_t r, k, n = s->n;
@@ -697,7 +696,7 @@ static inline int rm_phase_sep_report(const struct rm_sep *s, const char *dir, c
 	}
 	fprintf(stderr, "\n");
 	if (s->subsets)
-		rm_phase_sep_shapley(s, ces, vgroup, target, gots, serr);
+		rm_phase_sep_shapley(s, ces, vgroup, target, gots);
 	return RM_OK;
 }
 
