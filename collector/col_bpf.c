@@ -239,7 +239,8 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 	if (cfg->go_labels) {
 		struct col_bpf_go_cfg gc = { .window_ns = b->window_ns, .offset_ns = cfg->offset_ns,
 					     .netns_ino = cfg->netns_ino, .freq_hz = cfg->go_label_hz,
-					     .per_thread = cfg->go_label_per_thread };
+					     .per_thread = cfg->go_label_per_thread,
+					     .tasks_fd = bpf_map__fd(b->skel->maps.tasks) };
 
 		if ((rv = col_bpf_go_open(&b->go, &gc)) != RM_OK) {
 			col_bpf_close(b);

@@ -121,7 +121,7 @@ static int col_bpf_go_load(struct col_bpf_go *g)
 {
 	struct col_golabel_cfg c = { .window_ns = g->cfg.window_ns, .offset_ns = g->cfg.offset_ns,
 				     .freq_hz = g->cfg.freq_hz, .netns_ino = g->cfg.netns_ino,
-				     .per_thread = g->cfg.per_thread };
+				     .per_thread = g->cfg.per_thread, .tasks_fd = g->cfg.tasks_fd };
 	int rv;
 
 	if (g->gl)
@@ -175,6 +175,8 @@ static int col_bpf_go_samples_cmp(const void *a, const void *b)
 
 	if (x->samples != y->samples)
 		return x->samples > y->samples ? -1 : 1;
+	if (x->seg != y->seg)
+		return x->seg > y->seg ? -1 : 1;
 	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
 }
 
@@ -191,13 +193,16 @@ uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_gol
 	for (i = 0; i < n; i++) {
 		scratch[i].cookie = c[i].cookie;
 		scratch[i].samples = c[i].samples;
+		scratch[i].seg = c[i].seg;
 	}
 	qsort(scratch, n, sizeof(*scratch), col_bpf_go_cookie_cmp);
 	for (i = 0; i < n; i++) {
-		if (m && scratch[m - 1].cookie == scratch[i].cookie)
+		if (m && scratch[m - 1].cookie == scratch[i].cookie) {
 			scratch[m - 1].samples += scratch[i].samples;
-		else
+			scratch[m - 1].seg += scratch[i].seg;
+		} else {
 			scratch[m++] = scratch[i];
+		}
 	}
 	qsort(scratch, m, sizeof(*scratch), col_bpf_go_samples_cmp);
 	return rm_totals_go_set(t, period_ns, scratch, m);

@@ -38,6 +38,7 @@ struct col_bpf_go_cfg {
 	uint32_t netns_ino; /* nonzero: only this network namespace's receives label */
 	uint32_t freq_hz;   /* sampler frequency (0: the module's default) */
 	int per_thread;     /* the sampler per watched thread, not per CPU (col_golabel_cfg) */
+	int tasks_fd;       /* > 0: the socket hooks' per-thread state, samples counted by segment too */
 };
 
 #define COL_BPF_GO_HELD 16384 /* Go parts held back at most (about 4.5 MiB) */

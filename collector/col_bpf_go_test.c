@@ -21,27 +21,44 @@ static uint64_t samples_of(const struct rm_totals *t, uint64_t cookie)
 	return 0;
 }
 
-/* Two processes' counts of one window: one total per cookie, the idle label the wire's. */
+static uint64_t seg_of(const struct rm_totals *t, uint64_t cookie)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n_go; i++)
+		if (t->go[i].cookie == cookie)
+			return t->go[i].seg;
+	return 0;
+}
+
+/* Two processes' counts of one window: one total per cookie by label and by segment, the idle label the wire's. */
 static void test_pooled(void)
 {
 	static const struct col_golabel_count c[] = {
-		{ 0, 3, 100 }, { 0x77, 40, 100 }, { COL_GOLABEL_IDLE, 5, 100 }, { 0x77, 10, 200 }, { 0x88, 20, 200 },
-		{ COL_GOLABEL_IDLE, 2, 200 },
+		{ 0, 3, 9, 100 },	    { 0x77, 40, 36, 100 }, { COL_GOLABEL_IDLE, 5, 0, 100 },
+		{ 0x77, 10, 10, 200 },	    { 0x88, 20, 22, 200 }, { COL_GOLABEL_IDLE, 2, 0, 200 },
+		{ 0x99, 0, 3, 200 }, /* a segment's samples whose goroutines carried other labels */
 	};
 	static struct rm_totals t;
-	struct rm_golabel scratch[6];
+	struct rm_golabel scratch[7];
 	char err[128];
 	int bad = 1;
 
-	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 6, 500501, scratch, &bad), 0);
+	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 7, 500501, scratch, &bad), 0);
 	CU_ASSERT_EQUAL(bad, 0);
 	CU_ASSERT_EQUAL(t.win, 9);
 	CU_ASSERT_EQUAL(t.go_period_ns, 500501);
-	CU_ASSERT_EQUAL(t.n_go, 4);
+	CU_ASSERT_EQUAL(t.n_go, 5);
 	CU_ASSERT_EQUAL(samples_of(&t, 0), 3);
 	CU_ASSERT_EQUAL(samples_of(&t, 0x77), 50);
 	CU_ASSERT_EQUAL(samples_of(&t, 0x88), 20);
 	CU_ASSERT_EQUAL(samples_of(&t, RM_GO_IDLE), 7);
+	CU_ASSERT_EQUAL(samples_of(&t, 0x99), 0);
+	CU_ASSERT_EQUAL(seg_of(&t, 0), 9);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x77), 46);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x88), 22);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x99), 3);
+	CU_ASSERT_EQUAL(seg_of(&t, RM_GO_IDLE), 0);
 	CU_ASSERT_EQUAL(COL_GOLABEL_IDLE, RM_GO_IDLE);
 	CU_ASSERT_EQUAL(t.busy_ns, 0); /* counts only: the batcher merges them with the window's totals */
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
@@ -87,7 +104,7 @@ static void test_largest_kept(void)
 /* Counts the wire would refuse are not set at all. */
 static void test_refused(void)
 {
-	static const struct col_golabel_count c[] = { { 0x77, 40, 100 } };
+	static const struct col_golabel_count c[] = { { 0x77, 40, 0, 100 } };
 	static struct rm_totals t;
 	struct rm_golabel scratch[1];
 	int bad = 0;

@@ -179,6 +179,7 @@ static void rwin(struct rm_totals *w)
 		for (i = 0; i < n; i++) {
 			c[i].cookie = i % 7 == 0 ? rm_ref_rval(0) : rm_ref_rnd();
 			c[i].samples = rm_ref_rval(100000);
+			c[i].seg = rm_ref_rnd() % 2 ? 0 : rm_ref_rval(100000);
 		}
 		rm_totals_go_set(w, 500000, c, n);
 	}

@@ -24,7 +24,13 @@
  *                   watched process, the goroutine it runs for (m.curg, also
  *                   while on the system stack or the signal stack for it),
  *                   counted per (window, process, label); no m.curg or an
- *                   unreadable g counts as GOLABEL_IDLE.
+ *                   unreadable g counts as GOLABEL_IDLE. With have_tasks,
+ *                   the same sample is also counted by the segment the
+ *                   thread is in (the cookie of the socket it received on,
+ *                   read from the socket hooks' task storage, map tasks,
+ *                   shared with rametr.bpf.c: the aggregator corrects each
+ *                   segment's exact CPU by the samples where segment and
+ *                   label differ).
  *
  * The layout (TLS slot, g.m, m.curg, g.startpc, the runtime's text) is per process, in its pids
  * entry: watched processes may be different Go builds.
@@ -35,6 +41,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "golabel.h"
+#include "rametr.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -47,6 +54,7 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u64 window_ns = 1000000000ULL;
 const volatile __u64 offset_ns = 0;  /* added to CLOCK_MONOTONIC before dividing (col_bpf's windows) */
 const volatile __u32 netns_ino = 0;  /* nonzero: receives of threads in this network namespace only */
+const volatile __u32 have_tasks = 0; /* map tasks is rametr.bpf.c's (the loader reused its fd) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -66,8 +74,16 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GOLABEL_COUNTS_MAX);
 	__type(key, struct golabel_ckey);
-	__type(value, __u64); /* samples */
+	__type(value, struct golabel_cnt);
 } counts SEC(".maps");
+
+/* rametr.bpf.c's per-thread state, the same definition (its fd reused by the loader when have_tasks) */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rm_task);
+} tasks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -248,13 +264,51 @@ int golabel_ready(struct pt_regs *ctx)
 	return 0;
 }
 
+/* Adds a sample to key k's count by label (seg 0) or by segment (seg 1). */
+GL_INLINE void gl_count(const struct golabel_ckey *k, int seg)
+{
+	struct golabel_cnt one = { .samples = !seg, .seg = seg }, *c;
+
+	if ((c = bpf_map_lookup_elem(&counts, k)) != NULL) {
+		__sync_fetch_and_add(seg ? &c->seg : &c->samples, 1);
+		return;
+	}
+	/* a first sample, or two CPUs' first at once (EEXIST: add to the winner's) */
+	if (bpf_map_update_elem(&counts, k, &one, BPF_NOEXIST) == 0)
+		return;
+	if ((c = bpf_map_lookup_elem(&counts, k)) != NULL) {
+		__sync_fetch_and_add(seg ? &c->seg : &c->samples, 1);
+		return;
+	}
+	gl_stat(GOLABEL_ST_LOST);
+}
+
+/*
+ * The segment the current thread's CPU is charged to now, as segmenter.h's
+ * rm_charge_cpu decides it: the cookie of the socket its segment received
+ * on; 0 if it is in none (or continues a reply with no request known yet:
+ * such parts are charged without a socket), or if its state cannot be read.
+ */
+GL_INLINE __u64 gl_seg(void)
+{
+	struct rm_task *t;
+
+	if (!have_tasks || !(t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0)))
+		return 0;
+	if (!(t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail)))
+		return 0;
+	if ((t->cur.flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
+		return 0;
+	return t->cur.in.cookie;
+}
+
 SEC("perf_event")
 int golabel_sample(struct bpf_perf_event_data *ctx)
 {
 	struct golabel_ckey ck = {};
 	struct golabel_gkey gk = {};
 	struct golabel_proc *p;
-	__u64 one = 1, *v;
+	__u64 *v;
 
 	gk.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 	if (!(p = bpf_map_lookup_elem(&pids, &gk.tgid)))
@@ -271,17 +325,9 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 		v = bpf_map_lookup_elem(&labels, &gk);
 		ck.cookie = v ? *v & ~GOLABEL_INHERITED : 0; /* 0: a g whose label was taken away */
 	}
-	if ((v = bpf_map_lookup_elem(&counts, &ck)) != NULL) {
-		__sync_fetch_and_add(v, 1);
-		return 0;
-	}
-	/* a first sample, or two CPUs' first at once (EEXIST: add to the winner's) */
-	if (bpf_map_update_elem(&counts, &ck, &one, BPF_NOEXIST) == 0)
-		return 0;
-	if ((v = bpf_map_lookup_elem(&counts, &ck)) != NULL) {
-		__sync_fetch_and_add(v, 1);
-		return 0;
-	}
-	gl_stat(GOLABEL_ST_LOST);
+	gl_count(&ck, 0);
+	ck.cookie = gl_seg();
+	if (have_tasks)
+		gl_count(&ck, 1);
 	return 0;
 }

@@ -411,12 +411,12 @@ static uint64_t rm_sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-int rm_totals_go_add(struct rm_totals *t, uint64_t cookie, uint64_t samples)
+int rm_totals_go_add_seg(struct rm_totals *t, uint64_t cookie, uint64_t samples, uint64_t seg)
 {
 	size_t j, n = t->n_go < RM_GO_LABELS_MAX ? t->n_go : RM_GO_LABELS_MAX;
 	int folded = 0;
 
-	if (!samples)
+	if (!samples && !seg)
 		return 0;
 	t->n_go = (uint32_t)n;
 	j = rm_go_find(t, cookie);
@@ -430,10 +430,17 @@ int rm_totals_go_add(struct rm_totals *t, uint64_t cookie, uint64_t samples)
 	if (j == t->n_go) {
 		t->go[j].cookie = cookie;
 		t->go[j].samples = 0;
+		t->go[j].seg = 0;
 		t->n_go++;
 	}
 	t->go[j].samples = rm_sat_add(t->go[j].samples, samples);
+	t->go[j].seg = rm_sat_add(t->go[j].seg, seg);
 	return folded;
+}
+
+int rm_totals_go_add(struct rm_totals *t, uint64_t cookie, uint64_t samples)
+{
+	return rm_totals_go_add_seg(t, cookie, samples, 0);
 }
 
 uint64_t rm_totals_go_set(struct rm_totals *t, uint64_t period_ns, const struct rm_golabel *c, size_t n)
@@ -443,7 +450,7 @@ uint64_t rm_totals_go_set(struct rm_totals *t, uint64_t period_ns, const struct 
 
 	t->go_period_ns = period_ns;
 	for (i = 0; i < n; i++)
-		if (rm_totals_go_add(t, c[i].cookie, c[i].samples))
+		if (rm_totals_go_add_seg(t, c[i].cookie, c[i].samples, c[i].seg))
 			folded = rm_sat_add(folded, c[i].samples);
 	return folded;
 }
@@ -459,7 +466,7 @@ void rm_totals_add(struct rm_totals *d, const struct rm_totals *s)
 		d->go_period_ns = s->go_period_ns;
 	d->go_folded = rm_sat_add(d->go_folded, s->go_folded);
 	for (j = 0; j < s->n_go && j < RM_GO_LABELS_MAX; j++)
-		rm_totals_go_add(d, s->go[j].cookie, s->go[j].samples);
+		rm_totals_go_add_seg(d, s->go[j].cookie, s->go[j].samples, s->go[j].seg);
 }
 
 /* the rules of the Go label counts (rm_totals_check) */
@@ -492,6 +499,11 @@ static int rm_go_check(const struct rm_totals *p, size_t i, char *err, size_t er
 				(unsigned long long)p->go[j].samples, (unsigned long long)p->go[j].cookie);
 			return RM_EPROTO;
 		}
+		if (p->go[j].seg > RM_WIRE_ABSURD_NS / (p->go_period_ns ? p->go_period_ns : 1)) {
+			rm_errf(err, errlen, "window totals %zu: absurd Go segment samples %llu (cookie %llu)", i,
+				(unsigned long long)p->go[j].seg, (unsigned long long)p->go[j].cookie);
+			return RM_EPROTO;
+		}
 		for (k = 0; k < j; k++)
 			if (p->go[k].cookie == p->go[j].cookie) {
 				rm_errf(err, errlen, "window totals %zu: Go label cookie %llu counted twice", i,
@@ -516,13 +528,13 @@ int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errle
 #define RM_GO_LABELS_F 26
 
 /* a GoLabelCount's fields: 0 or -1 (does not decode; a known field of another wire type) */
-static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *samples)
+static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *samples, uint64_t *seg)
 {
 	const uint8_t *end = q + len, *sub = NULL;
 	size_t sublen = 0;
 	uint64_t tag, v = 0;
 
-	*cookie = *samples = 0;
+	*cookie = *samples = *seg = 0;
 	while (q < end) {
 		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
 			return -1;
@@ -530,7 +542,9 @@ static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *s
 			*cookie = v;
 		else if (tag == RM_KEY(2, 0))
 			*samples = v;
-		else if ((tag >> 3) == 1 || (tag >> 3) == 2)
+		else if (tag == RM_KEY(3, 0))
+			*seg = v;
+		else if ((tag >> 3) >= 1 && (tag >> 3) <= 3)
 			return -1;
 	}
 	return 0;
@@ -538,7 +552,7 @@ static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *s
 
 static size_t rm_go_size(const struct rm_golabel *g)
 {
-	return rm_pb_fsz(1, g->cookie) + rm_pb_fsz(2, g->samples);
+	return rm_pb_fsz(1, g->cookie) + rm_pb_fsz(2, g->samples) + rm_pb_fsz(3, g->seg);
 }
 
 #define RM_WGET_(n, m, kind, rule) case RM_KEY(n, 0): t->m = v; break;
@@ -548,7 +562,7 @@ int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i,
 {
 	const uint8_t *q = buf, *end = q + len, *sub = NULL;
 	size_t sublen = 0;
-	uint64_t tag, v = 0, cookie, samples;
+	uint64_t tag, v = 0, cookie, samples, seg;
 
 	memset(t, 0, sizeof(*t));
 	while (q < end) {
@@ -563,9 +577,9 @@ int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i,
 			t->go_folded = v;
 			break;
 		case RM_KEY(RM_GO_LABELS_F, 2):
-			if (rm_go_get(sub, sublen, &cookie, &samples) != 0)
+			if (rm_go_get(sub, sublen, &cookie, &samples, &seg) != 0)
 				goto malformed;
-			rm_totals_go_add(t, cookie, samples);
+			rm_totals_go_add_seg(t, cookie, samples, seg);
 			break;
 		default:
 			switch (tag >> 3) {
@@ -611,6 +625,7 @@ uint8_t *rm_totals_put(uint8_t *b, const struct rm_totals *t)
 		b = rm_pb_put_len(b, RM_GO_LABELS_F, rm_go_size(&t->go[j]));
 		b = rm_pb_put_f(b, 1, t->go[j].cookie);
 		b = rm_pb_put_f(b, 2, t->go[j].samples);
+		b = rm_pb_put_f(b, 3, t->go[j].seg);
 	}
 	return b;
 }

@@ -59,7 +59,9 @@ struct rm_wpart {
 /* Samples of one Go label in a window (rametr.proto GoLabelCount). */
 struct rm_golabel {
 	uint64_t cookie;  /* socket cookie; 0 = no label; RM_GO_IDLE = no goroutine */
-	uint64_t samples;
+	uint64_t samples; /* samples whose goroutine carried this label */
+	uint64_t seg;     /* samples whose thread was in a segment received on this socket (0: in none);
+			     zero for every cookie when the collector does not say */
 };
 
 /*
@@ -167,11 +169,15 @@ void rm_tuple_set(struct rm_wtuple *d, uint64_t cookie, uint32_t family, const v
 int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errlen);
 
 /*
- * Adds samples of cookie to t's Go label counts, merged by cookie (the sum
- * saturates). A cookie not yet counted when t holds RM_GO_LABELS_MAX (with
- * room kept for cookie 0) is folded: its samples go to cookie 0 and to
- * go_folded. Returns 1 if folded, else 0. samples 0: nothing.
+ * Adds samples (by label) and seg (by segment) of cookie to t's Go label
+ * counts, merged by cookie (the sums saturate). A cookie not yet counted
+ * when t holds RM_GO_LABELS_MAX (with room kept for cookie 0) is folded:
+ * its samples and seg go to cookie 0, its samples also to go_folded.
+ * Returns 1 if folded, else 0. samples and seg 0: nothing.
  */
+int rm_totals_go_add_seg(struct rm_totals *t, uint64_t cookie, uint64_t samples, uint64_t seg);
+
+/* rm_totals_go_add_seg(t, cookie, samples, 0): label counts alone. */
 int rm_totals_go_add(struct rm_totals *t, uint64_t cookie, uint64_t samples);
 
 /*

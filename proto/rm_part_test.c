@@ -63,8 +63,9 @@ static void rgo(struct rm_totals *t)
 		return;
 	t->go_period_ns = 1 + rm_ref_rval(RM_GO_PERIOD_MAX - 1);
 	for (i = 0; i < n; i++)
-		rm_totals_go_add(t, i % 5 == 0 ? rm_ref_rval(0) : rm_ref_rnd(),
-				 rm_ref_rval(RM_WIRE_ABSURD_NS / t->go_period_ns / 256));
+		rm_totals_go_add_seg(t, i % 5 == 0 ? rm_ref_rval(0) : rm_ref_rnd(),
+				     rm_ref_rval(RM_WIRE_ABSURD_NS / t->go_period_ns / 256),
+				     rm_ref_rnd() % 2 ? 0 : rm_ref_rval(RM_WIRE_ABSURD_NS / t->go_period_ns / 256));
 }
 
 static void rtotals(struct rm_totals *t)
@@ -109,7 +110,7 @@ static void test_tables_match_proto(void)
 	/* and the Go label counts, written after the table */
 	static const struct tab_field totals[] = { RM_TOTALS_FIELDS(TAB_PART_) { 24, "go_period_ns" },
 						   { 25, "go_folded" }, { 26, "go_labels" } };
-	static const struct tab_field golabel[] = { { 1, "cookie" }, { 2, "samples" } };
+	static const struct tab_field golabel[] = { { 1, "cookie" }, { 2, "samples" }, { 3, "seg_samples" } };
 
 	expect_table(&rametr__segment_part__descriptor, part, sizeof(part) / sizeof(part[0]));
 	expect_table(&rametr__tuple__descriptor, tuple, sizeof(tuple) / sizeof(tuple[0]));
@@ -565,17 +566,19 @@ static void test_totals(void)
 	memset(&s.go_period_ns, 0, sizeof(s) - offsetof(struct rm_totals, go_period_ns));
 	d.go_period_ns = 500000;
 	s.go_period_ns = 400000;
-	rm_totals_go_add(&d, 7, 10);
-	rm_totals_go_add(&d, RM_GO_IDLE, 3);
-	rm_totals_go_add(&s, 7, 5);
-	rm_totals_go_add(&s, 0, 2);
+	rm_totals_go_add_seg(&d, 7, 10, 12);
+	rm_totals_go_add_seg(&d, RM_GO_IDLE, 3, 0);
+	rm_totals_go_add_seg(&s, 7, 5, 4);
+	rm_totals_go_add_seg(&s, 0, 2, 1);
+	rm_totals_go_add_seg(&s, 8, 0, 3); /* a segment's samples, none of them on its label */
 	s.go_folded = 1;
 	want.go_period_ns = 400000;
 	want.go_folded = 1;
-	want.n_go = 3;
-	want.go[0] = (struct rm_golabel){ 7, 15 };
-	want.go[1] = (struct rm_golabel){ RM_GO_IDLE, 3 };
-	want.go[2] = (struct rm_golabel){ 0, 2 };
+	want.n_go = 4;
+	want.go[0] = (struct rm_golabel){ 7, 15, 16 };
+	want.go[1] = (struct rm_golabel){ RM_GO_IDLE, 3, 0 };
+	want.go[2] = (struct rm_golabel){ 0, 2, 1 };
+	want.go[3] = (struct rm_golabel){ 8, 0, 3 };
 	rm_totals_add(&d, &s);
 	CU_ASSERT_EQUAL(memcmp(&d, &want, sizeof(d)), 0);
 	/* a sum that would overflow saturates */
@@ -593,7 +596,7 @@ static void test_go_fold(void)
 {
 	static struct rm_golabel c[3 * RM_GO_LABELS_MAX];
 	struct rm_totals t;
-	uint64_t sum = 0, got = 0, folded;
+	uint64_t sum = 0, got = 0, folded, segsum = 0, seggot = 0;
 	size_t i;
 	char err[160];
 
@@ -602,16 +605,21 @@ static void test_go_fold(void)
 	for (i = 0; i < 3 * RM_GO_LABELS_MAX; i++) {
 		c[i].cookie = 1000 + i % (2 * RM_GO_LABELS_MAX); /* each cookie twice past the first third */
 		c[i].samples = 1 + i;
+		c[i].seg = i % 3;
 		sum += c[i].samples;
+		segsum += c[i].seg;
 	}
 	folded = rm_totals_go_set(&t, 500000, c, 3 * RM_GO_LABELS_MAX);
 	CU_ASSERT_EQUAL(t.n_go, RM_GO_LABELS_MAX);
 	CU_ASSERT_EQUAL(t.go_period_ns, 500000);
 	CU_ASSERT(folded > 0);
 	CU_ASSERT_EQUAL(t.go_folded, folded);
-	for (i = 0; i < t.n_go; i++)
+	for (i = 0; i < t.n_go; i++) {
 		got += t.go[i].samples;
+		seggot += t.go[i].seg;
+	}
 	CU_ASSERT_EQUAL(got, sum); /* nothing lost: the folded samples are cookie 0's */
+	CU_ASSERT_EQUAL(seggot, segsum); /* and so are their segments' */
 	CU_ASSERT_EQUAL(t.go[RM_GO_LABELS_MAX - 1].cookie, 0);
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
 	/* cookie 0 and a known cookie still merge when full */
@@ -655,6 +663,10 @@ static void test_go_check(void)
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
 	CU_ASSERT_STRING_EQUAL(err, "window totals 3: absurd Go label samples 1000000001 (cookie 5)");
 	t.go[0].samples = 1;
+	t.go[0].seg = RM_WIRE_ABSURD_NS / 1000000 + 1;
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 3: absurd Go segment samples 1000000001 (cookie 5)");
+	t.go[0].seg = 0;
 	t.go[1] = t.go[0];
 	t.n_go = 2;
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);

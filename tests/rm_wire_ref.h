@@ -152,6 +152,7 @@ static inline void rm_ref_totals(struct rm_ref_wt *r, const struct rm_totals *k)
 		rametr__go_label_count__init(&r->g[j]);
 		r->g[j].cookie = k->go[j].cookie;
 		r->g[j].samples = k->go[j].samples;
+		r->g[j].seg_samples = k->go[j].seg;
 		r->gp[j] = &r->g[j];
 	}
 	w->n_go_labels = j;
@@ -191,7 +192,8 @@ static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTot
 	k->go_folded = w->go_folded;
 	/* merged by cookie, folded past RM_GO_LABELS_MAX, as the codec does */
 	for (j = 0; j < w->n_go_labels; j++)
-		rm_totals_go_add(k, w->go_labels[j]->cookie, w->go_labels[j]->samples);
+		rm_totals_go_add_seg(k, w->go_labels[j]->cookie, w->go_labels[j]->samples,
+				     w->go_labels[j]->seg_samples);
 }
 
 static inline void rm_ref_tuple_in(struct rm_wtuple *d, const Rametr__Tuple *t)
