@@ -83,6 +83,8 @@ struct agg_account {
 	char **go_keys;        /* the memories' CEs and reasons, each once (agg_go_key) */
 	size_t ngo_keys;
 	uint64_t go_wins, go_lab, go_unlab, go_fold; /* of the open transaction (stats) */
+	int go_seg_off;        /* counts by segment are not used (agg_account_set_go_label_segments) */
+	uint64_t go_seg_wins, go_seg_sampled, go_seg_parts; /* of the open transaction (stats) */
 };
 
 int agg_account_open(struct agg_account **out, const struct agg_store *store)
@@ -107,6 +109,7 @@ int agg_account_open(struct agg_account **out, const struct agg_store *store)
 	a->rt_req_pm = AGG_RT_REQ_PM_DEFAULT;
 	a->rt_go_req_pm = AGG_RT_GO_REQ_PM_DEFAULT;
 	a->rt_go_lab_req_pm = AGG_RT_GO_LAB_REQ_PM_DEFAULT;
+	a->go_seg_off = 1; /* labels alone unless asked (agg_account_set_go_label_segments) */
 	*out = a;
 	return RM_OK;
 }
@@ -147,6 +150,11 @@ void agg_account_close(struct agg_account *a)
 	free(a->go_win);
 	free(a->tab);
 	free(a);
+}
+
+void agg_account_set_go_label_segments(struct agg_account *a, int on)
+{
+	a->go_seg_off = !on;
 }
 
 void agg_account_set_go_labels(struct agg_account *a, int on)
@@ -557,61 +565,168 @@ struct agg_go_dest {
 	const char *key; /* borrowed: a CE or a V reason */
 	int is_ce;
 	uint64_t cpu;    /* the weight among the cookie's destinations (> 0) */
+	uint64_t part;   /* the CPU of the window's Go parts it holds (0: a remembered cookie's destination) */
 	uint64_t amt;    /* out: what it is charged of the pool */
+	uint64_t share;  /* agg_go_split's scratch: the cookie's share, at its first destination */
 };
 
+/* The samples of cookie in counts g[0..ng) by label (*lab) and by segment (*seg); 0 if it has none. */
+static void agg_go_counts_of(const struct rm_golabel *g, size_t ng, uint64_t cookie, uint64_t *lab, uint64_t *seg)
+{
+	size_t i;
+
+	*lab = *seg = 0;
+	for (i = 0; i < ng; i++)
+		if (g[i].cookie == cookie) {
+			*lab = g[i].samples;
+			*seg = g[i].seg;
+			return;
+		}
+}
+
 /*
- * The Go label rule's split, pure: pool ns of CPU by the window's counts
- * g[0..ng): each cookie's share pool x samples / all samples (rounded down)
- * to the destinations d[0..nd) of that cookie by their cpu (the rounding's
- * remainder to the one of most CPU), into d[].amt. Cookies 0 and
- * RM_GO_IDLE, cookies without a destination, and every rounding's rest are
- * unlabelled. Returns what is unlabelled: pool - the sum of d[].amt.
- * Exact for any input: 128-bit products, sums saturating at UINT64_MAX
- * (counts that sum past it are treated as that many; rm_totals_check
- * keeps real ones far below).
+ * Do counts g[0..ng) say where each sample's thread was (by segment) as
+ * well as its goroutine's label? Both marginals then sum to the same
+ * nonzero total (a collector that does not count segments sends seg 0).
  */
-static uint64_t agg_go_split(uint64_t pool, const struct rm_golabel *g, size_t ng, struct agg_go_dest *d, size_t nd)
+static int agg_go_has_seg(const struct rm_golabel *g, size_t ng)
+{
+	unsigned __int128 lab = 0, seg = 0;
+	size_t i;
+
+	for (i = 0; i < ng; i++) {
+		lab += g[i].samples;
+		seg += g[i].seg;
+	}
+	return seg && lab == seg;
+}
+
+/*
+ * The Go label rule's split, pure: whole ns of CPU by the window's counts
+ * g[0..ng) into the destinations d[0..nd) (d[].amt), by cookie. all is the
+ * count of samples; each stands for whole / all ns.
+ *
+ * By labels alone (seg 0, or the counts carry none): a cookie's share is
+ * whole x its samples / all (rounded down).
+ *
+ * Corrected by segments (seg nonzero and the counts carry them): a
+ * cookie's share is the exact CPU of its parts (d[].part), plus the
+ * samples labelled with it that ran in another segment, less the samples
+ * of its segments that ran other labels' goroutines: whole x (samples -
+ * seg samples) / all added to the parts' CPU, at least 0. Both estimate
+ * the CPU of the cookie's goroutines; this one samples only where
+ * segments and labels differ, so its error is that of the disagreeing
+ * samples, not of them all. If the shares sum past whole (sampling noise)
+ * they are scaled down to it.
+ *
+ * A share goes to the cookie's destinations by their cpu (the rounding's
+ * remainder to the one of most CPU). Cookies 0 and RM_GO_IDLE, cookies
+ * without a destination and every rounding's rest are unlabelled. Returns
+ * what is unlabelled: whole - the sum of d[].amt. Exact for any input:
+ * 128-bit arithmetic, sums saturating at UINT64_MAX (counts that sum past
+ * it are treated as that many; rm_totals_check keeps real ones far below).
+ */
+static uint64_t agg_go_split(uint64_t whole, const struct rm_golabel *g, size_t ng, struct agg_go_dest *d, size_t nd,
+			     int seg)
 {
 	uint64_t all = 0, given = 0;
+	unsigned __int128 sum = 0;
 	size_t i, j;
 
 	for (j = 0; j < nd; j++)
-		d[j].amt = 0;
+		d[j].amt = d[j].share = 0;
 	for (i = 0; i < ng; i++)
 		all = all + g[i].samples < all ? UINT64_MAX : all + g[i].samples;
-	if (!all || !pool)
-		return pool;
-	for (i = 0; i < ng; i++) {
-		uint64_t share, w = 0, out = 0;
-		size_t big = nd;
+	if (!all || !whole)
+		return whole;
+	seg = seg && agg_go_has_seg(g, ng);
+	/* each cookie's share, at its first destination of CPU */
+	for (j = 0; j < nd; j++) {
+		unsigned __int128 part = 0;
+		uint64_t lab, sg;
+		size_t k;
 
-		if (!g[i].cookie || g[i].cookie == RM_GO_IDLE || !g[i].samples)
+		if (!d[j].cookie || d[j].cookie == RM_GO_IDLE || !d[j].cpu)
 			continue;
-		for (j = 0; j < nd; j++)
-			if (d[j].cookie == g[i].cookie && d[j].cpu) {
-				w = w + d[j].cpu < w ? UINT64_MAX : w + d[j].cpu;
-				if (big == nd || d[j].cpu > d[big].cpu)
-					big = j;
+		for (k = 0; k < j && !(d[k].cookie == d[j].cookie && d[k].cpu); k++)
+			;
+		if (k < j)
+			continue; /* counted at its first */
+		agg_go_counts_of(g, ng, d[j].cookie, &lab, &sg);
+		if (lab > all)
+			lab = all;
+		if (!seg) {
+			d[j].share = (uint64_t)((unsigned __int128)whole * lab / all);
+		} else {
+			__int128 x;
+
+			for (k = j; k < nd; k++)
+				if (d[k].cookie == d[j].cookie)
+					part += d[k].part;
+			/* each term at most whole: no overflow */
+			x = (__int128)(part < whole ? part : whole) +
+			    (__int128)((unsigned __int128)whole * lab / all) -
+			    (__int128)((unsigned __int128)whole * (sg < all ? sg : all) / all);
+			d[j].share = x <= 0 ? 0 : x > (__int128)whole ? whole : (uint64_t)x;
+		}
+		sum += d[j].share;
+	}
+	for (j = 0; j < nd; j++) {
+		uint64_t w = 0, out = 0, x;
+		size_t big = j, k;
+
+		if (!d[j].share)
+			continue;
+		if (sum > whole)
+			d[j].share = (uint64_t)((unsigned __int128)d[j].share * whole / sum);
+		if (d[j].share > whole - given)
+			d[j].share = whole - given; /* only when the counts saturated */
+		for (k = j; k < nd; k++)
+			if (d[k].cookie == d[j].cookie && d[k].cpu) {
+				w = w + d[k].cpu < w ? UINT64_MAX : w + d[k].cpu;
+				if (d[k].cpu > d[big].cpu)
+					big = k;
 			}
-		if (big == nd)
-			continue;
-		share = (uint64_t)((unsigned __int128)pool * (g[i].samples < all ? g[i].samples : all) / all);
-		if (share > pool - given)
-			share = pool - given; /* only when the counts saturated */
-		for (j = 0; j < nd; j++)
-			if (d[j].cookie == g[i].cookie && d[j].cpu) {
-				uint64_t x = (uint64_t)((unsigned __int128)share * (d[j].cpu < w ? d[j].cpu : w) / w);
-
-				if (x > share - out)
-					x = share - out;
-				d[j].amt += x;
+		for (k = j; k < nd; k++)
+			if (d[k].cookie == d[j].cookie && d[k].cpu) {
+				x = (uint64_t)((unsigned __int128)d[j].share * (d[k].cpu < w ? d[k].cpu : w) / w);
+				if (x > d[j].share - out)
+					x = d[j].share - out;
+				d[k].amt += x;
 				out += x;
 			}
-		d[big].amt += share - out;
-		given += share;
+		d[big].amt += d[j].share - out;
+		given += d[j].share;
 	}
-	return pool - given;
+	return whole - given;
+}
+
+/*
+ * For the statistics of a window whose counts carry samples by segment:
+ * the CPU the samples put in segments received on a socket (whole x those
+ * samples / all) and what the parts of those segments hold, which agree
+ * when the sampler reads the segments as the collector charges them.
+ */
+static void agg_go_seg_stats(struct agg_account *a, uint64_t whole, const struct rm_golabel *g, size_t ng,
+			     const struct agg_go_dest *d, size_t nd)
+{
+	unsigned __int128 all = 0, in = 0;
+	uint64_t parts = 0;
+	size_t i;
+
+	for (i = 0; i < ng; i++) {
+		all += g[i].samples;
+		if (g[i].cookie && g[i].cookie != RM_GO_IDLE)
+			in += g[i].seg;
+	}
+	for (i = 0; i < nd; i++)
+		if (d[i].cookie && d[i].cookie != RM_GO_IDLE)
+			parts = parts + d[i].part < parts ? UINT64_MAX : parts + d[i].part;
+	if (!all)
+		return;
+	a->go_seg_wins++;
+	a->go_seg_sampled += (uint64_t)((unsigned __int128)whole * in / all);
+	a->go_seg_parts += parts;
 }
 
 /*
@@ -864,7 +979,8 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 	struct agg_go_dest *d;
 	struct agg_go_tgt *tg;
 	uint64_t pool = go, old = 0, whole, unlab_target;
-	size_t i, j, nd = 0, ntg = 0, cap = 0;
+	size_t i, j, nd = 0, ntg = 0, cap = 0, ng;
+	int has_seg;
 	struct agg_sum k = { 0 }, *c;
 	int rv = RM_OK;
 
@@ -913,7 +1029,7 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 			x = 0;
 		c->v[ST_R_CPU] -= x;
 		pool += x;
-		d[j].cpu = x;
+		d[j].cpu = d[j].part = x;
 	}
 	/* what earlier batches charged for the window's Go parts: the cookies' weights, the destinations' olds */
 	for (i = 0; gw && i < gw->n; i++) {
@@ -937,6 +1053,7 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 			d[nd++].cpu = 0;
 		}
 		d[j].cpu = d[j].cpu + e->parts < d[j].cpu ? UINT64_MAX : d[j].cpu + e->parts;
+		d[j].part = d[j].part + e->parts < d[j].part ? UINT64_MAX : d[j].part + e->parts;
 	}
 	/* labelled cookies without a part in the window: where their parts went last */
 	for (i = 0; i < t->n_go && i < RM_GO_LABELS_MAX; i++) {
@@ -959,7 +1076,9 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 	if (whole == pool)
 		for (i = 0; i < ntg; i++)
 			tg[i].old = 0;
-	unlab_target = agg_go_split(whole, t->go, t->n_go < RM_GO_LABELS_MAX ? t->n_go : RM_GO_LABELS_MAX, d, nd);
+	ng = t->n_go < RM_GO_LABELS_MAX ? t->n_go : RM_GO_LABELS_MAX;
+	has_seg = agg_go_has_seg(t->go, ng);
+	unlab_target = agg_go_split(whole, t->go, ng, d, nd, has_seg && !a->go_seg_off);
 	for (j = 0; j < nd; j++) {
 		struct agg_go_tgt *g = agg_go_tgt(tg, &ntg, cap, d[j].key, d[j].is_ce);
 
@@ -1001,6 +1120,8 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 	}
 	if (rv == RM_OK) {
 		a->go_wins++;
+		if (has_seg)
+			agg_go_seg_stats(a, whole, t->go, ng, d, nd);
 		a->go_lab += pool - *unlab;
 		a->go_unlab += *unlab;
 		a->go_fold += t->go_folded;
@@ -1250,6 +1371,7 @@ int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int
 	a->nch = a->nsplit = 0;
 	a->rt_charged = a->rt_left = 0;
 	a->go_wins = a->go_lab = a->go_unlab = a->go_fold = 0;
+	a->go_seg_wins = a->go_seg_sampled = a->go_seg_parts = 0;
 	a->is_batch = m != NULL;
 	memset(&a->m, 0, sizeof(a->m));
 	if (m)
@@ -1338,6 +1460,9 @@ int agg_account_commit(struct agg_account *a, const struct rm_totals *w, size_t 
 	a->stats.go_labelled_ns += a->go_lab;
 	a->stats.go_unlabelled_ns += a->go_unlab;
 	a->stats.go_folded += a->go_fold;
+	a->stats.go_seg_windows += a->go_seg_wins;
+	a->stats.go_seg_sampled_ns += a->go_seg_sampled;
+	a->stats.go_seg_parts_ns += a->go_seg_parts;
 	if (a->obs)
 		agg_observe(a, w, nw);
 	agg_rt_remember(a);

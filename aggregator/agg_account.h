@@ -98,7 +98,10 @@
  * the window's whole Go CPU (the pool and what earlier batches charged for
  * its Go parts, remembered for AGG_GO_WINS windows, AGG_GO_WIN_ENTS
  * (cookie, destination)s each): each labelled cookie's share (its samples
- * / all samples, rounded down) goes to where the window's Go parts
+ * / all samples, rounded down; or, when the counts also say which
+ * segment each sample's thread was in, its parts' exact CPU corrected by
+ * the samples where segment and label differ, if switched on:
+ * agg_go_split in agg_account.c) goes to where the window's Go parts
  * received on that cookie were charged (several CEs or V reasons: in
  * proportion to their CPU, the rounding's remainder to the largest), else
  * to where that cookie's parts went in the latest window that had some
@@ -149,6 +152,11 @@ void agg_account_close(struct agg_account *a);
 
 /* The Go label rule (above): on (the default) or off. */
 void agg_account_set_go_labels(struct agg_account *a, int on);
+
+/* Whether the Go label rule corrects segments by the counts' samples by
+ * segment, when a window's counts carry them (above): on, or off (the
+ * default: labels alone; docs/go.md says why). */
+void agg_account_set_go_label_segments(struct agg_account *a, int on);
 
 /*
  * Starts applying a batch (m) or an expiry pass (m == NULL, then duplicate
@@ -262,6 +270,11 @@ struct agg_account_stats {
 	uint64_t go_labelled_ns;     /* Go CPU it charged by labels to their cookies' CEs (or V reasons) */
 	uint64_t go_unlabelled_ns;   /* Go CPU it left to the runtime rule (no label, the runtime's own, unknown cookies) */
 	uint64_t go_folded;          /* samples of cookies past a window's RM_GO_LABELS_MAX, counted as unlabelled */
+	uint64_t go_seg_windows;     /* of go_label_windows, those whose counts also carried samples by segment
+					(used to correct segments when agg_account_set_go_label_segments is on) */
+	uint64_t go_seg_sampled_ns;  /* in those: the CPU the samples put in segments received on a socket */
+	uint64_t go_seg_parts_ns;    /* ... and what those segments' parts held (the two agree when the sampler
+					reads each thread's segment as the collector charges it) */
 };
 void agg_account_get_stats(const struct agg_account *a, struct agg_account_stats *out);
 

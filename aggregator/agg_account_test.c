@@ -709,14 +709,15 @@ struct go_ch {
 
 struct go_case {
 	const char *name;
-	int labels_off, rt_off;
+	int labels_off, rt_off, segs_on;
 	struct go_ch before[3];   /* an earlier batch's parts (no counts) ... */
 	int64_t before_dwin;      /* ... of window WIN + this (its totals with it unless 0) */
 	struct go_ch ch[4];       /* the batch with the window's counts */
 	uint64_t unseg, rt, go;   /* its totals' unseg_cpu_ns, unseg_rt_ns, unseg_go_ns */
-	struct rm_golabel counts[5]; /* samples 0 ends */
+	struct rm_golabel counts[5]; /* samples and seg 0 ends */
 	struct { const char *key; uint64_t cpu; } want[3]; /* CEs' U_c, or V reasons (key starting with '!') */
 	uint64_t want_labelled, want_unlabelled;
+	int want_segwin;          /* the window's counts carried samples by segment */
 };
 
 static const struct go_case go_cases[] = {
@@ -771,6 +772,37 @@ static const struct go_case go_cases[] = {
 	  .ch = { { CK1, "c1", 0, 999 }, { CK2, "c2", 0, 1 } },
 	  .counts = { { CK1, UINT64_MAX / 2 }, { CK2, UINT64_MAX / 2 }, { 0, UINT64_MAX / 2 } },
 	  .want = { { "c1", 499 }, { "c2", 499 }, { "!runtime", 2 } }, .want_labelled = 998, .want_unlabelled = 2 },
+	/* samples by segment too: a cookie's parts' CPU + (its label's samples - its segments' samples) x 10 ns */
+	{ "segments corrected by the samples where label and segment differ", .rt_off = 1, .segs_on = 1,
+	  .ch = { { CK1, "c1", 0, 620 }, { CK2, "c2", 0, 280 } }, .unseg = 100, .rt = 100, .go = 100,
+	  .counts = { { CK1, 50, 60 }, { CK2, 40, 30 }, { 0, 10, 10 } },
+	  .want = { { "c1", 520 }, { "c2", 380 }, { "!runtime", 100 } }, .want_labelled = 900, .want_unlabelled = 100,
+	  .want_segwin = 1 },
+	{ "the same counts by labels alone by default", .rt_off = 1,
+	  .ch = { { CK1, "c1", 0, 620 }, { CK2, "c2", 0, 280 } }, .unseg = 100, .rt = 100, .go = 100,
+	  .counts = { { CK1, 50, 60 }, { CK2, 40, 30 }, { 0, 10, 10 } },
+	  .want = { { "c1", 500 }, { "c2", 400 }, { "!runtime", 100 } }, .want_labelled = 900, .want_unlabelled = 100,
+	  .want_segwin = 1 },
+	{ "a segment whose samples all ran other labels' goroutines gives its CPU up", .rt_off = 1, .segs_on = 1,
+	  .ch = { { CK1, "c1", 0, 500 }, { CK3, "c2", 0, 200 } }, .unseg = 300, .rt = 300, .go = 300,
+	  .counts = { { CK1, 70, 50 }, { CK3, 0, 20 }, { 0, 30, 30 } },
+	  .want = { { "c1", 700 }, { "c2", 0 }, { "!runtime", 300 } }, .want_labelled = 700, .want_unlabelled = 300,
+	  .want_segwin = 1 },
+	{ "corrected shares past the window's CPU are scaled down to it", .rt_off = 1, .segs_on = 1,
+	  .ch = { { CK1, "c1", 0, 900 }, { CK2, "c2", 0, 100 } },
+	  .counts = { { CK1, 50, 10 }, { CK2, 50, 10 }, { 0, 0, 80 } },
+	  .want = { { "c1", 666 }, { "c2", 333 }, { "!runtime", 1 } }, .want_labelled = 999, .want_unlabelled = 1,
+	  .want_segwin = 1 },
+	{ "samples by segment that do not add up to the labels' are not used", .rt_off = 1, .segs_on = 1,
+	  .ch = { { CK1, "c1", 0, 620 }, { CK2, "c2", 0, 280 } }, .unseg = 100, .rt = 100, .go = 100,
+	  .counts = { { CK1, 50, 60 }, { CK2, 40, 30 }, { 0, 10, 0 } },
+	  .want = { { "c1", 500 }, { "c2", 400 }, { "!runtime", 100 } }, .want_labelled = 900, .want_unlabelled = 100 },
+	{ "segment counts whose sums overflow: shares bounded, the pool stays exact", .rt_off = 1, .segs_on = 1,
+	  .ch = { { CK1, "c1", 0, 999 }, { CK2, "c2", 0, 1 } },
+	  /* 2^64 samples by label and by segment: all saturates, each term stays within the window's CPU */
+	  .counts = { { CK1, UINT64_MAX / 2 + 1, UINT64_MAX }, { CK2, UINT64_MAX / 2 + 1, 0 }, { 0, 0, 1 } },
+	  .want = { { "c1", 999 + 500 - 1000 }, { "c2", 1 + 500 }, { "!runtime", 0 } }, .want_labelled = 1000,
+	  .want_segwin = 1 },
 };
 
 /* Adds the charges c[0..3) (cpu 0 ends) of window win to the open transaction, as the stitcher does. */
@@ -803,6 +835,8 @@ static void go_run(const struct go_case *c)
 
 	rt_open(&f);
 	agg_account_set_go_labels(f.a, !c->labels_off);
+	if (c->segs_on)
+		agg_account_set_go_label_segments(f.a, 1); /* else the default: labels alone */
 	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, !c->rt_off, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT,
 						AGG_RT_GO_LAB_REQ_PM_DEFAULT), RM_OK);
 	if (c->before[0].cpu) {
@@ -825,7 +859,7 @@ static void go_run(const struct go_case *c)
 	w.unseg_rt_ns = c->rt;
 	w.unseg_go_ns = c->go;
 	w.go_period_ns = 500000;
-	for (i = 0; i < 5 && c->counts[i].samples; i++) {
+	for (i = 0; i < 5 && (c->counts[i].samples || c->counts[i].seg); i++) {
 		w.go[i] = c->counts[i]; /* as given, sums past UINT64_MAX included */
 		w.n_go++;
 	}
@@ -847,6 +881,7 @@ static void go_run(const struct go_case *c)
 	CU_ASSERT_EQUAL(st.go_labelled_ns, c->want_labelled);
 	CU_ASSERT_EQUAL(st.go_unlabelled_ns, c->want_unlabelled);
 	CU_ASSERT_EQUAL(st.go_label_windows, c->labels_off ? 0 : 1);
+	CU_ASSERT_EQUAL(st.go_seg_windows, (uint64_t)c->want_segwin);
 	rt_close(&f);
 }
 

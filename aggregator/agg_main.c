@@ -255,6 +255,14 @@ static void agg_usage(FILE *f)
 		"                  goroutines' labels (the socket each serves) when its\n"
 		"                  collector sends them: its threads' segments and the runtime\n"
 		"                  rule decide, as without them (docs/go.md); go_labels = no\n"
+		"  --go-label-segments\n"
+		"                  take each connection's segments' exact CPU, corrected by\n"
+		"                  the samples where the running goroutine's label and its\n"
+		"                  thread's segment differ, instead of the labels' samples\n"
+		"                  alone (when the collector counts both). Off by default:\n"
+		"                  the samples and the segments' CPU counters do not agree\n"
+		"                  on which segment a thread's CPU is in (docs/go.md);\n"
+		"                  go_label_segments = yes\n"
 		"  --tls-cert FILE PEM file with this aggregator's certificate and key\n"
 		"                  (tls+tcp:// listeners; made by scripts/cert.sh)\n"
 		"  --tls-ca FILE   PEM file of the cluster CA: collectors must present a\n"
@@ -289,7 +297,8 @@ enum agg_setting_id {
 	AGG_S_VERBOSE, AGG_S_CHECK, AGG_S_HELP, AGG_S_VERSION, AGG_S_TLS_CERT, AGG_S_TLS_CA, AGG_S_SECRET,
 	AGG_S_WINDOW_TOLERANCE, AGG_S_MAX_CONNS, AGG_S_IDLE_TIMEOUT, AGG_S_MEM_BOUND, AGG_S_CHARGE_RUNTIME,
 	AGG_S_NO_CHARGE_RUNTIME, AGG_S_RUNTIME_BY_REQUESTS, AGG_S_GO_RUNTIME_BY_REQUESTS,
-	AGG_S_GO_LAB_RUNTIME_BY_REQUESTS, AGG_S_GO_LABELS, AGG_S_NO_GO_LABELS, AGG_S_COUNT
+	AGG_S_GO_LAB_RUNTIME_BY_REQUESTS, AGG_S_GO_LABELS, AGG_S_NO_GO_LABELS, AGG_S_GO_LABEL_SEGMENTS,
+	AGG_S_NO_GO_LABEL_SEGMENTS, AGG_S_COUNT
 };
 
 static const struct rm_setting agg_settings[AGG_S_COUNT] = {
@@ -317,6 +326,8 @@ static const struct rm_setting agg_settings[AGG_S_COUNT] = {
 	[AGG_S_GO_LAB_RUNTIME_BY_REQUESTS] = { "go-labelled-runtime-by-requests", 1, 0, 1, 0 },
 	[AGG_S_GO_LABELS] = { "go-labels", 0, 0, 1, 0 },
 	[AGG_S_NO_GO_LABELS] = { "no-go-labels", 0, 0, 1, 0 },
+	[AGG_S_GO_LABEL_SEGMENTS] = { "go-label-segments", 0, 0, 1, 0 },
+	[AGG_S_NO_GO_LABEL_SEGMENTS] = { "no-go-label-segments", 0, 0, 1, 0 },
 };
 
 struct agg_opts {
@@ -326,6 +337,7 @@ struct agg_opts {
 	int keep_pending, check;
 	int no_charge_runtime;  /* the accountant's runtime rule off */
 	int no_go_labels;       /* its Go label rule off */
+	int go_label_segs;      /* its Go label rule corrects segments by the samples (else labels alone) */
 	uint64_t rt_req_pct;    /* its weight by requests, percent (the rest by CPU) */
 	uint64_t rt_go_req_pct; /* the same for Go programs */
 	uint64_t rt_go_lab_req_pct; /* ... for what their labels left unlabelled */
@@ -375,6 +387,8 @@ static int agg_set(void *arg, const struct rm_setval *v)
 	case AGG_S_NO_CHARGE_RUNTIME: o->no_charge_runtime = yes; break;
 	case AGG_S_GO_LABELS: o->no_go_labels = !yes; break;
 	case AGG_S_NO_GO_LABELS: o->no_go_labels = yes; break;
+	case AGG_S_GO_LABEL_SEGMENTS: o->go_label_segs = yes; break;
+	case AGG_S_NO_GO_LABEL_SEGMENTS: o->go_label_segs = !yes; break;
 	case AGG_S_RUNTIME_BY_REQUESTS:
 		return agg_set_number(v, 0, 100, &o->rt_req_pct);
 	case AGG_S_GO_RUNTIME_BY_REQUESTS:
@@ -666,6 +680,8 @@ int main(int argc, char **argv)
 						     (unsigned)o.rt_go_req_pct * 10, (unsigned)o.rt_go_lab_req_pct * 10);
 		if (rv == RM_OK)
 			agg_account_set_go_labels(acct, !o.no_go_labels);
+		if (rv == RM_OK)
+			agg_account_set_go_label_segments(acct, o.go_label_segs);
 	}
 	/* usage settles into the metrics once quiet for the horizon (held parts are charged by then) */
 	if (rv == RM_OK && o.metrics_listen &&
@@ -768,6 +784,11 @@ int main(int argc, char **argv)
 			    o.no_go_labels ? "off" : "on", (unsigned long long)st.go_label_windows,
 			    (double)st.go_labelled_ns / 1e9, (double)st.go_unlabelled_ns / 1e9,
 			    (unsigned long long)st.go_folded);
+		if (st.go_seg_windows)
+			rm_log_info("Go label rule: %llu windows counted by segment too (segments corrected by them: %s); "
+				    "the samples put %.3f s in segments received on a socket, whose parts held %.3f s",
+				    (unsigned long long)st.go_seg_windows, o.go_label_segs ? "on" : "off",
+				    (double)st.go_seg_sampled_ns / 1e9, (double)st.go_seg_parts_ns / 1e9);
 	}
 	if (stitch) {
 		agg_stitch_run_get_stats(stitch, &ps);
