@@ -177,6 +177,8 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		return RM_EINVAL;
 	}
 	b->skel->rodata->cpu_counters = cfg->cpu_counters ? 1 : 0;
+	/* the label sampler's samples move with the CPU the counters charge (rm_part.samples) */
+	b->skel->rodata->go_labels = cfg->go_labels && cfg->cpu_counters ? 1 : 0;
 	if (cfg->bench_stage >= RM_STAGE_COUNT) {
 		rm_log_error("bad bench stage %u", cfg->bench_stage);
 		col_bpf_close(b);
@@ -240,7 +242,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		struct col_bpf_go_cfg gc = { .window_ns = b->window_ns, .offset_ns = cfg->offset_ns,
 					     .netns_ino = cfg->netns_ino, .freq_hz = cfg->go_label_hz,
 					     .per_thread = cfg->go_label_per_thread,
-					     .tasks_fd = bpf_map__fd(b->skel->maps.tasks) };
+					     .tasks_fd = cfg->cpu_counters ? bpf_map__fd(b->skel->maps.tasks) : 0 };
 
 		if ((rv = col_bpf_go_open(&b->go, &gc)) != RM_OK) {
 			col_bpf_close(b);

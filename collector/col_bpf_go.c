@@ -16,6 +16,7 @@
 #include "banned.h"
 
 #define COL_BPF_GO_PROGS 8 /* the label module's programs, with room */
+#define COL_BPF_GO_SEGS 512 /* a window's cookies whose parts' samples are counted (the rest: cookie 0's) */
 
 /* A label module program's run statistics, summed over the times it was loaded. */
 struct col_bpf_go_prog {
@@ -42,6 +43,7 @@ struct col_bpf_go {
 	struct rm_totals *t;        /* one window's totals (large: kept here, not on the stack) */
 	struct rm_golabel *merged;  /* a window's counts pooled over processes */
 	size_t cap;
+	struct rm_golabel segs[COL_BPF_GO_SEGS]; /* a window's parts' samples by cookie */
 	struct rm_part *held;       /* Go parts held back, in arrival order */
 	size_t nheld, capheld;
 	uint64_t handed_win;        /* windows before this one were handed: their parts go on at once */
@@ -180,9 +182,38 @@ static int col_bpf_go_samples_cmp(const void *a, const void *b)
 	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
 }
 
-uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_golabel_count *c, size_t n,
-			 uint64_t period_ns, struct rm_golabel *scratch, int *bad)
+size_t col_bpf_go_segs(const struct rm_part *p, size_t n, uint64_t win, struct rm_golabel *out, size_t cap)
 {
+	size_t i, j, m = 0;
+
+	for (i = 0; i < n; i++) {
+		uint64_t ck;
+
+		if (p[i].win != win || !(p[i].flags & RM_PF_GO) || !p[i].samples)
+			continue;
+		/* the cookie the aggregator files the part under: none for a continuation not anchored */
+		ck = (p[i].flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT ? 0 : p[i].in.cookie;
+		if (!ck || ck == RM_GO_IDLE)
+			continue;
+		for (j = 0; j < m && out[j].cookie != ck; j++)
+			;
+		if (j == m) {
+			if (m == cap)
+				continue; /* its samples stay in cookie 0's */
+			out[m].cookie = ck;
+			out[m].samples = out[m].seg = 0;
+			m++;
+		}
+		out[j].seg += p[i].samples;
+	}
+	return m;
+}
+
+uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_golabel_count *c, size_t n,
+			 const struct rm_golabel *segs, size_t nsegs, uint64_t period_ns, struct rm_golabel *scratch,
+			 int *bad)
+{
+	unsigned __int128 all = 0, in = 0;
 	size_t i, m = 0;
 
 	memset(t, 0, sizeof(*t));
@@ -193,7 +224,27 @@ uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_gol
 	for (i = 0; i < n; i++) {
 		scratch[i].cookie = c[i].cookie;
 		scratch[i].samples = c[i].samples;
-		scratch[i].seg = c[i].seg;
+		scratch[i].seg = 0;
+		all += c[i].samples;
+	}
+	for (i = 0; i < nsegs; i++)
+		in += segs[i].seg;
+	/* by segment: the parts' samples, as many in all as by label (a window's edge may put a few in the
+	   parts of the next: then they are scaled down), the rest in cookie 0 (CPU in no part) */
+	for (i = 0; segs && all && i < nsegs; i++) {
+		scratch[n + i].cookie = segs[i].cookie;
+		scratch[n + i].samples = 0;
+		scratch[n + i].seg = (uint64_t)(in > all ? (unsigned __int128)segs[i].seg * all / in : segs[i].seg);
+	}
+	if (segs && all) {
+		unsigned __int128 given = 0;
+
+		for (i = 0; i < nsegs; i++)
+			given += scratch[n + i].seg;
+		scratch[n + nsegs].cookie = 0;
+		scratch[n + nsegs].samples = 0;
+		scratch[n + nsegs].seg = (uint64_t)(all - given);
+		n += nsegs + 1;
 	}
 	qsort(scratch, n, sizeof(*scratch), col_bpf_go_cookie_cmp);
 	for (i = 0; i < n; i++) {
@@ -216,22 +267,28 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 	size_t i;
 	int rv, bad;
 
+	size_t nsegs = 0;
+
 	if (g->sink_err)
 		return; /* dropped with the rest of this report (logged by the caller) */
+	/* the samples in its parts' CPU (the label module shares the counters' per-thread state) */
+	if (g->cfg.tasks_fd > 0)
+		nsegs = col_bpf_go_segs(g->held, g->nheld, win, g->segs, COL_BPF_GO_SEGS);
 	col_bpf_go_release(g, win + 1); /* the window's Go parts just before its counts */
 	if (g->sink_err)
 		return;
-	if (n > g->cap) {
-		struct rm_golabel *p = realloc(g->merged, n * sizeof(*p));
+	if (n + nsegs + 1 > g->cap) {
+		struct rm_golabel *p = realloc(g->merged, (n + nsegs + 1) * sizeof(*p));
 
 		if (!p) {
 			g->sink_err = RM_ENOMEM;
 			return;
 		}
 		g->merged = p;
-		g->cap = n;
+		g->cap = n + nsegs + 1;
 	}
-	g->st.folded += col_bpf_go_pool(g->t, win, c, n, period_ns, g->merged, &bad);
+	g->st.folded += col_bpf_go_pool(g->t, win, c, n, g->cfg.tasks_fd > 0 ? g->segs : NULL, nsegs, period_ns,
+					g->merged, &bad);
 	if (bad) {
 		rm_log_warn("goroutine label counts of window %llu with a period of %llu ns left out",
 			    (unsigned long long)win, (unsigned long long)period_ns);

@@ -38,7 +38,8 @@ struct col_bpf_go_cfg {
 	uint32_t netns_ino; /* nonzero: only this network namespace's receives label */
 	uint32_t freq_hz;   /* sampler frequency (0: the module's default) */
 	int per_thread;     /* the sampler per watched thread, not per CPU (col_golabel_cfg) */
-	int tasks_fd;       /* > 0: the socket hooks' per-thread state, samples counted by segment too */
+	int tasks_fd;       /* > 0: the CPU counters' per-thread state (their rm_task.smp moves the label samples
+			       into the parts charged with the sampled CPU: each window's counts by segment too) */
 };
 
 #define COL_BPF_GO_HELD 16384 /* Go parts held back at most (about 4.5 MiB) */
@@ -98,18 +99,32 @@ void col_bpf_go_stats(const struct col_bpf_go *g, struct col_bpf_go_stats *out);
 int col_bpf_go_prog_stats(const struct col_bpf_go *g, col_progstat_fn fn, void *arg);
 
 /*
+ * Pure: the label samples that fell in the CPU of window win's Go parts
+ * p[0..n) (rm_part.samples), summed by the cookie the aggregator files
+ * each part under (its inbound socket's; none for a continuation not yet
+ * anchored, whose samples are left out) into out[] (.cookie, .seg; at most
+ * cap cookies, the samples of further ones left out). Returns how many.
+ */
+size_t col_bpf_go_segs(const struct rm_part *p, size_t n, uint64_t win, struct rm_golabel *out, size_t cap);
+
+/*
  * Pure: window win's counts c[0..n) (per process and cookie, as the label
  * module hands them) pooled per cookie into *t (zeroed first; win and
  * go_period_ns set): samples follow CPU time, so the node's Go programs
- * share one split. Most samples first, so that a window with more labels
+ * share one split. With segs non-NULL (segs[0..nsegs) from col_bpf_go_segs,
+ * nsegs may be 0) the counts say by segment too: each cookie's parts' samples (scaled down
+ * if they pass the window's samples, a few of which the counters may have
+ * charged to the next window), the rest as cookie 0's, so that both ways
+ * sum to the same. Most samples first, so that a window with more labels
  * than the wire carries (RM_GO_LABELS_MAX) keeps its largest and folds the
- * smallest into cookie 0. scratch holds n entries (the caller's). Returns
- * the samples folded; or, if the wire would refuse the counts (win 0, a
- * period of 0 or above RM_GO_PERIOD_MAX), sets *bad, leaves t zeroed but
- * for win and returns 0.
+ * smallest into cookie 0. scratch holds n entries, n + nsegs + 1 with
+ * segs (the caller's). Returns the samples folded; or, if the wire would refuse the
+ * counts (win 0, a period of 0 or above RM_GO_PERIOD_MAX), sets *bad,
+ * leaves t zeroed but for win and returns 0.
  */
 uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_golabel_count *c, size_t n,
-			 uint64_t period_ns, struct rm_golabel *scratch, int *bad);
+			 const struct rm_golabel *segs, size_t nsegs, uint64_t period_ns, struct rm_golabel *scratch,
+			 int *bad);
 
 /* Unloads the module (undrained counts are dropped) and frees g; NULL-tolerant. */
 void col_bpf_go_close(struct col_bpf_go *g);

@@ -1,13 +1,15 @@
 /*
- * col_bpf_go_test.c - col_bpf_go_pool, the pure part of the backend's Go
- * label counts: processes' counts pooled per cookie into a window's totals,
- * the largest labels kept when a window has more than the wire carries, and
- * counts the wire would refuse left out. (The module's lifecycle and its
+ * col_bpf_go_test.c - col_bpf_go_segs and col_bpf_go_pool, the pure part
+ * of the backend's Go label counts: the parts' samples summed by cookie,
+ * processes' counts pooled per cookie into a window's totals (by label and
+ * by segment), the largest labels kept when a window has more than the wire
+ * carries, and counts the wire would refuse left out. (The module's lifecycle and its
  * counts on a real Go server: col_bpf_test, col_golabel_test.)
  */
 #include <string.h>
 
 #include "col_bpf_go.h"
+#include "rametr.h"
 #include "rm_err.h"
 #include "rm_test.h"
 
@@ -31,37 +33,103 @@ static uint64_t seg_of(const struct rm_totals *t, uint64_t cookie)
 	return 0;
 }
 
-/* Two processes' counts of one window: one total per cookie by label and by segment, the idle label the wire's. */
+/* Two processes' counts of one window: one total per cookie, the idle label the wire's; no segments. */
 static void test_pooled(void)
 {
 	static const struct col_golabel_count c[] = {
-		{ 0, 3, 9, 100 },	    { 0x77, 40, 36, 100 }, { COL_GOLABEL_IDLE, 5, 0, 100 },
-		{ 0x77, 10, 10, 200 },	    { 0x88, 20, 22, 200 }, { COL_GOLABEL_IDLE, 2, 0, 200 },
-		{ 0x99, 0, 3, 200 }, /* a segment's samples whose goroutines carried other labels */
+		{ 0, 3, 100 }, { 0x77, 40, 100 }, { COL_GOLABEL_IDLE, 5, 100 }, { 0x77, 10, 200 }, { 0x88, 20, 200 },
+		{ COL_GOLABEL_IDLE, 2, 200 },
 	};
 	static struct rm_totals t;
 	struct rm_golabel scratch[7];
 	char err[128];
+	uint32_t i;
 	int bad = 1;
 
-	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 7, 500501, scratch, &bad), 0);
+	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 6, NULL, 0, 500501, scratch, &bad), 0);
 	CU_ASSERT_EQUAL(bad, 0);
 	CU_ASSERT_EQUAL(t.win, 9);
 	CU_ASSERT_EQUAL(t.go_period_ns, 500501);
-	CU_ASSERT_EQUAL(t.n_go, 5);
+	CU_ASSERT_EQUAL(t.n_go, 4);
 	CU_ASSERT_EQUAL(samples_of(&t, 0), 3);
 	CU_ASSERT_EQUAL(samples_of(&t, 0x77), 50);
 	CU_ASSERT_EQUAL(samples_of(&t, 0x88), 20);
 	CU_ASSERT_EQUAL(samples_of(&t, RM_GO_IDLE), 7);
-	CU_ASSERT_EQUAL(samples_of(&t, 0x99), 0);
-	CU_ASSERT_EQUAL(seg_of(&t, 0), 9);
-	CU_ASSERT_EQUAL(seg_of(&t, 0x77), 46);
-	CU_ASSERT_EQUAL(seg_of(&t, 0x88), 22);
-	CU_ASSERT_EQUAL(seg_of(&t, 0x99), 3);
-	CU_ASSERT_EQUAL(seg_of(&t, RM_GO_IDLE), 0);
+	for (i = 0; i < t.n_go; i++)
+		CU_ASSERT_EQUAL(t.go[i].seg, 0); /* none said */
 	CU_ASSERT_EQUAL(COL_GOLABEL_IDLE, RM_GO_IDLE);
 	CU_ASSERT_EQUAL(t.busy_ns, 0); /* counts only: the batcher merges them with the window's totals */
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
+}
+
+/* A part of window win, a Go program's unless flags say otherwise. */
+static struct rm_part part(uint64_t win, uint64_t cookie, uint32_t flags, uint64_t samples)
+{
+	struct rm_part p;
+
+	memset(&p, 0, sizeof(p));
+	p.win = win;
+	p.in.cookie = cookie;
+	p.flags = flags;
+	p.samples = samples;
+	return p;
+}
+
+/* The parts' samples by cookie, then with the label counts: both ways sum to the window's samples. */
+static void test_segments(void)
+{
+	struct rm_part p[7];
+	static const struct col_golabel_count c[] = { { 0x77, 30, 100 }, { 0x88, 20, 100 }, { 0, 5, 100 },
+						      { COL_GOLABEL_IDLE, 5, 100 } };
+	struct rm_golabel segs[4], scratch[4 + 4 + 1];
+	static struct rm_totals t;
+	uint64_t lab = 0, seg = 0;
+	char err[128];
+	uint32_t i;
+	size_t n;
+	int bad = 1;
+
+	p[0] = part(9, 0x77, RM_PF_GO | RM_PF_RUNTIME, 20);
+	p[1] = part(9, 0x77, RM_PF_GO | RM_PF_RUNTIME, 8);
+	p[2] = part(9, 0x88, RM_PF_GO | RM_PF_RUNTIME | RM_PF_CONT | RM_PF_ANCHOR, 25); /* an anchored chain */
+	p[3] = part(9, 0x99, RM_PF_GO | RM_PF_RUNTIME | RM_PF_CONT, 4);		  /* not anchored: none */
+	p[4] = part(8, 0x77, RM_PF_GO | RM_PF_RUNTIME, 6);				  /* another window */
+	p[5] = part(9, 0x77, RM_PF_RUNTIME, 6);					  /* a JVM's */
+	p[6] = part(9, 0xaa, RM_PF_GO | RM_PF_RUNTIME, 0);				  /* no samples */
+	n = col_bpf_go_segs(p, 7, 9, segs, 4);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(segs[0].cookie, 0x77);
+	CU_ASSERT_EQUAL(segs[0].seg, 28);
+	CU_ASSERT_EQUAL(segs[1].cookie, 0x88);
+	CU_ASSERT_EQUAL(segs[1].seg, 25);
+	CU_ASSERT_EQUAL(col_bpf_go_segs(p, 7, 9, segs, 1), 1); /* past cap: left out */
+
+	n = col_bpf_go_segs(p, 7, 9, segs, 4);
+	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 4, segs, n, 500000, scratch, &bad), 0);
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x77), 28);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x88), 25);
+	CU_ASSERT_EQUAL(seg_of(&t, 0), 60 - 53); /* the samples in no part */
+	CU_ASSERT_EQUAL(samples_of(&t, 0x77), 30);
+	for (i = 0; i < t.n_go; i++) {
+		lab += t.go[i].samples;
+		seg += t.go[i].seg;
+	}
+	CU_ASSERT_EQUAL(lab, 60);
+	CU_ASSERT_EQUAL(seg, 60);
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
+
+	/* parts holding more samples than the window counted (the window's edge): scaled down to them */
+	segs[0].seg = 90;
+	segs[1].seg = 30;
+	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 4, segs, 2, 500000, scratch, &bad), 0);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x77), 45);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x88), 15);
+	CU_ASSERT_EQUAL(seg_of(&t, 0), 0);
+	/* no part holds a sample: all of them in cookie 0's */
+	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 4, segs, 0, 500000, scratch, &bad), 0);
+	CU_ASSERT_EQUAL(seg_of(&t, 0), 60);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x77), 0);
 }
 
 /* More labels than the wire carries: the largest are kept, the smallest folded into cookie 0. */
@@ -82,7 +150,7 @@ static void test_largest_kept(void)
 		c[i].pid = (uint32_t)(1 + i % 3);
 		all += c[i].samples;
 	}
-	folded = col_bpf_go_pool(&t, 5, c, N, 1000000, scratch, &bad);
+	folded = col_bpf_go_pool(&t, 5, c, N, NULL, 0, 1000000, scratch, &bad);
 	CU_ASSERT_EQUAL(bad, 0);
 	CU_ASSERT(t.n_go <= RM_GO_LABELS_MAX);
 	CU_ASSERT(folded > 0);
@@ -104,27 +172,28 @@ static void test_largest_kept(void)
 /* Counts the wire would refuse are not set at all. */
 static void test_refused(void)
 {
-	static const struct col_golabel_count c[] = { { 0x77, 40, 0, 100 } };
+	static const struct col_golabel_count c[] = { { 0x77, 40, 100 } };
 	static struct rm_totals t;
 	struct rm_golabel scratch[1];
 	int bad = 0;
 
-	col_bpf_go_pool(&t, 0, c, 1, 500000, scratch, &bad);
+	col_bpf_go_pool(&t, 0, c, 1, NULL, 0, 500000, scratch, &bad);
 	CU_ASSERT_EQUAL(bad, 1);
-	col_bpf_go_pool(&t, 9, c, 1, 0, scratch, &bad);
+	col_bpf_go_pool(&t, 9, c, 1, NULL, 0, 0, scratch, &bad);
 	CU_ASSERT_EQUAL(bad, 1);
 	CU_ASSERT_EQUAL(t.n_go, 0);
-	col_bpf_go_pool(&t, 9, c, 1, RM_GO_PERIOD_MAX + 1, scratch, &bad);
+	col_bpf_go_pool(&t, 9, c, 1, NULL, 0, RM_GO_PERIOD_MAX + 1, scratch, &bad);
 	CU_ASSERT_EQUAL(bad, 1);
 	CU_ASSERT_EQUAL(t.n_go, 0);
 	CU_ASSERT_EQUAL(t.go_period_ns, 0);
-	col_bpf_go_pool(&t, 9, c, 1, RM_GO_PERIOD_MAX, scratch, &bad);
+	col_bpf_go_pool(&t, 9, c, 1, NULL, 0, RM_GO_PERIOD_MAX, scratch, &bad);
 	CU_ASSERT_EQUAL(bad, 0);
 	CU_ASSERT_EQUAL(samples_of(&t, 0x77), 40);
 }
 
 static CU_TestInfo cases[] = {
 	{ "processes' counts of a window are pooled per cookie", test_pooled },
+	{ "the parts' samples by cookie, pooled with the labels' to the same sum", test_segments },
 	{ "past the wire's bound the largest labels are kept, the rest folded", test_largest_kept },
 	{ "counts the wire would refuse are left out", test_refused },
 	CU_TEST_INFO_NULL,

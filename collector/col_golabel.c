@@ -284,7 +284,7 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
 	g->skel->rodata->offset_ns = g->offset_ns;
 	g->skel->rodata->netns_ino = cfg->netns_ino;
 	if (cfg->tasks_fd > 0) {
-		/* the socket hooks' per-thread state: samples counted by segment too */
+		/* the socket hooks' per-thread state: each sample also pending in its thread's */
 		if ((err = bpf_map__reuse_fd(g->skel->maps.tasks, cfg->tasks_fd)) != 0) {
 			rm_log_warn("failed to share the threads' segment state with the goroutine sampler: %s",
 				    strerror(-err));
@@ -480,7 +480,7 @@ int col_golabel_drain(struct col_golabel *g, uint64_t before_win, col_golabel_fn
 	}
 	/* each count read and deleted in one step: a late increment is not read twice */
 	for (i = j = 0; i < n; i++) {
-		struct golabel_cnt v = { 0 };
+		uint64_t v = 0;
 
 		memset(&key, 0, sizeof(key));
 		key.win = rows[i].win;
@@ -488,10 +488,9 @@ int col_golabel_drain(struct col_golabel *g, uint64_t before_win, col_golabel_fn
 		key.tgid = rows[i].c.pid;
 		if (bpf_map_lookup_and_delete_elem(fd, &key, &v) != 0)
 			continue;
-		if (!v.samples && !v.seg)
+		if (!v)
 			continue;
-		rows[i].c.samples = v.samples;
-		rows[i].c.seg = v.seg;
+		rows[i].c.samples = v;
 		rows[j++] = rows[i];
 	}
 	n = j;

@@ -63,7 +63,8 @@ struct col_golabel_cfg {
 	 * events'). bench/RESULTS.md, *The goroutine sampler's cost*. */
 	int per_thread;
 	/* > 0: the socket hooks' per-thread state (rametr.bpf.c's map tasks, struct rm_task): each
-	 * sample is then also counted by the segment its thread is in (col_golabel_count.seg). 0: not. */
+	 * sample is then also added to its thread's rm_task.smp, which the CPU counters move into the
+	 * part charged with the sampled CPU (rm_part.samples). 0: not. */
 	int tasks_fd;
 };
 
@@ -71,8 +72,6 @@ struct col_golabel_cfg {
 struct col_golabel_count {
 	uint64_t cookie;  /* the socket's cookie; 0: unlabelled goroutine; COL_GOLABEL_IDLE: no goroutine */
 	uint64_t samples; /* each one period_ns of a thread's CPU, in expectation */
-	uint64_t seg;     /* the window's samples whose thread was in a segment received on cookie's socket
-			     (cookie 0: in none); all 0 without col_golabel_cfg.tasks_fd */
 	uint32_t pid;     /* the process (tgid) */
 };
 

@@ -191,6 +191,7 @@ int col_merge_add(struct col_merge *m, const struct rm_part *p)
 	r->tx_bytes += p->tx_bytes;
 	r->disk_read += p->disk_read;
 	r->disk_write += p->disk_write;
+	r->samples += p->samples;
 	if (p->start_ns < r->start_ns)
 		r->start_ns = p->start_ns;
 	if (p->end_ns > r->end_ns)

@@ -25,12 +25,11 @@
  *                   while on the system stack or the signal stack for it),
  *                   counted per (window, process, label); no m.curg or an
  *                   unreadable g counts as GOLABEL_IDLE. With have_tasks,
- *                   the same sample is also counted by the segment the
- *                   thread is in (the cookie of the socket it received on,
- *                   read from the socket hooks' task storage, map tasks,
- *                   shared with rametr.bpf.c: the aggregator corrects each
- *                   segment's exact CPU by the samples where segment and
- *                   label differ).
+ *                   the sample is also added to the thread's pending
+ *                   samples in the socket hooks' task storage (map tasks,
+ *                   shared with rametr.bpf.c), which move with its CPU
+ *                   when the counters charge it: each part then says how
+ *                   many samples fell in its CPU.
  *
  * The layout (TLS slot, g.m, m.curg, g.startpc, the runtime's text) is per process, in its pids
  * entry: watched processes may be different Go builds.
@@ -74,7 +73,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GOLABEL_COUNTS_MAX);
 	__type(key, struct golabel_ckey);
-	__type(value, struct golabel_cnt);
+	__type(value, __u64); /* samples */
 } counts SEC(".maps");
 
 /* rametr.bpf.c's per-thread state, the same definition (its fd reused by the loader when have_tasks) */
@@ -264,42 +263,23 @@ int golabel_ready(struct pt_regs *ctx)
 	return 0;
 }
 
-/* Adds a sample to key k's count by label (seg 0) or by segment (seg 1). */
-GL_INLINE void gl_count(const struct golabel_ckey *k, int seg)
+/* Adds a sample to key k's count. */
+GL_INLINE void gl_count(const struct golabel_ckey *k)
 {
-	struct golabel_cnt one = { .samples = !seg, .seg = seg }, *c;
+	__u64 one = 1, *c;
 
 	if ((c = bpf_map_lookup_elem(&counts, k)) != NULL) {
-		__sync_fetch_and_add(seg ? &c->seg : &c->samples, 1);
+		__sync_fetch_and_add(c, 1);
 		return;
 	}
 	/* a first sample, or two CPUs' first at once (EEXIST: add to the winner's) */
 	if (bpf_map_update_elem(&counts, k, &one, BPF_NOEXIST) == 0)
 		return;
 	if ((c = bpf_map_lookup_elem(&counts, k)) != NULL) {
-		__sync_fetch_and_add(seg ? &c->seg : &c->samples, 1);
+		__sync_fetch_and_add(c, 1);
 		return;
 	}
 	gl_stat(GOLABEL_ST_LOST);
-}
-
-/*
- * The segment the current thread's CPU is charged to now, as segmenter.h's
- * rm_charge_cpu decides it: the cookie of the socket its segment received
- * on; 0 if it is in none (or continues a reply with no request known yet:
- * such parts are charged without a socket), or if its state cannot be read.
- */
-GL_INLINE __u64 gl_seg(void)
-{
-	struct rm_task *t;
-
-	if (!have_tasks || !(t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0)))
-		return 0;
-	if (!(t->mode == RM_MODE_SEG || t->mode == RM_MODE_CONT || (t->mode == RM_MODE_ASSOC && t->tail)))
-		return 0;
-	if ((t->cur.flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT)
-		return 0;
-	return t->cur.in.cookie;
 }
 
 SEC("perf_event")
@@ -308,6 +288,7 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 	struct golabel_ckey ck = {};
 	struct golabel_gkey gk = {};
 	struct golabel_proc *p;
+	struct rm_task *t;
 	__u64 *v;
 
 	gk.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
@@ -325,9 +306,9 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 		v = bpf_map_lookup_elem(&labels, &gk);
 		ck.cookie = v ? *v & ~GOLABEL_INHERITED : 0; /* 0: a g whose label was taken away */
 	}
-	gl_count(&ck, 0);
-	ck.cookie = gl_seg();
-	if (have_tasks)
-		gl_count(&ck, 1);
+	gl_count(&ck);
+	/* the thread's pending samples, which its next counter claim charges with its CPU (rametr.bpf.c) */
+	if (have_tasks && (t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0)) != NULL)
+		__sync_fetch_and_add(&t->smp, 1);
 	return 0;
 }

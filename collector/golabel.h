@@ -55,19 +55,12 @@ struct golabel_gkey {
 	__u64 g;
 };
 
-/* A count's key (map counts): window, process, cookie. */
+/* A count (map counts, value __u64 samples): window, process, label. */
 struct golabel_ckey {
 	__u64 win;    /* (CLOCK_MONOTONIC + offset_ns) / window_ns */
-	__u64 cookie; /* a socket cookie, 0 or GOLABEL_IDLE */
+	__u64 cookie; /* the label: a socket cookie, 0 or GOLABEL_IDLE */
 	__u32 tgid;
 	__u32 pad;
-};
-
-/* A count (map counts): the key's samples by label and by segment. */
-struct golabel_cnt {
-	__u64 samples; /* whose goroutine carried the cookie as its label */
-	__u64 seg;     /* whose thread was in a segment received on the cookie's socket (cookie 0: in none),
-			  as the collector's segmenter charges its CPU (have_tasks; else all 0) */
 };
 
 /* Per-CPU statistics (map stats, an array of __u64 indexed by these). */

@@ -50,6 +50,7 @@ const volatile __u32 follow_wakeups = 0;     /* wake-up chains through futex wak
 const volatile __u32 follow_replies = 0;     /* continuation chains anchored by replies (segmenter.h) */
 const volatile __u32 bench_stage = RM_STAGE_FULL; /* benchmarks only: RM_STAGE_* */
 const volatile __u32 cpu_counters = 0;       /* CPU from the threads' own counters, no sched_switch hook */
+const volatile __u32 go_labels = 0;          /* golabel.bpf.c's sampler counts samples in rm_task.smp (CPU counters) */
 
 /*
  * CPU counters: how far sched_clock (the runqueues' clock) is behind
@@ -288,6 +289,9 @@ struct rm_env {
 	__u64 win_lo, win_hi, win_cur; /* rm_win's last answer, within one hook */
 	__u32 batch;                   /* parts go through this CPU's batch */
 	__u32 rt;                      /* unsegmented CPU charged with no state is a runtime thread's (segmenter.h) */
+	/* the label sampler's samples of the claim being charged (rm_smp_charged): smp_n samples of smp_d ns,
+	 * smp_seen ns charged so far, smp_given samples placed so far; smp_n 0: none */
+	__u64 smp_n, smp_d, smp_seen, smp_given;
 };
 
 #define RM_INLINE static __always_inline
@@ -538,6 +542,43 @@ RM_INLINE void rm_batch_age(struct rm_env *e, __u64 now, int idle)
 	*(volatile __u32 *)&b->busy = 0;
 }
 
+/*
+ * Goroutine labels with CPU counters: d ns of t's claimed CPU were charged
+ * to its part (part) or unsegmented. The claim's samples (smp_n of smp_d
+ * ns, rm_smp_take) go with it in proportion, the last of them with its
+ * last ns: a part's samples are the samples of the CPU it holds, wherever
+ * the counters' rules put that CPU, so the aggregator can compare them with
+ * the goroutines' labels (docs/go.md).
+ */
+__noinline int rm_smp_charged_g(struct rm_env *e, struct rm_task *t, __u64 d, int part)
+{
+	__u64 to;
+
+	if (!e || !e->smp_n || !d || !e->smp_d)
+		return 0;
+	e->smp_seen += d;
+	to = e->smp_seen >= e->smp_d ? e->smp_n : e->smp_n * e->smp_seen / e->smp_d;
+	if (to <= e->smp_given)
+		return 0;
+	if (part && t)
+		__sync_fetch_and_add(&t->cur.samples, to - e->smp_given);
+	e->smp_given = to;
+	return 0;
+}
+/* a global function (checked once by the verifier, not on every charge's path), called only while a claim's
+ * samples are being placed */
+#define RM_ENV_CHARGED(e, t, d, part) ((void)(go_labels && (e)->smp_n && rm_smp_charged_g((e), (t), (d), (part))))
+
+/* Before a claim of d ns of t's counter is charged: its pending samples go with it (rm_smp_charged). */
+RM_INLINE void rm_smp_take(struct rm_env *e, struct rm_task *t, __u64 d)
+{
+	e->smp_n = e->smp_d = e->smp_seen = e->smp_given = 0;
+	if (!go_labels || !d || !t->smp)
+		return; /* (only the label module's threads have samples) */
+	e->smp_n = __sync_lock_test_and_set(&t->smp, 0);
+	e->smp_d = d;
+}
+
 #define RM_ENV_CPU_COUNTERS(e) (cpu_counters)
 #include "segmenter.h"
 
@@ -565,6 +606,7 @@ RM_INLINE void rm_env_init(struct rm_env *e)
 	e->win_lo = e->win_hi = e->win_cur = 0;
 	e->batch = 1;
 	e->rt = 0;
+	e->smp_n = e->smp_d = e->smp_seen = e->smp_given = 0;
 }
 
 /*
@@ -897,6 +939,7 @@ __noinline __u64 rm_ctr_edge_g(struct rm_env *e, struct rm_task *t, struct rm_ct
 {
 	if (!e || !t || !iv)
 		return 0;
+	rm_smp_take(e, t, iv->d); /* the head the caller charges after is the claim's too */
 	return rm_ctr_edge(e, t, iv->from, iv->now, iv->d, iv->head, iv->waits, iv->rd, iv->recv);
 }
 
@@ -1686,6 +1729,7 @@ int rm_cut_tasks(struct bpf_iter__task *ctx)
 		__u64 r = c.slice < d ? c.slice : d, mid = now - r > from ? now - r : from;
 
 		e.rt = t->rt;
+		rm_smp_take(&e, t, d); /* unsegmented: its samples are in none */
 		rm_ctr_spread(&e, NULL, from, mid, d - r);
 		rm_ctr_spread(&e, NULL, mid, now, r);
 		e.rt = 0;

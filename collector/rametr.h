@@ -95,6 +95,8 @@ struct rm_part {
 	__u32 domid;      /* Xen backend (RM_PF_DOMAIN): domain id */
 	__u32 vcpu;       /* Xen backend: vcpu id */
 	__u64 blocked_ns; /* Xen backend: time blocked (not runnable) */
+	__u64 samples;    /* eBPF backend, a labelled Go program's thread: the goroutine-label sampler's samples
+			     that fell in this part's CPU (they move with the CPU when the counters charge it) */
 };
 
 /* The counters of a part, taken out of it atomically when it is emitted. */
@@ -161,6 +163,8 @@ struct rm_task {
 	__u32 ctr_set;    /* CPU counters: RM_CTR_* */
 	__u64 carry_ns;   /* CPU counters: a dispatcher's CPU carried to the request this thread reads next
 			     (rm_ctr_carry), at most RM_CARRY_MAX */
+	__u64 smp;        /* CPU counters: the goroutine-label sampler's samples of this thread not yet charged
+			     (golabel.bpf.c adds; the next claim of its counter moves them with its CPU) */
 	struct rm_tuple ans;
 	__u64 ans_seq_start, ans_seq_end;
 	struct rm_part cur;

@@ -98,6 +98,12 @@
 #ifndef RM_SEGMENTER_H
 #define RM_SEGMENTER_H
 
+/* The includer may define RM_ENV_CHARGED(e, t, d, part): told each time d ns of thread t's CPU are charged,
+ * to its part (part 1) or unsegmented (0), after the charge. */
+#ifndef RM_ENV_CHARGED
+#define RM_ENV_CHARGED(e, t, d, part) ((void)0)
+#endif
+
 /* CPU counters (rm_ctr_edge): the includer may define this to nonzero (a constant): then rm_cut does nothing. */
 #ifndef RM_ENV_CPU_COUNTERS
 #define RM_ENV_CPU_COUNTERS(e) 0
@@ -187,6 +193,7 @@ RM_INLINE void rm_flush(struct rm_env *e, struct rm_task *t)
 			p->flags |= t->rt == RM_RT_GO ? RM_PF_RUNTIME | RM_PF_GO : RM_PF_RUNTIME;
 		if (rm_env_emit(e, p, &c) < 0)
 			rm_drop_part(e, p->win, &c);
+		p->samples = 0;
 	}
 	p->flags &= (RM_PF_IN_SEQ | RM_PF_OUT_SEQ | RM_PF_ASSOC | RM_PF_SEQ_SUSPECT | RM_PF_CONT | RM_PF_ANCHOR);
 }
@@ -513,9 +520,11 @@ RM_INLINE void rm_charge_cpu(struct rm_env *e, struct rm_task *t, __u64 w, __u64
 		RM_ADD(&t->cur.cpu_ns, d);
 		t->cur.end_ns = end;
 		t->dirty = 1;
+		RM_ENV_CHARGED(e, t, d, 1);
 	} else {
 		RM_ADD(&wt->unseg_cpu_ns, d);
 		rm_unseg_rt(wt, t ? t->rt : e->rt, d);
+		RM_ENV_CHARGED(e, t, d, 0);
 	}
 }
 

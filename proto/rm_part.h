@@ -60,8 +60,8 @@ struct rm_wpart {
 struct rm_golabel {
 	uint64_t cookie;  /* socket cookie; 0 = no label; RM_GO_IDLE = no goroutine */
 	uint64_t samples; /* samples whose goroutine carried this label */
-	uint64_t seg;     /* samples whose thread was in a segment received on this socket (0: in none);
-			     zero for every cookie when the collector does not say */
+	uint64_t seg;     /* samples that fell in the CPU of segments received on this socket (cookie 0: in
+			     none); zero for every cookie when the collector does not say */
 };
 
 /*
