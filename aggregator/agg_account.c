@@ -626,12 +626,19 @@ static int agg_go_has_seg(const struct rm_golabel *g, size_t ng)
  * 128-bit arithmetic, sums saturating at UINT64_MAX (counts that sum past
  * it are treated as that many; rm_totals_check keeps real ones far below).
  */
+static int agg_go_dest_cmp(const void *x, const void *y)
+{
+	uint64_t a = ((const struct agg_go_dest *)x)->cookie, b = ((const struct agg_go_dest *)y)->cookie;
+
+	return a < b ? -1 : a > b;
+}
+
 static uint64_t agg_go_split(uint64_t whole, const struct rm_golabel *g, size_t ng, struct agg_go_dest *d, size_t nd,
 			     int seg)
 {
 	uint64_t all = 0, given = 0;
 	unsigned __int128 sum = 0;
-	size_t i, j;
+	size_t i, j, k, end;
 
 	for (j = 0; j < nd; j++)
 		d[j].amt = d[j].share = 0;
@@ -640,63 +647,61 @@ static uint64_t agg_go_split(uint64_t whole, const struct rm_golabel *g, size_t 
 	if (!all || !whole)
 		return whole;
 	seg = seg && agg_go_has_seg(g, ng);
-	/* each cookie's share, at its first destination of CPU */
-	for (j = 0; j < nd; j++) {
-		unsigned __int128 part = 0;
+	/* a cookie's destinations side by side (n log n: a window may hold many connections) */
+	qsort(d, nd, sizeof(*d), agg_go_dest_cmp);
+	/* each cookie's share, at its first destination */
+	for (j = 0; j < nd; j = end) {
+		unsigned __int128 part = 0, w = 0;
 		uint64_t lab, sg;
-		size_t k;
 
-		if (!d[j].cookie || d[j].cookie == RM_GO_IDLE || !d[j].cpu)
+		for (end = j; end < nd && d[end].cookie == d[j].cookie; end++) {
+			part += d[end].part;
+			w += d[end].cpu;
+		}
+		if (!d[j].cookie || d[j].cookie == RM_GO_IDLE || !w)
 			continue;
-		for (k = 0; k < j && !(d[k].cookie == d[j].cookie && d[k].cpu); k++)
-			;
-		if (k < j)
-			continue; /* counted at its first */
 		agg_go_counts_of(g, ng, d[j].cookie, &lab, &sg);
 		if (lab > all)
 			lab = all;
 		if (!seg) {
 			d[j].share = (uint64_t)((unsigned __int128)whole * lab / all);
 		} else {
-			__int128 x;
-
-			for (k = j; k < nd; k++)
-				if (d[k].cookie == d[j].cookie)
-					part += d[k].part;
 			/* each term at most whole: no overflow */
-			x = (__int128)(part < whole ? part : whole) +
-			    (__int128)((unsigned __int128)whole * lab / all) -
-			    (__int128)((unsigned __int128)whole * (sg < all ? sg : all) / all);
+			__int128 x = (__int128)(part < whole ? part : whole) +
+				     (__int128)((unsigned __int128)whole * lab / all) -
+				     (__int128)((unsigned __int128)whole * (sg < all ? sg : all) / all);
+
 			d[j].share = x <= 0 ? 0 : x > (__int128)whole ? whole : (uint64_t)x;
 		}
 		sum += d[j].share;
 	}
-	for (j = 0; j < nd; j++) {
-		uint64_t w = 0, out = 0, x;
-		size_t big = j, k;
+	/* ... to its destinations by their cpu, the rounding's rest to the one of most */
+	for (j = 0; j < nd; j = end) {
+		uint64_t share = d[j].share, w = 0, out = 0, x;
+		size_t big = j;
 
-		if (!d[j].share)
+		for (end = j; end < nd && d[end].cookie == d[j].cookie; end++)
+			;
+		if (!share)
 			continue;
 		if (sum > whole)
-			d[j].share = (uint64_t)((unsigned __int128)d[j].share * whole / sum);
-		if (d[j].share > whole - given)
-			d[j].share = whole - given; /* only when the counts saturated */
-		for (k = j; k < nd; k++)
-			if (d[k].cookie == d[j].cookie && d[k].cpu) {
-				w = w + d[k].cpu < w ? UINT64_MAX : w + d[k].cpu;
-				if (d[k].cpu > d[big].cpu)
-					big = k;
-			}
-		for (k = j; k < nd; k++)
-			if (d[k].cookie == d[j].cookie && d[k].cpu) {
-				x = (uint64_t)((unsigned __int128)d[j].share * (d[k].cpu < w ? d[k].cpu : w) / w);
-				if (x > d[j].share - out)
-					x = d[j].share - out;
-				d[k].amt += x;
-				out += x;
-			}
-		d[big].amt += d[j].share - out;
-		given += d[j].share;
+			share = (uint64_t)((unsigned __int128)share * whole / sum);
+		if (share > whole - given)
+			share = whole - given; /* only when the counts saturated */
+		for (k = j; k < end; k++) {
+			w = w + d[k].cpu < w ? UINT64_MAX : w + d[k].cpu;
+			if (d[k].cpu > d[big].cpu)
+				big = k;
+		}
+		for (k = j; k < end && w; k++) {
+			x = (uint64_t)((unsigned __int128)share * (d[k].cpu < w ? d[k].cpu : w) / w);
+			if (x > share - out)
+				x = share - out;
+			d[k].amt += x;
+			out += x;
+		}
+		d[big].amt += share - out;
+		given += share;
 	}
 	return whole - given;
 }
