@@ -13,25 +13,20 @@
 #include "rm_err.h"
 #include "rm_test.h"
 
-static uint64_t samples_of(const struct rm_totals *t, uint64_t cookie)
+/* cookie's count in t (all zero if it has none) */
+static struct rm_golabel count_of(const struct rm_totals *t, uint64_t cookie)
 {
+	struct rm_golabel none = { cookie, 0, 0 };
 	uint32_t i;
 
 	for (i = 0; i < t->n_go; i++)
 		if (t->go[i].cookie == cookie)
-			return t->go[i].samples;
-	return 0;
+			return t->go[i];
+	return none;
 }
 
-static uint64_t seg_of(const struct rm_totals *t, uint64_t cookie)
-{
-	uint32_t i;
-
-	for (i = 0; i < t->n_go; i++)
-		if (t->go[i].cookie == cookie)
-			return t->go[i].seg;
-	return 0;
-}
+#define samples_of(t, cookie) (count_of((t), (cookie)).samples)
+#define seg_of(t, cookie) (count_of((t), (cookie)).seg)
 
 /* Two processes' counts of one window: one total per cookie, the idle label the wire's; no segments. */
 static void test_pooled(void)

@@ -76,13 +76,8 @@ struct {
 	__type(value, __u64); /* samples */
 } counts SEC(".maps");
 
-/* rametr.bpf.c's per-thread state, the same definition (its fd reused by the loader when have_tasks) */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct rm_task);
-} tasks SEC(".maps");
+/* rametr.bpf.c's per-thread state (its fd reused by the loader when have_tasks) */
+#include "rm_tasks.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -104,12 +104,7 @@ __u64 carry_capped_ns = 0;
 /* Benchmark stages: the verifier drops the dead branches, production pays nothing. */
 #define RM_STOP_AT(stage) (bench_stage == (stage))
 
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct rm_task);
-} tasks SEC(".maps");
+#include "rm_tasks.bpf.h" /* map tasks: struct rm_task per thread (shared with golabel.bpf.c) */
 
 /* Processes (tgid -> 1) never segmented: the collector, a local aggregator, ... */
 struct {
