@@ -264,10 +264,8 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 			      uint64_t period_ns)
 {
 	struct col_bpf_go *g = arg;
-	size_t i;
+	size_t i, nsegs = 0;
 	int rv, bad;
-
-	size_t nsegs = 0;
 
 	if (g->sink_err)
 		return; /* dropped with the rest of this report (logged by the caller) */
