@@ -606,10 +606,11 @@ static int agg_go_has_seg(const struct rm_golabel *g, size_t ng)
  * g[0..ng) into the destinations d[0..nd) (d[].amt), by cookie. all is the
  * count of samples; each stands for whole / all ns.
  *
- * By labels alone (seg 0, or the counts carry none): a cookie's share is
- * whole x its samples / all (rounded down).
+ * By labels alone (seg 0): a cookie's share is whole x its samples / all
+ * (rounded down).
  *
- * Corrected by segments (seg nonzero and the counts carry them): a
+ * Corrected by segments (seg nonzero: the caller found that the counts
+ * carry them, agg_go_has_seg): a
  * cookie's share is the exact CPU of its parts (d[].part), plus the
  * samples labelled with it that ran in another segment, less the samples
  * of its segments that ran other labels' goroutines: whole x (samples -
@@ -646,7 +647,6 @@ static uint64_t agg_go_split(uint64_t whole, const struct rm_golabel *g, size_t 
 		all = all + g[i].samples < all ? UINT64_MAX : all + g[i].samples;
 	if (!all || !whole)
 		return whole;
-	seg = seg && agg_go_has_seg(g, ng);
 	/* a cookie's destinations side by side (n log n: a window may hold many connections) */
 	qsort(d, nd, sizeof(*d), agg_go_dest_cmp);
 	/* each cookie's share, at its first destination */
