@@ -18,7 +18,8 @@
  * RM_GO_POOL=N runs tb-goserver with --pool N (a worker goroutine burns each
  * request, handed over a channel), RM_GO_SCALE=N with --scale N (N times
  * the CPU per request) and RM_GO_RATES="R1 R2 R3" sets the tenants' rates
- * (default 60 30 15), RM_GO_PROCS=N runs it with GOMAXPROCS N;
+ * (default 60 30 15), RM_GO_PROCS=N runs it with GOMAXPROCS N,
+ * RM_GO_RUN_S=N makes every phase N seconds long (default 12);
  * RM_GO_COLLECTOR_ARGS and RM_GO_AGG_ARGS (space-separated) add options to
  * the collector and the aggregator. RM_GO_SEPARATE=N then runs the server
  * idle and N rounds of separate runs (each tenant's load alone on a fresh
@@ -54,10 +55,11 @@
 #include "banned.h"
 
 #define NCE 3
-#define RUN_S "12"
+#define RUN_S_DEFAULT 12
 #define SERVER "10.213.0.12:7300"
 
 static const char *ces[NCE] = { "c1", "c2", "c3" };
+static char run_s[8] = "12"; /* the phases' seconds: RUN_S_DEFAULT or RM_GO_RUN_S */
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
 static const char *paths[NCE] = { "/light", "/medium", "/heavy" };
 static char rates[NCE][12] = { "60", "30", "15" };
@@ -75,7 +77,7 @@ static struct {
 /*
  * One phase named tag: a fresh tb-goserver on rm-be (its truth in
  * truth-<tag>.csv, its log in tb-goserver-<tag>.log) and the loads of the
- * tenants in mask (bit k: ces[k]; none: the server idles for RUN_S seconds),
+ * tenants in mask (bit k: ces[k]; none: the server idles for run_s seconds),
  * all stopped; fills *p. The server's CPU is read from /proc over the load
  * only (from before the loads start to after the last ends).
  */
@@ -94,12 +96,12 @@ static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
 	snprintf(slog, sizeof(slog), "tb-goserver-%s.log", tag);
 	for (i = 0; i < NCE; i++) {
 		char *argv[] = { TB_GOLOAD_BIN, "--server", SERVER, "--bind", (char *)ce_addr[i], "--ce", (char *)ces[i],
-				 "--path", (char *)paths[i], "--rate", rates[i], "--duration", RUN_S, NULL };
+				 "--path", (char *)paths[i], "--rate", rates[i], "--duration", run_s, NULL };
 
 		memcpy(largv[i], argv, sizeof(argv));
 		lp[i] = largv[i];
 	}
-	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(RUN_S));
+	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(run_s));
 }
 
 /* The one experiment run: hosts up, Rametr, the load, all stopped. */
@@ -111,6 +113,7 @@ static void run_once(void)
 	if (run.done)
 		return;
 	run.done = 1;
+	rm_phase_secs("RM_GO_RUN_S", RUN_S_DEFAULT, run_s, sizeof(run_s));
 	if (getenv("RM_GO_RATES") && sscanf(getenv("RM_GO_RATES"), "%11s %11s %11s", rates[0], rates[1], rates[2]) != NCE) {
 		run.skipped = 1;
 		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GO_RATES must be three rates");
@@ -161,7 +164,7 @@ static void test_truth(void)
 	need_run();
 	CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, "truth-shared.csv", ces, NCE, tr), RM_OK);
 	for (i = 0; i < NCE; i++) {
-		CU_ASSERT_EQUAL(tr[i].requests, (uint64_t)atoi(rates[i]) * (uint64_t)atoi(RUN_S));
+		CU_ASSERT_EQUAL(tr[i].requests, (uint64_t)atoi(rates[i]) * (uint64_t)atoi(run_s));
 		CU_ASSERT(tr[i].tx_bytes == tr[i].requests * 256);
 		sum += tr[i].cpu_ns;
 	}
@@ -193,9 +196,9 @@ static int rametr_default(void)
  */
 static void compare_separate(void)
 {
-	const uint64_t want[NCE] = { (uint64_t)atoi(rates[0]) * (uint64_t)atoi(RUN_S),
-				     (uint64_t)atoi(rates[1]) * (uint64_t)atoi(RUN_S),
-				     (uint64_t)atoi(rates[2]) * (uint64_t)atoi(RUN_S) };
+	const uint64_t want[NCE] = { (uint64_t)atoi(rates[0]) * (uint64_t)atoi(run_s),
+				     (uint64_t)atoi(rates[1]) * (uint64_t)atoi(run_s),
+				     (uint64_t)atoi(rates[2]) * (uint64_t)atoi(run_s) };
 	double cost[NCE], add[RM_SEP_ROUNDS], err[RM_SEP_ROUNDS][RM_SEP_CES], pp[RM_SEP_ROUNDS][RM_SEP_CES];
 	size_t r;
 	int k;

@@ -20,7 +20,8 @@
  * RM_GRPC_RATES="R1 R2 R3" sets the tenants' calls per second (default 60
  * 30 15), RM_GRPC_BURST=N the calls started together (default 3),
  * RM_GRPC_SCALE=N multiplies the CPU per call, RM_GRPC_PROCS=N sets
- * GOMAXPROCS; RM_GRPC_COLLECTOR_ARGS and RM_GRPC_AGG_ARGS (space-separated)
+ * GOMAXPROCS, RM_GRPC_RUN_S=N the phases' seconds (default 12);
+ * RM_GRPC_COLLECTOR_ARGS and RM_GRPC_AGG_ARGS (space-separated)
  * add options to the collector and the aggregator. RM_GRPC_SEPARATE=N then
  * runs the server idle and N rounds of separate runs (each tenant alone on a
  * fresh server, then all three again; Rametr still watching) and prints the
@@ -53,7 +54,7 @@
 #include "banned.h"
 
 #define NCE 3
-#define RUN_S "12"
+#define RUN_S_DEFAULT 12
 #define SERVER "10.213.0.12:7310"
 #define RESP 256
 
@@ -71,6 +72,7 @@
 #define V_PCT_MEASURED 1.2
 
 static const char *ces[NCE] = { "c1", "c2", "c3" };
+static char run_s[8] = "12"; /* the phases' seconds: RUN_S_DEFAULT or RM_GRPC_RUN_S */
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
 static const char *methods[NCE] = { "Light", "Medium", "Heavy" };
 static char rates[NCE][12] = { "60", "30", "15" };
@@ -91,18 +93,18 @@ static const char *env_or(const char *name, const char *dflt)
 	return getenv(name) && getenv(name)[0] ? getenv(name) : dflt;
 }
 
-/* The calls tb-grpcload makes for tenant k: whole bursts of rate x RUN_S. */
+/* The calls tb-grpcload makes for tenant k: whole bursts of rate x the phase's seconds. */
 static uint64_t calls_of(int k)
 {
 	uint64_t b = (uint64_t)atoi(burst);
 
-	return (uint64_t)(atof(rates[k]) * atof(RUN_S)) / b * b;
+	return (uint64_t)(atof(rates[k]) * atof(run_s)) / b * b;
 }
 
 /*
  * One phase named tag: a fresh tb-grpcserver on rm-be (its truth in
  * truth-<tag>.csv, its log in tb-grpcserver-<tag>.log) and the loads of the
- * tenants in mask (bit k: ces[k]; none: the server idles for RUN_S seconds),
+ * tenants in mask (bit k: ces[k]; none: the server idles for run_s seconds),
  * all stopped; fills *p. The server's CPU is read from /proc over the load
  * only (from before the loads start to after the last ends).
  */
@@ -121,12 +123,12 @@ static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
 	for (i = 0; i < NCE; i++) {
 		char *argv[] = { TB_GRPCLOAD_BIN, "--server", SERVER, "--bind", (char *)ce_addr[i], "--ce", (char *)ces[i],
 				 "--method", (char *)methods[i], "--rate", rates[i], "--burst", burst,
-				 "--duration", RUN_S, NULL };
+				 "--duration", run_s, NULL };
 
 		memcpy(largv[i], argv, sizeof(argv));
 		lp[i] = largv[i];
 	}
-	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(RUN_S));
+	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(run_s));
 }
 
 /* The one experiment run: hosts up, Rametr, the load, all stopped. */
@@ -144,6 +146,7 @@ static void run_once(void)
 		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GRPC_RATES must be three rates");
 		return;
 	}
+	rm_phase_secs("RM_GRPC_RUN_S", RUN_S_DEFAULT, run_s, sizeof(run_s));
 	snprintf(burst, sizeof(burst), "%s", env_or("RM_GRPC_BURST", "3"));
 	if (atoi(burst) < 1 || atoi(burst) > 64) {
 		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GRPC_BURST must be 1..64");

@@ -29,6 +29,26 @@ struct rm_phase {
 	unsigned long long busy, steal; /* machine jiffies during the load */
 };
 
+/*
+ * The phases' length in seconds: env's value when it is a whole number in
+ * [4, 600], else def (a phase of a few seconds holds a light tenant's CPU
+ * to a few hundred label samples; longer ones shrink both the samples' and
+ * the truth's noise). Writes it to buf (len >= 4) in the form the loads'
+ * --duration takes and returns it.
+ */
+static inline unsigned rm_phase_secs(const char *env, unsigned def, char *buf, size_t len)
+{
+	const char *e = getenv(env);
+	char *end = NULL;
+	long v = e ? strtol(e, &end, 10) : 0;
+	unsigned s = e && *e && end && !*end && v >= 4 && v <= 600 ? (unsigned)v : def;
+
+	if (e && s == def && (!end || *end || v != (long)def))
+		fprintf(stderr, "%s=%s is not a phase length of 4-600 s; using %u s\n", env, e, def);
+	snprintf(buf, len, "%u", s);
+	return s;
+}
+
 /* The phase's length in seconds. */
 static inline double rm_phase_s(const struct rm_phase *p)
 {
@@ -81,8 +101,8 @@ static inline void rm_phase_start_rametr(const char *agg_bin, const char *col_bi
  * One phase named tag: server_argv spawned on rm-be (its log
  * <dir>/<server_log>, awaited until it says "listening"), then for each k <
  * n in mask the load load_argv[k] on host hosts[k] (its log
- * <dir>/load-<host>-<tag>.txt), all awaited; with mask 0 the server idles
- * idle_s seconds. The server's CPU is read from /proc from before the loads
+ * <dir>/load-<host>-<tag>.txt), all awaited (idle_s + 60 s each, at least
+ * 120 s); with mask 0 the server idles idle_s seconds, the loads' length. The server's CPU is read from /proc from before the loads
  * start to after the last ends; then the server is stopped. Fills *p.
  */
 static inline void rm_phase_run(struct rm_phase *p, const char *dir, char *const server_argv[], const char *server_log,
@@ -121,7 +141,7 @@ static inline void rm_phase_run(struct rm_phase *p, const char *dir, char *const
 	for (i = 0; i < n; i++) {
 		if (pids[i] < 0)
 			continue;
-		failed += tbt_wait(pids[i], 120000) != 0;
+		failed += tbt_wait(pids[i], (int)(idle_s > 60 ? idle_s + 60 : 120) * 1000) != 0;
 		rm_hosts_forget(pids[i]);
 	}
 	p->until = rm_hosts_real_ns();
