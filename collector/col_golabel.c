@@ -8,6 +8,7 @@
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,13 +29,28 @@
 _Static_assert(COL_GOLABEL_IDLE == GOLABEL_IDLE, "one idle label for kernel and loader");
 _Static_assert(COL_GOLABEL_PIDS_MAX == GOLABEL_PIDS_MAX, "one bound on watched processes");
 
-/* A Go executable with the creation uprobe attached. */
+/*
+ * A Go executable with the creation uprobe attached, and the hand-off
+ * uprobe once one of its processes needs it (gl_want_handoffs).
+ */
 struct gl_exe {
 	dev_t dev;
 	ino_t ino;
 	struct bpf_link *link;
-	struct bpf_link *ready; /* NULL if the build has no runtime.ready */
+	struct bpf_link *ready; /* NULL until attached */
+	uint64_t ready_off;     /* where it goes; 0: the build has no runtime.ready, or attaching it failed */
 };
+
+/*
+ * The hand-off uprobe traps on every runtime.ready, which a Go server calls
+ * about once a request whether or not it hands work over: it is attached to
+ * an executable only once a window of one of its processes has at least
+ * GL_HANDOFF_MIN samples on user goroutines without a label, and at least
+ * 1 / GL_HANDOFF_DIV of the process's samples (a pool's workers, fed over
+ * a channel, never read a socket of their own).
+ */
+#define GL_HANDOFF_MIN 16
+#define GL_HANDOFF_DIV 20
 
 /* A thread of a watched process and its sampler (a cpu-clock event bound to the thread). */
 struct gl_thr {
@@ -373,11 +389,7 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 			return RM_EBPF;
 		}
 		x->ready = NULL;
-		if (s.ready_off &&
-		    !(x->ready = bpf_program__attach_uprobe(g->skel->progs.golabel_ready, false, -1, exe_path,
-							   (size_t)s.ready_off)))
-			rm_log_warn("failed to attach the goroutine hand-off uprobe to '%s': %s; a goroutine readied "
-				    "by another keeps its own label", exe_path, strerror(errno));
+		x->ready_off = s.ready_off;
 		g->nexes++;
 		added = 1;
 	}
@@ -420,6 +432,50 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
 		bpf_link__destroy(x->link);
 		bpf_link__destroy(x->ready);
 		*x = g->exes[--g->nexes];
+	}
+}
+
+/*
+ * Process pid's samples of one window ask for the hand-off uprobe (see
+ * GL_HANDOFF_MIN): attaches it to the process's executable unless it is
+ * there, or cannot be (said once; the executable's goroutines then keep
+ * their own labels when readied).
+ */
+static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, uint64_t unlabelled, uint64_t all)
+{
+	struct gl_pid *p = gl_find_pid(g, pid);
+	struct gl_exe *x = p ? gl_find_exe(g, p->dev, p->ino) : NULL;
+	char path[32];
+
+	if (!x || x->ready || !x->ready_off)
+		return;
+	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+	if (!(x->ready = bpf_program__attach_uprobe(g->skel->progs.golabel_ready, false, -1, path,
+						   (size_t)x->ready_off))) {
+		rm_log_warn("failed to attach the goroutine hand-off uprobe to '%s': %s; a goroutine readied by "
+			    "another keeps its own label", path, strerror(errno));
+		x->ready_off = 0;
+		return;
+	}
+	rm_log_info("process %u: %" PRIu64 " of %" PRIu64 " goroutine samples in a window were of goroutines "
+		    "without a label; following hand-offs between its goroutines from now on", pid, unlabelled, all);
+}
+
+/* Looks at each (window, process) of rows[0..n) (sorted) for goroutines that need hand-offs followed. */
+static void gl_check_handoffs(struct col_golabel *g, const struct gl_row *rows, size_t n)
+{
+	size_t i, j;
+
+	for (i = 0; i < n; i = j) {
+		uint64_t all = 0, zero = 0;
+
+		for (j = i; j < n && rows[j].win == rows[i].win && rows[j].c.pid == rows[i].c.pid; j++) {
+			all += rows[j].c.samples;
+			if (!rows[j].c.cookie)
+				zero += rows[j].c.samples;
+		}
+		if (zero >= GL_HANDOFF_MIN && zero >= all / GL_HANDOFF_DIV)
+			gl_want_handoffs(g, rows[i].c.pid, zero, all);
 	}
 }
 
@@ -495,6 +551,7 @@ int col_golabel_drain(struct col_golabel *g, uint64_t before_win, col_golabel_fn
 	}
 	n = j;
 	qsort(rows, n, sizeof(*rows), gl_row_cmp);
+	gl_check_handoffs(g, rows, n);
 	for (i = 0; i < n; i = j) {
 		for (j = i, k = 0; j < n && rows[j].win == rows[i].win; j++)
 			cs[k++] = rows[j].c;
@@ -535,6 +592,8 @@ void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out)
 	out->newg = sum[GOLABEL_ST_NEWG];
 	out->inherit = sum[GOLABEL_ST_INHERIT];
 	out->handed = sum[GOLABEL_ST_HANDED];
+	for (size_t x = 0; x < g->nexes; x++)
+		out->handoff_exes += g->exes[x].ready != NULL;
 	out->threads = g->nthr;
 }
 

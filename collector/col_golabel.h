@@ -86,6 +86,7 @@ struct col_golabel_stats {
 	uint64_t inherit;   /* ... that took their creator's label */
 	uint64_t handed;    /* goroutines readied by a labelled one that took its label (hand-offs) */
 	uint64_t threads;   /* per_thread: threads with a sampler now (0 with samplers per CPU) */
+	uint64_t handoff_exes; /* executables whose hand-offs are followed now (the uprobe attached) */
 };
 
 /*
@@ -104,7 +105,10 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
  * sees it, e.g. /proc/PID/exe): its receives label goroutines, its threads
  * are sampled (per_thread: those in /proc/PID/task now; col_golabel_follow
  * for later ones). Attaches the creation uprobe once per executable (device,
- * inode); a second pid of the same executable only joins the map. Returns
+ * inode); a second pid of the same executable only joins the map. The
+ * hand-off uprobe (runtime.ready) is attached later, by col_golabel_drain,
+ * once a window's samples show the process's user goroutines working
+ * without a label (a pool's workers fed over a channel). Returns
  * RM_OK (also if pid is already watched: no change); RM_EINVAL for pid 0 or
  * a NULL path; RM_ENOTSUP for a Go build it cannot read (not Go, stripped,
  * unknown layout: col_gort_sched_inspect); RM_ENOENT if exe_path is not an
@@ -139,7 +143,10 @@ typedef void (*col_golabel_fn)(void *arg, uint64_t win, const struct col_golabel
 
 /*
  * Hands every window < before_win that has samples to fn, once, in
- * increasing order, and deletes its counts from the kernel. Call it with
+ * increasing order, and deletes its counts from the kernel. A window in
+ * which a process's user goroutines without a label had at least 16
+ * samples and 5% of its samples attaches the hand-off uprobe to its
+ * executable (logged; a failure to attach is logged once). Call it with
  * before_win <= col_golabel_window() (a window still being sampled would
  * be handed in two pieces). Returns RM_OK; RM_EINVAL for a NULL argument;
  * RM_ENOMEM or RM_EBPF (the map could not be walked): nothing handed or

@@ -405,6 +405,9 @@ static void tenants(int per_thread)
 		CU_ASSERT(cookie[i] != 0 && seen_samples((uint32_t)srv, cookie[i]) > 0);
 	CU_ASSERT(seen_samples((uint32_t)srv, cookie[2]) > seen_samples((uint32_t)srv, cookie[0]));
 	CU_ASSERT(st.reads > 0 && st.newg > 0 && st.inherit > 0);
+	/* its user goroutines carry their connections' labels: hand-offs are not followed (no uprobe trap) */
+	CU_ASSERT(seen_samples((uint32_t)srv, 0) * 20 < all);
+	CU_ASSERT_EQUAL(st.handoff_exes, 0);
 	CU_ASSERT(st.samples >= all);
 	CU_ASSERT_EQUAL(col_golabel_lost(g), 0);
 	for (i = 0; i < seen.n; i++)

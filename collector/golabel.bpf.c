@@ -17,14 +17,18 @@
  *                   (none if it starts on a runtime function: rt_lo..rt_hi,
  *                   the runtime's own goroutines), or loses the label of the
  *                   dead goroutine whose g it reuses.
- *   golabel_ready   uprobe in runtime.ready(gp), attached with it: a
+ *   golabel_ready   uprobe in runtime.ready(gp), attached once a window's
+ *                   samples show a process's user goroutines working
+ *                   without a label (col_golabel.c, gl_want_handoffs): a
  *                   goroutine readied by a labelled one takes its label
  *                   unless it holds one from a receive of its own (a hand-off).
  *   golabel_sample  perf_event (cpu-clock on every CPU): on a thread of a
  *                   watched process, the goroutine it runs for (m.curg, also
  *                   while on the system stack or the signal stack for it),
- *                   counted per (window, process, label); no m.curg or an
- *                   unreadable g counts as GOLABEL_IDLE. With have_tasks,
+ *                   counted per (window, process, label); no m.curg, an
+ *                   unreadable g or one of the runtime's own goroutines
+ *                   counts as GOLABEL_IDLE, a user goroutine without a label
+ *                   as 0. With have_tasks,
  *                   the sample is also added to the thread's pending
  *                   samples in the socket hooks' task storage (map tasks,
  *                   shared with rametr.bpf.c), which move with its CPU
@@ -300,6 +304,9 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 	} else {
 		v = bpf_map_lookup_elem(&labels, &gk);
 		ck.cookie = v ? *v & ~GOLABEL_INHERITED : 0; /* 0: a g whose label was taken away */
+		/* the runtime's own goroutines count as its stack does: 0 is user goroutines without a label */
+		if (!ck.cookie && gl_runtime_g(p, gk.g))
+			ck.cookie = GOLABEL_IDLE;
 	}
 	gl_count(&ck);
 	/* the thread's pending samples, which its next counter claim charges with its CPU (rametr.bpf.c) */
