@@ -439,7 +439,8 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
  * Process pid's samples of one window ask for the hand-off uprobe (see
  * GL_HANDOFF_MIN): attaches it to the process's executable unless it is
  * there, or cannot be (said once; the executable's goroutines then keep
- * their own labels when readied).
+ * their own labels when readied). A process that ended before it could be
+ * attached through leaves it for the next window to ask.
  */
 static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, uint64_t unlabelled, uint64_t all)
 {
@@ -452,8 +453,12 @@ static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, uint64_t unlab
 	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
 	if (!(x->ready = bpf_program__attach_uprobe(g->skel->progs.golabel_ready, false, -1, path,
 						   (size_t)x->ready_off))) {
+		int err = errno;
+
+		if (err == ENOENT || err == ESRCH)
+			return; /* the process ended: another of the executable may ask again */
 		rm_log_warn("failed to attach the goroutine hand-off uprobe to '%s': %s; a goroutine readied by "
-			    "another keeps its own label", path, strerror(errno));
+			    "another keeps its own label", path, strerror(err));
 		x->ready_off = 0;
 		return;
 	}
