@@ -357,6 +357,8 @@ static int col_bpf_report(struct col_bpf *b, const struct col_sink *sink)
 	for (i = 0; i < acc->n && rv == RM_OK; i++) {
 		b->stats.dropped_parts += acc->w[i].dropped_parts;
 		b->stats.windows++;
+		if (b->go)
+			col_bpf_go_hold_unseg(b->go, &acc->w[i]); /* sent with the window's label counts */
 		rv = sink->window(sink->arg, &acc->w[i]);
 	}
 	free(acc);

@@ -17,6 +17,12 @@
 
 #define COL_BPF_GO_PROGS 8 /* the label module's programs, with room */
 #define COL_BPF_GO_SEGS 512 /* a window's cookies whose parts' samples are counted (the rest: cookie 0's) */
+#define COL_BPF_GO_UNSEG 8  /* windows whose Go CPU outside segments is held at once (normally one or two) */
+
+/* A window's Go CPU outside segments, held until its counts go. */
+struct col_bpf_go_unseg {
+	uint64_t win, ns;
+};
 
 /* A label module program's run statistics, summed over the times it was loaded. */
 struct col_bpf_go_prog {
@@ -47,6 +53,8 @@ struct col_bpf_go {
 	struct rm_part *held;       /* Go parts held back, in arrival order */
 	size_t nheld, capheld;
 	uint64_t handed_win;        /* windows before this one were handed: their parts go on at once */
+	struct col_bpf_go_unseg unseg[COL_BPF_GO_UNSEG]; /* held Go CPU outside segments, by window */
+	size_t nunseg;
 };
 
 int col_bpf_go_open(struct col_bpf_go **out, const struct col_bpf_go_cfg *cfg)
@@ -116,6 +124,98 @@ static void col_bpf_go_release(struct col_bpf_go *g, uint64_t win)
 	g->nheld = k;
 	if (win > g->handed_win)
 		g->handed_win = win;
+}
+
+uint64_t col_bpf_go_unseg_take(struct rm_totals *w)
+{
+	uint64_t x = w->unseg_go_ns;
+
+	if (x > w->unseg_rt_ns)
+		x = w->unseg_rt_ns;
+	if (x > w->unseg_cpu_ns)
+		x = w->unseg_cpu_ns;
+	if (x > w->busy_ns)
+		x = w->busy_ns;
+	w->unseg_go_ns -= x;
+	w->unseg_rt_ns -= x;
+	w->unseg_cpu_ns -= x;
+	w->busy_ns -= x;
+	return x;
+}
+
+void col_bpf_go_unseg_give(struct rm_totals *w, uint64_t x)
+{
+	w->unseg_go_ns += x;
+	w->unseg_rt_ns += x;
+	w->unseg_cpu_ns += x;
+	w->busy_ns += x;
+}
+
+void col_bpf_go_hold_unseg(struct col_bpf_go *g, struct rm_totals *w)
+{
+	size_t i;
+
+	if (!g->gl || !w->unseg_go_ns || w->restart || w->win < g->handed_win)
+		return;
+	for (i = 0; i < g->nunseg && g->unseg[i].win != w->win; i++)
+		;
+	if (i == g->nunseg) {
+		if (g->nunseg == COL_BPF_GO_UNSEG)
+			return;
+		g->unseg[g->nunseg].win = w->win;
+		g->unseg[g->nunseg++].ns = 0;
+	}
+	g->unseg[i].ns += col_bpf_go_unseg_take(w);
+}
+
+/* The held Go CPU outside segments of window win (0 if none). */
+static uint64_t col_bpf_go_unseg_of(const struct col_bpf_go *g, uint64_t win)
+{
+	size_t i;
+
+	for (i = 0; i < g->nunseg; i++)
+		if (g->unseg[i].win == win)
+			return g->unseg[i].ns;
+	return 0;
+}
+
+/* Forgets window win's held Go CPU outside segments (sent). */
+static void col_bpf_go_unseg_drop(struct col_bpf_go *g, uint64_t win)
+{
+	size_t i;
+
+	for (i = 0; i < g->nunseg; i++)
+		if (g->unseg[i].win == win) {
+			g->unseg[i] = g->unseg[--g->nunseg];
+			return;
+		}
+}
+
+/*
+ * Hands the held Go CPU outside segments of windows before win (which had
+ * no counts) to the sink in totals of their own. Stops at the sink's first
+ * error (recorded; the rest stays held).
+ */
+static void col_bpf_go_unseg_release(struct col_bpf_go *g, uint64_t win)
+{
+	size_t i = 0;
+	int rv;
+
+	while (i < g->nunseg && !g->sink_err) {
+		if (g->unseg[i].win >= win) {
+			i++;
+			continue;
+		}
+		memset(g->t, 0, sizeof(*g->t));
+		g->t->win = g->unseg[i].win;
+		col_bpf_go_unseg_give(g->t, g->unseg[i].ns);
+		if ((rv = g->sink->window(g->sink->arg, g->t)) != RM_OK) {
+			g->sink_err = rv;
+			break;
+		}
+		g->st.unseg_held_ns += g->unseg[i].ns;
+		g->unseg[i] = g->unseg[--g->nunseg];
+	}
 }
 
 /* Loads the module if it is not. 0 if loaded. */
@@ -265,6 +365,7 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 {
 	struct col_bpf_go *g = arg;
 	size_t i, nsegs = 0;
+	uint64_t unseg;
 	int rv, bad;
 
 	if (g->sink_err)
@@ -295,8 +396,15 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 	for (i = 0; i < g->t->n_go; i++)
 		g->st.samples += g->t->go[i].samples;
 	g->st.windows++;
-	if ((rv = g->sink->window(g->sink->arg, g->t)) != RM_OK)
+	/* the window's Go CPU outside segments with its counts: the label rule's pool (kept held if not sent) */
+	unseg = col_bpf_go_unseg_of(g, win);
+	col_bpf_go_unseg_give(g->t, unseg);
+	if ((rv = g->sink->window(g->sink->arg, g->t)) != RM_OK) {
 		g->sink_err = rv;
+		return;
+	}
+	col_bpf_go_unseg_drop(g, win);
+	g->st.unseg_held_ns += unseg;
 }
 
 /* col_progstat_fn (arg: a struct col_bpf_go_progs): adds one program's statistics to its name's. */
@@ -350,8 +458,10 @@ int col_bpf_go_report(struct col_bpf_go *g, uint64_t before_win, const struct co
 	g->sink_err = 0;
 	col_golabel_follow(g->gl); /* threads started in the window just ended are sampled from now on */
 	rv = col_golabel_drain(g->gl, before_win, col_bpf_go_window, g);
-	if (rv == RM_OK)
+	if (rv == RM_OK) {
 		col_bpf_go_release(g, before_win); /* windows without counts: their parts as they are */
+		col_bpf_go_unseg_release(g, before_win);
+	}
 	else
 		rm_log_warn("failed to read the goroutine label counts: %s; tried again at the next window",
 			    rm_strerror(rv));
@@ -359,6 +469,7 @@ int col_bpf_go_report(struct col_bpf_go *g, uint64_t before_win, const struct co
 	if (!g->sink_err && !g->st.watched && before_win > g->empty_since + 1) {
 		/* no Go program for a whole window: nothing left to count, nothing to hold */
 		col_bpf_go_release(g, UINT64_MAX);
+		col_bpf_go_unseg_release(g, UINT64_MAX);
 		if (!g->sink_err) {
 			col_bpf_go_unload(g);
 			rm_log_info("goroutine labels unloaded: no Go program runs");

@@ -54,6 +54,7 @@ struct col_bpf_go_stats {
 	uint64_t lost;      /* samples the kernel could not count (its map full) */
 	uint64_t held;      /* Go parts held back until their window's counts */
 	uint64_t unheld;    /* ... not held: past COL_BPF_GO_HELD, or their window already handed */
+	uint64_t unseg_held_ns; /* Go programs' CPU outside segments held back until their window's counts */
 };
 
 /* A handle with nothing loaded yet. RM_OK, RM_EINVAL, RM_ENOMEM; *out the caller's (col_bpf_go_close). */
@@ -125,6 +126,31 @@ size_t col_bpf_go_segs(const struct rm_part *p, size_t n, uint64_t win, struct r
 uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_golabel_count *c, size_t n,
 			 const struct rm_golabel *segs, size_t nsegs, uint64_t period_ns, struct rm_golabel *scratch,
 			 int *bad);
+
+/*
+ * Window totals w (a report's delta) on their way to the sink: while the
+ * module is loaded and w's window has not been handed, takes the Go
+ * programs' CPU outside segments out of w (col_bpf_go_unseg_take) and holds
+ * it until the window's counts go, which carry it, so that the aggregator
+ * splits it by the labels with the rest of the window's Go CPU (a window
+ * reported in pieces would otherwise give the label rule only the piece
+ * that happened to share the counts' batch). Held for at most
+ * COL_BPF_GO_UNSEG windows at once; w passes unchanged past that. A window
+ * without counts gets its held CPU back in totals of its own when it is
+ * handed (col_bpf_go_report).
+ */
+void col_bpf_go_hold_unseg(struct col_bpf_go *g, struct rm_totals *w);
+
+/*
+ * Pure: takes a Go program's CPU outside segments out of window totals w:
+ * x = unseg_go_ns, no more than unseg_rt_ns, unseg_cpu_ns or busy_ns,
+ * subtracted from all four (so w stays consistent and what it and totals
+ * carrying x sum to is what w was). Returns x.
+ */
+uint64_t col_bpf_go_unseg_take(struct rm_totals *w);
+
+/* Pure: adds x ns of a Go program's CPU outside segments to window totals w (busy, unseg_cpu, unseg_rt, unseg_go). */
+void col_bpf_go_unseg_give(struct rm_totals *w, uint64_t x);
 
 /* Unloads the module (undrained counts are dropped) and frees g; NULL-tolerant. */
 void col_bpf_go_close(struct col_bpf_go *g);

@@ -3,7 +3,8 @@
  * of the backend's Go label counts: the parts' samples summed by cookie,
  * processes' counts pooled per cookie into a window's totals (by label and
  * by segment), the largest labels kept when a window has more than the wire
- * carries, and counts the wire would refuse left out. (The module's lifecycle and its
+ * carries, counts the wire would refuse left out, and a window's Go CPU
+ * outside segments moved from a report's totals to its counts'. (The module's lifecycle and its
  * counts on a real Go server: col_bpf_test, col_golabel_test.)
  */
 #include <string.h>
@@ -186,11 +187,62 @@ static void test_refused(void)
 	CU_ASSERT_EQUAL(samples_of(&t, 0x77), 40);
 }
 
+/*
+ * A window's Go CPU outside segments taken out of a report's totals and
+ * given to the counts' totals: the four fields move together, bounded by
+ * the smallest, and the two records sum to the one they came from.
+ */
+static void test_unseg_moved(void)
+{
+	static const struct {
+		const char *name;
+		uint64_t busy, cpu, rt, go, want;
+	} cases[] = {
+		{ "all of a Go program's", 1000, 400, 300, 300, 300 },
+		{ "part of the runtimes' CPU is a JVM's", 1000, 400, 300, 120, 120 },
+		{ "none", 1000, 400, 300, 0, 0 },
+		{ "go past rt (a broken report): no more than rt", 1000, 400, 100, 300, 100 },
+		{ "rt past unseg_cpu: no more than it", 1000, 50, 100, 100, 50 },
+		{ "unseg past busy: no more than busy", 30, 50, 100, 100, 30 },
+		{ "large", UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - 1 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rm_totals w, c;
+		uint64_t x;
+
+		memset(&w, 0, sizeof(w));
+		memset(&c, 0, sizeof(c));
+		w.win = c.win = 7;
+		w.busy_ns = cases[i].busy;
+		w.unseg_cpu_ns = cases[i].cpu;
+		w.unseg_rt_ns = cases[i].rt;
+		w.unseg_go_ns = cases[i].go;
+		w.rx_bytes = 99;
+		x = col_bpf_go_unseg_take(&w);
+		if (x != cases[i].want)
+			fprintf(stderr, "case '%s': took %llu, want %llu\n", cases[i].name, (unsigned long long)x,
+				(unsigned long long)cases[i].want);
+		CU_ASSERT_EQUAL(x, cases[i].want);
+		col_bpf_go_unseg_give(&c, x);
+		CU_ASSERT_EQUAL(w.busy_ns + c.busy_ns, cases[i].busy);
+		CU_ASSERT_EQUAL(w.unseg_cpu_ns + c.unseg_cpu_ns, cases[i].cpu);
+		CU_ASSERT_EQUAL(w.unseg_rt_ns + c.unseg_rt_ns, cases[i].rt);
+		CU_ASSERT_EQUAL(w.unseg_go_ns + c.unseg_go_ns, cases[i].go);
+		CU_ASSERT_EQUAL(c.busy_ns, x);
+		CU_ASSERT_EQUAL(c.unseg_go_ns, x);
+		CU_ASSERT_EQUAL(w.rx_bytes, 99); /* nothing else moves */
+		CU_ASSERT_EQUAL(w.win, 7);
+	}
+}
+
 static CU_TestInfo cases[] = {
 	{ "processes' counts of a window are pooled per cookie", test_pooled },
 	{ "the parts' samples by cookie, pooled with the labels' to the same sum", test_segments },
 	{ "past the wire's bound the largest labels are kept, the rest folded", test_largest_kept },
 	{ "counts the wire would refuse are left out", test_refused },
+	{ "a window's Go CPU outside segments moves to its counts' totals whole", test_unseg_moved },
 	CU_TEST_INFO_NULL,
 };
 
