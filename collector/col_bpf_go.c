@@ -151,44 +151,29 @@ void col_bpf_go_unseg_give(struct rm_totals *w, uint64_t x)
 	w->busy_ns += x;
 }
 
+/* The slot of window win's held Go CPU outside segments; g->nunseg if none. */
+static size_t col_bpf_go_unseg_find(const struct col_bpf_go *g, uint64_t win)
+{
+	size_t i;
+
+	for (i = 0; i < g->nunseg && g->unseg[i].win != win; i++)
+		;
+	return i;
+}
+
 void col_bpf_go_hold_unseg(struct col_bpf_go *g, struct rm_totals *w)
 {
 	size_t i;
 
 	if (!g->gl || !w->unseg_go_ns || w->restart || w->win < g->handed_win)
 		return;
-	for (i = 0; i < g->nunseg && g->unseg[i].win != w->win; i++)
-		;
-	if (i == g->nunseg) {
+	if ((i = col_bpf_go_unseg_find(g, w->win)) == g->nunseg) {
 		if (g->nunseg == COL_BPF_GO_UNSEG)
 			return;
 		g->unseg[g->nunseg].win = w->win;
 		g->unseg[g->nunseg++].ns = 0;
 	}
 	g->unseg[i].ns += col_bpf_go_unseg_take(w);
-}
-
-/* The held Go CPU outside segments of window win (0 if none). */
-static uint64_t col_bpf_go_unseg_of(const struct col_bpf_go *g, uint64_t win)
-{
-	size_t i;
-
-	for (i = 0; i < g->nunseg; i++)
-		if (g->unseg[i].win == win)
-			return g->unseg[i].ns;
-	return 0;
-}
-
-/* Forgets window win's held Go CPU outside segments (sent). */
-static void col_bpf_go_unseg_drop(struct col_bpf_go *g, uint64_t win)
-{
-	size_t i;
-
-	for (i = 0; i < g->nunseg; i++)
-		if (g->unseg[i].win == win) {
-			g->unseg[i] = g->unseg[--g->nunseg];
-			return;
-		}
 }
 
 /*
@@ -364,7 +349,7 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 			      uint64_t period_ns)
 {
 	struct col_bpf_go *g = arg;
-	size_t i, nsegs = 0;
+	size_t i, h, nsegs = 0;
 	uint64_t unseg;
 	int rv, bad;
 
@@ -397,13 +382,15 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 		g->st.samples += g->t->go[i].samples;
 	g->st.windows++;
 	/* the window's Go CPU outside segments with its counts: the label rule's pool (kept held if not sent) */
-	unseg = col_bpf_go_unseg_of(g, win);
+	h = col_bpf_go_unseg_find(g, win);
+	unseg = h < g->nunseg ? g->unseg[h].ns : 0;
 	col_bpf_go_unseg_give(g->t, unseg);
 	if ((rv = g->sink->window(g->sink->arg, g->t)) != RM_OK) {
 		g->sink_err = rv;
 		return;
 	}
-	col_bpf_go_unseg_drop(g, win);
+	if (h < g->nunseg)
+		g->unseg[h] = g->unseg[--g->nunseg];
 	g->st.unseg_held_ns += unseg;
 }
 
