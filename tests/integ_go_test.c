@@ -59,7 +59,8 @@
 #define SERVER "10.213.0.12:7300"
 
 static const char *ces[NCE] = { "c1", "c2", "c3" };
-static char run_s[8] = "12"; /* the phases' seconds: RUN_S_DEFAULT or RM_GO_RUN_S */
+static char run_s[8] = "12"; /* the phases' seconds: RUN_S_DEFAULT or RM_GO_RUN_S (for the loads' argv) */
+static unsigned run_secs = RUN_S_DEFAULT; /* ... as a number */
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
 static const char *paths[NCE] = { "/light", "/medium", "/heavy" };
 static char rates[NCE][12] = { "60", "30", "15" };
@@ -101,7 +102,7 @@ static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
 		memcpy(largv[i], argv, sizeof(argv));
 		lp[i] = largv[i];
 	}
-	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(run_s));
+	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, run_secs);
 }
 
 /* The one experiment run: hosts up, Rametr, the load, all stopped. */
@@ -113,7 +114,7 @@ static void run_once(void)
 	if (run.done)
 		return;
 	run.done = 1;
-	rm_phase_secs("RM_GO_RUN_S", RUN_S_DEFAULT, run_s, sizeof(run_s));
+	run_secs = rm_phase_secs("RM_GO_RUN_S", RUN_S_DEFAULT, run_s, sizeof(run_s));
 	if (getenv("RM_GO_RATES") && sscanf(getenv("RM_GO_RATES"), "%11s %11s %11s", rates[0], rates[1], rates[2]) != NCE) {
 		run.skipped = 1;
 		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GO_RATES must be three rates");
@@ -164,7 +165,7 @@ static void test_truth(void)
 	need_run();
 	CU_ASSERT_EQUAL_FATAL(rm_phase_truth(run.dir, "truth-shared.csv", ces, NCE, tr), RM_OK);
 	for (i = 0; i < NCE; i++) {
-		CU_ASSERT_EQUAL(tr[i].requests, (uint64_t)atoi(rates[i]) * (uint64_t)atoi(run_s));
+		CU_ASSERT_EQUAL(tr[i].requests, (uint64_t)atoi(rates[i]) * (uint64_t)run_secs);
 		CU_ASSERT(tr[i].tx_bytes == tr[i].requests * 256);
 		sum += tr[i].cpu_ns;
 	}
@@ -196,9 +197,9 @@ static int rametr_default(void)
  */
 static void compare_separate(void)
 {
-	const uint64_t want[NCE] = { (uint64_t)atoi(rates[0]) * (uint64_t)atoi(run_s),
-				     (uint64_t)atoi(rates[1]) * (uint64_t)atoi(run_s),
-				     (uint64_t)atoi(rates[2]) * (uint64_t)atoi(run_s) };
+	const uint64_t want[NCE] = { (uint64_t)atoi(rates[0]) * (uint64_t)run_secs,
+				     (uint64_t)atoi(rates[1]) * (uint64_t)run_secs,
+				     (uint64_t)atoi(rates[2]) * (uint64_t)run_secs };
 	double cost[NCE], add[RM_SEP_ROUNDS], err[RM_SEP_ROUNDS][RM_SEP_CES], pp[RM_SEP_ROUNDS][RM_SEP_CES];
 	size_t r;
 	int k;

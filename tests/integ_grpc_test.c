@@ -72,7 +72,8 @@
 #define V_PCT_MEASURED 1.2
 
 static const char *ces[NCE] = { "c1", "c2", "c3" };
-static char run_s[8] = "12"; /* the phases' seconds: RUN_S_DEFAULT or RM_GRPC_RUN_S */
+static char run_s[8] = "12"; /* the phases' seconds: RUN_S_DEFAULT or RM_GRPC_RUN_S (for the loads' argv) */
+static unsigned run_secs = RUN_S_DEFAULT; /* ... as a number */
 static const char *ce_addr[NCE] = { "10.213.0.21", "10.213.0.22", "10.213.0.23" };
 static const char *methods[NCE] = { "Light", "Medium", "Heavy" };
 static char rates[NCE][12] = { "60", "30", "15" };
@@ -98,7 +99,7 @@ static uint64_t calls_of(int k)
 {
 	uint64_t b = (uint64_t)atoi(burst);
 
-	return (uint64_t)(atof(rates[k]) * atof(run_s)) / b * b;
+	return (uint64_t)(atof(rates[k]) * (double)run_secs) / b * b;
 }
 
 /*
@@ -128,7 +129,7 @@ static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
 		memcpy(largv[i], argv, sizeof(argv));
 		lp[i] = largv[i];
 	}
-	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, atoi(run_s));
+	rm_phase_run(p, run.dir, sargv, slog, NCE, ces, lp, tag, mask, run_secs);
 }
 
 /* The one experiment run: hosts up, Rametr, the load, all stopped. */
@@ -146,7 +147,7 @@ static void run_once(void)
 		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GRPC_RATES must be three rates");
 		return;
 	}
-	rm_phase_secs("RM_GRPC_RUN_S", RUN_S_DEFAULT, run_s, sizeof(run_s));
+	run_secs = rm_phase_secs("RM_GRPC_RUN_S", RUN_S_DEFAULT, run_s, sizeof(run_s));
 	snprintf(burst, sizeof(burst), "%s", env_or("RM_GRPC_BURST", "3"));
 	if (atoi(burst) < 1 || atoi(burst) > 64) {
 		snprintf(run.skip_why, sizeof(run.skip_why), "RM_GRPC_BURST must be 1..64");

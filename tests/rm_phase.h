@@ -41,9 +41,10 @@ static inline unsigned rm_phase_secs(const char *env, unsigned def, char *buf, s
 	const char *e = getenv(env);
 	char *end = NULL;
 	long v = e ? strtol(e, &end, 10) : 0;
-	unsigned s = e && *e && end && !*end && v >= 4 && v <= 600 ? (unsigned)v : def;
+	int ok = e && *e && !*end && v >= 4 && v <= 600;
+	unsigned s = ok ? (unsigned)v : def;
 
-	if (e && s == def && (!end || *end || v != (long)def))
+	if (e && !ok)
 		fprintf(stderr, "%s=%s is not a phase length of 4-600 s; using %u s\n", env, e, def);
 	snprintf(buf, len, "%u", s);
 	return s;
