@@ -1763,6 +1763,8 @@ static void unix_pairing(size_t n)
 	struct upair x = { -1, { -1, -1 }, 0, 0, n };
 	const struct rm_part *fsend = NULL, *brecv = NULL, *bsend = NULL, *frecv = NULL;
 	socklen_t alen = sizeof(a);
+	cpu_set_t all, one;
+	int loader_cpu, c;
 	struct col_bpf *b = NULL;
 	pthread_t tf, tb;
 	char buf[60];
@@ -1772,10 +1774,22 @@ static void unix_pairing(size_t n)
 
 	nparts = 0;
 	nwins = 0;
+	loader_cpu = sched_getcpu();
 	if ((rv = col_bpf_open(&b, &cfg)) != RM_OK)
 		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
 	usleep(20000); /* sockets born after the collector started, on the coarse clock */
+	/* the pair born on another CPU than the loader's: numbered from that
+	 * CPU's own batch of socket numbers */
+	CU_ASSERT_FATAL(sched_getaffinity(0, sizeof(all), &all) == 0);
+	for (c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &all) && c != loader_cpu) {
+			CPU_ZERO(&one);
+			CPU_SET(c, &one);
+			if (sched_setaffinity(0, sizeof(one), &one) == 0)
+				break;
+		}
 	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, x.u) == 0);
+	CU_ASSERT_FATAL(sched_setaffinity(0, sizeof(all), &all) == 0);
 	x.lfd = socket(AF_INET, SOCK_STREAM, 0);
 	CU_ASSERT_FATAL(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(x.lfd, 1) == 0 &&
 			getsockname(x.lfd, (struct sockaddr *)&a, &alen) == 0);
@@ -1819,7 +1833,11 @@ static void unix_pairing(size_t n)
 	CU_ASSERT(fsend->out.laddr[0] | fsend->out.laddr[1]);
 	CU_ASSERT_EQUAL(memcmp(fsend->out.laddr, brecv->in.raddr, 8), 0);
 	CU_ASSERT_EQUAL(memcmp(fsend->out.raddr, brecv->in.laddr, 8), 0);
-	/* back -> front: 50 bytes */
+	/* back -> front: 50 bytes, numbered even when the front reads them
+	 * before the back's send hook counted them (a socket pair born on
+	 * another CPU than the collector's loader) */
+	CU_ASSERT(bsend->flags & RM_PF_OUT_SEQ);
+	CU_ASSERT(frecv->flags & RM_PF_IN_SEQ);
 	CU_ASSERT_EQUAL(bsend->out_seq_start, 0);
 	CU_ASSERT_EQUAL(bsend->out_seq_end, 50);
 	CU_ASSERT_EQUAL(frecv->in_seq_start, 0);

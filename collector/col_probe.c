@@ -3,6 +3,8 @@
  * Owns no state; every probe is cheap and can be called again.
  */
 #include <errno.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,7 +21,7 @@
 
 #define TRACEFS_MAGIC_NR 0x74726163
 #define COL_INO_BATCH 1024u       /* the kernel's LAST_INO_BATCH */
-#define COL_INO_TRIES (16 * 1024) /* enough for every CPU's batch to run out, twice */
+#define COL_INO_TRIES (2 * 1024) /* enough for one CPU's batch to run out, twice */
 
 int col_probe_ebpf(char *why, size_t whylen)
 {
@@ -63,25 +65,69 @@ int col_probe_tp_btf(const char *name)
 	return found;
 }
 
-uint32_t col_probe_fresh_ino(void)
+/* The inode number of a new unix socket, closed again; 0 on failure. */
+static uint32_t col_probe_ino(void)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct stat st;
+	int ok;
+
+	if (fd < 0)
+		return 0;
+	ok = fstat(fd, &st) == 0;
+	close(fd);
+	return ok ? (uint32_t)st.st_ino : 0;
+}
+
+/*
+ * Sockets on this CPU until one opens a batch taken at or after `from` (0:
+ * any fresh batch). Returns the first number of that batch, or of the
+ * batch in use when it already is from `from` on; 0 when none showed.
+ */
+static uint32_t col_probe_drain(uint32_t from)
 {
 	int i;
 
 	for (i = 0; i < COL_INO_TRIES; i++) {
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		struct stat st;
-		int ok;
+		uint32_t ino = col_probe_ino();
 
-		if (fd < 0)
+		if (!ino)
 			return 0;
-		ok = fstat(fd, &st) == 0;
-		close(fd);
-		if (!ok)
-			return 0;
+		/* the batch in use was taken after `from`: nothing old left here */
+		if (from && (uint32_t)(ino - from) < 0x80000000u)
+			return ino;
 		/* the first number of a batch, just taken from the shared counter:
 		 * every number handed out before it is smaller */
-		if ((uint32_t)st.st_ino % COL_INO_BATCH == 1)
-			return (uint32_t)st.st_ino;
+		if (ino % COL_INO_BATCH == 1)
+			return ino;
 	}
 	return 0;
+}
+
+uint32_t col_probe_fresh_ino(void)
+{
+	cpu_set_t all, one;
+	uint32_t from = 0;
+	int cpu;
+
+	if (sched_getaffinity(0, sizeof(all), &all) != 0)
+		return col_probe_drain(0);
+	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		uint32_t got;
+
+		if (!CPU_ISSET(cpu, &all))
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		/* a CPU we may not run on keeps its batch: its sockets are judged old */
+		if (sched_setaffinity(0, sizeof(one), &one) != 0)
+			continue;
+		got = col_probe_drain(from);
+		/* the first fresh batch is the smallest taken after this call began */
+		if (!from)
+			from = got;
+	}
+	if (sched_setaffinity(0, sizeof(all), &all) != 0)
+		return 0;
+	return from;
 }

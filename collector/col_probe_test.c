@@ -2,8 +2,8 @@
  * col_probe_test.c - the kernel feature probes on this machine's kernel.
  * col_probe_fresh_ino: the number it returns opens a batch, every socket
  * made before it (on each CPU this test may run on, so that every CPU's
- * batch is in use) is numbered below it and every socket made after it is
- * numbered from it on. col_probe_tp_btf: a tracepoint the backend needs is
+ * batch is in use) is numbered below it and every socket made after it, on
+ * whichever of those CPUs, is numbered from it on. col_probe_tp_btf: a tracepoint the backend needs is
  * there, a made-up one is not.
  */
 #include <sched.h>
@@ -61,9 +61,22 @@ static void test_fresh_ino(void)
 		CU_ASSERT(!from_on(before[i], from));
 		close(fds[i]);
 	}
-	after = new_sock(&fd);
-	CU_ASSERT(after != 0 && from_on(after, from));
-	close(fd);
+	/* after it, on every CPU: from it on, though each CPU had a batch of its own */
+	for (cpu = 0, i = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &all))
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one) != 0)
+			continue;
+		after = new_sock(&fd);
+		CU_ASSERT(after != 0 && from_on(after, from));
+		if (fd >= 0)
+			close(fd);
+		i++;
+	}
+	CU_ASSERT(i == nb);
+	CU_ASSERT_FATAL(sched_setaffinity(0, sizeof(all), &all) == 0);
 }
 
 static void test_tp_btf(void)

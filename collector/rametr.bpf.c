@@ -221,7 +221,8 @@ struct {
 /*
  * Socket inode numbers come from the kernel's get_next_ino(): each CPU takes
  * batches of 1024 from a shared counter. The loader, after attaching the
- * hooks, makes sockets until one opens a fresh batch; its number is set
+ * hooks, makes sockets on every CPU until each has a batch taken since; the
+ * first such batch's first number is set
  * here. A socket numbered from it on (mod 2^32) was born after the hooks
  * were attached; 0: not known.
  */
