@@ -144,7 +144,7 @@ static void run_once(void)
 	if (!run.rametr_why[0]) {
 		run.rounds = rm_phase_shared_then_rounds(&run.sep, NCE, ces, "RM_GO_SEPARATE", &run.separate_ok,
 							 run_phase);
-		rm_phase_stop_rametr(agg, col, run.rametr_why, sizeof(run.rametr_why));
+		rm_phase_stop_rametr(run.dir, agg, col, run.rametr_why, sizeof(run.rametr_why));
 	}
 	rm_hosts_cleanup();
 }

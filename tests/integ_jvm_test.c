@@ -342,7 +342,7 @@ static void run_once(void)
 		run.separate = getenv("RM_JVM_SEPARATE") && atoi(getenv("RM_JVM_SEPARATE")) > 0;
 		if (run.separate && run.shared.load_ok)
 			run.separate_ok = rm_phase_separate(NCE, ces, separate_phase);
-		rm_phase_stop_rametr(agg, col, run.rametr_why, sizeof(run.rametr_why));
+		rm_phase_stop_rametr(run.dir, agg, col, run.rametr_why, sizeof(run.rametr_why));
 	}
 	rm_hosts_cleanup();
 }
