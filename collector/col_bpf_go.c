@@ -221,6 +221,10 @@ static int col_bpf_go_load(struct col_bpf_go *g)
 			    "segments", rm_strerror(rv));
 		return -1;
 	}
+	/* everything was handed at the last unload (handed_win past every window):
+	   from now on each window's parts wait for its counts again */
+	g->handed_win = 0;
+	g->st.loads++;
 	rm_log_info("goroutine labels loaded: Go programs' CPU is split by the sockets their goroutines serve");
 	return 0;
 }

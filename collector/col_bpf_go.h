@@ -47,6 +47,7 @@ struct col_bpf_go_cfg {
 /* Counters since open. */
 struct col_bpf_go_stats {
 	uint32_t watched;   /* Go programs watched now */
+	uint32_t loads;     /* times the label module was loaded (again after each time no Go program ran) */
 	uint32_t unreadable;/* Go programs found whose build could not be read (not watched) */
 	uint64_t windows;   /* windows whose counts went to the sink */
 	uint64_t samples;   /* samples in them */

@@ -2783,6 +2783,78 @@ static void test_go_labels(void)
 	check_identity();
 }
 
+/*
+ * One Go server after another under the same collector, with no Go program
+ * between them long enough for the label module to be unloaded: loaded
+ * again for the second, it holds that server's parts for their windows'
+ * counts as it did the first's, and its Go CPU outside segments too.
+ */
+static void test_go_labels_reloaded(void)
+{
+	const char *load_args[] = { TB_GOLOAD_BIN, "--server", NULL, "--ce", "c1", "--path", "/light", "--rate", "200",
+				    "--duration", "1.5", "--conns", "2", NULL };
+	char addr[64], truth[400], log[400];
+	const char *srv_args[] = { TB_GOSERVER_BIN, "--listen", addr, "--procs", "2", "--truth", truth, NULL };
+	struct col_bpf_stats st[2];
+	uint64_t held, unheld, unseg;
+	struct col_bpf *b = NULL;
+	pid_t srv, load;
+	int k, i, rv, status = -1;
+	unsigned port;
+
+	snprintf(truth, sizeof(truth), "%s/go-truth.csv", rm_test_tmpdir());
+	snprintf(log, sizeof(log), "%s/go-runtime.log", rm_test_tmpdir());
+	nparts = 0;
+	nwins = 0;
+	go_labels = 1;
+	rv = open_or_skip(&b);
+	go_labels = 0;
+	if (rv != RM_OK)
+		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
+	for (k = 0; k < 2; k++) {
+		CU_ASSERT_FATAL((port = rm_test_free_port()) != 0);
+		snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+		load_args[2] = addr;
+		CU_ASSERT_FATAL((srv = rm_test_spawn(srv_args, log)) > 0);
+		for (i = 0; i < 100 && !can_connect(port, NULL); i++)
+			CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 20), RM_OK);
+		CU_ASSERT_FATAL(i < 100);
+		/* a window's end: the loader recognises the server and loads the labels */
+		for (i = 0; i < 12; i++)
+			CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+		load = rm_test_spawn(load_args, log);
+		CU_ASSERT(load > 0);
+		while (load > 0 && waitpid(load, &status, WNOHANG) == 0)
+			CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+		rm_test_forget(load);
+		CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		for (i = 0; i < 12; i++)
+			CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+		kill(srv, SIGTERM);
+		CU_ASSERT_EQUAL(rm_test_wait(srv, 10000), 0);
+		/* no Go program for more than a whole window: the module unloads */
+		for (i = 0; i < 35; i++)
+			CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+		col_bpf_get_stats(b, &st[k]);
+	}
+	drain_close(b);
+	held = st[1].go.held - st[0].go.held;
+	unheld = st[1].go.unheld - st[0].go.unheld;
+	unseg = st[1].go.unseg_held_ns - st[0].go.unseg_held_ns;
+	fprintf(stderr, "label module loaded %u times; the first server's parts %llu held, %llu not; the second's "
+			"%llu held, %llu not, %.3f ms of its CPU outside segments held\n",
+		st[1].go.loads, (unsigned long long)st[0].go.held, (unsigned long long)st[0].go.unheld,
+		(unsigned long long)held, (unsigned long long)unheld, unseg / 1e6);
+	CU_ASSERT_EQUAL(st[0].go.loads, 1);
+	CU_ASSERT_EQUAL(st[1].go.loads, 2);
+	CU_ASSERT(st[0].go.held > 0);
+	CU_ASSERT(held > 0);
+	/* a part of a window already handed (late) goes on at once: a few, not most */
+	CU_ASSERT(unheld * 4 < held);
+	CU_ASSERT(unseg > 0);
+	check_identity();
+}
+
 /* The same server on a unix socket: its goroutines are labelled with its unix connections. */
 static void test_go_labels_unix(void)
 {
@@ -2888,6 +2960,8 @@ static CU_TestInfo cases[] = {
 	  test_go_labels },
 	{ "a Go program serving a unix socket: its goroutines are labelled with its unix connections",
 	  test_go_labels_unix },
+	{ "a Go program after another ended: the labels loaded again hold its parts for their counts",
+	  test_go_labels_reloaded },
 	{ "a Go program whose goroutines cannot be followed is a runtime, not split by others' labels",
 	  test_go_unreadable },
 #endif

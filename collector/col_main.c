@@ -566,11 +566,13 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 	if (st.go.windows || st.go.unreadable || st.go.lost)
 		rm_log_info("goroutine labels: %llu samples in %llu windows (%llu of labels past the wire's bound "
 			    "sent as unlabelled), %llu not counted (map full); %u Go programs watched at the end, %u "
-			    "found whose build could not be read; %.3f s of their CPU outside requests held back to go "
-			    "with their windows' counts",
+			    "found whose build could not be read; loaded %u times; %llu of their parts held back to go "
+			    "with their windows' counts, %llu not (their window already handed, or past the bound), and %.3f s of "
+			    "their CPU outside requests",
 			    (unsigned long long)st.go.samples, (unsigned long long)st.go.windows,
 			    (unsigned long long)st.go.folded, (unsigned long long)st.go.lost, st.go.watched,
-			    st.go.unreadable, (double)st.go.unseg_held_ns / 1e9);
+			    st.go.unreadable, st.go.loads, (unsigned long long)st.go.held, (unsigned long long)st.go.unheld,
+			    (double)st.go.unseg_held_ns / 1e9);
 	col_bpf_close(b);
 	return rv;
 }
