@@ -94,6 +94,24 @@ static uint64_t col_bpf_win_now(const struct col_bpf *b)
 	return (rm_clock_mono_ns() + b->offset_ns) / b->window_ns;
 }
 
+/*
+ * The window whose counts are due: the one COL_BPF_GO_GRACE_MS ago (at most
+ * a quarter of a window). A thread busy in a segment when its window ends is
+ * not cut by the sweep: its next edge, a few milliseconds later, charges
+ * the window that ended. Asked for right at the window's end, the label
+ * counts would go before those parts, which then go on at once and are
+ * charged by their segments, not by the labels (measured on a Go server: 4%
+ * of its CPU, up to 12% in a window).
+ */
+static uint64_t col_bpf_go_win(const struct col_bpf *b)
+{
+	uint64_t grace = (uint64_t)COL_BPF_GO_GRACE_MS * 1000000ull, t = rm_clock_mono_ns() + b->offset_ns;
+
+	if (grace > b->window_ns / 4)
+		grace = b->window_ns / 4;
+	return t > grace ? (t - grace) / b->window_ns : 0;
+}
+
 static int col_bpf_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	if (level == LIBBPF_DEBUG)
@@ -249,7 +267,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 			return rv;
 		}
 		col_rtscan_on_change(b->rtscan, col_bpf_go_change, b->go);
-		b->go_win = col_bpf_win_now(b);
+		b->go_win = col_bpf_go_win(b);
 	}
 	b->rtscan_win = col_bpf_win_now(b);
 	col_rtscan_run(b->rtscan, NULL); /* before the first sweep, which marks their threads */
@@ -474,9 +492,9 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 			return err;
 		b->report_ts = 0;
 	}
-	if (b->go && col_bpf_win_now(b) > b->go_win) {
-		/* a window ended: its goroutine label counts */
-		b->go_win = col_bpf_win_now(b);
+	if (b->go && col_bpf_go_win(b) > b->go_win) {
+		/* a window ended a grace ago: its goroutine label counts, after its last parts */
+		b->go_win = col_bpf_go_win(b);
 		if ((err = col_bpf_go_report(b->go, b->go_win, sink)) != RM_OK)
 			return err;
 	}

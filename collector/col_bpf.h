@@ -77,6 +77,8 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg);
  * stays for the next call).
  */
 #define COL_BPF_REPORT_MS 100
+/* how long after its window's end a window's goroutine label counts are asked for (at most a quarter window) */
+#define COL_BPF_GO_GRACE_MS 250
 int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms);
 
 /*
