@@ -71,7 +71,8 @@
  * AGG_RT_GO_LAB_REQ_PM_DEFAULT, other runtimes' AGG_RT_REQ_PM_DEFAULT
  * (measured: Go's runtime work follows the CPU the requests take more than
  * their count, a JVM's the count; once labels have charged the goroutines'
- * own work, what is left follows both alike; docs/go.md);
+ * own work, what is left - the scheduler and the network poller waking
+ * each call's goroutine - follows the count; docs/go.md);
  * the amounts sum to it exactly. (Per node: two
  * runtimes on one node share their CEs; other servers' CEs get none.) What finds
  * no CE stays V 'runtime' (so does all of it when the rule is off). The
@@ -81,7 +82,7 @@
  */
 #define AGG_RT_REQ_PM_DEFAULT 700
 #define AGG_RT_GO_REQ_PM_DEFAULT 300
-#define AGG_RT_GO_LAB_REQ_PM_DEFAULT 500
+#define AGG_RT_GO_LAB_REQ_PM_DEFAULT 1000
 #define AGG_RT_WINS 64
 #define AGG_RT_CES 64
 

@@ -710,6 +710,7 @@ struct go_ch {
 struct go_case {
 	const char *name;
 	int labels_off, rt_off, segs_on;
+	unsigned lab_pm;          /* the unlabelled rest's weight by requests, per mille (0: the default) */
 	struct go_ch before[3];   /* an earlier batch's parts (no counts) ... */
 	int64_t before_dwin;      /* ... of window WIN + this (its totals with it unless 0) */
 	struct go_ch ch[4];       /* the batch with the window's counts */
@@ -728,11 +729,16 @@ static const struct go_case go_cases[] = {
 	  .ch = { { CK1, "c1", 0, 500 }, { CK2, "c2", 0, 500 } }, .unseg = 100, .rt = 100, .go = 100,
 	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 10 }, { RM_GO_IDLE, 10 } },
 	  .want = { { "c1", 770 }, { "c2", 330 }, { "!runtime", 0 } }, .want_labelled = 880, .want_unlabelled = 220 },
-	{ "the unlabelled rest goes by the labelled windows' weight (half by requests, half by CPU)",
+	{ "the unlabelled rest goes by the labelled windows' weight (by default all by requests)",
 	  .ch = { { CK1, "c1", 0, 100 }, { CK1, "c1", 0, 100 }, { CK1, "c1", 0, 300 }, { CK2, "c2", 0, 500 } },
 	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 20 } },
-	  /* 200 unlabelled: 100 by requests (3:1), 100 by CPU (1:1); at the unlabelled windows' 30% it would be
-	   * 715 and 285 */
+	  /* 200 unlabelled, by requests (3:1); at the unlabelled windows' 30% it would be 715 and 285 */
+	  .want = { { "c1", 600 + 150 }, { "c2", 200 + 50 }, { "!runtime", 0 } }, .want_labelled = 800,
+	  .want_unlabelled = 200 },
+	{ "the labelled windows' weight set to half by requests, half by CPU", .lab_pm = 500,
+	  .ch = { { CK1, "c1", 0, 100 }, { CK1, "c1", 0, 100 }, { CK1, "c1", 0, 300 }, { CK2, "c2", 0, 500 } },
+	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 20 } },
+	  /* 200 unlabelled: 100 by requests (3:1), 100 by CPU (1:1) */
 	  .want = { { "c1", 600 + 75 + 50 }, { "c2", 200 + 25 + 50 }, { "!runtime", 0 } }, .want_labelled = 800,
 	  .want_unlabelled = 200 },
 	{ "unlabelled and idle samples stay V 'runtime' with the runtime rule off", .rt_off = 1,
@@ -838,7 +844,7 @@ static void go_run(const struct go_case *c)
 	if (c->segs_on)
 		agg_account_set_go_label_segments(f.a, 1); /* else the default: labels alone */
 	CU_ASSERT_EQUAL(agg_account_set_runtime(f.a, !c->rt_off, AGG_RT_REQ_PM_DEFAULT, AGG_RT_GO_REQ_PM_DEFAULT,
-						AGG_RT_GO_LAB_REQ_PM_DEFAULT), RM_OK);
+						c->lab_pm ? c->lab_pm : AGG_RT_GO_LAB_REQ_PM_DEFAULT), RM_OK);
 	if (c->before[0].cpu) {
 		m.seq = ++f.seq;
 		CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);

@@ -249,7 +249,7 @@ static void agg_usage(FILE *f)
 		"                  go_runtime_by_requests = PCT\n"
 		"  --go-labelled-runtime-by-requests PCT\n"
 		"                  the same for what a Go program's goroutine labels left\n"
-		"                  unlabelled in a window they split (default 50);\n"
+		"                  unlabelled in a window they split (default 100);\n"
 		"                  go_labelled_runtime_by_requests = PCT\n"
 		"  --no-go-labels  do not split a Go program's CPU by the samples of its\n"
 		"                  goroutines' labels (the socket each serves) when its\n"
