@@ -2595,6 +2595,22 @@ static int can_connect(unsigned port, const char *path)
  * NULL) a unix socket there, the collector opened after the server
  * started; *srv_pid: the server's pid.
  */
+/* Runs load_args (output to log) to its end while b is polled, then a window's end more. */
+static void run_go_load(struct col_bpf *b, const char *const load_args[], const char *log)
+{
+	pid_t load = rm_test_spawn(load_args, log);
+	int status = -1, i;
+
+	CU_ASSERT(load > 0);
+	while (load > 0 && waitpid(load, &status, WNOHANG) == 0)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	rm_test_forget(load);
+	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* a window's end after the load: the sweep counts the threads' CPU since their last edge */
+	for (i = 0; i < 12; i++)
+		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+}
+
 static void run_goserver_at(const char *bin, const char *unix_path, pid_t *srv_pid, struct col_bpf_stats *st)
 {
 	char addr[300], truth[400], log[400];
@@ -2603,8 +2619,8 @@ static void run_goserver_at(const char *bin, const char *unix_path, pid_t *srv_p
 				    "--duration", "1.5", "--conns", "2", NULL };
 	unsigned port = unix_path ? 0 : rm_test_free_port();
 	struct col_bpf *b = NULL;
-	pid_t srv, load;
-	int status = -1, i, rv;
+	pid_t srv;
+	int i, rv;
 
 	CU_ASSERT_FATAL(port != 0 || unix_path);
 	if (unix_path)
@@ -2627,15 +2643,7 @@ static void run_goserver_at(const char *bin, const char *unix_path, pid_t *srv_p
 		rm_test_wait(srv, 5000);
 		RM_TEST_SKIP("ebpf backend unavailable: %s", rm_strerror(rv));
 	}
-	load = rm_test_spawn(load_args, log);
-	CU_ASSERT(load > 0);
-	while (load > 0 && waitpid(load, &status, WNOHANG) == 0)
-		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-	rm_test_forget(load);
-	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	/* a window's end after the load: the sweep counts the threads' CPU since their last edge */
-	for (i = 0; i < 12; i++)
-		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+	run_go_load(b, load_args, log);
 	col_bpf_get_stats(b, st);
 	kill(srv, SIGTERM);
 	CU_ASSERT_EQUAL(rm_test_wait(srv, 10000), 0);
@@ -2798,8 +2806,8 @@ static void test_go_labels_reloaded(void)
 	struct col_bpf_stats st[2];
 	uint64_t held, unheld, unseg;
 	struct col_bpf *b = NULL;
-	pid_t srv, load;
-	int k, i, rv, status = -1;
+	pid_t srv;
+	int k, i, rv;
 	unsigned port;
 
 	snprintf(truth, sizeof(truth), "%s/go-truth.csv", rm_test_tmpdir());
@@ -2822,14 +2830,7 @@ static void test_go_labels_reloaded(void)
 		/* a window's end: the loader recognises the server and loads the labels */
 		for (i = 0; i < 12; i++)
 			CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-		load = rm_test_spawn(load_args, log);
-		CU_ASSERT(load > 0);
-		while (load > 0 && waitpid(load, &status, WNOHANG) == 0)
-			CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
-		rm_test_forget(load);
-		CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-		for (i = 0; i < 12; i++)
-			CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
+		run_go_load(b, load_args, log);
 		kill(srv, SIGTERM);
 		CU_ASSERT_EQUAL(rm_test_wait(srv, 10000), 0);
 		/* no Go program for more than a whole window: the module unloads */

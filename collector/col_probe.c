@@ -117,15 +117,15 @@ uint32_t col_probe_fresh_ino(void)
 
 		if (!CPU_ISSET(cpu, &all))
 			continue;
+		/* a CPU we may not run on keeps its batch: its sockets are judged old */
 		CPU_ZERO(&one);
 		CPU_SET(cpu, &one);
-		/* a CPU we may not run on keeps its batch: its sockets are judged old */
 		if (sched_setaffinity(0, sizeof(one), &one) != 0)
 			continue;
-		got = col_probe_drain(from);
 		/* the first fresh batch is the smallest taken after this call began */
-		if (!from)
-			from = got;
+		if (!(got = col_probe_drain(from)) || from)
+			continue;
+		from = got;
 	}
 	if (sched_setaffinity(0, sizeof(all), &all) != 0)
 		return 0;

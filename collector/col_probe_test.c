@@ -27,6 +27,16 @@ static uint32_t new_sock(int *fd)
 	return (uint32_t)st.st_ino;
 }
 
+/* Runs this thread on cpu alone: 0, or -1 if it may not run there. */
+static int pin(int cpu)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	return sched_setaffinity(0, sizeof(one), &one);
+}
+
 /* Is ino at or past from, modulo 2^32 (the kernel's numbering wraps)? */
 static int from_on(uint32_t ino, uint32_t from)
 {
@@ -35,18 +45,14 @@ static int from_on(uint32_t ino, uint32_t from)
 
 static void test_fresh_ino(void)
 {
-	cpu_set_t all, one;
+	cpu_set_t all;
 	uint32_t before[64], from, after;
 	int fds[64], nb = 0, cpu, fd, i;
 
 	CU_ASSERT_FATAL(sched_getaffinity(0, sizeof(all), &all) == 0);
 	/* a socket on every CPU allowed: numbered from that CPU's current batch */
 	for (cpu = 0; cpu < CPU_SETSIZE && nb < 64; cpu++) {
-		if (!CPU_ISSET(cpu, &all))
-			continue;
-		CPU_ZERO(&one);
-		CPU_SET(cpu, &one);
-		if (sched_setaffinity(0, sizeof(one), &one) != 0)
+		if (!CPU_ISSET(cpu, &all) || pin(cpu) != 0)
 			continue;
 		before[nb] = new_sock(&fds[nb]);
 		CU_ASSERT(before[nb] != 0);
@@ -63,11 +69,7 @@ static void test_fresh_ino(void)
 	}
 	/* after it, on every CPU: from it on, though each CPU had a batch of its own */
 	for (cpu = 0, i = 0; cpu < CPU_SETSIZE; cpu++) {
-		if (!CPU_ISSET(cpu, &all))
-			continue;
-		CPU_ZERO(&one);
-		CPU_SET(cpu, &one);
-		if (sched_setaffinity(0, sizeof(one), &one) != 0)
+		if (!CPU_ISSET(cpu, &all) || pin(cpu) != 0)
 			continue;
 		after = new_sock(&fd);
 		CU_ASSERT(after != 0 && from_on(after, from));
