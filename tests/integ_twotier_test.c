@@ -304,9 +304,9 @@ static void run_once(void)
 	usleep(1500000); /* the last window closes */
 	if (rametr_started) {
 		for (i = 0; i < 2; i++)
-			if (rm_hosts_stop(col[i], 30000) != 0)
+			if (rm_hosts_stop_logged(col[i], 30000, run.dir, i ? "collector-be.log" : "collector-fe.log") != 0)
 				snprintf(run.rametr_why, sizeof(run.rametr_why), "a collector failed (see collector-*.log)");
-		if (rm_hosts_stop(agg, 30000) != 0 && !run.rametr_why[0])
+		if (rm_hosts_stop_logged(agg, 30000, run.dir, "aggregator.log") != 0 && !run.rametr_why[0])
 			snprintf(run.rametr_why, sizeof(run.rametr_why), "the aggregator failed (aggregator.log)");
 	} else {
 		rm_hosts_stop(agg, 10000);

@@ -224,9 +224,9 @@ static void run_once(void)
 		usleep(4000000); /* more than the reads' margin (2 s) and a window: phase 2's windows hold nothing of phase 1 */
 		run_dns();
 		usleep(1500000); /* the last window closes */
-		if (rm_hosts_stop(col, 30000) != 0)
+		if (rm_hosts_stop_logged(col, 30000, run.dir, "collector-be.log") != 0)
 			snprintf(run.rametr_why, sizeof(run.rametr_why), "the collector failed (collector-be.log)");
-		if (rm_hosts_stop(agg, 30000) != 0 && !run.rametr_why[0])
+		if (rm_hosts_stop_logged(agg, 30000, run.dir, "aggregator.log") != 0 && !run.rametr_why[0])
 			snprintf(run.rametr_why, sizeof(run.rametr_why), "the aggregator failed (aggregator.log)");
 	}
 	rm_hosts_cleanup();

@@ -209,6 +209,51 @@ static inline int rm_hosts_stop(pid_t pid, int ms)
 }
 
 /*
+ * Prints the last `lines` lines of dir/name to stderr (a failed process's
+ * log, so that the test's output says why when the directory is removed).
+ */
+static inline void rm_hosts_log_tail(const char *dir, const char *name, size_t lines)
+{
+	static char buf[65536]; /* the file's last 64 KiB at most */
+	char path[512];
+	size_t n, i, nl = 0;
+	long size;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!(f = fopen(path, "r"))) {
+		fprintf(stderr, "failed to open '%s'\n", path);
+		return;
+	}
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fseek(f, size > (long)sizeof(buf) ? size - (long)sizeof(buf) : 0, SEEK_SET);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	/* the start of the last `lines` lines (a final newline ends the last one) */
+	for (i = n; i > 0; i--)
+		if (buf[i - 1] == '\n' && i < n && ++nl == lines)
+			break;
+	fprintf(stderr, "--- the last lines of '%s' ---\n", path);
+	fwrite(buf + i, 1, n - i, stderr);
+	fprintf(stderr, "--- end of '%s' ---\n", path);
+}
+
+/*
+ * rm_hosts_stop, and when it fails (an exit code not 0, or no stop within
+ * ms) the last 40 lines of its log dir/log to stderr, so that a test's
+ * output says why after its directory is removed. Returns as rm_hosts_stop.
+ */
+static inline int rm_hosts_stop_logged(pid_t pid, int ms, const char *dir, const char *log)
+{
+	int rc = rm_hosts_stop(pid, ms);
+
+	if (rc != 0)
+		rm_hosts_log_tail(dir, log, 40);
+	return rc;
+}
+
+/*
  * In a test case: skips it when the run was skipped (skip_why) or the eBPF
  * collector did not attach; otherwise fails it fatally when Rametr did not run
  * (why non-empty, printed).

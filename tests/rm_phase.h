@@ -722,56 +722,21 @@ static inline int rm_phase_sep_report(const struct rm_sep *s, const char *dir, c
 }
 
 /*
- * Prints the last `lines` lines of dir/name to stderr (a failed process's
- * log, so that the test's output says why when the directory is removed).
- */
-static inline void rm_phase_log_tail(const char *dir, const char *name, size_t lines)
-{
-	static char buf[65536]; /* the file's last 64 KiB at most */
-	char path[512];
-	size_t n, i, nl = 0;
-	long size;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (!(f = fopen(path, "r"))) {
-		fprintf(stderr, "failed to open '%s'\n", path);
-		return;
-	}
-	fseek(f, 0, SEEK_END);
-	size = ftell(f);
-	fseek(f, size > (long)sizeof(buf) ? size - (long)sizeof(buf) : 0, SEEK_SET);
-	n = fread(buf, 1, sizeof(buf), f);
-	fclose(f);
-	/* the start of the last `lines` lines (a final newline ends the last one) */
-	for (i = n; i > 0; i--)
-		if (buf[i - 1] == '\n' && i < n && ++nl == lines)
-			break;
-	fprintf(stderr, "--- the last lines of '%s' ---\n", path);
-	fwrite(buf + i, 1, n - i, stderr);
-	fprintf(stderr, "--- end of '%s' ---\n", path);
-}
-
-/*
  * Stops Rametr after the last phase: 2.5 s for the last windows to close,
  * then the collector col and the aggregator agg; why (if still empty) says
  * which failed and how (its exit status, or that it did not stop within
- * 30 s), and the failed one's log's last lines (in dir) go to stderr.
+ * 30 s); the failed one's log's last lines (in dir) go to stderr
+ * (rm_hosts_stop_logged).
  */
 static inline void rm_phase_stop_rametr(const char *dir, pid_t agg, pid_t col, char *why, size_t whylen)
 {
 	int rc;
 
 	usleep(2500000);
-	if ((rc = rm_hosts_stop(col, 30000)) != 0) {
+	if ((rc = rm_hosts_stop_logged(col, 30000, dir, "collector-be.log")) != 0)
 		snprintf(why, whylen, "the collector failed (collector-be.log, status %d)", rc);
-		rm_phase_log_tail(dir, "collector-be.log", 40);
-	}
-	if ((rc = rm_hosts_stop(agg, 30000)) != 0) {
-		if (!why[0])
-			snprintf(why, whylen, "the aggregator failed (aggregator.log, status %d)", rc);
-		rm_phase_log_tail(dir, "aggregator.log", 40);
-	}
+	if ((rc = rm_hosts_stop_logged(agg, 30000, dir, "aggregator.log")) != 0 && !why[0])
+		snprintf(why, whylen, "the aggregator failed (aggregator.log, status %d)", rc);
 }
 
 #endif
