@@ -849,6 +849,8 @@ RM_INLINE void rm_on_send(struct rm_env *e, struct rm_task *t, __u64 now, __u32 
 			t->chain_st |= RM_CHAIN_SERVER;
 			t->mode = RM_MODE_ASSOC;
 			t->tail = 0;
+			rm_task_win(e, t, w); /* an exit before any CPU emits a part of this window */
+			t->cur.start_ns = now;
 			t->cur.pid = pid;
 			t->cur.tid = tid;
 			rm_ans_set(e, t, tp, inb);

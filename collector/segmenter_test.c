@@ -1447,6 +1447,28 @@ static void test_follow_replies_handoff_unknown_waker(void)
  * ended by the recv; [300,400) reply 2 on 22, then [400,500) its tail with
  * a send on 23, ended by the wait: 4 parts, nothing unsegmented.
  */
+/*
+ * A thread that answers on a server-side socket without holding a request
+ * (follow-replies: from now on it serves) and exits before it has used any
+ * CPU since: its exit record is of the window it exits in, not of a window
+ * it never had (the part was never given one).
+ */
+static void test_follow_replies_exit_after_send(void)
+{
+	follow_replies = 1;
+	replay("rametr-events 1 window_ns=1000 offset_ns=0 ncpu=1\n"
+	       "4900 0 switch prev=0 prev_state=S next=101 next_pid=100\n"
+	       "5000 0 send tid=101 pid=100 sock=11 fam=4 laddr=10.0.0.1:80 raddr=10.1.0.1:40001 bytes=10 seq=8000 srv=1\n"
+	       "5000 0 exit tid=101 pid=100\n"
+	       "5000 0 switch prev=101 prev_state=X next=0\n");
+	CU_ASSERT_EQUAL_FATAL(cap.nparts, 1);
+	CU_ASSERT_EQUAL(part(0)->flags & RM_PF_EXIT, RM_PF_EXIT);
+	CU_ASSERT_EQUAL(part(0)->win, 5);
+	CU_ASSERT_EQUAL(part(0)->start_ns, 5000);
+	CU_ASSERT_EQUAL(part(0)->cpu_ns, 0);
+	CU_ASSERT_EQUAL(win(4)->unseg_cpu_ns + win(5)->unseg_cpu_ns, 100);
+}
+
 static void test_follow_replies_client(void)
 {
 	static const char stream[] = "rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"
@@ -1692,6 +1714,8 @@ static void test_udp_stream_rule(void)
 
 static CU_TestInfo cases[] = {
 	{ "simple recv, compute, send", test_simple },
+	{ "follow-replies: a thread exiting right after its first reply emits its exit in that window",
+	  test_follow_replies_exit_after_send },
 	{ "preemption mid-segment", test_preempt },
 	{ "segment spanning a window boundary", test_window_boundary },
 	{ "slice spanning more than RM_MAX_SPLIT windows", test_split_lost },
