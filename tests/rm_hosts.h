@@ -306,19 +306,25 @@ static inline int64_t rm_hosts_real_ns(void)
 }
 
 /*
- * CPU time of process pid so far in ns: the sum of its threads' on-CPU time
- * (/proc/<pid>/task/<tid>/schedstat, first field); 0 if unreadable. Not
- * utime + stime of /proc/<pid>/stat: the kernel scales those ticks to the
- * same total but keeps each monotonic, so over a few seconds their sum can
- * lag or lead it by tens of percent.
+ * CPU time of process pid so far in ns, its exited threads' included: the
+ * process's CPU clock (clock_getcpuclockid: the kernel's sum of its
+ * threads' on-CPU time, exact), or where that cannot be read the sum over
+ * its live threads (/proc/<pid>/task/<tid>/schedstat, first field); 0 if
+ * neither can. Not utime + stime of /proc/<pid>/stat: the kernel scales
+ * those ticks to the same total but keeps each monotonic, so over a few
+ * seconds their sum can lag or lead it by tens of percent.
  */
 static inline uint64_t rm_hosts_proc_cpu_ns(pid_t pid)
 {
 	char path[320];
 	struct dirent *de;
+	struct timespec ts;
+	clockid_t clk;
 	uint64_t sum = 0;
 	DIR *d;
 
+	if (clock_getcpuclockid(pid, &clk) == 0 && clock_gettime(clk, &ts) == 0)
+		return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	if (!(d = opendir(path)))
 		return 0;
