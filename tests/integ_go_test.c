@@ -19,7 +19,8 @@
  * request, handed over a channel), RM_GO_SCALE=N with --scale N (N times
  * the CPU per request) and RM_GO_RATES="R1 R2 R3" sets the tenants' rates
  * (default 60 30 15), RM_GO_PROCS=N runs it with GOMAXPROCS N,
- * RM_GO_RUN_S=N makes every phase N seconds long (default 12);
+ * RM_GO_LOCK_CONNS=1 with --lock-conns (the truth is each connection
+ * goroutine's own thread CPU, parsing and waking included), RM_GO_RUN_S=N makes every phase N seconds long (default 12);
  * RM_GO_COLLECTOR_ARGS and RM_GO_AGG_ARGS (space-separated) add options to
  * the collector and the aggregator. RM_GO_SEPARATE=N then runs the server
  * idle and N rounds of separate runs (each tenant's load alone on a fresh
@@ -88,7 +89,9 @@ static void run_phase(struct rm_phase *p, unsigned mask, const char *tag)
 	const char *pool = getenv("RM_GO_POOL"), *scale = getenv("RM_GO_SCALE"), *procs = getenv("RM_GO_PROCS");
 	char *sargv[] = { TB_GOSERVER_BIN, "--listen", SERVER, "--truth", truth_csv,
 			  "--pool", (char *)(pool ? pool : "0"), "--scale", (char *)(scale ? scale : "1"),
-			  "--procs", (char *)(procs ? procs : "0"), NULL };
+			  "--procs", (char *)(procs ? procs : "0"),
+			  (char *)(getenv("RM_GO_LOCK_CONNS") && atoi(getenv("RM_GO_LOCK_CONNS")) ? "--lock-conns" : NULL),
+			  NULL };
 	char *largv[NCE][14];
 	char *const *lp[NCE];
 	int i;

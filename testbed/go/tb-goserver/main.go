@@ -30,9 +30,23 @@
 // workers and sysmon. rx_bytes counts the request line and headers as
 // received (method, URI, protocol, headers with ": " and CRLFs, the blank
 // line); tx_bytes counts the body only.
+//
+// With --lock-conns the truth is wider: the handler locks its connection's
+// goroutine (net/http serves each HTTP/1.1 connection on one goroutine, which
+// calls the handler) to its OS thread at the connection's first request and
+// never unlocks it, so that thread runs that goroutine alone until the
+// connection closes. A request's truth is then the thread's CPU since the
+// connection's previous request ended: reading and parsing this request,
+// being woken for it, the handler and the reply (the first request of a
+// connection counts from its handler's start). What the runtime does on other
+// threads (the netpoller's and GC workers' own goroutines, sysmon) is still
+// outside. It measures what Go spends per connection goroutine, the unit
+// Rametr's goroutine labels split by; locking changes how the runtime
+// schedules (one thread per connection), so it is a witness, not the default.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -77,6 +91,16 @@ func worker(jobs <-chan job) {
 	}
 }
 
+// connKey is the context key of a connection's connState (--lock-conns).
+type connKey struct{}
+
+// connState is a connection's goroutine's thread and its CPU clock at the end
+// of the connection's last request (--lock-conns).
+type connState struct {
+	locked bool
+	last   uint64
+}
+
 func main() {
 	listen := flag.String("listen", "127.0.0.1:7300", "address:port to listen on, or unix:PATH for a unix socket")
 	truthPath := flag.String("truth", "", "where to write the per-CE truth CSV (on exit and every second)")
@@ -84,9 +108,14 @@ func main() {
 	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the runtime's default)")
 	scale := flag.Int("scale", 1, "multiplies every path's burn loop (0..100; 0: no burn)")
 	pool := flag.Int("pool", 0, "worker goroutines that burn the requests' CPU (0: the handler burns)")
+	lockConns := flag.Bool("lock-conns", false, "truth: each connection goroutine's own thread CPU per request (see the source)")
 	flag.Parse()
 	if *resp < 16 || *resp > 1<<20 || *truthPath == "" || *pool < 0 || *pool > 1024 || *scale < 0 || *scale > 100 {
 		fmt.Fprintln(os.Stderr, "tb-goserver: --truth is required, --resp must be 16..1048576, --pool 0..1024 and --scale 0..100")
+		os.Exit(2)
+	}
+	if *lockConns && *pool > 0 {
+		fmt.Fprintln(os.Stderr, "tb-goserver: --lock-conns and --pool exclude each other")
 		os.Exit(2)
 	}
 	if *procs > 0 {
@@ -128,6 +157,18 @@ func main() {
 			jobs <- j
 			cpu = <-j.done
 			nw, _ = w.Write(body)
+		} else if *lockConns {
+			cs := r.Context().Value(connKey{}).(*connState)
+			if !cs.locked {
+				runtime.LockOSThread() // for the connection's life: its goroutine exits with it
+				cs.locked = true
+				cs.last = tbtruth.ThreadCPU()
+			}
+			tbtruth.Burn(n)
+			nw, _ = w.Write(body)
+			w.(http.Flusher).Flush()
+			now := tbtruth.ThreadCPU()
+			cpu, cs.last = now-cs.last, now
 		} else {
 			runtime.LockOSThread()
 			c0 := tbtruth.ThreadCPU()
@@ -155,10 +196,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "tb-goserver: failed to listen on '%s': %v\n", *listen, err)
 		os.Exit(1)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, &connState{})
+		}}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	fmt.Printf("tb-goserver: listening on %s (GOMAXPROCS %d, pool %d)\n", ln.Addr(), runtime.GOMAXPROCS(0), *pool)
+	fmt.Printf("tb-goserver: listening on %s (GOMAXPROCS %d, pool %d, connections locked %v)\n", ln.Addr(),
+		runtime.GOMAXPROCS(0), *pool, *lockConns)
 
 	status := t.Serve("tb-goserver", done, func() { srv.Close() }, *truthPath)
 	fmt.Printf("tb-goserver: stopped, %d bad requests\n", bad.Load())
