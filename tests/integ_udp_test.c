@@ -9,7 +9,7 @@
  *      per-tenant truth: Rametr's CPU per tenant within TOL_PCT of it, every
  *      window balanced.
  *   2. Debian's unbound (one thread) serving a local zone: each tenant alone
- *      (unbound's CPU from /proc/<pid>/task/<tid>/schedstat), then all three
+ *      (unbound's CPU from its process CPU clock), then all three
  *      at once: Rametr's per-tenant CPU of the shared run in the rank order
  *      of the tenants' CPU alone, and at least MIN_CHARGED_PCT of unbound's
  *      CPU in the shared run charged to tenants.

@@ -24,7 +24,7 @@
 
 struct rm_phase {
 	int load_ok;                    /* every load succeeded, the server stopped cleanly */
-	uint64_t server_ns;             /* the server's CPU during the load (/proc schedstat) */
+	uint64_t server_ns;             /* the server's CPU during the load (its process CPU clock) */
 	int64_t since, until;           /* the load, wall clock ns */
 	unsigned long long busy, steal; /* machine jiffies during the load */
 };
