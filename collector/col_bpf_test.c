@@ -361,7 +361,10 @@ static void check_identity(void)
 		for (j = 0; j < nwins; j++)
 			if (wins[j].win == parts[i].win)
 				break;
-		if (j >= nwins) { size_t k; fprintf(stderr, "DBGX part win %llu tid %u fl %x cpu %llu start %llu end %llu; wins:", (unsigned long long)parts[i].win, parts[i].tid, parts[i].flags, (unsigned long long)parts[i].cpu_ns, (unsigned long long)parts[i].start_ns, (unsigned long long)parts[i].end_ns); for (k = 0; k < nwins; k++) fprintf(stderr, " %llu", (unsigned long long)wins[k].win); fprintf(stderr, "\n"); }
+		if (j >= nwins)
+			fprintf(stderr, "part of thread %u (flags %#x, start %llu ns) in window %llu, which was not reported\n",
+				parts[i].tid, parts[i].flags, (unsigned long long)parts[i].start_ns,
+				(unsigned long long)parts[i].win);
 		CU_ASSERT_FATAL(j < nwins); /* every part's window was reported */
 		sum_cpu[j] += parts[i].cpu_ns;
 		sum_rx[j] += parts[i].rx_bytes;

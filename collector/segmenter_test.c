@@ -1440,14 +1440,6 @@ static void test_follow_replies_handoff_unknown_waker(void)
 }
 
 /*
- * A client (load generator) with follow-replies: its sockets are never
- * server-side, so it has no chains and no more records than without the
- * option, and the tail rule applies to it as without the option:
- * [100,200) reply 1 on 21, its request on 22 ends it; [200,300) its tail,
- * ended by the recv; [300,400) reply 2 on 22, then [400,500) its tail with
- * a send on 23, ended by the wait: 4 parts, nothing unsegmented.
- */
-/*
  * A thread that answers on a server-side socket without holding a request
  * (follow-replies: from now on it serves) and exits before it has used any
  * CPU since: its exit record is of the window it exits in, not of a window
@@ -1469,6 +1461,14 @@ static void test_follow_replies_exit_after_send(void)
 	CU_ASSERT_EQUAL(win(4)->unseg_cpu_ns + win(5)->unseg_cpu_ns, 100);
 }
 
+/*
+ * A client (load generator) with follow-replies: its sockets are never
+ * server-side, so it has no chains and no more records than without the
+ * option, and the tail rule applies to it as without the option:
+ * [100,200) reply 1 on 21, its request on 22 ends it; [200,300) its tail,
+ * ended by the recv; [300,400) reply 2 on 22, then [400,500) its tail with
+ * a send on 23, ended by the wait: 4 parts, nothing unsegmented.
+ */
 static void test_follow_replies_client(void)
 {
 	static const char stream[] = "rametr-events 1 window_ns=1000000000 offset_ns=0 ncpu=1\n"

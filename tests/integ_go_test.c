@@ -20,7 +20,8 @@
  * the CPU per request) and RM_GO_RATES="R1 R2 R3" sets the tenants' rates
  * (default 60 30 15), RM_GO_PROCS=N runs it with GOMAXPROCS N,
  * RM_GO_LOCK_CONNS=1 with --lock-conns (the truth is each connection
- * goroutine's own thread CPU, parsing and waking included), RM_GO_RUN_S=N makes every phase N seconds long (default 12);
+ * goroutine's own thread CPU, parsing and waking included), RM_GO_RUN_S=N
+ * makes every phase N seconds long (default 12);
  * RM_GO_COLLECTOR_ARGS and RM_GO_AGG_ARGS (space-separated) add options to
  * the collector and the aggregator. RM_GO_SEPARATE=N then runs the server
  * idle and N rounds of separate runs (each tenant's load alone on a fresh
