@@ -2598,14 +2598,6 @@ static int can_connect(unsigned port, const char *path)
 	return ok;
 }
 
-/* A Go server (the testbed's, recognised from its binary) and its load, also a Go program: their threads'
- * CPU outside requests is counted as a runtime's and as a Go program's, within the unsegmented CPU */
-/*
- * tb-goserver (the executable bin: TB_GOSERVER_BIN or a copy) under
- * tb-goload's load on two connections, on loopback TCP or (unix_path not
- * NULL) a unix socket there, the collector opened after the server
- * started; *srv_pid: the server's pid.
- */
 /* Runs load_args (output to log) to its end while b is polled, then a window's end more. */
 static void run_go_load(struct col_bpf *b, const char *const load_args[], const char *log)
 {
@@ -2622,6 +2614,12 @@ static void run_go_load(struct col_bpf *b, const char *const load_args[], const 
 		CU_ASSERT_EQUAL(col_bpf_poll(b, &sink, 100), RM_OK);
 }
 
+/*
+ * tb-goserver (the executable bin: TB_GOSERVER_BIN or a copy) under
+ * tb-goload's load on two connections, on loopback TCP or (unix_path not
+ * NULL) a unix socket there, the collector opened after the server
+ * started; *srv_pid: the server's pid.
+ */
 static void run_goserver_at(const char *bin, const char *unix_path, pid_t *srv_pid, struct col_bpf_stats *st)
 {
 	char addr[300], truth[400], log[400];
@@ -2671,6 +2669,8 @@ static void run_goserver(pid_t *srv_pid, struct col_bpf_stats *st)
 	run_goserver_bin(TB_GOSERVER_BIN, srv_pid, st);
 }
 
+/* A Go server (the testbed's, recognised from its binary) and its load, also a Go program: their threads'
+ * CPU outside requests is counted as a runtime's and as a Go program's, within the unsegmented CPU */
 static void test_go_runtime(void)
 {
 	struct col_bpf_stats st;
