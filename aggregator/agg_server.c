@@ -885,6 +885,9 @@ int agg_server_run(struct agg_server *s, volatile sig_atomic_t *stop)
 			msg = nng_aio_get_msg(s->aio);
 			nng_aio_set_msg(s->aio, NULL);
 			if (agg_is_probe(msg)) {
+				/* a complete message: the probe's connection (ours, every
+				 * AGG_PROBE_EVERY_MS) is not a peer that hung up silent */
+				agg_conn_seen(s, nng_msg_get_pipe(msg));
 				agg_reply(s, msg); /* echo: proves the listener alive */
 			} else {
 				agg_serve_one(s, msg);

@@ -766,6 +766,7 @@ static void test_probe_echo(void)
 {
 	uint8_t probe[12] = { 0, 'R', 'M', 'P', 'R', 'O', 'B', 'E', 1, 2, 3, 4 }, rep[32];
 	size_t sz = sizeof(rep);
+	struct agg_server_stats st;
 	struct srv v;
 	nng_socket c;
 
@@ -779,10 +780,15 @@ static void test_probe_echo(void)
 	probe[7] = 'X';
 	expect(c, probe, sizeof(probe), RAMETR__ACK__STATUS__ACK_MALFORMED, 0,
 	       "malformed message (12 bytes)");
-	/* the server's own probes (every 2 s) never reach the handler either */
-	usleep(2500 * 1000);
+	/* the server's own probes (every 2 s) never reach the handler either,
+	 * and their connections, each a complete message, are not counted (nor
+	 * logged) as peers that hung up without one */
+	usleep(4500 * 1000);
 	CU_ASSERT_EQUAL(atomic_load(&v.th.batches), 0);
 	CU_ASSERT_EQUAL(atomic_load(&v.th.hellos), 0);
+	agg_server_stats(v.s, &st);
+	CU_ASSERT(st.conns_accepted >= 2); /* ours, and at least one probe's */
+	CU_ASSERT_EQUAL(st.conns_silent, 0);
 	nng_close(c);
 	srv_stop(&v);
 }
