@@ -4,7 +4,8 @@
  * and .4 calling Light, Medium and Heavy): most samples are on labelled
  * goroutines, each tenant's connection (its server-side socket's cookie,
  * read from ss -e while it is open) has samples and the heavy tenant more
- * than the light one; each window is handed once and deleted; the creation
+ * than the light one (also on a copy of the server stripped of symbols and
+ * DWARF, as distributions ship Go programs); each window is handed once and deleted; the creation
  * uprobe is attached once per executable and detached when its last process
  * is forgotten, after which the process is not counted; a receive outside
  * the watched network namespace labels nothing; Go builds it cannot read and
@@ -177,11 +178,11 @@ static int can_connect(unsigned port)
 	return ok;
 }
 
-/* tb-grpcserver on 127.0.0.1:port (a free one), listening: its pid. */
-static pid_t start_server(unsigned *port, char *addr, size_t len)
+/* tb-grpcserver (or the copy of it at bin) on 127.0.0.1:port (a free one), listening: its pid. */
+static pid_t start_server_bin(const char *bin, unsigned *port, char *addr, size_t len)
 {
 	static char log[400], truth[400];
-	const char *args[] = { TB_GRPCSERVER_BIN, "--listen", addr, "--truth", truth, NULL };
+	const char *args[] = { bin, "--listen", addr, "--truth", truth, NULL };
 	pid_t pid;
 	int i;
 
@@ -195,6 +196,30 @@ static pid_t start_server(unsigned *port, char *addr, size_t len)
 		usleep(20000);
 	CU_ASSERT_FATAL(i < 100); /* tb-grpcserver listens (its output: grpcserver.log) */
 	return pid;
+}
+
+static pid_t start_server(unsigned *port, char *addr, size_t len)
+{
+	return start_server_bin(TB_GRPCSERVER_BIN, port, addr, len);
+}
+
+/*
+ * A copy of tb-grpcserver at path (name in the test's directory) stripped of
+ * symbols and DWARF; with other_go, every "go1." of its bytes made "go0."
+ * (same length), so its build names a Go version whose layout is not known.
+ */
+static void copy_server(char *path, size_t len, const char *name, int other_go)
+{
+	char cmd[1400];
+
+	snprintf(path, len, "%s/%s", rm_test_tmpdir(), name);
+	if (other_go)
+		snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s.tmp' && perl -0777 -pe 's/go1\\./go0./g' "
+			 "'%s.tmp' > '%s' && rm -f '%s.tmp'", TB_GRPCSERVER_BIN, path, path, path, path);
+	else
+		snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s'", TB_GRPCSERVER_BIN, path);
+	CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+	CU_ASSERT_EQUAL_FATAL(chmod(path, 0755), 0);
 }
 
 static void stop(pid_t pid)
@@ -304,7 +329,7 @@ static void drain_ended(struct col_golabel *g)
  * (runs = samples), each thread of the server has one and none is left
  * after forget.
  */
-static void tenants(int per_thread)
+static void tenants(int per_thread, int stripped)
 {
 	static const char *peers[TENANTS] = { "127.0.0.2", "127.0.0.3", "127.0.0.4" };
 	static const char *methods[TENANTS] = { "Light", "Medium", "Heavy" };
@@ -320,8 +345,13 @@ static void tenants(int per_thread)
 	int status, running, rv, stats_fd;
 	pid_t spin;
 
+	char bin[300];
+
 	need_go();
-	srv = start_server(&port, addr, sizeof(addr));
+	snprintf(bin, sizeof(bin), "%s", TB_GRPCSERVER_BIN);
+	if (stripped) /* as Debian ships Go programs: no symbols, no DWARF */
+		copy_server(bin, sizeof(bin), "grpcsrv-stripped", 0);
+	srv = start_server_bin(bin, &port, addr, sizeof(addr));
 	if (cannot(rv = open_golabel_mode(&g, 0, per_thread))) {
 		stop(srv);
 		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
@@ -331,8 +361,8 @@ static void tenants(int per_thread)
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME); /* the programs' run counts, while it is open */
 	CU_ASSERT_FATAL(stats_fd >= 0);
 	CU_ASSERT_FATAL((spin = start_spinner()) > 0);
-	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
-	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK); /* again: no change */
+	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, bin), RM_OK);
+	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)srv, bin), RM_OK); /* again: no change */
 	col_golabel_stats(g, &st);
 	if (per_thread) {
 		CU_ASSERT(st.threads >= 2 && st.threads == count_threads(srv)); /* every thread of the server */
@@ -436,12 +466,17 @@ static void tenants(int per_thread)
 
 static void test_tenants(void)
 {
-	tenants(0);
+	tenants(0, 0);
 }
 
 static void test_tenants_per_thread(void)
 {
-	tenants(1);
+	tenants(1, 0);
+}
+
+static void test_tenants_stripped(void)
+{
+	tenants(0, 1);
 }
 
 static void test_netns(void)
@@ -481,7 +516,7 @@ static void test_netns(void)
 static void test_refused(void)
 {
 	struct col_golabel *g = NULL;
-	char cmd[1000], nosym[300], self[400];
+	char other[300], self[400];
 	uint32_t ids[4];
 	ssize_t n;
 	int rv;
@@ -490,10 +525,9 @@ static void test_refused(void)
 	if (cannot(rv = open_golabel(&g, 0)))
 		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
 	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
-	snprintf(nosym, sizeof(nosym), "%s/grpcsrv-stripped", rm_test_tmpdir());
-	snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s'", TB_GRPCSERVER_BIN, nosym);
-	CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
-	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)getpid(), nosym), RM_ENOTSUP);
+	/* stripped, and built (it says) by a Go whose struct layout is not known */
+	copy_server(other, sizeof(other), "grpcsrv-stripped-go0", 1);
+	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)getpid(), other), RM_ENOTSUP);
 	CU_ASSERT_FATAL((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0);
 	self[n] = '\0';
 	CU_ASSERT_EQUAL(col_golabel_watch(g, (uint32_t)getpid(), self), RM_ENOTSUP); /* not Go */
@@ -501,7 +535,7 @@ static void test_refused(void)
 	CU_ASSERT_EQUAL(col_golabel_watch(g, 0, TB_GRPCSERVER_BIN), RM_EINVAL);
 	CU_ASSERT_EQUAL(col_golabel_drain(g, 1, NULL, NULL), RM_EINVAL);
 	CU_ASSERT_EQUAL(links_of(newg_prog()), 0); /* nothing attached for them */
-	unlink(nosym);
+	unlink(other);
 	CU_ASSERT(progs_named("golabel_sample", ids, 4) == 1);
 	col_golabel_close(g);
 }
@@ -565,6 +599,7 @@ static void test_close(void)
 static CU_TestInfo cases[] = {
 	{ "three tenants of a gRPC server: labelled samples per connection, drained once, forget", test_tenants },
 	{ "the same with the sampler per thread: it ticks on the watched threads only", test_tenants_per_thread },
+	{ "the same for a server stripped of symbols and DWARF, as distributions ship Go programs", test_tenants_stripped },
 	{ "receives outside the watched network namespace label nothing", test_netns },
 	{ "Go builds it cannot read, C programs, missing files are refused", test_refused },
 	{ "a sampling frequency out of range is refused", test_bad_cfg },

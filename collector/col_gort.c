@@ -2,6 +2,14 @@
  * col_gort.c - reads a Go binary's runtime facts (col_gort.h) with libelf
  * (sections, symbols, program headers, code bytes) and libdw (DWARF). Owns
  * nothing past a call.
+ *
+ * Stripped binaries (go build -ldflags=-s -w, and every Go program Debian
+ * ships: its packages keep symbols and DWARF apart, in -dbgsym packages few
+ * hosts install) keep Go's own function table, .gopclntab, which the runtime
+ * needs for stack traces: functions are found there when .symtab lacks them
+ * (Go >= 1.18's table layout). The struct members DWARF would give come
+ * then from the layouts of the Go versions this file knows (gort_layouts),
+ * each read from the DWARF of a binary that Go version built.
  */
 #include <dwarf.h>
 #include <errno.h>
@@ -133,6 +141,167 @@ static int find_sym(Elf *e, const char *name, struct gort_fn *f, struct gort_see
 	return found;
 }
 
+/*
+ * Go >= 1.18's .gopclntab: a header (magic 0xfffffff0 for 1.18-1.19,
+ * 0xfffffff1 for 1.20 on; two pad bytes, the pc quantum, the pointer size,
+ * then eight pointer-sized words: nfunc, nfiles, textStart, funcnameOffset,
+ * cuOffset, filetabOffset, pctabOffset, pclnOffset), then at pclnOffset
+ * nfunc + 1 pairs of uint32 (entry offset from textStart, offset of the
+ * function's _func from pclnOffset; the last pair's entry is the end of the
+ * text) and each _func opens with its entry offset and the offset of its
+ * name in the name table at funcnameOffset.
+ */
+#define PCLN_MAGIC_118 0xfffffff0u
+#define PCLN_MAGIC_120 0xfffffff1u
+#define PCLN_HDR (8 + 8 * 8)
+
+struct gort_pcln {
+	const unsigned char *d;
+	size_t n;
+	uint64_t nfunc, text, names, ftab;
+};
+
+static uint32_t rd32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static uint64_t rd64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* Reads the header of e's .gopclntab: 1 with *p set, 0 without a table of a layout this reads. */
+static int pcln_open(Elf *e, struct gort_pcln *p)
+{
+	Elf_Scn *scn = find_scn(e, ".gopclntab");
+	Elf_Data *d;
+	uint32_t magic;
+
+	if (!scn || !(d = elf_getdata(scn, NULL)) || !d->d_buf || d->d_size < PCLN_HDR)
+		return 0;
+	p->d = d->d_buf;
+	p->n = d->d_size;
+	magic = rd32(p->d);
+	if ((magic != PCLN_MAGIC_118 && magic != PCLN_MAGIC_120) || p->d[7] != 8)
+		return 0;
+	p->nfunc = rd64(p->d + 8);
+	p->text = rd64(p->d + 24);
+	p->names = rd64(p->d + 32);
+	p->ftab = rd64(p->d + 64);
+	/* the function table and the name table inside the section */
+	return p->nfunc > 0 && p->nfunc < p->n / 8 && p->ftab < p->n && (p->nfunc + 1) * 8 <= p->n - p->ftab &&
+	       p->names < p->n;
+}
+
+/* Function i's name (NUL-terminated inside the section) or NULL. */
+static const char *pcln_name(const struct gort_pcln *p, uint64_t i)
+{
+	uint64_t fo = p->ftab + (uint64_t)rd32(p->d + p->ftab + 8 * i + 4), no;
+	const char *n;
+
+	if (fo > p->n - 8)
+		return NULL;
+	no = p->names + rd32(p->d + fo + 4);
+	if (no >= p->n)
+		return NULL;
+	n = (const char *)p->d + no;
+	return memchr(n, '\0', p->n - no) ? n : NULL;
+}
+
+/* The file offset of the loaded address addr (a PT_LOAD segment's file bytes): 1 and *off, or 0. */
+static int addr_off(Elf *e, uint64_t addr, uint64_t *off)
+{
+	size_t i, n;
+
+	if (elf_getphdrnum(e, &n) != 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && addr >= ph.p_vaddr &&
+		    addr - ph.p_vaddr < ph.p_filesz) {
+			*off = addr - ph.p_vaddr + ph.p_offset;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * find_sym from .gopclntab: 1 with *f filled, 0 if absent (or no table). As
+ * find_sym, notes runtime.main and the span of the runtime's functions in
+ * *seen; a table holds no TLS symbol (tls_slot copes).
+ */
+static int pcln_find(Elf *e, const char *name, struct gort_fn *f, struct gort_seen *seen)
+{
+	struct gort_pcln p;
+	uint64_t i;
+	int found = 0;
+
+	if (!pcln_open(e, &p))
+		return 0;
+	for (i = 0; i < p.nfunc; i++) {
+		uint64_t lo = rd32(p.d + p.ftab + 8 * i), hi = rd32(p.d + p.ftab + 8 * (i + 1));
+		const char *n = pcln_name(&p, i);
+
+		if (!n || hi <= lo)
+			continue;
+		if (!strcmp(n, "runtime.main"))
+			seen->is_go = 1;
+		if (!strncmp(n, "runtime.", 8)) {
+			if (!seen->rt_lo || p.text + lo < seen->rt_lo)
+				seen->rt_lo = p.text + lo;
+			if (p.text + hi > seen->rt_hi)
+				seen->rt_hi = p.text + hi;
+		}
+		if (found || strcmp(n, name) || !addr_off(e, p.text + lo, &f->off))
+			continue;
+		f->addr = p.text + lo;
+		f->size = hi - lo;
+		found = 1;
+	}
+	return found;
+}
+
+/* A function by name: from .symtab, else from .gopclntab. 1 with *f filled, or 0. */
+static int find_fn(Elf *e, const char *name, struct gort_fn *f, struct gort_seen *seen)
+{
+	return find_sym(e, name, f, seen) || pcln_find(e, name, f, seen);
+}
+
+/*
+ * The members' offsets of struct runtime.g and runtime.m on linux/amd64 per
+ * Go version, read from the DWARF of binaries those versions built (Debian
+ * 12's golang-1.19: tb-goserver and tb-grpcserver, go1.19.8). Used where a
+ * binary has no DWARF; a version not listed cannot be followed stripped.
+ */
+static const struct gort_layout {
+	const char *version; /* "go1.19": any go1.19.N */
+	uint64_t g_goid, g_m, g_startpc, m_g0, m_curg;
+} gort_layouts[] = {
+	{ "go1.19", 152, 48, 312, 0, 192 },
+};
+
+/* The layout of the Go version v ("go1.19.8"), or NULL. */
+static const struct gort_layout *gort_layout(const char *v)
+{
+	size_t i, n;
+
+	for (i = 0; i < sizeof(gort_layouts) / sizeof(gort_layouts[0]); i++) {
+		n = strlen(gort_layouts[i].version);
+		if (!strncmp(v, gort_layouts[i].version, n) && (v[n] == '\0' || v[n] == '.'))
+			return &gort_layouts[i];
+	}
+	return NULL;
+}
+
 /* The data_member_location of member of the struct named type: 1 and *off, or 0. */
 static int find_member(Dwarf *dw, const char *type, const char *member, uint64_t *off)
 {
@@ -198,6 +367,7 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 {
 	struct gort_seen seen = { 0 };
 	struct gort_fn ex = { 0 };
+	const struct gort_layout *lay;
 	Elf_Scn *bi;
 	Dwarf *dw;
 	Elf *e;
@@ -210,7 +380,7 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 		seen.is_go = 1;
 		read_version(bi, out);
 	}
-	if (!find_sym(e, "runtime.execute", &ex, &seen)) {
+	if (!find_fn(e, "runtime.execute", &ex, &seen)) {
 		rv = RM_ENOTSUP;
 	} else {
 		out->execute_off = ex.off;
@@ -219,13 +389,18 @@ int col_gort_inspect(const char *path, struct col_gort *out)
 	if (!seen.is_go) {
 		rv = RM_ENOENT;
 	} else if (rv == RM_OK) {
-		if (!(dw = dwarf_begin_elf(e, DWARF_C_READ, NULL))) {
-			rv = RM_ENOTSUP;
-		} else {
-			if (!find_member(dw, "runtime.g", "goid", &out->goid_off))
-				rv = RM_ENOTSUP;
+		int got = 0;
+
+		if ((dw = dwarf_begin_elf(e, DWARF_C_READ, NULL)) != NULL) {
+			got = find_member(dw, "runtime.g", "goid", &out->goid_off);
 			dwarf_end(dw);
 		}
+		if (!got && (lay = gort_layout(out->version)) != NULL) {
+			out->goid_off = lay->g_goid;
+			got = 1;
+		}
+		if (!got)
+			rv = RM_ENOTSUP;
 	}
 	elf_end(e);
 	close(fd);
@@ -280,7 +455,8 @@ static int find_call(int fd, const struct gort_fn *in, const struct gort_fn *cal
 	return found == 1;
 }
 
-/* The *g's slot from fsbase (col_gort.h): RM_OK, or RM_ENOTSUP for a PT_TLS block without runtime.tlsg. */
+/* The *g's slot from fsbase (col_gort.h): RM_OK, or RM_ENOTSUP for a PT_TLS block where runtime.tlsg cannot be
+ * placed (no symbol, and more in the block than it). */
 static int tls_slot(Elf *e, const struct gort_seen *seen, int64_t *out)
 {
 	size_t i, n;
@@ -294,10 +470,13 @@ static int tls_slot(Elf *e, const struct gort_seen *seen, int64_t *out)
 
 		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_TLS)
 			continue;
-		if (!seen->has_tlsg)
-			return RM_ENOTSUP;
 		size = ph.p_align > 1 ? (ph.p_memsz + ph.p_align - 1) / ph.p_align * ph.p_align : ph.p_memsz;
-		*out = seen->tlsg - (int64_t)size;
+		if (seen->has_tlsg)
+			*out = seen->tlsg - (int64_t)size;
+		else if (ph.p_memsz == 8) /* stripped: a block of Go's one pointer, runtime.tlsg, alone */
+			*out = -(int64_t)size;
+		else
+			return RM_ENOTSUP;
 	}
 	return RM_OK;
 }
@@ -306,6 +485,9 @@ int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 {
 	struct gort_fn rq = { 0 }, np = { 0 }, rd = { 0 };
 	struct gort_seen seen = { 0 };
+	const struct gort_layout *lay;
+	struct col_gort v = { 0 };
+	Elf_Scn *bi;
 	Dwarf *dw;
 	Elf *e;
 	int fd, rv = RM_OK;
@@ -313,12 +495,14 @@ int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 	memset(out, 0, sizeof(*out));
 	if ((rv = gort_open(path, &fd, &e)) != RM_OK)
 		return rv;
-	if (!find_sym(e, "runtime.runqput", &rq, &seen) || !find_sym(e, "runtime.newproc.func1", &np, &seen) ||
+	if ((bi = find_scn(e, ".go.buildinfo")) != NULL)
+		read_version(bi, &v);
+	if (!find_fn(e, "runtime.runqput", &rq, &seen) || !find_fn(e, "runtime.newproc.func1", &np, &seen) ||
 	    !seen.is_go || !find_call(fd, &np, &rq, &out->site_off))
 		rv = RM_ENOTSUP;
 	if (rv == RM_OK)
 		rv = tls_slot(e, &seen, &out->g_tls_off);
-	if (rv == RM_OK && find_sym(e, "runtime.ready", &rd, &seen))
+	if (rv == RM_OK && find_fn(e, "runtime.ready", &rd, &seen))
 		out->ready_off = gort_probe_off(fd, rd.off);
 	if (rv == RM_OK) {
 		GElf_Ehdr eh;
@@ -330,16 +514,24 @@ int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 		}
 	}
 	if (rv == RM_OK) {
-		if (!(dw = dwarf_begin_elf(e, DWARF_C_READ, NULL))) {
-			rv = RM_ENOTSUP;
-		} else {
-			if (!find_member(dw, "runtime.g", "m", &out->g_m_off) ||
-			    !find_member(dw, "runtime.m", "g0", &out->m_g0_off) ||
-			    !find_member(dw, "runtime.m", "curg", &out->m_curg_off) ||
-			    !find_member(dw, "runtime.g", "startpc", &out->g_startpc_off))
-				rv = RM_ENOTSUP;
+		int got = 0;
+
+		if ((dw = dwarf_begin_elf(e, DWARF_C_READ, NULL)) != NULL) {
+			got = find_member(dw, "runtime.g", "m", &out->g_m_off) &&
+			      find_member(dw, "runtime.m", "g0", &out->m_g0_off) &&
+			      find_member(dw, "runtime.m", "curg", &out->m_curg_off) &&
+			      find_member(dw, "runtime.g", "startpc", &out->g_startpc_off);
 			dwarf_end(dw);
 		}
+		if (!got && (lay = gort_layout(v.version)) != NULL) {
+			out->g_m_off = lay->g_m;
+			out->m_g0_off = lay->m_g0;
+			out->m_curg_off = lay->m_curg;
+			out->g_startpc_off = lay->g_startpc;
+			got = 1;
+		}
+		if (!got)
+			rv = RM_ENOTSUP;
 	}
 	elf_end(e);
 	close(fd);
