@@ -1,5 +1,5 @@
 /*
- * col_golabel.c - loads golabel.bpf.c, attaches its receive hook and its
+ * col_golabel.c - loads golabel.bpf.c, attaches its socket hooks and its
  * sampler at open and its creation uprobe per watched Go executable, keeps
  * the watched processes' map, and hands the sampler's counts per window
  * (col_golabel.h).
@@ -70,6 +70,7 @@ struct gl_pid {
 struct col_golabel {
 	struct golabel_bpf *skel;
 	struct bpf_link *recv;
+	struct bpf_link *send;
 	int per_thread;             /* samplers per watched thread (col_golabel_cfg.per_thread), else per CPU */
 	struct bpf_link **samplers; /* per CPU: one per online CPU */
 	int nsamplers;
@@ -320,6 +321,12 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
 		col_golabel_close(g);
 		return gl_errno_rv(err);
 	}
+	if (!(g->send = bpf_program__attach(g->skel->progs.golabel_send))) {
+		err = errno;
+		rm_log_warn("failed to attach the goroutine label send hook: %s", strerror(err));
+		col_golabel_close(g);
+		return gl_errno_rv(err);
+	}
 	g->per_thread = cfg->per_thread;
 	if (!g->per_thread && (rv = gl_attach_samplers(g)) != RM_OK) {
 		col_golabel_close(g);
@@ -442,7 +449,7 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
  * their own labels when readied). A process that ended before it could be
  * attached through leaves it for the next window to ask.
  */
-static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, uint64_t unlabelled, uint64_t all)
+static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, const char *why)
 {
 	struct gl_pid *p = gl_find_pid(g, pid);
 	struct gl_exe *x = p ? gl_find_exe(g, p->dev, p->ino) : NULL;
@@ -462,8 +469,7 @@ static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, uint64_t unlab
 		x->ready_off = 0;
 		return;
 	}
-	rm_log_info("process %u: %" PRIu64 " of %" PRIu64 " goroutine samples in a window were of goroutines "
-		    "without a label; following hand-offs between its goroutines from now on", pid, unlabelled, all);
+	rm_log_info("process %u: %s; following hand-offs between its goroutines from now on", pid, why);
 }
 
 /* Looks at each (window, process) of rows[0..n) (sorted) for goroutines that need hand-offs followed. */
@@ -479,8 +485,37 @@ static void gl_check_handoffs(struct col_golabel *g, const struct gl_row *rows, 
 			if (!rows[j].c.cookie)
 				zero += rows[j].c.samples;
 		}
-		if (zero >= GL_HANDOFF_MIN && zero >= all / GL_HANDOFF_DIV)
-			gl_want_handoffs(g, rows[i].c.pid, zero, all);
+		if (zero >= GL_HANDOFF_MIN && zero >= all / GL_HANDOFF_DIV) {
+			char why[160];
+
+			snprintf(why, sizeof(why), "%" PRIu64 " of %" PRIu64 " goroutine samples in a window were of "
+				 "goroutines without a label", zero, all);
+			gl_want_handoffs(g, rows[i].c.pid, why);
+		}
+	}
+}
+
+/*
+ * Each watched process whose goroutines without a label sent GL_HANDOFF_MIN
+ * times on connections within the node (golabel_proc.bare_sends: a
+ * connection's writer goroutine, fed by its callers over a channel, as
+ * grpc-go's client) asks for the hand-off uprobe, through which the writer
+ * carries its callers' labels to the receiving end.
+ */
+static void gl_check_bare_sends(struct col_golabel *g)
+{
+	int fd = bpf_map__fd(g->skel->maps.pids);
+	struct golabel_proc p;
+	size_t i;
+
+	for (i = 0; i < g->npids; i++) {
+		char why[160];
+
+		if (bpf_map_lookup_elem(fd, &g->pids[i].pid, &p) != 0 || p.bare_sends < GL_HANDOFF_MIN)
+			continue;
+		snprintf(why, sizeof(why), "%u sends on connections within the node by goroutines without a label",
+			 p.bare_sends);
+		gl_want_handoffs(g, g->pids[i].pid, why);
 	}
 }
 
@@ -557,6 +592,7 @@ int col_golabel_drain(struct col_golabel *g, uint64_t before_win, col_golabel_fn
 	n = j;
 	qsort(rows, n, sizeof(*rows), gl_row_cmp);
 	gl_check_handoffs(g, rows, n);
+	gl_check_bare_sends(g);
 	for (i = 0; i < n; i = j) {
 		for (j = i, k = 0; j < n && rows[j].win == rows[i].win; j++)
 			cs[k++] = rows[j].c;
@@ -597,6 +633,7 @@ void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out)
 	out->newg = sum[GOLABEL_ST_NEWG];
 	out->inherit = sum[GOLABEL_ST_INHERIT];
 	out->handed = sum[GOLABEL_ST_HANDED];
+	out->origin = sum[GOLABEL_ST_ORIGIN];
 	for (size_t x = 0; x < g->nexes; x++)
 		out->handoff_exes += g->exes[x].ready != NULL;
 	out->threads = g->nthr;
@@ -627,6 +664,7 @@ void col_golabel_close(struct col_golabel *g)
 		bpf_link__destroy(g->exes[i].ready);
 	}
 	bpf_link__destroy(g->recv);
+	bpf_link__destroy(g->send);
 	golabel_bpf__destroy(g->skel);
 	free(g);
 }

@@ -5,7 +5,9 @@
  * goroutines, each tenant's connection (its server-side socket's cookie,
  * read from ss -e while it is open) has samples and the heavy tenant more
  * than the light one (also on a copy of the server stripped of symbols and
- * DWARF, as distributions ship Go programs); each window is handed once and deleted; the creation
+ * DWARF, as distributions ship Go programs); behind a gateway calling the
+ * server over one connection shared by all tenants, the calls carry their
+ * callers' labels; each window is handed once and deleted; the creation
  * uprobe is attached once per executable and detached when its last process
  * is forgotten, after which the process is not counted; a receive outside
  * the watched network namespace labels nothing; Go builds it cannot read and
@@ -479,6 +481,118 @@ static void test_tenants_stripped(void)
 	tenants(0, 1);
 }
 
+/*
+ * tb-grpcserver as its own gateway (as etcd's JSON gateway): three tenants
+ * call its HTTP/1.1 port from 127.0.0.2, .3 and .4 (one keep-alive
+ * connection each), and every request becomes a call over one gRPC
+ * connection from the server to itself, which all tenants share. The calls'
+ * goroutines are started by that connection's reader: labelled by the
+ * connection alone, they would all carry its cookie. A receive on a
+ * connection within the node takes the label of the goroutine that sent
+ * instead, so the calls' burns land on the tenants' own connections: they
+ * carry most of the labelled samples, the heavy tenant more than the light
+ * one, and the shared connection's two ends few.
+ */
+static void test_gateway(void)
+{
+	static const char *peers[TENANTS] = { "127.0.0.2", "127.0.0.3", "127.0.0.4" };
+	static const char *paths[TENANTS] = { "/light", "/medium", "/heavy" };
+	static const char *ces[TENANTS] = { "c1", "c2", "c3" };
+	static char log[400], truth[400], glog[400];
+	uint64_t cookie[TENANTS] = { 0 }, all = 0, lab = 0, tenants = 0, self[2] = { 0 };
+	struct col_golabel_stats st;
+	struct col_golabel *g = NULL;
+	unsigned port, gport, nlab, i, have = 0;
+	char addr[64], gaddr[64], cmd[300], line[1024];
+	const char *args[] = { TB_GRPCSERVER_BIN, "--listen", addr, "--gateway", gaddr, "--truth", truth, NULL };
+	pid_t srv, load[TENANTS];
+	int status, running, rv, j;
+	FILE *f;
+
+	need_go();
+	if (access(TB_GOLOAD_BIN, X_OK) != 0)
+		RM_TEST_SKIP("tb-goload is not built (needs golang-go)");
+	port = rm_test_free_port();
+	gport = rm_test_free_port();
+	CU_ASSERT_FATAL(port != 0 && gport != 0 && port != gport);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	snprintf(gaddr, sizeof(gaddr), "127.0.0.1:%u", gport);
+	snprintf(log, sizeof(log), "%s/gateway.log", rm_test_tmpdir());
+	snprintf(truth, sizeof(truth), "%s/gateway-truth.csv", rm_test_tmpdir());
+	CU_ASSERT_FATAL((srv = rm_test_spawn(args, log)) > 0);
+	for (j = 0; j < 100 && !(can_connect(port) && can_connect(gport)); j++)
+		usleep(20000);
+	CU_ASSERT_FATAL(j < 100); /* both ports listen (its output: gateway.log) */
+	if (cannot(rv = open_golabel(&g, 0))) {
+		stop(srv);
+		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
+	}
+	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
+	seen_reset();
+	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
+	snprintf(glog, sizeof(glog), "%s/gateway-load.log", rm_test_tmpdir());
+	for (i = 0; i < TENANTS; i++) {
+		const char *largs[] = { TB_GOLOAD_BIN, "--server", gaddr, "--bind", peers[i], "--ce", ces[i], "--path",
+					paths[i], "--rate", "40", "--duration", "3", "--conns", "1", NULL };
+
+		CU_ASSERT_FATAL((load[i] = rm_test_spawn(largs, glog)) > 0);
+	}
+	do {
+		for (i = 0; i < TENANTS; i++)
+			if (!(have & (1u << i)) && conn_cookie(gport, peers[i], &cookie[i]))
+				have |= 1u << i;
+		/* the shared connection's two ends: the server's, and the gateway's (its peer is the server's port) */
+		snprintf(cmd, sizeof(cmd), "ss -tnHe state established '( sport = :%u or dport = :%u )' 2>/dev/null",
+			 port, port);
+		if ((f = popen(cmd, "r"))) {
+			for (j = 0; j < 2 && fgets(line, sizeof(line), f);) {
+				const char *sk = strstr(line, " sk:");
+				uint64_t c;
+
+				if (sk && sscanf(sk + 4, "%" SCNx64, &c) == 1 && c != self[0] && c != self[1])
+					self[self[0] ? 1 : 0] = c;
+				j++;
+			}
+			pclose(f);
+		}
+		col_golabel_follow(g);
+		CU_ASSERT_EQUAL(col_golabel_drain(g, col_golabel_window(g), sink, NULL), RM_OK);
+		usleep(100000);
+		for (i = 0, running = 0; i < TENANTS; i++) {
+			if (!load[i])
+				continue;
+			if (waitpid(load[i], &status, WNOHANG) == 0) {
+				running++;
+				continue;
+			}
+			CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* every request answered */
+			rm_test_forget(load[i]);
+			load[i] = 0;
+		}
+	} while (running);
+	drain_ended(g);
+	CU_ASSERT_EQUAL(have, (1u << TENANTS) - 1);
+	CU_ASSERT(self[0] != 0 && self[1] != 0);
+	col_golabel_stats(g, &st);
+	seen_pid((uint32_t)srv, &all, &lab, &nlab);
+	for (i = 0; i < TENANTS; i++)
+		tenants += seen_samples((uint32_t)srv, cookie[i]);
+	fprintf(stderr, "gateway: server samples %" PRIu64 ", labelled %" PRIu64 "; tenants' connections %" PRIu64
+		" (light %" PRIu64 ", medium %" PRIu64 ", heavy %" PRIu64 "), the shared connection's ends %" PRIu64
+		" and %" PRIu64 "; receives labelled by their sender %" PRIu64 ", hand-offs %" PRIu64 "\n",
+		all, lab, tenants, seen_samples((uint32_t)srv, cookie[0]), seen_samples((uint32_t)srv, cookie[1]),
+		seen_samples((uint32_t)srv, cookie[2]), seen_samples((uint32_t)srv, self[0]),
+		seen_samples((uint32_t)srv, self[1]), st.origin, st.handed);
+	CU_ASSERT(all >= 100);
+	CU_ASSERT(st.origin > 0);
+	/* the calls' work is the tenants': most labelled samples on their connections, few on the shared one */
+	CU_ASSERT(tenants * 100 >= lab * 70);
+	CU_ASSERT((seen_samples((uint32_t)srv, self[0]) + seen_samples((uint32_t)srv, self[1])) * 100 <= lab * 15);
+	CU_ASSERT(seen_samples((uint32_t)srv, cookie[2]) > seen_samples((uint32_t)srv, cookie[0]));
+	stop(srv);
+	col_golabel_close(g);
+}
+
 static void test_netns(void)
 {
 	struct col_golabel_stats st;
@@ -600,6 +714,8 @@ static CU_TestInfo cases[] = {
 	{ "three tenants of a gRPC server: labelled samples per connection, drained once, forget", test_tenants },
 	{ "the same with the sampler per thread: it ticks on the watched threads only", test_tenants_per_thread },
 	{ "the same for a server stripped of symbols and DWARF, as distributions ship Go programs", test_tenants_stripped },
+	{ "a gateway calling its own gRPC server over one connection: the calls carry their callers' labels",
+	  test_gateway },
 	{ "receives outside the watched network namespace label nothing", test_netns },
 	{ "Go builds it cannot read, C programs, missing files are refused", test_refused },
 	{ "a sampling frequency out of range is refused", test_bad_cfg },

@@ -9,7 +9,20 @@
  *                   runs (the *g in Go's TLS slot at fsbase + g_tls_off)
  *                   gets the socket's cookie as its label. A datagram
  *                   socket leaves the goroutine's label as it was (one
- *                   socket serves every sender).
+ *                   socket serves every sender). On a TCP connection whose
+ *                   two ends are on this node (map origins) it gets the
+ *                   label of the goroutine that last sent on it instead,
+ *                   when that had one: a Go program that calls itself or
+ *                   another watched Go program on the node (a gateway in
+ *                   front of its own gRPC server, all tenants on one
+ *                   connection) carries the caller's label across.
+ *   golabel_send    tp_btf/sock_send_length: a thread of a watched process
+ *                   sent on such a connection: the label of the goroutine
+ *                   it runs (0 if none) is kept for the receiving end; a
+ *                   send without one is counted in the process's
+ *                   bare_sends (a connection's writer goroutine, fed by
+ *                   the callers over a channel: it carries their labels
+ *                   once hand-offs are followed).
  *   golabel_newg    uprobe on newproc's call of runqput (the call in
  *                   runtime.newproc.func1, on the system stack: the new *g
  *                   in RBX, its creator in m.curg), attached once per Go
@@ -42,6 +55,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 
 #include "golabel.h"
 #include "rametr.h"
@@ -50,6 +64,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define IPPROTO_TCP 6
 #define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
 #define SOCK_STREAM 1
 #define MSG_PEEK 2
 #define MSG_ERRQUEUE 0x2000
@@ -79,6 +95,13 @@ struct {
 	__type(key, struct golabel_ckey);
 	__type(value, __u64); /* samples */
 } counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GOLABEL_ORIGINS_MAX);
+	__type(key, struct golabel_okey);
+	__type(value, __u64); /* the last sender's label (0: it had none) */
+} origins SEC(".maps");
 
 /* rametr.bpf.c's per-thread state (its fd reused by the loader when have_tasks) */
 #include "rm_tasks.bpf.h"
@@ -166,12 +189,62 @@ GL_INLINE int gl_ours(void)
 	return net && net->ns.inum == netns_ino;
 }
 
+/* The current network namespace's inode, or 0. */
+GL_INLINE __u32 gl_netns(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct nsproxy *ns = t->nsproxy;
+	struct net *net;
+
+	if (!ns || !(net = ns->net_ns))
+		return 0;
+	return net->ns.inum;
+}
+
+/*
+ * The key of sk's connection as its receiving end sees it into *k when both
+ * ends are on this node (a loopback address, or one address at both ends):
+ * 1, or 0. sent: sk is the sending end (its local end is the key's remote).
+ */
+GL_INLINE int gl_okey(struct sock *sk, int sent, struct golabel_okey *k)
+{
+	__u32 a[4] = {}, b[4] = {}, pa, pb;
+	__u16 fam = sk->__sk_common.skc_family;
+
+	if (fam == AF_INET) {
+		a[0] = sk->__sk_common.skc_rcv_saddr;
+		b[0] = sk->__sk_common.skc_daddr;
+		/* 127.0.0.0/8 (network order: the first byte is the lowest) */
+		if (a[0] != b[0] && (a[0] & 0xff) != 127)
+			return 0;
+	} else if (fam == AF_INET6) {
+		BPF_CORE_READ_INTO(&a, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32);
+		BPF_CORE_READ_INTO(&b, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32);
+		if ((a[0] != b[0] || a[1] != b[1] || a[2] != b[2] || a[3] != b[3]) &&
+		    !(!a[0] && !a[1] && !a[2] && a[3] == bpf_htonl(1)) &&                          /* ::1 */
+		    !(!a[0] && !a[1] && a[2] == bpf_htonl(0xffff) && (a[3] & 0xff) == 127))      /* v4-mapped */
+			return 0;
+	} else {
+		return 0;
+	}
+	pa = sk->__sk_common.skc_num;
+	pb = bpf_ntohs(sk->__sk_common.skc_dport);
+	__builtin_memcpy(sent ? k->raddr : k->laddr, a, sizeof(a));
+	__builtin_memcpy(sent ? k->laddr : k->raddr, b, sizeof(b));
+	k->lport = sent ? pb : pa;
+	k->rport = sent ? pa : pb;
+	k->netns = gl_netns();
+	k->family = fam;
+	return 1;
+}
+
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 {
+	struct golabel_okey ok = {};
 	struct golabel_gkey k = {};
 	struct golabel_proc *p;
-	__u64 cookie;
+	__u64 cookie, *o;
 
 	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)))
 		return 0;
@@ -190,7 +263,41 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 		return 0;
 	}
 	gl_stat(GOLABEL_ST_READS);
+	/* a connection within the node: what it brings is its sender's goroutine's work */
+	if (sk->sk_protocol == IPPROTO_TCP && gl_okey(sk, 0, &ok) && (o = bpf_map_lookup_elem(&origins, &ok)) &&
+	    *o && *o != cookie) {
+		gl_stat(GOLABEL_ST_ORIGIN);
+		cookie = *o;
+	}
 	gl_set(&k, cookie);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(golabel_send, struct sock *sk, int ret, int flags)
+{
+	struct golabel_okey ok = {};
+	struct golabel_gkey k = {};
+	struct golabel_proc *p;
+	__u64 v = 0, *label, *o;
+
+	if (ret <= 0)
+		return 0;
+	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || !gl_ours())
+		return 0;
+	if (sk->sk_type != SOCK_STREAM || sk->sk_protocol != IPPROTO_TCP || !gl_okey(sk, 1, &ok))
+		return 0;
+	if ((k.g = gl_cur_g(p)) && (label = bpf_map_lookup_elem(&labels, &k)))
+		v = *label & ~GOLABEL_INHERITED;
+	if (!v && p->bare_sends < 0xffffffffU) /* a writer goroutine fed by others: ask for hand-offs */
+		__sync_fetch_and_add(&p->bare_sends, 1);
+	if ((o = bpf_map_lookup_elem(&origins, &ok))) {
+		if (*o != v)
+			*o = v;
+	} else {
+		bpf_map_update_elem(&origins, &ok, &v, BPF_ANY);
+	}
 	return 0;
 }
 

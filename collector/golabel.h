@@ -34,6 +34,10 @@
 #define GOLABEL_INHERITED 0x8000000000000000ULL
 #define GOLABEL_LABELS_MAX 65536
 #define GOLABEL_COUNTS_MAX 16384
+/* TCP connections between two ends on this node whose last sender's label is kept (map origins, an
+ * LRU: the connection written least recently loses its entry first), ~60 bytes each with the hash's
+ * overhead: ~250 KiB. */
+#define GOLABEL_ORIGINS_MAX 4096
 
 /* A watched process (map pids, keyed by tgid): where its Go build keeps the
  * running goroutine (col_gort_sched). Whether the thread is on its system
@@ -43,7 +47,8 @@ struct golabel_proc {
 	__u32 g_m_off;    /* runtime.g.m */
 	__u32 m_curg_off; /* runtime.m.curg (0 while the thread runs no goroutine) */
 	__u32 g_startpc_off; /* runtime.g.startpc */
-	__u32 pad;
+	__u32 bare_sends; /* golabel_send adds: sends on a connection within the node by a goroutine without
+			   * a label (its receiver learns nothing: the loader then follows hand-offs) */
 	__u64 rt_lo, rt_hi; /* a goroutine started on a function in [rt_lo, rt_hi) is the runtime's: it
 			     * takes no label from its creator (0, 0: no such range known) */
 };
@@ -53,6 +58,20 @@ struct golabel_gkey {
 	__u32 tgid;
 	__u32 pad;
 	__u64 g;
+};
+
+/*
+ * A TCP connection whose ends are both on this node (a loopback address, or
+ * the same address at both ends), as its receiving end sees it (map
+ * origins, value __u64: the label of the goroutine that last sent on it, 0
+ * if it had none). IPv4 addresses in laddr[0] and raddr[0].
+ */
+struct golabel_okey {
+	__u32 laddr[4]; /* the receiving end's address */
+	__u32 raddr[4]; /* the sending end's */
+	__u32 lport, rport;
+	__u32 netns;    /* the network namespace's inode */
+	__u32 family;
 };
 
 /* A count (map counts, value __u64 samples): window, process, label. */
@@ -73,6 +92,7 @@ enum golabel_stat {
 	GOLABEL_ST_NEWG,        /* goroutines created in a watched process */
 	GOLABEL_ST_INHERIT,     /* ... that took their creator's label */
 	GOLABEL_ST_HANDED,      /* goroutines readied by a labelled one that took its label (a hand-off) */
+	GOLABEL_ST_ORIGIN,      /* receives on a connection within the node that took its sender's label */
 	GOLABEL_ST_COUNT
 };
 

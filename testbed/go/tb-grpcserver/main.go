@@ -22,6 +22,13 @@
 // the queued frames of all the connection's streams, several in one write
 // when several are queued.
 //
+// With --gateway ADDR:PORT it is also its own HTTP/1.1 gateway, as etcd's
+// JSON gateway is: GET /light, /medium or /heavy with ?ce=NAME calls the
+// method of that name on this server over one gRPC connection to --listen,
+// which every caller shares (several calls in flight on it), and answers with
+// the reply's bytes. The truth is the handlers' as above: the gateway's own
+// work (HTTP, the client side of the call) is not in it.
+//
 // Truth: the handler locks its goroutine to its OS thread
 // (runtime.LockOSThread) and reads the thread's CPU clock
 // (CLOCK_THREAD_CPUTIME_ID) before and after the burn. The span holds the
@@ -37,8 +44,11 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -93,6 +103,7 @@ func main() {
 	resp := flag.Int("resp", 256, "reply bytes per call (80..1048576)")
 	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the runtime's default)")
 	scale := flag.Int("scale", 1, "multiplies every method's burn loop (0..100; 0: no burn)")
+	gateway := flag.String("gateway", "", "also serve HTTP/1.1 on address:port, each request a call of this server over one shared gRPC connection")
 	flag.Parse()
 	if *resp < tbgrpc.ReplyMin || *resp > 1<<20 || *truthPath == "" || *scale < 0 || *scale > 100 {
 		fmt.Fprintln(os.Stderr, "tb-grpcserver: --truth is required, --resp must be 80..1048576 and --scale 0..100")
@@ -117,8 +128,45 @@ func main() {
 	done := make(chan error, 1)
 	go func() { done <- gs.Serve(ln) }()
 	fmt.Printf("tb-grpcserver: listening on %s (GOMAXPROCS %d, grpc-go %s)\n", ln.Addr(), runtime.GOMAXPROCS(0), grpc.Version)
+	if *gateway != "" {
+		if err := serveGateway(*gateway, ln.Addr().String(), &s.bad); err != nil {
+			fmt.Fprintf(os.Stderr, "tb-grpcserver: %v\n", err)
+			os.Exit(1)
+		}
+	}
 
 	status := s.t.Serve("tb-grpcserver", done, gs.Stop, *truthPath)
 	fmt.Printf("tb-grpcserver: stopped, %d bad requests\n", s.bad.Load())
 	os.Exit(status)
+}
+
+// serveGateway serves HTTP/1.1 on addr: GET /light, /medium, /heavy?ce=NAME
+// calls that method of the gRPC server at self over one connection that all
+// requests share, and answers with the reply. Failed calls count in bad.
+func serveGateway(addr, self string, bad *atomic.Uint64) error {
+	cc, err := grpc.Dial(self, grpc.WithInsecure(), grpc.WithDefaultCallOptions(grpc.CallContentSubtype(tbgrpc.CodecName)))
+	if err != nil {
+		return fmt.Errorf("failed to dial '%s': %v", self, err)
+	}
+	mux := http.NewServeMux()
+	for _, m := range tbgrpc.Methods {
+		full := tbgrpc.FullMethod(m)
+		mux.HandleFunc("/"+strings.ToLower(m), func(w http.ResponseWriter, r *http.Request) {
+			var out tbgrpc.Msg
+			if err := cc.Invoke(r.Context(), full, &tbgrpc.Msg{B: []byte(r.URL.Query().Get("ce"))}, &out); err != nil {
+				bad.Add(1)
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(len(out.B)))
+			w.Write(out.B)
+		})
+	}
+	gl, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("failed to listen on '%s': %v", addr, err)
+	}
+	go http.Serve(gl, mux)
+	fmt.Printf("tb-grpcserver: gateway on %s, calls over one connection to %s\n", gl.Addr(), self)
+	return nil
 }
