@@ -40,6 +40,7 @@ struct agg_go_ent {
 	int is_ce;
 	uint64_t parts;       /* CPU of its Go parts there (the cookie's weights among destinations) */
 	uint64_t charged;     /* Go CPU charged there: the parts' own, or the split's in their place */
+	uint64_t split;       /* of charged, the split's own (cookie 0 only) */
 };
 struct agg_go_win {
 	char *node;           /* owned; NULL = free slot */
@@ -78,6 +79,7 @@ struct agg_account {
 	struct agg_rt_win rt[AGG_RT_WINS]; /* the CEs of recent (node, window)s */
 	uint64_t rt_charged, rt_left; /* of the open transaction: CPU the rule charged, left in V 'runtime' */
 	int go_off;            /* the Go label rule is off (agg_account_set_go_labels) */
+	uint64_t go_late;      /* this transaction's Go CPU resolved after its window's split, charged as it */
 	struct agg_gomem *go_mem;  /* AGG_GO_COOKIES cookies' latest destinations */
 	struct agg_go_win *go_win; /* [AGG_GO_WINS]: recent windows' committed Go charges */
 	char **go_keys;        /* the memories' CEs and reasons, each once (agg_go_key) */
@@ -357,6 +359,69 @@ int agg_account_add_go(struct agg_account *a, const char *node, uint64_t window_
 	if ((rv = agg_sum_get(a, &k, &e)) != 0)
 		return rv;
 	e->v[0] = e->v[0] + cpu_ns < e->v[0] ? UINT64_MAX : e->v[0] + cpu_ns;
+	return RM_OK;
+}
+
+static struct agg_go_win *agg_go_win_find(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win);
+
+int agg_account_add_go_late(struct agg_account *a, const struct agg_charge *c, int *taken)
+{
+	const char *node = c->node ? c->node : a->m.node;
+	uint64_t window_ns = c->window_ns ? c->window_ns : a->m.window_ns;
+	uint64_t cpu = c->v[ST_R_CPU], sum = 0, given = 0;
+	const struct agg_go_win *w;
+	struct agg_charge part;
+	size_t i, big = SIZE_MAX;
+	int r, rv, rest = 0;
+
+	*taken = 0;
+	if (!a->open)
+		return RM_ESTATE;
+	if (a->go_off || !cpu || !node || !(w = agg_go_win_find(a, node, window_ns, c->win)))
+		return RM_OK;
+	/* the split's own charges to CEs: committed, so the split came in an earlier transaction */
+	for (i = 0; i < w->n; i++) {
+		if (w->e[i].cookie || !w->e[i].is_ce || !w->e[i].split)
+			continue;
+		if (sum + w->e[i].split < sum)
+			return RM_OK; /* hostile sums: left as the part says */
+		sum += w->e[i].split;
+		if (big == SIZE_MAX || w->e[i].split > w->e[big].split)
+			big = i;
+	}
+	if (!sum)
+		return RM_OK;
+	for (r = 0; r < ST_R_COUNT; r++)
+		rest |= r != ST_R_CPU && c->v[r];
+	if (rest) { /* bytes stay where the part went */
+		part = *c;
+		part.v[ST_R_CPU] = 0;
+		if ((rv = agg_account_add(a, &part)) != 0)
+			return rv;
+	}
+	for (i = 0; i < w->n; i++) {
+		if (w->e[i].cookie || !w->e[i].is_ce || !w->e[i].split || i == big)
+			continue;
+		memset(&part, 0, sizeof(part));
+		part.win = c->win;
+		part.node = c->node;
+		part.window_ns = c->window_ns;
+		part.ce = w->e[i].key;
+		part.v[ST_R_CPU] = (uint64_t)((unsigned __int128)cpu * w->e[i].split / sum);
+		given += part.v[ST_R_CPU];
+		if (part.v[ST_R_CPU] && (rv = agg_account_add(a, &part)) != 0)
+			return rv;
+	}
+	memset(&part, 0, sizeof(part));
+	part.win = c->win;
+	part.node = c->node;
+	part.window_ns = c->window_ns;
+	part.ce = w->e[big].key;
+	part.v[ST_R_CPU] = cpu - given; /* the roundings' remainder to the largest */
+	if ((rv = agg_account_add(a, &part)) != 0)
+		return rv;
+	a->go_late += cpu;
+	*taken = 1;
 	return RM_OK;
 }
 
@@ -828,11 +893,23 @@ static void agg_go_win_add(struct agg_account *a, struct agg_go_win *w, uint64_t
 			return; /* not remembered: a later split of the window knows less of what it holds */
 		w->e[i].cookie = cookie;
 		w->e[i].is_ce = is_ce;
-		w->e[i].parts = w->e[i].charged = 0;
+		w->e[i].parts = w->e[i].charged = w->e[i].split = 0;
 		w->n++;
 	}
 	w->e[i].parts = w->e[i].parts + parts < parts ? UINT64_MAX : w->e[i].parts + parts;
 	w->e[i].charged = w->e[i].charged + charged < charged ? UINT64_MAX : w->e[i].charged + charged;
+}
+
+/* Adds v to the split's own charge of the cookie-0 entry (key, is_ce) of window w, if remembered. */
+static void agg_go_win_split(struct agg_go_win *w, const char *key, int is_ce, uint64_t v)
+{
+	size_t i;
+
+	for (i = 0; i < w->n; i++)
+		if (!w->e[i].cookie && w->e[i].is_ce == is_ce && !strcmp(w->e[i].key, key)) {
+			w->e[i].split = w->e[i].split + v < v ? UINT64_MAX : w->e[i].split + v;
+			return;
+		}
 }
 
 /*
@@ -859,6 +936,7 @@ static void agg_go_remember_wins(struct agg_account *a)
 			continue;
 		if (e->kind == AGG_K_GO_SPLIT_CE || e->kind == AGG_K_GO_SPLIT_V) {
 			agg_go_win_add(a, w, 0, e->key, e->kind == AGG_K_GO_SPLIT_CE, 0, e->v[0]);
+			agg_go_win_split(w, e->key, e->kind == AGG_K_GO_SPLIT_CE, e->v[0]);
 			continue;
 		}
 		split = agg_sum_find(a, AGG_K_GO_DONE, e->node, e->window_ns, e->win, NULL) != NULL;
@@ -1375,7 +1453,7 @@ int agg_account_begin(struct agg_account *a, const struct agg_batch_meta *m, int
 	a->n = 0;
 	a->nch = a->nsplit = 0;
 	a->rt_charged = a->rt_left = 0;
-	a->go_wins = a->go_lab = a->go_unlab = a->go_fold = 0;
+	a->go_wins = a->go_lab = a->go_unlab = a->go_fold = a->go_late = 0;
 	a->go_seg_wins = a->go_seg_sampled = a->go_seg_parts = 0;
 	a->is_batch = m != NULL;
 	memset(&a->m, 0, sizeof(a->m));
@@ -1465,6 +1543,7 @@ int agg_account_commit(struct agg_account *a, const struct rm_totals *w, size_t 
 	a->stats.go_labelled_ns += a->go_lab;
 	a->stats.go_unlabelled_ns += a->go_unlab;
 	a->stats.go_folded += a->go_fold;
+	a->stats.go_late_ns += a->go_late;
 	a->stats.go_seg_windows += a->go_seg_wins;
 	a->stats.go_seg_sampled_ns += a->go_seg_sampled;
 	a->stats.go_seg_parts_ns += a->go_seg_parts;

@@ -208,6 +208,21 @@ int agg_account_add_go(struct agg_account *a, const char *node, uint64_t window_
 		       const char *ce, const char *reason, uint64_t cpu_ns);
 
 /*
+ * A charge c of a Go program's part (RM_PF_GO) resolved only after the
+ * label rule split its window in an earlier transaction (the stitcher held
+ * it for pairing past the batch that carried the window's counts, so it was
+ * not in that window's pool): its CPU is charged as the split charged the
+ * window's CEs, in proportion to their amounts (the roundings' remainder
+ * to the largest), its bytes where c says; *taken = 1. Nothing is charged
+ * and *taken = 0 when the rule is off, the window's split is not
+ * remembered (never split, before a restart, or past AGG_GO_WINS) or
+ * charged no CE: then charge c with agg_account_add. The total charged
+ * equals c's, so the identity holds. RM_OK, RM_ESTATE (no transaction), or
+ * agg_account_add's errors. Counted in go_late_ns.
+ */
+int agg_account_add_go_late(struct agg_account *a, const struct agg_charge *c, int *taken);
+
+/*
  * Changes to the stitcher's held parts, written at once in the open
  * transaction (st_held_put / st_held_resolve / st_held_delete). RM_OK,
  * RM_ESTATE (no transaction), or storage's errors; a resolve of an
@@ -270,6 +285,8 @@ struct agg_account_stats {
 	uint64_t go_label_windows;   /* windows the Go label rule split */
 	uint64_t go_labelled_ns;     /* Go CPU it charged by labels to their cookies' CEs (or V reasons) */
 	uint64_t go_unlabelled_ns;   /* Go CPU it left to the runtime rule (no label, the runtime's own, unknown cookies) */
+	uint64_t go_late_ns;         /* Go parts' CPU resolved after their window's split, charged as it
+	                                (agg_account_add_go_late) */
 	uint64_t go_folded;          /* samples of cookies past a window's RM_GO_LABELS_MAX, counted as unlabelled */
 	uint64_t go_seg_windows;     /* of go_label_windows, those whose counts also carried samples by segment
 					(used to correct segments when agg_account_set_go_label_segments is on) */

@@ -716,8 +716,9 @@ struct go_case {
 	struct go_ch ch[4];       /* the batch with the window's counts */
 	uint64_t unseg, rt, go;   /* its totals' unseg_cpu_ns, unseg_rt_ns, unseg_go_ns */
 	struct rm_golabel counts[5]; /* samples and seg 0 ends */
+	struct go_ch after[3];    /* parts of the window resolved in a later batch (in the totals' busy_ns) */
 	struct { const char *key; uint64_t cpu; } want[3]; /* CEs' U_c, or V reasons (key starting with '!') */
-	uint64_t want_labelled, want_unlabelled;
+	uint64_t want_labelled, want_unlabelled, want_late;
 	int want_segwin;          /* the window's counts carried samples by segment */
 };
 
@@ -803,6 +804,16 @@ static const struct go_case go_cases[] = {
 	  .ch = { { CK1, "c1", 0, 620 }, { CK2, "c2", 0, 280 } }, .unseg = 100, .rt = 100, .go = 100,
 	  .counts = { { CK1, 50, 60 }, { CK2, 40, 30 }, { 0, 10, 0 } },
 	  .want = { { "c1", 500 }, { "c2", 400 }, { "!runtime", 100 } }, .want_labelled = 900, .want_unlabelled = 100 },
+	{ "a Go part resolved after its window's split goes as the split charged the CEs", .rt_off = 1,
+	  .ch = { { CK1, "c1", 0, 600 }, { CK2, "c2", 0, 400 } }, .counts = { { CK1, 30 }, { CK2, 70 } },
+	  .after = { { CK3, NULL, AGG_REASON_PAST_HORIZON, 200 }, { CK3, "c1", 0, 101 } },
+	  /* 300 : 700 of 200 and of 101 (the remainder to the largest) */
+	  .want = { { "c1", 300 + 60 + 30 }, { "c2", 700 + 140 + 71 }, { "!" AGG_REASON_PAST_HORIZON, 0 } },
+	  .want_labelled = 1000, .want_late = 301 },
+	{ "with the label rule off a late Go part keeps its own charge", .rt_off = 1, .labels_off = 1,
+	  .ch = { { CK1, "c1", 0, 600 }, { CK2, "c2", 0, 400 } }, .counts = { { CK1, 30 }, { CK2, 70 } },
+	  .after = { { CK3, NULL, AGG_REASON_PAST_HORIZON, 200 } },
+	  .want = { { "c1", 600 }, { "c2", 400 }, { "!" AGG_REASON_PAST_HORIZON, 200 } } },
 	{ "segment counts whose sums overflow: shares bounded, the pool stays exact", .rt_off = 1, .segs_on = 1,
 	  .ch = { { CK1, "c1", 0, 999 }, { CK2, "c2", 0, 1 } },
 	  /* 2^64 samples by label and by segment: all saturates, each term stays within the window's CPU */
@@ -869,7 +880,37 @@ static void go_run(const struct go_case *c)
 		w.go[i] = c->counts[i]; /* as given, sums past UINT64_MAX included */
 		w.n_go++;
 	}
+	for (i = 0; i < 3 && c->after[i].cpu; i++) {
+		w.busy_ns += c->after[i].cpu;
+		w.rx_bytes += 7; /* each late part's bytes */
+	}
 	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+	if (c->after[0].cpu) { /* resolved later, as the stitcher charges a Go part */
+		m.seq = ++f.seq;
+		CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+		for (i = 0; i < 3 && c->after[i].cpu; i++) {
+			struct agg_charge ch = { .win = WIN, .ce = c->after[i].ce, .reason = c->after[i].reason,
+						 .v = { c->after[i].cpu, 7 } };
+			int taken = -1;
+
+			CU_ASSERT_EQUAL(agg_account_add_go_late(f.a, &ch, &taken), RM_OK);
+			CU_ASSERT_EQUAL(taken, !c->labels_off);
+			if (!taken)
+				CU_ASSERT_EQUAL(agg_account_add(f.a, &ch), RM_OK);
+			CU_ASSERT_EQUAL(agg_account_add_go(f.a, NULL, 0, WIN, c->after[i].cookie, c->after[i].ce,
+							   c->after[i].reason, c->after[i].cpu), RM_OK);
+		}
+		memset(&w, 0, sizeof(w));
+		w.win = WIN;
+		CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 0), RM_OK);
+		/* a transaction after it counts none of it again */
+		m.seq = ++f.seq;
+		CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 0), RM_OK);
+		/* the bytes (7 each) stay where the part went */
+		if (c->after[0].reason && !c->after[0].ce)
+			CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", c->after[0].reason, ST_R_NET_RX), 7);
+	}
 	for (i = 0; i < 3 && c->want[i].key; i++) {
 		uint64_t got = c->want[i].key[0] == '!' ? agg_store_mem_unacct(f.db, "n1", c->want[i].key + 1, ST_R_CPU)
 							: agg_store_mem_usage(f.db, "n1", c->want[i].key, ST_R_CPU);
@@ -888,6 +929,7 @@ static void go_run(const struct go_case *c)
 	CU_ASSERT_EQUAL(st.go_unlabelled_ns, c->want_unlabelled);
 	CU_ASSERT_EQUAL(st.go_label_windows, c->labels_off ? 0 : 1);
 	CU_ASSERT_EQUAL(st.go_seg_windows, (uint64_t)c->want_segwin);
+	CU_ASSERT_EQUAL(st.go_late_ns, c->want_late);
 	rt_close(&f);
 }
 

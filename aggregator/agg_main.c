@@ -779,10 +779,11 @@ int main(int argc, char **argv)
 			    "left in V 'runtime'", o.no_charge_runtime ? "off" : "on",
 			    (double)st.runtime_charged_ns / 1e9, (double)st.runtime_left_ns / 1e9);
 		rm_log_info("Go label rule %s: %llu windows split by goroutine labels, %.3f s of Go programs' CPU "
-			    "charged by label, %.3f s left to the runtime rule (%llu samples past a window's cookies)",
+			    "charged by label, %.3f s left to the runtime rule (%llu samples past a window's cookies); "
+			    "%.3f s of Go parts resolved after their window's split charged as it",
 			    o.no_go_labels ? "off" : "on", (unsigned long long)st.go_label_windows,
 			    (double)st.go_labelled_ns / 1e9, (double)st.go_unlabelled_ns / 1e9,
-			    (unsigned long long)st.go_folded);
+			    (unsigned long long)st.go_folded, (double)st.go_late_ns / 1e9);
 		if (st.go_seg_windows)
 			rm_log_info("Go label rule: %llu windows counted by segment too (segments corrected by them: %s); "
 				    "the samples put %.3f s in segments received on a socket, whose parts held %.3f s",

@@ -149,6 +149,7 @@ static int agg_on_resolved(void *arg, const struct agg_pair_result *r)
 
 	for (i = 0; i < r->ndist; i++) {
 		struct agg_charge c;
+		int taken = 0;
 
 		memset(&c, 0, sizeof(c));
 		c.win = r->win;
@@ -157,7 +158,10 @@ static int agg_on_resolved(void *arg, const struct agg_pair_result *r)
 		memcpy(c.v, r->pieces[i].v, sizeof(c.v));
 		c.node = r->node;
 		c.window_ns = r->window_ns;
-		if ((rv = agg_account_add(s->acct, &c)) != 0)
+		/* a Go part resolved after its window's label split: charged as the split */
+		if ((r->flags & RM_PF_GO) && (rv = agg_account_add_go_late(s->acct, &c, &taken)) != 0)
+			return rv;
+		if (!taken && (rv = agg_account_add(s->acct, &c)) != 0)
 			return rv;
 	}
 	/* a Go program's part: its CPU and where it went, by the socket it received on (the Go label rule) */
