@@ -86,7 +86,7 @@ struct col_golabel_stats {
 	uint64_t inherit;   /* ... that took their creator's label */
 	uint64_t handed;    /* goroutines readied by a labelled one that took its label (hand-offs) */
 	uint64_t origin;    /* receives on a TCP connection within the node that took the label of the
-	                       goroutine that sent (a Go program calling itself or another on the node) */
+	                       goroutine of the same process that sent (a Go program calling itself) */
 	uint64_t threads;   /* per_thread: threads with a sampler now (0 with samplers per CPU) */
 	uint64_t handoff_exes; /* executables whose hand-offs are followed now (the uprobe attached) */
 };

@@ -12,13 +12,17 @@
  *                   socket serves every sender). On a TCP connection whose
  *                   two ends are on this node (map origins) it gets the
  *                   label of the goroutine that last sent on it instead,
- *                   when that had one: a Go program that calls itself or
- *                   another watched Go program on the node (a gateway in
- *                   front of its own gRPC server, all tenants on one
- *                   connection) carries the caller's label across.
+ *                   when that had one and was of the same process: a Go
+ *                   program that calls itself (a gateway in front of its
+ *                   own gRPC server, all tenants on one connection)
+ *                   carries the caller's label across. Between two
+ *                   processes the receiver keeps its socket's cookie (a
+ *                   client's label names its own connection, not a
+ *                   tenant's): pairing follows those.
  *   golabel_send    tp_btf/sock_send_length: a thread of a watched process
  *                   sent on such a connection: the label of the goroutine
- *                   it runs (0 if none) is kept for the receiving end; a
+ *                   it runs (0 if none) and its process are kept for the
+ *                   receiving end; a
  *                   send without one is counted in the process's
  *                   bare_sends (a connection's writer goroutine, fed by
  *                   the callers over a channel: it carries their labels
@@ -100,7 +104,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, GOLABEL_ORIGINS_MAX);
 	__type(key, struct golabel_okey);
-	__type(value, __u64); /* the last sender's label (0: it had none) */
+	__type(value, struct golabel_origin);
 } origins SEC(".maps");
 
 /* rametr.bpf.c's per-thread state (its fd reused by the loader when have_tasks) */
@@ -241,10 +245,11 @@ GL_INLINE int gl_okey(struct sock *sk, int sent, struct golabel_okey *k)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 {
+	struct golabel_origin *o;
 	struct golabel_okey ok = {};
 	struct golabel_gkey k = {};
 	struct golabel_proc *p;
-	__u64 cookie, *o;
+	__u64 cookie;
 
 	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)))
 		return 0;
@@ -263,11 +268,11 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 		return 0;
 	}
 	gl_stat(GOLABEL_ST_READS);
-	/* a connection within the node: what it brings is its sender's goroutine's work */
+	/* a connection of the process to itself: what it brings is its sender's goroutine's work */
 	if (sk->sk_protocol == IPPROTO_TCP && gl_okey(sk, 0, &ok) && (o = bpf_map_lookup_elem(&origins, &ok)) &&
-	    *o && *o != cookie) {
+	    o->tgid == k.tgid && o->label && o->label != cookie) {
 		gl_stat(GOLABEL_ST_ORIGIN);
-		cookie = *o;
+		cookie = o->label;
 	}
 	gl_set(&k, cookie);
 	return 0;
@@ -276,10 +281,11 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(golabel_send, struct sock *sk, int ret, int flags)
 {
+	struct golabel_origin v = {}, *o;
 	struct golabel_okey ok = {};
 	struct golabel_gkey k = {};
 	struct golabel_proc *p;
-	__u64 v = 0, *label, *o;
+	__u64 *label;
 
 	if (ret <= 0)
 		return 0;
@@ -288,13 +294,16 @@ int BPF_PROG(golabel_send, struct sock *sk, int ret, int flags)
 		return 0;
 	if (sk->sk_type != SOCK_STREAM || sk->sk_protocol != IPPROTO_TCP || !gl_okey(sk, 1, &ok))
 		return 0;
+	v.tgid = k.tgid;
 	if ((k.g = gl_cur_g(p)) && (label = bpf_map_lookup_elem(&labels, &k)))
-		v = *label & ~GOLABEL_INHERITED;
-	if (!v && p->bare_sends < 0xffffffffU) /* a writer goroutine fed by others: ask for hand-offs */
+		v.label = *label & ~GOLABEL_INHERITED;
+	if (!v.label && p->bare_sends < 0xffffffffU) /* a writer goroutine fed by others: ask for hand-offs */
 		__sync_fetch_and_add(&p->bare_sends, 1);
 	if ((o = bpf_map_lookup_elem(&origins, &ok))) {
-		if (*o != v)
-			*o = v;
+		if (o->label != v.label || o->tgid != v.tgid) { /* two 8-byte-aligned stores; a reader may see one */
+			o->label = v.label;
+			o->tgid = v.tgid;
+		}
 	} else {
 		bpf_map_update_elem(&origins, &ok, &v, BPF_ANY);
 	}

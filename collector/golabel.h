@@ -63,8 +63,8 @@ struct golabel_gkey {
 /*
  * A TCP connection whose ends are both on this node (a loopback address, or
  * the same address at both ends), as its receiving end sees it (map
- * origins, value __u64: the label of the goroutine that last sent on it, 0
- * if it had none). IPv4 addresses in laddr[0] and raddr[0].
+ * origins, value struct golabel_origin). IPv4 addresses in laddr[0] and
+ * raddr[0].
  */
 struct golabel_okey {
 	__u32 laddr[4]; /* the receiving end's address */
@@ -72,6 +72,13 @@ struct golabel_okey {
 	__u32 lport, rport;
 	__u32 netns;    /* the network namespace's inode */
 	__u32 family;
+};
+
+/* Who last sent on such a connection: the goroutine's label (0: it had none) and its process. */
+struct golabel_origin {
+	__u64 label;
+	__u32 tgid;
+	__u32 pad;
 };
 
 /* A count (map counts, value __u64 samples): window, process, label. */
@@ -92,7 +99,7 @@ enum golabel_stat {
 	GOLABEL_ST_NEWG,        /* goroutines created in a watched process */
 	GOLABEL_ST_INHERIT,     /* ... that took their creator's label */
 	GOLABEL_ST_HANDED,      /* goroutines readied by a labelled one that took its label (a hand-off) */
-	GOLABEL_ST_ORIGIN,      /* receives on a connection within the node that took its sender's label */
+	GOLABEL_ST_ORIGIN,      /* receives on a connection of a process to itself that took its sender's label */
 	GOLABEL_ST_COUNT
 };
 
