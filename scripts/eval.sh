@@ -37,6 +37,11 @@
 #               a worker thread; mod_lua handlers of a cost per CE, curl
 #               from rm-c1..3; truth from separate runs (the server idle,
 #               each CE alone, each on a fresh server; full profile only)
+#      etcd     etcd (Debian, a Go program) in rm-be through its JSON gateway,
+#               which re-sends each request as gRPC over one connection to
+#               itself; curl from rm-c1..3 (point reads, range scans, puts);
+#               truth from separate runs as for apache (full profile only;
+#               skipped there without etcd, which setup.sh does not install)
 #
 # Usage: scripts/eval.sh --profile ci|full [--out DIR] [--build DIR]
 #          [--report DIR] [--only LIST] [--service-seconds S]
@@ -50,8 +55,8 @@
 #   --report DIR    where RESULTS.md, CSV and SVG go (default: testbed for
 #                   full, OUT/report for ci)
 #   --only LIST     comma-separated subset of sweep,factors,phases,pg,redis,nginx,
-#                   haproxy,memcached,mariadb,apache (default: all; haproxy and
-#                   apache only on full)
+#                   haproxy,memcached,mariadb,apache,etcd (default: all; haproxy,
+#                   apache and etcd only on full)
 #   --service-seconds S  how long the CEs load each real service together
 #                   (default 30 full, 15 ci)
 # Bounds checked on both profiles (exit 1 if one fails): Rametr's mean per-CE
@@ -68,17 +73,18 @@
 # its other threads' CPU; on apache2 each CE alone within -32/-14/-6% and +2%
 # of the server's CPU less idle, 21 pp of the separate runs' shares and their
 # rank order, U within 2% of its threads' CPU and V at most 2 pp of U above
-# its listener's CPU (scripts/eval-report.sh).
+# its listener's CPU; on etcd the separate runs' rank order and at least 90%
+# of its CPU charged (scripts/eval-report.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only=""
+svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only="" only_given=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--profile) profile=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--build) build=$2; shift 2 ;;
 	--report) report=$2; shift 2 ;;
-	--only) only=$2; shift 2 ;;
+	--only) only=$2 only_given=1; shift 2 ;;
 	--service-seconds) svc_set=$2; shift 2 ;;
 	-h|--help) awk 'NR > 1 && /^set -euo/ { exit } NR > 1' "$0"; exit 0 ;;
 	*) echo "eval: unknown argument '$1'" >&2; exit 2 ;;
@@ -99,7 +105,7 @@ esac
 # the full profile's bounds): on the full profile only, unless named
 if [ -z "$only" ]; then
 	only="sweep,factors,phases,pg,redis,nginx,memcached,mariadb"
-	[ "$profile" = full ] && only="$only,haproxy,apache"
+	[ "$profile" = full ] && only="$only,haproxy,apache,etcd"
 fi
 if [ -n "$svc_set" ]; then
 	[[ "$svc_set" =~ ^[1-9][0-9]*$ ]] && [ "$svc_set" -ge 5 ] \
@@ -980,6 +986,119 @@ if want mariadb; then
 	grep '^c' "$d/threads-together.txt" >"$d/truth-threads.txt"
 	for i in 1 2 3; do echo "c$i $(sed -n 's/^statements=//p' "$d/load-c$i.txt")"; done >"$d/requests.txt"
 	be_rows mariadb threads "$d/truth-threads.txt"
+fi
+
+# ---------------------------------------------------------------- etcd
+# Debian's etcd (a Go program) in rm-be, each CE over one keep-alive curl
+# connection to etcd's JSON gateway: etcd re-sends every HTTP request as a
+# gRPC call over one loopback connection to itself that all CEs share, and
+# goroutines move between its threads. Reads are linearizable (a raft read
+# index each, as clients ask by default), the puts go through raft and the
+# write-ahead log. No thread or connection is any CE's, so the truth comes
+# from separate runs, as for apache2: the server idle, then each CE alone,
+# each on a fresh etcd with Rametr watching. Every phase sends a fixed number
+# of requests and is measured from a whole second before its first to a
+# whole second after its last, so a phase's requests are exactly its CE's.
+ET_PORT=2379
+ET_RATE=(150 20 40)   # requests per second, per CE
+ET_KIND=(point scan put)
+# Starts a fresh etcd ($et) with an empty data directory and the scan CE's
+# 100 keys of 768 bytes under "r/"; a key "k1" for the point reads.
+et_up() {
+	rm -rf "$etd/data"
+	$NETNS exec be etcd --name rametr-eval --data-dir "$etd/data" \
+		--listen-client-urls "http://$(addr be):$ET_PORT" --advertise-client-urls "http://$(addr be):$ET_PORT" \
+		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+		--initial-cluster rametr-eval=http://127.0.0.1:2380 >"$1" 2>&1 &
+	et=$!; tb_pids+=($et)
+	wait_port be $ET_PORT $et "$1" etcd
+	local j v
+	v=$(head -c 768 /dev/zero | tr '\0' x | base64 -w0)
+	for j in $(seq -w 1 100); do
+		printf '{"key":"%s","value":"%s"}\n' "$(printf 'r/%s' "$j" | base64 -w0)" "$v"
+	done >"$etd/scan-keys.json"
+	while read -r j; do
+		$NETNS exec be curl -sS --fail -o /dev/null -X POST "http://$(addr be):$ET_PORT/v3/kv/put" -d "$j" \
+			|| { cat "$1" >&2; echo "eval: etcd: loading the keys failed" >&2; exit 1; }
+	done <"$etd/scan-keys.json"
+	$NETNS exec be curl -sS --fail -o /dev/null -X POST "http://$(addr be):$ET_PORT/v3/kv/put" \
+		-d "{\"key\":\"$(printf k1 | base64 -w0)\",\"value\":\"$(printf v1 | base64 -w0)\"}"
+}
+# etcd's on-CPU ns: all its threads (the only process in rm-be)
+et_cpu() {
+	local p
+	for p in $(ip netns pids rm-be 2>/dev/null); do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done \
+		| awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+et_load() { # CE-index requests log
+	local i=$1 url body
+	url="http://$(addr be):$ET_PORT/v3/kv"
+	case ${ET_KIND[i - 1]} in
+	point) url=$url/range body="{\"key\":\"$(printf k1 | base64 -w0)\"}" ;;
+	scan) url=$url/range body="{\"key\":\"$(printf r/ | base64 -w0)\",\"range_end\":\"$(printf r0 | base64 -w0)\"}" ;;
+	put) url=$url/put body="{\"key\":\"$(printf w/c$i | base64 -w0)\",\"value\":\"$(head -c 100 /dev/zero | tr '\0' y | base64 -w0)\"}" ;;
+	esac
+	$NETNS exec c$i curl -sS --fail -o /dev/null --rate "${ET_RATE[i - 1]}/s" -X POST -d "$body" \
+		"$url#[1-$2]" >"$3" 2>&1
+}
+# One phase on a fresh etcd: CEs in $2 ("" idle), each sending what it sends in
+# $3 s; writes "cpu_ns seconds from to" to DIR/sep-TAG-cpu.txt and the requests
+# per CE to DIR/sep-TAG-requests.txt. Sets t_a, t_b.
+et_phase() {
+	local tag=$1 ces=$2 secs=$3 i l=() c0 c1_ ok=1
+	et_up "$d/etcd-$tag.log"
+	t_a=$(at_second 0); c0=$(et_cpu)
+	for i in $ces; do et_load $i $((ET_RATE[i - 1] * secs)) "$d/load-$tag-c$i.log" & l+=($!); tb_pids+=($!); done
+	[ -n "$ces" ] || sleep "$secs"
+	for i in "${l[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
+	t_b=$(at_second 0); c1_=$(et_cpu)
+	# etcd ends by raising the signal again once it has shut down (exit 143)
+	kill -TERM $et 2>/dev/null || :; wait $et 2>/dev/null || :; tb_forget $et
+	[ $ok -eq 1 ] || { cat "$d"/load-"$tag"-*.log >&2; echo "eval: etcd: curl failed" >&2; exit 1; }
+	echo "$((c1_ - c0)) $((t_b - t_a)) $t_a $t_b" >"$d/sep-$tag-cpu.txt"
+	for i in 1 2 3; do
+		case " $ces " in *" $i "*) echo "c$i $((ET_RATE[i - 1] * secs))" ;; *) echo "c$i 0" ;; esac
+	done >"$d/sep-$tag-requests.txt"
+}
+# etcd is not among scripts/setup.sh's packages: on a host with systemd,
+# Debian's etcd-server starts a service of its own when installed. Named
+# with --only, a missing etcd is an error; on the full profile, a skip.
+if want etcd && ! command -v etcd >/dev/null; then
+	[ -z "$only_given" ] || { echo "eval: 'etcd' is missing (apt-get install etcd-server)" >&2; exit 1; }
+	echo "== etcd: not installed, skipped (apt-get install etcd-server; its own service need not run)"
+elif want etcd; then
+	d=$out/runs/etcd; mkdir -p "$d"
+	echo "== etcd $(etcd --version | sed -n 's/^etcd Version: //p') in rm-be through its JSON gateway, curl from rm-c1..3 (${svc_dur}s together; idle and each CE ${sep_dur}s alone)"
+	etd=$(mktemp -d /tmp/rametr-svc.XXXXXX); tb_tmpdirs+=("$etd")
+	mkcfg "$d/rametr.ini" $ET_PORT be
+	tb_take_hosts
+	tb_rametr_start "$d" "$d/rametr.ini" be
+	et_phase together "1 2 3" "$svc_dur"
+	cp "$d/sep-together-cpu.txt" "$d/together-cpu.txt"; cp "$d/sep-together-requests.txt" "$d/requests.txt"
+	s_a=$t_a s_b=$t_b
+	et_phase idle "" "$sep_dur"
+	for i in 1 2 3; do et_phase c$i $i "$sep_dur"; done
+	tb_rametr_stop
+	tb_release_hosts
+	t_a=$s_a t_b=$s_b
+	# the truth: cost per request alone less idle, times the shared requests, scaled
+	for i in 1 2 3; do echo "c$i $(cut -d" " -f1,2 "$d/sep-c$i-cpu.txt") $(get_n "$d/sep-c$i-requests.txt" c$i)"; done \
+		| awk -v idle="$(cat "$d/sep-idle-cpu.txt")" -v tog="$(cat "$d/together-cpu.txt")" 'FNR == NR { n[$1] = $2; next }
+			BEGIN { split(idle, I, " "); split(tog, T, " "); ir = I[1] / I[2] }
+			{ cost[$1] = ($2 - ir * $3) / $4; raw[$1] = cost[$1] * n[$1]; s += raw[$1] }
+			END { target = T[1] - ir * T[2]
+				if (s <= 0 || target <= 0) { print "eval: etcd: no CPU in the runs" > "/dev/stderr"; exit 1 }
+				for (c in raw) printf "%s %.0f\n", c, raw[c] * target / s
+				printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f\n", ir, target, s / target > "/dev/stderr" }' \
+			"$d/requests.txt" - 2>"$d/separate-summary.txt" | sort >"$d/truth-separate.txt"
+	be_rows etcd separate "$d/truth-separate.txt"
+	# each CE alone is exact: "ce cpu-less-idle-ns rametr-ns v-ns" over each alone phase
+	for i in 1 2 3; do
+		read -r cpu secs a b <"$d/sep-c$i-cpu.txt"
+		sum_windows "$d/win-be-Rametr.csv" "$a" "$b" | awk -v ce=c$i -v cpu="$cpu" -v secs="$secs" \
+			-v idle="$(cat "$d/sep-idle-cpu.txt")" 'BEGIN { split(idle, I, " ") } { v[$1] = $2 }
+			END { printf "%s %.0f %.0f %.0f\n", ce, cpu - I[1] / I[2] * secs, v[ce], v["__unaccountable__"] }'
+	done >"$d/alone-rametr.txt"
 fi
 
 # ---------------------------------------------------------------- report
