@@ -324,6 +324,33 @@ static void drain_ended(struct col_golabel *g)
 }
 
 /*
+ * One step while the tenants' loads run: follows new threads, drains the
+ * windows that ended, waits 100 ms and reaps the loads that exited (each
+ * must have had every call answered; its slot is zeroed). How many still run.
+ */
+static unsigned tick_loads(struct col_golabel *g, pid_t load[TENANTS])
+{
+	unsigned i, running = 0;
+	int status;
+
+	col_golabel_follow(g);
+	CU_ASSERT_EQUAL(col_golabel_drain(g, col_golabel_window(g), sink, NULL), RM_OK);
+	usleep(100000);
+	for (i = 0; i < TENANTS; i++) {
+		if (!load[i])
+			continue;
+		if (waitpid(load[i], &status, WNOHANG) == 0) {
+			running++;
+			continue;
+		}
+		CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* every call answered */
+		rm_test_forget(load[i]);
+		load[i] = 0;
+	}
+	return running;
+}
+
+/*
  * The three tenants' scenario with the sampler per CPU or per thread
  * (per_thread), while a process the module does not watch spins beside:
  * per CPU, the sampler also runs on the spinner (its runs outnumber the
@@ -344,7 +371,7 @@ static void tenants(int per_thread, int stripped)
 	uint32_t newg;
 	uint64_t runs = 0;
 	char addr[64];
-	int status, running, rv, stats_fd;
+	int rv, stats_fd;
 	pid_t spin;
 
 	char bin[300];
@@ -381,21 +408,7 @@ static void tenants(int per_thread, int stripped)
 		for (i = 0; i < TENANTS; i++)
 			if (!(have & (1u << i)) && conn_cookie(port, peers[i], &cookie[i]))
 				have |= 1u << i;
-		col_golabel_follow(g);
-		CU_ASSERT_EQUAL(col_golabel_drain(g, col_golabel_window(g), sink, NULL), RM_OK);
-		usleep(100000);
-		for (i = 0, running = 0; i < TENANTS; i++) {
-			if (!load[i])
-				continue;
-			if (waitpid(load[i], &status, WNOHANG) == 0) {
-				running++;
-				continue;
-			}
-			CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* every call answered */
-			rm_test_forget(load[i]);
-			load[i] = 0;
-		}
-	} while (running);
+	} while (tick_loads(g, load));
 	drain_ended(g);
 	CU_ASSERT_EQUAL(have, (1u << TENANTS) - 1); /* every tenant's connection was seen open */
 	/* drained windows are gone: the same drain again hands nothing */
@@ -506,7 +519,7 @@ static void test_gateway(void)
 	char addr[64], gaddr[64], cmd[300], line[1024];
 	const char *args[] = { TB_GRPCSERVER_BIN, "--listen", addr, "--gateway", gaddr, "--truth", truth, NULL };
 	pid_t srv, load[TENANTS];
-	int status, running, rv, j;
+	int rv, j;
 	FILE *f;
 
 	need_go();
@@ -555,21 +568,7 @@ static void test_gateway(void)
 			}
 			pclose(f);
 		}
-		col_golabel_follow(g);
-		CU_ASSERT_EQUAL(col_golabel_drain(g, col_golabel_window(g), sink, NULL), RM_OK);
-		usleep(100000);
-		for (i = 0, running = 0; i < TENANTS; i++) {
-			if (!load[i])
-				continue;
-			if (waitpid(load[i], &status, WNOHANG) == 0) {
-				running++;
-				continue;
-			}
-			CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* every request answered */
-			rm_test_forget(load[i]);
-			load[i] = 0;
-		}
-	} while (running);
+	} while (tick_loads(g, load));
 	drain_ended(g);
 	CU_ASSERT_EQUAL(have, (1u << TENANTS) - 1);
 	CU_ASSERT(self[0] != 0 && self[1] != 0);

@@ -287,12 +287,11 @@ int BPF_PROG(golabel_send, struct sock *sk, int ret, int flags)
 	struct golabel_proc *p;
 	__u64 *label;
 
-	if (ret <= 0)
+	/* every send on the node comes here: the socket's own fields first, the maps after */
+	if (ret <= 0 || sk->sk_type != SOCK_STREAM || sk->sk_protocol != IPPROTO_TCP || !gl_okey(sk, 1, &ok))
 		return 0;
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || !gl_ours())
-		return 0;
-	if (sk->sk_type != SOCK_STREAM || sk->sk_protocol != IPPROTO_TCP || !gl_okey(sk, 1, &ok))
 		return 0;
 	v.tgid = k.tgid;
 	if ((k.g = gl_cur_g(p)) && (label = bpf_map_lookup_elem(&labels, &k)))

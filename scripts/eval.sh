@@ -801,8 +801,8 @@ ap_up() {
 	ap=$!; tb_pids+=($ap)
 	wait_port be $AP_PORT $ap "$apd/error.log" apache2
 }
-# apache2's on-CPU ns: all threads of all its processes (the only ones in rm-be)
-ap_cpu() {
+# The on-CPU ns of every thread of every process in rm-be (apache2's, etcd's: the only ones there)
+be_cpu() {
 	local p
 	for p in $(ip netns pids rm-be 2>/dev/null); do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done \
 		| awk '{ s += $1 } END { printf "%.0f\n", s }'
@@ -832,13 +832,44 @@ ap_requests() {
 }
 # The number of CE $2's requests in an ap_requests file $1
 get_n() { awk -v c="$2" '$1 == c { print $2 }' "$1"; }
+# The truth from separate runs of server $1 in $d (sep-idle-cpu.txt,
+# sep-cN-cpu.txt "cpu_ns seconds ...", sep-cN-requests.txt, together-cpu.txt,
+# requests.txt): each CE's CPU per request alone less the idle server's,
+# times its requests in the shared run, scaled to the shared run's CPU less
+# idle: "ce ns" lines in truth-separate.txt; the idle rate, that target and
+# the additivity (1: the costs alone add up to the shared run) in
+# separate-summary.txt.
+separate_truth() {
+	local i
+	for i in 1 2 3; do echo "c$i $(cut -d" " -f1,2 "$d/sep-c$i-cpu.txt") $(get_n "$d/sep-c$i-requests.txt" c$i)"; done \
+		| awk -v name="$1" -v idle="$(cat "$d/sep-idle-cpu.txt")" -v tog="$(cat "$d/together-cpu.txt")" 'FNR == NR { n[$1] = $2; next }
+			BEGIN { split(idle, I, " "); split(tog, T, " "); ir = I[1] / I[2] }
+			{ cost[$1] = ($2 - ir * $3) / $4; raw[$1] = cost[$1] * n[$1]; s += raw[$1] }
+			END { target = T[1] - ir * T[2]
+				if (s <= 0 || target <= 0) { print "eval: " name ": no CPU in the runs" > "/dev/stderr"; exit 1 }
+				for (c in raw) printf "%s %.0f\n", c, raw[c] * target / s
+				printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f\n", ir, target, s / target > "/dev/stderr" }' \
+			"$d/requests.txt" - 2>"$d/separate-summary.txt" | sort >"$d/truth-separate.txt"
+}
+# Each CE alone is exact (all of the server's CPU less the idle server's is
+# that CE's): "ce cpu-less-idle-ns rametr-ns v-ns" over each alone phase of
+# $d into alone-rametr.txt (after be_rows dumped the windows).
+alone_rametr() {
+	local i cpu secs a b
+	for i in 1 2 3; do
+		read -r cpu secs a b <"$d/sep-c$i-cpu.txt"
+		sum_windows "$d/win-be-Rametr.csv" "$a" "$b" | awk -v ce=c$i -v cpu="$cpu" -v secs="$secs" \
+			-v idle="$(cat "$d/sep-idle-cpu.txt")" 'BEGIN { split(idle, I, " ") } { v[$1] = $2 }
+			END { printf "%s %.0f %.0f %.0f\n", ce, cpu - I[1] / I[2] * secs, v[ce], v["__unaccountable__"] }'
+	done >"$d/alone-rametr.txt"
+}
 # One phase on a fresh server: CEs in $2 ("" idle) for $sep_dur s: "cpu_ns seconds" and requests in DIR/sep-TAG-*.
 ap_phase() {
 	local tag=$1 ces=$2 i l=() a b c0 c1_
 	ap_up "$d/apache2-$tag.log"
 	for i in $ces; do ap_load $i $((sep_dur + 3)) "$d/sep-$tag-c$i.log" & l+=($!); tb_pids+=($!); done
-	sleep 1.5; a=$(at_second 0); c0=$(ap_cpu)
-	sleep $((sep_dur - 1)); b=$(at_second 0); c1_=$(ap_cpu)
+	sleep 1.5; a=$(at_second 0); c0=$(be_cpu)
+	sleep $((sep_dur - 1)); b=$(at_second 0); c1_=$(be_cpu)
 	for i in "${l[@]}"; do wait "$i" || { cat "$d/sep-$tag"-*.log >&2; echo "eval: apache: curl failed" >&2; exit 1; }; tb_forget "$i"; done
 	tb_stop $ap apache2 "$apd/error.log"
 	echo "$((c1_ - c0)) $((b - a)) $a $b" >"$d/sep-$tag-cpu.txt"
@@ -875,25 +906,9 @@ if want apache; then
 	cp "$apd/error.log" "$d/apache2-error.log"
 	tb_rametr_stop
 	tb_release_hosts
-	# the truth: cost per request alone less idle, times the shared requests, scaled
-	for i in 1 2 3; do echo "c$i $(cut -d" " -f1,2 "$d/sep-c$i-cpu.txt") $(get_n "$d/sep-c$i-requests.txt" c$i)"; done \
-		| awk -v idle="$(cat "$d/sep-idle-cpu.txt")" -v tog="$(cat "$d/together-cpu.txt")" 'FNR == NR { n[$1] = $2; next }
-			BEGIN { split(idle, I, " "); split(tog, T, " "); ir = I[1] / I[2] }
-			{ cost[$1] = ($2 - ir * $3) / $4; raw[$1] = cost[$1] * n[$1]; s += raw[$1] }
-			END { target = T[1] - ir * T[2]
-				if (s <= 0 || target <= 0) { print "eval: apache: no CPU in the runs" > "/dev/stderr"; exit 1 }
-				for (c in raw) printf "%s %.0f\n", c, raw[c] * target / s
-				printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f\n", ir, target, s / target > "/dev/stderr" }' \
-			"$d/requests.txt" - 2>"$d/separate-summary.txt" | sort >"$d/truth-separate.txt"
+	separate_truth apache
 	be_rows apache separate "$d/truth-separate.txt"
-	# each CE alone is exact: all of the server's CPU less idle is that CE's.
-	# "ce cpu-less-idle-ns rametr-ns v-ns" over each alone phase
-	for i in 1 2 3; do
-		read -r cpu secs a b <"$d/sep-c$i-cpu.txt"
-		sum_windows "$d/win-be-Rametr.csv" "$a" "$b" | awk -v ce=c$i -v cpu="$cpu" -v secs="$secs" \
-			-v idle="$(cat "$d/sep-idle-cpu.txt")" 'BEGIN { split(idle, I, " ") } { v[$1] = $2 }
-			END { printf "%s %.0f %.0f %.0f\n", ce, cpu - I[1] / I[2] * secs, v[ce], v["__unaccountable__"] }'
-	done >"$d/alone-rametr.txt"
+	alone_rametr
 fi
 
 # ---------------------------------------------------------------- MariaDB
@@ -1024,12 +1039,6 @@ et_up() {
 	$NETNS exec be curl -sS --fail -o /dev/null -X POST "http://$(addr be):$ET_PORT/v3/kv/put" \
 		-d "{\"key\":\"$(printf k1 | base64 -w0)\",\"value\":\"$(printf v1 | base64 -w0)\"}"
 }
-# etcd's on-CPU ns: all its threads (the only process in rm-be)
-et_cpu() {
-	local p
-	for p in $(ip netns pids rm-be 2>/dev/null); do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done \
-		| awk '{ s += $1 } END { printf "%.0f\n", s }'
-}
 et_load() { # CE-index requests log
 	local i=$1 url body
 	url="http://$(addr be):$ET_PORT/v3/kv"
@@ -1047,11 +1056,11 @@ et_load() { # CE-index requests log
 et_phase() {
 	local tag=$1 ces=$2 secs=$3 i l=() c0 c1_ ok=1
 	et_up "$d/etcd-$tag.log"
-	t_a=$(at_second 0); c0=$(et_cpu)
+	t_a=$(at_second 0); c0=$(be_cpu)
 	for i in $ces; do et_load $i $((ET_RATE[i - 1] * secs)) "$d/load-$tag-c$i.log" & l+=($!); tb_pids+=($!); done
 	[ -n "$ces" ] || sleep "$secs"
 	for i in "${l[@]}"; do wait "$i" || ok=0; tb_forget "$i"; done
-	t_b=$(at_second 0); c1_=$(et_cpu)
+	t_b=$(at_second 0); c1_=$(be_cpu)
 	# etcd ends by raising the signal again once it has shut down (exit 143)
 	kill -TERM $et 2>/dev/null || :; wait $et 2>/dev/null || :; tb_forget $et
 	[ $ok -eq 1 ] || { cat "$d"/load-"$tag"-*.log >&2; echo "eval: etcd: curl failed" >&2; exit 1; }
@@ -1081,24 +1090,9 @@ elif want etcd; then
 	tb_rametr_stop
 	tb_release_hosts
 	t_a=$s_a t_b=$s_b
-	# the truth: cost per request alone less idle, times the shared requests, scaled
-	for i in 1 2 3; do echo "c$i $(cut -d" " -f1,2 "$d/sep-c$i-cpu.txt") $(get_n "$d/sep-c$i-requests.txt" c$i)"; done \
-		| awk -v idle="$(cat "$d/sep-idle-cpu.txt")" -v tog="$(cat "$d/together-cpu.txt")" 'FNR == NR { n[$1] = $2; next }
-			BEGIN { split(idle, I, " "); split(tog, T, " "); ir = I[1] / I[2] }
-			{ cost[$1] = ($2 - ir * $3) / $4; raw[$1] = cost[$1] * n[$1]; s += raw[$1] }
-			END { target = T[1] - ir * T[2]
-				if (s <= 0 || target <= 0) { print "eval: etcd: no CPU in the runs" > "/dev/stderr"; exit 1 }
-				for (c in raw) printf "%s %.0f\n", c, raw[c] * target / s
-				printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f\n", ir, target, s / target > "/dev/stderr" }' \
-			"$d/requests.txt" - 2>"$d/separate-summary.txt" | sort >"$d/truth-separate.txt"
+	separate_truth etcd
 	be_rows etcd separate "$d/truth-separate.txt"
-	# each CE alone is exact: "ce cpu-less-idle-ns rametr-ns v-ns" over each alone phase
-	for i in 1 2 3; do
-		read -r cpu secs a b <"$d/sep-c$i-cpu.txt"
-		sum_windows "$d/win-be-Rametr.csv" "$a" "$b" | awk -v ce=c$i -v cpu="$cpu" -v secs="$secs" \
-			-v idle="$(cat "$d/sep-idle-cpu.txt")" 'BEGIN { split(idle, I, " ") } { v[$1] = $2 }
-			END { printf "%s %.0f %.0f %.0f\n", ce, cpu - I[1] / I[2] * secs, v[ce], v["__unaccountable__"] }'
-	done >"$d/alone-rametr.txt"
+	alone_rametr
 fi
 
 # ---------------------------------------------------------------- report
