@@ -22,11 +22,10 @@
  *   golabel_send    tp_btf/sock_send_length: a thread of a watched process
  *                   sent on such a connection: the label of the goroutine
  *                   it runs (0 if none) and its process are kept for the
- *                   receiving end; a
- *                   send without one is counted in the process's
- *                   bare_sends (a connection's writer goroutine, fed by
- *                   the callers over a channel: it carries their labels
- *                   once hand-offs are followed).
+ *                   receiving end; a send without one is counted in the
+ *                   process's bare_sends (a connection's writer goroutine,
+ *                   fed by the callers over a channel: it carries their
+ *                   labels once hand-offs are followed).
  *   golabel_newg    uprobe on newproc's call of runqput (the call in
  *                   runtime.newproc.func1, on the system stack: the new *g
  *                   in RBX, its creator in m.curg), attached once per Go
