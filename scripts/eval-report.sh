@@ -616,6 +616,20 @@ if grep -q '^mariadb,' "$R"; then
 	} >>"$md"
 fi
 
+# What a run's separate runs say of themselves (separate-summary.txt of
+# scripts/eval.sh's separate_truth in DIR $1): the idle server's rate and
+# how far the CEs' costs alone add up to the shared run.
+separate_words() {
+	awk '{ printf "the idle server %.3f ms/s; the CEs'"'"' costs alone times their shared requests are %.3f times the shared run'"'"'s CPU less idle (%.3f s; 1 is additive)", $3 / 1e6, $7, $5 / 1e9 }' "$1/separate-summary.txt"
+}
+# The table of each CE alone against server $2's CPU less idle (alone-rametr.txt
+# of scripts/eval.sh's alone_rametr in DIR $1).
+alone_table() {
+	echo "| CE alone | $2's CPU less idle s | Rametr s | error | V s |"
+	echo "|---|---|---|---|---|"
+	awk '{ printf "| %s | %.3f | %.3f | %+.2f%% | %.4f |\n", $1, $2 / 1e9, $3 / 1e9, $2 ? 100 * ($3 - $2) / $2 : 0, $4 / 1e9 }' "$1/alone-rametr.txt"
+}
+
 # ------------------------------------------------------------ apache2 (mpm_event: a listener and workers)
 ad=$out/runs/apache
 # Each CE alone is exact (all of the server's CPU less idle is that CE's):
@@ -678,13 +692,11 @@ if grep -q '^apache,' "$R"; then
 		echo "$(v_reasons "$ad/v-be.csv")."
 		echo "The listener's work is for the requests (it polls each connection and hands each request to a"
 		echo "worker) but it never reads or answers one, so no segment names whose it is: it stays in V, and the"
-		echo "CEs read low by about that much. The separate runs: $(awk '{ printf "the idle server %.3f ms/s; the CEs'"'"' costs alone times their shared requests are %.3f times the shared run'"'"'s CPU less idle (%.3f s; 1 is additive)", $3 / 1e6, $7, $5 / 1e9 }' "$ad/separate-summary.txt")."
+		echo "CEs read low by about that much. The separate runs: $(separate_words "$ad")."
 		echo
 		echo "Each CE alone (exact: all of apache's CPU less the idle server's is that CE's), over ${d_sep} s:"
 		echo
-		echo "| CE alone | apache's CPU less idle s | Rametr s | error | V s |"
-		echo "|---|---|---|---|---|"
-		awk '{ printf "| %s | %.3f | %.3f | %+.2f%% | %.4f |\n", $1, $2 / 1e9, $3 / 1e9, $2 ? 100 * ($3 - $2) / $2 : 0, $4 / 1e9 }' "$ad/alone-rametr.txt"
+		alone_table "$ad" apache
 		echo
 	} >>"$md"
 fi
@@ -694,8 +706,8 @@ fi
 # CEs' costs alone, times their requests, were 1.02-1.31 times the shared
 # run's CPU less idle in four runs): per CE reported, not bounded. Checked:
 # the separate runs' rank order, and at least 90% of etcd's CPU charged to
-# the CEs (the issue a Go program's CPU left in V was, before the labels
-# crossed its own connection, 52%).
+# the CEs (52% of it stayed V before a call over etcd's connection to itself
+# carried its caller's goroutine label).
 et_min_pct=90
 etd_=$out/runs/etcd
 if grep -q '^etcd,' "$R"; then
@@ -727,14 +739,12 @@ if grep -q '^etcd,' "$R"; then
 		echo
 		vr=$(v_reasons "$etd_/v-be.csv")
 		echo "Rametr's U $(awk -v u="$U" 'BEGIN { printf "%.3f", u / 1e9 }') s, of it ${pct}% charged to the CEs; V by reason: ${vr:-none}."
-		echo "The separate runs: $(awk '{ printf "the idle server %.3f ms/s; the CEs'"'"' costs alone times their shared requests are %.3f times the shared run'"'"'s CPU less idle (%.3f s; 1 is additive)", $3 / 1e6, $7, $5 / 1e9 }' "$etd_/separate-summary.txt")."
+		echo "The separate runs: $(separate_words "$etd_")."
 		echo
 		echo "Each CE alone (all of etcd's CPU less the idle server's is that CE's), over ${d_sep} s or more; Rametr"
 		echo "charges the idle server's own work (raft's ticks) to the one tenant there too:"
 		echo
-		echo "| CE alone | etcd's CPU less idle s | Rametr s | error | V s |"
-		echo "|---|---|---|---|---|"
-		awk '{ printf "| %s | %.3f | %.3f | %+.2f%% | %.4f |\n", $1, $2 / 1e9, $3 / 1e9, $2 ? 100 * ($3 - $2) / $2 : 0, $4 / 1e9 }' "$etd_/alone-rametr.txt"
+		alone_table "$etd_" etcd
 		echo
 	} >>"$md"
 fi
