@@ -2904,18 +2904,14 @@ static void test_go_labels_unix(void)
  */
 static void test_go_unreadable(void)
 {
-	char bin[300], cmd[2400];
 	struct col_bpf_stats st;
 	uint64_t rt = 0, go = 0, srv_cpu = 0;
 	pid_t srv = 0;
+	char bin[400];
 	size_t j;
-	int st_rc;
 
 	snprintf(bin, sizeof(bin), "%s/goserver-stripped-go0", rm_test_tmpdir());
-	snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s.tmp' && perl -0777 -pe 's/go1\\./go0./g' '%s.tmp' > '%s' "
-		 "&& chmod 755 '%s' && rm -f '%s.tmp'", TB_GOSERVER_BIN, bin, bin, bin, bin, bin);
-	st_rc = system(cmd);
-	CU_ASSERT_FATAL(st_rc != -1 && WIFEXITED(st_rc) && WEXITSTATUS(st_rc) == 0);
+	CU_ASSERT_EQUAL_FATAL(rm_test_strip_go(TB_GOSERVER_BIN, bin, 1), 0);
 	go_labels = 1;
 	run_goserver_bin(bin, &srv, &st);
 	go_labels = 0;

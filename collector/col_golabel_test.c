@@ -207,21 +207,13 @@ static pid_t start_server(unsigned *port, char *addr, size_t len)
 
 /*
  * A copy of tb-grpcserver at path (name in the test's directory) stripped of
- * symbols and DWARF; with other_go, every "go1." of its bytes made "go0."
- * (same length), so its build names a Go version whose layout is not known.
+ * symbols and DWARF; with other_go, naming a Go version whose layout is not
+ * known (rm_test_strip_go).
  */
 static void copy_server(char *path, size_t len, const char *name, int other_go)
 {
-	char cmd[1400];
-
 	snprintf(path, len, "%s/%s", rm_test_tmpdir(), name);
-	if (other_go)
-		snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s.tmp' && perl -0777 -pe 's/go1\\./go0./g' "
-			 "'%s.tmp' > '%s' && rm -f '%s.tmp'", TB_GRPCSERVER_BIN, path, path, path, path);
-	else
-		snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s'", TB_GRPCSERVER_BIN, path);
-	CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
-	CU_ASSERT_EQUAL_FATAL(chmod(path, 0755), 0);
+	CU_ASSERT_EQUAL_FATAL(rm_test_strip_go(TB_GRPCSERVER_BIN, path, other_go), 0);
 }
 
 static void stop(pid_t pid)

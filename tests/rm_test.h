@@ -287,6 +287,29 @@ static inline void rm_test_write_file(const char *path, const char *text)
 	CU_ASSERT_EQUAL(fclose(f), 0);
 }
 
+/*
+ * Copies the Go executable src to dst (executable), stripped of all symbols
+ * and DWARF as distributions ship Go programs; with other_go, every "go1."
+ * of its bytes made "go0." (same length), so that its build names a Go
+ * version whose struct layout the collector does not know. 0, or -1 if the
+ * paths do not fit or objcopy, perl or chmod failed.
+ */
+static inline int rm_test_strip_go(const char *src, const char *dst, int other_go)
+{
+	char cmd[4096];
+	int n, st;
+
+	if (other_go)
+		n = snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s.tmp' && perl -0777 -pe 's/go1\\./go0./g' "
+			     "'%s.tmp' > '%s' && rm -f '%s.tmp' && chmod 755 '%s'", src, dst, dst, dst, dst, dst);
+	else
+		n = snprintf(cmd, sizeof(cmd), "objcopy --strip-all '%s' '%s' && chmod 755 '%s'", src, dst, dst);
+	if (n < 0 || (size_t)n >= sizeof(cmd))
+		return -1;
+	st = system(cmd);
+	return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
 #define RM_TEST_MAIN(suite_name, case_table)                                              \
 	int main(int argc, char **argv)                                                      \
 	{                                                                                    \
