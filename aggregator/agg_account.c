@@ -364,6 +364,17 @@ int agg_account_add_go(struct agg_account *a, const char *node, uint64_t window_
 
 static struct agg_go_win *agg_go_win_find(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win);
 
+/* Charges amt ns of CPU of charge c's node and window to CE ce (nothing for 0). As agg_account_add. */
+static int agg_go_late_put(struct agg_account *a, const struct agg_charge *c, const char *ce, uint64_t amt)
+{
+	struct agg_charge part = { .win = c->win, .ce = ce, .node = c->node, .window_ns = c->window_ns };
+
+	if (!amt)
+		return RM_OK;
+	part.v[ST_R_CPU] = amt;
+	return agg_account_add(a, &part);
+}
+
 int agg_account_add_go_late(struct agg_account *a, const struct agg_charge *c, int *taken)
 {
 	const char *node = c->node ? c->node : a->m.node;
@@ -400,25 +411,17 @@ int agg_account_add_go_late(struct agg_account *a, const struct agg_charge *c, i
 			return rv;
 	}
 	for (i = 0; i < w->n; i++) {
+		uint64_t amt;
+
 		if (w->e[i].cookie || !w->e[i].is_ce || !w->e[i].split || i == big)
 			continue;
-		memset(&part, 0, sizeof(part));
-		part.win = c->win;
-		part.node = c->node;
-		part.window_ns = c->window_ns;
-		part.ce = w->e[i].key;
-		part.v[ST_R_CPU] = (uint64_t)((unsigned __int128)cpu * w->e[i].split / sum);
-		given += part.v[ST_R_CPU];
-		if (part.v[ST_R_CPU] && (rv = agg_account_add(a, &part)) != 0)
+		amt = (uint64_t)((unsigned __int128)cpu * w->e[i].split / sum);
+		given += amt;
+		if ((rv = agg_go_late_put(a, c, w->e[i].key, amt)) != 0)
 			return rv;
 	}
-	memset(&part, 0, sizeof(part));
-	part.win = c->win;
-	part.node = c->node;
-	part.window_ns = c->window_ns;
-	part.ce = w->e[big].key;
-	part.v[ST_R_CPU] = cpu - given; /* the roundings' remainder to the largest */
-	if ((rv = agg_account_add(a, &part)) != 0)
+	/* the roundings' remainder to the largest */
+	if ((rv = agg_go_late_put(a, c, w->e[big].key, cpu - given)) != 0)
 		return rv;
 	a->go_late += cpu;
 	*taken = 1;
