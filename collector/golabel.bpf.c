@@ -176,22 +176,6 @@ GL_INLINE int gl_curg(const struct golabel_proc *p, __u64 *curg)
 	return 1;
 }
 
-GL_INLINE int gl_ours(void)
-{
-	struct task_struct *t;
-	struct nsproxy *ns;
-	struct net *net;
-
-	if (!netns_ino)
-		return 1;
-	t = bpf_get_current_task_btf();
-	ns = t->nsproxy;
-	if (!ns)
-		return 0;
-	net = ns->net_ns;
-	return net && net->ns.inum == netns_ino;
-}
-
 /* The current network namespace's inode, or 0. */
 GL_INLINE __u32 gl_netns(void)
 {
@@ -202,6 +186,12 @@ GL_INLINE __u32 gl_netns(void)
 	if (!ns || !(net = ns->net_ns))
 		return 0;
 	return net->ns.inum;
+}
+
+/* Is the current thread in the watched network namespace (any, without netns_ino)? */
+GL_INLINE int gl_ours(void)
+{
+	return !netns_ino || gl_netns() == netns_ino;
 }
 
 /*
@@ -290,7 +280,8 @@ int BPF_PROG(golabel_send, struct sock *sk, int ret, int flags)
 	if (ret <= 0 || sk->sk_type != SOCK_STREAM || sk->sk_protocol != IPPROTO_TCP || !gl_okey(sk, 1, &ok))
 		return 0;
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
-	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || !gl_ours())
+	/* the key holds the sender's namespace already: no second read of it */
+	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || (netns_ino && ok.netns != netns_ino))
 		return 0;
 	v.tgid = k.tgid;
 	if ((k.g = gl_cur_g(p)) && (label = bpf_map_lookup_elem(&labels, &k)))
