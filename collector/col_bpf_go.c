@@ -298,6 +298,20 @@ size_t col_bpf_go_segs(const struct rm_part *p, size_t n, uint64_t win, struct r
 	return m;
 }
 
+void col_bpf_go_tally(struct col_bpf_go_stats *st, const struct rm_totals *t)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n_go; i++) {
+		st->samples += t->go[i].samples;
+		if (!t->go[i].cookie)
+			st->unlabelled += t->go[i].samples;
+		else if (t->go[i].cookie == RM_GO_IDLE)
+			st->runtime += t->go[i].samples;
+	}
+	st->windows++;
+}
+
 uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_golabel_count *c, size_t n,
 			 const struct rm_golabel *segs, size_t nsegs, uint64_t period_ns, struct rm_golabel *scratch,
 			 int *bad)
@@ -353,7 +367,7 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 			      uint64_t period_ns)
 {
 	struct col_bpf_go *g = arg;
-	size_t i, h, nsegs = 0;
+	size_t h, nsegs = 0;
 	uint64_t unseg;
 	int rv, bad;
 
@@ -382,9 +396,7 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 			    (unsigned long long)win, (unsigned long long)period_ns);
 		return;
 	}
-	for (i = 0; i < g->t->n_go; i++)
-		g->st.samples += g->t->go[i].samples;
-	g->st.windows++;
+	col_bpf_go_tally(&g->st, g->t);
 	/* the window's Go CPU outside segments with its counts: the label rule's pool (kept held if not sent) */
 	h = col_bpf_go_unseg_find(g, win);
 	unseg = h < g->nunseg ? g->unseg[h].ns : 0;

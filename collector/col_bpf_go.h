@@ -51,6 +51,8 @@ struct col_bpf_go_stats {
 	uint32_t unreadable;/* Go programs found whose build could not be read (not watched) */
 	uint64_t windows;   /* windows whose counts went to the sink */
 	uint64_t samples;   /* samples in them */
+	uint64_t unlabelled;/* ... of user goroutines without a label (cookie 0, folded ones too) */
+	uint64_t runtime;   /* ... of the runtime's own stack and goroutines (RM_GO_IDLE) */
 	uint64_t folded;    /* ... of labels past the wire's bound, handed as unlabelled */
 	uint64_t lost;      /* samples the kernel could not count (its map full) */
 	uint64_t held;      /* Go parts held back until their window's counts */
@@ -108,6 +110,13 @@ int col_bpf_go_prog_stats(const struct col_bpf_go *g, col_progstat_fn fn, void *
  * cap cookies, the samples of further ones left out). Returns how many.
  */
 size_t col_bpf_go_segs(const struct rm_part *p, size_t n, uint64_t win, struct rm_golabel *out, size_t cap);
+
+/*
+ * Pure: adds the label counts of one window's totals t (as pooled, to the
+ * sink) to st: a window more, its samples, and of them those of goroutines
+ * without a label (cookie 0) and of the runtime's own (RM_GO_IDLE).
+ */
+void col_bpf_go_tally(struct col_bpf_go_stats *st, const struct rm_totals *t);
 
 /*
  * Pure: window win's counts c[0..n) (per process and cookie, as the label

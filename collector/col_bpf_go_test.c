@@ -38,6 +38,7 @@ static void test_pooled(void)
 	};
 	static struct rm_totals t;
 	struct rm_golabel scratch[7];
+	struct col_bpf_go_stats st = { 0 };
 	char err[128];
 	uint32_t i;
 	int bad = 1;
@@ -56,6 +57,13 @@ static void test_pooled(void)
 	CU_ASSERT_EQUAL(COL_GOLABEL_IDLE, RM_GO_IDLE);
 	CU_ASSERT_EQUAL(t.busy_ns, 0); /* counts only: the batcher merges them with the window's totals */
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
+	/* the exit line's tally: 80 samples, 3 without a label, 7 of the runtime's */
+	col_bpf_go_tally(&st, &t);
+	col_bpf_go_tally(&st, &t);
+	CU_ASSERT_EQUAL(st.windows, 2);
+	CU_ASSERT_EQUAL(st.samples, 160);
+	CU_ASSERT_EQUAL(st.unlabelled, 6);
+	CU_ASSERT_EQUAL(st.runtime, 14);
 }
 
 /* A part of window win, a Go program's unless flags say otherwise. */

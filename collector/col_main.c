@@ -564,12 +564,15 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			    "connections, before the hand-off hook",
 			    (unsigned long long)st.handoff_moves_before);
 	if (st.go.windows || st.go.unreadable || st.go.lost)
-		rm_log_info("goroutine labels: %llu samples in %llu windows (%llu of labels past the wire's bound "
+		rm_log_info("goroutine labels: %llu samples in %llu windows (%.1f%% of goroutines without a label, "
+			    "%.1f%% of the runtime's own; %llu of labels past the wire's bound "
 			    "sent as unlabelled), %llu not counted (map full); %u Go programs watched at the end, %u "
 			    "found whose build could not be read; loaded %u times; %llu of their parts held back to go "
 			    "with their windows' counts, %llu not (their window already handed, or past the bound), and %.3f s of "
 			    "their CPU outside requests",
 			    (unsigned long long)st.go.samples, (unsigned long long)st.go.windows,
+			    st.go.samples ? 100.0 * (double)st.go.unlabelled / (double)st.go.samples : 0.0,
+			    st.go.samples ? 100.0 * (double)st.go.runtime / (double)st.go.samples : 0.0,
 			    (unsigned long long)st.go.folded, (unsigned long long)st.go.lost, st.go.watched,
 			    st.go.unreadable, st.go.loads, (unsigned long long)st.go.held, (unsigned long long)st.go.unheld,
 			    (double)st.go.unseg_held_ns / 1e9);
