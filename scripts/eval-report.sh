@@ -618,9 +618,13 @@ fi
 
 # What a run's separate runs say of themselves (separate-summary.txt of
 # scripts/eval.sh's separate_truth in DIR $1): the idle server's rate and
-# how far the CEs' costs alone add up to the shared run.
+# how far the CEs' costs alone add up to the shared run; with rounds, how
+# far each CE's cost per request alone moved between them.
 separate_words() {
-	awk '{ printf "the idle server %.3f ms/s; the CEs'"'"' costs alone times their shared requests are %.3f times the shared run'"'"'s CPU less idle (%.3f s; 1 is additive)", $3 / 1e6, $7, $5 / 1e9 }' "$1/separate-summary.txt"
+	awk '{ printf "the idle server %.3f ms/s; the CEs'"'"' costs alone times their shared requests are %.3f times the shared run'"'"'s CPU less idle (%.3f s; 1 is additive)", $3 / 1e6, $7, $5 / 1e9
+		if ($9 > 1) { printf "; %d rounds alone, each CE'"'"'s cost the median of its rounds'"'"' (µs per request, least..most:", $9
+			for (i = 11; i + 2 <= NF; i += 3) printf "%s %s %.0f..%.0f", i > 11 ? "," : "", $i, $(i + 1) / 1e3, $(i + 2) / 1e3
+			printf ")" } }' "$1/separate-summary.txt"
 }
 # The table of each CE alone against server $2's CPU less idle (alone-rametr.txt
 # of scripts/eval.sh's alone_rametr in DIR $1).
@@ -701,7 +705,7 @@ if grep -q '^apache,' "$R"; then
 	} >>"$md"
 fi
 
-# ------------------------------------------------------------ etcd (a Go program calling itself)
+# ------------------------------------------------------------ etcd (a Go program, two APIs)
 # The truth is from separate runs, which are not additive on etcd (the
 # CEs' costs alone, times their requests, were 1.02-1.31 times the shared
 # run's CPU less idle in four runs): per CE reported, not bounded. Checked:
@@ -709,17 +713,20 @@ fi
 # the CEs (52% of it stayed V before a call over etcd's connection to itself
 # carried its caller's goroutine label).
 et_min_pct=90
-etd_=$out/runs/etcd
-if grep -q '^etcd,' "$R"; then
+# etcd_section NAME SECTION TITLE HOW: the table, the checks and the CEs alone
+# of server NAME (runs/NAME), under "## SECTION. etcd VERSION ... TITLE";
+# HOW says how the CEs reach it.
+etcd_section() {
+	local name=$1 sec=$2 title=$3 how=$4 U vv ta tb secs pct vr etd_=$out/runs/$1
+	grep -q "^$name," "$R" || return 0
 	U=$(get "$etd_/rametr-sums.txt" __U__)
 	vv=$(get "$etd_/rametr-sums.txt" __unaccountable__)
 	read -r ta tb <"$etd_/interval.txt"; secs=$((tb - ta))
 	{
-		echo "## 4g. etcd $(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p') (Debian, a Go program) through its JSON gateway"
+		echo "## $sec. etcd $(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p') (Debian, a Go program) $title"
 		echo
-		echo "etcd in rm-be, a single member; each CE sends over one keep-alive \`curl --rate\` connection to etcd's"
-		echo "JSON gateway, which re-sends every request as a gRPC call over one loopback connection to etcd itself"
-		echo "that all CEs share: c1 150 linearizable one-key reads/s, c2 20 reads/s of 100 keys of 768 bytes,"
+		echo "etcd in rm-be, a single member; $how"
+		echo "c1 150 linearizable one-key reads/s, c2 20 reads/s of 100 keys of 768 bytes,"
 		echo "c3 40 puts/s (raft, the write-ahead log). Truth from **separate runs**, as for apache2: the server idle"
 		echo "and each CE alone, each on a fresh etcd with Rametr watching; each phase sends a fixed number of"
 		echo "requests and is measured from the whole second before its first to the one after its last. Default"
@@ -728,13 +735,13 @@ if grep -q '^etcd,' "$R"; then
 		echo "| CE | requests | truth (separate runs) s | share (truth) | Rametr s | share | error | share gap |"
 		echo "|---|---|---|---|---|---|---|---|"
 	} >>"$md"
-	awk -F, '$1 == "etcd" && $4 == "Rametr" && $5 ~ /^c/ { print $5, $7 }' "$R" >"$etd_/rametr-ce.txt"
-	ce_rows etcd "the separate runs' truth" "$etd_/truth-separate.txt" "$etd_/rametr-ce.txt" none none \
+	awk -F, -v n="$name" '$1 == n && $4 == "Rametr" && $5 ~ /^c/ { print $5, $7 }' "$R" >"$etd_/rametr-ce.txt"
+	ce_rows "$name" "the separate runs' truth" "$etd_/truth-separate.txt" "$etd_/rametr-ce.txt" none none \
 		"$etd_/requests.txt" >>"$md"
 	pct=$(awk -v u="$U" -v v="${vv:-0}" 'BEGIN { printf "%.1f", u ? 100 * (u - v) / u : 0 }')
 	awk -v x="$pct" -v m="$et_min_pct" 'BEGIN { exit !(x >= m) }' \
-		&& check ok "etcd: $pct% of its CPU charged to the CEs (bound ${et_min_pct}%)" \
-		|| check FAIL "etcd: $pct% of its CPU charged to the CEs (bound ${et_min_pct}%)"
+		&& check ok "$name: $pct% of its CPU charged to the CEs (bound ${et_min_pct}%)" \
+		|| check FAIL "$name: $pct% of its CPU charged to the CEs (bound ${et_min_pct}%)"
 	{
 		echo
 		vr=$(v_reasons "$etd_/v-be.csv")
@@ -744,10 +751,15 @@ if grep -q '^etcd,' "$R"; then
 		echo "Each CE alone (all of etcd's CPU less the idle server's is that CE's), over ${d_sep} s or more; Rametr"
 		echo "charges the idle server's own work (raft's ticks) to the one tenant there too:"
 		echo
-		alone_table "$etd_" etcd
+		alone_table "$etd_" "$name"
 		echo
 	} >>"$md"
-fi
+}
+etcd_section etcd 4g "through its JSON gateway" "each CE sends over one keep-alive \`curl --rate\` connection to etcd's
+JSON gateway, which re-sends every request as a gRPC call over one loopback connection to etcd itself
+that all CEs share:"
+etcd_section etcd-grpc 4h "over its gRPC API" "each CE calls etcd's gRPC API (etcdserverpb.KV) over one HTTP/2
+connection of its own (tb-etcdload, an open loop: a call per stream, several in flight when etcd is slow):"
 
 # ------------------------------------------------------------ checks
 {
@@ -763,7 +775,7 @@ fi
 	echo "the right rank order and V within ${my_vpp} pp of U from the server's other threads' CPU; on apache2 each CE"
 	echo "alone within ${AP_ALONE_MIN[*]}% (c1 c2 c3) and +2% of apache's CPU less idle, shares within ${ap_pp} pp of the separate"
 	echo "runs' and their rank order, U within 2% of apache's threads' CPU and V at most ${ap_vpp} pp of U above its"
-	echo "listener's and parent's CPU; on etcd the separate runs' rank order and at least ${et_min_pct}% of its CPU charged."
+	echo "listener's and parent's CPU; on etcd (both APIs) the separate runs' rank order and at least ${et_min_pct}% of its CPU charged."
 	echo
 	sed 's/^ok /- ok: /; s/^FAIL /- **FAILED**: /' "$CHK"
 	echo

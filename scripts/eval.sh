@@ -42,6 +42,9 @@
 #               itself; curl from rm-c1..3 (point reads, range scans, puts);
 #               truth from separate runs as for apache (full profile only;
 #               skipped there without etcd, which setup.sh does not install)
+#      etcd-grpc  the same etcd and CEs over etcd's own gRPC API, one
+#               HTTP/2 connection per CE (tb-etcdload), as etcd's clients
+#               talk to it (full profile only, as etcd)
 #
 # Usage: scripts/eval.sh --profile ci|full [--out DIR] [--build DIR]
 #          [--report DIR] [--only LIST] [--service-seconds S]
@@ -55,10 +58,13 @@
 #   --report DIR    where RESULTS.md, CSV and SVG go (default: testbed for
 #                   full, OUT/report for ci)
 #   --only LIST     comma-separated subset of sweep,factors,phases,pg,redis,nginx,
-#                   haproxy,memcached,mariadb,apache,etcd (default: all; haproxy,
-#                   apache and etcd only on full)
+#                   haproxy,memcached,mariadb,apache,etcd,etcd-grpc (default:
+#                   all; haproxy, apache and the etcd ones only on full)
 #   --service-seconds S  how long the CEs load each real service together
 #                   (default 30 full, 15 ci)
+#   --separate-rounds N  apache and etcd: run the idle server and each CE
+#                   alone N times (1..9, default 1); a CE's cost alone is the
+#                   median of its rounds'
 # Bounds checked on both profiles (exit 1 if one fails): Rametr's mean per-CE
 # |error| <= 1% at both tiers on every synthetic configuration (RM_EVAL_TOL
 # overrides), Rametr's rank order = the truth's in every phase, on PostgreSQL
@@ -73,11 +79,11 @@
 # its other threads' CPU; on apache2 each CE alone within -32/-14/-6% and +2%
 # of the server's CPU less idle, 21 pp of the separate runs' shares and their
 # rank order, U within 2% of its threads' CPU and V at most 2 pp of U above
-# its listener's CPU; on etcd the separate runs' rank order and at least 90%
-# of its CPU charged (scripts/eval-report.sh).
+# its listener's CPU; on etcd (both APIs) the separate runs' rank order and
+# at least 90% of its CPU charged (scripts/eval-report.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only="" only_given=""
+svc_set="" profile="" out=/tmp/rametr-eval build="" report="" only="" only_given="" sep_rounds=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--profile) profile=$2; shift 2 ;;
@@ -86,6 +92,7 @@ while [ $# -gt 0 ]; do
 	--report) report=$2; shift 2 ;;
 	--only) only=$2 only_given=1; shift 2 ;;
 	--service-seconds) svc_set=$2; shift 2 ;;
+	--separate-rounds) sep_rounds=$2; shift 2 ;;
 	-h|--help) awk 'NR > 1 && /^set -euo/ { exit } NR > 1' "$0"; exit 0 ;;
 	*) echo "eval: unknown argument '$1'" >&2; exit 2 ;;
 	esac
@@ -105,14 +112,21 @@ esac
 # the full profile's bounds): on the full profile only, unless named
 if [ -z "$only" ]; then
 	only="sweep,factors,phases,pg,redis,nginx,memcached,mariadb"
-	[ "$profile" = full ] && only="$only,haproxy,apache,etcd"
+	[ "$profile" = full ] && only="$only,haproxy,apache,etcd,etcd-grpc"
 fi
 if [ -n "$svc_set" ]; then
 	[[ "$svc_set" =~ ^[1-9][0-9]*$ ]] && [ "$svc_set" -ge 5 ] \
 		|| { echo "eval: --service-seconds must be a whole number of seconds, at least 5" >&2; exit 2; }
 	svc_dur=$svc_set
 fi
+[[ "$sep_rounds" =~ ^[1-9]$ ]] || { echo "eval: --separate-rounds must be 1..9" >&2; exit 2; }
 want() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+for n in ${only//,/ }; do
+	case ",sweep,factors,phases,pg,redis,nginx,haproxy,memcached,mariadb,apache,etcd,etcd-grpc," in
+	*",$n,"*) ;;
+	*) echo "eval: --only: unknown name '$n' (sweep, factors, phases, pg, redis, nginx, haproxy, memcached, mariadb, apache, etcd, etcd-grpc)" >&2; exit 2 ;;
+	esac
+done
 
 cd "$top"
 bash scripts/setup.sh
@@ -181,6 +195,8 @@ mkcfg() {
 	if [ $est -eq 1 ]; then
 		for s in "$@"; do printf '[estimate %s]\nmethod = lr, kalman\n\n' "$s" >>"$f"; done
 	fi
+	# a setting under evaluation, e.g. RM_EVAL_INI_EXTRA='[aggregator]\ngo_labelled_runtime_by_requests = 0'
+	[ -z "${RM_EVAL_INI_EXTRA:-}" ] || printf '%b\n' "$RM_EVAL_INI_EXTRA" >>"$f"
 }
 
 # Dumps the per-window CPU of server $2 for every technique into
@@ -834,21 +850,35 @@ ap_requests() {
 get_n() { awk -v c="$2" '$1 == c { print $2 }' "$1"; }
 # The truth from separate runs of server $1 in $d (sep-idle-cpu.txt,
 # sep-cN-cpu.txt "cpu_ns seconds ...", sep-cN-requests.txt, together-cpu.txt,
-# requests.txt): each CE's CPU per request alone less the idle server's,
-# times its requests in the shared run, scaled to the shared run's CPU less
-# idle: "ce ns" lines in truth-separate.txt; the idle rate, that target and
-# the additivity (1: the costs alone add up to the shared run) in
-# separate-summary.txt.
+# requests.txt; with rounds, a round R after the first in sep-idle.R-* and
+# sep-cN.R-*): each CE's CPU per request alone less its round's idle server,
+# the median over the rounds, times its requests in the shared run, scaled to
+# the shared run's CPU less idle (the median idle rate): "ce ns" lines in
+# truth-separate.txt; the idle rate, that target, the additivity (1: the
+# costs alone add up to the shared run), the rounds and each CE's costs per
+# request over them (min, max) in separate-summary.txt.
 separate_truth() {
-	local i
-	for i in 1 2 3; do echo "c$i $(cut -d" " -f1,2 "$d/sep-c$i-cpu.txt") $(get_n "$d/sep-c$i-requests.txt" c$i)"; done \
-		| awk -v name="$1" -v idle="$(cat "$d/sep-idle-cpu.txt")" -v tog="$(cat "$d/together-cpu.txt")" 'FNR == NR { n[$1] = $2; next }
-			BEGIN { split(idle, I, " "); split(tog, T, " "); ir = I[1] / I[2] }
-			{ cost[$1] = ($2 - ir * $3) / $4; raw[$1] = cost[$1] * n[$1]; s += raw[$1] }
-			END { target = T[1] - ir * T[2]
-				if (s <= 0 || target <= 0) { print "eval: " name ": no CPU in the runs" > "/dev/stderr"; exit 1 }
-				for (c in raw) printf "%s %.0f\n", c, raw[c] * target / s
-				printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f\n", ir, target, s / target > "/dev/stderr" }' \
+	local i f r
+	for i in 1 2 3; do
+		for f in "$d/sep-c$i-cpu.txt" "$d/sep-c$i".[0-9]*-cpu.txt; do
+			[ -e "$f" ] || continue
+			r=${f#"$d/sep-c$i"}; r=${r%-cpu.txt}
+			echo "c$i $(cut -d" " -f1,2 "$f") $(get_n "$d/sep-c$i$r-requests.txt" c$i) $(cut -d" " -f1,2 "$d/sep-idle$r-cpu.txt")"
+		done
+	done | awk -v name="$1" -v tog="$(cat "$d/together-cpu.txt")" 'FNR == NR { n[$1] = $2; next }
+		function med(a, k,   i, j, t) { for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+			return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
+		BEGIN { split(tog, T, " ") }
+		{ k[$1]++; ir = $5 / $6; c[$1, k[$1]] = ($2 - ir * $3) / $4; if (!(ir in seen)) { seen[ir] = 1; irs[++ni] = ir } }
+		END { split("", a); for (i = 1; i <= ni; i++) a[i] = irs[i]; ir = med(a, ni); target = T[1] - ir * T[2]
+			rounds = 0; spread = ""
+			for (ce in k) { split("", a); lo = hi = c[ce, 1]
+				for (i = 1; i <= k[ce]; i++) { a[i] = c[ce, i]; if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
+				cost[ce] = med(a, k[ce]); raw[ce] = cost[ce] * n[ce]; s += raw[ce]; rounds = k[ce]
+				spread = spread sprintf(" %s %.0f %.0f", ce, lo, hi) }
+			if (s <= 0 || target <= 0) { print "eval: " name ": no CPU in the runs" > "/dev/stderr"; exit 1 }
+			for (ce in raw) printf "%s %.0f\n", ce, raw[ce] * target / s
+			printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f rounds %d cost_ns_min_max%s\n", ir, target, s / target, rounds, spread > "/dev/stderr" }' \
 			"$d/requests.txt" - 2>"$d/separate-summary.txt" | sort >"$d/truth-separate.txt"
 }
 # Each CE alone is exact (all of the server's CPU less the idle server's is
@@ -901,8 +931,11 @@ if want apache; then
 	echo "$(awk '$1 == "all" { print $2 }' "$d/threads-together.txt") $((t_b - t_a))" >"$d/together-cpu.txt"
 	ap_requests "$t_a" "$t_b" >"$d/requests.txt"
 	# separate runs, each on a fresh server
-	ap_phase idle ""
-	for i in 1 2 3; do ap_phase c$i $i; done
+	for r in $(seq 1 "$sep_rounds"); do
+		[ "$r" -eq 1 ] && r="" || r=.$r
+		ap_phase idle$r ""
+		for i in 1 2 3; do ap_phase c$i$r $i; done
+	done
 	cp "$apd/error.log" "$d/apache2-error.log"
 	tb_rametr_stop
 	tb_release_hosts
@@ -1039,8 +1072,21 @@ et_up() {
 	$NETNS exec be curl -sS --fail -o /dev/null -X POST "http://$(addr be):$ET_PORT/v3/kv/put" \
 		-d "{\"key\":\"$(printf k1 | base64 -w0)\",\"value\":\"$(printf v1 | base64 -w0)\"}"
 }
+# One CE's load: over one keep-alive curl connection to the JSON gateway
+# (ET_API gateway) or one gRPC connection to etcd's own API (grpc,
+# tb-etcdload: a call per stream, overlapping when the server is slow).
 et_load() { # CE-index requests log
 	local i=$1 url body
+	if [ "$ET_API" = grpc ]; then
+		case ${ET_KIND[i - 1]} in
+		point) set -- "$@" --kind point --key k1 --expect 1 ;;
+		scan) set -- "$@" --kind scan --key r/ --end r0 --expect 100 ;;
+		put) set -- "$@" --kind put --key w/c$i --value-bytes 100 ;;
+		esac
+		$NETNS exec c$i "$B/testbed/go/tb-etcdload" --server "$(addr be):$ET_PORT" --ce c$i \
+			--rate "${ET_RATE[i - 1]}" --count "$2" "${@:4}" >"$3" 2>&1
+		return
+	fi
 	url="http://$(addr be):$ET_PORT/v3/kv"
 	case ${ET_KIND[i - 1]} in
 	point) url=$url/range body="{\"key\":\"$(printf k1 | base64 -w0)\"}" ;;
@@ -1063,7 +1109,7 @@ et_phase() {
 	t_b=$(at_second 0); c1_=$(be_cpu)
 	# etcd ends by raising the signal again once it has shut down (exit 143)
 	kill -TERM $et 2>/dev/null || :; wait $et 2>/dev/null || :; tb_forget $et
-	[ $ok -eq 1 ] || { cat "$d"/load-"$tag"-*.log >&2; echo "eval: etcd: curl failed" >&2; exit 1; }
+	[ $ok -eq 1 ] || { cat "$d"/load-"$tag"-*.log >&2; echo "eval: $et_name: a CE's load failed" >&2; exit 1; }
 	echo "$((c1_ - c0)) $((t_b - t_a)) $t_a $t_b" >"$d/sep-$tag-cpu.txt"
 	for i in 1 2 3; do
 		case " $ces " in *" $i "*) echo "c$i $((ET_RATE[i - 1] * secs))" ;; *) echo "c$i 0" ;; esac
@@ -1072,12 +1118,17 @@ et_phase() {
 # etcd is not among scripts/setup.sh's packages: on a host with systemd,
 # Debian's etcd-server starts a service of its own when installed. Named
 # with --only, a missing etcd is an error; on the full profile, a skip.
-if want etcd && ! command -v etcd >/dev/null; then
-	[ -z "$only_given" ] || { echo "eval: 'etcd' is missing (apt-get install etcd-server)" >&2; exit 1; }
-	echo "== etcd: not installed, skipped (apt-get install etcd-server; its own service need not run)"
-elif want etcd; then
-	d=$out/runs/etcd; mkdir -p "$d"
-	echo "== etcd $(etcd --version | sed -n 's/^etcd Version: //p') in rm-be through its JSON gateway, curl from rm-c1..3 (${svc_dur}s together; idle and each CE ${sep_dur}s alone)"
+# etcd_run NAME API: the whole measurement of one API (gateway, grpc) as
+# server NAME in the results.
+etcd_run() {
+	et_name=$1 ET_API=$2
+	d=$out/runs/$et_name; mkdir -p "$d"
+	if [ "$ET_API" = grpc ]; then
+		[ -x "$B/testbed/go/tb-etcdload" ] || { echo "eval: $et_name: tb-etcdload is not built (Debian's golang and golang-google-grpc-dev)" >&2; exit 1; }
+		echo "== etcd $(etcd --version | sed -n 's/^etcd Version: //p') in rm-be over its gRPC API, tb-etcdload from rm-c1..3 (${svc_dur}s together; idle and each CE ${sep_dur}s alone)"
+	else
+		echo "== etcd $(etcd --version | sed -n 's/^etcd Version: //p') in rm-be through its JSON gateway, curl from rm-c1..3 (${svc_dur}s together; idle and each CE ${sep_dur}s alone)"
+	fi
 	etd=$(mktemp -d /tmp/rametr-svc.XXXXXX); tb_tmpdirs+=("$etd")
 	mkcfg "$d/rametr.ini" $ET_PORT be
 	tb_take_hosts
@@ -1085,15 +1136,31 @@ elif want etcd; then
 	et_phase together "1 2 3" "$svc_dur"
 	cp "$d/sep-together-cpu.txt" "$d/together-cpu.txt"; cp "$d/sep-together-requests.txt" "$d/requests.txt"
 	s_a=$t_a s_b=$t_b
-	et_phase idle "" "$sep_dur"
-	for i in 1 2 3; do et_phase c$i $i "$sep_dur"; done
+	for r in $(seq 1 "$sep_rounds"); do
+		[ "$r" -eq 1 ] && r="" || r=.$r
+		et_phase idle$r "" "$sep_dur"
+		for i in 1 2 3; do et_phase c$i$r $i "$sep_dur"; done
+	done
 	tb_rametr_stop
 	tb_release_hosts
 	t_a=$s_a t_b=$s_b
-	separate_truth etcd
-	be_rows etcd separate "$d/truth-separate.txt"
+	separate_truth "$et_name"
+	be_rows "$et_name" separate "$d/truth-separate.txt"
 	alone_rametr
-fi
+}
+# etcd is not among scripts/setup.sh's packages: on a host with systemd,
+# Debian's etcd-server starts a service of its own when installed. Named
+# with --only, a missing etcd is an error; on the full profile, a skip.
+for et_api in gateway grpc; do
+	et_name=etcd; [ $et_api = grpc ] && et_name=etcd-grpc
+	want $et_name || continue
+	if ! command -v etcd >/dev/null; then
+		[ -z "$only_given" ] || { echo "eval: '$et_name' needs etcd (apt-get install etcd-server)" >&2; exit 1; }
+		echo "== $et_name: etcd is not installed, skipped (apt-get install etcd-server; its own service need not run)"
+		continue
+	fi
+	etcd_run $et_name $et_api
+done
 
 # ---------------------------------------------------------------- report
 echo "== report in $report"
