@@ -623,7 +623,7 @@ fi
 separate_words() {
 	awk '{ printf "the idle server %.3f ms/s; the CEs'"'"' costs alone times their shared requests are %.3f times the shared run'"'"'s CPU less idle (%.3f s; 1 is additive)", $3 / 1e6, $7, $5 / 1e9
 		if ($9 > 1) { printf "; %d rounds alone, each CE'"'"'s cost the median of its rounds'"'"' (µs per request, least..most:", $9
-			for (i = 11; i + 2 <= NF; i += 3) printf "%s %s %.0f..%.0f", i > 11 ? "," : "", $i, $(i + 1) / 1e3, $(i + 2) / 1e3
+			for (i = 11; i + 2 <= NF; i += 3) printf "%s %s %.0f..%.0f", (i > 11 ? "," : ""), $i, $(i + 1) / 1e3, $(i + 2) / 1e3
 			printf ")" } }' "$1/separate-summary.txt"
 }
 # The table of each CE alone against server $2's CPU less idle (alone-rametr.txt
