@@ -10,8 +10,9 @@
 //
 // The messages are written and read as protobuf wire bytes by hand (a
 // Range request is a key and a range end; a reply's count and header are
-// checked), so no .proto file, protoc or etcd client library is needed: the
-// codec is named "proto", which is what etcd's server expects. Prints one
+// checked), so no .proto file, protoc or etcd client library is needed: they
+// travel in tbgrpc's raw codec named "proto", which is what etcd's server
+// expects. Prints one
 // summary line; exits 1 if a call failed or a reply was not what the call
 // asked for (a Range whose count is not --expect, a Put without a header).
 package main
@@ -21,43 +22,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"rametr.example/testbed/go/tbgrpc"
 )
-
-// msg is a message as its protobuf wire bytes.
-type msg struct {
-	b []byte
-}
-
-// rawCodec passes wire bytes through; named "proto" so the content-type is
-// application/grpc+proto, as etcd's own clients send.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return "proto" }
-
-func (rawCodec) Marshal(v interface{}) ([]byte, error) {
-	m, ok := v.(*msg)
-	if !ok {
-		return nil, fmt.Errorf("raw codec: cannot marshal %T", v)
-	}
-	return m.b, nil
-}
-
-func (rawCodec) Unmarshal(data []byte, v interface{}) error {
-	m, ok := v.(*msg)
-	if !ok {
-		return fmt.Errorf("raw codec: cannot unmarshal into %T", v)
-	}
-	m.b = append(m.b[:0], data...)
-	return nil
-}
 
 func appendVarint(b []byte, v uint64) []byte {
 	for v >= 0x80 {
@@ -184,53 +156,26 @@ func main() {
 		req = appendBytes(appendBytes(nil, 1, []byte(*key)), 2, value)
 		method = "/etcdserverpb.KV/Put"
 	}
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	if *bind != "" {
-		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(*bind)}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	conn, err := grpc.DialContext(ctx, *server, grpc.WithInsecure(), grpc.WithBlock(),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return dialer.DialContext(ctx, "tcp", a)
-		}),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
-	cancel()
+	conn, err := tbgrpc.Dial(*server, *bind, grpc.ForceCodec(tbgrpc.RawCodec{N: "proto"}))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tb-etcdload: failed to connect to '%s': %v\n", *server, err)
 		os.Exit(1)
 	}
 	defer conn.Close()
 	gap := time.Duration(float64(time.Second) / *rate)
-	var ok, failed, nbytes, inflight, maxInflight atomic.Int64
-	var firstErr atomic.Value
+	var calls tbgrpc.Calls
 	var wg sync.WaitGroup
-	var latMu sync.Mutex
-	var lat []time.Duration
 	call := func() {
 		defer wg.Done()
-		now := inflight.Add(1)
-		for m := maxInflight.Load(); now > m && !maxInflight.CompareAndSwap(m, now); m = maxInflight.Load() {
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var out msg
-		t0 := time.Now()
-		err := conn.Invoke(ctx, method, &msg{b: req}, &out)
-		d := time.Since(t0)
-		cancel()
-		inflight.Add(-1)
-		if err == nil {
-			err = checkReply(*kind, out.b, *expect)
-		}
-		if err != nil {
-			failed.Add(1)
-			firstErr.CompareAndSwap(nil, err.Error())
-			return
-		}
-		nbytes.Add(int64(len(out.b)))
-		ok.Add(1)
-		latMu.Lock()
-		lat = append(lat, d)
-		latMu.Unlock()
+		calls.Do(func() (int, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out tbgrpc.Msg
+			if err := conn.Invoke(ctx, method, &tbgrpc.Msg{B: req}, &out); err != nil {
+				return 0, err
+			}
+			return len(out.B), checkReply(*kind, out.B, *expect)
+		})
 	}
 	start := time.Now()
 	for i := 0; i < *count; i++ {
@@ -241,16 +186,8 @@ func main() {
 		go call()
 	}
 	wg.Wait()
-	secs := time.Since(start).Seconds()
-	p99 := 0.0
-	if len(lat) > 0 {
-		sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
-		p99 = float64(lat[(len(lat)*99+99)/100-1]) / 1e6
-	}
-	fmt.Printf("tb-etcdload: ce %s %s: %d calls, %d ok, %d failed, %d bytes in %.3f s on one connection, "+
-		"at most %d in flight, p99 %.3f ms\n", *ce, *kind, *count, ok.Load(), failed.Load(), nbytes.Load(), secs,
-		maxInflight.Load(), p99)
-	if e := firstErr.Load(); e != nil {
+	fmt.Printf("tb-etcdload: ce %s %s: %d calls, %s\n", *ce, *kind, *count, calls.Summary(time.Since(start).Seconds()))
+	if e := calls.FirstErr(); e != "" {
 		fmt.Fprintf(os.Stderr, "tb-etcdload: first failure: %s\n", e)
 		os.Exit(1)
 	}

@@ -16,9 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,17 +48,7 @@ func main() {
 			"--rate and --duration must be positive, --burst 1..64, --resp at least 80, --inflight 0..1024")
 		os.Exit(2)
 	}
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	if *bind != "" {
-		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(*bind)}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	conn, err := grpc.DialContext(ctx, *server, grpc.WithInsecure(), grpc.WithBlock(),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return dialer.DialContext(ctx, "tcp", a)
-		}),
-		grpc.WithDefaultCallOptions(grpc.CallContentSubtype(tbgrpc.CodecName)))
-	cancel()
+	conn, err := tbgrpc.Dial(*server, *bind, grpc.CallContentSubtype(tbgrpc.CodecName))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tb-grpcload: failed to connect to '%s': %v\n", *server, err)
 		os.Exit(1)
@@ -70,35 +58,21 @@ func main() {
 	want := tbgrpc.Reply(*ce, *method, *resp)
 	n := int(*rate**dur) / *burst * *burst
 	gap := time.Duration(float64(time.Second) * float64(*burst) / *rate)
-	var ok, failed, nbytes, inflight, maxInflight atomic.Int64
+	var calls tbgrpc.Calls
 	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	var latMu sync.Mutex
-	var lat []time.Duration
 	call := func() {
-		now := inflight.Add(1)
-		for m := maxInflight.Load(); now > m && !maxInflight.CompareAndSwap(m, now); m = maxInflight.Load() {
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var out tbgrpc.Msg
-		t0 := time.Now()
-		err := conn.Invoke(ctx, full, &tbgrpc.Msg{B: []byte(*ce)}, &out)
-		d := time.Since(t0)
-		cancel()
-		inflight.Add(-1)
-		if err == nil && !bytes.Equal(out.B, want) {
-			err = fmt.Errorf("wrong reply: %d bytes, %q...", len(out.B), out.B[:min(len(out.B), 32)])
-		}
-		if err != nil {
-			failed.Add(1)
-			firstErr.CompareAndSwap(nil, err.Error())
-			return
-		}
-		nbytes.Add(int64(len(out.B)))
-		ok.Add(1)
-		latMu.Lock()
-		lat = append(lat, d)
-		latMu.Unlock()
+		calls.Do(func() (int, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out tbgrpc.Msg
+			if err := conn.Invoke(ctx, full, &tbgrpc.Msg{B: []byte(*ce)}, &out); err != nil {
+				return 0, err
+			}
+			if !bytes.Equal(out.B, want) {
+				return 0, fmt.Errorf("wrong reply: %d bytes, %q...", len(out.B), out.B[:min(len(out.B), 32)])
+			}
+			return len(out.B), nil
+		})
 	}
 	start := time.Now()
 	if *closed > 0 {
@@ -129,15 +103,8 @@ func main() {
 		wg.Wait()
 	}
 	secs := time.Since(start).Seconds()
-	p99 := 0.0
-	if len(lat) > 0 {
-		sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
-		p99 = float64(lat[(len(lat)*99+99)/100-1]) / 1e6
-	}
-	fmt.Printf("tb-grpcload: ce %s method %s: %d calls, %d ok, %d failed, %d bytes in %.3f s on one connection, "+
-		"at most %d in flight, p99 %.3f ms\n", *ce, *method, n, ok.Load(), failed.Load(), nbytes.Load(), secs,
-		maxInflight.Load(), p99)
-	if e := firstErr.Load(); e != nil {
+	fmt.Printf("tb-grpcload: ce %s method %s: %d calls, %s\n", *ce, *method, n, calls.Summary(secs))
+	if e := calls.FirstErr(); e != "" {
 		fmt.Fprintf(os.Stderr, "tb-grpcload: first failure: %s\n", e)
 		os.Exit(1)
 	}
