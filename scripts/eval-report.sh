@@ -707,8 +707,8 @@ fi
 
 # ------------------------------------------------------------ etcd (a Go program, two APIs)
 # The truth is from separate runs, which are not additive on etcd (the
-# CEs' costs alone, times their requests, were 1.02-1.31 times the shared
-# run's CPU less idle in four runs): per CE reported, not bounded. Checked:
+# CEs' costs alone, times their requests, were 1.02-1.50 times the shared
+# run's CPU less idle in ten runs): per CE reported, not bounded. Checked:
 # the separate runs' rank order, and at least 90% of etcd's CPU charged to
 # the CEs (52% of it stayed V before a call over etcd's connection to itself
 # carried its caller's goroutine label).
