@@ -863,13 +863,13 @@ separate_truth() {
 		for f in "$d/sep-c$i-cpu.txt" "$d/sep-c$i".[0-9]*-cpu.txt; do
 			[ -e "$f" ] || continue
 			r=${f#"$d/sep-c$i"}; r=${r%-cpu.txt}
-			echo "c$i $(cut -d" " -f1,2 "$f") $(get_n "$d/sep-c$i$r-requests.txt" c$i) $(cut -d" " -f1,2 "$d/sep-idle$r-cpu.txt")"
+			echo "c$i $(cut -d" " -f1,2 "$f") $(get_n "$d/sep-c$i$r-requests.txt" c$i) $(cut -d" " -f1,2 "$d/sep-idle$r-cpu.txt") r$r"
 		done
 	done | awk -v name="$1" -v tog="$(cat "$d/together-cpu.txt")" 'FNR == NR { n[$1] = $2; next }
 		function med(a, k,   i, j, t) { for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
 			return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
 		BEGIN { split(tog, T, " ") }
-		{ k[$1]++; ir = $5 / $6; c[$1, k[$1]] = ($2 - ir * $3) / $4; if (!(ir in seen)) { seen[ir] = 1; irs[++ni] = ir } }
+		{ k[$1]++; ir = $5 / $6; c[$1, k[$1]] = ($2 - ir * $3) / $4; if (!($7 in seen)) { seen[$7] = 1; irs[++ni] = ir } }
 		END { split("", a); for (i = 1; i <= ni; i++) a[i] = irs[i]; ir = med(a, ni); target = T[1] - ir * T[2]
 			rounds = 0; spread = ""
 			for (ce in k) { split("", a); lo = hi = c[ce, 1]
@@ -880,6 +880,18 @@ separate_truth() {
 			for (ce in raw) printf "%s %.0f\n", ce, raw[ce] * target / s
 			printf "# idle_ns_per_s %.0f together_less_idle %.0f additivity %.4f rounds %d cost_ns_min_max%s\n", ir, target, s / target, rounds, spread > "/dev/stderr" }' \
 			"$d/requests.txt" - 2>"$d/separate-summary.txt" | sort >"$d/truth-separate.txt"
+}
+# separate_phases PHASE [ARG...]: the separate runs' phases, $sep_rounds
+# rounds of the idle server and each CE alone, as PHASE TAG CES [ARG...];
+# the tags are those separate_truth reads (idle, cN; idle.R, cN.R after the
+# first round).
+separate_phases() {
+	local r i
+	for r in $(seq 1 "$sep_rounds"); do
+		[ "$r" -eq 1 ] && r="" || r=.$r
+		"$1" idle$r "" "${@:2}"
+		for i in 1 2 3; do "$1" c$i$r $i "${@:2}"; done
+	done
 }
 # Each CE alone is exact (all of the server's CPU less the idle server's is
 # that CE's): "ce cpu-less-idle-ns rametr-ns v-ns" over each alone phase of
@@ -931,11 +943,7 @@ if want apache; then
 	echo "$(awk '$1 == "all" { print $2 }' "$d/threads-together.txt") $((t_b - t_a))" >"$d/together-cpu.txt"
 	ap_requests "$t_a" "$t_b" >"$d/requests.txt"
 	# separate runs, each on a fresh server
-	for r in $(seq 1 "$sep_rounds"); do
-		[ "$r" -eq 1 ] && r="" || r=.$r
-		ap_phase idle$r ""
-		for i in 1 2 3; do ap_phase c$i$r $i; done
-	done
+	separate_phases ap_phase
 	cp "$apd/error.log" "$d/apache2-error.log"
 	tb_rametr_stop
 	tb_release_hosts
@@ -1136,11 +1144,7 @@ etcd_run() {
 	et_phase together "1 2 3" "$svc_dur"
 	cp "$d/sep-together-cpu.txt" "$d/together-cpu.txt"; cp "$d/sep-together-requests.txt" "$d/requests.txt"
 	s_a=$t_a s_b=$t_b
-	for r in $(seq 1 "$sep_rounds"); do
-		[ "$r" -eq 1 ] && r="" || r=.$r
-		et_phase idle$r "" "$sep_dur"
-		for i in 1 2 3; do et_phase c$i$r $i "$sep_dur"; done
-	done
+	separate_phases et_phase "$sep_dur"
 	tb_rametr_stop
 	tb_release_hosts
 	t_a=$s_a t_b=$s_b
