@@ -110,6 +110,8 @@ int main(int argc, char **argv)
 			cfg.go_labels = 0;
 		} else if (strcmp(argv[i], "--handoffs-from-start") == 0) {
 			cfg.handoffs_from_start = 1;
+		} else if (strcmp(argv[i], "--go-creations-from-start") == 0) {
+			cfg.go_creations_from_start = 1;
 		} else if (strcmp(argv[i], "--cpu-counters") == 0) {
 			cfg.cpu_counters = 1; /* the collector's option of that name: this program's default */
 		} else if (strcmp(argv[i], "--ring") == 0 && i + 1 < argc) {
@@ -127,7 +129,7 @@ int main(int argc, char **argv)
 			cfg.netns_ino = (uint32_t)nst.st_ino;
 		} else {
 			fprintf(stderr, "usage: bench_attach [--profile] [--stage hooks|clock|task|state|noemit|full]"
-					" [--ring BYTES] [--netns NAME] [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--handoffs-from-start] [--no-go-labels] (runs until SIGINT or SIGTERM)\n");
+					" [--ring BYTES] [--netns NAME] [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--handoffs-from-start] [--no-go-labels] [--go-creations-from-start] (runs until SIGINT or SIGTERM)\n");
 			return 2;
 		}
 	}

@@ -260,6 +260,7 @@ int col_bpf_open(struct col_bpf **out, const struct col_bpf_cfg *cfg)
 		struct col_bpf_go_cfg gc = { .window_ns = b->window_ns, .offset_ns = cfg->offset_ns,
 					     .netns_ino = cfg->netns_ino, .freq_hz = cfg->go_label_hz,
 					     .per_thread = cfg->go_label_per_thread,
+					     .creations_from_start = cfg->go_creations_from_start,
 					     .tasks_fd = cfg->cpu_counters ? bpf_map__fd(b->skel->maps.tasks) : 0 };
 
 		if ((rv = col_bpf_go_open(&b->go, &gc)) != RM_OK) {

@@ -36,6 +36,8 @@ struct col_bpf_cfg {
 			       * the sockets they serve and their CPU sampled per label (col_bpf_go.h) */
 	uint32_t go_label_hz; /* the sampler's frequency (0: col_golabel's default) */
 	int go_label_per_thread; /* the sampler per Go thread, not per CPU (col_golabel_cfg.per_thread) */
+	int go_creations_from_start; /* goroutine creations followed from the start, not once a window's
+				      * samples ask for it (col_golabel_cfg.creations_from_start) */
 	uint32_t ring_bytes;  /* size of the part ring, a power of 2 >= 4096; 0 = 16 MiB */
 	uint32_t bench_stage; /* benchmarks only: RM_STAGE_* (rametr.h); 0 = full accounting */
 };

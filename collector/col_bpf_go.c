@@ -208,7 +208,8 @@ static int col_bpf_go_load(struct col_bpf_go *g)
 {
 	struct col_golabel_cfg c = { .window_ns = g->cfg.window_ns, .offset_ns = g->cfg.offset_ns,
 				     .freq_hz = g->cfg.freq_hz, .netns_ino = g->cfg.netns_ino,
-				     .per_thread = g->cfg.per_thread, .tasks_fd = g->cfg.tasks_fd };
+				     .per_thread = g->cfg.per_thread, .tasks_fd = g->cfg.tasks_fd,
+				     .creations_from_start = g->cfg.creations_from_start };
 	int rv;
 
 	if (g->gl)

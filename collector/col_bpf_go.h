@@ -38,6 +38,7 @@ struct col_bpf_go_cfg {
 	uint32_t netns_ino; /* nonzero: only this network namespace's receives label */
 	uint32_t freq_hz;   /* sampler frequency (0: the module's default) */
 	int per_thread;     /* the sampler per watched thread, not per CPU (col_golabel_cfg) */
+	int creations_from_start; /* the creation uprobe attached at once (col_golabel_cfg) */
 	int tasks_fd;       /* > 0: the CPU counters' per-thread state (their rm_task.smp moves the label samples
 			       into the parts charged with the sampled CPU: each window's counts by segment too) */
 };

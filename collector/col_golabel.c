@@ -30,27 +30,36 @@ _Static_assert(COL_GOLABEL_IDLE == GOLABEL_IDLE, "one idle label for kernel and 
 _Static_assert(COL_GOLABEL_PIDS_MAX == GOLABEL_PIDS_MAX, "one bound on watched processes");
 
 /*
- * A Go executable with the creation uprobe attached, and the hand-off
- * uprobe once one of its processes needs it (gl_want_handoffs).
+ * A watched Go executable and its two uprobes, each attached once one of its
+ * processes needs it (gl_want_follow, gl_want_handoffs).
  */
 struct gl_exe {
 	dev_t dev;
 	ino_t ino;
-	struct bpf_link *link;
-	struct bpf_link *ready; /* NULL until attached */
+	struct bpf_link *newg;  /* the creation uprobe; NULL until attached */
+	uint64_t site_off;      /* where it goes; 0: attaching it failed */
+	uint64_t newg_win;      /* the window it was attached in (0: from the start) */
+	struct bpf_link *ready; /* the hand-off uprobe; NULL until attached */
 	uint64_t ready_off;     /* where it goes; 0: the build has no runtime.ready, or attaching it failed */
 };
 
 /*
- * The hand-off uprobe traps on every runtime.ready, which a Go server calls
- * about once a request whether or not it hands work over: it is attached to
- * an executable only once a window of one of its processes has at least
+ * Both uprobes trap on calls a Go server makes about once a request whether
+ * or not it needs them (net/http starts a goroutine per request and wakes
+ * it through a sync.Cond; each trap costs the traced thread several µs at
+ * saturation on a virtual machine, bench/RESULTS.md), so neither is
+ * attached until a window of one of the executable's processes has at least
  * GL_HANDOFF_MIN samples on user goroutines without a label, and at least
- * 1 / GL_HANDOFF_DIV of the process's samples (a pool's workers, fed over
- * a channel, never read a socket of their own).
+ * 1 / GL_HANDOFF_DIV of the process's samples. The first such window
+ * attaches the creation uprobe (a goroutine per request or per stream, as
+ * grpc-go's, takes its creator's label); one that began after that
+ * (GL_FOLLOW_SETTLE), when the goroutines created since still leave that
+ * much unlabelled, attaches the hand-off uprobe (a pool's workers, fed over a
+ * channel, never read a socket of their own and were created before).
  */
 #define GL_HANDOFF_MIN 16
 #define GL_HANDOFF_DIV 20
+#define GL_FOLLOW_SETTLE 1
 
 /* A thread of a watched process and its sampler (a cpu-clock event bound to the thread). */
 struct gl_thr {
@@ -72,6 +81,7 @@ struct col_golabel {
 	struct bpf_link *recv;
 	struct bpf_link *send;
 	int per_thread;             /* samplers per watched thread (col_golabel_cfg.per_thread), else per CPU */
+	int creations_from_start;   /* col_golabel_cfg.creations_from_start */
 	struct bpf_link **samplers; /* per CPU: one per online CPU */
 	int nsamplers;
 	struct gl_exe exes[GOLABEL_PIDS_MAX];
@@ -328,6 +338,7 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
 		return gl_errno_rv(err);
 	}
 	g->per_thread = cfg->per_thread;
+	g->creations_from_start = cfg->creations_from_start;
 	if (!g->per_thread && (rv = gl_attach_samplers(g)) != RM_OK) {
 		col_golabel_close(g);
 		return rv;
@@ -376,35 +387,38 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 	}
 	if ((rv = col_gort_sched_inspect(exe_path, &s)) != RM_OK)
 		return rv;
-	if (s.g_m_off > UINT32_MAX || s.m_curg_off > UINT32_MAX || s.g_startpc_off > UINT32_MAX)
+	if (s.g_m_off > UINT32_MAX || s.m_curg_off > UINT32_MAX || s.g_startpc_off > UINT32_MAX ||
+	    s.g_goid_off > UINT32_MAX)
 		return RM_ENOTSUP;
 	p.g_tls_off = s.g_tls_off;
 	p.g_m_off = (uint32_t)s.g_m_off;
 	p.m_curg_off = (uint32_t)s.m_curg_off;
 	p.g_startpc_off = (uint32_t)s.g_startpc_off;
+	p.g_goid_off = (uint32_t)s.g_goid_off;
 	p.rt_lo = s.rt_text_lo;
 	p.rt_hi = s.rt_text_hi;
 	if (!(x = gl_find_exe(g, st.st_dev, st.st_ino))) {
 		x = &g->exes[g->nexes];
+		memset(x, 0, sizeof(*x));
 		x->dev = st.st_dev;
 		x->ino = st.st_ino;
+		x->site_off = s.site_off;
+		x->ready_off = s.ready_off;
 		/* every process of the executable (pid -1): the program looks the process up in pids */
-		if (!(x->link = bpf_program__attach_uprobe(g->skel->progs.golabel_newg, false, -1, exe_path,
-							  (size_t)s.site_off))) {
+		if (g->creations_from_start &&
+		    !(x->newg = bpf_program__attach_uprobe(g->skel->progs.golabel_newg, false, -1, exe_path,
+							   (size_t)s.site_off))) {
 			rm_log_warn("failed to attach the goroutine creation uprobe to '%s': %s", exe_path,
 				    strerror(errno));
 			return RM_EBPF;
 		}
-		x->ready = NULL;
-		x->ready_off = s.ready_off;
 		g->nexes++;
 		added = 1;
 	}
 	if (bpf_map_update_elem(bpf_map__fd(g->skel->maps.pids), &pid, &p, BPF_ANY) != 0) {
 		rv = errno == E2BIG ? RM_EFULL : RM_EBPF;
 		if (added) {
-			bpf_link__destroy(x->link);
-			bpf_link__destroy(x->ready);
+			bpf_link__destroy(x->newg);
 			g->nexes--;
 		}
 		return rv;
@@ -436,7 +450,7 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
 		if (g->pids[i].dev == gone.dev && g->pids[i].ino == gone.ino)
 			return; /* the executable still runs in a watched process */
 	if ((x = gl_find_exe(g, gone.dev, gone.ino)) != NULL) {
-		bpf_link__destroy(x->link);
+		bpf_link__destroy(x->newg);
 		bpf_link__destroy(x->ready);
 		*x = g->exes[--g->nexes];
 	}
@@ -472,8 +486,45 @@ static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, const char *wh
 	rm_log_info("process %u: %s; following hand-offs between its goroutines from now on", pid, why);
 }
 
-/* Looks at each (window, process) of rows[0..n) (sorted) for goroutines that need hand-offs followed. */
-static void gl_check_handoffs(struct col_golabel *g, const struct gl_row *rows, size_t n)
+/*
+ * Process pid's samples of window win show user goroutines working without
+ * a label (see GL_HANDOFF_MIN): attaches the creation uprobe to its
+ * executable unless it is there; for a window that began after it was (or
+ * could not be) attached, asks for the hand-off uprobe. A
+ * process that ended before either could be attached through leaves it for
+ * the next window to ask.
+ */
+static void gl_want_follow(struct col_golabel *g, uint32_t pid, uint64_t win, const char *why)
+{
+	struct gl_pid *p = gl_find_pid(g, pid);
+	struct gl_exe *x = p ? gl_find_exe(g, p->dev, p->ino) : NULL;
+	char path[32];
+
+	if (!x)
+		return;
+	if (x->newg || !x->site_off) {
+		if (win >= x->newg_win + GL_FOLLOW_SETTLE)
+			gl_want_handoffs(g, pid, why);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+	x->newg_win = col_golabel_window(g); /* windows drained with this one may be later, not after it */
+	if (!(x->newg = bpf_program__attach_uprobe(g->skel->progs.golabel_newg, false, -1, path,
+						  (size_t)x->site_off))) {
+		int err = errno;
+
+		if (err == ENOENT || err == ESRCH)
+			return; /* the process ended: another of the executable may ask again */
+		rm_log_warn("failed to attach the goroutine creation uprobe to '%s': %s; a goroutine keeps no label "
+			    "from its creator", path, strerror(err));
+		x->site_off = 0;
+		return;
+	}
+	rm_log_info("process %u: %s; following the goroutines it creates from now on", pid, why);
+}
+
+/* Looks at each (window, process) of rows[0..n) (sorted) for goroutines working without a label. */
+static void gl_check_unlabelled(struct col_golabel *g, const struct gl_row *rows, size_t n)
 {
 	size_t i, j;
 
@@ -490,16 +541,16 @@ static void gl_check_handoffs(struct col_golabel *g, const struct gl_row *rows, 
 
 			snprintf(why, sizeof(why), "%" PRIu64 " of %" PRIu64 " goroutine samples in a window were of "
 				 "goroutines without a label", zero, all);
-			gl_want_handoffs(g, rows[i].c.pid, why);
+			gl_want_follow(g, rows[i].c.pid, rows[i].win, why);
 		}
 	}
 }
 
 /*
- * Each watched process whose goroutines without a label sent GL_HANDOFF_MIN
- * times on connections within the node (golabel_proc.bare_sends: a
- * connection's writer goroutine, fed by its callers over a channel, as
- * grpc-go's client) asks for the hand-off uprobe, through which the writer
+ * Each watched process that received GL_HANDOFF_MIN of its own sends made by
+ * goroutines without a label over connections to itself
+ * (golabel_proc.bare_sends: a connection's writer goroutine, fed by its
+ * callers over a channel, as grpc-go's client) asks for the hand-off uprobe, through which the writer
  * carries its callers' labels to the receiving end.
  */
 static void gl_check_bare_sends(struct col_golabel *g)
@@ -513,7 +564,7 @@ static void gl_check_bare_sends(struct col_golabel *g)
 
 		if (bpf_map_lookup_elem(fd, &g->pids[i].pid, &p) != 0 || p.bare_sends < GL_HANDOFF_MIN)
 			continue;
-		snprintf(why, sizeof(why), "%u sends on connections within the node by goroutines without a label",
+		snprintf(why, sizeof(why), "%u of its own sends without a label received over connections to itself",
 			 p.bare_sends);
 		gl_want_handoffs(g, g->pids[i].pid, why);
 	}
@@ -591,7 +642,7 @@ int col_golabel_drain(struct col_golabel *g, uint64_t before_win, col_golabel_fn
 	}
 	n = j;
 	qsort(rows, n, sizeof(*rows), gl_row_cmp);
-	gl_check_handoffs(g, rows, n);
+	gl_check_unlabelled(g, rows, n);
 	gl_check_bare_sends(g);
 	for (i = 0; i < n; i = j) {
 		for (j = i, k = 0; j < n && rows[j].win == rows[i].win; j++)
@@ -634,8 +685,11 @@ void col_golabel_stats(struct col_golabel *g, struct col_golabel_stats *out)
 	out->inherit = sum[GOLABEL_ST_INHERIT];
 	out->handed = sum[GOLABEL_ST_HANDED];
 	out->origin = sum[GOLABEL_ST_ORIGIN];
-	for (size_t x = 0; x < g->nexes; x++)
+	out->sent = sum[GOLABEL_ST_SENT];
+	for (size_t x = 0; x < g->nexes; x++) {
+		out->creation_exes += g->exes[x].newg != NULL;
 		out->handoff_exes += g->exes[x].ready != NULL;
+	}
 	out->threads = g->nthr;
 }
 
@@ -660,7 +714,7 @@ void col_golabel_close(struct col_golabel *g)
 		bpf_link__destroy(g->samplers[c]);
 	free(g->samplers);
 	for (i = 0; i < g->nexes; i++) {
-		bpf_link__destroy(g->exes[i].link);
+		bpf_link__destroy(g->exes[i].newg);
 		bpf_link__destroy(g->exes[i].ready);
 	}
 	bpf_link__destroy(g->recv);

@@ -8,8 +8,9 @@
  * namespace) is labelled with that socket's cookie, the one the collector's
  * socket hooks report, so the aggregator's rules and pairing still decide
  * the tenant; a goroutine it creates takes its label (one uprobe on the
- * call of runtime.runqput in runtime.newproc.func1, attached once per Go
- * executable, where col_gort_sched_inspect finds it). A cpu-clock sampler
+ * call of runtime.runqput in runtime.newproc.func1, where
+ * col_gort_sched_inspect finds it, attached to a Go executable once a
+ * window's samples show its user goroutines working without a label). A cpu-clock sampler
  * at freq_hz, on every online CPU or on each thread of the watched
  * processes (col_golabel_cfg.per_thread), counts for the watched threads
  * samples per window, process and label: the label of the goroutine the
@@ -66,6 +67,10 @@ struct col_golabel_cfg {
 	 * sample is then also added to its thread's rm_task.smp, which the CPU counters move into the
 	 * part charged with the sampled CPU (rm_part.samples). 0: not. */
 	int tasks_fd;
+	/* 1: the creation uprobe is attached when an executable is first watched, and the hand-off
+	 * uprobe at the first window whose samples ask for it; 0 (the default): each when the samples
+	 * ask for it (col_golabel_drain) */
+	int creations_from_start;
 };
 
 /* The samples of one label in one window. */
@@ -87,7 +92,10 @@ struct col_golabel_stats {
 	uint64_t handed;    /* goroutines readied by a labelled one that took its label (hand-offs) */
 	uint64_t origin;    /* receives on a TCP connection within the node that took the label of the
 	                       goroutine of the same process that sent (a Go program calling itself) */
+	uint64_t sent;      /* TCP sends by a goroutine without a label, which took the connection's (a
+	                       connection's writer goroutine) */
 	uint64_t threads;   /* per_thread: threads with a sampler now (0 with samplers per CPU) */
+	uint64_t creation_exes; /* executables whose goroutine creations are followed now (the uprobe attached) */
 	uint64_t handoff_exes; /* executables whose hand-offs are followed now (the uprobe attached) */
 };
 
@@ -106,16 +114,18 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
  * Watches process pid, running the executable at exe_path (as this process
  * sees it, e.g. /proc/PID/exe): its receives label goroutines, its threads
  * are sampled (per_thread: those in /proc/PID/task now; col_golabel_follow
- * for later ones). Attaches the creation uprobe once per executable (device,
- * inode); a second pid of the same executable only joins the map. The
- * hand-off uprobe (runtime.ready) is attached later, by col_golabel_drain,
- * once a window's samples show the process's user goroutines working
- * without a label (a pool's workers fed over a channel). Returns
+ * for later ones). Its executable (device, inode) is watched once; a second
+ * pid of the same executable only joins the map. The creation uprobe and
+ * the hand-off uprobe (runtime.ready) are attached later, by
+ * col_golabel_drain, when windows' samples show the process's user
+ * goroutines working without a label (with creations_from_start, the
+ * creation uprobe at once). Returns
  * RM_OK (also if pid is already watched: no change); RM_EINVAL for pid 0 or
  * a NULL path; RM_ENOTSUP for a Go build it cannot read (not Go, stripped,
  * unknown layout: col_gort_sched_inspect); RM_ENOENT if exe_path is not an
  * ELF file; RM_EIO if it cannot be read; RM_EFULL with COL_GOLABEL_PIDS_MAX
- * processes watched; RM_EBPF if the uprobe cannot be attached. On failure
+ * processes watched; RM_EBPF if creations_from_start and the creation uprobe
+ * cannot be attached. On failure
  * nothing changed.
  */
 int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path);
@@ -147,8 +157,9 @@ typedef void (*col_golabel_fn)(void *arg, uint64_t win, const struct col_golabel
  * Hands every window < before_win that has samples to fn, once, in
  * increasing order, and deletes its counts from the kernel. A window in
  * which a process's user goroutines without a label had at least 16
- * samples and 5% of its samples attaches the hand-off uprobe to its
- * executable (logged; a failure to attach is logged once). Call it with
+ * samples and 5% of its samples attaches the creation uprobe to its
+ * executable; such a window that began after that attaches the hand-off
+ * uprobe (each logged; a failure to attach is logged once). Call it with
  * before_win <= col_golabel_window() (a window still being sampled would
  * be handed in two pieces). Returns RM_OK; RM_EINVAL for a NULL argument;
  * RM_ENOMEM or RM_EBPF (the map could not be walked): nothing handed or

@@ -520,7 +520,8 @@ int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 			got = find_member(dw, "runtime.g", "m", &out->g_m_off) &&
 			      find_member(dw, "runtime.m", "g0", &out->m_g0_off) &&
 			      find_member(dw, "runtime.m", "curg", &out->m_curg_off) &&
-			      find_member(dw, "runtime.g", "startpc", &out->g_startpc_off);
+			      find_member(dw, "runtime.g", "startpc", &out->g_startpc_off) &&
+			      find_member(dw, "runtime.g", "goid", &out->g_goid_off);
 			dwarf_end(dw);
 		}
 		if (!got && (lay = gort_layout(v.version)) != NULL) {
@@ -528,6 +529,7 @@ int col_gort_sched_inspect(const char *path, struct col_gort_sched *out)
 			out->m_g0_off = lay->m_g0;
 			out->m_curg_off = lay->m_curg;
 			out->g_startpc_off = lay->g_startpc;
+			out->g_goid_off = lay->g_goid;
 			got = 1;
 		}
 		if (!got)

@@ -64,6 +64,8 @@ int col_gort_is_go(const char *path);
  *    in runtime.newproc's closure (runtime.newproc.func1, which runs
  *    newproc1 and queues the new goroutine: its *g in RBX, its creator in
  *    m.curg). The kernel emulates a call under a uprobe (no single step);
+ *  - g_goid_off: struct runtime.g's goid (the goroutine's id, never reused:
+ *    a label kept by *g is valid only while the g holds the same id);
  *  - g_startpc_off: struct runtime.g's startpc (the function a goroutine
  *    was started on), and rt_text_lo..rt_text_hi the addresses the runtime
  *    package's own functions (runtime.*) span, so that the runtime's
@@ -82,6 +84,7 @@ struct col_gort_sched {
 	uint64_t m_curg_off;
 	uint64_t site_off;
 	uint64_t g_startpc_off;
+	uint64_t g_goid_off;
 	uint64_t rt_text_lo, rt_text_hi;
 	uint64_t ready_off; /* where a uprobe in runtime.ready(gp) costs least (its *g in RAX), 0 if absent */
 };

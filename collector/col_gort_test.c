@@ -192,6 +192,7 @@ static void test_sched(void)
 	if (!strncmp(g.version, "go1.19", 6))
 		CU_ASSERT_EQUAL(s.m_curg_off, 192);
 	CU_ASSERT(s.m_curg_off > 0 && s.m_curg_off < 1024);
+	CU_ASSERT_EQUAL(s.g_goid_off, g.goid_off); /* the same member the scheduler probe reads */
 	/* the runtime's text spans the garbage collector's mark worker, not the program's handlers */
 	{
 		unsigned long long gw = 0, gw_size = 0, mm = 0, mm_size = 0;
@@ -224,6 +225,7 @@ static void test_sched(void)
 			CU_ASSERT_EQUAL(s.m_g0_off, o.m_g0_off);
 			CU_ASSERT_EQUAL(s.m_curg_off, o.m_curg_off);
 			CU_ASSERT_EQUAL(s.g_startpc_off, o.g_startpc_off);
+			CU_ASSERT_EQUAL(s.g_goid_off, o.g_goid_off);
 			CU_ASSERT_EQUAL(s.rt_text_lo, o.rt_text_lo);
 			CU_ASSERT(s.rt_text_hi >= o.rt_text_hi && s.rt_text_hi < o.rt_text_hi + 64);
 		}

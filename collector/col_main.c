@@ -118,7 +118,7 @@ struct col_opts {
 	const char *url, *node, *backend, *events, *xen_trace, *spool, *netns, *throttle;
 	uint64_t window_ns, duration_ns, xen_khz;
 	int follow_wakeups, follow_replies, cpu_slices, handoffs_from_start;
-	int go_labels, go_label_per_thread;
+	int go_labels, go_label_per_thread, go_creations_from_start;
 	uint32_t go_label_hz;
 	int count_rametr, no_merge;
 	uint32_t ring_bytes;
@@ -279,6 +279,11 @@ static void col_usage(FILE *f)
 		"                     default; every process there pays for its interrupts) or on\n"
 		"                     each thread of the Go programs only (no other process pays;\n"
 		"                     the Go programs pay more, at their context switches)\n"
+		"  --go-creations-from-start\n"
+		"                     ebpf: follow the goroutines each Go program creates (a uprobe\n"
+		"                     that traps at every goroutine's start) from the start; by default\n"
+		"                     only once a window's samples show its goroutines working without\n"
+		"                     a label (docs/go.md)\n"
 		"  --cpu-slices       ebpf: CPU cut into slices by a hook on every context switch instead\n"
 		"                     of read from each thread's own scheduler counters at its socket,\n"
 		"                     disk and exit events, its hand-offs and at window ends (the\n"
@@ -490,6 +495,7 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 				   .handoffs_from_start = o->handoffs_from_start,
 				   .go_labels = o->go_labels, .go_label_hz = o->go_label_hz,
 				   .go_label_per_thread = o->go_label_per_thread,
+				   .go_creations_from_start = o->go_creations_from_start,
 				   .exclude_rametr = !o->count_rametr, .ring_bytes = o->ring_bytes };
 	size_t i;
 	struct col_bpf_stats st;
@@ -585,7 +591,7 @@ enum col_setting_id {
 	COL_S_AGGREGATOR, COL_S_NODE, COL_S_BACKEND, COL_S_EVENTS, COL_S_XEN_TRACE, COL_S_XEN_KHZ, COL_S_WINDOW,
 	COL_S_NETNS, COL_S_FOLLOW_WAKEUPS, COL_S_FOLLOW_REPLIES, COL_S_NO_FOLLOW_REPLIES, COL_S_CPU_SLICES,
 	COL_S_CPU_COUNTERS, COL_S_HANDOFFS_FROM_START, COL_S_GO_LABELS, COL_S_NO_GO_LABELS, COL_S_GO_LABEL_HZ,
-	COL_S_GO_LABEL_SAMPLER,
+	COL_S_GO_LABEL_SAMPLER, COL_S_GO_CREATIONS_FROM_START,
 	COL_S_EXCLUDE_PID, COL_S_COUNT_RAMETR,
 	COL_S_NO_MERGE, COL_S_RING_BYTES, COL_S_SPOOL, COL_S_MEM_LIMIT, COL_S_FLUSH_MS, COL_S_BATCH_PARTS,
 	COL_S_DURATION, COL_S_THROTTLE, COL_S_LOG_LEVEL, COL_S_VERBOSE, COL_S_CONFIG, COL_S_CHECK, COL_S_HELP,
@@ -611,6 +617,7 @@ static const struct rm_setting col_settings[COL_S_COUNT] = {
 	[COL_S_NO_GO_LABELS] = { "no-go-labels", 0, 0, 1, 0 },
 	[COL_S_GO_LABEL_HZ] = { "go-label-hz", 1, 0, 1, 0 },
 	[COL_S_GO_LABEL_SAMPLER] = { "go-label-sampler", 1, 0, 1, 0 },
+	[COL_S_GO_CREATIONS_FROM_START] = { "go-creations-from-start", 0, 0, 1, 0 },
 	[COL_S_EXCLUDE_PID] = { "exclude-pid", 1, 1, 1, 0 },
 	[COL_S_COUNT_RAMETR] = { "count-rametr", 0, 0, 1, 0 },
 	[COL_S_NO_MERGE] = { "no-merge", 0, 0, 1, 0 },
@@ -710,6 +717,7 @@ static int col_set(void *arg, const struct rm_setval *v)
 			return col_bad(v, "cpu or thread");
 		o->go_label_per_thread = !strcmp(v->value, "thread");
 		break;
+	case COL_S_GO_CREATIONS_FROM_START: o->go_creations_from_start = yes; break;
 	case COL_S_COUNT_RAMETR: o->count_rametr = yes; break;
 	case COL_S_NO_MERGE: o->no_merge = yes; break;
 	case COL_S_EXCLUDE_PID:

@@ -20,24 +20,33 @@
  *                   client's label names its own connection, not a
  *                   tenant's): pairing follows those.
  *   golabel_send    tp_btf/sock_send_length: a thread of a watched process
- *                   sent on such a connection: the label of the goroutine
- *                   it runs (0 if none) and its process are kept for the
- *                   receiving end; a send without one is counted in the
- *                   process's bare_sends (a connection's writer goroutine,
- *                   fed by the callers over a channel: it carries their
- *                   labels once hand-offs are followed).
+ *                   sent on a TCP connection. A goroutine without a label
+ *                   takes the connection's cookie (a connection's writer
+ *                   goroutine, as grpc-go's, serves that connection). On a
+ *                   connection within the node (map origins) the label the
+ *                   goroutine had before (0 if none, or one taken from a
+ *                   send) and its process are kept for the receiving end,
+ *                   which, when it is the same process and that label is
+ *                   0, counts it in the process's bare_sends (the writer
+ *                   goroutine is fed by the callers over a channel: it
+ *                   carries their labels once hand-offs are followed).
  *   golabel_newg    uprobe on newproc's call of runqput (the call in
  *                   runtime.newproc.func1, on the system stack: the new *g
- *                   in RBX, its creator in m.curg), attached once per Go
- *                   executable: the new goroutine gets its creator's label
- *                   (none if it starts on a runtime function: rt_lo..rt_hi,
- *                   the runtime's own goroutines), or loses the label of the
- *                   dead goroutine whose g it reuses.
- *   golabel_ready   uprobe in runtime.ready(gp), attached once a window's
- *                   samples show a process's user goroutines working
- *                   without a label (col_golabel.c, gl_want_handoffs): a
+ *                   in RBX, its creator in m.curg), attached to a Go
+ *                   executable once a window's samples show one of its
+ *                   processes' user goroutines working without a label
+ *                   (col_golabel.c, gl_want_follow): the new goroutine gets
+ *                   its creator's label (none if it starts on a runtime
+ *                   function: rt_lo..rt_hi, the runtime's own goroutines).
+ *   golabel_ready   uprobe in runtime.ready(gp), attached when that is still
+ *                   so in a window after the creation uprobe's (or a
+ *                   goroutine without a label sends within the node): a
  *                   goroutine readied by a labelled one takes its label
  *                   unless it holds one from a receive of its own (a hand-off).
+ *
+ * A label is kept by *g with the goroutine's id (runtime.g.goid): a g the
+ * runtime reuses for a new goroutine carries a void label, whether or not
+ * the creation uprobe is attached.
  *   golabel_sample  perf_event (cpu-clock on every CPU): on a thread of a
  *                   watched process, the goroutine it runs for (m.curg, also
  *                   while on the system stack or the signal stack for it),
@@ -89,7 +98,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, GOLABEL_LABELS_MAX);
 	__type(key, struct golabel_gkey);
-	__type(value, __u64); /* the socket cookie */
+	__type(value, struct golabel_label);
 } labels SEC(".maps");
 
 struct {
@@ -126,27 +135,39 @@ GL_INLINE void gl_stat(__u32 i)
 		(*v)++;
 }
 
+/* The label entry cur says goroutine goid holds (0: none, or it was another goroutine's on the same g). */
+GL_INLINE __u64 gl_label(const struct golabel_label *cur, __u64 goid)
+{
+	return cur && cur->goid == goid ? cur->cookie : 0;
+}
+
 /*
- * Sets goroutine k's label to v (0: none); cur is its entry as looked up
- * (NULL: none). An entry that exists is written in place (an aligned
- * 8-byte store the sampler reads whole): a keep-alive connection's
+ * Sets the label of goroutine goid, on g k, to v (0: none); cur is k's entry
+ * as looked up (NULL: none). An entry that exists is written in place
+ * (aligned 8-byte stores, each read whole): a keep-alive connection's
  * goroutine reads its socket again and again, and an LRU map's update
- * allocates a new element every time (~200 ns). An entry is made only for
- * a label.
+ * allocates a new element every time (~200 ns). For a new goroutine on a
+ * reused g the cookie is written before the id, so that a sampler in
+ * between sees a void label rather than the dead goroutine's. An entry is
+ * made only for a label.
  */
-GL_INLINE void gl_set_at(const struct golabel_gkey *k, __u64 *cur, __u64 v)
+GL_INLINE void gl_set_at(const struct golabel_gkey *k, struct golabel_label *cur, __u64 v, __u64 goid)
 {
 	if (cur) {
-		if (*cur != v)
-			*cur = v;
+		if (cur->cookie != v)
+			cur->cookie = v;
+		if (cur->goid != goid)
+			cur->goid = goid;
 	} else if (v) {
-		bpf_map_update_elem(&labels, k, &v, BPF_ANY);
+		struct golabel_label l = { .cookie = v, .goid = goid };
+
+		bpf_map_update_elem(&labels, k, &l, BPF_ANY);
 	}
 }
 
-GL_INLINE void gl_set(const struct golabel_gkey *k, __u64 v)
+GL_INLINE void gl_set(const struct golabel_gkey *k, __u64 v, __u64 goid)
 {
-	gl_set_at(k, bpf_map_lookup_elem(&labels, k), v);
+	gl_set_at(k, bpf_map_lookup_elem(&labels, k), v, goid);
 }
 
 /* The *g in the current thread's TLS slot (its goroutine, g0 or gsignal); 0 if unreadable. */
@@ -164,6 +185,23 @@ GL_INLINE __u64 gl_cur_g(const struct golabel_proc *p)
 GL_INLINE int gl_word(__u64 p, __u64 off, __u64 *v)
 {
 	return p ? bpf_probe_read_user(v, sizeof(*v), (void *)(p + off)) : -1;
+}
+
+/* Goroutine g's id into *goid: 0, or -1 if unreadable. */
+GL_INLINE int gl_goid(const struct golabel_proc *p, __u64 g, __u64 *goid)
+{
+	return gl_word(g, p->g_goid_off, goid);
+}
+
+/* The label goroutine g (of process p, key k) holds now: 0 if none or unreadable. */
+GL_INLINE __u64 gl_label_of(const struct golabel_proc *p, const struct golabel_gkey *k)
+{
+	struct golabel_label *cur = bpf_map_lookup_elem(&labels, k);
+	__u64 goid;
+
+	if (!cur || gl_goid(p, k->g, &goid))
+		return 0;
+	return gl_label(cur, goid);
 }
 
 /* The goroutine the current thread runs for (m.curg): 1 and *curg (0: none), or 0 if unreadable. */
@@ -238,7 +276,7 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 	struct golabel_okey ok = {};
 	struct golabel_gkey k = {};
 	struct golabel_proc *p;
-	__u64 cookie;
+	__u64 cookie, goid;
 
 	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)))
 		return 0;
@@ -252,18 +290,23 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 	cookie = sk->__sk_common.skc_cookie.counter;
 	if (!cookie)
 		cookie = bpf_get_socket_cookie(sk);
-	if (!(k.g = gl_cur_g(p))) {
+	if (!(k.g = gl_cur_g(p)) || gl_goid(p, k.g, &goid)) {
 		gl_stat(GOLABEL_ST_READS_BAD);
 		return 0;
 	}
 	gl_stat(GOLABEL_ST_READS);
 	/* a connection of the process to itself: what it brings is its sender's goroutine's work */
 	if (sk->sk_protocol == IPPROTO_TCP && gl_okey(sk, 0, &ok) && (o = bpf_map_lookup_elem(&origins, &ok)) &&
-	    o->tgid == k.tgid && o->label && o->label != cookie) {
-		gl_stat(GOLABEL_ST_ORIGIN);
-		cookie = o->label;
+	    o->tgid == k.tgid) {
+		if (o->label && o->label != cookie) {
+			gl_stat(GOLABEL_ST_ORIGIN);
+			cookie = o->label;
+		} else if (!o->label && p->bare_sends < 0xffffffffU) {
+			/* a writer goroutine fed by others (grpc-go's): ask for hand-offs */
+			__sync_fetch_and_add(&p->bare_sends, 1);
+		}
 	}
-	gl_set(&k, cookie);
+	gl_set(&k, cookie, goid);
 	return 0;
 }
 
@@ -273,21 +316,42 @@ int BPF_PROG(golabel_send, struct sock *sk, int ret, int flags)
 	struct golabel_origin v = {}, *o;
 	struct golabel_okey ok = {};
 	struct golabel_gkey k = {};
+	struct golabel_label *cur;
 	struct golabel_proc *p;
-	__u64 *label;
+	__u64 goid, label = 0, cookie;
+	int within;
 
 	/* every send on the node comes here: the socket's own fields first, the maps after */
-	if (ret <= 0 || sk->sk_type != SOCK_STREAM || sk->sk_protocol != IPPROTO_TCP || !gl_okey(sk, 1, &ok))
+	if (ret <= 0 || sk->sk_type != SOCK_STREAM || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)))
+		return 0;
+	within = gl_okey(sk, 1, &ok);
 	/* the key holds the sender's namespace already: no second read of it */
-	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || (netns_ino && ok.netns != netns_ino))
+	if (netns_ino && (within ? ok.netns : gl_netns()) != netns_ino)
+		return 0;
+	if ((k.g = gl_cur_g(p)) && !gl_goid(p, k.g, &goid)) {
+		cur = bpf_map_lookup_elem(&labels, &k);
+		if (!(label = gl_label(cur, goid))) {
+			/*
+			 * A goroutine without a label that writes a connection works for it, as
+			 * one that reads it does (grpc-go's writer goroutine, created before
+			 * goroutine creations were followed). Within the node the label is
+			 * marked as taken from a send: it does not travel to the receiving end
+			 * (below) and a hand-off replaces it.
+			 */
+			cookie = sk->__sk_common.skc_cookie.counter;
+			if (!cookie)
+				cookie = bpf_get_socket_cookie(sk);
+			gl_stat(GOLABEL_ST_SENT);
+			gl_set_at(&k, cur, within ? cookie | GOLABEL_INHERITED | GOLABEL_SENT : cookie, goid);
+		}
+	}
+	if (!within)
 		return 0;
 	v.tgid = k.tgid;
-	if ((k.g = gl_cur_g(p)) && (label = bpf_map_lookup_elem(&labels, &k)))
-		v.label = *label & ~GOLABEL_INHERITED;
-	if (!v.label && p->bare_sends < 0xffffffffU) /* a writer goroutine fed by others: ask for hand-offs */
-		__sync_fetch_and_add(&p->bare_sends, 1);
+	v.label = label & GOLABEL_SENT ? 0 : label & ~GOLABEL_INHERITED;
 	if ((o = bpf_map_lookup_elem(&origins, &ok))) {
 		if (o->label != v.label || o->tgid != v.tgid) { /* two 8-byte-aligned stores; a reader may see one */
 			o->label = v.label;
@@ -313,22 +377,22 @@ int golabel_newg(struct pt_regs *ctx)
 {
 	struct golabel_gkey k = {};
 	struct golabel_proc *p;
-	__u64 *label = NULL, v = 0;
+	__u64 v = 0, goid;
 
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)))
 		return 0;
 	gl_stat(GOLABEL_ST_NEWG);
-	if (gl_curg(p, &k.g) && k.g && (label = bpf_map_lookup_elem(&labels, &k)) && *label)
-		v = *label | GOLABEL_INHERITED;
+	if (gl_curg(p, &k.g) && k.g && (v = gl_label_of(p, &k)))
+		v |= GOLABEL_INHERITED;
 	k.g = ctx->bx;
+	if (!v || gl_goid(p, k.g, &goid))
+		return 0; /* nothing to carry: a label left on a reused g is void under its new id */
 	/* the runtime's own goroutines (GC mark workers, finalizers) work for every tenant */
-	if (v && gl_runtime_g(p, k.g))
-		v = 0;
-	if (v)
-		gl_stat(GOLABEL_ST_INHERIT);
-	/* a reused g loses the dead goroutine's label */
-	gl_set(&k, v);
+	if (gl_runtime_g(p, k.g))
+		return 0;
+	gl_stat(GOLABEL_ST_INHERIT);
+	gl_set(&k, v, goid);
 	return 0;
 }
 
@@ -344,26 +408,28 @@ SEC("uprobe")
 int golabel_ready(struct pt_regs *ctx)
 {
 	struct golabel_gkey k = {};
+	struct golabel_label *own;
 	struct golabel_proc *p;
-	__u64 *label = NULL, *own, v;
+	__u64 v, mine, goid;
 
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)))
 		return 0;
-	if (!gl_curg(p, &k.g) || !k.g || !(label = bpf_map_lookup_elem(&labels, &k)) || !*label)
+	if (!gl_curg(p, &k.g) || !k.g || !(v = gl_label_of(p, &k)))
 		return 0;
-	v = *label | GOLABEL_INHERITED;
+	v |= GOLABEL_INHERITED;
 	k.g = ctx->ax;
-	if (!k.g)
+	if (!k.g || gl_goid(p, k.g, &goid))
 		return 0;
 	own = bpf_map_lookup_elem(&labels, &k);
+	mine = gl_label(own, goid);
 	/* a label from a receive of its own stays; one it already holds needs no write */
-	if (own && *own && (!(*own & GOLABEL_INHERITED) || *own == v))
+	if (mine && (!(mine & GOLABEL_INHERITED) || mine == v))
 		return 0;
 	if (gl_runtime_g(p, k.g))
 		return 0;
 	gl_stat(GOLABEL_ST_HANDED);
-	gl_set_at(&k, own, v);
+	gl_set_at(&k, own, v, goid);
 	return 0;
 }
 
@@ -393,7 +459,6 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 	struct golabel_gkey gk = {};
 	struct golabel_proc *p;
 	struct rm_task *t;
-	__u64 *v;
 
 	gk.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 	if (!(p = bpf_map_lookup_elem(&pids, &gk.tgid)))
@@ -407,8 +472,8 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 	} else if (!gk.g) {
 		ck.cookie = GOLABEL_IDLE;
 	} else {
-		v = bpf_map_lookup_elem(&labels, &gk);
-		ck.cookie = v ? *v & ~GOLABEL_INHERITED : 0; /* 0: a g whose label was taken away */
+		/* 0: a goroutine without a label, or on a g whose label was a dead goroutine's */
+		ck.cookie = gl_label_of(p, &gk) & ~(GOLABEL_INHERITED | GOLABEL_SENT);
 		/* the runtime's own goroutines count as its stack does: 0 is user goroutines without a label */
 		if (!ck.cookie && gl_runtime_g(p, gk.g))
 			ck.cookie = GOLABEL_IDLE;

@@ -20,8 +20,9 @@
  *  - GOLABEL_PIDS_MAX watched processes;
  *  - GOLABEL_LABELS_MAX labelled goroutines of all of them at once (an LRU:
  *    the least recently labelled or read goroutine loses its label first;
- *    a goroutine that ended keeps its entry until its *g is reused or
- *    evicted), 24 bytes of key and value, ~5 MiB with the hash's overhead;
+ *    a goroutine that ended keeps its entry, void, until its *g is
+ *    labelled again or evicted), 32 bytes of key and value, ~5.5 MiB with
+ *    the hash's overhead;
  *  - GOLABEL_COUNTS_MAX (window, process, label) counts not yet drained:
  *    at two windows in the map (the current one and the one being drained)
  *    that is 8192 labels with samples per window over all processes; a
@@ -32,6 +33,9 @@
 /* A label's value: the socket's cookie, with this bit set when the goroutine took it from another
  * (its creator, or the goroutine that readied it) rather than from a receive of its own. */
 #define GOLABEL_INHERITED 0x8000000000000000ULL
+/* ... and this one too when it took it from a send on a connection within the node (golabel_send):
+ * such a label does not travel to the connection's receiving end. */
+#define GOLABEL_SENT 0x4000000000000000ULL
 #define GOLABEL_LABELS_MAX 65536
 #define GOLABEL_COUNTS_MAX 16384
 /* TCP connections between two ends on this node whose last sender's label is kept (map origins, an
@@ -47,8 +51,11 @@ struct golabel_proc {
 	__u32 g_m_off;    /* runtime.g.m */
 	__u32 m_curg_off; /* runtime.m.curg (0 while the thread runs no goroutine) */
 	__u32 g_startpc_off; /* runtime.g.startpc */
-	__u32 bare_sends; /* golabel_send adds: sends on a connection within the node by a goroutine without
-			   * a label (its receiver learns nothing: the loader then follows hand-offs) */
+	__u32 bare_sends; /* golabel_recv adds: receives of the process's own sends on a connection within
+			   * the node by a goroutine without a label (the receiver learns nothing: the loader
+			   * then follows hand-offs) */
+	__u32 g_goid_off; /* runtime.g.goid: a label is the goroutine's only while its g holds that id */
+	__u32 pad;
 	__u64 rt_lo, rt_hi; /* a goroutine started on a function in [rt_lo, rt_hi) is the runtime's: it
 			     * takes no label from its creator (0, 0: no such range known) */
 };
@@ -58,6 +65,18 @@ struct golabel_gkey {
 	__u32 tgid;
 	__u32 pad;
 	__u64 g;
+};
+
+/*
+ * A goroutine's label (map labels' value): the socket's cookie and the id
+ * (runtime.g.goid) of the goroutine that held the g when it was labelled.
+ * The runtime reuses a dead goroutine's g for a new one, with a new id, so
+ * a label whose goid is not the g's current one is no label: nothing has
+ * to clear it when a goroutine is created.
+ */
+struct golabel_label {
+	__u64 cookie;
+	__u64 goid;
 };
 
 /*
@@ -100,6 +119,7 @@ enum golabel_stat {
 	GOLABEL_ST_INHERIT,     /* ... that took their creator's label */
 	GOLABEL_ST_HANDED,      /* goroutines readied by a labelled one that took its label (a hand-off) */
 	GOLABEL_ST_ORIGIN,      /* receives on a connection of a process to itself that took its sender's label */
+	GOLABEL_ST_SENT,        /* sends by a goroutine without a label, which took the connection's */
 	GOLABEL_ST_COUNT
 };
 

@@ -265,14 +265,16 @@ static void test_rametr(void)
 	 * 99.0-99.9% of U was charged here on the default collector (without the rule 84-88%) */
 	if (rametr_default())
 		CU_ASSERT((double)charged >= 0.95 * (double)total);
-	/* hand-offs between goroutines are followed (the runtime.ready uprobe, which traps about once a
-	 * request) only where goroutines work without a label: the pool's workers, not the handlers */
+	/* goroutine creations and hand-offs between goroutines are followed (the uprobes, which net/http
+	 * would trap about once a request each) only where goroutines work without a label: the pool's
+	 * workers, not the handlers, whose goroutines read their own connections */
 	if (rametr_default()) {
 		char *log = tbt_slurp(tbt_path(run.dir, "collector-be.log"));
 		int pool = getenv("RM_GO_POOL") && atoi(getenv("RM_GO_POOL")) > 0;
 
 		CU_ASSERT_FATAL(log != NULL);
 		CU_ASSERT_EQUAL(strstr(log, "following hand-offs between its goroutines") != NULL, pool);
+		CU_ASSERT_EQUAL(strstr(log, "following the goroutines it creates") != NULL, pool);
 		free(log);
 	}
 	/* each tenant's work is at least 1.5x the next one's: Rametr ranks them as the truth does */
