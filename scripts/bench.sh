@@ -41,9 +41,11 @@
 # collector unrestricted (the hooks then also run for the load generators).
 # Usage: scripts/bench.sh [--quick] [--rounds N] [--out DIR] [--skip-micro]
 #                         [--cpu-slices] [--cpu-counters] [--no-follow-replies] [--json FILE]
-#                         [--same-netns] [--handoffs-from-start] [--thin] [--thin-rounds N]
+#                         [--same-netns] [--handoffs-from-start] [--go-creations-from-start]
+#                         [--thin] [--thin-rounds N]
 # --cpu-slices, --cpu-counters, --no-follow-replies, --handoffs-from-start: the collector (and the
-# benchmarks' hooks) with that option. Without them the collector and the
+# benchmarks' hooks) with that option; --go-creations-from-start: the collector and the hook
+# budget's bench_attach with it (goroutine creations followed from a Go server's start). Without them the collector and the
 # benchmarks' hooks run the collector's default (counters with follow-replies).
 # --json FILE: the whole table, the overhead lines and the load average as JSON.
 # --thin: after the hook budget, a thin kernel side's prototype (bench_thin:
@@ -62,7 +64,7 @@
 # /tmp/rametr-bench.XXXX, kept); nothing is left running.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-quick=0 rounds=7 rounds_set=0 out= skip_micro=0 json= col_opts=() same_netns=0 thin=0 thin_rounds=3
+quick=0 rounds=7 rounds_set=0 out= skip_micro=0 json= col_opts=() go_opts=() same_netns=0 thin=0 thin_rounds=3
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1; shift ;;
@@ -72,6 +74,7 @@ while [ $# -gt 0 ]; do
 	--cpu-slices) col_opts+=(--cpu-slices); shift ;;
 	--no-follow-replies) col_opts+=(--no-follow-replies); shift ;;
 	--handoffs-from-start) col_opts+=(--handoffs-from-start); shift ;;
+	--go-creations-from-start) go_opts+=(--go-creations-from-start); shift ;;
 	--cpu-counters) col_opts+=(--cpu-counters); shift ;;
 	--json) json=$2; shift 2 ;;
 	--same-netns) same_netns=1; shift ;;
@@ -313,7 +316,7 @@ start_collector() { # log (appended to: wait for this run's line, not an earlier
 	local before
 	before=$(grep -c "ebpf backend attached" "$1" 2>/dev/null) || true
 	"$B/collector/rametr-collector" --aggregator "ipc://$out/agg.ipc" --node "$node" \
-		--spool "$out/spool" "${col_opts[@]}" "${ns_opt[@]}" >>"$1" 2>&1 &
+		--spool "$out/spool" "${col_opts[@]}" "${go_opts[@]}" "${ns_opt[@]}" >>"$1" 2>&1 &
 	col=$!; pids+=($col)
 	wait_log "$1" "ebpf backend attached" "$col" 20 "${before:-0}" || { cat "$1" >&2; echo "bench: collector did not attach" >&2; exit 1; }
 }
@@ -356,7 +359,7 @@ go_ok() { # load file: the load ran whole (no error, no failed call, figures the
 }
 # bench_attach ARGS... in the background, logging to LOG, until attached: start_attach LOG [ARG...] (sets hooks)
 start_attach() {
-	"$B/bench/bench_attach" "${@:2}" "${col_opts[@]}" "${ns_opt[@]}" >"$1" 2>&1 &
+	"$B/bench/bench_attach" "${@:2}" "${col_opts[@]}" "${go_opts[@]}" "${ns_opt[@]}" >"$1" 2>&1 &
 	hooks=$!; pids+=($hooks)
 	wait_log "$1" "attach: ready" $hooks 20 || { cat "$1" >&2; echo "bench: bench_attach did not attach" >&2; exit 1; }
 }
@@ -740,7 +743,7 @@ if [ -n "$json" ]; then
 	# the table and the overhead lines as JSON (jq builds it: strings escaped)
 	{ printf '%s\n' "${rows[@]}"; } | jq -R -s \
 		--arg date "$(date -u +%Y-%m-%dT%H:%MZ)" --arg kernel "$(uname -r)" --arg load "$load" \
-		--arg opts "${col_opts[*]:-}" --argjson quick "$quick" --argjson rounds "$rounds" \
+		--arg opts "${col_opts[*]:-} ${go_opts[*]:-}" --argjson quick "$quick" --argjson rounds "$rounds" \
 		--arg layout "$([ $same_netns = 1 ] && echo same-netns || echo server-netns)" \
 		--arg ovh "$(printf '%s\n' "${ovh[@]}")" '
 		def kv: split(" ") | map(select(length > 0) | capture("^(?<k>[^=]+)=(?<v>.*)$")
