@@ -39,6 +39,7 @@ struct gl_exe {
 	struct bpf_link *newg;  /* the creation uprobe; NULL until attached */
 	uint64_t site_off;      /* where it goes; 0: attaching it failed */
 	uint64_t newg_win;      /* the window it was attached in (0: from the start) */
+	int label_sends;        /* its processes' sends label their goroutines (golabel_proc.label_sends) */
 	struct bpf_link *ready; /* the hand-off uprobe; NULL until attached */
 	uint64_t ready_off;     /* where it goes; 0: the build has no runtime.ready, or attaching it failed */
 };
@@ -405,16 +406,20 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 		x->site_off = s.site_off;
 		x->ready_off = s.ready_off;
 		/* every process of the executable (pid -1): the program looks the process up in pids */
-		if (g->creations_from_start &&
-		    !(x->newg = bpf_program__attach_uprobe(g->skel->progs.golabel_newg, false, -1, exe_path,
-							   (size_t)s.site_off))) {
-			rm_log_warn("failed to attach the goroutine creation uprobe to '%s': %s", exe_path,
-				    strerror(errno));
-			return RM_EBPF;
+		if (g->creations_from_start) {
+			if (!(x->newg = bpf_program__attach_uprobe(g->skel->progs.golabel_newg, false, -1, exe_path,
+								   (size_t)s.site_off))) {
+				rm_log_warn("failed to attach the goroutine creation uprobe to '%s': %s", exe_path,
+					    strerror(errno));
+				return RM_EBPF;
+			}
+			x->label_sends = 1;
+			g->skel->bss->label_sends = 1;
 		}
 		g->nexes++;
 		added = 1;
 	}
+	p.label_sends = (uint32_t)x->label_sends;
 	if (bpf_map_update_elem(bpf_map__fd(g->skel->maps.pids), &pid, &p, BPF_ANY) != 0) {
 		rv = errno == E2BIG ? RM_EFULL : RM_EBPF;
 		if (added) {
@@ -457,6 +462,28 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
 }
 
 /*
+ * Attaches prog as a uprobe at *off in process pid's executable (for every
+ * process running it) into *link: 1 if attached; 0 if the process ended
+ * (another of the executable may ask again) or attaching failed (logged,
+ * saying what is lost; *off becomes 0, so nothing asks again).
+ */
+static int gl_attach_exe(struct bpf_program *prog, uint32_t pid, uint64_t *off, struct bpf_link **link,
+			 const char *what, const char *lost)
+{
+	char path[32];
+	int err;
+
+	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+	if ((*link = bpf_program__attach_uprobe(prog, false, -1, path, (size_t)*off)) != NULL)
+		return 1;
+	if ((err = errno) == ENOENT || err == ESRCH)
+		return 0;
+	rm_log_warn("failed to attach the goroutine %s uprobe to '%s': %s; %s", what, path, strerror(err), lost);
+	*off = 0;
+	return 0;
+}
+
+/*
  * Process pid's samples of one window ask for the hand-off uprobe (see
  * GL_HANDOFF_MIN): attaches it to the process's executable unless it is
  * there, or cannot be (said once; the executable's goroutines then keep
@@ -467,23 +494,35 @@ static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, const char *wh
 {
 	struct gl_pid *p = gl_find_pid(g, pid);
 	struct gl_exe *x = p ? gl_find_exe(g, p->dev, p->ino) : NULL;
-	char path[32];
 
 	if (!x || x->ready || !x->ready_off)
 		return;
-	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
-	if (!(x->ready = bpf_program__attach_uprobe(g->skel->progs.golabel_ready, false, -1, path,
-						   (size_t)x->ready_off))) {
-		int err = errno;
+	if (gl_attach_exe(g->skel->progs.golabel_ready, pid, &x->ready_off, &x->ready, "hand-off",
+			  "a goroutine readied by another keeps its own label"))
+		rm_log_info("process %u: %s; following hand-offs between its goroutines from now on", pid, why);
+}
 
-		if (err == ENOENT || err == ESRCH)
-			return; /* the process ended: another of the executable may ask again */
-		rm_log_warn("failed to attach the goroutine hand-off uprobe to '%s': %s; a goroutine readied by "
-			    "another keeps its own label", path, strerror(err));
-		x->ready_off = 0;
-		return;
+/*
+ * From now on the sends of x's processes label their goroutines that have
+ * none (golabel_proc.label_sends), for those watched now and later.
+ */
+static void gl_label_sends(struct col_golabel *g, struct gl_exe *x)
+{
+	int fd = bpf_map__fd(g->skel->maps.pids);
+	struct golabel_proc p;
+	size_t i;
+
+	x->label_sends = 1;
+	g->skel->bss->label_sends = 1;
+	for (i = 0; i < g->npids; i++) {
+		if (g->pids[i].dev != x->dev || g->pids[i].ino != x->ino ||
+		    bpf_map_lookup_elem(fd, &g->pids[i].pid, &p) != 0)
+			continue;
+		p.label_sends = 1;
+		if (bpf_map_update_elem(fd, &g->pids[i].pid, &p, BPF_EXIST) != 0)
+			rm_log_warn("failed to have process %u's sends label its goroutines: %s", g->pids[i].pid,
+				    strerror(errno));
 	}
-	rm_log_info("process %u: %s; following hand-offs between its goroutines from now on", pid, why);
 }
 
 /*
@@ -498,7 +537,6 @@ static void gl_want_follow(struct col_golabel *g, uint32_t pid, uint64_t win, co
 {
 	struct gl_pid *p = gl_find_pid(g, pid);
 	struct gl_exe *x = p ? gl_find_exe(g, p->dev, p->ino) : NULL;
-	char path[32];
 
 	if (!x)
 		return;
@@ -507,20 +545,12 @@ static void gl_want_follow(struct col_golabel *g, uint32_t pid, uint64_t win, co
 			gl_want_handoffs(g, pid, why);
 		return;
 	}
-	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
 	x->newg_win = col_golabel_window(g); /* windows drained with this one may be later, not after it */
-	if (!(x->newg = bpf_program__attach_uprobe(g->skel->progs.golabel_newg, false, -1, path,
-						  (size_t)x->site_off))) {
-		int err = errno;
-
-		if (err == ENOENT || err == ESRCH)
-			return; /* the process ended: another of the executable may ask again */
-		rm_log_warn("failed to attach the goroutine creation uprobe to '%s': %s; a goroutine keeps no label "
-			    "from its creator", path, strerror(err));
-		x->site_off = 0;
-		return;
-	}
-	rm_log_info("process %u: %s; following the goroutines it creates from now on", pid, why);
+	if (gl_attach_exe(g->skel->progs.golabel_newg, pid, &x->site_off, &x->newg, "creation",
+			  "a goroutine keeps no label from its creator"))
+		rm_log_info("process %u: %s; following the goroutines it creates from now on", pid, why);
+	if (x->newg || !x->site_off)
+		gl_label_sends(g, x);
 }
 
 /* Looks at each (window, process) of rows[0..n) (sorted) for goroutines working without a label. */

@@ -20,9 +20,11 @@
  *                   client's label names its own connection, not a
  *                   tenant's): pairing follows those.
  *   golabel_send    tp_btf/sock_send_length: a thread of a watched process
- *                   sent on a TCP connection. A goroutine without a label
- *                   takes the connection's cookie (a connection's writer
- *                   goroutine, as grpc-go's, serves that connection). On a
+ *                   sent on a TCP connection. Once the process's goroutine
+ *                   creations are followed (label_sends), a goroutine
+ *                   without a label takes the connection's cookie (a
+ *                   connection's writer goroutine, as grpc-go's, made
+ *                   before then, serves that connection). On a
  *                   connection within the node (map origins) the label the
  *                   goroutine had before (0 if none, or one taken from a
  *                   send) and its process are kept for the receiving end,
@@ -86,6 +88,9 @@ const volatile __u64 window_ns = 1000000000ULL;
 const volatile __u64 offset_ns = 0;  /* added to CLOCK_MONOTONIC before dividing (col_bpf's windows) */
 const volatile __u32 netns_ino = 0;  /* nonzero: receives of threads in this network namespace only */
 const volatile __u32 have_tasks = 0; /* map tasks is rametr.bpf.c's (the loader reused its fd) */
+/* set by the loader once a watched process's sends label its goroutines (golabel_proc.label_sends):
+ * until then a send to another node leaves golabel_send before any map lookup */
+__u32 label_sends = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -324,16 +329,18 @@ int BPF_PROG(golabel_send, struct sock *sk, int ret, int flags)
 	/* every send on the node comes here: the socket's own fields first, the maps after */
 	if (ret <= 0 || sk->sk_type != SOCK_STREAM || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
-	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
-	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)))
-		return 0;
 	within = gl_okey(sk, 1, &ok);
+	if (!within && !label_sends)
+		return 0;
+	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || (!within && !p->label_sends))
+		return 0;
 	/* the key holds the sender's namespace already: no second read of it */
 	if (netns_ino && (within ? ok.netns : gl_netns()) != netns_ino)
 		return 0;
 	if ((k.g = gl_cur_g(p)) && !gl_goid(p, k.g, &goid)) {
 		cur = bpf_map_lookup_elem(&labels, &k);
-		if (!(label = gl_label(cur, goid))) {
+		if (!(label = gl_label(cur, goid)) && p->label_sends) {
 			/*
 			 * A goroutine without a label that writes a connection works for it, as
 			 * one that reads it does (grpc-go's writer goroutine, created before

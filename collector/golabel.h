@@ -55,7 +55,8 @@ struct golabel_proc {
 			   * the node by a goroutine without a label (the receiver learns nothing: the loader
 			   * then follows hand-offs) */
 	__u32 g_goid_off; /* runtime.g.goid: a label is the goroutine's only while its g holds that id */
-	__u32 pad;
+	__u32 label_sends; /* nonzero: a send by a goroutine without a label labels it (golabel_send); set
+			    * with the creation uprobe, when the process's goroutines work unlabelled */
 	__u64 rt_lo, rt_hi; /* a goroutine started on a function in [rt_lo, rt_hi) is the runtime's: it
 			     * takes no label from its creator (0, 0: no such range known) */
 };
