@@ -17,13 +17,17 @@
  * thread runs for (m.curg); 0 for a goroutine without one;
  * COL_GOLABEL_IDLE for a thread on its system stack with no goroutine (the
  * scheduler, sysmon, idle and GC workers) or one whose goroutine could not
- * be read. UDP and unix sockets do not label (TCP only for now). A
- * goroutine readied by a labelled one (runtime.ready: a channel send to a
- * parked worker, an answer handed back) takes its label unless it holds one
- * from a receive of its own; the runtime's own goroutines take none. A
- * worker that finds its next job already queued, without being readied,
- * keeps the label of the one before. Linux/amd64, Go >= 1.17 (register ABI), binaries with symbols and
- * DWARF.
+ * be read. UDP sockets do not label (one socket serves every sender); unix
+ * stream sockets label on receive. Once an executable's creations are
+ * followed, a TCP send by a goroutine without a label labels it too (a
+ * connection's writer goroutine). A goroutine readied by a labelled one
+ * (runtime.ready: a channel send to a parked worker, an answer handed back),
+ * once that uprobe is attached, takes its label unless it holds one from a
+ * receive of its own; the runtime's own goroutines take none. A worker that
+ * finds its next job already queued, without being readied, keeps the label
+ * of the one before. A label is void once its goroutine's g is reused (it
+ * is kept with the goroutine's id). Linux/amd64, Go >= 1.17 (register ABI),
+ * binaries with symbols and DWARF, or stripped ones of a known layout.
  *
  * Threading: one thread at a time per handle (the collector's loop); the
  * BPF programs run concurrently with it.
