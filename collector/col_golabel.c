@@ -51,7 +51,8 @@ struct gl_exe {
  * saturation on a virtual machine, bench/RESULTS.md), so neither is
  * attached until a window of one of the executable's processes has at least
  * GL_HANDOFF_MIN samples on user goroutines without a label, and at least
- * 1 / GL_HANDOFF_DIV of the process's samples. The first such window
+ * 1 / GL_HANDOFF_DIV of the process's samples (for the creation uprobe,
+ * its recent windows together: GL_ACC_HALVE). The first such window
  * attaches the creation uprobe (a goroutine per request or per stream, as
  * grpc-go's, takes its creator's label); one that began after that
  * (GL_FOLLOW_SETTLE), when the goroutines created since still leave that
@@ -61,6 +62,14 @@ struct gl_exe {
 #define GL_HANDOFF_MIN 16
 #define GL_HANDOFF_DIV 20
 #define GL_FOLLOW_SETTLE 1
+/*
+ * Before the creation uprobe, the samples count over the windows so far, not
+ * one window: a server under a light load (a few ms of CPU a window) would
+ * otherwise charge its unlabelled calls by the runtime rule for many
+ * windows. Both sums are halved whenever they pass GL_ACC_HALVE samples, so
+ * the recent windows weigh most (about 4 s of CPU at the default frequency).
+ */
+#define GL_ACC_HALVE 8192
 
 /* A thread of a watched process and its sampler (a cpu-clock event bound to the thread). */
 struct gl_thr {
@@ -75,6 +84,8 @@ struct gl_pid {
 	ino_t ino;
 	struct gl_thr *thr;
 	size_t nthr;
+	uint64_t acc_all, acc_zero; /* until the creation uprobe is attached: its samples, and those on
+				     * user goroutines without a label, over its recent windows */
 };
 
 struct col_golabel {
@@ -560,17 +571,33 @@ static void gl_check_unlabelled(struct col_golabel *g, const struct gl_row *rows
 
 	for (i = 0; i < n; i = j) {
 		uint64_t all = 0, zero = 0;
+		struct gl_pid *p = gl_find_pid(g, rows[i].c.pid);
+		struct gl_exe *x = p ? gl_find_exe(g, p->dev, p->ino) : NULL;
+		const char *over = "a window";
 
 		for (j = i; j < n && rows[j].win == rows[i].win && rows[j].c.pid == rows[i].c.pid; j++) {
 			all += rows[j].c.samples;
 			if (!rows[j].c.cookie)
 				zero += rows[j].c.samples;
 		}
+		if (!x)
+			continue;
+		if (!x->newg && x->site_off) { /* the creation uprobe: over the recent windows */
+			p->acc_all += all;
+			p->acc_zero += zero;
+			all = p->acc_all;
+			zero = p->acc_zero;
+			over = "its recent windows";
+			if (p->acc_all > GL_ACC_HALVE) {
+				p->acc_all /= 2;
+				p->acc_zero /= 2;
+			}
+		}
 		if (zero >= GL_HANDOFF_MIN && zero >= all / GL_HANDOFF_DIV) {
 			char why[160];
 
-			snprintf(why, sizeof(why), "%" PRIu64 " of %" PRIu64 " goroutine samples in a window were of "
-				 "goroutines without a label", zero, all);
+			snprintf(why, sizeof(why), "%" PRIu64 " of %" PRIu64 " goroutine samples in %s were of "
+				 "goroutines without a label", zero, all, over);
 			gl_want_follow(g, rows[i].c.pid, rows[i].win, why);
 		}
 	}

@@ -161,9 +161,9 @@ typedef void (*col_golabel_fn)(void *arg, uint64_t win, const struct col_golabel
  * Hands every window < before_win that has samples to fn, once, in
  * increasing order, and deletes its counts from the kernel. A window in
  * which a process's user goroutines without a label had at least 16
- * samples and 5% of its samples attaches the creation uprobe to its
- * executable; such a window that began after that attaches the hand-off
- * uprobe (each logged; a failure to attach is logged once). Call it with
+ * samples and 5% of its samples (its recent windows together, until then)
+ * attaches the creation uprobe to its executable; such a window that
+ * began after that attaches the hand-off uprobe (each logged; a failure to attach is logged once). Call it with
  * before_win <= col_golabel_window() (a window still being sampled would
  * be handed in two pieces). Returns RM_OK; RM_EINVAL for a NULL argument;
  * RM_ENOMEM or RM_EBPF (the map could not be walked): nothing handed or
