@@ -47,6 +47,7 @@ static struct {
 	unsigned calls, out_of_order, empty, bad_period;
 	/* from window settle_win on (0: not yet known): all samples and those of unlabelled goroutines */
 	uint64_t settle_win, after_all, after_zero;
+	uint64_t max_zero; /* the most unlabelled samples one window had before settle_win was known */
 } seen;
 
 static void seen_reset(void)
@@ -67,6 +68,14 @@ static void sink(void *arg, uint64_t win, const struct col_golabel_count *c, siz
 		seen.empty++;
 	if (period_ns != (1000000000ULL + COL_GOLABEL_FREQ_DEFAULT / 2) / COL_GOLABEL_FREQ_DEFAULT)
 		seen.bad_period++;
+	if (!seen.settle_win) {
+		uint64_t zero = 0;
+
+		for (i = 0; i < n; i++)
+			zero += c[i].cookie ? 0 : c[i].samples;
+		if (zero > seen.max_zero)
+			seen.max_zero = zero;
+	}
 	for (i = 0; i < n; i++) {
 		if (seen.settle_win && win >= seen.settle_win) {
 			seen.after_all += c[i].samples;
@@ -616,6 +625,52 @@ static void test_gateway(void)
 	col_golabel_close(g);
 }
 
+/*
+ * One tenant's medium calls, 8 a second one at a time: a few samples a
+ * 250 ms window, fewer than the 16 unlabelled ones that ask for the
+ * creation uprobe, so only the windows' samples together can ask for it,
+ * within the load.
+ */
+static void test_light_load(void)
+{
+	static char log[400];
+	struct col_golabel_stats st;
+	struct col_golabel *g = NULL;
+	pid_t srv, load[TENANTS] = { 0 };
+	unsigned port;
+	char addr[64];
+	int rv;
+
+	need_go();
+	srv = start_server(&port, addr, sizeof(addr));
+	if (cannot(rv = open_golabel(&g, 0))) {
+		stop(srv);
+		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
+	}
+	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
+	seen_reset();
+	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
+	{
+		const char *args[] = { TB_GRPCLOAD_BIN, "--server", addr, "--bind", "127.0.0.3", "--ce", "c2", "--method",
+				       "Medium", "--rate", "8", "--burst", "1", "--duration", "4", NULL };
+
+		snprintf(log, sizeof(log), "%s/grpcload-light.log", rm_test_tmpdir());
+		CU_ASSERT_FATAL((load[0] = rm_test_spawn(args, log)) > 0);
+	}
+	while (tick_loads(g, load))
+		;
+	drain_ended(g);
+	col_golabel_stats(g, &st);
+	fprintf(stderr, "light load: at most %" PRIu64 " unlabelled samples in one window before the creation uprobe; "
+		"from window %" PRIu64 " on %" PRIu64 " samples, %" PRIu64 " unlabelled\n", seen.max_zero, seen.settle_win,
+		seen.after_all, seen.after_zero);
+	CU_ASSERT(seen.max_zero < 16); /* no window alone would have asked */
+	CU_ASSERT_EQUAL(st.creation_exes, 1);
+	CU_ASSERT(seen.settle_win != 0 && seen.after_zero * 4 < seen.after_all);
+	stop(srv);
+	col_golabel_close(g);
+}
+
 static void test_netns(void)
 {
 	struct col_golabel_stats st;
@@ -739,6 +794,7 @@ static CU_TestInfo cases[] = {
 	{ "the same for a server stripped of symbols and DWARF, as distributions ship Go programs", test_tenants_stripped },
 	{ "a gateway calling its own gRPC server over one connection: the calls carry their callers' labels",
 	  test_gateway },
+	{ "a light load: the windows' samples together ask for the creation uprobe", test_light_load },
 	{ "receives outside the watched network namespace label nothing", test_netns },
 	{ "Go builds it cannot read, C programs, missing files are refused", test_refused },
 	{ "a sampling frequency out of range is refused", test_bad_cfg },
