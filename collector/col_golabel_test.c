@@ -245,6 +245,25 @@ static void stop(pid_t pid)
 	CU_ASSERT_EQUAL(rm_test_wait(pid, 10000), 0);
 }
 
+/*
+ * Opens the module (netns_ino as open_golabel's) into *g and watches srv, a
+ * tb-grpcserver, with seen reset. Returns 0, or the error that makes labels
+ * unavailable here (srv stopped: the caller skips).
+ */
+static int watch_server(struct col_golabel **g, pid_t srv, uint32_t netns_ino)
+{
+	int rv;
+
+	if (cannot(rv = open_golabel(g, netns_ino))) {
+		stop(srv);
+		return rv;
+	}
+	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
+	seen_reset();
+	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(*g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
+	return 0;
+}
+
 /* tb-grpcload from bind calling method at 20 calls a second for secs seconds. */
 static pid_t start_load(const char *addr, const char *bind, const char *ce, const char *method, const char *secs)
 {
@@ -569,13 +588,8 @@ static void test_gateway(void)
 	for (j = 0; j < 100 && !(can_connect(port) && can_connect(gport)); j++)
 		usleep(20000);
 	CU_ASSERT_FATAL(j < 100); /* both ports listen (its output: gateway.log) */
-	if (cannot(rv = open_golabel(&g, 0))) {
-		stop(srv);
+	if ((rv = watch_server(&g, srv, 0)) != 0)
 		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
-	}
-	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
-	seen_reset();
-	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
 	snprintf(glog, sizeof(glog), "%s/gateway-load.log", rm_test_tmpdir());
 	for (i = 0; i < TENANTS; i++) {
 		const char *largs[] = { TB_GOLOAD_BIN, "--server", gaddr, "--bind", peers[i], "--ce", ces[i], "--path",
@@ -643,13 +657,8 @@ static void test_light_load(void)
 
 	need_go();
 	srv = start_server(&port, addr, sizeof(addr));
-	if (cannot(rv = open_golabel(&g, 0))) {
-		stop(srv);
+	if ((rv = watch_server(&g, srv, 0)) != 0)
 		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
-	}
-	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
-	seen_reset();
-	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
 	{
 		const char *args[] = { TB_GRPCLOAD_BIN, "--server", addr, "--bind", "127.0.0.3", "--ce", "c2", "--method",
 				       "Medium", "--rate", "8", "--burst", "1", "--duration", "4", NULL };
@@ -686,13 +695,8 @@ static void test_netns(void)
 	CU_ASSERT_FATAL(stat("/proc/self/ns/net", &ns) == 0);
 	srv = start_server(&port, addr, sizeof(addr));
 	/* a namespace that is not this one: the server's receives are another host's */
-	if (cannot(rv = open_golabel(&g, (uint32_t)ns.st_ino + 1))) {
-		stop(srv);
+	if ((rv = watch_server(&g, srv, (uint32_t)ns.st_ino + 1)) != 0)
 		RM_TEST_SKIP("goroutine labels unavailable: %s", rm_strerror(rv));
-	}
-	CU_ASSERT_EQUAL_FATAL(rv, RM_OK);
-	seen_reset();
-	CU_ASSERT_EQUAL_FATAL(col_golabel_watch(g, (uint32_t)srv, TB_GRPCSERVER_BIN), RM_OK);
 	CU_ASSERT_FATAL((load = start_load(addr, "127.0.0.3", "c2", "Heavy", "1")) > 0);
 	CU_ASSERT_EQUAL(rm_test_wait(load, 20000), 0);
 	drain_ended(g);
