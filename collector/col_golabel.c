@@ -469,6 +469,11 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
 		bpf_link__destroy(x->newg);
 		bpf_link__destroy(x->ready);
 		*x = g->exes[--g->nexes];
+		/* sends to other nodes leave the hook at once again when no executable left labels by them */
+		g->skel->bss->label_sends = 0;
+		for (i = 0; i < g->nexes; i++)
+			if (g->exes[i].label_sends)
+				g->skel->bss->label_sends = 1;
 	}
 }
 

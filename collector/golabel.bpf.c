@@ -41,14 +41,10 @@
  *                   its creator's label (none if it starts on a runtime
  *                   function: rt_lo..rt_hi, the runtime's own goroutines).
  *   golabel_ready   uprobe in runtime.ready(gp), attached when that is still
- *                   so in a window after the creation uprobe's (or a
- *                   goroutine without a label sends within the node): a
- *                   goroutine readied by a labelled one takes its label
+ *                   so in a window after the creation uprobe's (or the
+ *                   process receives its own sends made without a label):
+ *                   a goroutine readied by a labelled one takes its label
  *                   unless it holds one from a receive of its own (a hand-off).
- *
- * A label is kept by *g with the goroutine's id (runtime.g.goid): a g the
- * runtime reuses for a new goroutine carries a void label, whether or not
- * the creation uprobe is attached.
  *   golabel_sample  perf_event (cpu-clock on every CPU): on a thread of a
  *                   watched process, the goroutine it runs for (m.curg, also
  *                   while on the system stack or the signal stack for it),
@@ -62,8 +58,12 @@
  *                   when the counters charge it: each part then says how
  *                   many samples fell in its CPU.
  *
- * The layout (TLS slot, g.m, m.curg, g.startpc, the runtime's text) is per process, in its pids
+ * The layout (TLS slot, g.m, m.curg, g.startpc, g.goid, the runtime's text) is per process, in its pids
  * entry: watched processes may be different Go builds.
+ *
+ * A label is kept by *g with the goroutine's id (runtime.g.goid): a g the
+ * runtime reuses for a new goroutine carries a void label, whether or not
+ * the creation uprobe is attached.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
