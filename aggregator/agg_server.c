@@ -1187,12 +1187,17 @@ static int agg_close_sock(nng_socket sock, int ms)
 	return done;
 }
 
-void agg_server_close(struct agg_server *s)
+void agg_server_fini(void)
+{
+	nng_fini();
+}
+
+int agg_server_close(struct agg_server *s)
 {
 	size_t i;
 
 	if (!s)
-		return;
+		return 1;
 	for (i = 0; i < s->nls; i++)
 		if (s->ls[i].probe_open)
 			nng_close(s->ls[i].probe);
@@ -1202,7 +1207,7 @@ void agg_server_close(struct agg_server *s)
 			/* nng's threads may still call agg_pipe_event with s: it stays */
 			rm_log_warn("the transport did not close within %d ms; stopping without waiting for it",
 				    AGG_CLOSE_SOCK_MS);
-			return;
+			return 0;
 		}
 	}
 	if (s->aio)
@@ -1219,4 +1224,5 @@ void agg_server_close(struct agg_server *s)
 	pthread_mutex_destroy(&s->pmu);
 	pthread_mutex_destroy(&s->lmu);
 	free(s);
+	return 1;
 }
