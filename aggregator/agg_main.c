@@ -622,7 +622,7 @@ int main(int argc, char **argv)
 	struct agg_store store;
 	char *secret = NULL;
 	size_t nlisten, i;
-	int rv, served = 0, db_existed, nng_done;
+	int rv, served = 0, db_existed;
 
 	rm_log_init("rametr-aggregator");
 	if ((rv = rm_settings_argv(agg_settings, AGG_S_COUNT, argc, argv, &cmd)) != RM_OK) {
@@ -843,7 +843,7 @@ int main(int argc, char **argv)
 			    (unsigned long long)ss.stall_ms, (unsigned long long)ss.max_busy_ms,
 			    (unsigned long long)ss.conns, (unsigned long long)ss.conns_closing);
 	}
-	nng_done = agg_server_close(srv);
+	agg_server_close(srv);
 	free(secret);
 	agg_metrics_http_close(mhttp);
 	agg_est_run_close(est);
@@ -864,10 +864,6 @@ int main(int argc, char **argv)
 	}
 	rm_setvals_free(&cmd);
 	rm_setvals_free(&files);
-	/* nng frees what a close leaves (a listener probe's dial in progress) on its own threads: let it
-	 * finish before the process ends, unless the transport was left to them */
-	if (nng_done)
-		agg_server_fini();
 	if (rv != RM_OK) {
 		rm_log_error("stopped: %s", rm_strerror(rv));
 		return 1;

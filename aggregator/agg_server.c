@@ -1187,17 +1187,12 @@ static int agg_close_sock(nng_socket sock, int ms)
 	return done;
 }
 
-void agg_server_fini(void)
-{
-	nng_fini();
-}
-
-int agg_server_close(struct agg_server *s)
+void agg_server_close(struct agg_server *s)
 {
 	size_t i;
 
 	if (!s)
-		return 1;
+		return;
 	for (i = 0; i < s->nls; i++)
 		if (s->ls[i].probe_open)
 			nng_close(s->ls[i].probe);
@@ -1207,7 +1202,7 @@ int agg_server_close(struct agg_server *s)
 			/* nng's threads may still call agg_pipe_event with s: it stays */
 			rm_log_warn("the transport did not close within %d ms; stopping without waiting for it",
 				    AGG_CLOSE_SOCK_MS);
-			return 0;
+			return;
 		}
 	}
 	if (s->aio)
@@ -1224,5 +1219,4 @@ int agg_server_close(struct agg_server *s)
 	pthread_mutex_destroy(&s->pmu);
 	pthread_mutex_destroy(&s->lmu);
 	free(s);
-	return 1;
 }

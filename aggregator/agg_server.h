@@ -200,13 +200,7 @@ void agg_server_set_decided(struct agg_server *s, Rametr__ThrottleMatch **decide
    the listeners first, then the socket, waited for at most 2 s: if nng
    does not return by then, a warning is logged and s is left allocated for
    nng's threads (the caller is stopping). Not while agg_server_run() runs on another thread.
-   NULL-tolerant. Returns 1 if nothing of s is left to nng's threads (then
-   nng_fini() may wait for nng to free what it closes in the background), 0 if s was left. */
-int agg_server_close(struct agg_server *s);
-/* Waits for nng to free what closing sockets left to its threads (a probe's
-   dial in progress) and releases nng's own state: call it last in the
-   process, after every nng user is closed (the metrics endpoint too), and
-   only if agg_server_close() returned 1. */
-void agg_server_fini(void);
+   NULL-tolerant. */
+void agg_server_close(struct agg_server *s);
 
 #endif
