@@ -501,17 +501,14 @@ static int gl_attach_exe(struct bpf_program *prog, uint32_t pid, uint64_t *off, 
 
 /*
  * Process pid's samples of one window ask for the hand-off uprobe (see
- * GL_HANDOFF_MIN): attaches it to the process's executable unless it is
+ * GL_HANDOFF_MIN): attaches it to x, the process's executable, unless it is
  * there, or cannot be (said once; the executable's goroutines then keep
  * their own labels when readied). A process that ended before it could be
  * attached through leaves it for the next window to ask.
  */
-static void gl_want_handoffs(struct col_golabel *g, uint32_t pid, const char *why)
+static void gl_want_handoffs(struct col_golabel *g, struct gl_exe *x, uint32_t pid, const char *why)
 {
-	struct gl_pid *p = gl_find_pid(g, pid);
-	struct gl_exe *x = p ? gl_find_exe(g, p->dev, p->ino) : NULL;
-
-	if (!x || x->ready || !x->ready_off)
+	if (x->ready || !x->ready_off)
 		return;
 	if (gl_attach_exe(g->skel->progs.golabel_ready, pid, &x->ready_off, &x->ready, "hand-off",
 			  "a goroutine readied by another keeps its own label"))
@@ -543,22 +540,17 @@ static void gl_label_sends(struct col_golabel *g, struct gl_exe *x)
 
 /*
  * Process pid's samples of window win show user goroutines working without
- * a label (see GL_HANDOFF_MIN): attaches the creation uprobe to its
+ * a label (see GL_HANDOFF_MIN): attaches the creation uprobe to x, its
  * executable unless it is there; for a window that began after it was (or
  * could not be) attached, asks for the hand-off uprobe. A
  * process that ended before either could be attached through leaves it for
  * the next window to ask.
  */
-static void gl_want_follow(struct col_golabel *g, uint32_t pid, uint64_t win, const char *why)
+static void gl_want_follow(struct col_golabel *g, struct gl_exe *x, uint32_t pid, uint64_t win, const char *why)
 {
-	struct gl_pid *p = gl_find_pid(g, pid);
-	struct gl_exe *x = p ? gl_find_exe(g, p->dev, p->ino) : NULL;
-
-	if (!x)
-		return;
 	if (x->newg || !x->site_off) {
 		if (win >= x->newg_win + GL_FOLLOW_SETTLE)
-			gl_want_handoffs(g, pid, why);
+			gl_want_handoffs(g, x, pid, why);
 		return;
 	}
 	x->newg_win = col_golabel_window(g); /* windows drained with this one may be later, not after it */
@@ -603,7 +595,7 @@ static void gl_check_unlabelled(struct col_golabel *g, const struct gl_row *rows
 
 			snprintf(why, sizeof(why), "%" PRIu64 " of %" PRIu64 " goroutine samples in %s were of "
 				 "goroutines without a label", zero, all, over);
-			gl_want_follow(g, rows[i].c.pid, rows[i].win, why);
+			gl_want_follow(g, x, rows[i].c.pid, rows[i].win, why);
 		}
 	}
 }
@@ -622,13 +614,15 @@ static void gl_check_bare_sends(struct col_golabel *g)
 	size_t i;
 
 	for (i = 0; i < g->npids; i++) {
+		struct gl_exe *x;
 		char why[160];
 
-		if (bpf_map_lookup_elem(fd, &g->pids[i].pid, &p) != 0 || p.bare_sends < GL_HANDOFF_MIN)
+		if (bpf_map_lookup_elem(fd, &g->pids[i].pid, &p) != 0 || p.bare_sends < GL_HANDOFF_MIN ||
+		    !(x = gl_find_exe(g, g->pids[i].dev, g->pids[i].ino)))
 			continue;
 		snprintf(why, sizeof(why), "%u of its own sends without a label received over connections to itself",
 			 p.bare_sends);
-		gl_want_handoffs(g, g->pids[i].pid, why);
+		gl_want_handoffs(g, x, g->pids[i].pid, why);
 	}
 }
 
