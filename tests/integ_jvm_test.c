@@ -592,11 +592,16 @@ static void test_rametr(void)
 	CU_ASSERT((double)charged <= 1.02 * (double)serving);
 	/* the collector recognised the JVM from its launcher: what its threads did outside requests
 	 * (the VM's own threads, the JDK's dispatcher) is V `runtime` (jvm.ini leaves the runtime rule
-	 * off), about all of the CPU of the threads that serve nothing */
-	fprintf(stderr, "V runtime %.4f s against the JVM's CPU outside the serving threads %.4f s\n",
-		(double)v_rt / 1e9, (double)(run.shared.server_ns - serving) / 1e9);
+	 * off), not `unsegmented`: nearly all of V, and at least most of the CPU of the runtime's own
+	 * threads (JIT, GC, VM). The dispatcher is not in that floor: its CPU varies from run to run
+	 * (3-8% of the JVM's), and the CPU whose place in time the counters guess can fall in the
+	 * window before the span read back (testbed/RESULTS.md, *U against /proc*) */
+	fprintf(stderr, "V runtime %.4f s against the JVM's CPU outside the serving threads %.4f s, its runtime "
+		"threads' %.4f s\n", (double)v_rt / 1e9, (double)(run.shared.server_ns - serving) / 1e9,
+		((double)run.shared.server_ns - own_ns(&run.shared)) / 1e9);
 	CU_ASSERT(run.shared.server_ns > serving);
-	CU_ASSERT((double)v_rt >= 0.7 * (double)(run.shared.server_ns - serving));
+	CU_ASSERT((double)v_rt >= 0.9 * ((double)total - (double)charged));
+	CU_ASSERT((double)v_rt >= 0.7 * ((double)run.shared.server_ns - own_ns(&run.shared)));
 	CU_ASSERT((double)v_rt <= (double)total - (double)charged + 1.0);
 	for (i = 0; i < NCE; i++)
 		CU_ASSERT(fabs(100.0 * (double)got[i] / (double)charged - 100.0 * est[i] / (double)serving) <= 4.4);
