@@ -42,6 +42,7 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
+#include <nng/supplemental/util/platform.h>
 
 #include "agg_admit.h"
 #include "agg_server.h"
@@ -63,6 +64,14 @@
  * peers, each midway through a frame; 1000 close in 0.3 s).
  */
 #define AGG_CLOSE_SOCK_MS 2000
+/*
+ * nng 1.5.2 loses a dialer and its half-made connection (about 3 KB, for
+ * good: nng_fini() does not get them back) when the dialer's socket is
+ * closed while the connection is still negotiating. A probe is therefore
+ * closed at shutdown only once its connection is attached (or this long
+ * has passed); during a run it is closed after its answer, attached.
+ */
+#define AGG_PROBE_SETTLE_MS 250
 
 /* A probe request: magic (a protobuf Envelope never starts with 0) + nonce. */
 static const uint8_t agg_probe_magic[8] = { 0, 'R', 'M', 'P', 'R', 'O', 'B', 'E' };
@@ -74,6 +83,7 @@ struct agg_listen {
 	int watched;        /* ipc:// listeners are probed */
 	nng_socket probe;   /* open during one probe */
 	int probe_open;
+	int probe_up;       /* its connection attached (nng's thread sets it) */
 	int sent;
 	uint32_t nonce;
 	uint64_t started_ms, next_ms;
@@ -785,6 +795,29 @@ static void agg_relisten(struct agg_server *s, struct agg_listen *L)
 	rm_log_info("listening on '%s' again", L->url);
 }
 
+/* nng's pipe callback on a probe socket: its connection is attached (arg: the listener). */
+static void agg_probe_up(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct agg_listen *L = arg;
+
+	(void)p;
+	(void)ev;
+	__atomic_store_n(&L->probe_up, 1, __ATOMIC_RELEASE);
+}
+
+/* Closes L's probe (if open) once its connection is attached, waiting at most AGG_PROBE_SETTLE_MS. */
+static void agg_probe_settle_close(struct agg_listen *L)
+{
+	int ms;
+
+	if (!L->probe_open)
+		return;
+	for (ms = 0; ms < AGG_PROBE_SETTLE_MS && !__atomic_load_n(&L->probe_up, __ATOMIC_ACQUIRE); ms++)
+		nng_msleep(1);
+	nng_close(L->probe);
+	L->probe_open = 0;
+}
+
 /* One step of the probe of every watched listener; idle: the last poll found nothing. */
 static void agg_probe_tick(struct agg_server *s, int idle)
 {
@@ -806,7 +839,9 @@ static void agg_probe_tick(struct agg_server *s, int idle)
 			if (nng_req0_open(&L->probe) != 0)
 				continue;
 			L->probe_open = 1;
-			if (nng_socket_set_ms(L->probe, NNG_OPT_REQ_RESENDTIME,
+			__atomic_store_n(&L->probe_up, 0, __ATOMIC_RELEASE);
+			if (nng_pipe_notify(L->probe, NNG_PIPE_EV_ADD_POST, agg_probe_up, L) != 0 ||
+			    nng_socket_set_ms(L->probe, NNG_OPT_REQ_RESENDTIME,
 					      NNG_DURATION_INFINITE) != 0 ||
 			    nng_dial(L->probe, L->url, NULL, NNG_FLAG_NONBLOCK) != 0) {
 				agg_probe_close(L, now);
@@ -1194,8 +1229,7 @@ void agg_server_close(struct agg_server *s)
 	if (!s)
 		return;
 	for (i = 0; i < s->nls; i++)
-		if (s->ls[i].probe_open)
-			nng_close(s->ls[i].probe);
+		agg_probe_settle_close(&s->ls[i]);
 	if (s->sock_open) {
 		agg_close_listeners(s);
 		if (!agg_close_sock(s->sock, AGG_CLOSE_SOCK_MS)) {
