@@ -359,6 +359,28 @@ int col_golabel_open(struct col_golabel **out, const struct col_golabel_cfg *cfg
 	return RM_OK;
 }
 
+/* The kernel's bit of process pid (golabel.h, GOLABEL_PID_BITS): its word in pid_bits and the mask. */
+static void gl_pid_bit(uint32_t pid, size_t *word, uint64_t *mask)
+{
+	*word = (pid / 64) & (GOLABEL_PID_BITS / 64 - 1);
+	*mask = 1ULL << (pid % 64);
+}
+
+/* Clears process pid's bit unless another watched process shares it (called after it left g->pids). */
+static void gl_pid_bit_clear(struct col_golabel *g, uint32_t pid)
+{
+	uint64_t mask, m;
+	size_t w, v, i;
+
+	gl_pid_bit(pid, &w, &mask);
+	for (i = 0; i < g->npids; i++) {
+		gl_pid_bit(g->pids[i].pid, &v, &m);
+		if (v == w && m == mask)
+			return;
+	}
+	__atomic_and_fetch(&g->skel->bss->pid_bits[w], ~mask, __ATOMIC_RELEASE);
+}
+
 static struct gl_pid *gl_find_pid(struct col_golabel *g, uint32_t pid)
 {
 	size_t i;
@@ -385,6 +407,8 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 	struct col_gort_sched s;
 	struct gl_exe *x;
 	struct stat st;
+	uint64_t mask;
+	size_t w;
 	int rv, added = 0;
 
 	if (!g || !pid || !exe_path)
@@ -439,6 +463,9 @@ int col_golabel_watch(struct col_golabel *g, uint32_t pid, const char *exe_path)
 		}
 		return rv;
 	}
+	/* after the map's entry: the programs look the process up from now on */
+	gl_pid_bit(pid, &w, &mask);
+	__atomic_or_fetch(&g->skel->bss->pid_bits[w], mask, __ATOMIC_RELEASE);
 	memset(&g->pids[g->npids], 0, sizeof(g->pids[0]));
 	g->pids[g->npids].pid = pid;
 	g->pids[g->npids].dev = st.st_dev;
@@ -462,6 +489,7 @@ void col_golabel_forget(struct col_golabel *g, uint32_t pid)
 	gl_drop_threads(g, p);
 	gone = *p;
 	*p = g->pids[--g->npids];
+	gl_pid_bit_clear(g, pid);
 	for (i = 0; i < g->npids; i++)
 		if (g->pids[i].dev == gone.dev && g->pids[i].ino == gone.ino)
 			return; /* the executable still runs in a watched process */

@@ -91,6 +91,8 @@ const volatile __u32 have_tasks = 0; /* map tasks is rametr.bpf.c's (the loader 
 /* set by the loader once a watched process's sends label its goroutines (golabel_proc.label_sends):
  * until then a send to another node leaves golabel_send before any map lookup */
 __u32 label_sends = 0;
+/* the watched processes' bits (GOLABEL_PID_BITS), kept by the loader with map pids */
+__u64 pid_bits[GOLABEL_PID_BITS / 64] = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -131,6 +133,12 @@ struct {
 } stats SEC(".maps");
 
 #define GL_INLINE static __always_inline
+
+/* Can process tgid be a watched one (its bit in pid_bits)? 0: it is not; 1: look it up in pids. */
+GL_INLINE int gl_maybe(__u32 tgid)
+{
+	return (pid_bits[(tgid / 64) & (GOLABEL_PID_BITS / 64 - 1)] >> (tgid % 64)) & 1;
+}
 
 GL_INLINE void gl_stat(__u32 i)
 {
@@ -286,7 +294,7 @@ int BPF_PROG(golabel_recv, struct sock *sk, int ret, int flags)
 	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)))
 		return 0;
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
-	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || !gl_ours())
+	if (!gl_maybe(k.tgid) || !(p = bpf_map_lookup_elem(&pids, &k.tgid)) || !gl_ours())
 		return 0;
 	if (sk->sk_type != SOCK_STREAM ||
 	    (sk->sk_protocol != IPPROTO_TCP && sk->__sk_common.skc_family != AF_UNIX))
@@ -333,7 +341,7 @@ int BPF_PROG(golabel_send, struct sock *sk, int ret, int flags)
 	if (!within && !label_sends)
 		return 0;
 	k.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
-	if (!(p = bpf_map_lookup_elem(&pids, &k.tgid)) || (!within && !p->label_sends))
+	if (!gl_maybe(k.tgid) || !(p = bpf_map_lookup_elem(&pids, &k.tgid)) || (!within && !p->label_sends))
 		return 0;
 	/* the key holds the sender's namespace already: no second read of it */
 	if (netns_ino && (within ? ok.netns : gl_netns()) != netns_ino)
@@ -468,7 +476,7 @@ int golabel_sample(struct bpf_perf_event_data *ctx)
 	struct rm_task *t;
 
 	gk.tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
-	if (!(p = bpf_map_lookup_elem(&pids, &gk.tgid)))
+	if (!gl_maybe(gk.tgid) || !(p = bpf_map_lookup_elem(&pids, &gk.tgid)))
 		return 0;
 	gl_stat(GOLABEL_ST_SAMPLES);
 	ck.tgid = gk.tgid;

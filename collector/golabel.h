@@ -30,6 +30,10 @@
  *    (~1.3 MiB).
  */
 #define GOLABEL_PIDS_MAX 1024
+/* The watched processes' ids as bits (tgid modulo this, a power of two; the .bss array pid_bits, set
+ * by the loader): the programs that run for every thread of the node leave at one load when a
+ * thread's process cannot be watched, before the pids map's lookup (512 bytes). */
+#define GOLABEL_PID_BITS 4096
 /* A label's value: the socket's cookie, with this bit set when the goroutine took it from another
  * (its creator, or the goroutine that readied it) rather than from a receive of its own. */
 #define GOLABEL_INHERITED 0x8000000000000000ULL
