@@ -594,7 +594,7 @@ static void test_rametr(void)
 	 * (the VM's own threads, the JDK's dispatcher) is V `runtime` (jvm.ini leaves the runtime rule
 	 * off), not `unsegmented`: nearly all of V, and at least most of the CPU of the runtime's own
 	 * threads (JIT, GC, VM). The dispatcher is not in that floor: its CPU varies from run to run
-	 * (3-8% of the JVM's), and the CPU whose place in time the counters guess can fall in the
+	 * (5-8% of the JVM's), and the CPU whose place in time the counters guess can fall in the
 	 * window before the span read back (testbed/RESULTS.md, *U against /proc*) */
 	fprintf(stderr, "V runtime %.4f s against the JVM's CPU outside the serving threads %.4f s, its runtime "
 		"threads' %.4f s\n", (double)v_rt / 1e9, (double)(run.shared.server_ns - serving) / 1e9,
