@@ -2342,6 +2342,11 @@ static void *prec_server(void *arg)
 	return NULL;
 }
 
+/* How far below the thread's clock a slice-path segment may be: measured 1-11 of 200 requests below, by
+ * 1-18 us (docs/cpu-counters.md), once 31 of 200 in a CI run (by how much was not printed then); a read
+ * that missed the running slice would be 100-400 us below */
+#define PREC_SLICE_TOL_NS 25000
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -2355,12 +2360,12 @@ static void test_cpu_precision(void)
 	socklen_t alen = sizeof(a);
 	struct prec_srv x = { 0 };
 	struct { uint64_t start, seg, cpu; } segs[PREC_N + 8];
-	uint64_t err[PREC_N];
+	uint64_t err[PREC_N], below = 0;
 	struct col_bpf *b = NULL;
 	pthread_t srv;
 	char buf[8] = "request";
 	size_t i, j, n = 0;
-	int cfd, rv, k;
+	int cfd, rv, k, nbelow = 0;
 
 	nparts = 0;
 	nwins = 0;
@@ -2412,17 +2417,22 @@ static void test_cpu_precision(void)
 		}
 	k = 0;
 	for (i = 0; i < n; i++) {
-		/* never less than the thread's clock (100 ns of rounding) */
+		/* never less than the thread's clock (100 ns of rounding); the slice path by at most
+		 * its measured few µs (docs/cpu-counters.md, *Precision*) */
 		if (segs[i].cpu + 100 < x.cpu[i]) {
-			k++;
+			nbelow++;
 			err[i] = 0;
+			if (x.cpu[i] - segs[i].cpu > below)
+				below = x.cpu[i] - segs[i].cpu;
+			k += segs[i].cpu + (cpu_counters ? 100 : PREC_SLICE_TOL_NS) < x.cpu[i];
 		} else {
 			err[i] = segs[i].cpu + 100 - x.cpu[i];
 		}
 	}
 	qsort(err, n, sizeof(err[0]), cmp_u64);
 	fprintf(stderr, "segment cpu - thread clock over %zu requests: median %.1f us, p95 %.1f us, max %.1f us, "
-		"%d below\n", n, err[n / 2] / 1e3, err[n * 95 / 100] / 1e3, err[n - 1] / 1e3, k);
+		"%d below (by up to %.1f us), %d beyond the tolerance\n", n, err[n / 2] / 1e3, err[n * 95 / 100] / 1e3,
+		err[n - 1] / 1e3, nbelow, below / 1e3, k);
 	/* a CPU read that missed the running slice would give 0 here, the
 	 * thread's clock the full 100-400 us of work. The slice path is looser
 	 * on this loaded VM (measured: p95 up to 300 us, a few requests 10-20 us
