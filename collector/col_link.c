@@ -22,11 +22,19 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
+#include <nng/supplemental/util/platform.h>
 
 #include "col_sender_int.h"
 #include "rm_clock.h"
 #include "banned.h"
 
+/*
+ * nng 1.5.2 loses a dialer and its half-made connection for good (about
+ * 3 KB) when the socket is closed while a connection is negotiating. With no
+ * connection attached one may be, so a stop waits this long for one to
+ * attach (or for none, when the aggregator is unreachable) before closing.
+ */
+#define COL_CLOSE_SETTLE_MS 250
 #define COL_BACKOFF_MIN_MS 100
 #define COL_BACKOFF_MAX_MS 2000
 #define COL_DOWN_LOG_MS 30000 /* "still not answering" this often */
@@ -356,8 +364,12 @@ static void col_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 	struct col_sender *s = arg;
 
 	(void)p;
-	if (ev == NNG_PIPE_EV_ADD_POST)
+	if (ev == NNG_PIPE_EV_ADD_POST) {
+		atomic_fetch_add(&s->pipes, 1);
 		atomic_store(&s->need_hello, 1);
+	} else if (ev == NNG_PIPE_EV_REM_POST) {
+		atomic_fetch_sub(&s->pipes, 1);
+	}
 }
 
 /* The TLS configuration of a tls+tcp:// dialer. Returns RM_OK or RM_EINVAL (logged). */
@@ -429,7 +441,8 @@ int col_link_start(struct col_sender *s)
 	    (rv = nng_socket_set_ms(s->sock, NNG_OPT_RECONNMINT, 50)) != 0 ||
 	    (rv = nng_socket_set_ms(s->sock, NNG_OPT_RECONNMAXT, 1000)) != 0 ||
 	    (rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, RM_WIRE_MAX_MSG)) != 0 ||
-	    (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_POST, col_pipe_event, s)) != 0) {
+	    (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_POST, col_pipe_event, s)) != 0 ||
+	    (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, col_pipe_event, s)) != 0) {
 		rm_log_error("failed to set up request socket: %s", nng_strerror(rv));
 		return RM_EIO;
 	}
@@ -446,6 +459,8 @@ int col_link_start(struct col_sender *s)
 
 void col_link_stop(struct col_sender *s)
 {
+	int ms;
+
 	/* abandon a request in flight (it stays unacked), then let the thread end */
 	pthread_mutex_lock(&s->amu);
 	atomic_store(&s->halt, 1);
@@ -455,6 +470,8 @@ void col_link_stop(struct col_sender *s)
 		pthread_join(s->thread, NULL);
 	s->thread_started = 0;
 	if (s->sock_open) {
+		for (ms = 0; ms < COL_CLOSE_SETTLE_MS && atomic_load(&s->pipes) <= 0; ms++)
+			nng_msleep(1);
 		nng_close(s->sock);
 		s->sock_open = 0;
 	}

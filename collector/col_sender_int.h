@@ -59,6 +59,7 @@ struct col_sender {
 	pthread_t thread;
 	int thread_started;
 	atomic_int need_hello;     /* set by nng on every new connection */
+	atomic_int pipes;          /* connections attached now (nng's pipe callbacks) */
 
 	pthread_mutex_t submit_mu;
 	pthread_mutex_t mu;
