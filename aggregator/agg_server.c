@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,11 +43,11 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
-#include <nng/supplemental/util/platform.h>
 
 #include "agg_admit.h"
 #include "agg_server.h"
 #include "rm_clock.h"
+#include "rm_nng.h"
 #include "banned.h"
 
 #define AGG_LOG_WINDOW_S 10  /* rate limit of the refusal log: */
@@ -64,14 +65,6 @@
  * peers, each midway through a frame; 1000 close in 0.3 s).
  */
 #define AGG_CLOSE_SOCK_MS 2000
-/*
- * nng 1.5.2 loses a dialer and its half-made connection (about 3 KB, for
- * good: nng_fini() does not get them back) when the dialer's socket is
- * closed while the connection is still negotiating. A probe is therefore
- * closed at shutdown only once its connection is attached (or this long
- * has passed); during a run it is closed after its answer, attached.
- */
-#define AGG_PROBE_SETTLE_MS 250
 
 /* A probe request: magic (a protobuf Envelope never starts with 0) + nonce. */
 static const uint8_t agg_probe_magic[8] = { 0, 'R', 'M', 'P', 'R', 'O', 'B', 'E' };
@@ -83,7 +76,7 @@ struct agg_listen {
 	int watched;        /* ipc:// listeners are probed */
 	nng_socket probe;   /* open during one probe */
 	int probe_open;
-	int probe_up;       /* its connection attached (nng's thread sets it) */
+	atomic_int probe_up; /* 1 once its connection attached (nng's thread sets it) */
 	int sent;
 	uint32_t nonce;
 	uint64_t started_ms, next_ms;
@@ -802,20 +795,7 @@ static void agg_probe_up(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 	(void)p;
 	(void)ev;
-	__atomic_store_n(&L->probe_up, 1, __ATOMIC_RELEASE);
-}
-
-/* Closes L's probe (if open) once its connection is attached, waiting at most AGG_PROBE_SETTLE_MS. */
-static void agg_probe_settle_close(struct agg_listen *L)
-{
-	int ms;
-
-	if (!L->probe_open)
-		return;
-	for (ms = 0; ms < AGG_PROBE_SETTLE_MS && !__atomic_load_n(&L->probe_up, __ATOMIC_ACQUIRE); ms++)
-		nng_msleep(1);
-	nng_close(L->probe);
-	L->probe_open = 0;
+	atomic_store(&L->probe_up, 1);
 }
 
 /* One step of the probe of every watched listener; idle: the last poll found nothing. */
@@ -839,7 +819,7 @@ static void agg_probe_tick(struct agg_server *s, int idle)
 			if (nng_req0_open(&L->probe) != 0)
 				continue;
 			L->probe_open = 1;
-			__atomic_store_n(&L->probe_up, 0, __ATOMIC_RELEASE);
+			atomic_store(&L->probe_up, 0);
 			if (nng_pipe_notify(L->probe, NNG_PIPE_EV_ADD_POST, agg_probe_up, L) != 0 ||
 			    nng_socket_set_ms(L->probe, NNG_OPT_REQ_RESENDTIME,
 					      NNG_DURATION_INFINITE) != 0 ||
@@ -1228,8 +1208,10 @@ void agg_server_close(struct agg_server *s)
 
 	if (!s)
 		return;
+	/* a probe is closed during a run after its answer, attached; at a stop it may be negotiating */
 	for (i = 0; i < s->nls; i++)
-		agg_probe_settle_close(&s->ls[i]);
+		if (s->ls[i].probe_open)
+			rm_nng_close_dialer(s->ls[i].probe, &s->ls[i].probe_up, RM_NNG_SETTLE_MS);
 	if (s->sock_open) {
 		agg_close_listeners(s);
 		if (!agg_close_sock(s->sock, AGG_CLOSE_SOCK_MS)) {

@@ -6,7 +6,7 @@ find_library(MBEDCRYPTO_LIB mbedcrypto REQUIRED)
 add_library(agg_server STATIC ${CMAKE_CURRENT_LIST_DIR}/agg_server.c
   ${CMAKE_CURRENT_LIST_DIR}/agg_admit.c)
 target_include_directories(agg_server PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${NNG_INCLUDE})
-target_link_libraries(agg_server PUBLIC rm_proto ${NNG_LIB} ${MBEDCRYPTO_LIB} Threads::Threads)
+target_link_libraries(agg_server PUBLIC rm_proto rm_nng ${NNG_LIB} ${MBEDCRYPTO_LIB} Threads::Threads)
 
 rm_test(agg_admit LIBS agg_server)
 

@@ -22,19 +22,12 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
-#include <nng/supplemental/util/platform.h>
 
 #include "col_sender_int.h"
 #include "rm_clock.h"
+#include "rm_nng.h"
 #include "banned.h"
 
-/*
- * nng 1.5.2 loses a dialer and its half-made connection for good (about
- * 3 KB) when the socket is closed while a connection is negotiating. With no
- * connection attached one may be, so a stop waits this long for one to
- * attach (or for none, when the aggregator is unreachable) before closing.
- */
-#define COL_CLOSE_SETTLE_MS 250
 #define COL_BACKOFF_MIN_MS 100
 #define COL_BACKOFF_MAX_MS 2000
 #define COL_DOWN_LOG_MS 30000 /* "still not answering" this often */
@@ -459,8 +452,6 @@ int col_link_start(struct col_sender *s)
 
 void col_link_stop(struct col_sender *s)
 {
-	int ms;
-
 	/* abandon a request in flight (it stays unacked), then let the thread end */
 	pthread_mutex_lock(&s->amu);
 	atomic_store(&s->halt, 1);
@@ -470,9 +461,8 @@ void col_link_stop(struct col_sender *s)
 		pthread_join(s->thread, NULL);
 	s->thread_started = 0;
 	if (s->sock_open) {
-		for (ms = 0; ms < COL_CLOSE_SETTLE_MS && atomic_load(&s->pipes) <= 0; ms++)
-			nng_msleep(1);
-		nng_close(s->sock);
+		/* with no connection attached one may be negotiating (a reconnect) */
+		rm_nng_close_dialer(s->sock, &s->pipes, RM_NNG_SETTLE_MS);
 		s->sock_open = 0;
 	}
 }

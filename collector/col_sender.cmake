@@ -10,7 +10,7 @@ add_library(col_sender STATIC ${CMAKE_CURRENT_LIST_DIR}/col_sender.c
   ${CMAKE_CURRENT_LIST_DIR}/col_link.c ${CMAKE_CURRENT_LIST_DIR}/col_spool.c
   ${CMAKE_CURRENT_LIST_DIR}/col_crc.c)
 target_include_directories(col_sender PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${NNG_INCLUDE})
-target_link_libraries(col_sender PUBLIC col_enc rm_proto ${NNG_LIB} Threads::Threads)
+target_link_libraries(col_sender PUBLIC col_enc rm_proto rm_nng ${NNG_LIB} Threads::Threads)
 # col_batcher: the sink between a backend and the sender
 add_library(col_batcher STATIC ${CMAKE_CURRENT_LIST_DIR}/col_batcher.c)
 target_include_directories(col_batcher PUBLIC ${CMAKE_CURRENT_LIST_DIR})
