@@ -49,9 +49,10 @@ struct agg_go_win {
 	struct agg_go_ent e[AGG_GO_WIN_ENTS];
 };
 
-/* What the runtime rule remembers of one window of one node: the CEs it served (agg_rt_*). */
+/* What the runtime rule remembers of one window of one node: the CEs each process served (agg_rt_*). */
 struct agg_rt_ce {
 	char *ce;             /* owned */
+	uint32_t pid;         /* the runtime's process (0: not said) */
 	uint64_t cpu, req;    /* CPU charged to it by runtime threads' parts, requests they answered */
 };
 struct agg_rt_win {
@@ -289,9 +290,9 @@ int agg_account_add_split(struct agg_account *a, const char *node, uint64_t wind
 	return RM_OK;
 }
 
-/* The open transaction's sum of kind for CE ce of (node, window_ns, win) (agg_origin), made if missing. */
+/* The open transaction's sum of kind for CE ce (and cookie) of (node, window_ns, win) (agg_origin), made if missing. */
 static int agg_ce_sum(struct agg_account *a, int kind, const char *node, uint64_t window_ns, uint64_t win,
-		      const char *ce, struct agg_sum **out)
+		      const char *ce, uint64_t cookie, struct agg_sum **out)
 {
 	struct agg_sum k = { 0 };
 	int rv;
@@ -305,6 +306,7 @@ static int agg_ce_sum(struct agg_account *a, int kind, const char *node, uint64_
 	k.kind = kind;
 	k.key = ce;
 	k.win = win;
+	k.cookie = cookie;
 	return agg_sum_get(a, &k, out);
 }
 
@@ -314,7 +316,7 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 	struct agg_sum *e;
 	int rv;
 
-	if ((rv = agg_ce_sum(a, AGG_K_EST, node, window_ns, win, ce, &e)) != 0)
+	if ((rv = agg_ce_sum(a, AGG_K_EST, node, window_ns, win, ce, 0, &e)) != 0)
 		return rv;
 	/* saturate: storage refuses sums above INT64_MAX with a clear error */
 	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
@@ -324,14 +326,15 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 }
 
 int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
-			uint64_t requests, uint64_t cpu_ns)
+			uint32_t pid, uint64_t requests, uint64_t cpu_ns)
 {
 	struct agg_sum *e;
 	int rv;
 
 	if (a->open && ce && (a->rt_off || (!requests && !cpu_ns)))
 		return RM_OK;
-	if ((rv = agg_ce_sum(a, AGG_K_REQ, node, window_ns, win, ce, &e)) != 0)
+	/* keyed by the process too: the label rule's rest goes by its own process's weights */
+	if ((rv = agg_ce_sum(a, AGG_K_REQ, node, window_ns, win, ce, pid, &e)) != 0)
 		return rv;
 	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
 	e->v[1] = e->v[1] + cpu_ns < e->v[1] ? UINT64_MAX : e->v[1] + cpu_ns;
@@ -526,6 +529,9 @@ struct agg_rt_w {
 	uint64_t cpu, req;
 };
 
+/* The runtime rule's weights to gather: those of every process of the node, or of one. */
+#define AGG_RT_ANY_PID UINT64_MAX
+
 /* Adds (ce, cpu, req) to ws[0..*n), merged by CE; CEs past AGG_RT_CES are left out. */
 static void agg_rt_put(struct agg_rt_w *ws, size_t *n, const char *ce, uint64_t cpu, uint64_t req)
 {
@@ -545,25 +551,36 @@ static void agg_rt_put(struct agg_rt_w *ws, size_t *n, const char *ce, uint64_t 
 }
 
 /*
- * The CEs the batch's node's runtime threads served in window win, as far as
- * this accountant knows (agg_account_add_req): the CPU charged to them and
- * the requests answered, remembered from earlier batches and in this one.
- * Returns how many (into ws, AGG_RT_CES at most).
+ * The CEs the batch's node's runtime threads served in window win - those
+ * of process pid, or of all (AGG_RT_ANY_PID) - as far as this accountant
+ * knows (agg_account_add_req): the CPU charged to them and the requests
+ * answered, remembered from earlier batches and in this one. Returns how
+ * many (into ws, AGG_RT_CES at most).
  */
-static size_t agg_rt_gather(struct agg_account *a, uint64_t win, struct agg_rt_w *ws)
+static size_t agg_rt_gather(struct agg_account *a, uint64_t win, uint64_t pid, struct agg_rt_w *ws)
 {
 	const struct agg_rt_win *rw = agg_rt_find(a, a->m.node, a->m.window_ns, win);
 	size_t i, n = 0;
 
 	for (i = 0; rw && i < rw->n; i++)
-		agg_rt_put(ws, &n, rw->ce[i].ce, rw->ce[i].cpu, rw->ce[i].req);
+		if (pid == AGG_RT_ANY_PID || rw->ce[i].pid == pid)
+			agg_rt_put(ws, &n, rw->ce[i].ce, rw->ce[i].cpu, rw->ce[i].req);
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
 
-		if (e->kind == AGG_K_REQ && e->win == win && e->window_ns == a->m.window_ns && !strcmp(e->node, a->m.node))
+		if (e->kind == AGG_K_REQ && e->win == win && e->window_ns == a->m.window_ns &&
+		    (pid == AGG_RT_ANY_PID || e->cookie == pid) && !strcmp(e->node, a->m.node))
 			agg_rt_put(ws, &n, e->key, e->v[1], e->v[0]);
 	}
 	return n;
+}
+
+/* The CEs of window win, else of the window before (agg_rt_gather). */
+static size_t agg_rt_gather2(struct agg_account *a, uint64_t win, uint64_t pid, struct agg_rt_w *ws)
+{
+	size_t n = agg_rt_gather(a, win, pid, ws);
+
+	return n || !win ? n : agg_rt_gather(a, win - 1, pid, ws);
 }
 
 /*
@@ -1048,6 +1065,67 @@ static uint64_t agg_go_fill(uint64_t pool, struct agg_go_tgt *t, size_t nt, uint
 	return pool - given;
 }
 
+/* What the label rule leaves unlabelled of one process: the runtime rule charges it to that process's CEs. */
+struct agg_go_rest {
+	uint64_t pid; /* AGG_RT_ANY_PID: the counts did not say (pid 0), or the roundings' rest */
+	uint64_t ns;
+};
+
+/*
+ * Pure: unlab ns, what the label rule left unlabelled of a window, split
+ * between the processes whose samples it stands for - by count g[i] that
+ * went to no destination: cookie 0, RM_GO_IDLE, or a cookie that none of
+ * d[0..nd) holds with CPU - into r[] (room for ng + 1; at most one entry
+ * per process; a process not said, pid 0, as AGG_RT_ANY_PID). Each gets
+ * unlab x its samples / all such samples, rounded down, the rest to the
+ * one of most; with no such samples (only roundings are left) all of it is
+ * AGG_RT_ANY_PID's. The amounts sum to unlab exactly. Returns how many.
+ */
+static size_t agg_go_rest_split(uint64_t unlab, const struct rm_golabel *g, size_t ng, const struct agg_go_dest *d,
+				size_t nd, struct agg_go_rest *r)
+{
+	unsigned __int128 all = 0;
+	uint64_t w[RM_GO_LABELS_MAX + 1], given = 0;
+	size_t i, j, n = 0, big = 0;
+
+	if (!unlab)
+		return 0;
+	for (i = 0; i < ng && i < RM_GO_LABELS_MAX; i++) {
+		uint64_t pid = g[i].pid ? g[i].pid : AGG_RT_ANY_PID;
+
+		if (!g[i].samples)
+			continue;
+		if (g[i].cookie && g[i].cookie != RM_GO_IDLE) {
+			for (j = 0; j < nd && !(d[j].cookie == g[i].cookie && d[j].cpu); j++)
+				;
+			if (j < nd)
+				continue; /* labelled: charged by its destinations */
+		}
+		for (j = 0; j < n && r[j].pid != pid; j++)
+			;
+		if (j == n) {
+			r[n].pid = pid;
+			r[n].ns = 0;
+			w[n++] = 0;
+		}
+		w[j] = w[j] + g[i].samples < w[j] ? UINT64_MAX : w[j] + g[i].samples;
+		all += g[i].samples;
+	}
+	if (!all) {
+		r[0].pid = AGG_RT_ANY_PID;
+		r[0].ns = unlab;
+		return 1;
+	}
+	for (j = 0; j < n; j++) {
+		r[j].ns = (uint64_t)((unsigned __int128)unlab * w[j] / all);
+		given += r[j].ns;
+		if (w[j] > w[big])
+			big = j;
+	}
+	r[big].ns += unlab - given;
+	return n;
+}
+
 /*
  * The Go label rule on window totals t of the batch's node (counts given,
  * the rule on): takes the CPU this transaction charged for the window's Go
@@ -1057,9 +1135,11 @@ static uint64_t agg_go_fill(uint64_t pool, struct agg_go_tgt *t, size_t nt, uint
  * windows) - by the counts (agg_go_split, each cookie's parts in this
  * batch or earlier ones, else the cookie memory); the pool fills the
  * destinations' shortfalls (agg_go_fill). Into *unlab what is left for
- * the runtime rule. RM_OK or RM_ENOMEM.
+ * the runtime rule, and into rest[0..*nrest) (room for RM_GO_LABELS_MAX +
+ * 1) the same by process (agg_go_rest_split). RM_OK or RM_ENOMEM.
  */
-static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64_t go, uint64_t *unlab)
+static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64_t go, uint64_t *unlab,
+			struct agg_go_rest *rest, size_t *nrest)
 {
 	const struct agg_go_win *gw = agg_go_win_find(a, a->m.node, a->m.window_ns, t->win);
 	struct agg_go_dest *d;
@@ -1174,6 +1254,7 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 			unlab_target += d[j].amt; /* cannot happen: cap counts every destination */
 	}
 	*unlab = agg_go_fill(pool, tg, ntg, unlab_target);
+	*nrest = agg_go_rest_split(*unlab, t->go, ng, d, nd, rest);
 	for (j = 0; j < ntg && rv == RM_OK; j++) {
 		if (!tg[j].amt)
 			continue;
@@ -1233,7 +1314,8 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 			uint64_t *left)
 {
 	struct agg_rt_w ws[AGG_RT_CES];
-	size_t i, n;
+	struct agg_go_rest rest[RM_GO_LABELS_MAX + 1];
+	size_t i, j, n, nrest;
 	int rv;
 
 	for (i = 0; i < nw; i++) {
@@ -1245,16 +1327,27 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 		left[i] = 0;
 		if ((!rt_of[i] && !labels) || w[i].restart)
 			continue;
-		/* the Go label rule first: what it leaves unlabelled goes as Go's runtime CPU */
+		/* the Go label rule first: what it leaves unlabelled goes as Go's runtime CPU, each process's
+		   to the CEs that process served (its goroutines' unlabelled work and its runtime's are its own) */
 		unlab = go;
-		if (labels && (rv = agg_go_apply(a, &w[i], go, &unlab)) != 0)
+		nrest = 0;
+		if (labels && (rv = agg_go_apply(a, &w[i], go, &unlab, rest, &nrest)) != 0)
 			return rv;
+		if (!labels && unlab) {
+			rest[0].pid = AGG_RT_ANY_PID;
+			rest[0].ns = unlab;
+			nrest = 1;
+		}
 		if (!a->rt_off) {
-			if ((n = agg_rt_gather(a, w[i].win, ws)) == 0 && w[i].win > 0)
-				n = agg_rt_gather(a, w[i].win - 1, ws);
-			if ((rv = agg_rt_charge(a, w[i].win, unlab, labels ? a->rt_go_lab_req_pm : a->rt_go_req_pm, ws,
-						n, &charged)) != 0 ||
-			    (rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws, n, &charged)) != 0)
+			for (j = 0; j < nrest; j++) {
+				n = agg_rt_gather2(a, w[i].win, rest[j].pid, ws);
+				if ((rv = agg_rt_charge(a, w[i].win, rest[j].ns, labels ? a->rt_go_lab_req_pm : a->rt_go_req_pm,
+							ws, n, &charged)) != 0)
+					return rv;
+			}
+			/* what the collector did not say by process (a JVM's, Go's without counts): the node's */
+			n = agg_rt_gather2(a, w[i].win, AGG_RT_ANY_PID, ws);
+			if ((rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws, n, &charged)) != 0)
 				return rv;
 		}
 		left[i] = unlab + (rt_of[i] - go) - charged;
@@ -1305,11 +1398,12 @@ static void agg_rt_remember(struct agg_account *a)
 			continue;
 		if (!(rw = agg_rt_slot(a, e->node, e->window_ns, e->win)))
 			continue;
-		for (j = 0; j < rw->n && strcmp(rw->ce[j].ce, e->key); j++)
+		for (j = 0; j < rw->n && (rw->ce[j].pid != e->cookie || strcmp(rw->ce[j].ce, e->key)); j++)
 			;
 		if (j == rw->n) {
 			if (rw->n == AGG_RT_CES || !(rw->ce[j].ce = strdup(e->key)))
 				continue;
+			rw->ce[j].pid = (uint32_t)e->cookie;
 			rw->ce[j].cpu = rw->ce[j].req = 0;
 			rw->n++;
 		}

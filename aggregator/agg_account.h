@@ -73,8 +73,11 @@
  * their count, a JVM's the count; once labels have charged the goroutines'
  * own work, what is left - the scheduler and the network poller waking
  * each call's goroutine - follows the count; docs/go.md);
- * the amounts sum to it exactly. (Per node: two
- * runtimes on one node share their CEs; other servers' CEs get none.) What finds
+ * the amounts sum to it exactly. What the Go label rule left unlabelled of
+ * a process its counts name (rm_golabel.pid) goes to the CEs that process
+ * served (in the window, else the one before); the rest - a JVM's, Go
+ * programs' without counts, counts that name no process - per node: two
+ * runtimes on one node share their CEs; other servers' CEs get none. What finds
  * no CE stays V 'runtime' (so does all of it when the rule is off). The
  * CEs of a window are those this accountant saw charged in it: in this
  * batch or remembered from earlier ones (AGG_RT_WINS windows, AGG_RT_CES
@@ -187,13 +190,13 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 
 /*
  * Counts requests of CE ce answered, and CPU charged to it (ns), by threads
- * of a managed runtime (parts flagged RM_PF_RUNTIME) on node (NULL = the
- * batch's) in window win (window_ns 0 = the batch's): the runtime rule's
- * weights, kept in memory, never written. As agg_account_add; nothing is
- * kept while the rule is off.
+ * of a managed runtime (parts flagged RM_PF_RUNTIME) of process pid (0: not
+ * said) on node (NULL = the batch's) in window win (window_ns 0 = the
+ * batch's): the runtime rule's weights, kept in memory, never written. As
+ * agg_account_add; nothing is kept while the rule is off.
  */
 int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
-			uint64_t requests, uint64_t cpu_ns);
+			uint32_t pid, uint64_t requests, uint64_t cpu_ns);
 
 /*
  * Counts CPU a Go program's part (RM_PF_GO) received on socket cookie (its

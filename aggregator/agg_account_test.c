@@ -533,9 +533,9 @@ static void rt_batch(struct rtfx *f, const char *node, uint64_t win, uint64_t c1
 		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch[1]), RM_OK);
 	/* the runtime's threads served them (parts flagged RM_PF_RUNTIME) */
 	if (r1 || c1)
-		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", r1, c1), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", 0, r1, c1), RM_OK);
 	if (r2 || c2)
-		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", r2, c2), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", 0, r2, c2), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_commit(f->a, &w, busy ? 1 : 0), RM_OK);
 }
 
@@ -653,7 +653,7 @@ static void test_runtime_other_server(void)
 	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[0]), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[1]), RM_OK);
-	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN, "c1", 2, 1000), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN, "c1", 0, 2, 1000), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 1500);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 9000);
@@ -705,6 +705,7 @@ struct go_ch {
 	const char *reason;
 	uint64_t cpu;
 	int jvm;            /* RM_PF_RUNTIME without RM_PF_GO: no agg_account_add_go */
+	uint32_t pid;       /* the part's process (0: not said) */
 };
 
 struct go_case {
@@ -736,6 +737,24 @@ static const struct go_case go_cases[] = {
 	  /* 200 unlabelled, by requests (3:1); at the unlabelled windows' 30% it would be 715 and 285 */
 	  .want = { { "c1", 600 + 150 }, { "c2", 200 + 50 }, { "!runtime", 0 } }, .want_labelled = 800,
 	  .want_unlabelled = 200 },
+	{ "each process's unlabelled rest goes to the CEs of that process alone",
+	  .ch = { { CK1, "c1", 0, 100, 0, 100 }, { CK1, "c1", 0, 100, 0, 100 }, { CK1, "c1", 0, 300, 0, 100 },
+		  { CK2, "c2", 0, 500, 0, 200 } },
+	  .counts = { { CK1, 60, 0, 100, 0 }, { CK2, 20, 0, 200, 0 }, { 0, 20, 0, 200, 0 } },
+	  /* the 200 unlabelled are process 200's: all to c2, none by the node's requests (3:1) */
+	  .want = { { "c1", 600 }, { "c2", 200 + 200 }, { "!runtime", 0 } }, .want_labelled = 800,
+	  .want_unlabelled = 200 },
+	{ "two processes' rests by their own samples, an idle process's to the window before's CEs",
+	  .before = { { CK3, "c3", 0, 100, 0, 300 } }, .before_dwin = -1,
+	  .ch = { { CK1, "c1", 0, 600, 0, 100 }, { CK2, "c2", 0, 400, 0, 200 } },
+	  .counts = { { CK1, 40, 0, 100, 0 }, { RM_GO_IDLE, 10, 0, 100, 0 }, { CK2, 20, 0, 200, 0 },
+		      { 0, 10, 0, 200, 0 }, { 0, 20, 0, 300, 0 } },
+	  /* 1000 ns for 100 samples; unlabelled 100 / 100 / 200 of processes 100 / 200 / 300 */
+	  .want = { { "c1", 400 + 100 }, { "c2", 200 + 100 }, { "c3", 100 + 200 } }, .want_labelled = 600,
+	  .want_unlabelled = 400 },
+	{ "a process that served nobody in the window or the one before leaves its rest in V 'runtime'",
+	  .ch = { { CK1, "c1", 0, 1000, 0, 100 } }, .counts = { { CK1, 60, 0, 100, 0 }, { 0, 40, 0, 300, 0 } },
+	  .want = { { "c1", 600 }, { "!runtime", 400 } }, .want_labelled = 600, .want_unlabelled = 400 },
 	{ "the labelled windows' weight set to half by requests, half by CPU", .lab_pm = 500,
 	  .ch = { { CK1, "c1", 0, 100 }, { CK1, "c1", 0, 100 }, { CK1, "c1", 0, 300 }, { CK2, "c2", 0, 500 } },
 	  .counts = { { CK1, 60 }, { CK2, 20 }, { 0, 20 } },
@@ -832,7 +851,7 @@ static void go_add(struct rtfx *f, uint64_t win, const struct go_ch *c, uint64_t
 
 		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch), RM_OK);
 		if (c[i].ce)
-			CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, c[i].ce, 1, c[i].cpu), RM_OK);
+			CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, c[i].ce, c[i].pid, 1, c[i].cpu), RM_OK);
 		if (!c[i].jvm)
 			CU_ASSERT_EQUAL(agg_account_add_go(f->a, NULL, 0, win, c[i].cookie, c[i].ce, c[i].reason,
 							   c[i].cpu), RM_OK);

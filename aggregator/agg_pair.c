@@ -118,6 +118,7 @@ int agg_resolve(struct agg_pair *e, struct agg_rec *r, enum agg_pair_how how)
 	res.out_rport = r->out_rport;
 	res.out_raddr = r->out_raddr;
 	res.in_cookie = r->in_cookie;
+	res.pid = r->pid;
 	res.dist = r->dist.s;
 	res.ndist = r->dist.n;
 	res.pieces = e->pieces;
@@ -502,6 +503,7 @@ static int agg_rec_new(struct agg_pair *e, uint64_t id, const struct agg_pair_sr
 	r->out_rport = p->out.rport;
 	/* a continuation without its anchor has an in tuple that means nothing */
 	r->in_cookie = (p->flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT ? 0 : p->in.cookie;
+	r->pid = p->pid;
 	memcpy(r->out_raddr, p->out.raddr, sizeof(r->out_raddr));
 	r->arrival = arrival;
 	r->grp = (p->flags & RM_PF_ANCHOR) ? p->parent_seg : p->seg_id;

@@ -158,6 +158,7 @@ struct agg_pair_result {
 	uint64_t start_ns, end_ns; /* the part's (node monotonic) */
 	uint32_t out_family, out_rport; /* the part's out tuple: family (0 = none), remote port */
 	const uint32_t *out_raddr;  /* and remote address (4 words, network order) */
+	uint32_t pid;        /* the part's process (tgid; 0: not said): the runtime rule's weights are per process */
 	uint64_t in_cookie;  /* the socket cookie its segment received on (0: none; a continuation's without
 			       its anchor: 0): a Go part's label (agg_account_add_go) */
 	const struct agg_pair_share *dist;

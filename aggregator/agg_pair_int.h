@@ -86,6 +86,7 @@ struct agg_rec {
 	uint32_t ends;                /* a merged record's requests answered (rm_wpart.ends) */
 	uint32_t out_family, out_rport; /* remote end of its closing send (estimators) */
 	uint64_t in_cookie; /* its in tuple's socket cookie (0: none, or a continuation's) */
+	uint32_t pid;       /* its process (tgid; 0: not said) */
 	uint32_t out_raddr[4];
 	int64_t arrival;
 	int resolved;

@@ -106,7 +106,7 @@ static int agg_est_inputs(struct agg_stitch *s, const struct agg_pair_result *r)
 	   largest share, its CPU to each CE: the runtime rule's weights */
 	for (i = 0; (r->flags & RM_PF_RUNTIME) && i < r->ndist; i++)
 		if (r->dist[i].ce &&
-		    (rv = agg_account_add_req(s->acct, r->node, r->window_ns, r->win, r->dist[i].ce,
+		    (rv = agg_account_add_req(s->acct, r->node, r->window_ns, r->win, r->dist[i].ce, r->pid,
 					      i != best ? 0 : r->ends ? r->ends : (uint32_t)end, r->pieces[i].v[ST_R_CPU])) != 0)
 			return rv;
 	if (end && (r->out_family == RM_AF_INET || r->out_family == RM_AF_INET6) && r->out_raddr)

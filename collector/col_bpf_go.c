@@ -253,11 +253,14 @@ uint32_t col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t af
 	return RM_RT_GO;
 }
 
-static int col_bpf_go_cookie_cmp(const void *a, const void *b)
+/* By process, then cookie: a pair's entries side by side. */
+static int col_bpf_go_key_cmp(const void *a, const void *b)
 {
-	uint64_t x = ((const struct rm_golabel *)a)->cookie, y = ((const struct rm_golabel *)b)->cookie;
+	const struct rm_golabel *x = a, *y = b;
 
-	return x < y ? -1 : x > y;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
 }
 
 /* Most samples first, so that a window past the wire's bound keeps its largest labels. */
@@ -269,7 +272,7 @@ static int col_bpf_go_samples_cmp(const void *a, const void *b)
 		return x->samples > y->samples ? -1 : 1;
 	if (x->seg != y->seg)
 		return x->seg > y->seg ? -1 : 1;
-	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+	return col_bpf_go_key_cmp(a, b);
 }
 
 size_t col_bpf_go_segs(const struct rm_part *p, size_t n, uint64_t win, struct rm_golabel *out, size_t cap)
@@ -285,13 +288,15 @@ size_t col_bpf_go_segs(const struct rm_part *p, size_t n, uint64_t win, struct r
 		ck = (p[i].flags & (RM_PF_CONT | RM_PF_ANCHOR)) == RM_PF_CONT ? 0 : p[i].in.cookie;
 		if (!ck || ck == RM_GO_IDLE)
 			continue;
-		for (j = 0; j < m && out[j].cookie != ck; j++)
+		for (j = 0; j < m && (out[j].cookie != ck || out[j].pid != p[i].pid); j++)
 			;
 		if (j == m) {
 			if (m == cap)
 				continue; /* its samples stay in cookie 0's */
 			out[m].cookie = ck;
 			out[m].samples = out[m].seg = 0;
+			out[m].pid = p[i].pid;
+			out[m].pad = 0;
 			m++;
 		}
 		out[j].seg += p[i].samples;
@@ -317,8 +322,7 @@ uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_gol
 			 const struct rm_golabel *segs, size_t nsegs, uint64_t period_ns, struct rm_golabel *scratch,
 			 int *bad)
 {
-	unsigned __int128 all = 0, in = 0;
-	size_t i, m = 0;
+	size_t i, j, k, m = n;
 
 	memset(t, 0, sizeof(*t));
 	t->win = win;
@@ -329,38 +333,51 @@ uint64_t col_bpf_go_pool(struct rm_totals *t, uint64_t win, const struct col_gol
 		scratch[i].cookie = c[i].cookie;
 		scratch[i].samples = c[i].samples;
 		scratch[i].seg = 0;
-		all += c[i].samples;
+		scratch[i].pid = c[i].pid;
+		scratch[i].pad = 0;
 	}
-	for (i = 0; i < nsegs; i++)
-		in += segs[i].seg;
-	/* by segment: the parts' samples, as many in all as by label (a window's edge may put a few in the
-	   parts of the next: then they are scaled down), the rest in cookie 0 (CPU in no part) */
-	for (i = 0; segs && all && i < nsegs; i++) {
-		scratch[n + i].cookie = segs[i].cookie;
-		scratch[n + i].samples = 0;
-		scratch[n + i].seg = (uint64_t)(in > all ? (unsigned __int128)segs[i].seg * all / in : segs[i].seg);
-	}
-	if (segs && all) {
-		unsigned __int128 given = 0;
+	/* by segment, per process: its parts' samples, as many in all as its samples by label (a window's
+	   edge may put a few in the parts of the next: then they are scaled down), the rest in its cookie 0
+	   (its CPU in no part); the parts of a process without samples are left out */
+	for (i = 0; segs && i < n; i++) {
+		unsigned __int128 all = 0, in = 0, given = 0;
+		uint32_t pid = c[i].pid;
 
-		for (i = 0; i < nsegs; i++)
-			given += scratch[n + i].seg;
-		scratch[n + nsegs].cookie = 0;
-		scratch[n + nsegs].samples = 0;
-		scratch[n + nsegs].seg = (uint64_t)(all - given);
-		n += nsegs + 1;
+		for (j = 0; j < i && c[j].pid != pid; j++)
+			;
+		if (j < i)
+			continue; /* the process is done */
+		for (j = i; j < n; j++)
+			all += c[j].pid == pid ? c[j].samples : 0;
+		for (k = 0; k < nsegs; k++)
+			in += segs[k].pid == pid ? segs[k].seg : 0;
+		if (!all)
+			continue;
+		for (k = 0; k < nsegs; k++) {
+			if (segs[k].pid != pid)
+				continue;
+			scratch[m] = segs[k];
+			scratch[m].samples = 0;
+			scratch[m].seg = (uint64_t)(in > all ? (unsigned __int128)segs[k].seg * all / in : segs[k].seg);
+			given += scratch[m++].seg;
+		}
+		scratch[m].cookie = 0;
+		scratch[m].samples = 0;
+		scratch[m].seg = (uint64_t)(all - given);
+		scratch[m].pid = pid;
+		scratch[m++].pad = 0;
 	}
-	qsort(scratch, n, sizeof(*scratch), col_bpf_go_cookie_cmp);
-	for (i = 0; i < n; i++) {
-		if (m && scratch[m - 1].cookie == scratch[i].cookie) {
-			scratch[m - 1].samples += scratch[i].samples;
-			scratch[m - 1].seg += scratch[i].seg;
+	qsort(scratch, m, sizeof(*scratch), col_bpf_go_key_cmp);
+	for (i = k = 0; i < m; i++) {
+		if (k && !col_bpf_go_key_cmp(&scratch[k - 1], &scratch[i])) {
+			scratch[k - 1].samples += scratch[i].samples;
+			scratch[k - 1].seg += scratch[i].seg;
 		} else {
-			scratch[m++] = scratch[i];
+			scratch[k++] = scratch[i];
 		}
 	}
-	qsort(scratch, m, sizeof(*scratch), col_bpf_go_samples_cmp);
-	return rm_totals_go_set(t, period_ns, scratch, m);
+	qsort(scratch, k, sizeof(*scratch), col_bpf_go_samples_cmp);
+	return rm_totals_go_set(t, period_ns, scratch, k);
 }
 
 /* col_golabel_fn: one window's counts, per process, pooled and handed to the sink. */
@@ -380,15 +397,15 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 	col_bpf_go_release(g, win + 1); /* the window's Go parts just before its counts */
 	if (g->sink_err)
 		return;
-	if (n + nsegs + 1 > g->cap) {
-		struct rm_golabel *p = realloc(g->merged, (n + nsegs + 1) * sizeof(*p));
+	if (2 * n + nsegs + 1 > g->cap) {
+		struct rm_golabel *p = realloc(g->merged, (2 * n + nsegs + 1) * sizeof(*p));
 
 		if (!p) {
 			g->sink_err = RM_ENOMEM;
 			return;
 		}
 		g->merged = p;
-		g->cap = n + nsegs + 1;
+		g->cap = 2 * n + nsegs + 1;
 	}
 	g->st.folded += col_bpf_go_pool(g->t, win, c, n, g->cfg.tasks_fd > 0 ? g->segs : NULL, nsegs, period_ns,
 					g->merged, &bad);

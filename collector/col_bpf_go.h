@@ -105,10 +105,11 @@ int col_bpf_go_prog_stats(const struct col_bpf_go *g, col_progstat_fn fn, void *
 
 /*
  * Pure: the label samples that fell in the CPU of window win's Go parts
- * p[0..n) (rm_part.samples), summed by the cookie the aggregator files
- * each part under (its inbound socket's; none for a continuation not yet
- * anchored, whose samples are left out) into out[] (.cookie, .seg; at most
- * cap cookies, the samples of further ones left out). Returns how many.
+ * p[0..n) (rm_part.samples), summed by process and the cookie the
+ * aggregator files each part under (its inbound socket's; none for a
+ * continuation not yet anchored, whose samples are left out) into out[]
+ * (.pid, .cookie, .seg; at most cap pairs, the samples of further ones
+ * left out). Returns how many.
  */
 size_t col_bpf_go_segs(const struct rm_part *p, size_t n, uint64_t win, struct rm_golabel *out, size_t cap);
 
@@ -121,16 +122,18 @@ void col_bpf_go_tally(struct col_bpf_go_stats *st, const struct rm_totals *t);
 
 /*
  * Pure: window win's counts c[0..n) (per process and cookie, as the label
- * module hands them) pooled per cookie into *t (zeroed first; win and
- * go_period_ns set): samples follow CPU time, so the node's Go programs
- * share one split. With segs non-NULL (segs[0..nsegs) from col_bpf_go_segs,
- * nsegs may be 0) the counts say by segment too: each cookie's parts' samples (scaled down
- * if they pass the window's samples, a few of which the counters may have
- * charged to the next window), the rest as cookie 0's, so that both ways
- * sum to the same. Most samples first, so that a window with more labels
- * than the wire carries (RM_GO_LABELS_MAX) keeps its largest and folds the
- * smallest into cookie 0. scratch holds n entries, n + nsegs + 1 with
- * segs (the caller's). Returns the samples folded; or, if the wire would refuse the
+ * module hands them) merged per (process, cookie) into *t (zeroed first;
+ * win and go_period_ns set). Samples follow CPU time, so the node's Go
+ * programs share one split of their CPU; the processes stay apart so that
+ * what one did without a label goes to its own tenants only. With segs
+ * non-NULL (segs[0..nsegs) from col_bpf_go_segs, nsegs may be 0) the counts
+ * say by segment too: per process, each cookie's parts' samples (scaled
+ * down if they pass the process's samples, a few of which the counters may
+ * have charged to the next window), the rest as its cookie 0's, so that
+ * both ways sum to the same. Most samples first, so that a window with more
+ * pairs than the wire carries (RM_GO_LABELS_MAX) keeps its largest and
+ * folds the smallest into a cookie 0. scratch holds n entries, 2n + nsegs +
+ * 1 with segs (the caller's). Returns the samples folded; or, if the wire would refuse the
  * counts (win 0, a period of 0 or above RM_GO_PERIOD_MAX), sets *bad,
  * leaves t zeroed but for win and returns 0.
  */

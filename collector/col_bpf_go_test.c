@@ -1,8 +1,8 @@
 /*
  * col_bpf_go_test.c - col_bpf_go_segs and col_bpf_go_pool, the pure part
  * of the backend's Go label counts: the parts' samples summed by cookie,
- * processes' counts pooled per cookie into a window's totals (by label and
- * by segment), the largest labels kept when a window has more than the wire
+ * processes' counts merged per process and cookie into a window's totals
+ * (by label and by segment, each process's apart), the largest labels kept when a window has more than the wire
  * carries, counts the wire would refuse left out, and a window's Go CPU
  * outside segments moved from a report's totals to its counts'. (The module's lifecycle and its
  * counts on a real Go server: col_bpf_test, col_golabel_test.)
@@ -14,14 +14,28 @@
 #include "rm_err.h"
 #include "rm_test.h"
 
-/* cookie's count in t (all zero if it has none) */
+/* cookie's counts in t summed over its processes (all zero if it has none) */
 static struct rm_golabel count_of(const struct rm_totals *t, uint64_t cookie)
 {
-	struct rm_golabel none = { cookie, 0, 0 };
+	struct rm_golabel sum = { cookie, 0, 0, 0, 0 };
 	uint32_t i;
 
 	for (i = 0; i < t->n_go; i++)
-		if (t->go[i].cookie == cookie)
+		if (t->go[i].cookie == cookie) {
+			sum.samples += t->go[i].samples;
+			sum.seg += t->go[i].seg;
+		}
+	return sum;
+}
+
+/* (pid, cookie)'s count in t (all zero if it has none) */
+static struct rm_golabel count_in(const struct rm_totals *t, uint32_t pid, uint64_t cookie)
+{
+	struct rm_golabel none = { cookie, 0, 0, pid, 0 };
+	uint32_t i;
+
+	for (i = 0; i < t->n_go; i++)
+		if (t->go[i].cookie == cookie && t->go[i].pid == pid)
 			return t->go[i];
 	return none;
 }
@@ -29,7 +43,7 @@ static struct rm_golabel count_of(const struct rm_totals *t, uint64_t cookie)
 #define samples_of(t, cookie) (count_of((t), (cookie)).samples)
 #define seg_of(t, cookie) (count_of((t), (cookie)).seg)
 
-/* Two processes' counts of one window: one total per cookie, the idle label the wire's; no segments. */
+/* Two processes' counts of one window: one entry per process and cookie, the idle label the wire's; no segments. */
 static void test_pooled(void)
 {
 	static const struct col_golabel_count c[] = {
@@ -47,7 +61,12 @@ static void test_pooled(void)
 	CU_ASSERT_EQUAL(bad, 0);
 	CU_ASSERT_EQUAL(t.win, 9);
 	CU_ASSERT_EQUAL(t.go_period_ns, 500501);
-	CU_ASSERT_EQUAL(t.n_go, 4);
+	CU_ASSERT_EQUAL(t.n_go, 6);
+	CU_ASSERT_EQUAL(count_in(&t, 100, 0x77).samples, 40);
+	CU_ASSERT_EQUAL(count_in(&t, 200, 0x77).samples, 10); /* a socket both processes read */
+	CU_ASSERT_EQUAL(count_in(&t, 100, RM_GO_IDLE).samples, 5);
+	CU_ASSERT_EQUAL(count_in(&t, 200, RM_GO_IDLE).samples, 2);
+	CU_ASSERT_EQUAL(count_in(&t, 200, 0).samples, 0);
 	CU_ASSERT_EQUAL(samples_of(&t, 0), 3);
 	CU_ASSERT_EQUAL(samples_of(&t, 0x77), 50);
 	CU_ASSERT_EQUAL(samples_of(&t, 0x88), 20);
@@ -73,6 +92,7 @@ static struct rm_part part(uint64_t win, uint64_t cookie, uint32_t flags, uint64
 
 	memset(&p, 0, sizeof(p));
 	p.win = win;
+	p.pid = 100;
 	p.in.cookie = cookie;
 	p.flags = flags;
 	p.samples = samples;
@@ -85,7 +105,7 @@ static void test_segments(void)
 	struct rm_part p[7];
 	static const struct col_golabel_count c[] = { { 0x77, 30, 100 }, { 0x88, 20, 100 }, { 0, 5, 100 },
 						      { COL_GOLABEL_IDLE, 5, 100 } };
-	struct rm_golabel segs[4], scratch[4 + 4 + 1];
+	struct rm_golabel segs[4], scratch[2 * 4 + 4 + 1];
 	static struct rm_totals t;
 	uint64_t lab = 0, seg = 0;
 	char err[128];
@@ -134,6 +154,33 @@ static void test_segments(void)
 	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 4, segs, 0, 500000, scratch, &bad), 0);
 	CU_ASSERT_EQUAL(seg_of(&t, 0), 60);
 	CU_ASSERT_EQUAL(seg_of(&t, 0x77), 0);
+}
+
+/* Two processes by segment: each one's parts' samples bounded by its own samples, its rest in its own cookie 0. */
+static void test_segments_per_process(void)
+{
+	static const struct col_golabel_count c[] = { { 0x77, 30, 100 }, { 0, 10, 100 }, { 0x88, 20, 200 },
+						      { COL_GOLABEL_IDLE, 5, 200 } };
+	struct rm_golabel segs[3], scratch[2 * 4 + 3 + 1];
+	static struct rm_totals t;
+	char err[128];
+	int bad = 1;
+
+	memset(segs, 0, sizeof(segs));
+	segs[0] = (struct rm_golabel){ 0x77, 0, 25, 100, 0 };
+	segs[1] = (struct rm_golabel){ 0x88, 0, 40, 200, 0 }; /* more than process 200 counted: scaled to 25 */
+	segs[2] = (struct rm_golabel){ 0x99, 0, 7, 300, 0 };  /* a process without counts: left out */
+	CU_ASSERT_EQUAL(col_bpf_go_pool(&t, 9, c, 4, segs, 3, 500000, scratch, &bad), 0);
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT_EQUAL(count_in(&t, 100, 0x77).seg, 25);
+	CU_ASSERT_EQUAL(count_in(&t, 100, 0).seg, 40 - 25);
+	CU_ASSERT_EQUAL(count_in(&t, 100, 0).samples, 10);
+	CU_ASSERT_EQUAL(count_in(&t, 200, 0x88).seg, 25);
+	CU_ASSERT_EQUAL(count_in(&t, 200, 0).seg, 0);
+	CU_ASSERT_EQUAL(count_in(&t, 200, 0x88).samples, 20);
+	CU_ASSERT_EQUAL(seg_of(&t, 0x99), 0);
+	CU_ASSERT_EQUAL(count_in(&t, 200, RM_GO_IDLE).samples, 5);
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
 }
 
 /* More labels than the wire carries: the largest are kept, the smallest folded into cookie 0. */
@@ -246,8 +293,9 @@ static void test_unseg_moved(void)
 }
 
 static CU_TestInfo cases[] = {
-	{ "processes' counts of a window are pooled per cookie", test_pooled },
+	{ "processes' counts of a window stay apart per process and cookie", test_pooled },
 	{ "the parts' samples by cookie, pooled with the labels' to the same sum", test_segments },
+	{ "by segment each process's samples are bounded and completed apart", test_segments_per_process },
 	{ "past the wire's bound the largest labels are kept, the rest folded", test_largest_kept },
 	{ "counts the wire would refuse are left out", test_refused },
 	{ "a window's Go CPU outside segments moves to its counts' totals whole", test_unseg_moved },

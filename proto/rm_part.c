@@ -396,12 +396,12 @@ int rm_part_decode(struct rm_wpart *p, const void *buf, size_t len, size_t i, ch
 
 /* ---- WindowTotals ---- */
 
-/* the slot of cookie in t's Go label counts, or n_go */
-static size_t rm_go_find(const struct rm_totals *t, uint64_t cookie)
+/* the slot of (pid, cookie) in t's Go label counts, or n_go */
+static size_t rm_go_find(const struct rm_totals *t, uint32_t pid, uint64_t cookie)
 {
 	size_t j;
 
-	for (j = 0; j < t->n_go && t->go[j].cookie != cookie; j++)
+	for (j = 0; j < t->n_go && (t->go[j].cookie != cookie || t->go[j].pid != pid); j++)
 		;
 	return j;
 }
@@ -411,7 +411,7 @@ static uint64_t rm_sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-int rm_totals_go_add_seg(struct rm_totals *t, uint64_t cookie, uint64_t samples, uint64_t seg)
+int rm_totals_go_add_pid(struct rm_totals *t, uint32_t pid, uint64_t cookie, uint64_t samples, uint64_t seg)
 {
 	size_t j, n = t->n_go < RM_GO_LABELS_MAX ? t->n_go : RM_GO_LABELS_MAX;
 	int folded = 0;
@@ -419,23 +419,32 @@ int rm_totals_go_add_seg(struct rm_totals *t, uint64_t cookie, uint64_t samples,
 	if (!samples && !seg)
 		return 0;
 	t->n_go = (uint32_t)n;
-	j = rm_go_find(t, cookie);
-	/* a new cookie: room for it, keeping one for cookie 0, else folded into cookie 0 */
-	if (j == n && cookie && n + (rm_go_find(t, 0) == n) >= RM_GO_LABELS_MAX) {
+	j = rm_go_find(t, pid, cookie);
+	/* a new pair: room for it, keeping one for pid 0's cookie 0, else folded into its process's cookie 0
+	   if counted, else pid 0's */
+	if (j == n && (cookie || pid) && n + (rm_go_find(t, 0, 0) == n) >= RM_GO_LABELS_MAX) {
 		t->go_folded = rm_sat_add(t->go_folded, samples);
 		folded = 1;
 		cookie = 0;
-		j = rm_go_find(t, 0);
+		if ((j = rm_go_find(t, pid, 0)) == n)
+			j = rm_go_find(t, pid = 0, 0);
 	}
 	if (j == t->n_go) {
 		t->go[j].cookie = cookie;
 		t->go[j].samples = 0;
 		t->go[j].seg = 0;
+		t->go[j].pid = pid;
+		t->go[j].pad = 0;
 		t->n_go++;
 	}
 	t->go[j].samples = rm_sat_add(t->go[j].samples, samples);
 	t->go[j].seg = rm_sat_add(t->go[j].seg, seg);
 	return folded;
+}
+
+int rm_totals_go_add_seg(struct rm_totals *t, uint64_t cookie, uint64_t samples, uint64_t seg)
+{
+	return rm_totals_go_add_pid(t, 0, cookie, samples, seg);
 }
 
 int rm_totals_go_add(struct rm_totals *t, uint64_t cookie, uint64_t samples)
@@ -450,7 +459,7 @@ uint64_t rm_totals_go_set(struct rm_totals *t, uint64_t period_ns, const struct 
 
 	t->go_period_ns = period_ns;
 	for (i = 0; i < n; i++)
-		if (rm_totals_go_add_seg(t, c[i].cookie, c[i].samples, c[i].seg))
+		if (rm_totals_go_add_pid(t, c[i].pid, c[i].cookie, c[i].samples, c[i].seg))
 			folded = rm_sat_add(folded, c[i].samples);
 	return folded;
 }
@@ -466,7 +475,7 @@ void rm_totals_add(struct rm_totals *d, const struct rm_totals *s)
 		d->go_period_ns = s->go_period_ns;
 	d->go_folded = rm_sat_add(d->go_folded, s->go_folded);
 	for (j = 0; j < s->n_go && j < RM_GO_LABELS_MAX; j++)
-		rm_totals_go_add_seg(d, s->go[j].cookie, s->go[j].samples, s->go[j].seg);
+		rm_totals_go_add_pid(d, s->go[j].pid, s->go[j].cookie, s->go[j].samples, s->go[j].seg);
 }
 
 /* the rules of the Go label counts (rm_totals_check) */
@@ -505,9 +514,9 @@ static int rm_go_check(const struct rm_totals *p, size_t i, char *err, size_t er
 			return RM_EPROTO;
 		}
 		for (k = 0; k < j; k++)
-			if (p->go[k].cookie == p->go[j].cookie) {
-				rm_errf(err, errlen, "window totals %zu: Go label cookie %llu counted twice", i,
-					(unsigned long long)p->go[j].cookie);
+			if (p->go[k].cookie == p->go[j].cookie && p->go[k].pid == p->go[j].pid) {
+				rm_errf(err, errlen, "window totals %zu: Go label cookie %llu of process %u counted twice",
+					i, (unsigned long long)p->go[j].cookie, p->go[j].pid);
 				return RM_EPROTO;
 			}
 	}
@@ -528,13 +537,15 @@ int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errle
 #define RM_GO_LABELS_F 26
 
 /* a GoLabelCount's fields: 0 or -1 (does not decode; a known field of another wire type) */
-static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *samples, uint64_t *seg)
+static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *samples, uint64_t *seg,
+		     uint32_t *pid)
 {
 	const uint8_t *end = q + len, *sub = NULL;
 	size_t sublen = 0;
 	uint64_t tag, v = 0;
 
 	*cookie = *samples = *seg = 0;
+	*pid = 0;
 	while (q < end) {
 		if (rm_pb_field(&q, end, &tag, &v, &sub, &sublen) != 0)
 			return -1;
@@ -544,7 +555,9 @@ static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *s
 			*samples = v;
 		else if (tag == RM_KEY(3, 0))
 			*seg = v;
-		else if ((tag >> 3) >= 1 && (tag >> 3) <= 3)
+		else if (tag == RM_KEY(4, 0))
+			*pid = (uint32_t)v; /* a uint32 sent as more: its low 32 bits, as protobuf-c reads it */
+		else if ((tag >> 3) >= 1 && (tag >> 3) <= 4)
 			return -1;
 	}
 	return 0;
@@ -552,7 +565,7 @@ static int rm_go_get(const uint8_t *q, size_t len, uint64_t *cookie, uint64_t *s
 
 static size_t rm_go_size(const struct rm_golabel *g)
 {
-	return rm_pb_fsz(1, g->cookie) + rm_pb_fsz(2, g->samples) + rm_pb_fsz(3, g->seg);
+	return rm_pb_fsz(1, g->cookie) + rm_pb_fsz(2, g->samples) + rm_pb_fsz(3, g->seg) + rm_pb_fsz(4, g->pid);
 }
 
 #define RM_WGET_(n, m, kind, rule) case RM_KEY(n, 0): t->m = v; break;
@@ -563,6 +576,7 @@ int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i,
 	const uint8_t *q = buf, *end = q + len, *sub = NULL;
 	size_t sublen = 0;
 	uint64_t tag, v = 0, cookie, samples, seg;
+	uint32_t pid;
 
 	memset(t, 0, sizeof(*t));
 	while (q < end) {
@@ -577,9 +591,9 @@ int rm_totals_decode(struct rm_totals *t, const void *buf, size_t len, size_t i,
 			t->go_folded = v;
 			break;
 		case RM_KEY(RM_GO_LABELS_F, 2):
-			if (rm_go_get(sub, sublen, &cookie, &samples, &seg) != 0)
+			if (rm_go_get(sub, sublen, &cookie, &samples, &seg, &pid) != 0)
 				goto malformed;
-			rm_totals_go_add_seg(t, cookie, samples, seg);
+			rm_totals_go_add_pid(t, pid, cookie, samples, seg);
 			break;
 		default:
 			switch (tag >> 3) {
@@ -626,6 +640,7 @@ uint8_t *rm_totals_put(uint8_t *b, const struct rm_totals *t)
 		b = rm_pb_put_f(b, 1, t->go[j].cookie);
 		b = rm_pb_put_f(b, 2, t->go[j].samples);
 		b = rm_pb_put_f(b, 3, t->go[j].seg);
+		b = rm_pb_put_f(b, 4, t->go[j].pid);
 	}
 	return b;
 }

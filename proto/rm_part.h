@@ -62,12 +62,14 @@ struct rm_golabel {
 	uint64_t samples; /* samples whose goroutine carried this label */
 	uint64_t seg;     /* samples that fell in the CPU of segments received on this socket (cookie 0: in
 			     none); zero for every cookie when the collector does not say */
+	uint32_t pid;     /* the sampled process (tgid); 0: not said (the node's processes pooled) */
+	uint32_t pad;     /* 0 */
 };
 
 /*
  * A window's node totals (deltas), win = window index; then its Go label
  * counts (WindowTotals 24..26): go_period_ns the sampler's period (0: no
- * counts), go[0..n_go) the samples per cookie, each cookie once (rm_totals_go_add),
+ * counts), go[0..n_go) the samples per process and cookie, each pair once (rm_totals_go_add_pid),
  * go_folded the samples of cookies past RM_GO_LABELS_MAX, also counted in
  * cookie 0.
  */
@@ -169,12 +171,16 @@ void rm_tuple_set(struct rm_wtuple *d, uint64_t cookie, uint32_t family, const v
 int rm_totals_check(const struct rm_totals *p, size_t i, char *err, size_t errlen);
 
 /*
- * Adds samples (by label) and seg (by segment) of cookie to t's Go label
- * counts, merged by cookie (the sums saturate). A cookie not yet counted
- * when t holds RM_GO_LABELS_MAX (with room kept for cookie 0) is folded:
- * its samples and seg go to cookie 0, its samples also to go_folded.
- * Returns 1 if folded, else 0. samples and seg 0: nothing.
+ * Adds samples (by label) and seg (by segment) of cookie in process pid (0:
+ * not said) to t's Go label counts, merged by (pid, cookie) (the sums
+ * saturate). A pair not yet counted when t holds RM_GO_LABELS_MAX (with
+ * room kept for pid 0's cookie 0) is folded: its samples and seg go to
+ * cookie 0 of its process if that is counted, else of pid 0, its samples
+ * also to go_folded. Returns 1 if folded, else 0. samples and seg 0: nothing.
  */
+int rm_totals_go_add_pid(struct rm_totals *t, uint32_t pid, uint64_t cookie, uint64_t samples, uint64_t seg);
+
+/* rm_totals_go_add_pid(t, 0, cookie, samples, seg): a process not said. */
 int rm_totals_go_add_seg(struct rm_totals *t, uint64_t cookie, uint64_t samples, uint64_t seg);
 
 /* rm_totals_go_add_seg(t, cookie, samples, 0): label counts alone. */
@@ -182,17 +188,17 @@ int rm_totals_go_add(struct rm_totals *t, uint64_t cookie, uint64_t samples);
 
 /*
  * The collector's entry for a window's Go label counts: sets t's sampling
- * period to period_ns and adds c[0..n) (any number, cookies in any order,
- * repeated ones merged) with rm_totals_go_add. Returns how many samples were
- * folded into cookie 0.
+ * period to period_ns and adds c[0..n) (any number, in any order, repeated
+ * (pid, cookie) pairs merged) with rm_totals_go_add_pid. Returns how many
+ * samples were folded into a cookie 0.
  */
 uint64_t rm_totals_go_set(struct rm_totals *t, uint64_t period_ns, const struct rm_golabel *c, size_t n);
 
 /*
  * Decodes window totals i of a received Batch from buf[0..len) into *t
  * (zeroed first; unknown fields skipped, the last of a repeated value kept;
- * the Go label counts added with rm_totals_go_add: a cookie given twice is
- * merged, cookies past RM_GO_LABELS_MAX folded into cookie 0 and go_folded)
+ * the Go label counts added with rm_totals_go_add_pid: a (pid, cookie) given
+ * twice is merged, pairs past RM_GO_LABELS_MAX folded into a cookie 0 and go_folded)
  * and checks them (rm_totals_check). Returns RM_OK; RM_EPROTO if the bytes
  * do not decode (also a known field of another wire type); RM_EINVAL for a
  * broken rule, with the reason in err.

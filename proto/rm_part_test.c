@@ -63,7 +63,8 @@ static void rgo(struct rm_totals *t)
 		return;
 	t->go_period_ns = 1 + rm_ref_rval(RM_GO_PERIOD_MAX - 1);
 	for (i = 0; i < n; i++)
-		rm_totals_go_add_seg(t, i % 5 == 0 ? rm_ref_rval(0) : rm_ref_rnd(),
+		rm_totals_go_add_pid(t, rm_ref_rnd() % 3 ? (uint32_t)(rm_ref_rnd() % 4) : (uint32_t)rm_ref_rnd(),
+				     i % 5 == 0 ? rm_ref_rval(0) : rm_ref_rnd(),
 				     rm_ref_rval(RM_WIRE_ABSURD_NS / t->go_period_ns / 256),
 				     rm_ref_rnd() % 2 ? 0 : rm_ref_rval(RM_WIRE_ABSURD_NS / t->go_period_ns / 256));
 }
@@ -110,7 +111,7 @@ static void test_tables_match_proto(void)
 	/* and the Go label counts, written after the table */
 	static const struct tab_field totals[] = { RM_TOTALS_FIELDS(TAB_PART_) { 24, "go_period_ns" },
 						   { 25, "go_folded" }, { 26, "go_labels" } };
-	static const struct tab_field golabel[] = { { 1, "cookie" }, { 2, "samples" }, { 3, "seg_samples" } };
+	static const struct tab_field golabel[] = { { 1, "cookie" }, { 2, "samples" }, { 3, "seg_samples" }, { 4, "pid" } };
 
 	expect_table(&rametr__segment_part__descriptor, part, sizeof(part) / sizeof(part[0]));
 	expect_table(&rametr__tuple__descriptor, tuple, sizeof(tuple) / sizeof(tuple[0]));
@@ -575,10 +576,10 @@ static void test_totals(void)
 	want.go_period_ns = 400000;
 	want.go_folded = 1;
 	want.n_go = 4;
-	want.go[0] = (struct rm_golabel){ 7, 15, 16 };
-	want.go[1] = (struct rm_golabel){ RM_GO_IDLE, 3, 0 };
-	want.go[2] = (struct rm_golabel){ 0, 2, 1 };
-	want.go[3] = (struct rm_golabel){ 8, 0, 3 };
+	want.go[0] = (struct rm_golabel){ 7, 15, 16, 0, 0 };
+	want.go[1] = (struct rm_golabel){ RM_GO_IDLE, 3, 0, 0, 0 };
+	want.go[2] = (struct rm_golabel){ 0, 2, 1, 0, 0 };
+	want.go[3] = (struct rm_golabel){ 8, 0, 3, 0, 0 };
 	rm_totals_add(&d, &s);
 	CU_ASSERT_EQUAL(memcmp(&d, &want, sizeof(d)), 0);
 	/* a sum that would overflow saturates */
@@ -629,6 +630,52 @@ static void test_go_fold(void)
 	CU_ASSERT_EQUAL(t.n_go, RM_GO_LABELS_MAX);
 }
 
+/* counts of several processes: one entry per (pid, cookie); a full window folds into the process's cookie 0 */
+static void test_go_pids(void)
+{
+	struct rm_totals t, u;
+	uint8_t buf[8192];
+	char err[160];
+	size_t i, n;
+
+	memset(&t, 0, sizeof(t));
+	t.win = 4;
+	t.go_period_ns = 500000;
+	rm_totals_go_add_pid(&t, 100, 0, 5, 0);
+	rm_totals_go_add_pid(&t, 200, 0, 7, 0);
+	rm_totals_go_add_pid(&t, 100, 0, 1, 0);
+	rm_totals_go_add_pid(&t, 200, RM_GO_IDLE, 2, 0);
+	rm_totals_go_add_pid(&t, 100, RM_GO_IDLE, 3, 0);
+	rm_totals_go_add_pid(&t, 200, 42, 9, 0);
+	CU_ASSERT_EQUAL_FATAL(t.n_go, 5);
+	CU_ASSERT(t.go[0].pid == 100 && t.go[0].cookie == 0 && t.go[0].samples == 6);
+	CU_ASSERT(t.go[1].pid == 200 && t.go[1].cookie == 0 && t.go[1].samples == 7);
+	CU_ASSERT(t.go[4].pid == 200 && t.go[4].cookie == 42 && t.go[4].samples == 9);
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
+	/* on the wire and back: the pids kept */
+	n = rm_totals_size(&t);
+	CU_ASSERT_FATAL(n <= sizeof(buf));
+	CU_ASSERT_EQUAL(rm_totals_put(buf, &t) - buf, (ptrdiff_t)n);
+	CU_ASSERT_EQUAL_FATAL(rm_totals_decode(&u, buf, n, 0, err, sizeof(err)), RM_OK);
+	CU_ASSERT_EQUAL(memcmp(&t, &u, sizeof(t)), 0);
+	/* the same pair twice is refused (what decoding would have merged) */
+	u.go[1].pid = 100;
+	CU_ASSERT_EQUAL(rm_totals_check(&u, 2, err, sizeof(err)), RM_EPROTO);
+	CU_ASSERT_STRING_EQUAL(err, "window totals 2: Go label cookie 0 of process 100 counted twice");
+	/* full: a new cookie of process 200 goes to its cookie 0; one of a process without a cookie 0 to pid 0's */
+	for (i = 0; t.n_go < RM_GO_LABELS_MAX - 1; i++)
+		rm_totals_go_add_pid(&t, 300, 1000 + i, 1, 0);
+	CU_ASSERT_EQUAL(rm_totals_go_add_pid(&t, 200, 77, 4, 0), 1);
+	CU_ASSERT_EQUAL(t.go[1].samples, 11);
+	CU_ASSERT_EQUAL(t.n_go, RM_GO_LABELS_MAX - 1);
+	CU_ASSERT_EQUAL(rm_totals_go_add_pid(&t, 300, 77, 4, 0), 1);
+	CU_ASSERT_EQUAL_FATAL(t.n_go, RM_GO_LABELS_MAX);
+	CU_ASSERT(t.go[RM_GO_LABELS_MAX - 1].pid == 0 && t.go[RM_GO_LABELS_MAX - 1].cookie == 0);
+	CU_ASSERT_EQUAL(t.go[RM_GO_LABELS_MAX - 1].samples, 4);
+	CU_ASSERT_EQUAL(t.go_folded, 8);
+	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
+}
+
 /* hostile Go label counts: refused with a reason, or folded */
 static void test_go_check(void)
 {
@@ -670,7 +717,7 @@ static void test_go_check(void)
 	t.go[1] = t.go[0];
 	t.n_go = 2;
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
-	CU_ASSERT_STRING_EQUAL(err, "window totals 3: Go label cookie 5 counted twice");
+	CU_ASSERT_STRING_EQUAL(err, "window totals 3: Go label cookie 5 of process 0 counted twice");
 	t.n_go = RM_GO_LABELS_MAX + 1;
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 3, err, sizeof(err)), RM_EPROTO);
 	t.n_go = 0;
@@ -695,6 +742,7 @@ static CU_TestInfo cases[] = {
 	{ "window totals encode as protobuf-c packs them; add sums all but win", test_totals },
 	{ "Go label counts past a window's cookies are folded into cookie 0", test_go_fold },
 	{ "hostile Go label counts are merged, folded or refused with a reason", test_go_check },
+	{ "Go label counts of several processes stay apart, on the wire too", test_go_pids },
 	CU_TEST_INFO_NULL,
 };
 

@@ -153,6 +153,7 @@ static inline void rm_ref_totals(struct rm_ref_wt *r, const struct rm_totals *k)
 		r->g[j].cookie = k->go[j].cookie;
 		r->g[j].samples = k->go[j].samples;
 		r->g[j].seg_samples = k->go[j].seg;
+		r->g[j].pid = k->go[j].pid;
 		r->gp[j] = &r->g[j];
 	}
 	w->n_go_labels = j;
@@ -192,7 +193,7 @@ static inline void rm_ref_totals_in(struct rm_totals *k, const Rametr__WindowTot
 	k->go_folded = w->go_folded;
 	/* merged by cookie, folded past RM_GO_LABELS_MAX, as the codec does */
 	for (j = 0; j < w->n_go_labels; j++)
-		rm_totals_go_add_seg(k, w->go_labels[j]->cookie, w->go_labels[j]->samples,
+		rm_totals_go_add_pid(k, w->go_labels[j]->pid, w->go_labels[j]->cookie, w->go_labels[j]->samples,
 				     w->go_labels[j]->seg_samples);
 }
 
