@@ -491,6 +491,8 @@ int col_bpf_poll(struct col_bpf *b, const struct col_sink *sink, int timeout_ms)
 		b->swept_win = col_bpf_win_now(b);
 		if ((err = col_bpf_cut(b)) != RM_OK)
 			return err;
+		if (b->go)
+			col_bpf_go_sweep(b->go, b->swept_win - 1); /* the Go programs' own CPU in the window */
 		b->report_ts = 0;
 	}
 	if (b->go && col_bpf_go_win(b) > b->go_win) {

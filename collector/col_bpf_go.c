@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "col_bpf_go.h"
 #include "col_golabel.h"
@@ -18,6 +19,16 @@
 #define COL_BPF_GO_PROGS 8 /* the label module's programs, with room */
 #define COL_BPF_GO_SEGS 512 /* a window's cookies whose parts' samples are counted (the rest: cookie 0's) */
 #define COL_BPF_GO_UNSEG 8  /* windows whose Go CPU outside segments is held at once (normally one or two) */
+#define COL_BPF_GO_CPU_WINS 4 /* windows whose CPU per program is kept until their counts go (normally one) */
+
+/* A watched Go program's CPU per window: its process clock read at each window's sweep. */
+struct col_bpf_go_proc {
+	uint32_t pid;
+	int read;                          /* last_ns holds a reading */
+	uint64_t last_ns;                  /* its clock at the last sweep */
+	uint64_t win[COL_BPF_GO_CPU_WINS]; /* by win % COL_BPF_GO_CPU_WINS: the window (0: none) ... */
+	uint64_t ns[COL_BPF_GO_CPU_WINS];  /* ... and its CPU in it */
+};
 
 /* A window's Go CPU outside segments, held until its counts go. */
 struct col_bpf_go_unseg {
@@ -55,6 +66,12 @@ struct col_bpf_go {
 	uint64_t handed_win;        /* windows before this one were handed: their parts go on at once */
 	struct col_bpf_go_unseg unseg[COL_BPF_GO_UNSEG]; /* held Go CPU outside segments, by window */
 	size_t nunseg;
+	struct col_bpf_go_proc *procs;  /* the watched programs' CPU per window */
+	size_t nprocs, capprocs;
+	struct col_bpf_go_cpu *cpu;     /* a window's, for its calibration (capprocs) */
+	struct col_golabel_count *cal;  /* a window's counts calibrated */
+	size_t capcal;
+	uint64_t swept_win;             /* the window the last sweep ended */
 };
 
 int col_bpf_go_open(struct col_bpf_go **out, const struct col_bpf_go_cfg *cfg)
@@ -230,6 +247,140 @@ static int col_bpf_go_load(struct col_bpf_go *g)
 	return 0;
 }
 
+/* Forgets watched program pid's CPU figures. */
+static void col_bpf_go_proc_drop(struct col_bpf_go *g, uint32_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < g->nprocs; i++)
+		if (g->procs[i].pid == pid) {
+			g->procs[i] = g->procs[--g->nprocs];
+			return;
+		}
+}
+
+/* Starts keeping watched program pid's CPU per window (best effort: out of memory, its counts go as sampled). */
+static void col_bpf_go_proc_add(struct col_bpf_go *g, uint32_t pid)
+{
+	col_bpf_go_proc_drop(g, pid);
+	if (g->nprocs == g->capprocs) {
+		size_t ncap = g->capprocs ? g->capprocs * 2 : 8;
+		struct col_bpf_go_proc *p = realloc(g->procs, ncap * sizeof(*p));
+		struct col_bpf_go_cpu *c;
+
+		if (!p)
+			return;
+		g->procs = p;
+		if (!(c = realloc(g->cpu, ncap * sizeof(*c))))
+			return;
+		g->cpu = c;
+		g->capprocs = ncap;
+	}
+	memset(&g->procs[g->nprocs], 0, sizeof(g->procs[0]));
+	g->procs[g->nprocs++].pid = pid;
+}
+
+void col_bpf_go_sweep(struct col_bpf_go *g, uint64_t win)
+{
+	/* the clocks grew by one window since the last sweep, unless a sweep was missed */
+	int one = win && g->swept_win + 1 == win;
+	size_t i;
+
+	g->swept_win = win;
+	for (i = 0; i < g->nprocs; i++) {
+		struct col_bpf_go_proc *p = &g->procs[i];
+		struct timespec ts;
+		clockid_t clk;
+		uint64_t now;
+
+		if (clock_getcpuclockid((pid_t)p->pid, &clk) != 0 || clock_gettime(clk, &ts) != 0) {
+			p->read = 0; /* gone, or not readable: its next counts go as sampled */
+			continue;
+		}
+		now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		if (p->read && now >= p->last_ns && one) {
+			p->win[win % COL_BPF_GO_CPU_WINS] = win;
+			p->ns[win % COL_BPF_GO_CPU_WINS] = now - p->last_ns;
+		}
+		p->last_ns = now;
+		p->read = 1;
+	}
+}
+
+/* The watched programs' CPU in window win, into g->cpu; how many. */
+static size_t col_bpf_go_cpu_of(struct col_bpf_go *g, uint64_t win)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < g->nprocs; i++) {
+		const struct col_bpf_go_proc *p = &g->procs[i];
+
+		if (win && p->win[win % COL_BPF_GO_CPU_WINS] == win) {
+			g->cpu[n].pid = p->pid;
+			g->cpu[n].pad = 0;
+			g->cpu[n++].ns = p->ns[win % COL_BPF_GO_CPU_WINS];
+		}
+	}
+	return n;
+}
+
+size_t col_bpf_go_calibrate(const struct col_golabel_count *c, size_t n, const struct col_bpf_go_cpu *cpu, size_t ncpu,
+			    uint64_t period_ns, struct rm_golabel *segs, size_t nsegs, struct col_golabel_count *out)
+{
+	size_t i, j, k, m = 0;
+
+	if (!period_ns)
+		ncpu = 0; /* no scale: as sampled (the wire refuses such counts anyway) */
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < ncpu && cpu[j].pid != c[i].pid; j++)
+			;
+		if (j == ncpu && c[i].samples)
+			out[m++] = c[i]; /* no figure: as sampled */
+	}
+	for (j = 0; j < ncpu; j++) {
+		uint64_t want = cpu[j].ns / period_ns, given = 0;
+		unsigned __int128 have = 0;
+		size_t first = m, big;
+
+		for (k = 0; k < j && cpu[k].pid != cpu[j].pid; k++)
+			;
+		if (k < j)
+			continue; /* a pid named twice: its first figure */
+		for (i = 0; i < n; i++)
+			have += c[i].pid == cpu[j].pid ? c[i].samples : 0;
+		if (!have) {
+			if (want) {
+				out[m].cookie = COL_GOLABEL_IDLE;
+				out[m].samples = want;
+				out[m++].pid = cpu[j].pid;
+			}
+			continue;
+		}
+		for (i = 0; i < n; i++) {
+			if (c[i].pid != cpu[j].pid || !c[i].samples)
+				continue;
+			out[m] = c[i];
+			out[m].samples = (uint64_t)((unsigned __int128)c[i].samples * want / have);
+			given += out[m++].samples;
+		}
+		/* the rounding's rest to its entry of most samples */
+		for (i = big = first; i < m; i++)
+			if (out[i].samples > out[big].samples)
+				big = i;
+		if (m > first)
+			out[big].samples += want - given;
+		for (k = 0; segs && k < nsegs; k++)
+			if (segs[k].pid == cpu[j].pid)
+				segs[k].seg = (uint64_t)((unsigned __int128)segs[k].seg * want / have);
+		/* entries scaled to nothing are left out */
+		for (i = k = first; i < m; i++)
+			if (out[i].samples)
+				out[k++] = out[i];
+		m = k;
+	}
+	return m;
+}
+
 uint32_t col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t after, const char *exe)
 {
 	struct col_bpf_go *g = arg;
@@ -238,6 +389,7 @@ uint32_t col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t af
 	/* only a watched program is RM_RT_GO while the module is loaded */
 	if (before == RM_RT_GO && g->gl) {
 		col_golabel_forget(g->gl, pid);
+		col_bpf_go_proc_drop(g, pid);
 		if (g->st.watched && --g->st.watched == 0)
 			g->empty_since = col_golabel_window(g->gl);
 	}
@@ -250,6 +402,7 @@ uint32_t col_bpf_go_change(void *arg, uint32_t pid, uint32_t before, uint32_t af
 		return RM_RT_GO_PLAIN;
 	}
 	g->st.watched++;
+	col_bpf_go_proc_add(g, pid);
 	return RM_RT_GO;
 }
 
@@ -385,7 +538,7 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 			      uint64_t period_ns)
 {
 	struct col_bpf_go *g = arg;
-	size_t h, nsegs = 0;
+	size_t h, nsegs = 0, ncpu;
 	uint64_t unseg;
 	int rv, bad;
 
@@ -394,6 +547,22 @@ static void col_bpf_go_window(void *arg, uint64_t win, const struct col_golabel_
 	/* the samples in its parts' CPU (the label module shares the counters' per-thread state) */
 	if (g->cfg.tasks_fd > 0)
 		nsegs = col_bpf_go_segs(g->held, g->nheld, win, g->segs, COL_BPF_GO_SEGS);
+	/* each program's samples calibrated to its own CPU in the window */
+	if (n + g->nprocs > g->capcal) {
+		struct col_golabel_count *p = realloc(g->cal, (n + g->nprocs) * sizeof(*p));
+
+		if (!p) {
+			g->sink_err = RM_ENOMEM;
+			return;
+		}
+		g->cal = p;
+		g->capcal = n + g->nprocs;
+	}
+	ncpu = col_bpf_go_cpu_of(g, win);
+	n = col_bpf_go_calibrate(c, n, g->cpu, ncpu, period_ns, g->cfg.tasks_fd > 0 ? g->segs : NULL, nsegs, g->cal);
+	c = g->cal;
+	g->st.calibrated += ncpu;
+	g->st.uncalibrated += g->nprocs > ncpu ? g->nprocs - ncpu : 0;
 	col_bpf_go_release(g, win + 1); /* the window's Go parts just before its counts */
 	if (g->sink_err)
 		return;
@@ -517,6 +686,9 @@ void col_bpf_go_close(struct col_bpf_go *g)
 		return;
 	col_golabel_close(g->gl);
 	free(g->held);
+	free(g->procs);
+	free(g->cpu);
+	free(g->cal);
 	free(g->merged);
 	free(g->t);
 	free(g);

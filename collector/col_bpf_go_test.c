@@ -183,6 +183,52 @@ static void test_segments_per_process(void)
 	CU_ASSERT_EQUAL(rm_totals_check(&t, 0, err, sizeof(err)), RM_OK);
 }
 
+/* (pid, cookie)'s samples in calibrated counts c[0..n) (0 if none) */
+static uint64_t cal_of(const struct col_golabel_count *c, size_t n, uint32_t pid, uint64_t cookie)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (c[i].pid == pid && c[i].cookie == cookie)
+			return c[i].samples;
+	return 0;
+}
+
+/* Each process's samples scaled to its own CPU; a process without a figure as sampled, one without samples idle. */
+static void test_calibrated(void)
+{
+	static const struct col_golabel_count c[] = { { 0x77, 30, 100 }, { 0, 10, 100 }, { 0x88, 20, 200 } };
+	struct col_bpf_go_cpu cpu[] = { { 100, 0, 30000000 }, { 300, 0, 5000000 } };
+	struct rm_golabel segs[2] = { { 0x77, 0, 28, 100, 0 }, { 0x88, 0, 10, 200, 0 } };
+	struct col_golabel_count out[5];
+	size_t n;
+
+	/* 0.5 ms a sample: process 100 used 60 samples' worth, not 40; 300 used 10 and was never sampled */
+	n = col_bpf_go_calibrate(c, 3, cpu, 2, 500000, segs, 2, out);
+	CU_ASSERT_EQUAL_FATAL(n, 4);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0x77), 45);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0), 15);
+	CU_ASSERT_EQUAL(cal_of(out, n, 200, 0x88), 20); /* no figure: as sampled */
+	CU_ASSERT_EQUAL(cal_of(out, n, 300, COL_GOLABEL_IDLE), 10);
+	CU_ASSERT_EQUAL(segs[0].seg, 42);                /* the same factor */
+	CU_ASSERT_EQUAL(segs[1].seg, 10);
+	/* 61 samples' worth: 45.75 and 15.25 rounded down, the rest to the largest */
+	cpu[0].ns = 30700000;
+	n = col_bpf_go_calibrate(c, 3, cpu, 1, 500000, NULL, 0, out);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0x77), 46);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0), 15);
+	/* less than a sample's worth: the process's entries are left out; without a period all as sampled */
+	cpu[0].ns = 400000;
+	n = col_bpf_go_calibrate(c, 3, cpu, 1, 500000, NULL, 0, out);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(cal_of(out, n, 200, 0x88), 20);
+	CU_ASSERT_EQUAL(col_bpf_go_calibrate(c, 3, cpu, 1, 0, NULL, 0, out), 3);
+	/* nothing known: all as sampled */
+	CU_ASSERT_EQUAL(col_bpf_go_calibrate(c, 3, NULL, 0, 500000, NULL, 0, out), 3);
+	CU_ASSERT_EQUAL(memcmp(out, c, sizeof(c)), 0);
+}
+
 /* More labels than the wire carries: the largest are kept, the smallest folded into cookie 0. */
 static void test_largest_kept(void)
 {
@@ -296,6 +342,7 @@ static CU_TestInfo cases[] = {
 	{ "processes' counts of a window stay apart per process and cookie", test_pooled },
 	{ "the parts' samples by cookie, pooled with the labels' to the same sum", test_segments },
 	{ "by segment each process's samples are bounded and completed apart", test_segments_per_process },
+	{ "each process's samples calibrated to its own CPU in the window", test_calibrated },
 	{ "past the wire's bound the largest labels are kept, the rest folded", test_largest_kept },
 	{ "counts the wire would refuse are left out", test_refused },
 	{ "a window's Go CPU outside segments moves to its counts' totals whole", test_unseg_moved },

@@ -575,13 +575,15 @@ static int col_run_ebpf(const struct col_opts *o, struct col_batcher *bt, const 
 			    "sent as unlabelled), %llu not counted (map full); %u Go programs watched at the end, %u "
 			    "found whose build could not be read; loaded %u times; %llu of their parts held back to go "
 			    "with their windows' counts, %llu not (their window already handed, or past the bound), and %.3f s of "
-			    "their CPU outside requests",
+			    "their CPU outside requests; %llu program-windows' samples calibrated to the program's own CPU, "
+			    "%llu sent as sampled",
 			    (unsigned long long)st.go.samples, (unsigned long long)st.go.windows,
 			    st.go.samples ? 100.0 * (double)st.go.unlabelled / (double)st.go.samples : 0.0,
 			    st.go.samples ? 100.0 * (double)st.go.runtime / (double)st.go.samples : 0.0,
 			    (unsigned long long)st.go.folded, (unsigned long long)st.go.lost, st.go.watched,
 			    st.go.unreadable, st.go.loads, (unsigned long long)st.go.held, (unsigned long long)st.go.unheld,
-			    (double)st.go.unseg_held_ns / 1e9);
+			    (double)st.go.unseg_held_ns / 1e9, (unsigned long long)st.go.calibrated,
+			    (unsigned long long)st.go.uncalibrated);
 	col_bpf_close(b);
 	return rv;
 }
