@@ -1127,6 +1127,86 @@ static size_t agg_go_rest_split(uint64_t unlab, const struct rm_golabel *g, size
 }
 
 /*
+ * Pure: unlab ns, what the label rule left unlabelled of a window whose
+ * whole Go CPU is whole, split between the processes the counts g[0..ng)
+ * name by what each is still owed: a process's part of whole is whole x its
+ * samples / all samples (the collector calibrates each process's samples to
+ * its own CPU); what its labelled destinations hold of the window (their
+ * olds and what the pool gave them, tg[0..ntg), shared between processes
+ * by their labelled targets d[0..nd)) is taken off; each gets unlab x what
+ * it is still owed / what all are, rounded down, the rest to the one owed
+ * most. So a process whose own parts were charged before the split (past
+ * the collector's bound) is not owed them again, and what another left
+ * unlabelled does not land on its tenants. Nobody owed anything (a window
+ * the olds overfill): agg_go_rest_split's weights. Into r[] (room for ng +
+ * 1); the amounts sum to unlab exactly. Returns how many.
+ */
+static size_t agg_go_rest_by_pid(uint64_t unlab, uint64_t whole, const struct rm_golabel *g, size_t ng,
+				 const struct agg_go_dest *d, size_t nd, const struct agg_go_tgt *tg, size_t ntg,
+				 struct agg_go_rest *r)
+{
+	double all = 0, owed[RM_GO_LABELS_MAX + 1], sum = 0;
+	uint64_t given = 0;
+	size_t i, j, k, n = 0, big = 0;
+
+	if (!unlab)
+		return 0;
+	if (ng > RM_GO_LABELS_MAX)
+		ng = RM_GO_LABELS_MAX;
+	/* each process's part of the whole */
+	for (i = 0; i < ng; i++) {
+		uint64_t pid = g[i].pid ? g[i].pid : AGG_RT_ANY_PID;
+
+		for (j = 0; j < n && r[j].pid != pid; j++)
+			;
+		if (j == n) {
+			r[n].pid = pid;
+			r[n].ns = 0;
+			owed[n++] = 0;
+		}
+		owed[j] += (double)g[i].samples;
+		all += (double)g[i].samples;
+	}
+	for (j = 0; j < n && all > 0; j++)
+		owed[j] = (double)whole * owed[j] / all;
+	/* ... less what its labelled destinations hold */
+	for (i = 0; i < nd && all > 0; i++) {
+		uint64_t pid = AGG_RT_ANY_PID;
+
+		if (!d[i].amt)
+			continue;
+		for (k = 0; k < ng && g[k].cookie != d[i].cookie; k++)
+			;
+		if (k < ng && g[k].pid)
+			pid = g[k].pid;
+		for (j = 0; j < n && r[j].pid != pid; j++)
+			;
+		for (k = 0; k < ntg && !(tg[k].is_ce == d[i].is_ce && !strcmp(tg[k].key, d[i].key)); k++)
+			;
+		if (j == n || k == ntg || !tg[k].target)
+			continue;
+		owed[j] -= ((double)tg[k].old + (double)tg[k].amt) * (double)d[i].amt / (double)tg[k].target;
+	}
+	for (j = 0; j < n; j++) {
+		if (owed[j] < 0)
+			owed[j] = 0;
+		sum += owed[j];
+		if (owed[j] > owed[big])
+			big = j;
+	}
+	if (!(sum > 0))
+		return agg_go_rest_split(unlab, g, ng, d, nd, r);
+	for (j = 0; j < n; j++) {
+		double x = (double)unlab * owed[j] / sum;
+
+		r[j].ns = x >= (double)(unlab - given) ? unlab - given : (uint64_t)x;
+		given += r[j].ns;
+	}
+	r[big].ns += unlab - given;
+	return n;
+}
+
+/*
  * The Go label rule on window totals t of the batch's node (counts given,
  * the rule on): takes the CPU this transaction charged for the window's Go
  * parts out of their charges, adds go ns (its unseg_go_ns): the pool. The
@@ -1136,7 +1216,7 @@ static size_t agg_go_rest_split(uint64_t unlab, const struct rm_golabel *g, size
  * batch or earlier ones, else the cookie memory); the pool fills the
  * destinations' shortfalls (agg_go_fill). Into *unlab what is left for
  * the runtime rule, and into rest[0..*nrest) (room for RM_GO_LABELS_MAX +
- * 1) the same by process (agg_go_rest_split). RM_OK or RM_ENOMEM.
+ * 1) the same by process (agg_go_rest_by_pid). RM_OK or RM_ENOMEM.
  */
 static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64_t go, uint64_t *unlab,
 			struct agg_go_rest *rest, size_t *nrest)
@@ -1254,7 +1334,7 @@ static int agg_go_apply(struct agg_account *a, const struct rm_totals *t, uint64
 			unlab_target += d[j].amt; /* cannot happen: cap counts every destination */
 	}
 	*unlab = agg_go_fill(pool, tg, ntg, unlab_target);
-	*nrest = agg_go_rest_split(*unlab, t->go, ng, d, nd, rest);
+	*nrest = agg_go_rest_by_pid(*unlab, whole, t->go, ng, d, nd, tg, ntg, rest);
 	for (j = 0; j < ntg && rv == RM_OK; j++) {
 		if (!tg[j].amt)
 			continue;

@@ -73,9 +73,11 @@
  * their count, a JVM's the count; once labels have charged the goroutines'
  * own work, what is left - the scheduler and the network poller waking
  * each call's goroutine - follows the count; docs/go.md);
- * the amounts sum to it exactly. What the Go label rule left unlabelled of
- * a process its counts name (rm_golabel.pid) goes to the CEs that process
- * served (in the window, else the one before); the rest - a JVM's, Go
+ * the amounts sum to it exactly. What the Go label rule left unlabelled is
+ * divided between the processes its counts name (rm_golabel.pid) by what
+ * each is still owed (its part of the window's Go CPU by its samples, less
+ * what its labelled CEs hold of the window) and goes to the CEs that
+ * process served (in the window, else the one before); the rest - a JVM's, Go
  * programs' without counts, counts that name no process - per node: two
  * runtimes on one node share their CEs; other servers' CEs get none. What finds
  * no CE stays V 'runtime' (so does all of it when the rule is off). The

@@ -752,6 +752,13 @@ static const struct go_case go_cases[] = {
 	  /* 1000 ns for 100 samples; unlabelled 100 / 100 / 200 of processes 100 / 200 / 300 */
 	  .want = { { "c1", 400 + 100 }, { "c2", 200 + 100 }, { "c3", 100 + 200 } }, .want_labelled = 600,
 	  .want_unlabelled = 400 },
+	{ "a process whose parts were charged before the split is not owed them again from the pool",
+	  /* process 100's parts (500, its unlabelled goroutines' CPU included) charged by an earlier batch */
+	  .before = { { CK1, "c1", 0, 500, 0, 100 } }, .before_dwin = 0,
+	  .ch = { { CK2, "c2", 0, 300, 0, 200 } }, .unseg = 200, .rt = 200, .go = 200,
+	  .counts = { { CK1, 20, 0, 100, 0 }, { 0, 30, 0, 100, 0 }, { CK2, 40, 0, 200, 0 }, { 0, 10, 0, 200, 0 } },
+	  /* 500 each; by the unlabelled samples (30 : 10) the pool's 250 unlabelled would give c1 687, c2 313 */
+	  .want = { { "c1", 500 }, { "c2", 500 }, { "!runtime", 0 } }, .want_labelled = 250, .want_unlabelled = 250 },
 	{ "a process that served nobody in the window or the one before leaves its rest in V 'runtime'",
 	  .ch = { { CK1, "c1", 0, 1000, 0, 100 } }, .counts = { { CK1, 60, 0, 100, 0 }, { 0, 40, 0, 300, 0 } },
 	  .want = { { "c1", 600 }, { "!runtime", 400 } }, .want_labelled = 600, .want_unlabelled = 400 },
