@@ -53,6 +53,7 @@ struct agg_go_win {
 struct agg_rt_ce {
 	char *ce;             /* owned */
 	uint32_t pid;         /* the runtime's process (0: not said) */
+	int go;               /* the process runs Go (its parts carry RM_PF_GO) */
 	uint64_t cpu, req;    /* CPU charged to it by runtime threads' parts, requests they answered */
 };
 struct agg_rt_win {
@@ -326,7 +327,7 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 }
 
 int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
-			uint32_t pid, uint64_t requests, uint64_t cpu_ns)
+			uint32_t pid, int go, uint64_t requests, uint64_t cpu_ns)
 {
 	struct agg_sum *e;
 	int rv;
@@ -338,6 +339,8 @@ int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window
 		return rv;
 	e->v[0] = e->v[0] + requests < e->v[0] ? UINT64_MAX : e->v[0] + requests;
 	e->v[1] = e->v[1] + cpu_ns < e->v[1] ? UINT64_MAX : e->v[1] + cpu_ns;
+	if (go)
+		e->v[2] = 1; /* a Go program's weight */
 	return RM_OK;
 }
 
@@ -529,8 +532,26 @@ struct agg_rt_w {
 	uint64_t cpu, req;
 };
 
-/* The runtime rule's weights to gather: those of every process of the node, or of one. */
+/* The runtime rule's weights to gather: those of one process (its pid), or of every process of the node
+   (AGG_RT_ANY_PID), of its Go programs (AGG_RT_ANY_GO) or of its other runtimes (AGG_RT_ANY_OTHER). */
 #define AGG_RT_ANY_PID UINT64_MAX
+#define AGG_RT_ANY_GO (UINT64_MAX - 1)
+#define AGG_RT_ANY_OTHER (UINT64_MAX - 2)
+
+/* Does a process's weight (pid, go) count for selector sel? */
+static int agg_rt_sel(uint64_t sel, uint64_t pid, int go)
+{
+	switch (sel) {
+	case AGG_RT_ANY_PID:
+		return 1;
+	case AGG_RT_ANY_GO:
+		return go;
+	case AGG_RT_ANY_OTHER:
+		return !go;
+	default:
+		return pid == sel;
+	}
+}
 
 /* Adds (ce, cpu, req) to ws[0..*n), merged by CE; CEs past AGG_RT_CES are left out. */
 static void agg_rt_put(struct agg_rt_w *ws, size_t *n, const char *ce, uint64_t cpu, uint64_t req)
@@ -552,7 +573,7 @@ static void agg_rt_put(struct agg_rt_w *ws, size_t *n, const char *ce, uint64_t 
 
 /*
  * The CEs the batch's node's runtime threads served in window win - those
- * of process pid, or of all (AGG_RT_ANY_PID) - as far as this accountant
+ * of the processes selector pid names (agg_rt_sel) - as far as this accountant
  * knows (agg_account_add_req): the CPU charged to them and the requests
  * answered, remembered from earlier batches and in this one. Returns how
  * many (into ws, AGG_RT_CES at most).
@@ -563,13 +584,13 @@ static size_t agg_rt_gather(struct agg_account *a, uint64_t win, uint64_t pid, s
 	size_t i, n = 0;
 
 	for (i = 0; rw && i < rw->n; i++)
-		if (pid == AGG_RT_ANY_PID || rw->ce[i].pid == pid)
+		if (agg_rt_sel(pid, rw->ce[i].pid, rw->ce[i].go))
 			agg_rt_put(ws, &n, rw->ce[i].ce, rw->ce[i].cpu, rw->ce[i].req);
 	for (i = 0; i < a->cap; i++) {
 		const struct agg_sum *e = &a->tab[i];
 
 		if (e->kind == AGG_K_REQ && e->win == win && e->window_ns == a->m.window_ns &&
-		    (pid == AGG_RT_ANY_PID || e->cookie == pid) && !strcmp(e->node, a->m.node))
+		    agg_rt_sel(pid, e->cookie, e->v[2] != 0) && !strcmp(e->node, a->m.node))
 			agg_rt_put(ws, &n, e->key, e->v[1], e->v[0]);
 	}
 	return n;
@@ -1067,7 +1088,7 @@ static uint64_t agg_go_fill(uint64_t pool, struct agg_go_tgt *t, size_t nt, uint
 
 /* What the label rule leaves unlabelled of one process: the runtime rule charges it to that process's CEs. */
 struct agg_go_rest {
-	uint64_t pid; /* AGG_RT_ANY_PID: the counts did not say (pid 0), or the roundings' rest */
+	uint64_t pid; /* AGG_RT_ANY_GO: the counts did not say (pid 0), or the roundings' rest */
 	uint64_t ns;
 };
 
@@ -1076,10 +1097,10 @@ struct agg_go_rest {
  * between the processes whose samples it stands for - by count g[i] that
  * went to no destination: cookie 0, RM_GO_IDLE, or a cookie that none of
  * d[0..nd) holds with CPU - into r[] (room for ng + 1; at most one entry
- * per process; a process not said, pid 0, as AGG_RT_ANY_PID). Each gets
+ * per process; a process not said, pid 0, as AGG_RT_ANY_GO). Each gets
  * unlab x its samples / all such samples, rounded down, the rest to the
  * one of most; with no such samples (only roundings are left) all of it is
- * AGG_RT_ANY_PID's. The amounts sum to unlab exactly. Returns how many.
+ * AGG_RT_ANY_GO's. The amounts sum to unlab exactly. Returns how many.
  */
 static size_t agg_go_rest_split(uint64_t unlab, const struct rm_golabel *g, size_t ng, const struct agg_go_dest *d,
 				size_t nd, struct agg_go_rest *r)
@@ -1091,7 +1112,7 @@ static size_t agg_go_rest_split(uint64_t unlab, const struct rm_golabel *g, size
 	if (!unlab)
 		return 0;
 	for (i = 0; i < ng && i < RM_GO_LABELS_MAX; i++) {
-		uint64_t pid = g[i].pid ? g[i].pid : AGG_RT_ANY_PID;
+		uint64_t pid = g[i].pid ? g[i].pid : AGG_RT_ANY_GO;
 
 		if (!g[i].samples)
 			continue;
@@ -1112,7 +1133,7 @@ static size_t agg_go_rest_split(uint64_t unlab, const struct rm_golabel *g, size
 		all += g[i].samples;
 	}
 	if (!all) {
-		r[0].pid = AGG_RT_ANY_PID;
+		r[0].pid = AGG_RT_ANY_GO;
 		r[0].ns = unlab;
 		return 1;
 	}
@@ -1155,7 +1176,7 @@ static size_t agg_go_rest_by_pid(uint64_t unlab, uint64_t whole, const struct rm
 		ng = RM_GO_LABELS_MAX;
 	/* each process's part of the whole */
 	for (i = 0; i < ng; i++) {
-		uint64_t pid = g[i].pid ? g[i].pid : AGG_RT_ANY_PID;
+		uint64_t pid = g[i].pid ? g[i].pid : AGG_RT_ANY_GO;
 
 		for (j = 0; j < n && r[j].pid != pid; j++)
 			;
@@ -1171,7 +1192,7 @@ static size_t agg_go_rest_by_pid(uint64_t unlab, uint64_t whole, const struct rm
 		owed[j] = (double)whole * owed[j] / all;
 	/* ... less what its labelled destinations hold */
 	for (i = 0; i < nd && all > 0; i++) {
-		uint64_t pid = AGG_RT_ANY_PID;
+		uint64_t pid = AGG_RT_ANY_GO;
 
 		if (!d[i].amt)
 			continue;
@@ -1414,7 +1435,7 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 		if (labels && (rv = agg_go_apply(a, &w[i], go, &unlab, rest, &nrest)) != 0)
 			return rv;
 		if (!labels && unlab) {
-			rest[0].pid = AGG_RT_ANY_PID;
+			rest[0].pid = AGG_RT_ANY_GO; /* Go programs' CPU without counts: the node's Go programs' CEs */
 			rest[0].ns = unlab;
 			nrest = 1;
 		}
@@ -1425,8 +1446,9 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 							ws, n, &charged)) != 0)
 					return rv;
 			}
-			/* what the collector did not say by process (a JVM's, Go's without counts): the node's */
-			n = agg_rt_gather2(a, w[i].win, AGG_RT_ANY_PID, ws);
+			/* other runtimes' (a JVM's), which the collector does not say by process: the CEs of the
+			   node's runtimes that are no Go program */
+			n = agg_rt_gather2(a, w[i].win, AGG_RT_ANY_OTHER, ws);
 			if ((rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws, n, &charged)) != 0)
 				return rv;
 		}
@@ -1484,9 +1506,11 @@ static void agg_rt_remember(struct agg_account *a)
 			if (rw->n == AGG_RT_CES || !(rw->ce[j].ce = strdup(e->key)))
 				continue;
 			rw->ce[j].pid = (uint32_t)e->cookie;
+			rw->ce[j].go = 0;
 			rw->ce[j].cpu = rw->ce[j].req = 0;
 			rw->n++;
 		}
+		rw->ce[j].go |= e->v[2] != 0;
 		rw->ce[j].cpu += cpu;
 		rw->ce[j].req += req;
 	}

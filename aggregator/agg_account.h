@@ -77,9 +77,11 @@
  * divided between the processes its counts name (rm_golabel.pid) by what
  * each is still owed (its part of the window's Go CPU by its samples, less
  * what its labelled CEs hold of the window) and goes to the CEs that
- * process served (in the window, else the one before); the rest - a JVM's, Go
- * programs' without counts, counts that name no process - per node: two
- * runtimes on one node share their CEs; other servers' CEs get none. What finds
+ * process served (in the window, else the one before); the rest per node
+ * and kind: Go programs' CPU without counts (or counts that name no
+ * process) to the CEs of the node's Go programs, other runtimes' (a JVM's)
+ * to the CEs of the node's runtimes that are no Go program - two runtimes
+ * of a kind on one node share their CEs; other servers' CEs get none. What finds
  * no CE stays V 'runtime' (so does all of it when the rule is off). The
  * CEs of a window are those this accountant saw charged in it: in this
  * batch or remembered from earlier ones (AGG_RT_WINS windows, AGG_RT_CES
@@ -193,12 +195,13 @@ int agg_account_add_est(struct agg_account *a, const char *node, uint64_t window
 /*
  * Counts requests of CE ce answered, and CPU charged to it (ns), by threads
  * of a managed runtime (parts flagged RM_PF_RUNTIME) of process pid (0: not
- * said) on node (NULL = the batch's) in window win (window_ns 0 = the
- * batch's): the runtime rule's weights, kept in memory, never written. As
- * agg_account_add; nothing is kept while the rule is off.
+ * said; go nonzero: a Go program's, RM_PF_GO) on node (NULL = the batch's)
+ * in window win (window_ns 0 = the batch's): the runtime rule's weights,
+ * kept in memory, never written. As agg_account_add; nothing is kept while
+ * the rule is off.
  */
 int agg_account_add_req(struct agg_account *a, const char *node, uint64_t window_ns, uint64_t win, const char *ce,
-			uint32_t pid, uint64_t requests, uint64_t cpu_ns);
+			uint32_t pid, int go, uint64_t requests, uint64_t cpu_ns);
 
 /*
  * Counts CPU a Go program's part (RM_PF_GO) received on socket cookie (its

@@ -531,11 +531,16 @@ static void rt_batch(struct rtfx *f, const char *node, uint64_t win, uint64_t c1
 		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch[0]), RM_OK);
 	if (c2)
 		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch[1]), RM_OK);
-	/* the runtime's threads served them (parts flagged RM_PF_RUNTIME) */
+	/* the runtime's threads served them (parts flagged RM_PF_RUNTIME): a JVM's, and with Go CPU in the
+	   totals a Go program's alike */
 	if (r1 || c1)
-		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", 0, r1, c1), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", 10, 0, r1, c1), RM_OK);
 	if (r2 || c2)
-		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", 0, r2, c2), RM_OK);
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", 10, 0, r2, c2), RM_OK);
+	if (f->go && (r1 || c1))
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c1", 20, 1, r1, c1), RM_OK);
+	if (f->go && (r2 || c2))
+		CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, "c2", 20, 1, r2, c2), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_commit(f->a, &w, busy ? 1 : 0), RM_OK);
 }
 
@@ -601,6 +606,47 @@ static void test_runtime_go_weight(void)
 	rt_check_close(&f, 5000, 0);
 }
 
+static void test_runtime_kinds(void)
+{
+	struct agg_batch_meta m = { "n1", "test", 7, 1, WIN_NS };
+	struct agg_charge ch[2] = { { .win = WIN, .ce = "c1", .v = { 1000 } }, { .win = WIN, .ce = "c2", .v = { 1000 } } };
+	/* 3000 of the runtimes' own: 1000 a Go program's (no label counts), 2000 a JVM's */
+	struct rm_totals w = { .win = WIN, .busy_ns = 5000, .unseg_cpu_ns = 3000, .unseg_rt_ns = 3000,
+			       .unseg_go_ns = 1000 };
+	struct rtfx f;
+	int dup = 0;
+
+	rt_open(&f);
+	/* a JVM (pid 10) served c1, a Go program (pid 20) c2, on one node: each kind's CPU to its own CEs */
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[0]), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[1]), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN, "c1", 10, 0, 5, 1000), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN, "c2", 20, 1, 1, 1000), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 1000 + 2000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 1000 + 1000);
+	/* the next window's totals before its charges: each kind by the window before's CEs, remembered */
+	w.win = WIN + 1;
+	m.seq = 2;
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	w.busy_ns = 3000;
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 3000 + 2000);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 2000 + 1000);
+	/* a JVM alone on a node whose totals say some CPU was a Go program's: that stays V 'runtime' */
+	w.win = WIN + 5;
+	m.seq = 3;
+	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add(f.a, &(struct agg_charge){ .win = WIN + 5, .ce = "c1", .v = { 1000 } }), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN + 5, "c1", 10, 0, 1, 1000), RM_OK);
+	w.busy_ns = 4000;
+	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
+	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 5000 + 1000 + 2000);
+	CU_ASSERT_EQUAL(agg_store_mem_unacct(f.db, "n1", AGG_REASON_RUNTIME, ST_R_CPU), 1000);
+	rt_check_close(&f, 8000, 1000);
+}
+
 static void test_runtime_no_ce(void)
 {
 	struct rtfx f;
@@ -653,7 +699,7 @@ static void test_runtime_other_server(void)
 	CU_ASSERT_EQUAL_FATAL(agg_account_begin(f.a, &m, &dup), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[0]), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_add(f.a, &ch[1]), RM_OK);
-	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN, "c1", 0, 2, 1000), RM_OK);
+	CU_ASSERT_EQUAL(agg_account_add_req(f.a, NULL, 0, WIN, "c1", 0, 0, 2, 1000), RM_OK);
 	CU_ASSERT_EQUAL(agg_account_commit(f.a, &w, 1), RM_OK);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c1", ST_R_CPU), 1500);
 	CU_ASSERT_EQUAL(agg_store_mem_usage(f.db, "n1", "c2", ST_R_CPU), 9000);
@@ -858,7 +904,8 @@ static void go_add(struct rtfx *f, uint64_t win, const struct go_ch *c, uint64_t
 
 		CU_ASSERT_EQUAL(agg_account_add(f->a, &ch), RM_OK);
 		if (c[i].ce)
-			CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, c[i].ce, c[i].pid, 1, c[i].cpu), RM_OK);
+			CU_ASSERT_EQUAL(agg_account_add_req(f->a, NULL, 0, win, c[i].ce, c[i].pid, !c[i].jvm, 1, c[i].cpu),
+					RM_OK);
 		if (!c[i].jvm)
 			CU_ASSERT_EQUAL(agg_account_add_go(f->a, NULL, 0, win, c[i].cookie, c[i].ce, c[i].reason,
 							   c[i].cpu), RM_OK);
@@ -1107,6 +1154,7 @@ static CU_TestInfo cases[] = {
 	{ "dropped parts are charged to V as 'dropped', never more than was lost", test_dropped },
 	{ "an observer hears what each commit wrote", test_observer },
 	{ "the runtime rule charges a runtime's CPU by requests and CPU, exactly", test_runtime_rule },
+	{ "a JVM's and a Go program's CPU go to the CEs of their own kind", test_runtime_kinds },
 	{ "a Go program's runtime CPU by its own weight, a JVM's by the other", test_runtime_go_weight },
 	{ "the runtime rule charges nothing where no CE was served", test_runtime_no_ce },
 	{ "the runtime rule weighs a window's CEs across batches, per node", test_runtime_across_batches },

@@ -107,6 +107,7 @@ static int agg_est_inputs(struct agg_stitch *s, const struct agg_pair_result *r)
 	for (i = 0; (r->flags & RM_PF_RUNTIME) && i < r->ndist; i++)
 		if (r->dist[i].ce &&
 		    (rv = agg_account_add_req(s->acct, r->node, r->window_ns, r->win, r->dist[i].ce, r->pid,
+					      (r->flags & RM_PF_GO) != 0,
 					      i != best ? 0 : r->ends ? r->ends : (uint32_t)end, r->pieces[i].v[ST_R_CPU])) != 0)
 			return rv;
 	if (end && (r->out_family == RM_AF_INET || r->out_family == RM_AF_INET6) && r->out_raddr)
