@@ -337,15 +337,25 @@ static void test_burn_cpu(void)
 	size_t i;
 
 	for (i = 0; i < sizeof(us) / sizeof(us[0]); i++) {
-		uint64_t t0 = tb_thread_cpu_ns(), d;
+		uint64_t least = UINT64_MAX;
+		int k;
 
-		(void)tb_burn_cpu(us[i]);
-		d = tb_thread_cpu_ns() - t0;
-		if (d < us[i] * 1000ull || d > us[i] * 1100ull)
-			fprintf(stderr, "burn %u us took %llu ns of thread cpu\n", us[i],
-				(unsigned long long)d);
-		CU_ASSERT(d >= us[i] * 1000ull);
-		CU_ASSERT(d <= us[i] * 1100ull); /* 20 ms -> [20, 22] ms */
+		/* the burner's own overshoot is the least of three tries: time the machine takes from the
+		   thread (an interrupt, a VM's stolen time) in a burn's last check interval adds to one of
+		   them (seen once: 1154 us for 1000 under ASan on a busy host) */
+		for (k = 0; k < 3; k++) {
+			uint64_t t0 = tb_thread_cpu_ns(), d;
+
+			(void)tb_burn_cpu(us[i]);
+			d = tb_thread_cpu_ns() - t0;
+			CU_ASSERT(d >= us[i] * 1000ull); /* never less */
+			if (d > us[i] * 1100ull)
+				fprintf(stderr, "burn %u us took %llu ns of thread cpu\n", us[i],
+					(unsigned long long)d);
+			if (d < least)
+				least = d;
+		}
+		CU_ASSERT(least <= us[i] * 1100ull); /* 20 ms -> [20, 22] ms */
 	}
 	{
 		uint64_t t0 = tb_thread_cpu_ns();
