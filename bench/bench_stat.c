@@ -1,7 +1,7 @@
 /*
  * bench_stat.c - the command-line face of bench_util for scripts/bench.sh:
  *
- *   bench_stat proc PID             cpu_ns=<utime+stime ns> live_ns=<live threads' exact on-CPU ns>
+ *   bench_stat proc PID             cpu_ns=<utime+stime ns> clock_ns=<process clock ns, exact>
  *                                   hwm_kb=<peak RSS> rss_kb=<RSS>
  *   bench_stat median V...          the median of the numbers
  *   bench_stat quantile Q V...      the Q-quantile (0..1, nearest rank)
@@ -49,8 +49,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_stat: failed to read process '%s': %s\n", argv[2], rm_strerror(rv));
 			return 1;
 		}
-		printf("cpu_ns=%llu live_ns=%llu hwm_kb=%llu rss_kb=%llu\n", (unsigned long long)p.cpu_ns,
-		       (unsigned long long)p.live_ns, (unsigned long long)p.hwm_kb, (unsigned long long)p.rss_kb);
+		printf("cpu_ns=%llu clock_ns=%llu hwm_kb=%llu rss_kb=%llu\n", (unsigned long long)p.cpu_ns,
+		       (unsigned long long)p.clock_ns, (unsigned long long)p.hwm_kb, (unsigned long long)p.rss_kb);
 		return 0;
 	}
 	if (argc >= 3 && !strcmp(argv[1], "median")) {

@@ -2,13 +2,13 @@
  * bench_util.c - /proc readers and order statistics for the benchmarks
  * (contracts in bench_util.h).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -98,18 +98,6 @@ int bench_parse_status(const char *text, uint64_t *hwm_kb, uint64_t *rss_kb)
 	return RM_OK;
 }
 
-int bench_parse_schedstat(const char *text, uint64_t *ns)
-{
-	const char *p = text;
-	uint64_t a, b;
-
-	/* "<on-CPU ns> <run-queue wait ns> <slices>\n" */
-	if (!text || !bench_read_u64(&p, &a) || *p++ != ' ' || !bench_read_u64(&p, &b))
-		return RM_EPROTO;
-	*ns = a;
-	return RM_OK;
-}
-
 /* Reads a whole small /proc file into buf (NUL-terminated). */
 static int bench_slurp(const char *path, char *buf, size_t len)
 {
@@ -126,32 +114,15 @@ static int bench_slurp(const char *path, char *buf, size_t len)
 	return off ? RM_OK : RM_ENOENT; /* an exited process reads empty */
 }
 
-/* The on-CPU time of pid's live threads: the sum of their schedstat. */
-static int bench_live_threads(pid_t pid, uint64_t *ns)
+/* pid's CPU, exact: its process clock (every thread's, the exited ones' included). */
+static int bench_proc_clock(pid_t pid, uint64_t *ns)
 {
-	char path[96], buf[256];
-	struct dirent *d;
-	uint64_t v, sum = 0;
-	DIR *dir;
-	int n = 0;
+	struct timespec ts;
+	clockid_t clk;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	if (!(dir = opendir(path)))
-		return errno == ENOENT || errno == ESRCH ? RM_ENOENT : RM_EIO;
-	while ((d = readdir(dir))) {
-		if (d->d_name[0] < '0' || d->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", (int)pid, d->d_name);
-		/* a thread that exited since the listing is left out, as its CPU is */
-		if (bench_slurp(path, buf, sizeof(buf)) != RM_OK || bench_parse_schedstat(buf, &v) != RM_OK)
-			continue;
-		sum += v;
-		n++;
-	}
-	closedir(dir);
-	if (!n)
+	if (clock_getcpuclockid(pid, &clk) != 0 || clock_gettime(clk, &ts) != 0)
 		return RM_ENOENT;
-	*ns = sum;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	return RM_OK;
 }
 
@@ -168,7 +139,7 @@ int bench_proc_read(pid_t pid, struct bench_proc *out)
 	if ((rv = bench_parse_stat(buf, &ticks)) != RM_OK)
 		return rv;
 	out->cpu_ns = ticks * (1000000000ULL / (uint64_t)(hz > 0 ? hz : 100));
-	if ((rv = bench_live_threads(pid, &out->live_ns)) != RM_OK)
+	if ((rv = bench_proc_clock(pid, &out->clock_ns)) != RM_OK)
 		return rv;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if ((rv = bench_slurp(path, buf, sizeof(buf))) != RM_OK)

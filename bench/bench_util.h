@@ -26,24 +26,16 @@ int bench_parse_stat(const char *text, uint64_t *ticks);
  */
 int bench_parse_status(const char *text, uint64_t *hwm_kb, uint64_t *rss_kb);
 
-/*
- * Parses the text of /proc/PID/task/TID/schedstat: the thread's on-CPU time
- * in ns (its first field, the counter CLOCK_THREAD_CPUTIME_ID reads) into
- * *ns. Returns RM_OK, or RM_EPROTO if the text is not a schedstat line.
- * Thread-safe.
- */
-int bench_parse_schedstat(const char *text, uint64_t *ns);
-
 struct bench_proc {
 	uint64_t cpu_ns;   /* utime + stime of the whole process, ns (10 ms ticks) */
-	uint64_t live_ns;  /* on-CPU time of its live threads, ns, exact (their schedstat) */
+	uint64_t clock_ns; /* its CPU, ns, exact: its process clock (CLOCK_PROCESS_CPUTIME_ID's) */
 	uint64_t hwm_kb;   /* peak resident set */
 	uint64_t rss_kb;   /* current resident set */
 };
 
 /*
- * Reads /proc/<pid>/stat, the schedstat of each of its threads
- * (/proc/<pid>/task/TID/schedstat) and /proc/<pid>/status into *out. Returns RM_OK,
+ * Reads /proc/<pid>/stat, the process's CPU clock and /proc/<pid>/status
+ * into *out. Returns RM_OK,
  * RM_ENOENT if the process does not exist, RM_EIO if a file cannot be read,
  * RM_EPROTO if one is malformed.
  */

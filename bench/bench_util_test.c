@@ -45,22 +45,6 @@ static void test_parse_status(void)
 	CU_ASSERT_EQUAL(bench_parse_status("XVmHWM:\t12 kB\n", &h, NULL), RM_EPROTO);
 }
 
-static void test_parse_schedstat(void)
-{
-	uint64_t ns = 7;
-
-	CU_ASSERT_EQUAL(bench_parse_schedstat("12345678901 2000 17\n", &ns), RM_OK);
-	CU_ASSERT_EQUAL(ns, 12345678901ULL);
-	CU_ASSERT_EQUAL(bench_parse_schedstat("0 0 0\n", &ns), RM_OK);
-	CU_ASSERT_EQUAL(ns, 0);
-	ns = 7;
-	CU_ASSERT_EQUAL(bench_parse_schedstat("", &ns), RM_EPROTO);
-	CU_ASSERT_EQUAL(bench_parse_schedstat("12\n", &ns), RM_EPROTO);      /* one field */
-	CU_ASSERT_EQUAL(bench_parse_schedstat("x 1 2\n", &ns), RM_EPROTO);
-	CU_ASSERT_EQUAL(bench_parse_schedstat(NULL, &ns), RM_EPROTO);
-	CU_ASSERT_EQUAL(ns, 7);
-}
-
 static void test_proc_self_and_gone(void)
 {
 	struct bench_proc a, b;
@@ -80,9 +64,9 @@ static void test_proc_self_and_gone(void)
 	CU_ASSERT_EQUAL_FATAL(bench_proc_read(getpid(), &b), RM_OK);
 	CU_ASSERT(b.cpu_ns >= a.cpu_ns + 250000000ULL);
 	CU_ASSERT(b.cpu_ns <= a.cpu_ns + 2000000000ULL);
-	/* the live threads' exact sum: at least the 300 ms (one thread here) */
-	CU_ASSERT(b.live_ns >= a.live_ns + 300000000ULL);
-	CU_ASSERT(b.live_ns <= a.live_ns + 2000000000ULL);
+	/* the process clock, exact: at least the 300 ms */
+	CU_ASSERT(b.clock_ns >= a.clock_ns + 300000000ULL);
+	CU_ASSERT(b.clock_ns <= a.clock_ns + 2000000000ULL);
 
 	child = fork();
 	CU_ASSERT_FATAL(child >= 0);
@@ -128,7 +112,6 @@ static void test_name_index(void)
 static CU_TestInfo cases[] = {
 	{ "stat lines: utime+stime after the last ')', malformed refused", test_parse_stat },
 	{ "status: VmHWM and VmRSS in kB, missing refused", test_parse_status },
-	{ "schedstat lines: the on-CPU ns, malformed refused", test_parse_schedstat },
 	{ "this process's CPU grows by what it burns; a reaped child is gone", test_proc_self_and_gone },
 	{ "nearest-rank quantiles and the median", test_quantiles },
 	{ "a name's index, or none (out untouched)", test_name_index },

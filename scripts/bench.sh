@@ -136,12 +136,11 @@ free_port() { # VAR: sets VAR (not a subshell, so the ports handed out are remem
 }
 cpu_ns() { "$stat" proc "$1" | sed -n 's/.*cpu_ns=\([0-9]*\).*/\1/p'; }
 hwm_kb() { "$stat" proc "$1" | sed -n 's/.*hwm_kb=\([0-9]*\).*/\1/p'; }
-# A server's CPU, exact: its live threads' on-CPU ns (schedstat; /proc/PID/stat
-# counts 10 ms ticks, 1% of a 1 s load per reading). The servers keep their
-# threads for the whole run, so none of their CPU leaves with an exited one.
-live_ns() { "$stat" proc "$1" | sed -n 's/.*live_ns=\([0-9]*\).*/\1/p'; }
+# A server's CPU, exact: its process clock (/proc/PID/stat counts 10 ms
+# ticks, 1% of a 1 s load per reading).
+clock_ns() { "$stat" proc "$1" | sed -n 's/.*clock_ns=\([0-9]*\).*/\1/p'; }
 # The server's whole CPU (all its processes) in ns: sum over pids.
-cpu_sum() { local s=0 p; for p in "$@"; do s=$((s + $(live_ns "$p"))); done; echo $s; }
+cpu_sum() { local s=0 p; for p in "$@"; do s=$((s + $(clock_ns "$p"))); done; echo $s; }
 # rametrctl usage value (raw integer) of one CE: db server ce resource
 usage_of() {
 	"$ctl" usage --db "$1" --server "$2" --ce "$3" --resource "$4" -o csv --no-unaccountable |
@@ -437,9 +436,9 @@ for ((r = 1; r <= rounds; r++)); do
 		for l in "${gl[@]}"; do
 			gf=$out/$l-$r-$tag.txt
 			[ $k != 1 ] || { gc0=$(cpu_ns $col) ga0=$(cpu_ns $agg) gt0=$(date +%s%N); }
-			sc0=$(live_ns ${go_pid[$l]} 2>/dev/null) || sc0=
+			sc0=$(clock_ns ${go_pid[$l]} 2>/dev/null) || sc0=
 			lg_run "$out/lg" go_load $l >"$gf" 2>&1 || true
-			sc1=$(live_ns ${go_pid[$l]} 2>/dev/null) || sc1=
+			sc1=$(clock_ns ${go_pid[$l]} 2>/dev/null) || sc1=
 			nreq=$(go_reqs $l "$gf")
 			if [ -z "$sc0" ] || [ -z "$sc1" ] || ! go_ok $l "$gf" || [ "${nreq:-0}" -le 0 ]; then
 				cat "$gf" "$out/$l/server.log" >&2
