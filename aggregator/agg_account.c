@@ -1441,6 +1441,8 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 		}
 		if (!a->rt_off) {
 			for (j = 0; j < nrest; j++) {
+				if (!rest[j].ns)
+					continue;
 				n = agg_rt_gather2(a, w[i].win, rest[j].pid, ws);
 				if ((rv = agg_rt_charge(a, w[i].win, rest[j].ns, labels ? a->rt_go_lab_req_pm : a->rt_go_req_pm,
 							ws, n, &charged)) != 0)
@@ -1448,8 +1450,9 @@ static int agg_rt_apply(struct agg_account *a, const struct rm_totals *w, size_t
 			}
 			/* other runtimes' (a JVM's), which the collector does not say by process: the CEs of the
 			   node's runtimes that are no Go program */
-			n = agg_rt_gather2(a, w[i].win, AGG_RT_ANY_OTHER, ws);
-			if ((rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws, n, &charged)) != 0)
+			if (rt_of[i] > go &&
+			    (rv = agg_rt_charge(a, w[i].win, rt_of[i] - go, a->rt_req_pm, ws,
+						agg_rt_gather2(a, w[i].win, AGG_RT_ANY_OTHER, ws), &charged)) != 0)
 				return rv;
 		}
 		left[i] = unlab + (rt_of[i] - go) - charged;
