@@ -348,14 +348,20 @@ size_t col_bpf_go_calibrate(const struct col_golabel_count *c, size_t n, const s
 			continue; /* a pid named twice: its first figure */
 		for (i = 0; i < n; i++)
 			have += c[i].pid == cpu[j].pid ? c[i].samples : 0;
-		if (!have) {
-			if (want) {
+		if (want >= have) {
+			/* samples are missed outside segments (the sampled CPU in parts matches the parts'):
+			   the process's entries as sampled, what its clock used beyond them unlabelled */
+			for (i = 0; i < n; i++)
+				if (c[i].pid == cpu[j].pid && c[i].samples)
+					out[m++] = c[i];
+			if (want > have) {
 				out[m].cookie = COL_GOLABEL_IDLE;
-				out[m].samples = want;
+				out[m].samples = want - (uint64_t)have;
 				out[m++].pid = cpu[j].pid;
 			}
 			continue;
 		}
+		/* more samples than its clock grew by (a window's edge): scaled down to it */
 		for (i = 0; i < n; i++) {
 			if (c[i].pid != cpu[j].pid || !c[i].samples)
 				continue;

@@ -152,12 +152,14 @@ struct col_bpf_go_cpu {
 
 /*
  * Pure: calibrates window counts c[0..n) to the processes' own CPU
- * cpu[0..ncpu): the samples of a process named in cpu[] are scaled so that
- * they sum to its ns / period_ns (rounded down, the rest to its entry of
- * most samples), each entry in proportion; a process of cpu[] without a
- * sample gets one entry (pid, COL_GOLABEL_IDLE) of that many; processes
- * not in cpu[] (all of them if period_ns is 0) are copied as they are. The same factor scales each of its
- * segs[0..nsegs) (their .seg, in place, rounded down; NULL: none). Writes
+ * cpu[0..ncpu) so that a process's samples sum to its ns / period_ns
+ * (rounded down): what its clock used beyond its samples is added as one
+ * entry (pid, COL_GOLABEL_IDLE), unlabelled CPU in no segment (measured: the
+ * samples a program misses fall outside its segments); a process with more
+ * samples than that (a window's edge) has each entry scaled down in
+ * proportion (rounded down, the rest to its entry of most samples), and its
+ * segs[0..nsegs) by the same factor (their .seg, in place; NULL: none).
+ * Processes not in cpu[] (all of them if period_ns is 0) are copied as they are. Writes
  * out[] (room for n + ncpu entries; entries left with 0 samples are left
  * out) and returns how many. Samples follow CPU time, but not equally in
  * every process (measured: an HTTP/1.1 server of short requests got 81% of

@@ -194,7 +194,8 @@ static uint64_t cal_of(const struct col_golabel_count *c, size_t n, uint32_t pid
 	return 0;
 }
 
-/* Each process's samples scaled to its own CPU; a process without a figure as sampled, one without samples idle. */
+/* Each process's samples brought to its own CPU: what they missed unlabelled, an excess scaled down; a process
+   without a figure as sampled, one without samples all unlabelled. */
 static void test_calibrated(void)
 {
 	static const struct col_golabel_count c[] = { { 0x77, 30, 100 }, { 0, 10, 100 }, { 0x88, 20, 200 } };
@@ -205,19 +206,21 @@ static void test_calibrated(void)
 
 	/* 0.5 ms a sample: process 100 used 60 samples' worth, not 40; 300 used 10 and was never sampled */
 	n = col_bpf_go_calibrate(c, 3, cpu, 2, 500000, segs, 2, out);
-	CU_ASSERT_EQUAL_FATAL(n, 4);
-	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0x77), 45);
-	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0), 15);
+	CU_ASSERT_EQUAL_FATAL(n, 5);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0x77), 30);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0), 10);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, COL_GOLABEL_IDLE), 20); /* what the samples missed */
 	CU_ASSERT_EQUAL(cal_of(out, n, 200, 0x88), 20); /* no figure: as sampled */
 	CU_ASSERT_EQUAL(cal_of(out, n, 300, COL_GOLABEL_IDLE), 10);
-	CU_ASSERT_EQUAL(segs[0].seg, 42);                /* the same factor */
+	CU_ASSERT_EQUAL(segs[0].seg, 28);                /* the parts' samples stay */
 	CU_ASSERT_EQUAL(segs[1].seg, 10);
-	/* 61 samples' worth: 45.75 and 15.25 rounded down, the rest to the largest */
-	cpu[0].ns = 30700000;
-	n = col_bpf_go_calibrate(c, 3, cpu, 1, 500000, NULL, 0, out);
+	/* 30 samples' worth of 40: 22.5 and 7.5 rounded down, the rest to the largest; segs by the same factor */
+	cpu[0].ns = 15000000;
+	n = col_bpf_go_calibrate(c, 3, cpu, 1, 500000, segs, 2, out);
 	CU_ASSERT_EQUAL_FATAL(n, 3);
-	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0x77), 46);
-	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0), 15);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0x77), 23);
+	CU_ASSERT_EQUAL(cal_of(out, n, 100, 0), 7);
+	CU_ASSERT_EQUAL(segs[0].seg, 21);
 	/* less than a sample's worth: the process's entries are left out; without a period all as sampled */
 	cpu[0].ns = 400000;
 	n = col_bpf_go_calibrate(c, 3, cpu, 1, 500000, NULL, 0, out);
